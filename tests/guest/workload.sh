@@ -1,0 +1,273 @@
+#!/bin/bash
+# tests/guest/workload.sh SERVER VERS [SEC] [EXPORT] [MOUNT_OPTS]   (runs INSIDE the guest, as root)
+#   SERVER      server address (127.0.0.1 for knfsd in the guest, 10.77.0.1 for a server in the netns)
+#   VERS        NFS version: 3, 4.0, 4.1, 4.2
+#   SEC         security flavour (default sys)
+#   EXPORT      export path (default /)
+#   MOUNT_OPTS  extra mount options, e.g. port=2049,mountport=2049,mountproto=tcp,nolock
+# Each step prints exactly one line `STEP <name> PASS|FAIL <seconds>s` (details indented below it),
+# then `WORKLOAD <server> vers=<v> sec=<s>: N passed, M failed`; exits non-zero if any step failed.
+# Env knobs (defaults sized for TCG, see README):
+#   BIG_MB=256        size of the big file          SMALL_N=40     number of small files
+#   TREE_N=10000      files in the tree (100/dir)   FIO_MB=32      fio file size
+#   FIO_RUNTIME=10    fio random-read phase (s)     STEP_TIMEOUT=600 per step (s)
+#   SQUASH=0|1        server squashes root to 65534 (then root-owned checks expect 65534:65534,
+#                     and the tree/cp -a steps run as the unprivileged user)
+#   LAB_UID=1000      unprivileged guest user (created if missing)      MNT=/mnt/nfs
+set -u
+SERVER=${1:?usage: workload.sh SERVER VERS [SEC] [EXPORT] [MOUNT_OPTS]}
+VERS=${2:?NFS version}
+SEC=${3:-sys}; EXPORT=${4:-/}; MOUNT_OPTS=${5:-}
+export SERVER VERS SEC EXPORT MOUNT_OPTS
+export MNT=${MNT:-/mnt/nfs} BIG_MB=${BIG_MB:-256} SMALL_N=${SMALL_N:-40} TREE_N=${TREE_N:-10000}
+export FIO_MB=${FIO_MB:-32} FIO_RUNTIME=${FIO_RUNTIME:-10} STEP_TIMEOUT=${STEP_TIMEOUT:-600}
+export SQUASH=${SQUASH:-0} LAB_UID=${LAB_UID:-1000} LAB_USER=${LAB_USER:-labuser}
+export W=$MNT/wl-$$ LOGS=/tmp/wl-logs SCRATCH=/tmp/wl-scratch
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+mkdir -p "$LOGS" "$SCRATCH" "$MNT"
+getent passwd "$LAB_USER" >/dev/null || useradd -u "$LAB_UID" -U -m -s /bin/bash "$LAB_USER"
+export ROOT_UID=0; [ "$SQUASH" = 1 ] && ROOT_UID=65534
+
+now() { date +%s.%N; }
+# awk arithmetic (no bc in the guest): elapsed A B -> B-A ; rate MIB A B -> MIB/(B-A)
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", b - a}'; }
+rate() { awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN{printf "%.1f", (b > a) ? m / (b - a) : 0}'; }
+info() { echo "  $*"; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# run a command as the unprivileged guest user (no PAM, no login shell)
+as_user() { setpriv --reuid="$LAB_UID" --regid="$LAB_UID" --init-groups -- "$@"; }
+# the command must fail (used for permission/lock checks)
+must_fail() { if "$@" 2>/dev/null; then echo "UNEXPECTED SUCCESS: $*"; return 1; fi; return 0; }
+# run a step in a bash -e subshell with a timeout; print STEP line, and the log tail on failure
+PASSED=0; FAILED=0
+step() {
+  local name=$1 fn=$2 t0 rc dt
+  t0=$(now)
+  timeout -k 10 "$STEP_TIMEOUT" bash -c "set -eo pipefail; $fn" > "$LOGS/$name.log" 2>&1; rc=$?
+  dt=$(elapsed "$t0" "$(now)")
+  if [ $rc = 0 ]; then
+    echo "STEP $name PASS ${dt}s"; PASSED=$((PASSED+1))
+    grep '^INFO ' "$LOGS/$name.log" | sed 's/^INFO /  /'
+  else
+    echo "STEP $name FAIL ${dt}s"; FAILED=$((FAILED+1))
+    [ $rc = 124 ] && echo "  timed out after ${STEP_TIMEOUT}s"
+    tail -n 25 "$LOGS/$name.log" | sed 's/^/  | /'
+  fi
+  return $rc
+}
+summary() {
+  echo "WORKLOAD $SERVER vers=$VERS sec=$SEC: $PASSED passed, $FAILED failed"
+  [ "$FAILED" = 0 ]; exit $?
+}
+
+# ---------------------------------------------------------------------------------------------
+s_mount() {
+  local o="vers=$VERS,sec=$SEC"; [ -n "$MOUNT_OPTS" ] && o="$o,$MOUNT_OPTS"
+  echo "mount -t nfs -o $o $SERVER:$EXPORT $MNT"
+  mount -t nfs -o "$o" "$SERVER:$EXPORT" "$MNT"
+  mountpoint "$MNT"
+  echo "INFO $(awk -v m="$MNT" '$2==m{print $1" "$3" "$4}' /proc/mounts)"
+  mkdir "$W"; chmod 1777 "$W"
+  test "$(stat -c %a "$W")" = 1777
+}
+s_smallfiles() {
+  mkdir -p "$SCRATCH/small" "$W/small"
+  local sizes=(0 1 511 512 4095 4096 4097 65535 65536 65537 131072 1048575 1048576 1048577)
+  local i=0 n sz
+  for ((i = 0; i < SMALL_N; i++)); do
+    sz=${sizes[i % ${#sizes[@]}]}; [ $i -ge ${#sizes[@]} ] && sz=$((sz + i * 37))
+    head -c "$sz" /dev/urandom > "$SCRATCH/small/f$i"
+  done
+  (cd "$SCRATCH/small" && sha256sum f* > ../small.sha256)
+  for f in "$SCRATCH"/small/f*; do cat "$f" > "$W/small/${f##*/}"; done
+  echo appended >> "$W/small/f1"; echo appended >> "$SCRATCH/small/f1"       # append path
+  (cd "$SCRATCH/small" && sha256sum f* > ../small.sha256)
+  drop_caches
+  (cd "$W/small" && sha256sum -c --quiet "$SCRATCH/small.sha256")
+  for f in "$SCRATCH"/small/f*; do
+    test "$(stat -c %s "$f")" = "$(stat -c %s "$W/small/${f##*/}")"
+  done
+  # overwrite in the middle, truncate, extend
+  printf 'XYZ' | dd of="$W/small/f7" bs=1 seek=100 conv=notrunc status=none
+  printf 'XYZ' | dd of="$SCRATCH/small/f7" bs=1 seek=100 conv=notrunc status=none
+  truncate -s 10 "$W/small/f8"; truncate -s 10 "$SCRATCH/small/f8"
+  truncate -s 3000000 "$W/small/f9"; truncate -s 3000000 "$SCRATCH/small/f9"
+  drop_caches
+  for f in f7 f8 f9; do cmp "$SCRATCH/small/$f" "$W/small/$f"; done
+  echo "INFO $SMALL_N small files (0 B .. 1 MiB+), sha256 verified after drop_caches"
+}
+s_bigfile() {
+  head -c "${BIG_MB}M" /dev/urandom > "$SCRATCH/big"
+  local a b c
+  a=$(now); dd if="$SCRATCH/big" of="$W/big" bs=1M conv=fsync status=none; b=$(now)
+  rm -f "$SCRATCH/big.sum"; sha256sum < "$SCRATCH/big" > "$SCRATCH/big.sum"
+  drop_caches
+  c=$(now); sha256sum < "$W/big" > "$SCRATCH/big.sum2"; local d; d=$(now)
+  cmp "$SCRATCH/big.sum" "$SCRATCH/big.sum2"
+  test "$(stat -c %s "$W/big")" = $((BIG_MB * 1048576))
+  rm -f "$W/big" "$SCRATCH/big"
+  echo "INFO big file ${BIG_MB} MiB: write+fsync $(rate "$BIG_MB" "$a" "$b") MiB/s," \
+       "read+sha256 $(rate "$BIG_MB" "$c" "$d") MiB/s"
+}
+# the tree steps run as root, or as the unprivileged user when root is squashed
+# (cp -a as root would fail to preserve ownership on a root-squashing server)
+tree_run() { if [ "$SQUASH" = 1 ]; then as_user bash -ec "$1"; else bash -ec "$1"; fi; }
+s_tree_create() {
+  tree_run '
+    mkdir "$W/tree"; cd "$W/tree"
+    for ((d = 0; d < (TREE_N + 99) / 100; d++)); do
+      mkdir "d$d"
+      for ((f = 0; f < 100 && d * 100 + f < TREE_N; f++)); do echo "file $d/$f" > "d$d/f$f"; done
+    done'
+  echo "INFO tree: $TREE_N files in $(( (TREE_N + 99) / 100 )) dirs"
+}
+s_tree_ls() {
+  drop_caches
+  local n; n=$(tree_run 'ls -lR "$W/tree"' | grep -c '^-')
+  echo "ls -lR: $n files"; test "$n" = "$TREE_N"
+}
+s_tree_cp() { drop_caches; tree_run 'cp -a "$W/tree" "$W/tree2"'; }
+s_tree_diff() {
+  drop_caches; tree_run 'diff -r "$W/tree" "$W/tree2"'
+  # cp -a preserved modes and owners
+  test "$(cd "$W/tree" && find . -printf '%m %u %g %p\n' | sort | sha256sum)" = \
+       "$(cd "$W/tree2" && find . -printf '%m %u %g %p\n' | sort | sha256sum)"
+}
+s_tree_rm() { tree_run 'rm -rf "$W/tree" "$W/tree2"'; test ! -e "$W/tree"; test ! -e "$W/tree2"; }
+s_links() {
+  mkdir "$W/ln"; cd "$W/ln"
+  # rename: file, over an existing file, directory, across directories
+  echo one > a; mv a b; test ! -e a; test "$(cat b)" = one
+  echo two > c; mv c b; test "$(cat b)" = two; test ! -e c
+  mkdir -p d1/sub; echo x > d1/sub/x; mv d1 d2; test "$(cat d2/sub/x)" = x
+  mkdir d3; mv d2/sub/x d3/y; test "$(cat d3/y)" = x; test ! -e d2/sub/x
+  must_fail mv d3 d3/inside                                   # into itself
+  # hard links
+  echo data > h1; ln h1 h2
+  test "$(stat -c %h h1)" = 2; test "$(stat -c %i h1)" = "$(stat -c %i h2)"
+  echo more >> h2; drop_caches; test "$(cat h1)" = "$(printf 'data\nmore')"
+  rm h1; test "$(stat -c %h h2)" = 1; test "$(head -1 h2)" = data
+  must_fail ln d3 d3link                                      # no hard links to directories
+  # symlinks
+  ln -s h2 s1; test "$(readlink s1)" = h2; test "$(head -1 s1)" = data
+  ln -s d3 sd; test "$(cat sd/y)" = x
+  ln -s /nonexistent/target dangling; test -L dangling; test ! -e dangling
+  test "$(readlink dangling)" = /nonexistent/target
+  long=$(printf 'x%.0s' $(seq 1000)); ln -s "$long" slong; test "$(readlink slong)" = "$long"
+  mv s1 s1r; test "$(readlink s1r)" = h2
+  drop_caches; test "$(stat -c %F sd)" = "symbolic link"
+  cd /; rm -rf "$W/ln"
+}
+s_perms() {
+  mkdir "$W/perm"; chmod 1777 "$W/perm"; cd "$W/perm"
+  echo secret > secret; chmod 600 secret
+  echo public > public; chmod 644 public
+  mkdir rootdir; chmod 755 rootdir
+  printf '#!/bin/sh\necho ran\n' > script; chmod 755 script; cp script noexec; chmod 644 noexec
+  # files created by root are owned by root, or by 65534 when the server squashes root
+  test "$(stat -c %u:%g secret)" = "$ROOT_UID:$ROOT_UID"
+  drop_caches
+  must_fail as_user cat secret                                # 600 owned by someone else
+  test "$(as_user cat public)" = public                        # 644 readable
+  must_fail as_user sh -c 'echo x >> public'                   # ... but not writable
+  must_fail as_user touch rootdir/x                            # 755 dir of someone else
+  must_fail as_user chmod 666 secret                           # not the owner
+  must_fail as_user rm secret                                  # sticky dir, not the owner
+  test "$(as_user ./script)" = ran; must_fail as_user ./noexec # execute bit
+  # a directory the user owns is writable by the user
+  as_user mkdir userdir; test "$(stat -c %u userdir)" = "$LAB_UID"
+  as_user sh -c 'echo mine > userdir/f && chmod 600 userdir/f && cat userdir/f' | grep -qx mine
+  test "$(stat -c %u:%a userdir/f)" = "$LAB_UID:600"
+  as_user chmod 700 userdir; as_user touch userdir/g; as_user rm userdir/g
+  if [ "$SQUASH" = 1 ]; then
+    must_fail cat userdir/f                                   # squashed root is just nobody
+    must_fail chown 0 public                                  # squashed root cannot chown
+  else
+    test "$(cat userdir/f)" = mine                             # root may read anything
+    chown "$LAB_UID:$LAB_UID" public; test "$(stat -c %u public)" = "$LAB_UID"
+    test "$(as_user sh -c 'echo w >> public && tail -1 public')" = w
+  fi
+  as_user rm -rf userdir; cd /; rm -rf "$W/perm"
+}
+s_df() {
+  df -h "$MNT"; df -i "$MNT" || true
+  local size avail
+  size=$(df -P -k "$MNT" | awk 'NR==2{print $2}'); avail=$(df -P -k "$MNT" | awk 'NR==2{print $4}')
+  test "$size" -gt 0; test "$avail" -gt 0; test "$avail" -le "$size"
+  stat -f "$MNT"
+  echo "INFO df: size ${size} KiB, avail ${avail} KiB"
+}
+# a perl helper (perl-base only) for POSIX fcntl byte-range locks.  struct flock on x86_64:
+# short l_type, short l_whence, (pad), off_t l_start, off_t l_len, pid_t l_pid, (pad)
+fcntl_lock() {  # FILE START LEN r|w hold|try   (hold: lock, touch FILE.held, wait for FILE.rel)
+  perl -MFcntl -e '
+    my ($f, $s, $l, $t, $mode) = @ARGV;
+    open(my $fh, "+<", $f) or die "open $f: $!";
+    my $fl = pack("s s x4 q q l x4", $t eq "w" ? F_WRLCK : F_RDLCK, SEEK_SET, $s, $l, 0);
+    if (!fcntl($fh, $mode eq "hold" ? F_SETLKW : F_SETLK, $fl)) { print "lock failed: $!\n"; exit 1; }
+    if ($mode eq "hold") {
+      open(my $h, ">", "$f.held") or die; close $h;
+      for (1..600) { last if -e "$f.rel"; select(undef, undef, undef, 0.1); }
+    }
+    exit 0;' "$@"
+}
+s_locks() {
+  mkdir "$W/lk"; cd "$W/lk"; touch fl fc
+  # flock(1): an exclusive lock held by another process makes flock -n fail
+  mkfifo "$SCRATCH/rel"
+  ( flock -x 8; touch "$SCRATCH/held"; read -t 120 _ < "$SCRATCH/rel" ) 8> fl &
+  local hp=$!
+  for _ in $(seq 300); do [ -e "$SCRATCH/held" ] && break; sleep 0.1; done
+  test -e "$SCRATCH/held"
+  must_fail flock -n -x fl true
+  must_fail flock -n -s fl true
+  must_fail flock -w 1 fl true                                 # waits, then gives up
+  echo release > "$SCRATCH/rel"; wait $hp
+  flock -n -x fl true                                         # free again
+  echo "INFO flock: held lock blocks flock -n/-s/-w, released lock is free"
+  # fcntl (POSIX) byte-range locks between two processes
+  fcntl_lock fc 0 100 w hold & hp=$!
+  for _ in $(seq 300); do [ -e fc.held ] && break; sleep 0.1; done
+  test -e fc.held
+  must_fail fcntl_lock fc 0 0 w try                            # whole file overlaps
+  must_fail fcntl_lock fc 50 100 r try                         # read lock overlapping a write lock
+  fcntl_lock fc 100 100 w try                                 # disjoint range is free
+  touch fc.rel; wait $hp
+  fcntl_lock fc 0 0 w try                                     # released
+  echo "INFO fcntl: write lock [0,100) blocks overlapping F_SETLK, [100,200) is free"
+  cd /; rm -rf "$W/lk" "$SCRATCH/rel" "$SCRATCH/held"
+}
+s_fio() {
+  mkdir "$W/fio"
+  fio --name=randwrite-verify --directory="$W/fio" --filename=fio.dat --size="${FIO_MB}M" \
+      --rw=randwrite --bs=4k --ioengine=psync --direct=1 --verify=crc32c --do_verify=1 \
+      --verify_fatal=1 --output-format=terse --terse-version=3 > "$SCRATCH/fio1" \
+    || { cat "$SCRATCH/fio1"; return 1; }
+  fio --name=randrw --directory="$W/fio" --filename=fio.dat --size="${FIO_MB}M" --rw=randrw \
+      --bs=4k --ioengine=psync --direct=1 --time_based --runtime="$FIO_RUNTIME" --numjobs=2 \
+      --group_reporting --output-format=terse --terse-version=3 > "$SCRATCH/fio2" \
+    || { cat "$SCRATCH/fio2"; return 1; }
+  # terse v3: field 5 = error, 8 = read iops, 49 = write iops
+  local e1 e2; e1=$(cut -d';' -f5 "$SCRATCH/fio1"); e2=$(cut -d';' -f5 "$SCRATCH/fio2")
+  test "$e1" = 0; test "$e2" = 0
+  echo "INFO fio: ${FIO_MB} MiB randwrite 4k O_DIRECT + crc32c verify ($(cut -d';' -f49 "$SCRATCH/fio1") write IOPS);" \
+       "randrw ${FIO_RUNTIME}s x2 jobs: $(cut -d';' -f8 "$SCRATCH/fio2") read / $(cut -d';' -f49 "$SCRATCH/fio2") write IOPS"
+  rm -rf "$W/fio"
+}
+s_umount() {
+  cd /; rm -rf "$W"
+  umount "$MNT"
+  ! mountpoint -q "$MNT"
+}
+export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
+  s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
+  s_links s_perms s_df s_locks s_fio s_umount
+
+echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
+     "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
+step mount s_mount || summary                        # nothing else makes sense without a mount
+for s in smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links perms df locks fio; do
+  step "${s//_/-}" "s_$s"
+done
+if ! step umount s_umount; then umount -f -l "$MNT" 2>/dev/null; fi
+summary
