@@ -1,1 +1,21 @@
-//! proto
+//! Protocol types generated at build time from the `.x` specifications in
+//! `specs/`: a wire format is written once, in the language its RFC uses.
+//! See `xdr::codegen` for how XDR maps to Rust.
+
+/// ONC RPC v2 messages and AUTH_SYS (RFC 5531).
+#[allow(non_camel_case_types, clippy::all)]
+pub mod rpc {
+    include!(concat!(env!("OUT_DIR"), "/rpc_prot.rs"));
+}
+
+/// MOUNT v3 (RFC 1813 appendix I).
+#[allow(non_camel_case_types, clippy::all)]
+pub mod mount {
+    include!(concat!(env!("OUT_DIR"), "/mount.rs"));
+}
+
+/// NFS v3 (RFC 1813).
+#[allow(non_camel_case_types, clippy::all)]
+pub mod nfs3 {
+    include!(concat!(env!("OUT_DIR"), "/nfs3.rs"));
+}
