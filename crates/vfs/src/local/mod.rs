@@ -1,0 +1,1007 @@
+//! [`LocalFs`]: exports a directory of the local filesystem.
+//!
+//! # Fids
+//! A fid is the kernel's own file handle for the object
+//! (`name_to_handle_at`): one byte of handle type, then the handle bytes
+//! (8 bytes on ext4). They survive server restarts, and `open_by_handle_at`
+//! (on the export root, which identifies the filesystem) turns them back into
+//! descriptors, answering `ESTALE` → [`FsError::Stale`] once the object is
+//! gone. That needs `CAP_DAC_READ_SEARCH` and a filesystem that supports
+//! handles; [`LocalFs::new`] checks both and fails with a clear message.
+//!
+//! # Staying inside the export
+//! - Names are single components (no `/`, no NUL). Every name is resolved
+//!   relative to a directory fd with `openat2(RESOLVE_BENEATH |
+//!   RESOLVE_NO_MAGICLINKS)` and `O_NOFOLLOW`, so a symlink is never followed:
+//!   looking one up returns the symlink itself.
+//! - `..` of the export root is the root.
+//! - Objects on another mount below the export (a different mount id) are
+//!   refused with [`FsError::XDev`]: their handles would decode against the
+//!   wrong filesystem.
+//! - Limitation: `open_by_handle_at` opens a handle anywhere on the
+//!   filesystem. We only issue fids for objects reached beneath the export and
+//!   the handle MAC stops clients from forging others, but an object that a
+//!   *local* user moves out of the export tree stays reachable through a fid
+//!   the client already holds (as with knfsd's `no_subtree_check`).
+//!
+//! # Permissions
+//! When the server runs as root, each call switches the calling thread's
+//! fsuid, fsgid and supplementary groups to the caller's ([`Cred`], already
+//! squashed by the server) for the duration of the call, with raw per-thread
+//! syscalls and an RAII guard that restores them. So the kernel's own checks
+//! apply exactly — mode bits, sticky directories, ACLs, setgid directories,
+//! suid clearing on write — with no re-implementation of permission logic
+//! here. Descriptors are opened by handle *before* switching (that needs
+//! `CAP_DAC_READ_SEARCH`, which a non-root fsuid drops), and then:
+//! - name operations (lookup, create, remove, rename, link, …) run as the
+//!   caller, so the kernel checks the directory permissions;
+//! - data operations use descriptors opened by root, after the kernel checks
+//!   the caller's access with `faccessat2(AT_EACCESS | AT_EMPTY_PATH)` under
+//!   the caller's fs credentials. Like knfsd, the owner may read and write
+//!   their own file whatever its mode (NFS has no open: a client that created
+//!   a file 0444 must still be able to write it), and a file the caller may
+//!   execute may be read (to run binaries);
+//! - ACCESS is answered with the same `faccessat2` checks (NFSv3 table as
+//!   knfsd: files READ→R, MODIFY/EXTEND→W, EXECUTE→X; directories READ→R,
+//!   LOOKUP→X, MODIFY/EXTEND/DELETE→W+X).
+//!
+//! When the server does not run as root (it then needs `CAP_DAC_READ_SEARCH`
+//! as a file capability), no switch happens: every operation runs as the
+//! server's own user, and the callers' credentials are ignored.
+//!
+//! The process umask is shared by all threads, so modes given on create are
+//! applied explicitly with chmod afterwards.
+//!
+//! # Data
+//! read/write use `pread`/`pwrite` on descriptors opened by handle, kept in a
+//! small LRU cache ([`FD_CACHE_SIZE`]); each use re-checks with `fstat` that
+//! the file still has a link (else Stale). `FileSync` → `fsync`, `DataSync` →
+//! `fdatasync`, commit → `fsync`.
+//!
+//! # Readdir
+//! Cookies are the `d_off` values from `getdents64` (hash positions on ext4,
+//! stable while the directory changes); a page resumes with `lseek(cookie)`,
+//! never re-reading from the start. The verifier is constant zero and ignored
+//! (cookies don't go stale). `.` and `..` are listed; `..` of the root is the
+//! root. (A 64-bit ext4 hash collision split across pages could repeat an
+//! entry; knfsd shares this.)
+//!
+//! # Exclusive create
+//! `O_CREAT|O_EXCL`, then the verifier goes into mtime (first 4 bytes) and
+//! atime (last 4), each masked to 31 bits, as knfsd does.
+
+mod sys;
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use crate::{
+    check_name, check_new_name, Access, Attr, Backend, CreateHow, Cred, DirEntry, DirPage, Fid,
+    FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+};
+
+/// How many data descriptors stay open.
+pub const FD_CACHE_SIZE: usize = 1024;
+
+/// Why [`LocalFs::new`] failed, with a message for the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{msg}")]
+pub struct InitError {
+    pub kind: FsError,
+    pub msg: String,
+}
+
+impl From<InitError> for FsError {
+    fn from(e: InitError) -> FsError {
+        e.kind
+    }
+}
+
+/// A local directory export. See the module docs.
+pub struct LocalFs {
+    /// The export root, opened O_RDONLY|O_DIRECTORY; also the mount fd for
+    /// open_by_handle_at and the fd for syncfs.
+    root: OwnedFd,
+    root_fid: Fid,
+    root_ino: u64,
+    root_dev: u64,
+    mount_id: i32,
+    /// Running as root: switch fs credentials per call.
+    switch_creds: bool,
+    base_gid: u32,
+    base_groups: Vec<u32>,
+    cache: FdCache,
+}
+
+impl std::fmt::Debug for LocalFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalFs")
+            .field("root_fid", &self.root_fid)
+            .finish()
+    }
+}
+
+fn io_err(e: io::Error) -> FsError {
+    FsError::from(e)
+}
+
+impl LocalFs {
+    pub fn new(root: &Path) -> Result<LocalFs, InitError> {
+        let fail = |kind: FsError, msg: String| InitError { kind, msg };
+        let path = sys::cstr(root.as_os_str().as_bytes()).map_err(|_| {
+            fail(
+                FsError::Inval,
+                format!("bad export path {}", root.display()),
+            )
+        })?;
+        let root_fd = sys::open_path(&path, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| {
+            fail(
+                FsError::from(io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(0))),
+                format!("cannot open export root {}: {e}", root.display()),
+            )
+        })?;
+        let kh =
+            sys::name_to_handle(root_fd.as_fd(), sys::EMPTY, libc::AT_EMPTY_PATH).map_err(|e| {
+                fail(
+                    FsError::NotSupp,
+                    format!(
+                        "the filesystem of {} does not support file handles \
+                         (name_to_handle_at: {e}); persistent NFS handles need it",
+                        root.display()
+                    ),
+                )
+            })?;
+        let root_fid = encode_fid(&kh).ok_or_else(|| {
+            fail(
+                FsError::NotSupp,
+                format!(
+                    "file handles of {} are too large ({} bytes, type {})",
+                    root.display(),
+                    kh.len,
+                    kh.htype
+                ),
+            )
+        })?;
+        sys::open_by_handle(root_fd.as_fd(), kh.htype, &kh.bytes[..kh.len], libc::O_PATH).map_err(
+            |e| {
+                let msg = if e.raw_os_error() == Some(libc::EPERM) {
+                    "open_by_handle_at is not permitted: run as root or grant \
+                     CAP_DAC_READ_SEARCH"
+                        .to_string()
+                } else {
+                    format!("open_by_handle_at failed on {}: {e}", root.display())
+                };
+                fail(FsError::Perm, msg)
+            },
+        )?;
+        let st = sys::fstat(root_fd.as_fd()).map_err(|e| fail(FsError::Io, e.to_string()))?;
+        let switch_creds = sys::geteuid() == 0;
+        let base_groups = if switch_creds {
+            sys::getgroups().map_err(|e| fail(FsError::Io, e.to_string()))?
+        } else {
+            Vec::new()
+        };
+        Ok(LocalFs {
+            root: root_fd,
+            root_fid,
+            root_ino: st.st_ino,
+            root_dev: st.st_dev,
+            mount_id: kh.mount_id,
+            switch_creds,
+            base_gid: 0,
+            base_groups,
+            cache: FdCache::new(FD_CACHE_SIZE),
+        })
+    }
+
+    /// Switches this thread's fs credentials to `cred` until the guard drops.
+    fn as_user(&self, cred: &Cred) -> Result<CredGuard<'_>, FsError> {
+        if !self.switch_creds {
+            return Ok(CredGuard { fs: None });
+        }
+        // Groups first: setgroups needs CAP_SETGID, which setfsuid keeps, but
+        // do it while we are still fully root anyway.
+        sys::set_thread_groups(&cred.gids).map_err(io_err)?;
+        let guard = CredGuard { fs: Some(self) };
+        sys::set_thread_fsgid(cred.gid);
+        sys::set_thread_fsuid(cred.uid);
+        // setfsuid reports no errors; read back (-1 changes nothing).
+        if sys::set_thread_fsuid(u32::MAX) != cred.uid {
+            return Err(FsError::ServerFault);
+        }
+        Ok(guard)
+    }
+
+    fn is_root(&self, st: &libc::stat) -> bool {
+        st.st_ino == self.root_ino && st.st_dev == self.root_dev
+    }
+
+    /// Opens `fid` O_PATH (as root) and stats it; deleted objects → Stale.
+    fn open_fid(&self, fid: &Fid, flags: libc::c_int) -> Result<(OwnedFd, libc::stat), FsError> {
+        let b = fid.as_bytes();
+        if b.is_empty() {
+            return Err(FsError::BadHandle);
+        }
+        let fd = sys::open_by_handle(self.root.as_fd(), b[0] as i32, &b[1..], flags).map_err(
+            |e| match e.raw_os_error() {
+                Some(libc::ESTALE) | Some(libc::ENOENT) => FsError::Stale,
+                Some(libc::EINVAL) => FsError::BadHandle,
+                _ => io_err(e),
+            },
+        )?;
+        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+        // An unlinked but still open inode can still be decoded.
+        if st.st_nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        Ok((fd, st))
+    }
+
+    fn open_path(&self, fid: &Fid) -> Result<(OwnedFd, libc::stat), FsError> {
+        self.open_fid(fid, libc::O_PATH)
+    }
+
+    fn open_dir(&self, fid: &Fid) -> Result<(OwnedFd, libc::stat), FsError> {
+        let (fd, st) = self.open_path(fid)?;
+        if file_type(&st) != FileType::Directory {
+            return Err(FsError::NotDir);
+        }
+        Ok((fd, st))
+    }
+
+    /// The fid of an open object, if it's on the export's mount.
+    fn fid_of(&self, fd: BorrowedFd<'_>) -> Result<Fid, FsError> {
+        let kh = sys::name_to_handle(fd, sys::EMPTY, libc::AT_EMPTY_PATH).map_err(io_err)?;
+        if kh.mount_id != self.mount_id {
+            return Err(FsError::XDev);
+        }
+        encode_fid(&kh).ok_or(FsError::NotSupp)
+    }
+
+    fn fid_attr(&self, fd: BorrowedFd<'_>) -> Result<(Fid, Attr), FsError> {
+        let fid = self.fid_of(fd)?;
+        let st = sys::fstat(fd).map_err(io_err)?;
+        Ok((fid, to_attr(&st)))
+    }
+
+    /// A cached read/write (or read-only) descriptor of a regular file.
+    /// Opened as root: call before switching credentials.
+    fn data_fd(&self, fid: &Fid) -> Result<(Arc<DataFd>, libc::stat), FsError> {
+        if let Some(d) = self.cache.get(fid) {
+            let st = sys::fstat(d.fd.as_fd()).map_err(io_err)?;
+            if st.st_nlink == 0 {
+                self.cache.remove(fid);
+                return Err(FsError::Stale);
+            }
+            return Ok((d, st));
+        }
+        let (_, st) = self.open_path(fid)?;
+        match file_type(&st) {
+            FileType::Regular => {}
+            FileType::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Inval),
+        }
+        let (fd, writable) = match self.open_fid(fid, libc::O_RDWR) {
+            Ok((fd, _)) => (fd, true),
+            Err(FsError::RoFs) | Err(FsError::Acces) | Err(FsError::Perm) => {
+                (self.open_fid(fid, libc::O_RDONLY)?.0, false)
+            }
+            Err(e) => return Err(e),
+        };
+        let d = Arc::new(DataFd { fd, writable });
+        self.cache.insert(*fid, d.clone());
+        Ok((d, st))
+    }
+
+    /// Kernel access check for `mode` (R_OK/W_OK/X_OK) on `fd` as the
+    /// current (switched) thread credentials.
+    fn may(&self, fd: BorrowedFd<'_>, mode: libc::c_int) -> bool {
+        sys::access_fd(fd, mode).is_ok()
+    }
+
+    /// Applies `set` to an object (O_PATH `fd`), as the caller.
+    fn apply_set(
+        &self,
+        cred: &Cred,
+        fd: BorrowedFd<'_>,
+        st: &libc::stat,
+        set: &SetAttr,
+        data: Option<&DataFd>,
+    ) -> Result<(), FsError> {
+        // chown first (it may clear suid/sgid), then mode, size, times (a
+        // size change bumps mtime, so an explicit mtime comes after it).
+        let uid = set.uid.filter(|&u| u != st.st_uid);
+        let gid = set.gid.filter(|&g| g != st.st_gid);
+        if uid.is_some() || gid.is_some() {
+            sys::chown_fd(fd, uid, gid).map_err(io_err)?;
+        }
+        // Linux symlinks have no mode of their own; ignore it like knfsd.
+        if let Some(mode) = set.mode {
+            if file_type(st) != FileType::Symlink {
+                sys::chmod_fd(fd, mode & 0o7777).map_err(io_err)?;
+            }
+        }
+        if let Some(size) = set.size {
+            let d = data.ok_or(FsError::Inval)?;
+            if !(self.may(d.fd.as_fd(), libc::W_OK) || (cred.uid == st.st_uid)) {
+                return Err(FsError::Acces);
+            }
+            if !d.writable {
+                return Err(FsError::RoFs);
+            }
+            sys::ftruncate(d.fd.as_fd(), size).map_err(io_err)?;
+        }
+        if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
+            let times = [to_utime(set.atime), to_utime(set.mtime)];
+            sys::utimens_fd(fd, &times).map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    /// Opens `name` in `dfd` (O_PATH, no symlink following, beneath `dfd`).
+    fn open_child(&self, dfd: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, FsError> {
+        sys::openat_beneath(dfd, name, libc::O_PATH | libc::O_NOFOLLOW, 0).map_err(io_err)
+    }
+
+    /// `..` of a directory; the root's is the root.
+    fn parent(&self, dfd: BorrowedFd<'_>, dst: &libc::stat) -> Result<Option<OwnedFd>, FsError> {
+        if self.is_root(dst) {
+            return Ok(None);
+        }
+        // RESOLVE_BENEATH forbids "..", and the parent of a directory
+        // beneath the root is itself beneath or the root.
+        sys::openat(dfd, c"..", libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map(Some)
+            .map_err(io_err)
+    }
+
+    /// Opens `name` after create-style ops, then applies leftover attributes.
+    fn finish_new(
+        &self,
+        cred: &Cred,
+        dfd: BorrowedFd<'_>,
+        name: &CStr,
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        let fd = self.open_child(dfd, name)?;
+        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+        let fid = self.fid_of(fd.as_fd())?;
+        let set = SetAttr {
+            size: None,
+            ..set.clone()
+        };
+        self.apply_set(cred, fd.as_fd(), &st, &set, None)?;
+        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+        Ok((fid, to_attr(&st)))
+    }
+
+    fn exclusive_matches(st: &libc::stat, verf: &[u8; 8]) -> bool {
+        let (m, a) = verifier_times(verf);
+        file_type(st) == FileType::Regular
+            && st.st_mtime == m
+            && st.st_atime == a
+            && st.st_mtime_nsec == 0
+            && st.st_atime_nsec == 0
+    }
+}
+
+fn verifier_times(verf: &[u8; 8]) -> (i64, i64) {
+    let m = u32::from_be_bytes(verf[..4].try_into().unwrap()) & 0x7fff_ffff;
+    let a = u32::from_be_bytes(verf[4..].try_into().unwrap()) & 0x7fff_ffff;
+    (m as i64, a as i64)
+}
+
+/// Restores root fs credentials when dropped.
+struct CredGuard<'a> {
+    fs: Option<&'a LocalFs>,
+}
+
+impl Drop for CredGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(fs) = self.fs {
+            sys::set_thread_fsuid(0);
+            sys::set_thread_fsgid(fs.base_gid);
+            if let Err(e) = sys::set_thread_groups(&fs.base_groups) {
+                // Can't happen as root; if it does, this thread's groups are
+                // wrong, which is worth a loud log.
+                tracing::error!("restoring supplementary groups failed: {e}");
+            }
+        }
+    }
+}
+
+fn encode_fid(kh: &sys::KernelHandle) -> Option<Fid> {
+    if !(0..=255).contains(&kh.htype) || kh.len + 1 > Fid::MAX_LEN {
+        return None;
+    }
+    let mut b = [0u8; Fid::MAX_LEN];
+    b[0] = kh.htype as u8;
+    b[1..=kh.len].copy_from_slice(&kh.bytes[..kh.len]);
+    Fid::new(&b[..=kh.len])
+}
+
+fn file_type(st: &libc::stat) -> FileType {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFBLK => FileType::BlockDev,
+        libc::S_IFCHR => FileType::CharDev,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFIFO => FileType::Fifo,
+        _ => FileType::Regular,
+    }
+}
+
+fn ts(secs: i64, nsecs: i64) -> Timespec {
+    Timespec {
+        secs,
+        nsecs: nsecs as u32,
+    }
+}
+
+fn to_attr(st: &libc::stat) -> Attr {
+    Attr {
+        ftype: file_type(st),
+        mode: st.st_mode & 0o7777,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size as u64,
+        used: st.st_blocks as u64 * 512,
+        rdev: (libc::major(st.st_rdev), libc::minor(st.st_rdev)),
+        fsid: st.st_dev,
+        fileid: st.st_ino,
+        atime: ts(st.st_atime, st.st_atime_nsec),
+        mtime: ts(st.st_mtime, st.st_mtime_nsec),
+        ctime: ts(st.st_ctime, st.st_ctime_nsec),
+    }
+}
+
+fn to_utime(t: SetTime) -> libc::timespec {
+    match t {
+        SetTime::DontChange => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        SetTime::ServerTime => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        SetTime::ClientTime(t) => libc::timespec {
+            tv_sec: t.secs,
+            tv_nsec: (t.nsecs % 1_000_000_000) as i64,
+        },
+    }
+}
+
+struct DataFd {
+    fd: OwnedFd,
+    writable: bool,
+}
+
+/// Small LRU of data descriptors. Eviction scans for the oldest entry, which
+/// is fine at this size and only happens on a miss with a full cache.
+struct FdCache {
+    cap: usize,
+    inner: Mutex<CacheInner>,
+}
+
+struct CacheInner {
+    tick: u64,
+    map: HashMap<Fid, (Arc<DataFd>, u64)>,
+}
+
+impl FdCache {
+    fn new(cap: usize) -> FdCache {
+        FdCache {
+            cap,
+            inner: Mutex::new(CacheInner {
+                tick: 0,
+                map: HashMap::new(),
+            }),
+        }
+    }
+
+    fn get(&self, fid: &Fid) -> Option<Arc<DataFd>> {
+        let mut g = self.inner.lock().unwrap();
+        g.tick += 1;
+        let t = g.tick;
+        g.map.get_mut(fid).map(|(d, used)| {
+            *used = t;
+            d.clone()
+        })
+    }
+
+    fn insert(&self, fid: Fid, d: Arc<DataFd>) {
+        let mut g = self.inner.lock().unwrap();
+        g.tick += 1;
+        let t = g.tick;
+        if g.map.len() >= self.cap && !g.map.contains_key(&fid) {
+            if let Some(old) = g.map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) {
+                g.map.remove(&old);
+            }
+        }
+        g.map.insert(fid, (d, t));
+    }
+
+    fn remove(&self, fid: &Fid) {
+        self.inner.lock().unwrap().map.remove(fid);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.inner.lock().unwrap().map.len()
+    }
+}
+
+impl Backend for LocalFs {
+    fn root(&self) -> Fid {
+        self.root_fid
+    }
+
+    fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
+        let (_, st) = self.open_path(fid)?;
+        Ok(to_attr(&st))
+    }
+
+    fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
+        let (fd, st) = self.open_path(fid)?;
+        let data = match set.size {
+            Some(_) => Some(self.data_fd(fid)?.0),
+            None => None,
+        };
+        {
+            let _g = self.as_user(cred)?;
+            self.apply_set(cred, fd.as_fd(), &st, set, data.as_deref())?;
+        }
+        Ok(to_attr(&sys::fstat(fd.as_fd()).map_err(io_err)?))
+    }
+
+    fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {
+        check_name(name)?;
+        let (dfd, dst) = self.open_dir(dir)?;
+        let _g = self.as_user(cred)?;
+        if name == b".." {
+            if !self.may(dfd.as_fd(), libc::X_OK) {
+                return Err(FsError::Acces);
+            }
+            return match self.parent(dfd.as_fd(), &dst)? {
+                None => Ok((self.root_fid, to_attr(&dst))),
+                Some(p) => self.fid_attr(p.as_fd()),
+            };
+        }
+        let c = sys::cstr(name).map_err(io_err)?;
+        let fd = self.open_child(dfd.as_fd(), &c)?;
+        self.fid_attr(fd.as_fd())
+    }
+
+    fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
+        let (fd, st) = self.open_path(fid)?;
+        let _g = self.as_user(cred)?;
+        let is_dir = file_type(&st) == FileType::Directory;
+        let table: &[(Access, libc::c_int)] = if is_dir {
+            &[
+                (Access::READ, libc::R_OK),
+                (Access::LOOKUP, libc::X_OK),
+                (Access::MODIFY, libc::W_OK | libc::X_OK),
+                (Access::EXTEND, libc::W_OK | libc::X_OK),
+                (Access::DELETE, libc::W_OK | libc::X_OK),
+            ]
+        } else {
+            &[
+                (Access::READ, libc::R_OK),
+                (Access::MODIFY, libc::W_OK),
+                (Access::EXTEND, libc::W_OK),
+                (Access::EXECUTE, libc::X_OK),
+            ]
+        };
+        let mut ok = Access::empty();
+        for &(bit, mode) in table {
+            if want.contains(bit) && self.may(fd.as_fd(), mode) {
+                ok |= bit;
+            }
+        }
+        Ok(ok)
+    }
+
+    fn readlink(&self, _cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
+        let (fd, st) = self.open_path(fid)?;
+        if file_type(&st) != FileType::Symlink {
+            return Err(FsError::Inval);
+        }
+        sys::readlink_fd(fd.as_fd()).map_err(io_err)
+    }
+
+    fn read(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(usize, bool), FsError> {
+        let (d, st) = self.data_fd(fid)?;
+        let _g = self.as_user(cred)?;
+        let fd = d.fd.as_fd();
+        if !(self.may(fd, libc::R_OK) || cred.uid == st.st_uid || self.may(fd, libc::X_OK)) {
+            return Err(FsError::Acces);
+        }
+        let size = st.st_size as u64;
+        if offset >= size {
+            return Ok((0, true));
+        }
+        let want = buf.len().min((size - offset) as usize);
+        let mut n = 0;
+        // Loop: pread may return short counts (e.g. signals).
+        while n < want {
+            match sys::pread(fd, &mut buf[n..want], offset + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok((n, offset + n as u64 >= size))
+    }
+
+    fn write(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        data: &[u8],
+        stable: Stable,
+    ) -> Result<(usize, Stable), FsError> {
+        let (d, st) = self.data_fd(fid)?;
+        // Stay switched for the pwrite itself: suid/sgid clearing on write
+        // depends on the writer's credentials.
+        let _g = self.as_user(cred)?;
+        let fd = d.fd.as_fd();
+        if !(self.may(fd, libc::W_OK) || cred.uid == st.st_uid) {
+            return Err(FsError::Acces);
+        }
+        if !d.writable {
+            return Err(FsError::RoFs);
+        }
+        let mut n = 0;
+        while n < data.len() {
+            match sys::pwrite(fd, &data[n..], offset + n as u64) {
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Report a partial write as such; the client retries the rest.
+                Err(_) if n > 0 => break,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        match stable {
+            Stable::Unstable => {}
+            Stable::DataSync => sys::fdatasync(fd).map_err(io_err)?,
+            Stable::FileSync => sys::fsync(fd).map_err(io_err)?,
+        }
+        Ok((n, stable))
+    }
+
+    fn commit(&self, fid: &Fid) -> Result<(), FsError> {
+        let (d, _) = self.data_fd(fid)?;
+        sys::fsync(d.fd.as_fd()).map_err(io_err)
+    }
+
+    fn create(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let (mode, set) = match how {
+            CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0o644), s),
+            CreateHow::Exclusive(_) => (0o600, &SetAttr::default()),
+        };
+        let g = self.as_user(cred)?;
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
+        match sys::openat_beneath(dfd.as_fd(), &c, flags, mode & 0o7777) {
+            Ok(fd) => {
+                let fid = self.fid_of(fd.as_fd())?;
+                let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+                let mut set = set.clone();
+                if set.size == Some(0) {
+                    set.size = None; // new files are empty already
+                }
+                let data = DataFd { fd, writable: true };
+                self.apply_set(cred, data.fd.as_fd(), &st, &set, Some(&data))?;
+                if let CreateHow::Exclusive(v) = how {
+                    let (m, a) = verifier_times(v);
+                    let times = [
+                        libc::timespec {
+                            tv_sec: a,
+                            tv_nsec: 0,
+                        },
+                        libc::timespec {
+                            tv_sec: m,
+                            tv_nsec: 0,
+                        },
+                    ];
+                    sys::utimens_fd(data.fd.as_fd(), &times).map_err(io_err)?;
+                }
+                let st = sys::fstat(data.fd.as_fd()).map_err(io_err)?;
+                Ok((fid, to_attr(&st)))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let fd = self.open_child(dfd.as_fd(), &c)?;
+                let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+                let fid = self.fid_of(fd.as_fd())?;
+                match how {
+                    CreateHow::Guarded(_) => Err(FsError::Exist),
+                    CreateHow::Exclusive(v) => {
+                        if Self::exclusive_matches(&st, v) {
+                            Ok((fid, to_attr(&st)))
+                        } else {
+                            Err(FsError::Exist)
+                        }
+                    }
+                    CreateHow::Unchecked(s) => {
+                        if file_type(&st) != FileType::Regular {
+                            return Err(FsError::Exist);
+                        }
+                        // Only the size applies to an existing file.
+                        if let Some(size) = s.size {
+                            drop(g);
+                            self.setattr(
+                                cred,
+                                &fid,
+                                &SetAttr {
+                                    size: Some(size),
+                                    ..SetAttr::default()
+                                },
+                            )?;
+                            let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+                            return Ok((fid, to_attr(&st)));
+                        }
+                        Ok((fid, to_attr(&st)))
+                    }
+                }
+            }
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        sys::mkdirat(dfd.as_fd(), &c, set.mode.unwrap_or(0o755) & 0o7777).map_err(io_err)?;
+        self.finish_new(cred, dfd.as_fd(), &c, set)
+    }
+
+    fn symlink(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        if target.contains(&0) {
+            return Err(FsError::Inval);
+        }
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let t = sys::cstr(target).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        sys::symlinkat(&t, dfd.as_fd(), &c).map_err(io_err)?;
+        self.finish_new(cred, dfd.as_fd(), &c, set)
+    }
+
+    fn mknod(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        ftype: FileType,
+        rdev: (u32, u32),
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        let (kind, rdev) = match ftype {
+            FileType::Fifo => (libc::S_IFIFO, (0, 0)),
+            FileType::Socket => (libc::S_IFSOCK, (0, 0)),
+            FileType::CharDev => (libc::S_IFCHR, rdev),
+            FileType::BlockDev => (libc::S_IFBLK, rdev),
+            _ => return Err(FsError::BadType),
+        };
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        let mode = kind | (set.mode.unwrap_or(0o644) & 0o7777);
+        sys::mknodat(dfd.as_fd(), &c, mode, rdev).map_err(io_err)?;
+        self.finish_new(cred, dfd.as_fd(), &c, set)
+    }
+
+    fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        check_name(name)?;
+        if name == b"." || name == b".." {
+            return Err(FsError::Inval);
+        }
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        sys::unlinkat(dfd.as_fd(), &c, 0).map_err(io_err)
+    }
+
+    fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        check_name(name)?;
+        match name {
+            b"." => return Err(FsError::Inval),
+            b".." => return Err(FsError::NotEmpty),
+            _ => {}
+        }
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        sys::unlinkat(dfd.as_fd(), &c, libc::AT_REMOVEDIR).map_err(io_err)
+    }
+
+    fn rename(
+        &self,
+        cred: &Cred,
+        from_dir: &Fid,
+        from_name: &[u8],
+        to_dir: &Fid,
+        to_name: &[u8],
+    ) -> Result<(), FsError> {
+        for n in [from_name, to_name] {
+            check_name(n)?;
+            if n == b"." || n == b".." {
+                return Err(FsError::Inval);
+            }
+        }
+        let (fdir, _) = self.open_dir(from_dir)?;
+        let (tdir, _) = self.open_dir(to_dir)?;
+        let f = sys::cstr(from_name).map_err(io_err)?;
+        let t = sys::cstr(to_name).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        sys::renameat(fdir.as_fd(), &f, tdir.as_fd(), &t).map_err(io_err)
+    }
+
+    fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        check_new_name(name)?;
+        let (fd, st) = self.open_path(fid)?;
+        if file_type(&st) == FileType::Directory {
+            return Err(FsError::IsDir);
+        }
+        let (dfd, _) = self.open_dir(dir)?;
+        let c = sys::cstr(name).map_err(io_err)?;
+        let _g = self.as_user(cred)?;
+        sys::link_fd(fd.as_fd(), dfd.as_fd(), &c).map_err(io_err)
+    }
+
+    fn readdir(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        cookie: u64,
+        _verifier: [u8; 8],
+        max_entries: usize,
+        plus: bool,
+    ) -> Result<DirPage, FsError> {
+        let (dfd, dst) = self.open_fid(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let _g = self.as_user(cred)?;
+        if !self.may(dfd.as_fd(), libc::R_OK) {
+            return Err(FsError::Acces);
+        }
+        sys::lseek_set(dfd.as_fd(), cookie).map_err(|e| match e.raw_os_error() {
+            Some(libc::EINVAL) => FsError::BadCookie,
+            _ => io_err(e),
+        })?;
+        let mut page = DirPage {
+            entries: Vec::with_capacity(max_entries.min(1024)),
+            eof: false,
+            verifier: [0; 8],
+        };
+        let parent_ino = if self.is_root(&dst) { dst.st_ino } else { 0 };
+        let mut buf = vec![0u8; 32 * 1024];
+        'outer: loop {
+            let n = sys::getdents64(dfd.as_fd(), &mut buf).map_err(io_err)?;
+            if n == 0 {
+                page.eof = true;
+                break;
+            }
+            if page.entries.len() >= max_entries {
+                // We filled the page exactly at a buffer end: more remain.
+                break;
+            }
+            let mut pos = 0;
+            while pos < n {
+                // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name.
+                let ino = u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap());
+                let off = u64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap());
+                let reclen = u16::from_ne_bytes(buf[pos + 16..pos + 18].try_into().unwrap());
+                let name_field = &buf[pos + 19..pos + reclen as usize];
+                let len = name_field.iter().position(|&b| b == 0).unwrap_or(0);
+                let name = &name_field[..len];
+                pos += reclen as usize;
+                if page.entries.len() >= max_entries {
+                    break 'outer;
+                }
+                let fileid = match name {
+                    b"." => dst.st_ino,
+                    b".." if parent_ino != 0 => parent_ino,
+                    _ => ino,
+                };
+                let plus = if plus {
+                    self.readdir_plus(dfd.as_fd(), &dst, dir, name)
+                } else {
+                    None
+                };
+                page.entries.push(DirEntry {
+                    name: name.to_vec(),
+                    fileid,
+                    cookie: off,
+                    plus,
+                });
+            }
+        }
+        Ok(page)
+    }
+
+    fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
+        let (fd, _) = self.open_path(fid)?;
+        let s = sys::fstatvfs(fd.as_fd()).map_err(io_err)?;
+        let fr = s.f_frsize;
+        Ok(FsStat {
+            total_bytes: s.f_blocks * fr,
+            free_bytes: s.f_bfree * fr,
+            avail_bytes: s.f_bavail * fr,
+            total_files: s.f_files,
+            free_files: s.f_ffree,
+            avail_files: s.f_favail,
+        })
+    }
+
+    fn sync_all(&self) -> Result<(), FsError> {
+        sys::syncfs(self.root.as_fd()).map_err(io_err)
+    }
+}
+
+impl LocalFs {
+    /// Fid and attributes of one readdir entry, as the caller; `None` if it
+    /// vanished, is on another mount, or the caller may not look it up.
+    fn readdir_plus(
+        &self,
+        dfd: BorrowedFd<'_>,
+        dst: &libc::stat,
+        dir: &Fid,
+        name: &[u8],
+    ) -> Option<(Fid, Attr)> {
+        match name {
+            b"." => Some((*dir, to_attr(dst))),
+            b".." => match self.parent(dfd, dst).ok()? {
+                None => Some((self.root_fid, to_attr(dst))),
+                Some(p) => self.fid_attr(p.as_fd()).ok(),
+            },
+            _ => {
+                let c = sys::cstr(name).ok()?;
+                let fd = self.open_child(dfd, &c).ok()?;
+                self.fid_attr(fd.as_fd()).ok()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,435 @@
+//! Thin safe wrappers over the Linux syscalls the local backend needs.
+//!
+//! This is the only module of the crate with `unsafe`: each block is a single
+//! FFI call whose pointer arguments come from live Rust buffers/`CStr`s of the
+//! stated length, and whose returned fd (if any) is owned immediately. We use
+//! `libc` directly (not `nix`/`rustix`) because several calls have no wrapper
+//! there in the versions we'd pull in (openat2 resolve flags, fchmodat2,
+//! faccessat2 with AT_EMPTY_PATH, per-thread setgroups), and one dependency
+//! already in the workspace keeps the build small.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+pub const EMPTY: &CStr = c"";
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_long(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_fd(r: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = cvt_long(r)? as RawFd;
+    // SAFETY: the kernel just returned this new descriptor; we are its only owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Turns a name into a `CString` (callers already rejected NUL bytes).
+pub fn cstr(name: &[u8]) -> io::Result<CString> {
+    CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `/proc/self/fd/N`, to reach an O_PATH fd's inode in calls that don't take
+/// AT_EMPTY_PATH without a capability.
+pub fn proc_path(fd: BorrowedFd<'_>) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
+}
+
+pub fn open_path(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: path is a valid C string.
+    cvt_fd(unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) } as libc::c_long)
+}
+
+pub fn openat(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    // SAFETY: name is a valid C string; dir is a live fd.
+    cvt_fd(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    } as libc::c_long)
+}
+
+/// openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS: the name can never
+/// resolve outside `dir`, whatever it contains.
+pub fn openat_beneath(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    // open_how is non_exhaustive in libc; zero it and fill the fields.
+    // SAFETY: open_how is plain old data; all-zero is a valid value.
+    let mut how: libc::open_how = unsafe { MaybeUninit::zeroed().assume_init() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+        mode as u64
+    } else {
+        0
+    };
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: how is a valid open_how of the size we pass; name is a C string.
+    cvt_fd(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    })
+}
+
+/// A kernel file handle as returned by name_to_handle_at.
+pub struct KernelHandle {
+    pub htype: i32,
+    pub len: usize,
+    pub bytes: [u8; 128],
+    pub mount_id: i32,
+}
+
+#[repr(C)]
+struct FileHandleBuf {
+    handle_bytes: libc::c_uint,
+    handle_type: libc::c_int,
+    f_handle: [u8; 128],
+}
+
+/// name_to_handle_at(dir, name, flags); never follows a trailing symlink
+/// (we don't pass AT_SYMLINK_FOLLOW).
+pub fn name_to_handle(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+) -> io::Result<KernelHandle> {
+    let mut fh = FileHandleBuf {
+        handle_bytes: 128,
+        handle_type: 0,
+        f_handle: [0; 128],
+    };
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: fh is a file_handle header followed by 128 bytes, as announced
+    // in handle_bytes; mount_id is a valid int out-pointer.
+    cvt(unsafe {
+        libc::name_to_handle_at(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut fh as *mut FileHandleBuf as *mut libc::file_handle,
+            &mut mount_id,
+            flags,
+        )
+    })?;
+    Ok(KernelHandle {
+        htype: fh.handle_type,
+        len: fh.handle_bytes as usize,
+        bytes: fh.f_handle,
+        mount_id,
+    })
+}
+
+/// open_by_handle_at; needs CAP_DAC_READ_SEARCH in the effective set, so it
+/// must run *before* the thread's fsuid is switched to a non-root user.
+pub fn open_by_handle(
+    mount: BorrowedFd<'_>,
+    htype: i32,
+    bytes: &[u8],
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
+    if bytes.len() > 128 {
+        return Err(io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    let mut fh = FileHandleBuf {
+        handle_bytes: bytes.len() as libc::c_uint,
+        handle_type: htype,
+        f_handle: [0; 128],
+    };
+    fh.f_handle[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: fh is a valid file_handle with handle_bytes bytes of payload.
+    cvt_fd(unsafe {
+        libc::open_by_handle_at(
+            mount.as_raw_fd(),
+            &mut fh as *mut FileHandleBuf as *mut libc::file_handle,
+            flags | libc::O_CLOEXEC,
+        )
+    } as libc::c_long)
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: st is a valid out-pointer; fstat fills it on success.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: initialized by the successful call.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// faccessat2(fd, "", mode, AT_EACCESS|AT_EMPTY_PATH): the kernel's own
+/// permission check (mode bits, ACLs, caps) against the thread's fs creds.
+pub fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> io::Result<()> {
+    // SAFETY: empty C string path with AT_EMPTY_PATH refers to fd itself.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            mode,
+            libc::AT_EACCESS | libc::AT_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+pub fn readlink_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: buf has buf.len() writable bytes.
+    let n = cvt_long(unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+        ) as libc::c_long
+    })? as usize;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    // SAFETY: buf has buf.len() writable bytes.
+    cvt_long(unsafe {
+        libc::pread(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            offset as libc::off_t,
+        ) as libc::c_long
+    })
+    .map(|n| n as usize)
+}
+
+pub fn pwrite(fd: BorrowedFd<'_>, data: &[u8], offset: u64) -> io::Result<usize> {
+    // SAFETY: data has data.len() readable bytes.
+    cvt_long(unsafe {
+        libc::pwrite(
+            fd.as_raw_fd(),
+            data.as_ptr() as *const libc::c_void,
+            data.len(),
+            offset as libc::off_t,
+        ) as libc::c_long
+    })
+    .map(|n| n as usize)
+}
+
+pub fn fsync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain fd call.
+    cvt(unsafe { libc::fsync(fd.as_raw_fd()) }).map(drop)
+}
+
+pub fn fdatasync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain fd call.
+    cvt(unsafe { libc::fdatasync(fd.as_raw_fd()) }).map(drop)
+}
+
+pub fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain fd call.
+    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
+}
+
+pub fn ftruncate(fd: BorrowedFd<'_>, size: u64) -> io::Result<()> {
+    // SAFETY: plain fd call.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) }).map(drop)
+}
+
+/// chmod of the object behind an O_PATH fd: fchmodat2 (Linux 6.6+), else via
+/// /proc/self/fd. Both check ownership against the thread's fsuid.
+pub fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: empty C string path with AT_EMPTY_PATH refers to fd itself.
+    let r = cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            mode as libc::c_uint,
+            libc::AT_EMPTY_PATH,
+        )
+    });
+    match r {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            let p = proc_path(fd);
+            // SAFETY: valid C string.
+            cvt(unsafe { libc::chmod(p.as_ptr(), mode as libc::mode_t) }).map(drop)
+        }
+        r => r.map(drop),
+    }
+}
+
+pub fn chown_fd(fd: BorrowedFd<'_>, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    // SAFETY: empty path + AT_EMPTY_PATH acts on fd itself (O_PATH fds allowed).
+    cvt(unsafe {
+        libc::fchownat(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            uid.unwrap_or(u32::MAX),
+            gid.unwrap_or(u32::MAX),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+/// utimensat on the fd itself; `times` uses UTIME_OMIT / UTIME_NOW as usual.
+pub fn utimens_fd(fd: BorrowedFd<'_>, times: &[libc::timespec; 2]) -> io::Result<()> {
+    // SAFETY: times points at two timespecs; empty path + AT_EMPTY_PATH.
+    cvt(unsafe {
+        libc::utimensat(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            times.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid C string.
+    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+pub fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: valid C strings.
+    cvt(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
+pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, rdev: (u32, u32)) -> io::Result<()> {
+    let dev = libc::makedev(rdev.0, rdev.1);
+    // SAFETY: valid C string.
+    cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t, dev) })
+        .map(drop)
+}
+
+pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: valid C string.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
+}
+
+pub fn renameat(
+    from: BorrowedFd<'_>,
+    from_name: &CStr,
+    to: BorrowedFd<'_>,
+    to_name: &CStr,
+) -> io::Result<()> {
+    // SAFETY: valid C strings.
+    cvt(unsafe {
+        libc::renameat(
+            from.as_raw_fd(),
+            from_name.as_ptr(),
+            to.as_raw_fd(),
+            to_name.as_ptr(),
+        )
+    })
+    .map(drop)
+}
+
+/// Hard-links the object behind `fd` as `dir/name`. Goes through
+/// /proc/self/fd (AT_SYMLINK_FOLLOW) because linkat(AT_EMPTY_PATH) needs
+/// CAP_DAC_READ_SEARCH, which a switched fsuid has dropped.
+pub fn link_fd(fd: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let p = proc_path(fd);
+    // SAFETY: valid C strings.
+    cvt(unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+pub fn lseek_set(fd: BorrowedFd<'_>, off: u64) -> io::Result<u64> {
+    // SAFETY: plain fd call.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), off as libc::off_t, libc::SEEK_SET) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+/// Raw getdents64 into `buf`; returns bytes filled (0 = end of directory).
+pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf has buf.len() writable bytes.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            fd.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    })
+    .map(|n| n as usize)
+}
+
+pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
+    let mut st = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: valid out-pointer.
+    cvt(unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: initialized by the successful call.
+    Ok(unsafe { st.assume_init() })
+}
+
+pub fn geteuid() -> u32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The calling thread's supplementary groups.
+pub fn getgroups() -> io::Result<Vec<u32>> {
+    let mut v = vec![0 as libc::gid_t; 65536];
+    // SAFETY: v has v.len() slots.
+    let n = cvt(unsafe { libc::getgroups(v.len() as libc::c_int, v.as_mut_ptr()) })?;
+    v.truncate(n as usize);
+    Ok(v)
+}
+
+/// Per-thread credential switches. Raw syscalls on purpose: the glibc
+/// wrappers for setgroups (and set*id) broadcast the change to every thread
+/// of the process, while the kernel syscalls only touch the calling thread.
+pub fn set_thread_groups(gids: &[u32]) -> io::Result<()> {
+    // SAFETY: gids points at gids.len() gid_t values.
+    cvt_long(unsafe { libc::syscall(libc::SYS_setgroups, gids.len(), gids.as_ptr()) }).map(drop)
+}
+
+/// setfsuid can't report errors; it returns the previous fsuid.
+pub fn set_thread_fsuid(uid: u32) -> u32 {
+    // SAFETY: plain syscall on the current thread.
+    unsafe { libc::syscall(libc::SYS_setfsuid, uid) as u32 }
+}
+
+pub fn set_thread_fsgid(gid: u32) -> u32 {
+    // SAFETY: plain syscall on the current thread.
+    unsafe { libc::syscall(libc::SYS_setfsgid, gid) as u32 }
+}

@@ -1,0 +1,480 @@
+use super::*;
+use crate::HandleKey;
+use std::collections::HashSet;
+use std::os::unix::fs::{symlink, PermissionsExt};
+
+fn root() -> Cred {
+    Cred::root()
+}
+
+fn user() -> Cred {
+    Cred::user(1000, 1000)
+}
+
+/// A temp dir on a filesystem with file handles (/tmp, else /var/tmp).
+fn tmp() -> tempfile::TempDir {
+    for base in [
+        "/tmp",
+        "/var/tmp",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"),
+    ] {
+        if let Ok(d) = tempfile::Builder::new().prefix("vfs-test").tempdir_in(base) {
+            if LocalFs::new(d.path()).is_ok() {
+                return d;
+            }
+        }
+    }
+    panic!("no temp filesystem supports name_to_handle_at")
+}
+
+fn setup() -> (tempfile::TempDir, LocalFs) {
+    let d = tmp();
+    // World-writable like /tmp so unprivileged callers can create in tests.
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fs = LocalFs::new(d.path()).unwrap();
+    (d, fs)
+}
+
+fn running_as_root() -> bool {
+    sys::geteuid() == 0
+}
+
+fn guarded(mode: u32) -> CreateHow {
+    CreateHow::Guarded(SetAttr::mode(mode))
+}
+
+#[test]
+fn create_write_read_commit() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (f, a) = fs.create(&root(), &r, b"file", &guarded(0o640)).unwrap();
+    assert_eq!(a.ftype, FileType::Regular);
+    assert_eq!(a.mode, 0o640);
+    assert_eq!(
+        fs.write(&root(), &f, 0, b"hello world", Stable::FileSync)
+            .unwrap(),
+        (11, Stable::FileSync)
+    );
+    fs.write(&root(), &f, 11, b"!", Stable::Unstable).unwrap();
+    fs.commit(&f).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(fs.read(&root(), &f, 0, &mut buf).unwrap(), (12, true));
+    assert_eq!(&buf[..12], b"hello world!");
+    assert_eq!(fs.read(&root(), &f, 6, &mut buf[..3]).unwrap(), (3, false));
+    assert_eq!(&buf[..3], b"wor");
+    assert_eq!(fs.read(&root(), &f, 100, &mut buf).unwrap(), (0, true));
+    assert_eq!(fs.getattr(&f).unwrap().size, 12);
+    let a = fs
+        .setattr(
+            &root(),
+            &f,
+            &SetAttr {
+                size: Some(5),
+                mtime: SetTime::ClientTime(Timespec {
+                    secs: 1_000_000,
+                    nsecs: 5,
+                }),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(a.size, 5);
+    assert_eq!(a.mtime.secs, 1_000_000);
+    assert_eq!(
+        fs.create(&root(), &r, b"file", &guarded(0o644)),
+        Err(FsError::Exist)
+    );
+    // Unchecked on an existing file returns it, applying only the size.
+    let (f2, a2) = fs
+        .create(
+            &root(),
+            &r,
+            b"file",
+            &CreateHow::Unchecked(SetAttr {
+                size: Some(0),
+                mode: Some(0o777),
+                ..SetAttr::default()
+            }),
+        )
+        .unwrap();
+    assert_eq!(f2, f);
+    assert_eq!((a2.size, a2.mode), (0, 0o640));
+    let st = fs.fsstat(&r).unwrap();
+    assert!(st.total_bytes > 0);
+    fs.sync_all().unwrap();
+}
+
+#[test]
+fn exclusive_create() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let v = CreateHow::Exclusive(*b"\x01\x02\x03\x04\x05\x06\x07\x08");
+    let (f, a) = fs.create(&root(), &r, b"x", &v).unwrap();
+    assert_eq!(a.mtime.secs, 0x01020304);
+    assert_eq!(a.atime.secs, 0x05060708);
+    assert_eq!(fs.create(&root(), &r, b"x", &v).unwrap().0, f);
+    assert_eq!(
+        fs.create(&root(), &r, b"x", &CreateHow::Exclusive([9; 8])),
+        Err(FsError::Exist)
+    );
+}
+
+#[test]
+fn readdir_10k_paged() {
+    let (d, fs) = setup();
+    let r = fs.root();
+    let (sub, _) = fs
+        .mkdir(&root(), &r, b"big", &SetAttr::mode(0o755))
+        .unwrap();
+    for i in 0..10_000 {
+        std::fs::File::create(d.path().join(format!("big/entry-{i}"))).unwrap();
+    }
+    let mut seen = HashSet::new();
+    let mut cookie = 0;
+    let mut pages = 0;
+    loop {
+        let p = fs
+            .readdir(&root(), &sub, cookie, [0; 8], 100, false)
+            .unwrap();
+        assert!(p.entries.len() <= 100);
+        pages += 1;
+        for e in &p.entries {
+            assert!(seen.insert(e.name.clone()), "duplicate {:?}", e.name);
+            cookie = e.cookie;
+        }
+        if p.eof {
+            break;
+        }
+        assert!(!p.entries.is_empty());
+    }
+    assert_eq!(seen.len(), 10_002);
+    assert!(seen.contains(b".".as_slice()) && seen.contains(b"..".as_slice()));
+    for i in 0..10_000 {
+        assert!(seen.contains(format!("entry-{i}").as_bytes()));
+    }
+    assert!(pages >= 100);
+}
+
+#[test]
+fn readdir_plus_and_dots() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (f, _) = fs.create(&root(), &r, b"a", &guarded(0o644)).unwrap();
+    let p = fs.readdir(&root(), &r, 0, [0; 8], 1000, true).unwrap();
+    assert!(p.eof);
+    let root_attr = fs.getattr(&r).unwrap();
+    let mut names = HashSet::new();
+    for e in &p.entries {
+        names.insert(e.name.clone());
+        let (fid, attr) = e.plus.clone().expect("plus attrs");
+        assert_eq!(attr.fileid, e.fileid);
+        match &e.name[..] {
+            b"." | b".." => {
+                assert_eq!(fid, r);
+                assert_eq!(e.fileid, root_attr.fileid);
+            }
+            b"a" => assert_eq!(fid, f),
+            _ => {}
+        }
+    }
+    assert_eq!(names.len(), 3);
+}
+
+#[test]
+fn namespace_ops() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (dir, _) = fs.mkdir(&root(), &r, b"d", &SetAttr::mode(0o750)).unwrap();
+    assert_eq!(fs.getattr(&dir).unwrap().mode, 0o750);
+    let (f, _) = fs.create(&root(), &dir, b"f", &guarded(0o644)).unwrap();
+    // rename across directories keeps the fid.
+    fs.rename(&root(), &dir, b"f", &r, b"g").unwrap();
+    assert_eq!(fs.lookup(&root(), &r, b"g").unwrap().0, f);
+    assert_eq!(fs.lookup(&root(), &dir, b"f"), Err(FsError::NoEnt));
+    // link
+    fs.link(&root(), &f, &dir, b"h").unwrap();
+    assert_eq!(fs.getattr(&f).unwrap().nlink, 2);
+    assert_eq!(fs.link(&root(), &dir, &r, b"dl"), Err(FsError::IsDir));
+    // symlink
+    let (s, sa) = fs
+        .symlink(&root(), &r, b"s", b"d/h", &SetAttr::default())
+        .unwrap();
+    assert_eq!(sa.ftype, FileType::Symlink);
+    assert_eq!(fs.readlink(&root(), &s).unwrap(), b"d/h");
+    assert_eq!(fs.readlink(&root(), &f), Err(FsError::Inval));
+    // mknod fifo
+    let (p, pa) = fs
+        .mknod(
+            &root(),
+            &r,
+            b"p",
+            FileType::Fifo,
+            (0, 0),
+            &SetAttr::mode(0o600),
+        )
+        .unwrap();
+    assert_eq!((pa.ftype, pa.mode), (FileType::Fifo, 0o600));
+    let mut b = [0u8; 4];
+    assert_eq!(fs.read(&root(), &p, 0, &mut b), Err(FsError::Inval));
+    assert_eq!(fs.read(&root(), &dir, 0, &mut b), Err(FsError::IsDir));
+    // remove / rmdir
+    assert_eq!(fs.rmdir(&root(), &r, b"d"), Err(FsError::NotEmpty));
+    assert_eq!(fs.remove(&root(), &r, b"d"), Err(FsError::IsDir));
+    assert_eq!(fs.rmdir(&root(), &r, b"g"), Err(FsError::NotDir));
+    fs.remove(&root(), &dir, b"h").unwrap();
+    fs.rmdir(&root(), &r, b"d").unwrap();
+    assert_eq!(fs.getattr(&dir), Err(FsError::Stale));
+    fs.remove(&root(), &r, b"s").unwrap();
+    fs.remove(&root(), &r, b"p").unwrap();
+    // bad names
+    assert_eq!(
+        fs.create(&root(), &r, b"a/b", &guarded(0o644)),
+        Err(FsError::Inval)
+    );
+    assert_eq!(fs.lookup(&root(), &r, b"a\0b"), Err(FsError::Inval));
+    assert_eq!(
+        fs.mkdir(&root(), &r, b"..", &SetAttr::default()),
+        Err(FsError::Exist)
+    );
+    assert_eq!(fs.rmdir(&root(), &r, b".."), Err(FsError::NotEmpty));
+    assert_eq!(fs.lookup(&root(), &r, b".").unwrap().0, r);
+}
+
+#[test]
+fn stale_after_delete() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (f, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
+    fs.write(&root(), &f, 0, b"x", Stable::Unstable).unwrap(); // now cached
+    assert_eq!(fs.cache.len(), 1);
+    fs.remove(&root(), &r, b"f").unwrap();
+    assert_eq!(fs.getattr(&f), Err(FsError::Stale));
+    let mut b = [0u8; 1];
+    assert_eq!(fs.read(&root(), &f, 0, &mut b), Err(FsError::Stale));
+    assert_eq!(fs.cache.len(), 0);
+    // A new file with the same name gets a different fid.
+    let (f2, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
+    assert_ne!(f, f2);
+}
+
+#[test]
+fn fid_survives_restart() {
+    let (d, fs) = setup();
+    let r = fs.root();
+    let (dir, _) = fs.mkdir(&root(), &r, b"d", &SetAttr::mode(0o755)).unwrap();
+    let (f, _) = fs.create(&root(), &dir, b"f", &guarded(0o644)).unwrap();
+    fs.write(&root(), &f, 0, b"persist", Stable::FileSync)
+        .unwrap();
+    let key = HandleKey::from_bytes(&[3; 32]);
+    let h = key.seal(7, &f);
+    drop(fs);
+    let fs = LocalFs::new(d.path()).unwrap();
+    assert_eq!(fs.root(), r);
+    let (export, fid) = key.open(h.as_bytes()).unwrap();
+    assert_eq!((export, fid), (7, f));
+    let mut b = [0u8; 16];
+    assert_eq!(fs.read(&root(), &fid, 0, &mut b).unwrap(), (7, true));
+    assert_eq!(&b[..7], b"persist");
+    assert_eq!(
+        fs.lookup(&root(), &fid_parent(&fs, &dir), b"d").unwrap().0,
+        dir
+    );
+}
+
+fn fid_parent(fs: &LocalFs, dir: &Fid) -> Fid {
+    fs.lookup(&root(), dir, b"..").unwrap().0
+}
+
+#[test]
+fn dotdot_at_root_stays() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (fid, a) = fs.lookup(&root(), &r, b"..").unwrap();
+    assert_eq!(fid, r);
+    assert_eq!(a.fileid, fs.getattr(&r).unwrap().fileid);
+    let (sub, _) = fs
+        .mkdir(&root(), &r, b"sub", &SetAttr::mode(0o755))
+        .unwrap();
+    assert_eq!(fs.lookup(&root(), &sub, b"..").unwrap().0, r);
+    assert_eq!(fs.lookup(&root(), &sub, b".").unwrap().0, sub);
+}
+
+#[test]
+fn symlink_out_is_not_followed() {
+    let (d, fs) = setup();
+    let r = fs.root();
+    let outside = tmp();
+    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
+    symlink(outside.path(), d.path().join("out")).unwrap();
+    symlink("/etc/passwd", d.path().join("pw")).unwrap();
+    let (l, a) = fs.lookup(&root(), &r, b"out").unwrap();
+    assert_eq!(a.ftype, FileType::Symlink);
+    assert_eq!(
+        fs.readlink(&root(), &l).unwrap(),
+        outside.path().as_os_str().as_bytes()
+    );
+    // Using the symlink as a directory fails instead of following it.
+    assert_eq!(fs.lookup(&root(), &l, b"secret"), Err(FsError::NotDir));
+    assert_eq!(
+        fs.create(&root(), &l, b"x", &guarded(0o644)),
+        Err(FsError::NotDir)
+    );
+    let (pw, _) = fs.lookup(&root(), &r, b"pw").unwrap();
+    let mut b = [0u8; 16];
+    assert_eq!(fs.read(&root(), &pw, 0, &mut b), Err(FsError::Inval));
+    // Creating over a symlink name doesn't write through it.
+    assert_eq!(
+        fs.create(
+            &root(),
+            &r,
+            b"pw",
+            &CreateHow::Unchecked(SetAttr::default())
+        ),
+        Err(FsError::Exist)
+    );
+    // setattr on a symlink changes the link, not its target.
+    let before = std::fs::metadata(outside.path()).unwrap().permissions();
+    fs.setattr(&root(), &l, &SetAttr::mode(0o700)).unwrap();
+    assert_eq!(
+        std::fs::metadata(outside.path()).unwrap().permissions(),
+        before
+    );
+}
+
+#[test]
+fn forged_handle_is_rejected() {
+    let (_d, fs) = setup();
+    let key = HandleKey::from_bytes(&[5; 32]);
+    let r = fs.root();
+    // A real kernel handle for something outside the export, wrapped without
+    // the key: rejected before any syscall.
+    let outside = tmp();
+    let dirfd = sys::open_path(
+        &sys::cstr(outside.path().as_os_str().as_bytes()).unwrap(),
+        libc::O_PATH,
+    )
+    .unwrap();
+    let kh = sys::name_to_handle(dirfd.as_fd(), sys::EMPTY, libc::AT_EMPTY_PATH).unwrap();
+    let out_fid = encode_fid(&kh).unwrap();
+    let mut forged = key.seal(1, &r).as_bytes().to_vec();
+    forged.truncate(5);
+    forged.extend_from_slice(out_fid.as_bytes());
+    forged.extend_from_slice(&[0u8; 16]);
+    assert_eq!(key.open(&forged), Err(FsError::BadHandle));
+    // A fid that isn't a valid kernel handle: Stale/BadHandle, no panic.
+    let junk = Fid::new(&[1, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert!(matches!(
+        fs.getattr(&junk),
+        Err(FsError::Stale) | Err(FsError::BadHandle)
+    ));
+    assert_eq!(fs.getattr(&Fid::new(&[]).unwrap()), Err(FsError::BadHandle));
+}
+
+#[test]
+fn permissions_as_caller() {
+    if !running_as_root() {
+        eprintln!("skipping: needs root to switch credentials");
+        return;
+    }
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (secret, _) = fs.create(&root(), &r, b"secret", &guarded(0o600)).unwrap();
+    fs.write(&root(), &secret, 0, b"top", Stable::Unstable)
+        .unwrap();
+    let mut b = [0u8; 8];
+    assert_eq!(fs.read(&user(), &secret, 0, &mut b), Err(FsError::Acces));
+    assert_eq!(
+        fs.write(&user(), &secret, 0, b"x", Stable::Unstable),
+        Err(FsError::Acces)
+    );
+    let squashed = Cred::user(65534, 65534);
+    assert_eq!(fs.read(&squashed, &secret, 0, &mut b), Err(FsError::Acces));
+    assert_eq!(
+        fs.access(&user(), &secret, Access::ALL).unwrap(),
+        Access::empty()
+    );
+    assert_eq!(
+        fs.setattr(&user(), &secret, &SetAttr::mode(0o666)),
+        Err(FsError::Perm)
+    );
+    // Root (unsquashed) still can.
+    assert_eq!(fs.read(&root(), &secret, 0, &mut b).unwrap(), (3, true));
+
+    let (d, _) = fs
+        .mkdir(&root(), &r, b"rootdir", &SetAttr::mode(0o755))
+        .unwrap();
+    for c in [user(), squashed.clone()] {
+        assert_eq!(
+            fs.create(&c, &d, b"x", &guarded(0o644)),
+            Err(FsError::Acces)
+        );
+        assert_eq!(
+            fs.mkdir(&c, &d, b"x", &SetAttr::default()),
+            Err(FsError::Acces)
+        );
+        assert_eq!(
+            fs.access(&c, &d, Access::ALL).unwrap(),
+            Access::READ | Access::LOOKUP
+        );
+    }
+    // Group membership via supplementary groups counts.
+    let (g, _) = fs
+        .mkdir(&root(), &r, b"grp", &SetAttr::mode(0o770))
+        .unwrap();
+    fs.setattr(
+        &root(),
+        &g,
+        &SetAttr {
+            gid: Some(4242),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        fs.create(&user(), &g, b"x", &guarded(0o644)),
+        Err(FsError::Acces)
+    );
+    let member = Cred {
+        uid: 1000,
+        gid: 1000,
+        gids: vec![4242],
+    };
+    let (f, a) = fs.create(&member, &g, b"x", &guarded(0o644)).unwrap();
+    assert_eq!((a.uid, a.gid), (1000, 1000)); // no setgid dir: caller's fsgid
+                                              // Owner may write their own file even when it is read-only (NFS semantics).
+    fs.setattr(&member, &f, &SetAttr::mode(0o444)).unwrap();
+    fs.write(&member, &f, 0, b"mine", Stable::Unstable).unwrap();
+
+    // Sticky /tmp-like dir: can't remove someone else's file.
+    let (t, _) = fs
+        .mkdir(&root(), &r, b"sticky", &SetAttr::mode(0o1777))
+        .unwrap();
+    fs.create(&user(), &t, b"u", &guarded(0o644)).unwrap();
+    assert_eq!(
+        fs.remove(&Cred::user(1001, 1001), &t, b"u"),
+        Err(FsError::Perm)
+    );
+    fs.remove(&user(), &t, b"u").unwrap();
+
+    // The thread is root again afterwards.
+    assert_eq!(sys::set_thread_fsuid(u32::MAX), 0);
+    assert_eq!(fs.read(&root(), &secret, 0, &mut b).unwrap(), (3, true));
+}
+
+#[test]
+fn fd_cache_is_bounded() {
+    let c = FdCache::new(2);
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let mut fids = Vec::new();
+    for n in [&b"a"[..], b"b", b"c"] {
+        fids.push(fs.create(&root(), &r, n, &guarded(0o644)).unwrap().0);
+    }
+    for f in &fids {
+        let (d, _) = fs.data_fd(f).unwrap();
+        c.insert(*f, d);
+    }
+    assert_eq!(c.len(), 2);
+    assert!(c.get(&fids[0]).is_none()); // oldest evicted
+    assert!(c.get(&fids[2]).is_some());
+}
