@@ -1,0 +1,156 @@
+//! An RPC client over one TCP connection with many calls in flight: calls are
+//! written under a lock, replies are matched to callers by xid by a reader task.
+
+use crate::msg::{self, ReplyStatus};
+use crate::record::{self, Assembler, DEFAULT_MAX_RECORD};
+use bytes::{BufMut, Bytes, BytesMut};
+use proto::rpc::{AuthsysParms, OpaqueAuth, AUTH_NONE, AUTH_SYS};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use xdr::{Decoder, Pack};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("connection closed before the reply")]
+    Closed,
+    #[error("undecodable reply: {0}")]
+    Xdr(#[from] xdr::Error),
+    #[error("RPC error: {0:?}")]
+    Rpc(ReplyStatus),
+}
+
+type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
+
+pub struct RpcClient {
+    wr: tokio::sync::Mutex<OwnedWriteHalf>,
+    pending: Pending,
+    next_xid: AtomicU32,
+    cred: OpaqueAuth,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RpcClient {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// An AUTH_SYS credential.
+pub fn auth_sys(uid: u32, gid: u32, gids: &[u32], machine: &str) -> OpaqueAuth {
+    let p = AuthsysParms {
+        stamp: 0,
+        machinename: Bytes::copy_from_slice(machine.as_bytes()),
+        uid,
+        gid,
+        gids: gids.to_vec(),
+    };
+    OpaqueAuth {
+        flavor: AUTH_SYS,
+        body: xdr::to_bytes(&p),
+    }
+}
+
+pub fn auth_none() -> OpaqueAuth {
+    OpaqueAuth {
+        flavor: AUTH_NONE,
+        body: Bytes::new(),
+    }
+}
+
+impl RpcClient {
+    pub async fn connect(addr: SocketAddr, cred: OpaqueAuth) -> Result<Self, ClientError> {
+        let s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let (mut rd, wr) = s.into_split();
+        let pending: Pending = Arc::default();
+        let p2 = pending.clone();
+        let reader = tokio::spawn(async move {
+            let mut asm = Assembler::new(DEFAULT_MAX_RECORD * 2);
+            let mut buf = BytesMut::with_capacity(1 << 20);
+            loop {
+                while let Ok(Some(rec)) = asm.next(&mut buf) {
+                    if rec.len() >= 4 {
+                        let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                        if let Some(tx) = p2.lock().unwrap().remove(&xid) {
+                            let _ = tx.send(rec);
+                        }
+                    }
+                }
+                if buf.capacity() - buf.len() < 64 << 10 {
+                    buf.reserve(1 << 20);
+                }
+                match rd.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            // Dropping the senders wakes every waiting caller with Closed.
+            p2.lock().unwrap().clear();
+        });
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        Ok(RpcClient {
+            wr: tokio::sync::Mutex::new(wr),
+            pending,
+            next_xid: AtomicU32::new(seed),
+            cred,
+            reader,
+        })
+    }
+
+    /// Sends a call whose arguments are already encoded; returns the whole reply record.
+    pub async fn call_raw(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &[u8],
+    ) -> Result<Bytes, ClientError> {
+        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
+        let mut out = BytesMut::with_capacity(64 + args.len());
+        record::begin(&mut out);
+        msg::encode_call(xid, prog, vers, proc_, &self.cred, &mut out);
+        out.put_slice(args);
+        record::finish(&mut out);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(xid, tx);
+        if let Err(e) = self.wr.lock().await.write_all(&out).await {
+            self.pending.lock().unwrap().remove(&xid);
+            return Err(e.into());
+        }
+        rx.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Calls a procedure and returns a decoder positioned at its results.
+    pub async fn call<A: Pack>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<Decoder, ClientError> {
+        let mut a = BytesMut::new();
+        args.pack(&mut a);
+        let rec = self.call_raw(prog, vers, proc_, &a).await?;
+        let (_, st, d) = msg::decode_reply(rec)?;
+        match st {
+            ReplyStatus::Success => Ok(d),
+            other => Err(ClientError::Rpc(other)),
+        }
+    }
+
+    /// Sends raw bytes on the connection (for tests of malformed input).
+    pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
+        Ok(self.wr.lock().await.write_all(b).await?)
+    }
+}

@@ -1,0 +1,142 @@
+//! Record marking (RFC 5531 section 11): a record is one or more fragments,
+//! each preceded by a four-byte header whose top bit marks the last fragment.
+//! Pure code: bytes in, whole records out.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Default maximum record: a 1 MiB READ or WRITE plus generous room for headers.
+pub const DEFAULT_MAX_RECORD: usize = (1 << 20) + (64 << 10);
+
+const LAST: u32 = 0x8000_0000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("record of at least {0} bytes exceeds the maximum of {1}")]
+    TooLarge(usize, usize),
+}
+
+/// Reassembles records from a byte stream.
+#[derive(Debug)]
+pub struct Assembler {
+    max: usize,
+    /// Fragments of a record whose last fragment has not arrived yet.
+    partial: BytesMut,
+}
+
+impl Assembler {
+    pub fn new(max: usize) -> Self {
+        Assembler {
+            max,
+            partial: BytesMut::new(),
+        }
+    }
+
+    /// Takes the next whole record off the front of `buf`, if one is there.
+    /// A single-fragment record (the usual case) is split off without copying.
+    /// When a fragment is incomplete, `buf` is left as it is, with room
+    /// reserved for the rest of the fragment.
+    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, RecordError> {
+        loop {
+            if buf.len() < 4 {
+                return Ok(None);
+            }
+            let h = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            let len = (h & !LAST) as usize;
+            let total = self.partial.len() + len;
+            if total > self.max {
+                return Err(RecordError::TooLarge(total, self.max));
+            }
+            if buf.len() < 4 + len {
+                buf.reserve(4 + len - buf.len());
+                return Ok(None);
+            }
+            buf.advance(4);
+            let frag = buf.split_to(len);
+            if h & LAST != 0 {
+                if self.partial.is_empty() {
+                    return Ok(Some(frag.freeze()));
+                }
+                self.partial.extend_from_slice(&frag);
+                return Ok(Some(self.partial.split().freeze()));
+            }
+            self.partial.extend_from_slice(&frag);
+        }
+    }
+}
+
+/// Reserves the record mark at the start of a reply buffer.
+pub fn begin(out: &mut BytesMut) {
+    out.put_u32(0);
+}
+
+/// Fills in the record mark reserved by [`begin`]: the whole buffer is one
+/// last fragment.
+pub fn finish(out: &mut BytesMut) {
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&(LAST | len).to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frag(data: &[u8], last: bool) -> Vec<u8> {
+        let mut v = ((data.len() as u32) | if last { LAST } else { 0 })
+            .to_be_bytes()
+            .to_vec();
+        v.extend_from_slice(data);
+        v
+    }
+
+    #[test]
+    fn multi_fragment_record() {
+        let mut a = Assembler::new(100);
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&frag(b"abc", false));
+        assert_eq!(a.next(&mut buf).unwrap(), None);
+        buf.extend_from_slice(&frag(b"de", true));
+        buf.extend_from_slice(&frag(b"x", true));
+        assert_eq!(&a.next(&mut buf).unwrap().unwrap()[..], b"abcde");
+        assert_eq!(&a.next(&mut buf).unwrap().unwrap()[..], b"x");
+        assert_eq!(a.next(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn huge_fragment_is_refused_before_reading_it() {
+        let mut a = Assembler::new(DEFAULT_MAX_RECORD);
+        let mut buf = BytesMut::from(&0xffff_ffffu32.to_be_bytes()[..]);
+        assert!(matches!(a.next(&mut buf), Err(RecordError::TooLarge(..))));
+        // Fragments that add up past the limit are refused too.
+        let mut a = Assembler::new(10);
+        let mut buf = BytesMut::from(&frag(b"123456", false)[..]);
+        buf.extend_from_slice(&frag(b"123456", true));
+        assert!(matches!(
+            a.next(&mut buf),
+            Err(RecordError::TooLarge(12, 10))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_of_the_stream_gives_the_same_records(
+            recs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..50), 1..5),
+            cut in 0usize..400,
+        ) {
+            let mut stream = Vec::new();
+            for r in &recs {
+                let (a, b) = r.split_at(r.len() / 2);
+                stream.extend(frag(a, false));
+                stream.extend(frag(b, true));
+            }
+            let cut = cut.min(stream.len());
+            let mut a = Assembler::new(1000);
+            let mut buf = BytesMut::from(&stream[..cut]);
+            let mut got = Vec::new();
+            while let Some(r) = a.next(&mut buf).unwrap() { got.push(r.to_vec()); }
+            buf.extend_from_slice(&stream[cut..]);
+            while let Some(r) = a.next(&mut buf).unwrap() { got.push(r.to_vec()); }
+            prop_assert_eq!(got, recs);
+        }
+    }
+}
