@@ -53,6 +53,9 @@
 //!   atime/mtime (like Linux knfsd); a retransmission with the same verifier
 //!   succeeds and returns the same file, another verifier gets [`FsError::Exist`].
 //!   The client is expected to send a SETATTR afterwards, which overwrites the times.
+//! - `readdir` with `max_entries == 0` → [`FsError::TooSmall`]; the server
+//!   derives `max_entries` from the client's byte budget and may drop trailing
+//!   entries that don't fit (the client resumes from the last cookie sent).
 //! - `readdir` cookie 0 starts a listing; each entry's cookie resumes right
 //!   after it. `.` and `..` are listed (NFSv3 clients expect them). Backends in
 //!   this crate return a constant verifier and ignore the one passed in, since

@@ -791,6 +791,9 @@ impl Backend for MemFs {
         max_entries: usize,
         plus: bool,
     ) -> Result<DirPage, FsError> {
+        if max_entries == 0 {
+            return Err(FsError::TooSmall);
+        }
         self.with(|s| {
             let d = s.resolve(dir)?;
             let dd = s.dir(d)?;

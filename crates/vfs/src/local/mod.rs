@@ -193,7 +193,7 @@ impl LocalFs {
             root_dev: st.st_dev,
             mount_id: kh.mount_id,
             switch_creds,
-            base_gid: 0,
+            base_gid: sys::getegid(),
             base_groups,
             cache: FdCache::new(FD_CACHE_SIZE),
         })
@@ -899,6 +899,9 @@ impl Backend for LocalFs {
         max_entries: usize,
         plus: bool,
     ) -> Result<DirPage, FsError> {
+        if max_entries == 0 {
+            return Err(FsError::TooSmall);
+        }
         let (dfd, dst) = self.open_fid(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
         let _g = self.as_user(cred)?;
         if !self.may(dfd.as_fd(), libc::R_OK) {

@@ -406,6 +406,11 @@ pub fn geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+pub fn getegid() -> u32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::getegid() }
+}
+
 /// The calling thread's supplementary groups.
 pub fn getgroups() -> io::Result<Vec<u32>> {
     let mut v = vec![0 as libc::gid_t; 65536];

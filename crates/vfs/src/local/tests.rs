@@ -478,3 +478,31 @@ fn fd_cache_is_bounded() {
     assert!(c.get(&fids[0]).is_none()); // oldest evicted
     assert!(c.get(&fids[2]).is_some());
 }
+
+#[test]
+fn credential_switch_is_per_thread() {
+    if !running_as_root() {
+        return;
+    }
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (f, _) = fs.create(&root(), &r, b"s", &guarded(0o600)).unwrap();
+    fs.write(&root(), &f, 0, b"abc", Stable::Unstable).unwrap();
+    // Root and user calls interleave on different threads; if the switch
+    // leaked across threads, root reads would fail or user reads succeed.
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let fs = &fs;
+            s.spawn(move || {
+                let mut b = [0u8; 4];
+                for _ in 0..300 {
+                    if t % 2 == 0 {
+                        assert_eq!(fs.read(&root(), &f, 0, &mut b).unwrap(), (3, true));
+                    } else {
+                        assert_eq!(fs.read(&user(), &f, 0, &mut b), Err(FsError::Acces));
+                    }
+                }
+            });
+        }
+    });
+}
