@@ -1,1 +1,11 @@
-//! server
+//! Tarn's NFS server: exports and who may use them, the MOUNT v3 and NFSv3
+//! programs, and the [`service::TarnService`] that the RPC transport calls.
+
+pub mod export;
+pub mod mount;
+pub mod nfs3;
+pub mod pool;
+pub mod service;
+
+pub use export::{Export, Exports};
+pub use service::TarnService;

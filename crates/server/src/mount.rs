@@ -1,0 +1,116 @@
+//! MOUNT v3 (RFC 1813 appendix I): hands out root handles of exports and
+//! keeps the list of mounts that DUMP reports (advisory, as on every server).
+
+use crate::nfs3::Nfs3;
+use bytes::{Bytes, BytesMut};
+use proto::mount::*;
+use rpc::{CallContext, CallError};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use tracing::{info, warn};
+use xdr::{Decoder, Pack, Unpack};
+
+pub struct Mount {
+    /// (client address, directory) pairs, for DUMP.
+    mounts: Mutex<BTreeSet<(String, Bytes)>>,
+}
+
+impl Default for Mount {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Mount {
+    pub fn new() -> Self {
+        Mount {
+            mounts: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    pub fn idempotent(proc_: u32) -> bool {
+        // MNT and UMNT only change the advisory mount list: harmless to repeat.
+        let _ = proc_;
+        true
+    }
+
+    pub async fn dispatch(
+        &self,
+        nfs: &Nfs3,
+        ctx: &CallContext,
+        mut args: Decoder,
+        out: &mut BytesMut,
+    ) -> Result<(), CallError> {
+        let client = ctx.peer.ip().to_string();
+        match ctx.proc_ {
+            MOUNTPROC3_MNT => {
+                let path = Dirpath::unpack(&mut args)
+                    .map_err(|_| CallError::GarbageArgs)?
+                    .0;
+                let shown = String::from_utf8_lossy(&path).into_owned();
+                let res = match nfs.exports.by_mount_path(&path) {
+                    None => {
+                        warn!(peer = %ctx.peer, path = %shown, "MNT3ERR_NOENT: no such export");
+                        Mountres3::Default(Mountstat3::MNT3ERR_NOENT)
+                    }
+                    Some(e) if !e.allows(ctx.peer.ip()) => {
+                        warn!(peer = %ctx.peer, path = %shown, "MNT3ERR_ACCES: client not allowed by the export");
+                        Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
+                    }
+                    Some(e) => {
+                        let fh = nfs.handle(e, &e.backend.root());
+                        self.mounts.lock().unwrap().insert((client, path));
+                        info!(peer = %ctx.peer, path = %shown, "mounted");
+                        Mountres3::MNT3_OK(Mountres3Ok {
+                            fhandle: Fhandle3(fh.data),
+                            auth_flavors: vec![proto::rpc::AUTH_SYS as i32],
+                        })
+                    }
+                };
+                res.pack(out);
+            }
+            MOUNTPROC3_DUMP => {
+                let list = self
+                    .mounts
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|(h, d)| Mountbody {
+                        ml_hostname: Name(Bytes::copy_from_slice(h.as_bytes())),
+                        ml_directory: Dirpath(d.clone()),
+                    })
+                    .collect();
+                Mountlist(list).pack(out);
+            }
+            MOUNTPROC3_UMNT => {
+                let path = Dirpath::unpack(&mut args)
+                    .map_err(|_| CallError::GarbageArgs)?
+                    .0;
+                self.mounts.lock().unwrap().remove(&(client, path));
+            }
+            MOUNTPROC3_UMNTALL => {
+                self.mounts.lock().unwrap().retain(|(h, _)| *h != client);
+            }
+            MOUNTPROC3_EXPORT => {
+                let list = nfs
+                    .exports
+                    .iter()
+                    .map(|e| Exportnode {
+                        ex_dir: Dirpath(Bytes::copy_from_slice(e.pseudo.as_bytes())),
+                        ex_groups: Groups(
+                            e.clients
+                                .iter()
+                                .map(|c| Groupnode {
+                                    gr_name: Name(Bytes::from(format!("{}/{}", c.addr, c.prefix))),
+                                })
+                                .collect(),
+                        ),
+                    })
+                    .collect();
+                Exports(list).pack(out);
+            }
+            _ => return Err(CallError::ProcUnavail),
+        }
+        Ok(())
+    }
+}

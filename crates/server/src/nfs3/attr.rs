@@ -1,0 +1,91 @@
+//! Conversions between backend attributes and their NFSv3 wire forms.
+
+use proto::nfs3::*;
+use vfs::{Attr, FileType, SetAttr, SetTime, Timespec};
+
+pub fn nfstime(t: Timespec) -> Nfstime3 {
+    Nfstime3 {
+        seconds: t.secs.clamp(0, u32::MAX as i64) as u32,
+        nseconds: t.nsecs,
+    }
+}
+
+pub fn ftype3(t: FileType) -> Ftype3 {
+    match t {
+        FileType::Regular => Ftype3::NF3REG,
+        FileType::Directory => Ftype3::NF3DIR,
+        FileType::Symlink => Ftype3::NF3LNK,
+        FileType::BlockDev => Ftype3::NF3BLK,
+        FileType::CharDev => Ftype3::NF3CHR,
+        FileType::Socket => Ftype3::NF3SOCK,
+        FileType::Fifo => Ftype3::NF3FIFO,
+    }
+}
+
+pub fn fattr3(a: &Attr) -> Fattr3 {
+    Fattr3 {
+        r#type: ftype3(a.ftype),
+        mode: a.mode & 0o7777,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        size: a.size,
+        used: a.used,
+        rdev: Specdata3 {
+            specdata1: a.rdev.0,
+            specdata2: a.rdev.1,
+        },
+        fsid: a.fsid,
+        fileid: a.fileid,
+        atime: nfstime(a.atime),
+        mtime: nfstime(a.mtime),
+        ctime: nfstime(a.ctime),
+    }
+}
+
+pub fn post_op_attr(a: Option<&Attr>) -> PostOpAttr {
+    a.map(fattr3)
+}
+
+pub fn pre_op_attr(a: Option<&Attr>) -> PreOpAttr {
+    a.map(|a| WccAttr {
+        size: a.size,
+        mtime: nfstime(a.mtime),
+        ctime: nfstime(a.ctime),
+    })
+}
+
+pub fn wcc_data(before: Option<&Attr>, after: Option<&Attr>) -> WccData {
+    WccData {
+        before: pre_op_attr(before),
+        after: post_op_attr(after),
+    }
+}
+
+/// The backend's form of a client's sattr3.
+pub fn sattr(s: &Sattr3) -> SetAttr {
+    let time = |t: Option<Nfstime3>, server: bool| match (t, server) {
+        (Some(t), _) => SetTime::ClientTime(Timespec {
+            secs: t.seconds as i64,
+            nsecs: t.nseconds,
+        }),
+        (None, true) => SetTime::ServerTime,
+        (None, false) => SetTime::DontChange,
+    };
+    let (at, at_server) = match &s.atime {
+        SetAtime::SET_TO_CLIENT_TIME(t) => (Some(t.clone()), false),
+        SetAtime::Default(h) => (None, *h == TimeHow::SET_TO_SERVER_TIME),
+    };
+    let (mt, mt_server) = match &s.mtime {
+        SetMtime::SET_TO_CLIENT_TIME(t) => (Some(t.clone()), false),
+        SetMtime::Default(h) => (None, *h == TimeHow::SET_TO_SERVER_TIME),
+    };
+    SetAttr {
+        mode: s.mode,
+        uid: s.uid,
+        gid: s.gid,
+        size: s.size,
+        atime: time(at, at_server),
+        mtime: time(mt, mt_server),
+    }
+}

@@ -1,0 +1,23 @@
+//! GETATTR: one backend stat, nothing else.
+
+use super::{attr, log_fail, Fail, Nfs3};
+use proto::nfs3::*;
+use rpc::CallContext;
+
+pub async fn getattr(n: &Nfs3, ctx: &CallContext, args: Getattr3args) -> Getattr3res {
+    let r = async {
+        let t = n.resolve(ctx, &args.object)?;
+        let a = n.run(move || t.export.backend.getattr(&t.fid)).await?;
+        Ok::<_, Fail>(a)
+    }
+    .await;
+    match r {
+        Ok(a) => Getattr3res::NFS3_OK(Getattr3resok {
+            obj_attributes: attr::fattr3(&a),
+        }),
+        Err(f) => {
+            log_fail(ctx, &f);
+            Getattr3res::Default(f.status)
+        }
+    }
+}

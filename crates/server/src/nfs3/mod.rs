@@ -1,0 +1,256 @@
+//! NFS version 3 (RFC 1813): one file per group of procedures, and the
+//! helpers they share here: resolving file handles to (export, fid,
+//! credential), attribute conversion, and error mapping.
+//!
+//! Every handler takes its decoded arguments and returns its result type;
+//! [`Nfs3::dispatch`] decodes, calls, logs error statuses once and encodes.
+
+mod access;
+mod attr;
+mod commit;
+mod create;
+mod fsinfo;
+mod getattr;
+mod link;
+mod lookup;
+mod read;
+mod readdir;
+mod readlink;
+mod remove;
+mod rename;
+mod setattr;
+mod write;
+
+pub use attr::{fattr3, post_op_attr, pre_op_attr, wcc_data};
+
+use crate::export::{Export, Exports};
+use crate::pool::Pool;
+use bytes::BytesMut;
+use proto::nfs3::*;
+use rpc::{CallContext, CallError};
+use std::sync::Arc;
+use tracing::{debug, warn};
+use vfs::{Cred, Fid, FsError, HandleKey};
+use xdr::{Decoder, Pack, Unpack};
+
+/// What a file handle resolves to for one call.
+pub struct Target {
+    pub export: Arc<Export>,
+    pub fid: Fid,
+    pub cred: Cred,
+}
+
+pub struct Nfs3 {
+    pub exports: Arc<Exports>,
+    pub key: Arc<HandleKey>,
+    pub pool: Pool,
+    /// Changes at every server start, so clients know to resend UNSTABLE
+    /// writes that were not committed before a restart.
+    pub write_verf: [u8; 8],
+}
+
+/// The NFSv3 status for a backend error.
+pub fn status(e: FsError) -> Nfsstat3 {
+    use Nfsstat3::*;
+    match e {
+        FsError::Perm => NFS3ERR_PERM,
+        FsError::NoEnt => NFS3ERR_NOENT,
+        FsError::Io => NFS3ERR_IO,
+        FsError::NxIo => NFS3ERR_NXIO,
+        FsError::Acces => NFS3ERR_ACCES,
+        FsError::Exist => NFS3ERR_EXIST,
+        FsError::XDev => NFS3ERR_XDEV,
+        FsError::NoDev => NFS3ERR_NODEV,
+        FsError::NotDir => NFS3ERR_NOTDIR,
+        FsError::IsDir => NFS3ERR_ISDIR,
+        FsError::Inval => NFS3ERR_INVAL,
+        FsError::FBig => NFS3ERR_FBIG,
+        FsError::NoSpc => NFS3ERR_NOSPC,
+        FsError::RoFs => NFS3ERR_ROFS,
+        FsError::MLink => NFS3ERR_MLINK,
+        FsError::NameTooLong => NFS3ERR_NAMETOOLONG,
+        FsError::NotEmpty => NFS3ERR_NOTEMPTY,
+        FsError::DQuot => NFS3ERR_DQUOT,
+        FsError::Stale => NFS3ERR_STALE,
+        FsError::BadHandle => NFS3ERR_BADHANDLE,
+        FsError::NotSupp => NFS3ERR_NOTSUPP,
+        FsError::TooSmall => NFS3ERR_TOOSMALL,
+        FsError::ServerFault => NFS3ERR_SERVERFAULT,
+        FsError::Jukebox => NFS3ERR_JUKEBOX,
+        FsError::BadCookie => NFS3ERR_BAD_COOKIE,
+        FsError::BadType => NFS3ERR_BADTYPE,
+        // ELOOP on a single component means a symlink was met where a
+        // directory was needed; RFC 1813 has no better code.
+        FsError::Loop => NFS3ERR_NOTDIR,
+        #[allow(unreachable_patterns)]
+        _ => NFS3ERR_SERVERFAULT,
+    }
+}
+
+/// An NFS error together with why, for the log line.
+#[derive(Debug, Clone, Copy)]
+pub struct Fail {
+    pub status: Nfsstat3,
+    pub why: &'static str,
+}
+
+impl From<FsError> for Fail {
+    fn from(e: FsError) -> Fail {
+        Fail {
+            status: status(e),
+            why: e.reason(),
+        }
+    }
+}
+
+impl Fail {
+    pub fn new(status: Nfsstat3, why: &'static str) -> Fail {
+        Fail { status, why }
+    }
+}
+
+impl Nfs3 {
+    pub fn new(exports: Arc<Exports>, key: Arc<HandleKey>, pool: Pool) -> Self {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let write_verf =
+            ((t.as_secs() << 32) ^ t.subsec_nanos() as u64 ^ rand::random::<u32>() as u64)
+                .to_be_bytes();
+        Nfs3 {
+            exports,
+            key,
+            pool,
+            write_verf,
+        }
+    }
+
+    /// Checks a file handle (MAC first, no syscall), its export, and whether
+    /// this client may use that export; maps the caller's credential.
+    pub fn resolve(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
+        let (export_id, fid) = self.key.open(&fh.data).map_err(|_| {
+            Fail::new(
+                Nfsstat3::NFS3ERR_BADHANDLE,
+                "handle fails its MAC or is malformed",
+            )
+        })?;
+        let export = self.exports.get(export_id).ok_or(Fail::new(
+            Nfsstat3::NFS3ERR_STALE,
+            "handle names an export that no longer exists",
+        ))?;
+        if !export.allows(ctx.peer.ip()) {
+            return Err(Fail::new(
+                Nfsstat3::NFS3ERR_ACCES,
+                "client is not allowed to use this export",
+            ));
+        }
+        Ok(Target {
+            export: export.clone(),
+            fid,
+            cred: export.cred_for(&ctx.auth),
+        })
+    }
+
+    /// Like [`Nfs3::resolve`], for procedures that modify: read-only exports refuse.
+    pub fn resolve_rw(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
+        let t = self.resolve(ctx, fh)?;
+        if t.export.read_only {
+            return Err(Fail::new(Nfsstat3::NFS3ERR_ROFS, "export is read-only"));
+        }
+        Ok(t)
+    }
+
+    /// The handle a client gets for `fid` of `export`.
+    pub fn handle(&self, export: &Export, fid: &Fid) -> NfsFh3 {
+        NfsFh3 {
+            data: bytes::Bytes::copy_from_slice(self.key.seal(export.id, fid).as_bytes()),
+        }
+    }
+
+    /// Runs a backend call on the blocking pool.
+    pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        self.pool.run(f).await
+    }
+
+    pub fn idempotent(proc_: u32) -> bool {
+        !matches!(
+            proc_,
+            NFSPROC3_SETATTR
+                | NFSPROC3_WRITE
+                | NFSPROC3_CREATE
+                | NFSPROC3_MKDIR
+                | NFSPROC3_SYMLINK
+                | NFSPROC3_MKNOD
+                | NFSPROC3_REMOVE
+                | NFSPROC3_RMDIR
+                | NFSPROC3_RENAME
+                | NFSPROC3_LINK
+        )
+    }
+
+    pub async fn dispatch(
+        &self,
+        ctx: &CallContext,
+        mut args: Decoder,
+        out: &mut BytesMut,
+    ) -> Result<(), CallError> {
+        macro_rules! call {
+            ($args:ty, $handler:path) => {{
+                let a = <$args>::unpack(&mut args).map_err(|e| {
+                    warn!(peer = %ctx.peer, xid = ctx.xid, procedure = proc_name(ctx.proc_), error = %e, "GARBAGE_ARGS");
+                    CallError::GarbageArgs
+                })?;
+                let res = $handler(self, ctx, a).await;
+                res.pack(out);
+            }};
+        }
+        match ctx.proc_ {
+            NFSPROC3_GETATTR => call!(Getattr3args, getattr::getattr),
+            NFSPROC3_SETATTR => call!(Setattr3args, setattr::setattr),
+            NFSPROC3_LOOKUP => call!(Lookup3args, lookup::lookup),
+            NFSPROC3_ACCESS => call!(Access3args, access::access),
+            NFSPROC3_READLINK => call!(Readlink3args, readlink::readlink),
+            NFSPROC3_READ => {
+                let a = Read3args::unpack(&mut args).map_err(|_| CallError::GarbageArgs)?;
+                read::read(self, ctx, a, out).await;
+            }
+            NFSPROC3_WRITE => call!(Write3args, write::write),
+            NFSPROC3_CREATE => call!(Create3args, create::create),
+            NFSPROC3_MKDIR => call!(Mkdir3args, create::mkdir),
+            NFSPROC3_SYMLINK => call!(Symlink3args, create::symlink),
+            NFSPROC3_MKNOD => call!(Mknod3args, create::mknod),
+            NFSPROC3_REMOVE => call!(Remove3args, remove::remove),
+            NFSPROC3_RMDIR => call!(Rmdir3args, remove::rmdir),
+            NFSPROC3_RENAME => call!(Rename3args, rename::rename),
+            NFSPROC3_LINK => call!(Link3args, link::link),
+            NFSPROC3_READDIR => call!(Readdir3args, readdir::readdir),
+            NFSPROC3_READDIRPLUS => call!(Readdirplus3args, readdir::readdirplus),
+            NFSPROC3_FSSTAT => call!(Fsstat3args, fsinfo::fsstat),
+            NFSPROC3_FSINFO => call!(Fsinfo3args, fsinfo::fsinfo),
+            NFSPROC3_PATHCONF => call!(Pathconf3args, fsinfo::pathconf),
+            NFSPROC3_COMMIT => call!(Commit3args, commit::commit),
+            _ => return Err(CallError::ProcUnavail),
+        }
+        Ok(())
+    }
+}
+
+pub fn proc_name(proc_: u32) -> &'static str {
+    nfs_program_procedure_name(3, proc_).unwrap_or("NFSPROC3_UNKNOWN")
+}
+
+/// Logs an error status once, at a level that fits: statuses that ordinary
+/// work produces (a LOOKUP that misses, an EXIST) at debug, the rest at warn.
+pub fn log_fail(ctx: &CallContext, f: &Fail) {
+    use Nfsstat3::*;
+    let procedure = proc_name(ctx.proc_);
+    match f.status {
+        NFS3ERR_NOENT | NFS3ERR_EXIST | NFS3ERR_NOTEMPTY | NFS3ERR_NOTDIR | NFS3ERR_ISDIR
+        | NFS3ERR_NAMETOOLONG => {
+            debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
+        }
+        _ => {
+            warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
+        }
+    }
+}

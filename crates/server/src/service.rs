@@ -1,0 +1,56 @@
+//! The one RPC service Tarn registers: MOUNT v3 and NFSv3 on the same port,
+//! so `mount -o port=P,mountport=P` works without rpcbind.
+
+use crate::mount::Mount;
+use crate::nfs3::{self, Nfs3};
+use bytes::BytesMut;
+use proto::{mount::MOUNT_PROGRAM, nfs3::NFS_PROGRAM};
+use rpc::{CallContext, CallError, Service};
+use std::future::Future;
+use xdr::Decoder;
+
+pub struct TarnService {
+    pub nfs3: Nfs3,
+    pub mount: Mount,
+}
+
+impl Service for TarnService {
+    fn versions(&self, prog: u32) -> Option<(u32, u32)> {
+        match prog {
+            NFS_PROGRAM => Some((3, 3)),
+            MOUNT_PROGRAM => Some((3, 3)),
+            _ => None,
+        }
+    }
+
+    fn idempotent(&self, prog: u32, _vers: u32, proc_: u32) -> bool {
+        match prog {
+            NFS_PROGRAM => Nfs3::idempotent(proc_),
+            _ => Mount::idempotent(proc_),
+        }
+    }
+
+    fn procedure_name(&self, prog: u32, vers: u32, proc_: u32) -> &'static str {
+        match prog {
+            NFS_PROGRAM => nfs3::proc_name(proc_),
+            MOUNT_PROGRAM => proto::mount::mount_program_procedure_name(vers, proc_)
+                .unwrap_or("MOUNTPROC3_UNKNOWN"),
+            _ => "unknown",
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        args: Decoder,
+        out: &'a mut BytesMut,
+    ) -> impl Future<Output = Result<(), CallError>> + Send + 'a {
+        async move {
+            match ctx.prog {
+                NFS_PROGRAM => self.nfs3.dispatch(ctx, args, out).await,
+                MOUNT_PROGRAM => self.mount.dispatch(&self.nfs3, ctx, args, out).await,
+                _ => Err(CallError::ProcUnavail),
+            }
+        }
+    }
+}
