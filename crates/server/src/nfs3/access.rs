@@ -1,9 +1,48 @@
-//! TODO
+//! ACCESS: which of the asked-for rights the caller really has.
 
-use super::Nfs3;
+use super::{attr, log_fail, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
+use vfs::Access;
 
-pub async fn access(_n: &Nfs3, _ctx: &CallContext, _args: Access3args) -> Access3res {
-    todo!("access")
+pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3res {
+    let t = match n.resolve(ctx, &args.object) {
+        Ok(t) => t,
+        Err(f) => {
+            log_fail(ctx, &f);
+            return Access3res::Default(
+                f.status,
+                Access3resfail {
+                    obj_attributes: None,
+                },
+            );
+        }
+    };
+    let want = Access(args.access) & Access::ALL;
+    let b = t.export.backend.clone();
+    let (r, obj_attributes) = n
+        .run(move || {
+            let r = b.access(&t.cred, &t.fid, want);
+            (r, attr::post_op(&*b, &t.fid))
+        })
+        .await;
+    match r {
+        Ok(mut got) => {
+            got = got & want;
+            // Mode bits may allow writing; a read-only export never does.
+            if t.export.read_only {
+                got =
+                    Access(got.bits() & !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits());
+            }
+            Access3res::NFS3_OK(Access3resok {
+                obj_attributes,
+                access: got.bits(),
+            })
+        }
+        Err(e) => {
+            let f = e.into();
+            log_fail(ctx, &f);
+            Access3res::Default(f.status, Access3resfail { obj_attributes })
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Conversions between backend attributes and their NFSv3 wire forms.
 
 use proto::nfs3::*;
-use vfs::{Attr, FileType, SetAttr, SetTime, Timespec};
+use vfs::{Attr, Backend, Fid, FileType, FsError, SetAttr, SetTime, Timespec};
 
 pub fn nfstime(t: Timespec) -> Nfstime3 {
     Nfstime3 {
@@ -87,5 +87,30 @@ pub fn sattr(s: &Sattr3) -> SetAttr {
         size: s.size,
         atime: time(at, at_server),
         mtime: time(mt, mt_server),
+    }
+}
+
+/// Runs a change to `fid` between a pre-op and a post-op getattr, giving the
+/// wcc data clients use to keep their caches; failures still get wcc.
+pub fn with_wcc<T>(
+    b: &dyn Backend,
+    fid: &Fid,
+    change: impl FnOnce() -> Result<T, FsError>,
+) -> (Result<T, FsError>, WccData) {
+    let before = b.getattr(fid).ok();
+    let r = change();
+    let after = b.getattr(fid).ok();
+    (r, wcc_data(before.as_ref(), after.as_ref()))
+}
+
+/// Post-op attributes, or none if the object cannot be stat'ed any more.
+pub fn post_op(b: &dyn Backend, fid: &Fid) -> PostOpAttr {
+    b.getattr(fid).ok().as_ref().map(fattr3)
+}
+
+pub fn empty_wcc() -> WccData {
+    WccData {
+        before: None,
+        after: None,
     }
 }

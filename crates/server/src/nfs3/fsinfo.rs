@@ -1,15 +1,92 @@
-//! TODO
+//! FSSTAT, FSINFO and PATHCONF: what the filesystem holds and what it allows.
 
-use super::Nfs3;
+use super::{attr, log_fail, Fail, Nfs3, MAX_IO};
 use proto::nfs3::*;
 use rpc::CallContext;
 
-pub async fn fsstat(_n: &Nfs3, _ctx: &CallContext, _args: Fsstat3args) -> Fsstat3res {
-    todo!("fsstat")
+pub async fn fsstat(n: &Nfs3, ctx: &CallContext, args: Fsstat3args) -> Fsstat3res {
+    let fail = |f: Fail, obj_attributes| {
+        log_fail(ctx, &f);
+        Fsstat3res::Default(f.status, Fsstat3resfail { obj_attributes })
+    };
+    let t = match n.resolve(ctx, &args.fsroot) {
+        Ok(t) => t,
+        Err(f) => return fail(f, None),
+    };
+    let b = t.export.backend.clone();
+    let (r, obj_attributes) = n
+        .run(move || (b.fsstat(&t.fid), attr::post_op(&*b, &t.fid)))
+        .await;
+    match r {
+        Ok(s) => Fsstat3res::NFS3_OK(Fsstat3resok {
+            obj_attributes,
+            tbytes: s.total_bytes,
+            fbytes: s.free_bytes,
+            abytes: s.avail_bytes,
+            tfiles: s.total_files,
+            ffiles: s.free_files,
+            afiles: s.avail_files,
+            // Usage changes at any time; clients should not cache it.
+            invarsec: 0,
+        }),
+        Err(e) => fail(e.into(), obj_attributes),
+    }
 }
-pub async fn fsinfo(_n: &Nfs3, _ctx: &CallContext, _args: Fsinfo3args) -> Fsinfo3res {
-    todo!("fsinfo")
+
+pub async fn fsinfo(n: &Nfs3, ctx: &CallContext, args: Fsinfo3args) -> Fsinfo3res {
+    let fail = |f: Fail, obj_attributes| {
+        log_fail(ctx, &f);
+        Fsinfo3res::Default(f.status, Fsinfo3resfail { obj_attributes })
+    };
+    let t = match n.resolve(ctx, &args.fsroot) {
+        Ok(t) => t,
+        Err(f) => return fail(f, None),
+    };
+    let b = t.export.backend.clone();
+    let r = n.run(move || b.getattr(&t.fid)).await;
+    match r {
+        Ok(a) => Fsinfo3res::NFS3_OK(Fsinfo3resok {
+            obj_attributes: Some(attr::fattr3(&a)),
+            rtmax: MAX_IO,
+            rtpref: MAX_IO,
+            rtmult: 4096,
+            wtmax: MAX_IO,
+            wtpref: MAX_IO,
+            wtmult: 4096,
+            dtpref: 65536,
+            maxfilesize: u64::MAX >> 1,
+            time_delta: Nfstime3 {
+                seconds: 0,
+                nseconds: 1,
+            },
+            properties: FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
+        }),
+        Err(e) => fail(e.into(), None),
+    }
 }
-pub async fn pathconf(_n: &Nfs3, _ctx: &CallContext, _args: Pathconf3args) -> Pathconf3res {
-    todo!("pathconf")
+
+pub async fn pathconf(n: &Nfs3, ctx: &CallContext, args: Pathconf3args) -> Pathconf3res {
+    let fail = |f: Fail, obj_attributes| {
+        log_fail(ctx, &f);
+        Pathconf3res::Default(f.status, Pathconf3resfail { obj_attributes })
+    };
+    let t = match n.resolve(ctx, &args.object) {
+        Ok(t) => t,
+        Err(f) => return fail(f, None),
+    };
+    let b = t.export.backend.clone();
+    let r = n.run(move || b.getattr(&t.fid)).await;
+    match r {
+        Ok(a) => Pathconf3res::NFS3_OK(Pathconf3resok {
+            obj_attributes: Some(attr::fattr3(&a)),
+            // ext4's limit; the backend does not report its own.
+            linkmax: 65000,
+            name_max: vfs::NAME_MAX as u32,
+            no_trunc: true,
+            chown_restricted: true,
+            case_insensitive: false,
+            case_preserving: true,
+        }),
+        Err(e) => fail(e.into(), None),
+    }
 }

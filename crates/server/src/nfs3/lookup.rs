@@ -1,9 +1,33 @@
-//! TODO
+//! LOOKUP: one name in a directory, with the object's and the directory's attributes.
 
-use super::Nfs3;
+use super::{attr, log_fail, Fail, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
-pub async fn lookup(_n: &Nfs3, _ctx: &CallContext, _args: Lookup3args) -> Lookup3res {
-    todo!("lookup")
+pub async fn lookup(n: &Nfs3, ctx: &CallContext, args: Lookup3args) -> Lookup3res {
+    let t = match n.resolve(ctx, &args.what.dir) {
+        Ok(t) => t,
+        Err(f) => return fail(ctx, f, None),
+    };
+    let b = t.export.backend.clone();
+    let name = args.what.name;
+    let (r, dir_attributes) = n
+        .run(move || {
+            let r = b.lookup(&t.cred, &t.fid, &name);
+            (r, attr::post_op(&*b, &t.fid))
+        })
+        .await;
+    match r {
+        Ok((fid, a)) => Lookup3res::NFS3_OK(Lookup3resok {
+            object: n.handle(&t.export, &fid),
+            obj_attributes: Some(attr::fattr3(&a)),
+            dir_attributes,
+        }),
+        Err(e) => fail(ctx, e.into(), dir_attributes),
+    }
+}
+
+fn fail(ctx: &CallContext, f: Fail, dir_attributes: PostOpAttr) -> Lookup3res {
+    log_fail(ctx, &f);
+    Lookup3res::Default(f.status, Lookup3resfail { dir_attributes })
 }

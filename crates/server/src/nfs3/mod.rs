@@ -21,6 +21,9 @@ mod rename;
 mod setattr;
 mod write;
 
+#[cfg(test)]
+mod tests;
+
 pub use attr::{fattr3, post_op_attr, pre_op_attr, wcc_data};
 
 use crate::export::{Export, Exports};
@@ -162,9 +165,7 @@ impl Nfs3 {
 
     /// The handle a client gets for `fid` of `export`.
     pub fn handle(&self, export: &Export, fid: &Fid) -> NfsFh3 {
-        NfsFh3 {
-            data: bytes::Bytes::copy_from_slice(self.key.seal(export.id, fid).as_bytes()),
-        }
+        seal(&self.key, export.id, fid)
     }
 
     /// Runs a backend call on the blocking pool.
@@ -234,6 +235,17 @@ impl Nfs3 {
         Ok(())
     }
 }
+
+/// [`Nfs3::handle`] for use inside a blocking closure (READDIRPLUS seals
+/// thousands of handles; the MACs belong on the pool, not the async workers).
+pub fn seal(key: &HandleKey, export_id: u32, fid: &Fid) -> NfsFh3 {
+    NfsFh3 {
+        data: bytes::Bytes::copy_from_slice(key.seal(export_id, fid).as_bytes()),
+    }
+}
+
+/// Largest READ / WRITE payload (FSINFO rtmax / wtmax).
+pub const MAX_IO: u32 = 1 << 20;
 
 pub fn proc_name(proc_: u32) -> &'static str {
     nfs_program_procedure_name(3, proc_).unwrap_or("NFSPROC3_UNKNOWN")

@@ -1,9 +1,38 @@
-//! TODO
+//! READLINK: a symlink's target.
 
-use super::Nfs3;
+use super::{attr, log_fail, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
-pub async fn readlink(_n: &Nfs3, _ctx: &CallContext, _args: Readlink3args) -> Readlink3res {
-    todo!("readlink")
+pub async fn readlink(n: &Nfs3, ctx: &CallContext, args: Readlink3args) -> Readlink3res {
+    let t = match n.resolve(ctx, &args.symlink) {
+        Ok(t) => t,
+        Err(f) => {
+            log_fail(ctx, &f);
+            return Readlink3res::Default(
+                f.status,
+                Readlink3resfail {
+                    symlink_attributes: None,
+                },
+            );
+        }
+    };
+    let b = t.export.backend.clone();
+    let (r, symlink_attributes) = n
+        .run(move || {
+            let r = b.readlink(&t.cred, &t.fid);
+            (r, attr::post_op(&*b, &t.fid))
+        })
+        .await;
+    match r {
+        Ok(target) => Readlink3res::NFS3_OK(Readlink3resok {
+            symlink_attributes,
+            data: target.into(),
+        }),
+        Err(e) => {
+            let f = e.into();
+            log_fail(ctx, &f);
+            Readlink3res::Default(f.status, Readlink3resfail { symlink_attributes })
+        }
+    }
 }

@@ -1,9 +1,57 @@
-//! TODO
+//! WRITE: the received payload goes to the backend without a copy.
 
-use super::Nfs3;
+use super::{attr, log_fail, Nfs3, MAX_IO};
 use proto::nfs3::*;
 use rpc::CallContext;
+use vfs::Stable;
 
-pub async fn write(_n: &Nfs3, _ctx: &CallContext, _args: Write3args) -> Write3res {
-    todo!("write")
+pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
+    let t = match n.resolve_rw(ctx, &args.file) {
+        Ok(t) => t,
+        Err(f) => {
+            log_fail(ctx, &f);
+            return Write3res::Default(
+                f.status,
+                Write3resfail {
+                    file_wcc: attr::empty_wcc(),
+                },
+            );
+        }
+    };
+    // A short write is legal: the client sends the rest again.
+    let len = (args.count as usize)
+        .min(args.data.len())
+        .min(MAX_IO as usize);
+    let data = args.data.slice(..len);
+    let stable = match args.stable {
+        StableHow::UNSTABLE => Stable::Unstable,
+        StableHow::DATA_SYNC => Stable::DataSync,
+        StableHow::FILE_SYNC => Stable::FileSync,
+    };
+    let offset = args.offset;
+    let b = t.export.backend.clone();
+    let (r, file_wcc) = n
+        .run(move || {
+            attr::with_wcc(&*b, &t.fid, || {
+                b.write(&t.cred, &t.fid, offset, &data, stable)
+            })
+        })
+        .await;
+    match r {
+        Ok((count, st)) => Write3res::NFS3_OK(Write3resok {
+            file_wcc,
+            count: count as u32,
+            committed: match st {
+                Stable::Unstable => StableHow::UNSTABLE,
+                Stable::DataSync => StableHow::DATA_SYNC,
+                Stable::FileSync => StableHow::FILE_SYNC,
+            },
+            verf: n.write_verf,
+        }),
+        Err(e) => {
+            let f = e.into();
+            log_fail(ctx, &f);
+            Write3res::Default(f.status, Write3resfail { file_wcc })
+        }
+    }
 }
