@@ -19,3 +19,9 @@ pub mod mount {
 pub mod nfs3 {
     include!(concat!(env!("OUT_DIR"), "/nfs3.rs"));
 }
+
+/// The port mapper, version 2 (RFC 1833).
+#[allow(non_camel_case_types, clippy::all)]
+pub mod pmap {
+    include!(concat!(env!("OUT_DIR"), "/pmap.rs"));
+}

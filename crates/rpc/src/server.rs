@@ -7,6 +7,7 @@ use crate::drc::{self, Drc, Lookup};
 use crate::msg::{self, BadCall, CallContext, CallError};
 use crate::record::{self, Assembler};
 use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
 use proto::rpc::AcceptStat;
 use std::future::Future;
 use std::io::IoSlice;
@@ -325,7 +326,14 @@ fn handle_record<S: Service>(
         let mut out = BytesMut::with_capacity(512);
         record::begin(&mut out);
         msg::success_header(xid, &mut out);
-        let reply = match server.svc.call(&ctx, args, &mut out).await {
+        // A bug in one procedure must not leave its caller waiting forever
+        // or take the connection down: a panic becomes SYSTEM_ERR.
+        let result = std::panic::AssertUnwindSafe(server.svc.call(&ctx, args, &mut out)).catch_unwind().await.unwrap_or_else(|_| {
+            let name = server.svc.procedure_name(ctx.prog, ctx.vers, ctx.proc_);
+            tracing::error!(peer = %ctx.peer, xid, procedure = name, "procedure panicked; answering SYSTEM_ERR");
+            Err(CallError::SystemErr)
+        });
+        let reply = match result {
             Ok(()) => Some(finish(out)),
             Err(CallError::Drop) => None,
             Err(e) => {

@@ -152,21 +152,32 @@ impl Exports {
         self.list.iter()
     }
 
-    /// The export a MNT path names: its pseudo path or its real directory.
-    pub fn by_mount_path(&self, path: &[u8]) -> Option<&Arc<Export>> {
-        let p = std::str::from_utf8(path).ok()?;
-        let norm = |s: &str| -> String {
-            let t = s.trim_end_matches('/');
-            if t.is_empty() {
-                "/".to_string()
-            } else {
-                t.to_string()
-            }
+    /// The export a MNT path lies in (by its pseudo path or its real
+    /// directory, the longest match winning), and the components of the
+    /// path below the export's root.
+    pub fn by_mount_path<'p>(&self, path: &'p [u8]) -> Option<(&Arc<Export>, Vec<&'p [u8]>)> {
+        let comps = |p: &'p [u8]| -> Vec<&'p [u8]> {
+            p.split(|&b| b == b'/')
+                .filter(|c| !c.is_empty() && *c != b".")
+                .collect()
         };
-        let p = norm(p);
-        self.list
-            .iter()
-            .find(|e| norm(&e.pseudo) == p || norm(&e.path.to_string_lossy()) == p)
+        let want = comps(path);
+        let mut best: Option<(&Arc<Export>, usize)> = None;
+        for e in &self.list {
+            for root in [e.pseudo.as_bytes(), e.path.as_os_str().as_encoded_bytes()] {
+                let r: Vec<&[u8]> = root
+                    .split(|&b| b == b'/')
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                if want.len() >= r.len()
+                    && want[..r.len()] == r[..]
+                    && best.is_none_or(|(_, n)| r.len() > n)
+                {
+                    best = Some((e, r.len()));
+                }
+            }
+        }
+        best.map(|(e, n)| (e, want[n..].to_vec()))
     }
 }
 
@@ -186,19 +197,39 @@ mod tests {
         assert!("nonsense".parse::<Cidr>().is_err());
     }
 
-    #[test]
-    fn root_is_squashed_by_default() {
-        let e = Export {
+    fn export(path: &str, pseudo: &str) -> Export {
+        Export {
             id: 0,
-            path: "/x".into(),
-            pseudo: "/".into(),
+            path: path.into(),
+            pseudo: pseudo.into(),
             backend: Arc::new(vfs::memory::MemFs::new()),
             clients: vec![],
             read_only: false,
             squash: Squash::Root,
             anon_uid: 65534,
             anon_gid: 65534,
-        };
+        }
+    }
+
+    #[test]
+    fn mount_paths() {
+        let ex = Exports::new(vec![export("/srv/a", "/"), export("/srv/b", "/b")]);
+        let (e, rest) = ex.by_mount_path(b"/").unwrap();
+        assert_eq!((e.id, rest.len()), (0, 0));
+        let (e, rest) = ex.by_mount_path(b"/b/x/y/").unwrap();
+        assert_eq!((e.id, rest), (1, vec![&b"x"[..], &b"y"[..]]));
+        let (e, rest) = ex.by_mount_path(b"/srv/a/sub").unwrap();
+        assert_eq!((e.id, rest), (0, vec![&b"sub"[..]]));
+        assert_eq!(
+            ex.by_mount_path(b"/c").unwrap().1,
+            vec![&b"c"[..]],
+            "below the root export"
+        );
+    }
+
+    #[test]
+    fn root_is_squashed_by_default() {
+        let e = export("/x", "/");
         let root = Auth::Sys(rpc::AuthSys {
             stamp: 0,
             machinename: Default::default(),

@@ -53,18 +53,52 @@ impl Mount {
                         warn!(peer = %ctx.peer, path = %shown, "MNT3ERR_NOENT: no such export");
                         Mountres3::Default(Mountstat3::MNT3ERR_NOENT)
                     }
-                    Some(e) if !e.allows(ctx.peer.ip()) => {
+                    Some((e, _)) if !e.allows(ctx.peer.ip()) => {
                         warn!(peer = %ctx.peer, path = %shown, "MNT3ERR_ACCES: client not allowed by the export");
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
-                    Some(e) => {
-                        let fh = nfs.handle(e, &e.backend.root());
-                        self.mounts.lock().unwrap().insert((client, path));
-                        info!(peer = %ctx.peer, path = %shown, "mounted");
-                        Mountres3::MNT3_OK(Mountres3Ok {
-                            fhandle: Fhandle3(fh.data),
-                            auth_flavors: vec![proto::rpc::AUTH_SYS as i32],
-                        })
+                    Some((e, below)) => {
+                        // A directory below the export's root: walk to it as the caller.
+                        let (e, cred) = (e.clone(), e.cred_for(&ctx.auth));
+                        let below: Vec<Vec<u8>> = below.iter().map(|c| c.to_vec()).collect();
+                        let b = e.backend.clone();
+                        let walked = nfs
+                            .run(move || {
+                                let mut fid = b.root();
+                                for c in &below {
+                                    let (f, a) = b.lookup(&cred, &fid, c)?;
+                                    if a.ftype != vfs::FileType::Directory {
+                                        return Err(vfs::FsError::NotDir);
+                                    }
+                                    fid = f;
+                                }
+                                Ok(fid)
+                            })
+                            .await;
+                        match walked {
+                            Ok(fid) => {
+                                let fh = nfs.handle(&e, &fid);
+                                self.mounts.lock().unwrap().insert((client, path));
+                                info!(peer = %ctx.peer, path = %shown, "mounted");
+                                Mountres3::MNT3_OK(Mountres3Ok {
+                                    fhandle: Fhandle3(fh.data),
+                                    auth_flavors: vec![proto::rpc::AUTH_SYS as i32],
+                                })
+                            }
+                            Err(err) => {
+                                let st = match err {
+                                    vfs::FsError::NoEnt => Mountstat3::MNT3ERR_NOENT,
+                                    vfs::FsError::NotDir => Mountstat3::MNT3ERR_NOTDIR,
+                                    vfs::FsError::Acces | vfs::FsError::Perm => {
+                                        Mountstat3::MNT3ERR_ACCES
+                                    }
+                                    vfs::FsError::NameTooLong => Mountstat3::MNT3ERR_NAMETOOLONG,
+                                    _ => Mountstat3::MNT3ERR_IO,
+                                };
+                                warn!(peer = %ctx.peer, path = %shown, status = ?st, reason = err.reason(), "MNT refused");
+                                Mountres3::Default(st)
+                            }
+                        }
                     }
                 };
                 res.pack(out);

@@ -1,1 +1,303 @@
-fn main() {}
+//! `tarn`: the one binary. `tarn serve` runs the NFS server; other
+//! subcommands are tools that talk to servers.
+
+mod bench;
+mod config;
+mod rpcbind;
+
+use clap::{Parser, Subcommand};
+use config::{Config, ExportConfig};
+use server::export::{Cidr, Export, Exports, Squash};
+use server::{mount::Mount, nfs3::Nfs3, pool::Pool, TarnService};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use tracing::{error, info, warn};
+
+#[derive(Parser)]
+#[command(name = "tarn", version, about = "Tarn: a user-space NFS server")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve DIR (default ./export, created if missing) over NFSv3 with MOUNT on one port.
+    Serve {
+        /// The directory to export when no --config is given.
+        dir: Option<PathBuf>,
+        /// Address and port to listen on.
+        #[arg(long, default_value = "127.0.0.1:2049")]
+        listen: String,
+        /// Allow clients from this network too (CIDR or address); 127.0.0.1 and ::1 are always allowed.
+        #[arg(long = "allow", value_name = "CIDR")]
+        allow: Vec<String>,
+        /// Exports from a TOML file instead of DIR.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Where the file-handle key is kept (default: beside --config, else /var/lib/tarn or ~/.local/state/tarn).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// error, warn, info, debug or trace (RUST_LOG overrides).
+        #[arg(long, default_value = "info")]
+        log_level: String,
+    },
+    /// Check a configuration file and explain what it exports.
+    CheckConfig { file: PathBuf },
+    /// Measure a running server: ops/s, MB/s and latency percentiles per operation.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Serve {
+            dir,
+            listen,
+            allow,
+            config,
+            state_dir,
+            log_level,
+        } => {
+            init_logging(&log_level);
+            match serve(dir, listen, allow, config, state_dir) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tarn: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Cmd::CheckConfig { file } => match config::load(&file) {
+            Ok(c) => {
+                for e in &c.exports {
+                    println!("{}", describe(e));
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tarn: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Cmd::Bench(a) => bench::main(a),
+    }
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn describe(e: &ExportConfig) -> String {
+    let clients: Vec<String> = e
+        .clients
+        .iter()
+        .map(|c| format!("{}/{}", c.addr, c.prefix))
+        .collect();
+    let squash = match e.squash {
+        Squash::Root => format!("root squashed to {}:{}", e.anon_uid, e.anon_gid),
+        Squash::All => format!("all users squashed to {}:{}", e.anon_uid, e.anon_gid),
+        Squash::None => "no squashing".into(),
+    };
+    format!(
+        "{} as {} ({}, {squash}, AUTH_SYS) to {}",
+        e.path.display(),
+        e.pseudo,
+        if e.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        },
+        if clients.is_empty() {
+            "nobody".into()
+        } else {
+            clients.join(", ")
+        }
+    )
+}
+
+fn default_state_dir() -> PathBuf {
+    if effective_uid() == 0 {
+        PathBuf::from("/var/lib/tarn")
+    } else {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        home.join(".local/state/tarn")
+    }
+}
+
+fn effective_uid() -> u32 {
+    // std has no geteuid; /proc/self/status's Uid line has (real, effective, ...).
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2))
+                .and_then(|u| u.parse().ok())
+        })
+        .unwrap_or(u32::MAX)
+}
+
+fn build_config(
+    dir: Option<PathBuf>,
+    listen: String,
+    allow: Vec<String>,
+    config: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+) -> Result<(Config, SocketAddr, PathBuf), String> {
+    let (cfg, state_dir) = match config {
+        Some(file) => {
+            if dir.is_some() {
+                return Err("give either DIR or --config, not both".into());
+            }
+            let c = config::load(&file)?;
+            let sd = state_dir
+                .or(c.state_dir.clone())
+                .unwrap_or_else(|| file.parent().unwrap_or(Path::new(".")).to_path_buf());
+            (c, sd)
+        }
+        None => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("export"));
+            if !dir.exists() {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            }
+            let path = dir
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut clients: Vec<Cidr> =
+                vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()];
+            for a in &allow {
+                clients.push(a.parse::<Cidr>().map_err(|e| format!("--allow {e}"))?);
+            }
+            let e = ExportConfig {
+                path,
+                pseudo: "/".into(),
+                clients,
+                read_only: false,
+                squash: Squash::Root,
+                anon_uid: 65534,
+                anon_gid: 65534,
+            };
+            (
+                Config {
+                    listen: None,
+                    state_dir: None,
+                    exports: vec![e],
+                },
+                state_dir.unwrap_or_else(default_state_dir),
+            )
+        }
+    };
+    let listen = cfg.listen.clone().unwrap_or(listen);
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|_| format!("--listen {listen:?}: expected ADDR:PORT such as 127.0.0.1:2049"))?;
+    Ok((cfg, addr, state_dir))
+}
+
+fn serve(
+    dir: Option<PathBuf>,
+    listen: String,
+    allow: Vec<String>,
+    config: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+) -> Result<(), String> {
+    let (cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
+    let key_path = state_dir.join("handle.key");
+    let key = vfs::HandleKey::load_or_create(&key_path)
+        .map_err(|e| format!("{}: {e}", key_path.display()))?;
+    let mut exports = Vec::new();
+    for e in &cfg.exports {
+        let backend = vfs::local::LocalFs::new(&e.path)
+            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?;
+        exports.push(Export {
+            id: 0,
+            path: e.path.clone(),
+            pseudo: e.pseudo.clone(),
+            backend: Arc::new(backend),
+            clients: e.clients.clone(),
+            read_only: e.read_only,
+            squash: e.squash,
+            anon_uid: e.anon_uid,
+            anon_gid: e.anon_gid,
+        });
+    }
+    let exports = Arc::new(Exports::new(exports));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(64)
+        .thread_name("tarn")
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), Arc::new(key), Pool::new(32)), mount: Mount::new() };
+        let server = rpc::Server::new(Arc::new(svc), rpc::ServerConfig::default());
+        let registered = match rpcbind::register(port).await {
+            Ok(()) => {
+                info!(port, "registered NFS v3 and MOUNT v3 with rpcbind");
+                true
+            }
+            Err(e) => {
+                info!(reason = %e, "not registered with rpcbind: clients mount with port={port},mountport={port}");
+                false
+            }
+        };
+        for e in &cfg.exports {
+            let host = match addr.ip() {
+                ip if ip.is_unspecified() => "SERVER".to_string(),
+                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                ip => ip.to_string(),
+            };
+            println!(
+                "tarn: exporting {} on {addr} (NFSv3); mount with: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt",
+                describe(e),
+                e.pseudo
+            );
+        }
+        let run = {
+            let s = server.clone();
+            tokio::spawn(async move { s.run(listener).await })
+        };
+        wait_for_signal().await;
+        info!("stopping: answering calls in flight");
+        if tokio::time::timeout(std::time::Duration::from_secs(30), server.shutdown()).await.is_err() {
+            warn!("calls still in flight after 30 s; stopping anyway");
+        }
+        run.abort();
+        for e in exports.iter() {
+            let b = e.backend.clone();
+            if let Err(err) = tokio::task::spawn_blocking(move || b.sync_all()).await.unwrap_or(Err(vfs::FsError::ServerFault)) {
+                error!(export = %e.path.display(), error = %err, "sync at shutdown failed");
+            }
+        }
+        if registered {
+            rpcbind::unregister(port).await;
+        }
+        info!("stopped");
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,206 @@
+//! Starts a real `tarn serve` on a free loopback port, stops it by PID.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct TestServer {
+    pub child: Option<Child>,
+    pub addr: SocketAddr,
+    pub export: PathBuf,
+    pub state: PathBuf,
+    pub log: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A fresh temporary export, writable by everyone (the server squashes root).
+pub fn temp_export() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    // /var/tmp: a disk filesystem with kernel file handles (not always true of /tmp).
+    let tmp = tempfile::Builder::new()
+        .prefix("tarn-e2e-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let export = tmp.path().join("export");
+    let state = tmp.path().join("state");
+    std::fs::create_dir_all(&export).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    (tmp, export, state)
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        let (tmp, export, state) = temp_export();
+        let mut s = TestServer::start_on(&export, &state, free_port());
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// Starts a server on a given export, state directory and port (for restarts).
+    pub fn start_on(export: &Path, state: &Path, port: u16) -> TestServer {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log = state.join(format!("server-{port}.log"));
+        let logf = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .args([
+                "serve",
+                export.to_str().unwrap(),
+                "--listen",
+                &addr.to_string(),
+                "--state-dir",
+                state.to_str().unwrap(),
+                "--log-level",
+                "debug",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(logf)
+            .spawn()
+            .expect("start tarn");
+        // The server prints one line once it listens.
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("tarn: exporting"),
+            "unexpected first line {line:?}; log: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        TestServer {
+            child: Some(child),
+            addr,
+            export: export.to_path_buf(),
+            state: state.to_path_buf(),
+            log,
+            _tmp: None,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// An NFSv3 URL for libnfs, acting as uid/gid 1000.
+    pub fn url(&self, path: &str) -> String {
+        let p = self.port();
+        format!("nfs://127.0.0.1{path}?version=3&nfsport={p}&mountport={p}&uid=1000&gid=1000")
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait (the server answers calls in flight and syncs).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            send_signal(c.id(), "TERM");
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(20) {
+                if c.try_wait().unwrap().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGKILL: a crash.
+    pub fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Whether the server process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+}
+
+fn send_signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs a libnfs-utils tool; panics with a clear message if it is not installed.
+pub fn libnfs(tool: &str, args: &[&str]) -> std::process::Output {
+    Command::new(tool).args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run {tool} ({e}): install Debian's libnfs-utils (the README's test command does)")
+    })
+}
+
+/// Sends one record and reads one reply record on a raw connection.
+pub fn raw_call(s: &mut TcpStream, record: &[u8]) -> Option<Vec<u8>> {
+    s.write_all(record).ok()?;
+    read_record(s)
+}
+
+pub fn read_record(s: &mut TcpStream) -> Option<Vec<u8>> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let mut h = [0u8; 4];
+        s.read_exact(&mut h).ok()?;
+        let h = u32::from_be_bytes(h);
+        let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
+        s.read_exact(&mut frag).ok()?;
+        out.extend_from_slice(&frag);
+        if h & 0x8000_0000 != 0 {
+            return Some(out);
+        }
+    }
+}
+
+/// A whole record (one fragment) holding a call with the given credential and args.
+pub fn call_record(
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: &proto::rpc::OpaqueAuth,
+    args: &[u8],
+) -> Vec<u8> {
+    let mut b = bytes::BytesMut::new();
+    rpc::record::begin(&mut b);
+    rpc::msg::encode_call(xid, prog, vers, proc_, cred, &mut b);
+    b.extend_from_slice(args);
+    rpc::record::finish(&mut b);
+    b.to_vec()
+}
+
+pub fn sha256_file(p: &Path) -> String {
+    let out = Command::new("sha256sum").arg(p).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
