@@ -1,0 +1,30 @@
+#!/bin/bash
+# The whole test suite: formatting, lints, unit/property/end-to-end tests
+# (libnfs against a real server), the guest lab (the Linux kernel NFS client
+# in qemu, against knfsd and Tarn), and a short benchmark run that only checks
+# the bench completes. Installs what it needs. Run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || exec sudo -E "$0" "$@"
+T0=$(date +%s)
+stage() { echo; echo "=== $* ($(( $(date +%s) - T0 ))s)"; }
+stage "dependencies"
+bash scripts/deps.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+stage "cargo fmt --check"
+cargo fmt --all -- --check
+stage "cargo clippy"
+cargo clippy --workspace --all-targets -q -- -D warnings
+stage "cargo test"
+cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
+stage "release build"
+cargo build --release -q -p tarn
+stage "bench (short run: it must complete; numbers are not judged here)"
+bash scripts/bench.sh --seconds 0.5 --ops null,getattr,read4k,write4k,read1m --inflight 1,32
+if [ "${SKIP_GUEST:-0}" = 1 ]; then
+  stage "guest lab skipped (SKIP_GUEST=1)"
+else
+  stage "guest lab: Linux kernel NFS client in qemu"
+  TARN_BIN="$PWD/target/release/tarn" bash tests/guest/run.sh
+fi
+stage "done"
