@@ -204,3 +204,47 @@ pub fn sha256_file(p: &Path) -> String {
         .unwrap_or("")
         .to_string()
 }
+
+use proto::nfs3::*;
+use rpc::client::auth_sys;
+use rpc::msg::{decode_reply, ReplyStatus};
+
+pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
+    let args = xdr::to_bytes(&proto::mount::Dirpath(bytes::Bytes::from_static(b"/")));
+    let r = raw_call(
+        c,
+        &call_record(
+            100,
+            proto::mount::MOUNT_PROGRAM,
+            3,
+            1,
+            &auth_sys(1000, 1000, &[], "t"),
+            &args,
+        ),
+    )
+    .unwrap();
+    let (_, st, mut d) = decode_reply(r.into()).unwrap();
+    assert_eq!(st, ReplyStatus::Success);
+    match <proto::mount::Mountres3 as xdr::Unpack>::unpack(&mut d).unwrap() {
+        proto::mount::Mountres3::MNT3_OK(ok) => NfsFh3 { data: ok.fhandle.0 },
+        other => panic!("MNT: {other:?}"),
+    }
+}
+
+pub fn nfs_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_: u32, a: &A) -> R {
+    let r = raw_call(
+        c,
+        &call_record(
+            xid,
+            NFS_PROGRAM,
+            3,
+            proc_,
+            &auth_sys(1000, 1000, &[], "t"),
+            &xdr::to_bytes(a),
+        ),
+    )
+    .unwrap();
+    let (_, st, mut d) = decode_reply(r.into()).unwrap();
+    assert_eq!(st, ReplyStatus::Success);
+    R::unpack(&mut d).unwrap()
+}
