@@ -6,7 +6,6 @@ use crate::nfs3::{self, Nfs3};
 use bytes::BytesMut;
 use proto::{mount::MOUNT_PROGRAM, nfs3::NFS_PROGRAM};
 use rpc::{CallContext, CallError, Service};
-use std::future::Future;
 use xdr::Decoder;
 
 pub struct TarnService {
@@ -39,18 +38,16 @@ impl Service for TarnService {
         }
     }
 
-    fn call<'a>(
-        &'a self,
-        ctx: &'a CallContext,
+    async fn call(
+        &self,
+        ctx: &CallContext,
         args: Decoder,
-        out: &'a mut BytesMut,
-    ) -> impl Future<Output = Result<(), CallError>> + Send + 'a {
-        async move {
-            match ctx.prog {
-                NFS_PROGRAM => self.nfs3.dispatch(ctx, args, out).await,
-                MOUNT_PROGRAM => self.mount.dispatch(&self.nfs3, ctx, args, out).await,
-                _ => Err(CallError::ProcUnavail),
-            }
+        out: &mut BytesMut,
+    ) -> Result<(), CallError> {
+        match ctx.prog {
+            NFS_PROGRAM => self.nfs3.dispatch(ctx, args, out).await,
+            MOUNT_PROGRAM => self.mount.dispatch(&self.nfs3, ctx, args, out).await,
+            _ => Err(CallError::ProcUnavail),
         }
     }
 }

@@ -95,10 +95,12 @@ impl TestServer {
         self.addr.port()
     }
 
-    /// An NFSv3 URL for libnfs, acting as uid/gid 1000.
+    /// An NFSv3 URL for libnfs, acting as uid/gid 1000. libnfs mounts the
+    /// part of the path before the last '/', and cannot mount an empty
+    /// path: the extra '/' makes a file directly under the root mount "/".
     pub fn url(&self, path: &str) -> String {
         let p = self.port();
-        format!("nfs://127.0.0.1{path}?version=3&nfsport={p}&mountport={p}&uid=1000&gid=1000")
+        format!("nfs://127.0.0.1/{path}?version=3&nfsport={p}&mountport={p}&uid=1000&gid=1000")
     }
 
     pub fn log_text(&self) -> String {
