@@ -5,7 +5,7 @@
 set -euo pipefail
 need=()
 for p in build-essential pkg-config curl ca-certificates libnfs-utils qemu-system-x86 qemu-utils debootstrap \
-         busybox-static cpio e2fsprogs bc xz-utils iproute2 procps; do
+         busybox-static cpio e2fsprogs bc xz-utils iproute2 procps rpcbind util-linux; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
