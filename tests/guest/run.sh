@@ -9,8 +9,10 @@
 # crashed (no workload summary from the guest, VM timeout, server died).
 # Env knobs:
 #   TARN_BIN=<repo>/target/release/tarn   the Tarn server binary (case skipped if missing)
+#   TARN_LOG_LEVEL=info  TARN_EXTRA_ARGS=""  more `tarn serve` options (--state-dir <case dir> is
+#                         added automatically when the binary supports it)
 #   CASES_MATCH=<regex>   only run cases whose name matches (others: SKIP ... filtered out)
-#   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=900 s per VM
+#   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=600 s per VM
 #   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
 #   MEM=2048 CPUS=2 ACCEL=tcg|kvm         passed to boot.sh
 set -uo pipefail
@@ -18,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 LAB=${TARN_GUEST_DIR:-/var/tmp/tarn-guest}; export TARN_GUEST_DIR=$LAB
 TARN_BIN=${TARN_BIN:-$REPO/target/release/tarn}
-CASE_TIMEOUT=${CASE_TIMEOUT:-900}
+CASE_TIMEOUT=${CASE_TIMEOUT:-600}
 TARN_ADDR=10.77.0.1 TARN_PORT=2049
 
 # ---- cases: one line each:  on|off | server | NFS version | sec flavour | reason when off ----------
@@ -96,8 +98,13 @@ guest_cmd() {  # SERVER VERS SEC > cmd.sh
 start_tarn() {  # CASEDIR -> sets TARN_PID, NS; returns non-zero if it does not come up
   local dir=$1/export
   mkdir -p "$dir"; chmod 0777 "$dir"
-  ip netns exec "$NS" "$TARN_BIN" serve "$dir" --listen "$TARN_ADDR:$TARN_PORT" \
-     --allow 10.77.0.0/24 --log-level info > "$1/tarn.log" 2>&1 < /dev/null &
+  local extra=()
+  # keep tarn's file-handle key in the case dir, not in /var/lib/tarn, when the binary supports it
+  if "$TARN_BIN" serve --help 2>/dev/null | grep -q -- '--state-dir'; then extra=(--state-dir "$1/state"); fi
+  # shellcheck disable=SC2086 # TARN_EXTRA_ARGS is a word list on purpose
+  NO_COLOR=1 ip netns exec "$NS" "$TARN_BIN" serve "$dir" --listen "$TARN_ADDR:$TARN_PORT" \
+     --allow 10.77.0.0/24 --log-level "${TARN_LOG_LEVEL:-info}" "${extra[@]}" ${TARN_EXTRA_ARGS:-} \
+     > "$1/tarn.log" 2>&1 < /dev/null &
   TARN_PID=$!
   echo "tarn: pid $TARN_PID, serving $dir on $TARN_ADDR:$TARN_PORT in netns $NS (log $1/tarn.log)"
   for _ in $(seq 100); do
