@@ -168,7 +168,8 @@ SKIPPED=${#SKIPS[@]}
 
 # ---- table ----------------------------------------------------------------------------------------
 echo
-echo "=== guest lab timings (TCG/KVM guest, 2 vCPU; functional timings, not benchmarks)"
+ACC=$(grep -ho 'accel=[a-z]*' "$SESSION"/*/boot.err 2>/dev/null | head -1 | cut -d= -f2)
+echo "=== guest lab timings, seconds (accel=${ACC:-none}, ${CPUS:-2} vCPU, ${MEM:-2048} MiB; functional, not benchmarks)"
 W=14
 printf '%-14s' "step"; for c in "${COLS[@]}"; do printf " %${W}s" "$c"; done; echo
 for row in boot "${STEPS[@]}" wall result; do
