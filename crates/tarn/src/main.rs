@@ -218,6 +218,13 @@ fn serve(
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
+    match vfs::local::raise_nofile_limit() {
+        Ok(n) if n < 4 * vfs::local::PATH_CACHE_SIZE as u64 => {
+            warn!(limit = n, "few open files allowed (RLIMIT_NOFILE): descriptor caches will thrash")
+        }
+        Ok(_) => {}
+        Err(e) => warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+    }
     let mut exports = Vec::new();
     for e in &cfg.exports {
         let backend = vfs::local::LocalFs::new(&e.path)

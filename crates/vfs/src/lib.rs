@@ -494,6 +494,13 @@ pub trait Backend: Send + Sync {
     /// The export root.
     fn root(&self) -> Fid;
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError>;
+    /// The attributes, if they can be had without waiting for a disk (for
+    /// example from an already open descriptor); None means "call
+    /// [`Backend::getattr`] on the blocking pool". Lets the server answer the
+    /// commonest call without a thread hand-off.
+    fn getattr_nowait(&self, _fid: &Fid) -> Option<Result<Attr, FsError>> {
+        None
+    }
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError>;
     /// `.` and `..` allowed; `..` at the root returns the root. Never follows
     /// a symlink: looking one up returns the symlink itself.

@@ -367,6 +367,10 @@ impl Backend for MemFs {
         self.with(|s| Ok(s.node(s.resolve(fid)?).attr.clone()))
     }
 
+    fn getattr_nowait(&self, fid: &Fid) -> Option<Result<Attr, FsError>> {
+        Some(self.getattr(fid))
+    }
+
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
         self.with(|s| {
             let ino = s.resolve(fid)?;

@@ -1,4 +1,6 @@
-//! GETATTR: one backend stat, nothing else.
+//! GETATTR: one backend stat, nothing else; answered on the async worker
+//! itself when the backend can do it without waiting for a disk, since the
+//! hand-off to the blocking pool and back costs more than the stat.
 
 use super::{attr, log_fail, Fail, Nfs3};
 use proto::nfs3::*;
@@ -7,7 +9,10 @@ use rpc::CallContext;
 pub async fn getattr(n: &Nfs3, ctx: &CallContext, args: Getattr3args) -> Getattr3res {
     let r = async {
         let t = n.resolve(ctx, &args.object)?;
-        let a = n.run(move || t.export.backend.getattr(&t.fid)).await?;
+        let a = match t.export.backend.getattr_nowait(&t.fid) {
+            Some(r) => r?,
+            None => n.run(move || t.export.backend.getattr(&t.fid)).await?,
+        };
         Ok::<_, Fail>(a)
     }
     .await;

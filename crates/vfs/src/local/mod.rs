@@ -72,7 +72,6 @@
 
 mod sys;
 
-use std::collections::HashMap;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -87,6 +86,8 @@ use crate::{
 
 /// How many data descriptors stay open.
 pub const FD_CACHE_SIZE: usize = 1024;
+/// O_PATH descriptors kept open (the server raises RLIMIT_NOFILE to fit).
+pub const PATH_CACHE_SIZE: usize = 4096;
 
 /// Why [`LocalFs::new`] failed, with a message for the operator.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +116,10 @@ pub struct LocalFs {
     switch_creds: bool,
     base_gid: u32,
     base_groups: Vec<u32>,
-    cache: FdCache,
+    /// Data descriptors (O_RDWR or O_RDONLY) of regular files.
+    cache: FdCache<DataFd>,
+    /// O_PATH descriptors of any object: GETATTR and friends cost one fstat.
+    paths: FdCache<OwnedFd>,
 }
 
 impl std::fmt::Debug for LocalFs {
@@ -128,6 +132,12 @@ impl std::fmt::Debug for LocalFs {
 
 fn io_err(e: io::Error) -> FsError {
     FsError::from(e)
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard limit, so that the
+/// descriptor caches of several exports fit; returns the new limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    sys::raise_nofile_limit()
 }
 
 impl LocalFs {
@@ -196,6 +206,7 @@ impl LocalFs {
             base_gid: sys::getegid(),
             base_groups,
             cache: FdCache::new(FD_CACHE_SIZE),
+            paths: FdCache::new(PATH_CACHE_SIZE),
         })
     }
 
@@ -242,16 +253,55 @@ impl LocalFs {
         Ok((fd, st))
     }
 
-    fn open_path(&self, fid: &Fid) -> Result<(OwnedFd, libc::stat), FsError> {
-        self.open_fid(fid, libc::O_PATH)
+    /// An O_PATH descriptor of `fid` and its current attributes, from the
+    /// cache when possible (one fstat), else opened by handle and cached.
+    fn open_path(&self, fid: &Fid) -> Result<(Arc<OwnedFd>, libc::stat), FsError> {
+        if let Some(r) = self.cached_path(fid) {
+            return r;
+        }
+        let (fd, st) = self.open_fid(fid, libc::O_PATH)?;
+        let fd = Arc::new(fd);
+        self.paths.insert(*fid, fd.clone());
+        Ok((fd, st))
     }
 
-    fn open_dir(&self, fid: &Fid) -> Result<(OwnedFd, libc::stat), FsError> {
+    /// The cached O_PATH descriptor's attributes; None if not cached. A file
+    /// deleted since (no links left) is Stale, and leaves the cache.
+    fn cached_path(&self, fid: &Fid) -> Option<Result<(Arc<OwnedFd>, libc::stat), FsError>> {
+        let fd = self.paths.get(fid)?;
+        Some(match sys::fstat(fd.as_fd()) {
+            Ok(st) if st.st_nlink == 0 => {
+                self.paths.remove(fid);
+                Err(FsError::Stale)
+            }
+            Ok(st) => Ok((fd, st)),
+            Err(e) => Err(io_err(e)),
+        })
+    }
+
+    fn open_dir(&self, fid: &Fid) -> Result<(Arc<OwnedFd>, libc::stat), FsError> {
         let (fd, st) = self.open_path(fid)?;
         if file_type(&st) != FileType::Directory {
             return Err(FsError::NotDir);
         }
         Ok((fd, st))
+    }
+
+    /// The fid of the object `name` in `dir` names now (no symlink followed).
+    fn fid_at(&self, dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Option<Fid> {
+        let kh = sys::name_to_handle(dir, name, 0).ok()?;
+        (kh.mount_id == self.mount_id)
+            .then(|| encode_fid(&kh))
+            .flatten()
+    }
+
+    /// Closes the cached descriptors of an object that lost a name: an open
+    /// descriptor would keep a deleted file's space allocated.
+    fn forget(&self, fid: Option<Fid>) {
+        if let Some(f) = fid {
+            self.paths.remove(&f);
+            self.cache.remove(&f);
+        }
     }
 
     /// The fid of an open object, if it's on the export's mount.
@@ -484,58 +534,49 @@ struct DataFd {
     writable: bool,
 }
 
-/// Small LRU of data descriptors. Eviction scans for the oldest entry, which
-/// is fine at this size and only happens on a miss with a full cache.
-struct FdCache {
-    cap: usize,
-    inner: Mutex<CacheInner>,
+/// A bounded cache of open descriptors keyed by fid: sharded so that calls
+/// on different files do not contend, each shard an O(1) LRU (no scan on
+/// eviction, whatever the size).
+struct FdCache<V> {
+    shards: Vec<Mutex<lru::LruCache<Fid, Arc<V>>>>,
 }
 
-struct CacheInner {
-    tick: u64,
-    map: HashMap<Fid, (Arc<DataFd>, u64)>,
-}
+const FD_CACHE_SHARDS: usize = 16;
 
-impl FdCache {
-    fn new(cap: usize) -> FdCache {
+impl<V> FdCache<V> {
+    fn new(cap: usize) -> FdCache<V> {
+        let per = std::num::NonZeroUsize::new((cap / FD_CACHE_SHARDS).max(1)).unwrap();
         FdCache {
-            cap,
-            inner: Mutex::new(CacheInner {
-                tick: 0,
-                map: HashMap::new(),
-            }),
+            shards: (0..FD_CACHE_SHARDS)
+                .map(|_| Mutex::new(lru::LruCache::new(per)))
+                .collect(),
         }
     }
 
-    fn get(&self, fid: &Fid) -> Option<Arc<DataFd>> {
-        let mut g = self.inner.lock().unwrap();
-        g.tick += 1;
-        let t = g.tick;
-        g.map.get_mut(fid).map(|(d, used)| {
-            *used = t;
-            d.clone()
-        })
+    fn shard(&self, fid: &Fid) -> &Mutex<lru::LruCache<Fid, Arc<V>>> {
+        // The fid's last bytes are the most varied part of a kernel handle (inode, generation).
+        let h = fid
+            .as_bytes()
+            .iter()
+            .fold(0usize, |h, &b| h.wrapping_mul(31).wrapping_add(b as usize));
+        &self.shards[h % FD_CACHE_SHARDS]
     }
 
-    fn insert(&self, fid: Fid, d: Arc<DataFd>) {
-        let mut g = self.inner.lock().unwrap();
-        g.tick += 1;
-        let t = g.tick;
-        if g.map.len() >= self.cap && !g.map.contains_key(&fid) {
-            if let Some(old) = g.map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) {
-                g.map.remove(&old);
-            }
-        }
-        g.map.insert(fid, (d, t));
+    fn get(&self, fid: &Fid) -> Option<Arc<V>> {
+        self.shard(fid).lock().unwrap().get(fid).cloned()
+    }
+
+    fn insert(&self, fid: Fid, d: Arc<V>) {
+        self.shard(&fid).lock().unwrap().put(fid, d);
     }
 
     fn remove(&self, fid: &Fid) {
-        self.inner.lock().unwrap().map.remove(fid);
+        self.shard(fid).lock().unwrap().pop(fid);
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.inner.lock().unwrap().map.len()
+        self.shards.iter().map(|s| s.lock().unwrap().len()).sum()
     }
 }
 
@@ -547,6 +588,11 @@ impl Backend for LocalFs {
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
         let (_, st) = self.open_path(fid)?;
         Ok(to_attr(&st))
+    }
+
+    fn getattr_nowait(&self, fid: &Fid) -> Option<Result<Attr, FsError>> {
+        // fstat of an open descriptor never waits for the disk.
+        self.cached_path(fid).map(|r| r.map(|(_, st)| to_attr(&st)))
     }
 
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
@@ -839,8 +885,13 @@ impl Backend for LocalFs {
         }
         let (dfd, _) = self.open_dir(dir)?;
         let c = sys::cstr(name).map_err(io_err)?;
-        let _g = self.as_user(cred)?;
-        sys::unlinkat(dfd.as_fd(), &c, 0).map_err(io_err)
+        let victim = self.fid_at(dfd.as_fd(), &c);
+        {
+            let _g = self.as_user(cred)?;
+            sys::unlinkat(dfd.as_fd(), &c, 0).map_err(io_err)?;
+        }
+        self.forget(victim);
+        Ok(())
     }
 
     fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
@@ -852,8 +903,13 @@ impl Backend for LocalFs {
         }
         let (dfd, _) = self.open_dir(dir)?;
         let c = sys::cstr(name).map_err(io_err)?;
-        let _g = self.as_user(cred)?;
-        sys::unlinkat(dfd.as_fd(), &c, libc::AT_REMOVEDIR).map_err(io_err)
+        let victim = self.fid_at(dfd.as_fd(), &c);
+        {
+            let _g = self.as_user(cred)?;
+            sys::unlinkat(dfd.as_fd(), &c, libc::AT_REMOVEDIR).map_err(io_err)?;
+        }
+        self.forget(victim);
+        Ok(())
     }
 
     fn rename(
@@ -874,8 +930,16 @@ impl Backend for LocalFs {
         let (tdir, _) = self.open_dir(to_dir)?;
         let f = sys::cstr(from_name).map_err(io_err)?;
         let t = sys::cstr(to_name).map_err(io_err)?;
-        let _g = self.as_user(cred)?;
-        sys::renameat(fdir.as_fd(), &f, tdir.as_fd(), &t).map_err(io_err)
+        // The object the rename replaces, if any, loses its name.
+        let victim = self.fid_at(tdir.as_fd(), &t);
+        {
+            let _g = self.as_user(cred)?;
+            sys::renameat(fdir.as_fd(), &f, tdir.as_fd(), &t).map_err(io_err)?;
+        }
+        if victim != self.fid_at(tdir.as_fd(), &t) {
+            self.forget(victim);
+        }
+        Ok(())
     }
 
     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {

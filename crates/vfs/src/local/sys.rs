@@ -438,3 +438,24 @@ pub fn set_thread_fsgid(gid: u32) -> u32 {
     // SAFETY: plain syscall on the current thread.
     unsafe { libc::syscall(libc::SYS_setfsgid, gid) as u32 }
 }
+
+/// Raises the soft limit on open files to the hard limit (the descriptor
+/// caches keep thousands open); returns the new soft limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r.rlim_cur < r.rlim_max {
+        r.rlim_cur = r.rlim_max;
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(r.rlim_cur)
+}

@@ -463,20 +463,55 @@ fn permissions_as_caller() {
 
 #[test]
 fn fd_cache_is_bounded() {
-    let c = FdCache::new(2);
+    // One entry per shard: 16 in all, each shard an LRU of its own.
+    let c = FdCache::new(16);
     let (_d, fs) = setup();
     let r = fs.root();
     let mut fids = Vec::new();
-    for n in [&b"a"[..], b"b", b"c"] {
-        fids.push(fs.create(&root(), &r, n, &guarded(0o644)).unwrap().0);
+    for i in 0..200 {
+        let name = format!("f{i}");
+        fids.push(
+            fs.create(&root(), &r, name.as_bytes(), &guarded(0o644))
+                .unwrap()
+                .0,
+        );
     }
     for f in &fids {
         let (d, _) = fs.data_fd(f).unwrap();
         c.insert(*f, d);
     }
-    assert_eq!(c.len(), 2);
-    assert!(c.get(&fids[0]).is_none()); // oldest evicted
-    assert!(c.get(&fids[2]).is_some());
+    assert!(c.len() <= 16, "bounded: {}", c.len());
+    assert!(c.get(fids.last().unwrap()).is_some(), "the newest is kept");
+    // The first fid shares its shard with later ones: it was evicted.
+    let later_same_shard = fids[1..]
+        .iter()
+        .any(|f| std::ptr::eq(c.shard(f), c.shard(&fids[0])));
+    assert!(
+        later_same_shard && c.get(&fids[0]).is_none(),
+        "the oldest of a shard is evicted"
+    );
+}
+
+#[test]
+fn removing_a_file_closes_its_cached_descriptors() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (fid, _) = fs.create(&root(), &r, b"big", &guarded(0o644)).unwrap();
+    fs.write(&root(), &fid, 0, b"data", Stable::Unstable)
+        .unwrap();
+    fs.getattr(&fid).unwrap();
+    assert!(fs.paths.get(&fid).is_some() && fs.cache.get(&fid).is_some());
+    fs.remove(&root(), &r, b"big").unwrap();
+    assert!(
+        fs.paths.get(&fid).is_none() && fs.cache.get(&fid).is_none(),
+        "no descriptor keeps the space allocated"
+    );
+    assert_eq!(fs.getattr(&fid), Err(FsError::Stale));
+    assert_eq!(
+        fs.getattr_nowait(&fid),
+        None,
+        "not cached: the server takes the slow path"
+    );
 }
 
 #[test]
