@@ -25,3 +25,11 @@ pub mod nfs3 {
 pub mod pmap {
     include!(concat!(env!("OUT_DIR"), "/pmap.rs"));
 }
+
+/// NFS version 4, minor versions 0, 1 and 2 (RFC 7530/7531, RFC 8881/5662,
+/// RFC 7862/7863): COMPOUND with every operation, the attributes, and the
+/// callback program. One set of types serves all minor versions.
+#[allow(non_camel_case_types, clippy::all)]
+pub mod nfs4 {
+    include!(concat!(env!("OUT_DIR"), "/nfs4.rs"));
+}

@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 pub struct Emitter {
-    consts: HashMap<String, i64>,
+    consts: HashMap<String, i128>,
     types: HashMap<String, Body>,
     typedefs: HashMap<String, Decl>,
     order: Vec<Item>,
@@ -29,13 +29,13 @@ pub struct Emitter {
 }
 
 /// A version of a program: its name, number and (procedure name, number) pairs.
-type VersionTable = (String, i64, Vec<(String, i64)>);
+type VersionTable = (String, i128, Vec<(String, i128)>);
 
 enum Item {
-    Const(String, i64),
+    Const(String, i128),
     Type(String),
     Typedef(String),
-    Program(String, i64, Vec<VersionTable>),
+    Program(String, i128, Vec<VersionTable>),
 }
 
 pub fn camel(name: &str) -> String {
@@ -66,6 +66,27 @@ fn field(name: &str) -> String {
 }
 
 type R<T> = Result<T, String>;
+
+/// The Rust type of a constant: the smallest of i32, u32, i64, u64 that holds it
+/// (so `const X = 0xffffffffffffffff;`, as NFSv4 writes `NFS4_UINT64_MAX`, is a u64).
+fn const_ty(v: i128) -> Option<&'static str> {
+    Some(if v < i64::MIN as i128 || v > u64::MAX as i128 {
+        return None;
+    } else if v < i32::MIN as i128 {
+        "i64"
+    } else if v < 0 {
+        "i32"
+    } else if v <= u32::MAX as i128 {
+        "u32"
+    } else {
+        "u64"
+    })
+}
+
+/// Names the generated code itself uses unqualified: a spec type must not take them.
+const RESERVED_TYPE_NAMES: &[&str] = &[
+    "Option", "Some", "None", "Box", "Vec", "Result", "Ok", "Err", "Self", "String", "Default",
+];
 
 impl Emitter {
     pub fn new(defs: Vec<Definition>) -> R<Emitter> {
@@ -186,7 +207,7 @@ impl Emitter {
         Ok(())
     }
 
-    fn value(&self, v: &Value) -> R<i64> {
+    fn value(&self, v: &Value) -> R<i128> {
         match v {
             Value::Num(n) => Ok(*n),
             Value::Name(n) => self
@@ -197,9 +218,20 @@ impl Emitter {
         }
     }
 
+    /// A length or a maximum: it must fit the u32 of XDR's length fields.
+    fn size(&self, v: &Value) -> R<i128> {
+        let n = self.value(v)?;
+        if !(0..=u32::MAX as i128).contains(&n) {
+            return Err(format!(
+                "length {v:?} = {n} is not an unsigned 32-bit number"
+            ));
+        }
+        Ok(n)
+    }
+
     fn max(&self, m: &Option<Value>) -> R<String> {
         Ok(match m {
-            Some(v) => format!("Some({})", self.value(v)?),
+            Some(v) => format!("Some({})", self.size(v)?),
             None => "None".into(),
         })
     }
@@ -231,10 +263,10 @@ impl Emitter {
         Ok(match d {
             Decl::Void => "()".into(),
             Decl::Plain { ty, .. } => self.prim(ty)?,
-            Decl::FixedOpaque { len, .. } => format!("[u8; {}]", self.value(len)?),
+            Decl::FixedOpaque { len, .. } => format!("[u8; {}]", self.size(len)?),
             Decl::VarOpaque { .. } | Decl::Str { .. } => "::bytes::Bytes".into(),
             Decl::FixedArray { ty, len, .. } => {
-                format!("[{}; {}]", self.prim(ty)?, self.value(len)?)
+                format!("[{}; {}]", self.prim(ty)?, self.size(len)?)
             }
             Decl::VarArray { ty, .. } => format!("Vec<{}>", self.prim(ty)?),
             Decl::Optional { ty, .. } if self.is_list(ty) => format!("Vec<{}>", self.prim(ty)?),
@@ -261,7 +293,7 @@ impl Emitter {
         Ok(match d {
             Decl::Void => "()".into(),
             Decl::Plain { ty, .. } => format!("<{} as ::xdr::Unpack>::unpack(d)?", self.prim(ty)?),
-            Decl::FixedOpaque { len, .. } => format!("d.opaque_fixed::<{}>()?", self.value(len)?),
+            Decl::FixedOpaque { len, .. } => format!("d.opaque_fixed::<{}>()?", self.size(len)?),
             Decl::VarOpaque { max, .. } | Decl::Str { max, .. } => {
                 format!("d.opaque({})?", self.max(max)?)
             }
@@ -269,7 +301,7 @@ impl Emitter {
                 format!(
                     "d.array_fixed::<{}, {}>()?",
                     self.prim(ty)?,
-                    self.value(len)?
+                    self.size(len)?
                 )
             }
             Decl::VarArray { ty, max, .. } => {
@@ -326,7 +358,34 @@ impl Emitter {
         })
     }
 
+    /// Spec names that would become the same Rust name, or a name the
+    /// generated code needs for itself, are reported instead of producing
+    /// code that does not compile (or, worse, compiles to something else).
+    fn check_names(&self) -> R<()> {
+        let mut names: Vec<&String> = self.types.keys().chain(self.typedefs.keys()).collect();
+        names.sort();
+        let mut seen: HashMap<String, &String> = HashMap::new();
+        for n in names {
+            let c = camel(n);
+            if c.is_empty() || c.starts_with(|ch: char| ch.is_ascii_digit()) {
+                return Err(format!("type {n} has no usable Rust name ({c:?})"));
+            }
+            if RESERVED_TYPE_NAMES.contains(&c.as_str()) {
+                return Err(format!(
+                    "type {n} would become the Rust name {c}, which generated code uses for std's {c}; rename it in the spec"
+                ));
+            }
+            if let Some(prev) = seen.insert(c.clone(), n) {
+                return Err(format!(
+                    "types {prev} and {n} both become the Rust name {c}; rename one in the spec"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn emit(mut self) -> R<String> {
+        self.check_names()?;
         let mut o = String::new();
         writeln!(
             o,
@@ -338,13 +397,11 @@ impl Emitter {
         for it in &order {
             match it {
                 Item::Const(n, v) => {
-                    let t = if *v < 0 {
-                        "i32"
-                    } else if *v <= u32::MAX as i64 {
-                        "u32"
-                    } else {
-                        "u64"
-                    };
+                    let t = const_ty(*v).ok_or_else(|| {
+                        format!(
+                            "constant {n} = {v} fits neither a 64-bit signed nor unsigned integer"
+                        )
+                    })?;
                     writeln!(o, "pub const {n}: {t} = {v};").unwrap();
                 }
                 Item::Typedef(n) => {
@@ -473,25 +530,56 @@ impl Emitter {
         Ok(())
     }
 
-    fn enm(&self, o: &mut String, n: &str, items: &[(String, Value)]) -> R<()> {
-        let c = camel(n);
-        let mut seen = HashMap::new();
-        writeln!(o, "#[allow(non_camel_case_types)]\n#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]\n#[repr(i32)]\npub enum {c} {{").unwrap();
+    /// An enum's members in spec order: (name, value, the earlier member
+    /// with the same value if there is one).
+    fn enum_members(
+        &self,
+        n: &str,
+        items: &[(String, Value)],
+    ) -> R<Vec<(String, i32, Option<String>)>> {
+        let mut seen: HashMap<i32, String> = HashMap::new();
+        let mut out = Vec::new();
         for (m, v) in items {
             let v = self.value(v)?;
-            if let Some(prev) = seen.insert(v, m.clone()) {
-                return Err(format!("enum {n}: {m} and {prev} share the value {v}"));
+            let v = i32::try_from(v).map_err(|_| {
+                format!("enum {n}: {m} = {v} does not fit XDR's 32-bit signed enum")
+            })?;
+            let dup = seen.get(&v).cloned();
+            if dup.is_none() {
+                seen.insert(v, m.clone());
             }
-            writeln!(o, "    {m} = {v},").unwrap();
+            out.push((m.clone(), v, dup));
+        }
+        Ok(out)
+    }
+
+    fn enm(&self, o: &mut String, n: &str, items: &[(String, Value)]) -> R<()> {
+        let c = camel(n);
+        let members = self.enum_members(n, items)?;
+        writeln!(o, "#[allow(non_camel_case_types)]\n#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]\n#[repr(i32)]\npub enum {c} {{").unwrap();
+        for (m, v, dup) in &members {
+            if dup.is_none() {
+                writeln!(o, "    {m} = {v},").unwrap();
+            }
         }
         writeln!(o, "}}").unwrap();
+        writeln!(o, "#[allow(non_upper_case_globals)]\nimpl {c} {{").unwrap();
+        // A member that repeats an earlier member's value (XDR allows it, a
+        // Rust enum does not) is an alias of that member.
+        for (m, _, dup) in &members {
+            if let Some(first) = dup {
+                writeln!(o, "    pub const {m}: Self = {c}::{first};").unwrap();
+            }
+        }
         writeln!(
             o,
-            "impl {c} {{\n    pub fn from_i32(v: i32) -> Option<Self> {{\n        match v {{"
+            "    pub fn from_i32(v: i32) -> Option<Self> {{\n        match v {{"
         )
         .unwrap();
-        for (m, v) in items {
-            writeln!(o, "            {} => Some({c}::{m}),", self.value(v)?).unwrap();
+        for (m, v, dup) in &members {
+            if dup.is_none() {
+                writeln!(o, "            {v} => Some({c}::{m}),").unwrap();
+            }
         }
         writeln!(o, "            _ => None,\n        }}\n    }}\n}}").unwrap();
         writeln!(o, "impl ::xdr::Pack for {c} {{\n    #[inline]\n    fn pack(&self, out: &mut ::bytes::BytesMut) {{ ::xdr::Pack::pack(&(*self as i32), out) }}\n}}").unwrap();
@@ -634,25 +722,25 @@ impl Emitter {
     }
 
     fn strat(&self, d: &Decl) -> R<String> {
-        let small = |m: &Option<Value>| -> R<i64> {
+        let small = |m: &Option<Value>| -> R<i128> {
             Ok(m.as_ref()
                 .map(|v| self.value(v))
                 .transpose()?
-                .unwrap_or(i64::MAX)
+                .unwrap_or(i128::MAX)
                 .min(24))
         };
         Ok(match d {
             Decl::Void => "Just(()).boxed()".into(),
             Decl::Plain { ty, .. } => self.strat_ty(ty)?,
             Decl::FixedOpaque { len, .. } => {
-                let n = self.value(len)?;
+                let n = self.size(len)?;
                 format!("proptest::collection::vec(any::<u8>(), {n}).prop_map(|v| <[u8; {n}]>::try_from(v).unwrap()).boxed()")
             }
             Decl::VarOpaque { max, .. } | Decl::Str { max, .. } => {
                 format!("proptest::collection::vec(any::<u8>(), 0..={}).prop_map(::bytes::Bytes::from).boxed()", small(max)?)
             }
             Decl::FixedArray { ty, len, .. } => {
-                let n = self.value(len)?;
+                let n = self.size(len)?;
                 format!(
                     "proptest::collection::vec({}, {n}).prop_map(|v| <[{}; {n}]>::try_from(v).unwrap_or_else(|_| unreachable!())).boxed()",
                     self.strat_ty(ty)?,
@@ -743,10 +831,19 @@ impl Emitter {
                                 let Body::Enum(items) = &self.types[en] else {
                                     unreachable!()
                                 };
-                                let rest: Vec<String> = items
-                                    .iter()
-                                    .map(|(m, _)| format!("{}::{m}", dt.0))
-                                    .filter(|p| !covered.contains(p))
+                                let mut covered_vals = Vec::new();
+                                for a in &u.arms {
+                                    for l in &a.labels {
+                                        covered_vals.push(self.value(l)?);
+                                    }
+                                }
+                                let rest: Vec<String> = self
+                                    .enum_members(en, items)?
+                                    .into_iter()
+                                    .filter(|(_, v, dup)| {
+                                        dup.is_none() && !covered_vals.contains(&(*v as i128))
+                                    })
+                                    .map(|(m, _, _)| format!("{}::{m}", dt.0))
                                     .collect();
                                 (!rest.is_empty()).then(|| {
                                     format!("proptest::sample::select(vec![{}])", rest.join(", "))

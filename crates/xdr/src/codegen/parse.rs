@@ -5,7 +5,7 @@ use std::fmt;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
-    Num(i64),
+    Num(i128),
     Name(String),
 }
 
@@ -132,7 +132,7 @@ impl fmt::Display for ParseError {
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Ident(String),
-    Num(i64),
+    Num(i128),
     Punct(char),
 }
 
@@ -209,11 +209,11 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
                 None => (false, text),
             };
             let v = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-                i64::from_str_radix(h, 16)
+                i128::from_str_radix(h, 16)
             } else if t.len() > 1 && t.starts_with('0') {
-                i64::from_str_radix(&t[1..], 8)
+                i128::from_str_radix(&t[1..], 8)
             } else {
-                t.parse::<i64>()
+                t.parse::<i128>()
             }
             .map_err(|_| ParseError {
                 line,
