@@ -1,32 +1,48 @@
 //! `tarn bench`: drives a running NFSv3 server over loopback with many calls
-//! in flight and prints ops/s, MB/s and p50/p99 latency per operation.
+//! in flight and prints ops/s, MB/s, p50/p99 latency and (given the server's
+//! PID) the server's CPU time per operation, per workload and in-flight level.
+//! `--json` prints one JSON object per phase instead; `--compare` turns two
+//! such outputs into one side-by-side table (scripts/compare-ganesha.sh).
 //! A measurement tool, not a test: numbers go into closing notes.
+
+mod compare;
 
 use bytes::Bytes;
 use proto::mount::{Dirpath, Mountres3, MOUNTPROC3_MNT, MOUNT_PROGRAM};
 use proto::nfs3::*;
 use rpc::client::{auth_sys, RpcClient};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xdr::Unpack;
+use xdr::{Pack, Unpack};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
     /// The server to measure.
     #[arg(long, default_value = "127.0.0.1:2049")]
     server: SocketAddr,
+    /// Where the MOUNT program listens, if not on --server (Ganesha: MNT_Port).
+    #[arg(long)]
+    mount_server: Option<SocketAddr>,
     /// The export to mount.
     #[arg(long, default_value = "/")]
     export: String,
-    /// Operations: null, getattr, lookup, access, read4k, write4k, read1m, write1m.
-    #[arg(long, default_value = "null,getattr,lookup,read4k,write4k,read1m")]
+    /// Workloads: null, getattr, lookup, access, readdirplus (whole listing of a
+    /// --dir-entries directory), create (CREATE+WRITE 4 KiB+COMMIT of --files
+    /// files), read4k, write4k (random in --file-size), read1m, write1m (sequential).
+    #[arg(
+        long,
+        default_value = "null,getattr,lookup,access,readdirplus,create,read4k,write4k,read1m,write1m"
+    )]
     ops: String,
-    /// Calls in flight, one run per value.
-    #[arg(long, default_value = "1,32")]
+    /// Calls in flight, one run per value (readdirplus: concurrent listings;
+    /// create: files being created at once).
+    #[arg(long, default_value = "1,64")]
     inflight: String,
-    /// Seconds per run.
+    /// Seconds per run (create: at most 5x this, then it reports what it did).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// TCP connections the calls are spread over.
@@ -37,157 +53,375 @@ pub struct BenchArgs {
     uid: u32,
     #[arg(long, default_value_t = 1000)]
     gid: u32,
+    /// Size of the data file for read4k/write4k/read1m/write1m (K, M, G suffixes).
+    #[arg(long, default_value = "1G")]
+    file_size: String,
+    /// Entries in the directory listed by readdirplus (created once, reused).
+    #[arg(long, default_value_t = 50_000)]
+    dir_entries: u64,
+    /// Files per create run.
+    #[arg(long, default_value_t = 10_000)]
+    files: u64,
+    /// The server's PID: report its CPU time (from /proc/PID/stat) per operation.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Print one JSON object per run (one line each) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// A name for the server, carried into the JSON output.
+    #[arg(long, default_value = "server")]
+    label: String,
+    /// Leave the bench's files and directories on the server.
+    #[arg(long)]
+    keep: bool,
+    /// Print the side-by-side table of two `--json` outputs (LABEL=FILE, twice:
+    /// the first is the one measured, the second the reference) and exit.
+    #[arg(long, num_args = 1)]
+    compare: Vec<String>,
 }
 
-const FILE_SIZE: u64 = 64 << 20;
+const DATA_FILE: &[u8] = b"tarn-bench.dat";
 
 struct Fixture {
     root: NfsFh3,
     file: NfsFh3,
+    file_size: u64,
+    listdir: Option<NfsFh3>,
 }
 
-fn bail<T>(what: &str, st: Nfsstat3) -> Result<T, String> {
-    Err(format!("{what} failed: {st:?}"))
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
 }
 
-async fn setup(c: &RpcClient, export: &str) -> Result<Fixture, String> {
-    let mut d = c
-        .call(
-            MOUNT_PROGRAM,
-            3,
-            MOUNTPROC3_MNT,
-            &Dirpath(Bytes::copy_from_slice(export.as_bytes())),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let root = match Mountres3::unpack(&mut d).map_err(|e| e.to_string())? {
-        Mountres3::MNT3_OK(ok) => NfsFh3 { data: ok.fhandle.0 },
-        Mountres3::Default(s) => return Err(format!("MNT {export}: {s:?}")),
-    };
-    let name = Bytes::from_static(b"tarn-bench.dat");
-    let how = Createhow3::UNCHECKED(Sattr3 {
-        mode: Some(0o644),
+/// One NFSv3 call, decoded.
+async fn nfs<A: Pack, R: Unpack>(c: &RpcClient, proc_: u32, args: &A) -> Result<R, String> {
+    let mut d = c.call(NFS_PROGRAM, 3, proc_, args).await.map_err(err)?;
+    R::unpack(&mut d).map_err(err)
+}
+
+fn sattr(mode: u32) -> Sattr3 {
+    Sattr3 {
+        mode: Some(mode),
         uid: None,
         gid: None,
         size: None,
         atime: SetAtime::Default(TimeHow::DONT_CHANGE),
         mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
-    });
-    let args = Create3args {
-        r#where: Diropargs3 {
-            dir: root.clone(),
-            name: name.clone(),
+    }
+}
+
+fn dirop(dir: &NfsFh3, name: &[u8]) -> Diropargs3 {
+    Diropargs3 {
+        dir: dir.clone(),
+        name: Bytes::copy_from_slice(name),
+    }
+}
+
+async fn create(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
+    let a = Create3args {
+        r#where: dirop(dir, name),
+        how: Createhow3::UNCHECKED(sattr(0o644)),
+    };
+    match nfs(c, NFSPROC3_CREATE, &a).await? {
+        Create3res::NFS3_OK(ok) => match ok.obj {
+            Some(fh) => Ok(fh),
+            None => lookup(c, dir, name).await,
         },
-        how,
+        Create3res::Default(s, _) => Err(format!(
+            "CREATE {} failed: {s:?} (is the export writable by --uid?)",
+            String::from_utf8_lossy(name)
+        )),
+    }
+}
+
+async fn lookup(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
+    let a = Lookup3args {
+        what: dirop(dir, name),
     };
-    let mut d = c
-        .call(NFS_PROGRAM, 3, NFSPROC3_CREATE, &args)
-        .await
-        .map_err(|e| e.to_string())?;
-    let file = match Create3res::unpack(&mut d).map_err(|e| e.to_string())? {
-        Create3res::NFS3_OK(ok) => ok.obj.ok_or("CREATE returned no handle")?,
-        Create3res::Default(s, _) => {
-            return bail(
-                "CREATE tarn-bench.dat (is the export writable by --uid?)",
-                s,
-            )
-        }
-    };
-    // Fill the file so that reads hit data, 1 MiB at a time.
-    let chunk = Bytes::from(vec![0x5au8; 1 << 20]);
-    for i in 0..(FILE_SIZE >> 20) {
-        let w = Write3args {
-            file: file.clone(),
-            offset: i << 20,
-            count: 1 << 20,
-            stable: StableHow::UNSTABLE,
-            data: chunk.clone(),
-        };
-        let mut d = c
-            .call(NFS_PROGRAM, 3, NFSPROC3_WRITE, &w)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Write3res::Default(s, _) = Write3res::unpack(&mut d).map_err(|e| e.to_string())? {
-            return bail("WRITE", s);
+    match nfs(c, NFSPROC3_LOOKUP, &a).await? {
+        Lookup3res::NFS3_OK(ok) => Ok(ok.object),
+        Lookup3res::Default(s, _) => {
+            Err(format!("LOOKUP {}: {s:?}", String::from_utf8_lossy(name)))
         }
     }
-    let cm = Commit3args {
+}
+
+/// MKDIR, or the existing directory's handle.
+async fn mkdir(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
+    let a = Mkdir3args {
+        r#where: dirop(dir, name),
+        attributes: sattr(0o755),
+    };
+    match nfs(c, NFSPROC3_MKDIR, &a).await? {
+        Mkdir3res::NFS3_OK(Mkdir3resok { obj: Some(fh), .. }) => Ok(fh),
+        Mkdir3res::NFS3_OK(_) | Mkdir3res::Default(Nfsstat3::NFS3ERR_EXIST, _) => {
+            lookup(c, dir, name).await
+        }
+        Mkdir3res::Default(s, _) => Err(format!("MKDIR {}: {s:?}", String::from_utf8_lossy(name))),
+    }
+}
+
+async fn remove(c: &RpcClient, dir: &NfsFh3, name: &[u8], rmdir: bool) {
+    let object = dirop(dir, name);
+    if rmdir {
+        let _ = c
+            .call(NFS_PROGRAM, 3, NFSPROC3_RMDIR, &Rmdir3args { object })
+            .await;
+    } else {
+        let _ = c
+            .call(NFS_PROGRAM, 3, NFSPROC3_REMOVE, &Remove3args { object })
+            .await;
+    }
+}
+
+async fn write(
+    c: &RpcClient,
+    file: &NfsFh3,
+    offset: u64,
+    data: Bytes,
+    stable: StableHow,
+) -> Result<u64, String> {
+    let w = Write3args {
+        file: file.clone(),
+        offset,
+        count: data.len() as u32,
+        stable,
+        data,
+    };
+    match nfs(c, NFSPROC3_WRITE, &w).await? {
+        Write3res::NFS3_OK(ok) => Ok(ok.count as u64),
+        Write3res::Default(s, _) => Err(format!("WRITE: {s:?}")),
+    }
+}
+
+async fn commit(c: &RpcClient, file: &NfsFh3) -> Result<(), String> {
+    let a = Commit3args {
         file: file.clone(),
         offset: 0,
         count: 0,
     };
-    c.call(NFS_PROGRAM, 3, NFSPROC3_COMMIT, &cm)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Fixture { root, file })
+    match nfs(c, NFSPROC3_COMMIT, &a).await? {
+        Commit3res::NFS3_OK(_) => Ok(()),
+        Commit3res::Default(s, _) => Err(format!("COMMIT: {s:?}")),
+    }
 }
 
-/// One call of an operation; returns the payload bytes moved.
+async fn getattr(c: &RpcClient, fh: &NfsFh3) -> Result<Fattr3, String> {
+    let a = Getattr3args { object: fh.clone() };
+    match nfs(c, NFSPROC3_GETATTR, &a).await? {
+        Getattr3res::NFS3_OK(ok) => Ok(ok.obj_attributes),
+        Getattr3res::Default(s) => Err(format!("GETATTR: {s:?}")),
+    }
+}
+
+/// Runs `f(client, i)` for i in 0..count with `inflight` calls at once.
+async fn par<F, Fut>(
+    clients: &[Arc<RpcClient>],
+    inflight: usize,
+    count: u64,
+    f: F,
+) -> Result<(), String>
+where
+    F: Fn(Arc<RpcClient>, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let next = Arc::new(AtomicU64::new(0));
+    let f = Arc::new(f);
+    let mut tasks = Vec::new();
+    for w in 0..inflight.max(1) {
+        let (c, next, f) = (clients[w % clients.len()].clone(), next.clone(), f.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    return Ok::<_, String>(());
+                }
+                f(c.clone(), i).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(err)??;
+    }
+    Ok(())
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .map(|n| n * mult)
+        .map_err(|_| format!("bad size {s:?}"))
+}
+
+fn entry_name(i: u64) -> String {
+    format!("e{i:06}")
+}
+
+/// One whole listing with READDIRPLUS (64 KiB replies); returns (entries, calls).
+/// Stops early, with what it has, once `deadline` passes.
+async fn list_dir(
+    c: &RpcClient,
+    dir: &NfsFh3,
+    deadline: Option<Instant>,
+) -> Result<(u64, u64, bool), String> {
+    let (mut cookie, mut verf, mut entries, mut calls) = (0u64, [0u8; 8], 0u64, 0u64);
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok((entries, calls, false));
+        }
+        let a = Readdirplus3args {
+            dir: dir.clone(),
+            cookie,
+            cookieverf: verf,
+            dircount: 16 << 10,
+            maxcount: 64 << 10,
+        };
+        calls += 1;
+        match nfs(c, NFSPROC3_READDIRPLUS, &a).await? {
+            Readdirplus3res::NFS3_OK(ok) => {
+                verf = ok.cookieverf;
+                entries += ok.reply.entries.len() as u64;
+                if let Some(e) = ok.reply.entries.last() {
+                    cookie = e.cookie;
+                }
+                if ok.reply.eof {
+                    return Ok((entries, calls, true));
+                }
+                if ok.reply.entries.is_empty() {
+                    return Err("READDIRPLUS: no entries and no eof".into());
+                }
+            }
+            Readdirplus3res::Default(s, _) => return Err(format!("READDIRPLUS: {s:?}")),
+        }
+    }
+}
+
+async fn setup(clients: &[Arc<RpcClient>], a: &BenchArgs, ops: &[&str]) -> Result<Fixture, String> {
+    let c0 = &clients[0];
+    let mc;
+    let mc_ref = match a.mount_server {
+        Some(addr) if addr != a.server => {
+            mc = RpcClient::connect(addr, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
+            &mc
+        }
+        _ => c0.as_ref(),
+    };
+    let mut d = mc_ref
+        .call(
+            MOUNT_PROGRAM,
+            3,
+            MOUNTPROC3_MNT,
+            &Dirpath(Bytes::copy_from_slice(a.export.as_bytes())),
+        )
+        .await
+        .map_err(err)?;
+    let root = match Mountres3::unpack(&mut d).map_err(err)? {
+        Mountres3::MNT3_OK(ok) => NfsFh3 { data: ok.fhandle.0 },
+        Mountres3::Default(s) => return Err(format!("MNT {}: {s:?}", a.export)),
+    };
+    let file_size = parse_size(&a.file_size)?.max(1 << 20) & !4095;
+    let file = create(c0, &root, DATA_FILE).await?;
+    let needs_data = ops
+        .iter()
+        .any(|o| o.starts_with("read") || o.starts_with("write"));
+    if needs_data {
+        let have = getattr(c0, &file).await?.size;
+        let chunk = Bytes::from(vec![0x5au8; 1 << 20]);
+        let n = file_size.div_ceil(1 << 20);
+        let (fh, fs) = (file.clone(), file_size);
+        if have < file_size {
+            eprintln!("tarn bench: writing the {} MiB data file", file_size >> 20);
+            par(clients, 16, n, move |c, i| {
+                let (fh, chunk) = (fh.clone(), chunk.clone());
+                async move {
+                    let len = (fs - (i << 20)).min(1 << 20) as usize;
+                    write(&c, &fh, i << 20, chunk.slice(..len), StableHow::UNSTABLE).await?;
+                    Ok(())
+                }
+            })
+            .await?;
+            commit(c0, &file).await?;
+        } else {
+            // Reused from an earlier run (--keep): read it once to warm the page cache.
+            par(clients, 16, n, move |c, i| {
+                let fh = fh.clone();
+                async move {
+                    let a = Read3args {
+                        file: fh,
+                        offset: i << 20,
+                        count: 1 << 20,
+                    };
+                    let _: Read3res = nfs(&c, NFSPROC3_READ, &a).await?;
+                    Ok(())
+                }
+            })
+            .await?;
+        }
+    }
+    let mut listdir = None;
+    if ops.contains(&"readdirplus") {
+        let name = format!("tarn-bench-ls-{}", a.dir_entries);
+        let dir = mkdir(c0, &root, name.as_bytes()).await?;
+        let (have, _, _) = list_dir(c0, &dir, None).await?;
+        if have < a.dir_entries {
+            eprintln!("tarn bench: creating {} entries in {name}", a.dir_entries);
+            let d2 = dir.clone();
+            par(clients, 64, a.dir_entries, move |c, i| {
+                let d2 = d2.clone();
+                async move {
+                    create(&c, &d2, entry_name(i).as_bytes()).await?;
+                    Ok(())
+                }
+            })
+            .await?;
+            list_dir(c0, &dir, None).await?;
+        }
+        listdir = Some(dir);
+    }
+    Ok(Fixture {
+        root,
+        file,
+        file_size,
+        listdir,
+    })
+}
+
+/// One call of a simple operation; returns the payload bytes moved.
 async fn one(c: &RpcClient, op: &str, fx: &Fixture, i: u64, wbuf: &Bytes) -> Result<u64, String> {
-    let e = |e: rpc::client::ClientError| e.to_string();
-    let off4k = (i.wrapping_mul(2654435761) % (FILE_SIZE / 4096)) * 4096;
-    let off1m = (i % (FILE_SIZE >> 20)) << 20;
+    let blocks = fx.file_size / 4096;
+    let mbs = (fx.file_size >> 20).max(1);
+    let off4k = (i.wrapping_mul(2654435761) % blocks) * 4096;
+    let off1m = (i % mbs) << 20;
     Ok(match op {
         "null" => {
             c.call_raw(NFS_PROGRAM, 3, NFSPROC3_NULL, &[])
                 .await
-                .map_err(e)?;
+                .map_err(err)?;
             0
         }
         "getattr" => {
-            let mut d = c
-                .call(
-                    NFS_PROGRAM,
-                    3,
-                    NFSPROC3_GETATTR,
-                    &Getattr3args {
-                        object: fx.file.clone(),
-                    },
-                )
-                .await
-                .map_err(e)?;
-            if let Getattr3res::Default(s) =
-                Getattr3res::unpack(&mut d).map_err(|e| e.to_string())?
-            {
-                return bail("GETATTR", s);
-            }
+            getattr(c, &fx.file).await?;
             0
         }
         "lookup" => {
-            let a = Lookup3args {
-                what: Diropargs3 {
-                    dir: fx.root.clone(),
-                    name: Bytes::from_static(b"tarn-bench.dat"),
-                },
-            };
-            let mut d = c
-                .call(NFS_PROGRAM, 3, NFSPROC3_LOOKUP, &a)
-                .await
-                .map_err(e)?;
-            if let Lookup3res::Default(s, _) =
-                Lookup3res::unpack(&mut d).map_err(|e| e.to_string())?
-            {
-                return bail("LOOKUP", s);
-            }
+            lookup(c, &fx.root, DATA_FILE).await?;
             0
         }
         "access" => {
-            let mut d = c
-                .call(
-                    NFS_PROGRAM,
-                    3,
-                    NFSPROC3_ACCESS,
-                    &Access3args {
-                        object: fx.file.clone(),
-                        access: 0x3f,
-                    },
-                )
-                .await
-                .map_err(e)?;
-            if let Access3res::Default(s, _) =
-                Access3res::unpack(&mut d).map_err(|e| e.to_string())?
-            {
-                return bail("ACCESS", s);
+            let a = Access3args {
+                object: fx.file.clone(),
+                access: 0x3f,
+            };
+            if let Access3res::Default(s, _) = nfs(c, NFSPROC3_ACCESS, &a).await? {
+                return Err(format!("ACCESS: {s:?}"));
             }
             0
         }
@@ -197,22 +431,14 @@ async fn one(c: &RpcClient, op: &str, fx: &Fixture, i: u64, wbuf: &Bytes) -> Res
             } else {
                 (off1m, 1 << 20)
             };
-            let mut d = c
-                .call(
-                    NFS_PROGRAM,
-                    3,
-                    NFSPROC3_READ,
-                    &Read3args {
-                        file: fx.file.clone(),
-                        offset,
-                        count,
-                    },
-                )
-                .await
-                .map_err(e)?;
-            match Read3res::unpack(&mut d).map_err(|e| e.to_string())? {
+            let a = Read3args {
+                file: fx.file.clone(),
+                offset,
+                count,
+            };
+            match nfs(c, NFSPROC3_READ, &a).await? {
                 Read3res::NFS3_OK(ok) => ok.data.len() as u64,
-                Read3res::Default(s, _) => return bail("READ", s),
+                Read3res::Default(s, _) => return Err(format!("READ: {s:?}")),
             }
         }
         "write4k" | "write1m" => {
@@ -221,88 +447,216 @@ async fn one(c: &RpcClient, op: &str, fx: &Fixture, i: u64, wbuf: &Bytes) -> Res
             } else {
                 (off1m, wbuf.clone())
             };
-            let n = data.len() as u64;
-            let w = Write3args {
-                file: fx.file.clone(),
-                offset,
-                count: n as u32,
-                stable: StableHow::UNSTABLE,
-                data,
-            };
-            let mut d = c
-                .call(NFS_PROGRAM, 3, NFSPROC3_WRITE, &w)
-                .await
-                .map_err(e)?;
-            match Write3res::unpack(&mut d).map_err(|e| e.to_string())? {
-                Write3res::NFS3_OK(ok) => ok.count as u64,
-                Write3res::Default(s, _) => return bail("WRITE", s),
-            }
+            write(c, &fx.file, offset, data, StableHow::UNSTABLE).await?
         }
         other => return Err(format!("unknown operation {other:?}")),
     })
 }
 
-struct RunResult {
-    ops: u64,
-    bytes: u64,
+/// What one run (one workload at one in-flight level) measured.
+pub(crate) struct Phase {
+    op: String,
+    inflight: usize,
     secs: f64,
-    lat_us: Vec<u32>,
+    /// Operations done: calls, files (create) or whole listings (readdirplus,
+    /// fractional: entries / directory size).
+    ops: f64,
+    bytes: u64,
+    calls: u64,
+    entries: u64,
+    /// Per call, per file (create) or per complete listing (readdirplus).
+    lat_us: Vec<u64>,
+    cpu_secs: Option<f64>,
 }
 
-async fn run(
+impl Phase {
+    fn new(op: &str, inflight: usize) -> Self {
+        Phase {
+            op: op.to_string(),
+            inflight,
+            secs: 0.0,
+            ops: 0.0,
+            bytes: 0,
+            calls: 0,
+            entries: 0,
+            lat_us: Vec::new(),
+            cpu_secs: None,
+        }
+    }
+}
+
+fn micros(t: Instant) -> u64 {
+    t.elapsed().as_micros() as u64
+}
+
+async fn run_simple(
     clients: &[Arc<RpcClient>],
     fx: &Arc<Fixture>,
     op: &str,
     inflight: usize,
     secs: f64,
-) -> Result<RunResult, String> {
+) -> Result<Phase, String> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
     let wbuf = Bytes::from(vec![0xa5u8; 1 << 20]);
     let mut tasks = Vec::new();
     for w in 0..inflight {
-        let c = clients[w % clients.len()].clone();
-        let fx = fx.clone();
+        let (c, fx, wbuf) = (clients[w % clients.len()].clone(), fx.clone(), wbuf.clone());
         let op = op.to_string();
-        let wbuf = wbuf.clone();
         tasks.push(tokio::spawn(async move {
             let (mut n, mut bytes, mut lat) = (0u64, 0u64, Vec::with_capacity(1 << 16));
             let mut i = w as u64 * 1_000_003;
             while Instant::now() < deadline {
                 let t = Instant::now();
                 bytes += one(&c, &op, &fx, i, &wbuf).await?;
-                lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                lat.push(micros(t));
                 n += 1;
                 i += 1;
             }
             Ok::<_, String>((n, bytes, lat))
         }));
     }
-    let mut r = RunResult {
-        ops: 0,
-        bytes: 0,
-        secs: 0.0,
-        lat_us: Vec::new(),
-    };
+    let mut r = Phase::new(op, inflight);
     for t in tasks {
-        let (n, b, l) = t.await.map_err(|e| e.to_string())??;
-        r.ops += n;
+        let (n, b, l) = t.await.map_err(err)??;
+        r.calls += n;
         r.bytes += b;
         r.lat_us.extend(l);
     }
+    r.ops = r.calls as f64;
     r.secs = start.elapsed().as_secs_f64();
-    r.lat_us.sort_unstable();
     Ok(r)
 }
 
-fn pct(v: &[u32], p: f64) -> u32 {
+/// `inflight` clients each listing the directory again and again until the
+/// time is up (a listing cut by the deadline counts by its entries).
+async fn run_listing(
+    clients: &[Arc<RpcClient>],
+    dir: &NfsFh3,
+    dir_entries: u64,
+    inflight: usize,
+    secs: f64,
+) -> Result<Phase, String> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for w in 0..inflight {
+        let (c, dir) = (clients[w % clients.len()].clone(), dir.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut entries, mut calls, mut lat) = (0u64, 0u64, Vec::new());
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let (e, n, complete) = list_dir(&c, &dir, Some(deadline)).await?;
+                entries += e;
+                calls += n;
+                if complete {
+                    lat.push(micros(t));
+                }
+            }
+            Ok::<_, String>((entries, calls, lat))
+        }));
+    }
+    let mut r = Phase::new("readdirplus", inflight);
+    for t in tasks {
+        let (e, n, l) = t.await.map_err(err)??;
+        r.entries += e;
+        r.calls += n;
+        r.lat_us.extend(l);
+    }
+    r.secs = start.elapsed().as_secs_f64();
+    // "." and ".." come with the listing on most servers: count whole listings by size.
+    r.ops = r.entries as f64 / dir_entries.max(1) as f64;
+    if r.lat_us.is_empty() && r.ops > 0.0 {
+        // No listing finished in time: report the mean time one would take.
+        r.lat_us
+            .push((r.secs * inflight as f64 / r.ops * 1e6) as u64);
+    }
+    Ok(r)
+}
+
+/// Files created, written (4 KiB, UNSTABLE) and committed, as a Linux client
+/// closing a new file does, in a fresh directory per run.
+async fn run_create(
+    clients: &[Arc<RpcClient>],
+    fx: &Arc<Fixture>,
+    files: u64,
+    inflight: usize,
+    secs: f64,
+    made: &mut Vec<(Vec<u8>, u64)>,
+) -> Result<Phase, String> {
+    let name = format!("tarn-bench-create-{}-{}", std::process::id(), made.len()).into_bytes();
+    let dir = mkdir(&clients[0], &fx.root, &name).await?;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs * 5.0);
+    let next = Arc::new(AtomicU64::new(0));
+    let data = Bytes::from(vec![0x3cu8; 4096]);
+    let mut tasks = Vec::new();
+    for w in 0..inflight {
+        let (c, dir, next, data) = (
+            clients[w % clients.len()].clone(),
+            dir.clone(),
+            next.clone(),
+            data.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < deadline {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= files {
+                    break;
+                }
+                let t = Instant::now();
+                let fh = create(&c, &dir, format!("f{i:06}").as_bytes()).await?;
+                write(&c, &fh, 0, data.clone(), StableHow::UNSTABLE).await?;
+                commit(&c, &fh).await?;
+                lat.push(micros(t));
+            }
+            Ok::<_, String>(lat)
+        }));
+    }
+    let mut r = Phase::new("create", inflight);
+    for t in tasks {
+        r.lat_us.extend(t.await.map_err(err)??);
+    }
+    r.secs = start.elapsed().as_secs_f64();
+    r.ops = r.lat_us.len() as f64;
+    r.calls = r.lat_us.len() as u64 * 3;
+    r.bytes = r.lat_us.len() as u64 * 4096;
+    let started = next.load(Ordering::Relaxed).min(files);
+    made.push((name, started));
+    Ok(r)
+}
+
+pub(crate) fn pct(v: &[u64], p: f64) -> u64 {
     if v.is_empty() {
         return 0;
     }
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
+/// utime + stime of a process, in seconds.
+fn cpu_secs(pid: u32) -> Result<f64, String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((ticks(11) + ticks(12)) as f64 / hz)
+}
+
 pub fn main(a: BenchArgs) -> ExitCode {
+    if !a.compare.is_empty() {
+        return match compare::print(&a.compare) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tarn bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -316,7 +670,113 @@ pub fn main(a: BenchArgs) -> ExitCode {
     }
 }
 
+fn unit(op: &str) -> &'static str {
+    match op {
+        "readdirplus" => "listing",
+        "create" => "file",
+        _ => "call",
+    }
+}
+
+fn fmt_us(us: u64) -> String {
+    if us >= 100_000 {
+        format!("{:.2}s", us as f64 / 1e6)
+    } else if us >= 10_000 {
+        format!("{:.1}ms", us as f64 / 1e3)
+    } else {
+        us.to_string()
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
+    let num = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.3}")
+        } else {
+            "null".into()
+        }
+    };
+    let cpu = match r.cpu_secs {
+        Some(c) if r.ops > 0.0 => num(c * 1e6 / r.ops),
+        _ => "null".into(),
+    };
+    let listing = if r.op == "readdirplus" && r.ops > 0.0 {
+        num(r.secs * r.inflight as f64 / r.ops)
+    } else {
+        "null".into()
+    };
+    format!(
+        "{{\"label\":{},\"op\":{},\"unit\":{},\"inflight\":{},\"connections\":{},\"secs\":{},\
+\"ops\":{},\"ops_per_s\":{},\"mb_per_s\":{},\"calls\":{},\"entries\":{},\"entries_per_s\":{},\
+\"dir_entries\":{},\"listing_s\":{},\"p50_us\":{},\"p99_us\":{},\"server_cpu_s\":{},\"server_cpu_us_per_op\":{}}}",
+        json_str(&a.label),
+        json_str(&r.op),
+        json_str(unit(&r.op)),
+        r.inflight,
+        a.connections.max(1),
+        num(r.secs),
+        num(r.ops),
+        num(r.ops / r.secs),
+        num(r.bytes as f64 / r.secs / 1e6),
+        r.calls,
+        r.entries,
+        num(r.entries as f64 / r.secs),
+        dir_entries,
+        listing,
+        pct(&r.lat_us, 0.5),
+        pct(&r.lat_us, 0.99),
+        r.cpu_secs.map(num).unwrap_or_else(|| "null".into()),
+        cpu
+    )
+}
+
 async fn bench(a: BenchArgs) -> Result<(), String> {
+    let ops: Vec<&str> = a
+        .ops
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    for op in &ops {
+        if ![
+            "null",
+            "getattr",
+            "lookup",
+            "access",
+            "readdirplus",
+            "create",
+            "read4k",
+            "write4k",
+            "read1m",
+            "write1m",
+        ]
+        .contains(op)
+        {
+            return Err(format!("unknown operation {op:?}"));
+        }
+    }
+    let levels: Vec<usize> = a
+        .inflight
+        .split(',')
+        .map(|s| s.trim().parse().map_err(|_| format!("--inflight {s:?}")))
+        .collect::<Result<_, _>>()?;
+    if let Some(pid) = a.server_pid {
+        cpu_secs(pid)?;
+    }
     let mut clients = Vec::new();
     for _ in 0..a.connections.max(1) {
         let c = RpcClient::connect(a.server, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
@@ -324,43 +784,112 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", a.server))?;
         clients.push(Arc::new(c));
     }
-    let fx = Arc::new(setup(&clients[0], &a.export).await?);
-    let levels: Vec<usize> = a
-        .inflight
-        .split(',')
-        .map(|s| s.trim().parse().map_err(|_| format!("--inflight {s:?}")))
-        .collect::<Result<_, _>>()?;
-    println!(
-        "tarn bench: server {} export {} connections {} {:.1}s per run",
+    let fx = Arc::new(setup(&clients, &a, &ops).await?);
+    let header = format!(
+        "tarn bench: server {} export {} connections {} {:.1}s per run, file {} MiB, {} entries, {} files{}",
         a.server,
         a.export,
         clients.len(),
-        a.seconds
+        a.seconds,
+        fx.file_size >> 20,
+        a.dir_entries,
+        a.files,
+        a.server_pid
+            .map(|p| format!(", server pid {p}"))
+            .unwrap_or_default()
     );
-    println!(
-        "{:<9} {:>8} {:>11} {:>9} {:>9} {:>9}",
-        "op", "inflight", "ops/s", "MB/s", "p50(us)", "p99(us)"
-    );
-    for op in a.ops.split(',').map(str::trim) {
+    if a.json {
+        eprintln!("{header}");
+    } else {
+        println!("{header}");
+        println!(
+            "{:<11} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11}  note",
+            "op", "inflight", "ops/s", "MB/s", "p50(us)", "p99(us)", "cpu us/op"
+        );
+    }
+    let mut made = Vec::new();
+    for op in &ops {
         for &n in &levels {
-            let r = run(&clients, &fx, op, n, a.seconds).await?;
+            let n = n.max(1);
+            let cpu0 = a.server_pid.map(cpu_secs).transpose()?;
+            let mut r = match *op {
+                "readdirplus" => {
+                    let dir = fx.listdir.as_ref().ok_or("no listing directory")?;
+                    run_listing(&clients, dir, a.dir_entries, n, a.seconds).await?
+                }
+                "create" => run_create(&clients, &fx, a.files, n, a.seconds, &mut made).await?,
+                _ => run_simple(&clients, &fx, op, n, a.seconds).await?,
+            };
+            if let (Some(pid), Some(c0)) = (a.server_pid, cpu0) {
+                r.cpu_secs = Some(cpu_secs(pid)? - c0);
+            }
+            r.lat_us.sort_unstable();
+            if a.json {
+                println!("{}", json_line(&a, &r, a.dir_entries));
+                continue;
+            }
+            let note = match *op {
+                "readdirplus" => format!(
+                    "{:.3} s/listing, {:.0} entries/s, per listing",
+                    r.secs * n as f64 / r.ops.max(1e-9),
+                    r.entries as f64 / r.secs
+                ),
+                "create" => format!("{} files, per file", r.ops),
+                _ => String::new(),
+            };
             println!(
-                "{:<9} {:>8} {:>11.0} {:>9.1} {:>9} {:>9}",
+                "{:<11} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",
                 op,
                 n,
-                r.ops as f64 / r.secs,
+                r.ops / r.secs,
                 r.bytes as f64 / r.secs / 1e6,
-                pct(&r.lat_us, 0.5),
-                pct(&r.lat_us, 0.99)
+                fmt_us(pct(&r.lat_us, 0.5)),
+                fmt_us(pct(&r.lat_us, 0.99)),
+                r.cpu_secs
+                    .filter(|_| r.ops > 0.0)
+                    .map(|c| format!("{:.1}", c * 1e6 / r.ops))
+                    .unwrap_or_else(|| "-".into()),
             );
         }
     }
-    let rm = Remove3args {
-        object: Diropargs3 {
-            dir: fx.root.clone(),
-            name: Bytes::from_static(b"tarn-bench.dat"),
-        },
-    };
-    let _ = clients[0].call(NFS_PROGRAM, 3, NFSPROC3_REMOVE, &rm).await;
+    if !a.keep {
+        cleanup(&clients, &fx, &a, made).await;
+    }
     Ok(())
+}
+
+async fn cleanup(
+    clients: &[Arc<RpcClient>],
+    fx: &Fixture,
+    a: &BenchArgs,
+    made: Vec<(Vec<u8>, u64)>,
+) {
+    let c0 = &clients[0];
+    for (name, n) in made {
+        if let Ok(dir) = lookup(c0, &fx.root, &name).await {
+            let _ = par(clients, 64, n, move |c, i| {
+                let dir = dir.clone();
+                async move {
+                    remove(&c, &dir, format!("f{i:06}").as_bytes(), false).await;
+                    Ok(())
+                }
+            })
+            .await;
+        }
+        remove(c0, &fx.root, &name, true).await;
+    }
+    if let Some(dir) = &fx.listdir {
+        let dir = dir.clone();
+        let _ = par(clients, 64, a.dir_entries, move |c, i| {
+            let dir = dir.clone();
+            async move {
+                remove(&c, &dir, entry_name(i).as_bytes(), false).await;
+                Ok(())
+            }
+        })
+        .await;
+        let name = format!("tarn-bench-ls-{}", a.dir_entries);
+        remove(c0, &fx.root, name.as_bytes(), true).await;
+    }
+    remove(c0, &fx.root, DATA_FILE, false).await;
 }

@@ -1,0 +1,208 @@
+//! `tarn bench --compare A=FILE --compare B=FILE`: one side-by-side table of
+//! two `tarn bench --json` outputs (A is the server measured, B the reference).
+
+use std::collections::HashMap;
+
+type Row = HashMap<String, Val>;
+
+#[derive(Clone, Debug, PartialEq)]
+enum Val {
+    Str(String),
+    Num(f64),
+    Null,
+}
+
+/// Parses one flat JSON object of strings, numbers and nulls (what
+/// `tarn bench --json` prints).
+fn parse_line(line: &str) -> Result<Row, String> {
+    let bad = || format!("not a flat JSON object: {line}");
+    let s = line.trim();
+    let inner = s
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .ok_or_else(bad)?;
+    let mut row = Row::new();
+    let mut it = inner.chars().peekable();
+    let read_str = |it: &mut std::iter::Peekable<std::str::Chars>| -> Result<String, String> {
+        let mut o = String::new();
+        while let Some(c) = it.next() {
+            match c {
+                '"' => return Ok(o),
+                '\\' => match it.next() {
+                    Some('u') => {
+                        let h: String = it.by_ref().take(4).collect();
+                        let v = u32::from_str_radix(&h, 16).map_err(|_| bad())?;
+                        o.push(char::from_u32(v).unwrap_or('?'));
+                    }
+                    Some('n') => o.push('\n'),
+                    Some('t') => o.push('\t'),
+                    Some(c) => o.push(c),
+                    None => break,
+                },
+                c => o.push(c),
+            }
+        }
+        Err(bad())
+    };
+    loop {
+        while it.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
+            it.next();
+        }
+        match it.next() {
+            None => return Ok(row),
+            Some('"') => {}
+            Some(_) => return Err(bad()),
+        }
+        let key = read_str(&mut it)?;
+        while it.peek().is_some_and(|c| c.is_whitespace() || *c == ':') {
+            it.next();
+        }
+        let val = if it.peek() == Some(&'"') {
+            it.next();
+            Val::Str(read_str(&mut it)?)
+        } else {
+            let mut t = String::new();
+            while it.peek().is_some_and(|c| *c != ',') {
+                t.push(it.next().unwrap_or(' '));
+            }
+            let t = t.trim();
+            if t == "null" {
+                Val::Null
+            } else {
+                Val::Num(t.parse().map_err(|_| bad())?)
+            }
+        };
+        row.insert(key, val);
+    }
+}
+
+fn num(r: &Row, k: &str) -> Option<f64> {
+    match r.get(k) {
+        Some(Val::Num(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+fn string(r: &Row, k: &str) -> String {
+    match r.get(k) {
+        Some(Val::Str(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+fn load(spec: &str) -> Result<(String, Vec<Row>), String> {
+    let (label, path) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--compare {spec:?}: want LABEL=FILE"))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let rows = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(parse_line)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((label.to_string(), rows))
+}
+
+/// The headline number of a row: (value, unit name); higher is better.
+fn metric(r: &Row) -> (Option<f64>, &'static str) {
+    match string(r, "op").as_str() {
+        "read1m" | "write1m" => (num(r, "mb_per_s"), "MB/s"),
+        "readdirplus" => (num(r, "entries_per_s"), "entries/s"),
+        "create" => (num(r, "ops_per_s"), "files/s"),
+        _ => (num(r, "ops_per_s"), "ops/s"),
+    }
+}
+
+fn fmt_num(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 10.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+    }
+}
+
+fn fmt_us(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(us) if us >= 100_000.0 => format!("{:.2}s", us / 1e6),
+        Some(us) if us >= 10_000.0 => format!("{:.1}ms", us / 1e3),
+        Some(us) => format!("{us:.0}"),
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+pub fn print(specs: &[String]) -> Result<(), String> {
+    if specs.len() != 2 {
+        return Err("--compare wants exactly two LABEL=FILE".into());
+    }
+    let (la, ra) = load(&specs[0])?;
+    let (lb, rb) = load(&specs[1])?;
+    let key = |r: &Row| (string(r, "op"), num(r, "inflight").unwrap_or(0.0) as u64);
+    let index: HashMap<_, _> = rb.iter().map(|r| (key(r), r)).collect();
+    let short = |s: &str| s.chars().take(7).collect::<String>();
+    let (a1, b1) = (short(&la), short(&lb));
+    let initial = |s: &str| s.chars().next().unwrap_or('?').to_uppercase().to_string();
+    let rname = format!("{}/{}", initial(&la), initial(&lb));
+    println!(
+        "{:<11} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
+        "", "", "", "", "", "", "p50 us", "", "p99 us", "", "server", "cpu us/op", ""
+    );
+    println!(
+        "{:<11} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
+        "workload", "infl", "unit", a1, b1, rname, a1, b1, a1, b1, a1, b1, rname,
+    );
+    for r in &ra {
+        let Some(o) = index.get(&key(r)) else {
+            continue;
+        };
+        let (va, unit) = metric(r);
+        let (vb, _) = metric(o);
+        let (ca, cb) = (
+            num(r, "server_cpu_us_per_op"),
+            num(o, "server_cpu_us_per_op"),
+        );
+        println!(
+            "{:<11} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
+            string(r, "op"),
+            key(r).1,
+            unit,
+            fmt_num(va),
+            fmt_num(vb),
+            ratio(va, vb),
+            fmt_us(num(r, "p50_us")),
+            fmt_us(num(o, "p50_us")),
+            fmt_us(num(r, "p99_us")),
+            fmt_us(num(o, "p99_us")),
+            fmt_num(ca),
+            fmt_num(cb),
+            ratio(ca, cb),
+        );
+    }
+    println!(
+        "{rname} = {la}/{lb}: throughput (higher is better for {la}); cpu (lower is better). \
+readdirplus: latency and cpu per whole listing; create: per file (CREATE+WRITE+COMMIT)."
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bench_json() {
+        let r = parse_line(r#"{"label":"t\"a","op":"getattr","inflight":64,"x":null,"y":-1.5e3}"#)
+            .unwrap();
+        assert_eq!(string(&r, "label"), "t\"a");
+        assert_eq!(num(&r, "inflight"), Some(64.0));
+        assert_eq!(r.get("x"), Some(&Val::Null));
+        assert_eq!(num(&r, "y"), Some(-1500.0));
+    }
+}
