@@ -60,7 +60,7 @@ CMD=(qemu-system-x86_64 "${ACC[@]}" -smp "$CPUS" -m "$MEM" -nographic -nodefault
   -kernel "$LAB/vmlinuz" -initrd "$LAB/initrd.lab"
   -append "console=ttyS0 quiet loglevel=4 panic=-1 net.ifnames=0 tsc=reliable $APPEND"
   -drive "file=$LAB/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe"
-  -netdev "tap,id=n0,ifname=$TAP,script=no,downscript=no" -device virtio-net-pci,netdev=n0
+  -netdev "tap,id=n0,ifname=$TAP,script=no,downscript=no" -device virtio-net-pci,netdev=n0,romfile=
   -virtfs "local,path=$RUN/share,mount_tag=labshare,security_model=none,id=fs0"
   -serial "file:$RUN/serial.log" -monitor none -pidfile "$RUN/qemu.pid")
 echo "${CMD[*]}" > "$RUN/qemu.cmd"
