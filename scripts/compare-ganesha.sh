@@ -1,0 +1,140 @@
+#!/bin/bash
+# Side-by-side benchmark of Tarn against NFS-Ganesha (Debian's nfs-ganesha +
+# nfs-ganesha-vfs) on loopback, same machine, same run (issue 7).
+#
+#   sudo ./scripts/compare-ganesha.sh [--quick] [tarn bench options...]
+#
+# Installs Ganesha if missing, builds target/release/tarn if missing, then in a
+# private network + mount namespace (its own lo with 127.0.0.2 added, which
+# Ganesha needs to start; a private tmpfs on /run so its rpcbind socket is not
+# the machine's) starts rpcbind and Ganesha (FSAL VFS on a temporary directory),
+# runs `tarn bench --json` against it, stops it, starts `tarn serve` on the same
+# kind of directory, runs the same bench, and prints one table
+# (`tarn bench --compare`). Every process it started is stopped by PID on exit
+# and the temporary directory removed. --quick: 0.5 s phases, small sizes (CI).
+# Further options go to both `tarn bench` runs (e.g. --connections 4,
+# --inflight 1,16,64, --ops getattr,read4k). RESULTS_DIR=DIR keeps the JSON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${TARN_BIN:-$PWD/target/release/tarn}
+
+if [ "${1:-}" != "--inner" ]; then
+  quick=0
+  if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
+  [ "$(id -u)" = 0 ] || { echo "compare-ganesha: run as root" >&2; exit 1; }
+  need=()
+  for p in nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "compare-ganesha: apt-get install ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=900 --no-install-recommends "${need[@]}"
+  fi
+  [ -x "$BIN" ] || cargo build --release -q -p tarn
+  # A PID namespace too: if this script is killed, everything it started dies with it.
+  exec unshare --net --mount --pid --mount-proc --fork --kill-child "$0" --inner "$quick" "$@"
+fi
+
+# ---- inside the private namespaces ----
+shift
+quick=$1; shift
+if [ "$quick" = 1 ]; then
+  sizes=(--seconds 0.5 --file-size 64M --dir-entries 2000 --files 300)
+else
+  sizes=(--seconds "${SECONDS_PER_PHASE:-3}")
+fi
+
+ip link set lo up
+ip addr add 127.0.0.2/32 dev lo
+mount --make-rprivate /
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/rpcbind
+
+WORK=$(mktemp -d /var/tmp/tarn-vs-ganesha.XXXXXX)
+chmod 0755 "$WORK"
+PIDS=()
+stop() { # stop PID: TERM, then KILL after 10 s
+  local pid=$1
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  local i
+  for ((i=${#PIDS[@]}-1; i>=0; i--)); do stop "${PIDS[$i]}"; done
+  if [ -n "${RESULTS_DIR:-}" ]; then mkdir -p "$RESULTS_DIR"; cp "$WORK"/*.json "$WORK"/ganesha.log "$RESULTS_DIR"/ 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_port() { # wait_port PORT PID LOG
+  for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || { echo "compare-ganesha: server exited; log:" >&2; tail -20 "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "compare-ganesha: port $1 never opened; log:" >&2; tail -20 "$3" >&2; exit 1
+}
+
+rpcbind -w -f & PIDS+=($!)
+for _ in $(seq 50); do [ -S /run/rpcbind.sock ] && break; sleep 0.1; done
+
+# ---- NFS-Ganesha ----
+GP=2049 GMP=20048
+mkdir -p "$WORK/ganesha/export" "$WORK/ganesha/recovery"
+chmod 0777 "$WORK/ganesha/export"
+cat > "$WORK/ganesha/ganesha.conf" <<EOF
+NFS_CORE_PARAM {
+    NFS_Port = $GP;
+    MNT_Port = $GMP;
+    Protocols = 3, 4;
+    Mount_Path_Pseudo = true;
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+}
+NFSV4 {
+    Graceless = true;
+    RecoveryBackend = fs;
+    RecoveryRoot = $WORK/ganesha/recovery;
+}
+EXPORT {
+    Export_Id = 1;
+    Path = $WORK/ganesha/export;
+    Pseudo = /bench;
+    Access_Type = RW;
+    Squash = No_Root_Squash;
+    SecType = sys;
+    Protocols = 3;
+    Transports = TCP;
+    FSAL { Name = VFS; }
+}
+LOG { Default_Log_Level = EVENT; }
+EOF
+ganesha.nfsd -F -L "$WORK/ganesha.log" -f "$WORK/ganesha/ganesha.conf" -p "$WORK/ganesha/ganesha.pid" & GPID=$!
+PIDS+=($GPID)
+wait_port $GP $GPID "$WORK/ganesha.log"
+wait_port $GMP $GPID "$WORK/ganesha.log"
+echo "compare-ganesha: $(ganesha.nfsd -v 2>&1 | head -1 | tr -s ' ') pid $GPID on 127.0.0.1:$GP (mount $GMP)" >&2
+"$BIN" bench --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench \
+  --server-pid $GPID --label ganesha --json --keep "${sizes[@]}" "$@" > "$WORK/ganesha.json"
+stop $GPID
+rm -rf "$WORK/ganesha/export"
+
+# ---- Tarn ----
+TP=2050
+mkdir -p "$WORK/tarn/export" "$WORK/tarn/state"
+chmod 0777 "$WORK/tarn/export"
+"$BIN" serve "$WORK/tarn/export" --listen 127.0.0.1:$TP --state-dir "$WORK/tarn/state" --log-level warn \
+  > "$WORK/tarn.out" 2> "$WORK/tarn.log" & TPID=$!
+PIDS+=($TPID)
+wait_port $TP $TPID "$WORK/tarn.log"
+echo "compare-ganesha: tarn pid $TPID on 127.0.0.1:$TP" >&2
+"$BIN" bench --server 127.0.0.1:$TP --server-pid $TPID --label tarn --json --keep "${sizes[@]}" "$@" > "$WORK/tarn.json"
+stop $TPID
+
+echo
+echo "Tarn vs NFS-Ganesha: NFSv3 over loopback TCP, $(nproc) CPUs, tarn bench ${sizes[*]} $*"
+"$BIN" bench --compare tarn="$WORK/tarn.json" --compare ganesha="$WORK/ganesha.json"
