@@ -33,3 +33,6 @@ pub mod pmap {
 pub mod nfs4 {
     include!(concat!(env!("OUT_DIR"), "/nfs4.rs"));
 }
+
+#[cfg(test)]
+mod nfs4_tests;
