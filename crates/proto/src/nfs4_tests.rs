@@ -10,7 +10,7 @@ use bytes::Bytes;
 /// Bytes from hex text; spaces, newlines and `|` separators are ignored.
 fn hex(s: &str) -> Vec<u8> {
     let digits: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
-    assert!(digits.len() % 2 == 0, "odd number of hex digits");
+    assert!(digits.len().is_multiple_of(2), "odd number of hex digits");
     digits
         .chunks(2)
         .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
@@ -21,7 +21,7 @@ fn hex(s: &str) -> Vec<u8> {
 fn check<T: xdr::Pack + xdr::Unpack + PartialEq + std::fmt::Debug>(v: &T, wire: &str) {
     let want = hex(wire);
     let got = xdr::to_bytes(v);
-    assert_eq!(got.len() % 4, 0);
+    assert!(got.len().is_multiple_of(4));
     assert_eq!(
         hex_dump(&got),
         hex_dump(&want),
