@@ -12,7 +12,7 @@
 #   TARN_LOG_LEVEL=info  TARN_EXTRA_ARGS=""  more `tarn serve` options (--state-dir <case dir> is
 #                         added automatically when the binary supports it)
 #   CASES_MATCH=<regex>   only run cases whose name matches (others: SKIP ... filtered out)
-#   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=600 s per VM
+#   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
 #   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
 #   MEM=2048 CPUS=2 ACCEL=tcg|kvm         passed to boot.sh
 set -uo pipefail
@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 LAB=${TARN_GUEST_DIR:-/var/tmp/tarn-guest}; export TARN_GUEST_DIR=$LAB
 TARN_BIN=${TARN_BIN:-$REPO/target/release/tarn}
-CASE_TIMEOUT=${CASE_TIMEOUT:-600}
+CASE_TIMEOUT=${CASE_TIMEOUT:-1200}
 TARN_ADDR=10.77.0.1 TARN_PORT=2049
 
 # ---- cases: one line each:  on|off | server | NFS version | sec flavour | reason when off ----------

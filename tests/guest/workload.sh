@@ -10,7 +10,7 @@
 # Env knobs (defaults sized for TCG, see README):
 #   BIG_MB=256        size of the big file          SMALL_N=40     number of small files
 #   TREE_N=10000      files in the tree (100/dir)   FIO_MB=32      fio file size
-#   FIO_RUNTIME=10    fio random-read phase (s)     STEP_TIMEOUT=300 per step (s)
+#   FIO_RUNTIME=10    fio random-read phase (s)     STEP_TIMEOUT=450 per step (s)
 #   SQUASH=0|1        server squashes root to 65534 (then root-owned checks expect 65534:65534,
 #                     and the tree/cp -a steps run as the unprivileged user)
 #   LAB_UID=1000      unprivileged guest user (created if missing)      MNT=/mnt/nfs
@@ -20,7 +20,7 @@ VERS=${2:?NFS version}
 SEC=${3:-sys}; EXPORT=${4:-/}; MOUNT_OPTS=${5:-}
 export SERVER VERS SEC EXPORT MOUNT_OPTS
 export MNT=${MNT:-/mnt/nfs} BIG_MB=${BIG_MB:-256} SMALL_N=${SMALL_N:-40} TREE_N=${TREE_N:-10000}
-export FIO_MB=${FIO_MB:-32} FIO_RUNTIME=${FIO_RUNTIME:-10} STEP_TIMEOUT=${STEP_TIMEOUT:-300}
+export FIO_MB=${FIO_MB:-32} FIO_RUNTIME=${FIO_RUNTIME:-10} STEP_TIMEOUT=${STEP_TIMEOUT:-450}
 export SQUASH=${SQUASH:-0} LAB_UID=${LAB_UID:-1000} LAB_USER=${LAB_USER:-labuser}
 export W=$MNT/wl-$$ LOGS=/tmp/wl-logs SCRATCH=/tmp/wl-scratch
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
