@@ -96,6 +96,26 @@ impl Drc {
         }
     }
 
+    /// (entries, approximate bytes) held, for the metrics; walks every
+    /// shard, so it is called by the metrics reader, never on a request.
+    pub fn usage(&self) -> (u64, u64) {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap();
+            for c in shard.values() {
+                n += c.entries.len() as u64;
+                bytes += c
+                    .entries
+                    .values()
+                    .map(|r| {
+                        r.as_ref().map_or(0, |b| b.len()) + 2 * std::mem::size_of::<Key>() + 16
+                    })
+                    .sum::<usize>() as u64;
+            }
+        }
+        (n, bytes)
+    }
+
     /// Forgets a call that produced no reply, so a retransmission is executed.
     pub fn abandon(&self, ip: IpAddr, key: Key) {
         let mut shard = self.shard(&ip).lock().unwrap();

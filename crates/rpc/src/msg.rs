@@ -2,15 +2,19 @@
 
 use crate::auth::Auth;
 use bytes::{BufMut, Bytes, BytesMut};
+use metrics::ClientStats;
 use proto::rpc::{
     AcceptStat, AcceptedReply, AcceptedReplyReplyData, AuthStat, MismatchInfo, OpaqueAuth,
     RejectedReply, ReplyBody, RpcMsg, RpcMsgBody, AUTH_NONE,
 };
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
 use xdr::{Decoder, Pack, Unpack};
 
-/// Everything a program needs to know about a call besides its arguments.
-#[derive(Debug, Clone)]
+/// Everything a program needs to know about a call besides its arguments,
+/// and what it tells the metrics about its answer.
+#[derive(Debug)]
 pub struct CallContext {
     pub xid: u32,
     pub prog: u32,
@@ -20,6 +24,78 @@ pub struct CallContext {
     pub peer: SocketAddr,
     /// Identifies the connection, for per-connection state and logs.
     pub conn_id: u64,
+    /// The client's statistics and log limiter, resolved once per connection.
+    pub client: Arc<ClientStats>,
+    /// The program-level status of the reply (0 = OK): only the program
+    /// knows it. Set once per error reply; relaxed atomics, no lock.
+    status: AtomicU32,
+    /// The export the call touched (`u32::MAX` = none), set where the file handle is resolved.
+    export: AtomicU32,
+}
+
+impl CallContext {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        xid: u32,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        auth: Auth,
+        peer: SocketAddr,
+        conn_id: u64,
+        client: Arc<ClientStats>,
+    ) -> Self {
+        CallContext {
+            xid,
+            prog,
+            vers,
+            proc_,
+            auth,
+            peer,
+            conn_id,
+            client,
+            status: AtomicU32::new(0),
+            export: AtomicU32::new(u32::MAX),
+        }
+    }
+
+    /// Records the status of an error reply (for the per-status error counters).
+    #[inline]
+    pub fn set_status(&self, status: u32) {
+        self.status.store(status, Relaxed);
+    }
+
+    pub fn status(&self) -> u32 {
+        self.status.load(Relaxed)
+    }
+
+    /// Records which export the call is about (for the per-export counters).
+    #[inline]
+    pub fn set_export(&self, id: u32) {
+        self.export.store(id, Relaxed);
+    }
+
+    pub fn export(&self) -> u32 {
+        self.export.load(Relaxed)
+    }
+}
+
+impl Clone for CallContext {
+    fn clone(&self) -> Self {
+        let c = CallContext::new(
+            self.xid,
+            self.prog,
+            self.vers,
+            self.proc_,
+            self.auth.clone(),
+            self.peer,
+            self.conn_id,
+            self.client.clone(),
+        );
+        c.set_status(self.status());
+        c.set_export(self.export());
+        c
+    }
 }
 
 /// How a program call failed at the RPC level (the reply is not the

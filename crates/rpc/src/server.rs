@@ -8,12 +8,14 @@ use crate::msg::{self, BadCall, CallContext, CallError};
 use crate::record::{self, Assembler};
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
+use metrics::{ops, CallDone, ClientStats, Metrics};
 use proto::rpc::AcceptStat;
 use std::future::Future;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
@@ -35,6 +37,11 @@ pub trait Service: Send + Sync + 'static {
 
     /// A procedure's name, for logs.
     fn procedure_name(&self, prog: u32, vers: u32, proc_: u32) -> &'static str;
+
+    /// The metrics slot of a procedure (per-op counters are an array index).
+    fn op_slot(&self, prog: u32, vers: u32, proc_: u32) -> Option<usize> {
+        ops::op_slot(prog, vers, proc_)
+    }
 
     /// Executes a call. The SUCCESS reply header is already in `out`; the
     /// service appends its results. On `Err`, whatever was appended is
@@ -69,16 +76,27 @@ impl Default for ServerConfig {
 pub struct Server<S> {
     svc: Arc<S>,
     cfg: ServerConfig,
-    drc: Drc,
+    drc: Arc<Drc>,
+    metrics: Arc<Metrics>,
     next_conn: AtomicU64,
     stop: CancellationToken,
     calls: TaskTracker,
 }
 
 impl<S: Service> Server<S> {
+    /// A server that records no metrics (per-client log limits still apply).
     pub fn new(svc: Arc<S>, cfg: ServerConfig) -> Arc<Self> {
+        Self::with_metrics(svc, cfg, Metrics::new(false))
+    }
+
+    /// A server that counts every call into `metrics`.
+    pub fn with_metrics(svc: Arc<S>, cfg: ServerConfig, metrics: Arc<Metrics>) -> Arc<Self> {
+        let drc = Arc::new(Drc::new(cfg.drc_per_client));
+        let d = drc.clone();
+        metrics.add_cache_probe("drc", move || d.usage());
         Arc::new(Server {
-            drc: Drc::new(cfg.drc_per_client),
+            drc,
+            metrics,
             svc,
             cfg,
             next_conn: AtomicU64::new(1),
@@ -123,6 +141,12 @@ pub async fn serve_connection<S: Service>(
 ) {
     let conn_id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
+    // The one client lookup of this connection: every call carries the handle.
+    let client = server.metrics.clients.connection_opened(peer.ip());
+    let sc = &server.metrics.server;
+    sc.connections_total.fetch_add(1, Ordering::Relaxed);
+    sc.connections_open.fetch_add(1, Ordering::Relaxed);
+    let timed = server.metrics.enabled();
     debug!(%peer, conn_id, "connection opened");
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Bytes>(server.cfg.max_in_flight.max(1) * 2);
@@ -134,10 +158,18 @@ pub async fn serve_connection<S: Service>(
         loop {
             match asm.next(&mut buf) {
                 Ok(Some(rec)) => {
+                    // Queue wait starts when the record is off the socket.
+                    let read_at = timed.then(Instant::now);
                     let Ok(permit) = permits.clone().acquire_owned().await else {
                         break 'conn;
                     };
-                    if let Some(reply) = handle_record(&server, rec, peer, conn_id, &tx, permit) {
+                    let conn = Conn {
+                        peer,
+                        conn_id,
+                        client: &client,
+                        tx: &tx,
+                    };
+                    if let Some(reply) = handle_record(&server, rec, &conn, read_at, permit) {
                         if tx.send(reply).await.is_err() {
                             break 'conn;
                         }
@@ -145,7 +177,14 @@ pub async fn serve_connection<S: Service>(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    warn!(%peer, conn_id, error = %e, "closing connection: bad record");
+                    server
+                        .metrics
+                        .server
+                        .bad_calls
+                        .fetch_add(1, Ordering::Relaxed);
+                    if client.log_allowed() {
+                        warn!(%peer, conn_id, error = %e, "closing connection: bad record");
+                    }
                     break 'conn;
                 }
             }
@@ -168,6 +207,12 @@ pub async fn serve_connection<S: Service>(
     drop(tx);
     // The writer ends once every call task of this connection has sent its reply.
     let _ = writer.await;
+    client.connection_closed();
+    server
+        .metrics
+        .server
+        .connections_open
+        .fetch_sub(1, Ordering::Relaxed);
     debug!(%peer, conn_id, "connection closed");
 }
 
@@ -229,34 +274,57 @@ fn reply_with(f: impl FnOnce(&mut BytesMut)) -> Bytes {
     finish(out)
 }
 
+/// What a call needs to know about its connection.
+struct Conn<'a> {
+    peer: SocketAddr,
+    conn_id: u64,
+    client: &'a Arc<ClientStats>,
+    tx: &'a mpsc::Sender<Bytes>,
+}
+
 /// Handles one record. Replies that need no program work are returned for
 /// the reader to send; a call to a program is spawned and replies by itself.
 fn handle_record<S: Service>(
     server: &Arc<Server<S>>,
     rec: Bytes,
-    peer: SocketAddr,
-    conn_id: u64,
-    tx: &mpsc::Sender<Bytes>,
+    conn: &Conn<'_>,
+    read_at: Option<Instant>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Option<Bytes> {
+    let peer = conn.peer;
+    let client = conn.client;
+    let m = &server.metrics;
+    let bad = || {
+        m.server.bad_calls.fetch_add(1, Ordering::Relaxed);
+        client.log_allowed()
+    };
+    let bytes_in = rec.len() as u64;
     let call = match msg::decode_call(rec) {
         Ok(c) => c,
         Err(BadCall::Unreadable) => {
-            warn!(%peer, "dropping record too short to hold an xid");
+            if bad() {
+                warn!(%peer, "dropping record too short to hold an xid");
+            }
             return None;
         }
         Err(BadCall::NotACall(xid)) => {
-            warn!(%peer, xid, "dropping a REPLY sent to the server");
+            if bad() {
+                warn!(%peer, xid, "dropping a REPLY sent to the server");
+            }
             return None;
         }
         Err(BadCall::Garbage(xid)) => {
-            warn!(%peer, xid, "GARBAGE_ARGS: malformed call header");
+            if bad() {
+                warn!(%peer, xid, "GARBAGE_ARGS: malformed call header");
+            }
             return Some(reply_with(|o| {
                 msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, o)
             }));
         }
         Err(BadCall::BadCred(xid)) => {
-            warn!(%peer, xid, "AUTH_BADCRED: malformed credential or verifier");
+            if bad() {
+                warn!(%peer, xid, "AUTH_BADCRED: malformed credential or verifier");
+            }
             return Some(reply_with(|o| {
                 msg::auth_error(xid, proto::rpc::AuthStat::AUTH_BADCRED, o)
             }));
@@ -264,38 +332,59 @@ fn handle_record<S: Service>(
     };
     let xid = call.xid;
     if call.rpcvers != 2 {
-        warn!(%peer, xid, rpcvers = call.rpcvers, "RPC_MISMATCH");
+        if bad() {
+            warn!(%peer, xid, rpcvers = call.rpcvers, "RPC_MISMATCH");
+        }
         return Some(reply_with(|o| msg::rpc_mismatch(xid, o)));
     }
     let auth = match Auth::from_cred(&call.cred) {
         Ok(a) => a,
         Err(stat) => {
-            warn!(%peer, xid, flavor = call.cred.flavor, ?stat, "AUTH_ERROR: credential refused");
+            if bad() {
+                warn!(%peer, xid, flavor = call.cred.flavor, ?stat, "AUTH_ERROR: credential refused");
+            }
             return Some(reply_with(|o| msg::auth_error(xid, stat, o)));
         }
     };
     let Some((low, high)) = server.svc.versions(call.prog) else {
-        warn!(%peer, xid, prog = call.prog, "PROG_UNAVAIL");
+        if bad() {
+            warn!(%peer, xid, prog = call.prog, "PROG_UNAVAIL");
+        }
         return Some(reply_with(|o| {
             msg::accepted_error(xid, AcceptStat::PROG_UNAVAIL, o)
         }));
     };
     if call.vers < low || call.vers > high {
-        warn!(%peer, xid, prog = call.prog, vers = call.vers, low, high, "PROG_MISMATCH");
+        if bad() {
+            warn!(%peer, xid, prog = call.prog, vers = call.vers, low, high, "PROG_MISMATCH");
+        }
         return Some(reply_with(|o| msg::prog_mismatch(xid, low, high, o)));
     }
+    let slot = server.svc.op_slot(call.prog, call.vers, call.proc_);
     if call.proc_ == 0 {
-        return Some(reply_with(|o| msg::success_header(xid, o)));
+        let r = reply_with(|o| msg::success_header(xid, o));
+        if let Some(t) = read_at {
+            let d = CallDone {
+                export: u32::MAX,
+                bytes_in,
+                bytes_out: r.len() as u64,
+                queue_ns: t.elapsed().as_nanos() as u64,
+                ..Default::default()
+            };
+            m.call_end(slot, client, &d, false);
+        }
+        return Some(r);
     }
-    let ctx = CallContext {
+    let ctx = CallContext::new(
         xid,
-        prog: call.prog,
-        vers: call.vers,
-        proc_: call.proc_,
+        call.prog,
+        call.vers,
+        call.proc_,
         auth,
         peer,
-        conn_id,
-    };
+        conn.conn_id,
+        client.clone(),
+    );
     let drc_key = if server.svc.idempotent(ctx.prog, ctx.vers, ctx.proc_) {
         None
     } else {
@@ -309,20 +398,24 @@ fn handle_record<S: Service>(
         match server.drc.lookup(peer.ip(), key) {
             Lookup::New => Some(key),
             Lookup::InProgress => {
+                m.server.drc_in_progress.fetch_add(1, Ordering::Relaxed);
                 debug!(%peer, xid, "retransmission of a call in progress: dropped");
                 return None;
             }
             Lookup::Done(r) => {
+                m.server.drc_hits.fetch_add(1, Ordering::Relaxed);
                 debug!(%peer, xid, "retransmission answered from the duplicate request cache");
                 return Some(r);
             }
         }
     };
     let server = server.clone();
-    let tx = tx.clone();
+    let tx = conn.tx.clone();
     let args = call.args;
     server.calls.clone().spawn(async move {
         let _permit = permit;
+        let started = read_at.map(|t| (t, Instant::now()));
+        server.metrics.call_begin(slot, &ctx.client);
         let mut out = BytesMut::with_capacity(512);
         record::begin(&mut out);
         msg::success_header(xid, &mut out);
@@ -333,18 +426,40 @@ fn handle_record<S: Service>(
             tracing::error!(peer = %ctx.peer, xid, procedure = name, "procedure panicked; answering SYSTEM_ERR");
             Err(CallError::SystemErr)
         });
+        let status = match result {
+            Ok(()) => ctx.status(),
+            Err(CallError::ProcUnavail) => ops::RPC_PROC_UNAVAIL,
+            Err(CallError::GarbageArgs) => ops::RPC_GARBAGE_ARGS,
+            Err(CallError::SystemErr) => ops::RPC_SYSTEM_ERR,
+            Err(CallError::Auth(_)) => ops::RPC_AUTH_ERROR,
+            Err(CallError::Drop) => ops::RPC_DROPPED,
+        };
         let reply = match result {
             Ok(()) => Some(finish(out)),
             Err(CallError::Drop) => None,
             Err(e) => {
-                let name = server.svc.procedure_name(ctx.prog, ctx.vers, ctx.proc_);
-                warn!(peer = %ctx.peer, xid, procedure = name, error = ?e, "RPC error reply");
+                if ctx.client.log_allowed() {
+                    let name = server.svc.procedure_name(ctx.prog, ctx.vers, ctx.proc_);
+                    warn!(peer = %ctx.peer, xid, procedure = name, error = ?e, "RPC error reply");
+                }
                 out.clear();
                 record::begin(&mut out);
                 msg::call_error(xid, e, &mut out);
                 Some(finish(out))
             }
         };
+        if let Some((read_at, start)) = started {
+            let end = Instant::now();
+            let d = CallDone {
+                status,
+                export: ctx.export(),
+                bytes_in,
+                bytes_out: reply.as_ref().map_or(0, |r| r.len() as u64),
+                queue_ns: start.duration_since(read_at).as_nanos() as u64,
+                service_ns: end.duration_since(start).as_nanos() as u64,
+            };
+            server.metrics.call_end(slot, &ctx.client, &d, true);
+        }
         if let Some(key) = drc_key {
             match &reply {
                 Some(r) => server.drc.complete(ctx.peer.ip(), key, r.clone()),

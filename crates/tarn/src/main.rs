@@ -43,11 +43,103 @@ enum Cmd {
         /// error, warn, info, debug or trace (RUST_LOG overrides).
         #[arg(long, default_value = "info")]
         log_level: String,
+        #[command(flatten)]
+        observe: ObserveOpts,
+    },
+    /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
+    Stats {
+        #[command(flatten)]
+        socket: SocketOpt,
+        /// Seconds between reports.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after this many reports (default: run until interrupted).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Clients of a running server ranked by load, refreshed live.
+    Top {
+        #[command(flatten)]
+        socket: SocketOpt,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Print one table after one interval and exit.
+        #[arg(long)]
+        once: bool,
+        /// Show at most this many clients.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Watch a running server for a window and report what its clients do wrong, with remedies.
+    Doctor {
+        #[command(flatten)]
+        socket: SocketOpt,
+        /// Seconds to observe.
+        #[arg(long, default_value_t = 10.0)]
+        window: f64,
+        /// GETATTR storm: GETATTR/s from one client...
+        #[arg(long, default_value_t = 100.0)]
+        getattr_rate: f64,
+        /// ...over at least this many distinct files.
+        #[arg(long, default_value_t = 100)]
+        distinct_files: u64,
+        /// Small synchronous WRITEs from one client in the window.
+        #[arg(long, default_value_t = 50)]
+        small_sync_writes: u64,
+        /// Connections opened by one client in the window.
+        #[arg(long, default_value_t = 10)]
+        reconnects: u64,
+        /// Percent of an export's bytes or inodes in use.
+        #[arg(long, default_value_t = 90.0)]
+        full_pct: f64,
     },
     /// Check a configuration file and explain what it exports.
     CheckConfig { file: PathBuf },
     /// Measure a running server: ops/s, MB/s and latency percentiles per operation.
     Bench(bench::BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct ObserveOpts {
+    /// Serve Prometheus metrics (GET /metrics) and a JSON status page (GET /status) on ADDR:PORT.
+    #[arg(long = "metrics", value_name = "ADDR:PORT")]
+    metrics: Option<String>,
+    /// Do not count calls (to measure the counters' cost); logs stay rate-limited per client.
+    #[arg(long)]
+    no_metrics: bool,
+    /// The admin socket for `tarn stats|top|doctor` (default: STATE_DIR/admin.sock).
+    #[arg(long, value_name = "PATH")]
+    admin_socket: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct SocketOpt {
+    /// The server's admin socket (default: the default state directory's admin.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+impl SocketOpt {
+    fn path(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(|| metrics::endpoint::default_socket(&default_state_dir()))
+    }
+}
+
+fn tool_result<T>(r: Result<T, String>) -> ExitCode {
+    match r {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tarn: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn secs(s: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(s.max(0.05))
 }
 
 fn main() -> ExitCode {
@@ -60,9 +152,10 @@ fn main() -> ExitCode {
             config,
             state_dir,
             log_level,
+            observe,
         } => {
             init_logging(&log_level);
-            match serve(dir, listen, allow, config, state_dir) {
+            match serve(dir, listen, allow, config, state_dir, observe) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tarn: {e}");
@@ -83,6 +176,45 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Bench(a) => bench::main(a),
+        Cmd::Stats {
+            socket,
+            interval,
+            count,
+        } => tool_result(metrics::tools::run_stats(
+            &socket.path(),
+            secs(interval),
+            count,
+        )),
+        Cmd::Top {
+            socket,
+            interval,
+            once,
+            limit,
+        } => tool_result(metrics::tools::run_top(
+            &socket.path(),
+            secs(interval),
+            once,
+            limit,
+        )),
+        Cmd::Doctor {
+            socket,
+            window,
+            getattr_rate,
+            distinct_files,
+            small_sync_writes,
+            reconnects,
+            full_pct,
+        } => {
+            let t = metrics::doctor::Thresholds {
+                getattr_rate,
+                distinct_files,
+                small_sync_writes,
+                reconnects,
+                full_pct,
+                ..Default::default()
+            };
+            tool_result(metrics::tools::run_doctor(&socket.path(), secs(window), &t))
+        }
     }
 }
 
@@ -211,8 +343,16 @@ fn serve(
     allow: Vec<String>,
     config: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    observe: ObserveOpts,
 ) -> Result<(), String> {
     let (cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
+    let metrics_addr: Option<SocketAddr> =
+        match &observe.metrics {
+            Some(a) => Some(a.parse().map_err(|_| {
+                format!("--metrics {a:?}: expected ADDR:PORT such as 127.0.0.1:9100")
+            })?),
+            None => None,
+        };
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
     let key_path = state_dir.join("handle.key");
@@ -220,7 +360,10 @@ fn serve(
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
     match vfs::local::raise_nofile_limit() {
         Ok(n) if n < 4 * vfs::local::PATH_CACHE_SIZE as u64 => {
-            warn!(limit = n, "few open files allowed (RLIMIT_NOFILE): descriptor caches will thrash")
+            warn!(
+                limit = n,
+                "few open files allowed (RLIMIT_NOFILE): descriptor caches will thrash"
+            )
         }
         Ok(_) => {}
         Err(e) => warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
@@ -242,6 +385,33 @@ fn serve(
         });
     }
     let exports = Arc::new(Exports::new(exports));
+    let metrics = metrics::Metrics::new(!observe.no_metrics);
+    {
+        let exports = exports.clone();
+        metrics.set_export_probe(move || {
+            exports
+                .iter()
+                .map(|e| {
+                    let usage =
+                        e.backend
+                            .fsstat(&e.backend.root())
+                            .ok()
+                            .map(|u| metrics::FsUsage {
+                                total_bytes: u.total_bytes,
+                                avail_bytes: u.avail_bytes,
+                                free_bytes: u.free_bytes,
+                                total_files: u.total_files,
+                                free_files: u.free_files,
+                            });
+                    (e.id, e.path.display().to_string(), usage)
+                })
+                .collect()
+        });
+    }
+    let admin_path = observe
+        .admin_socket
+        .clone()
+        .unwrap_or_else(|| metrics::endpoint::default_socket(&state_dir));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(64)
@@ -252,7 +422,17 @@ fn serve(
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         let svc = TarnService { nfs3: Nfs3::new(exports.clone(), Arc::new(key), Pool::new(32)), mount: Mount::new() };
-        let server = rpc::Server::new(Arc::new(svc), rpc::ServerConfig::default());
+        let server = rpc::Server::with_metrics(Arc::new(svc), rpc::ServerConfig::default(), metrics.clone());
+        tokio::spawn(metrics.clone().run_upkeep());
+        let admin = metrics::endpoint::bind_admin(&admin_path)
+            .map_err(|e| format!("cannot create the admin socket {}: {e}", admin_path.display()))?;
+        info!(path = %admin_path.display(), "admin socket for tarn stats|top|doctor");
+        tokio::spawn(metrics::endpoint::serve_admin(admin, metrics.clone()));
+        if let Some(a) = metrics_addr {
+            let l = tokio::net::TcpListener::bind(a).await.map_err(|e| format!("--metrics: cannot listen on {a}: {e}"))?;
+            info!(addr = %a, "metrics on http://{a}/metrics and /status");
+            tokio::spawn(metrics::endpoint::serve_http(l, metrics.clone()));
+        }
         let registered = match rpcbind::register(port).await {
             Ok(()) => {
                 info!(port, "registered NFS v3 and MOUNT v3 with rpcbind");
@@ -294,6 +474,7 @@ fn serve(
         if registered {
             rpcbind::unregister(port).await;
         }
+        let _ = std::fs::remove_file(&admin_path);
         info!("stopped");
         Ok(())
     })

@@ -141,6 +141,7 @@ impl Nfs3 {
             Nfsstat3::NFS3ERR_STALE,
             "handle names an export that no longer exists",
         ))?;
+        ctx.set_export(export_id);
         if !export.allows(ctx.peer.ip()) {
             return Err(Fail::new(
                 Nfsstat3::NFS3ERR_ACCES,
@@ -198,7 +199,9 @@ impl Nfs3 {
         macro_rules! call {
             ($args:ty, $handler:path) => {{
                 let a = <$args>::unpack(&mut args).map_err(|e| {
-                    warn!(peer = %ctx.peer, xid = ctx.xid, procedure = proc_name(ctx.proc_), error = %e, "GARBAGE_ARGS");
+                    if ctx.client.log_allowed() {
+                        warn!(peer = %ctx.peer, xid = ctx.xid, procedure = proc_name(ctx.proc_), error = %e, "GARBAGE_ARGS");
+                    }
                     CallError::GarbageArgs
                 })?;
                 let res = $handler(self, ctx, a).await;
@@ -251,18 +254,26 @@ pub fn proc_name(proc_: u32) -> &'static str {
     nfs_program_procedure_name(3, proc_).unwrap_or("NFSPROC3_UNKNOWN")
 }
 
-/// Logs an error status once, at a level that fits: statuses that ordinary
-/// work produces (a LOOKUP that misses, an EXIST) at debug, the rest at warn.
+/// The one place every NFSv3 error reply goes through: records its status
+/// for the per-status error counters, and logs it once, at a level that
+/// fits: statuses that ordinary work produces (a LOOKUP that misses, an
+/// EXIST) at debug, the rest at warn. Lines are rate-limited per client
+/// (a token bucket; the metrics upkeep writes one "suppressed N" line).
 pub fn log_fail(ctx: &CallContext, f: &Fail) {
     use Nfsstat3::*;
+    ctx.set_status(f.status as u32);
     let procedure = proc_name(ctx.proc_);
     match f.status {
         NFS3ERR_NOENT | NFS3ERR_EXIST | NFS3ERR_NOTEMPTY | NFS3ERR_NOTDIR | NFS3ERR_ISDIR
         | NFS3ERR_NAMETOOLONG => {
-            debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
+            if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {
+                debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
+            }
         }
         _ => {
-            warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
+            if ctx.client.log_allowed() {
+                warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
+            }
         }
     }
 }

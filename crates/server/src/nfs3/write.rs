@@ -23,6 +23,9 @@ pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
         .min(args.data.len())
         .min(MAX_IO as usize);
     let data = args.data.slice(..len);
+    // For the doctor's small-synchronous-writes rule.
+    ctx.client
+        .record_write(len as u32, args.stable != StableHow::UNSTABLE);
     let stable = match args.stable {
         StableHow::UNSTABLE => Stable::Unstable,
         StableHow::DATA_SYNC => Stable::DataSync,

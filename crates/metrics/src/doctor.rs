@@ -1,0 +1,315 @@
+//! `tarn doctor`'s rules: pure functions of two snapshots taken a window
+//! apart. Each finding names its subject (a client, or an export) and the
+//! remedy. The GSS and auth-cache rules read counters that stay zero until
+//! Kerberos lands (issue 5): they are here, and unit-tested on synthetic
+//! snapshots, so that they speak as soon as those counters are fed.
+
+use crate::snapshot::{ClientSnap, Snapshot};
+use std::fmt;
+
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    /// GETATTR storm: at least this many GETATTR/s from one client...
+    pub getattr_rate: f64,
+    /// ...over at least this many distinct files.
+    pub distinct_files: u64,
+    /// Small synchronous writes: at least this many in the window...
+    pub small_sync_writes: u64,
+    /// ...making at least this share of the client's WRITEs.
+    pub small_sync_share: f64,
+    /// A context expiring (or expired) within this many seconds of the window counts as "near expiry".
+    pub gss_expiry_margin_s: u64,
+    /// Reconnect loop: at least this many connections opened by one client in the window.
+    pub reconnects: u64,
+    /// Export near full: percent of bytes or inodes in use.
+    pub full_pct: f64,
+    /// Auth-cache churn: miss ratio over at least `auth_min_lookups` lookups.
+    pub auth_miss_ratio: f64,
+    pub auth_min_lookups: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            getattr_rate: 100.0,
+            distinct_files: 100,
+            small_sync_writes: 50,
+            small_sync_share: 0.5,
+            gss_expiry_margin_s: 600,
+            reconnects: 10,
+            full_pct: 90.0,
+            auth_miss_ratio: 0.5,
+            auth_min_lookups: 100,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// A short stable tag: getattr-storm, small-sync-writes, gss-window-drops,
+    /// auth-cache-churn, reconnect-loop, export-near-full.
+    pub kind: &'static str,
+    /// "client 10.0.0.7" or "export /srv/data".
+    pub subject: String,
+    pub detail: String,
+    pub remedy: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{}] {}: {}\n    remedy: {}",
+            self.kind, self.subject, self.detail, self.remedy
+        )
+    }
+}
+
+fn delta(a: Option<&ClientSnap>, b: &ClientSnap, f: impl Fn(&ClientSnap) -> u64) -> u64 {
+    f(b).saturating_sub(a.map(&f).unwrap_or(0))
+}
+
+/// The findings over the window from `a` to `b` (same server, `a` first).
+pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
+    let secs = ((b.unix_ms.saturating_sub(a.unix_ms)) as f64 / 1000.0).max(0.001);
+    let now_s = b.unix_ms / 1000;
+    let mut out = Vec::new();
+    for c in &b.clients {
+        let p = a.client(&c.addr);
+        let subject = format!("client {}", c.addr);
+        let calls = delta(p, c, |x| x.calls).max(1);
+
+        // GETATTR storms over many distinct files (the attribute-storm report).
+        let getattr = delta(p, c, |x| x.op("GETATTR"));
+        let rate = getattr as f64 / secs;
+        if rate >= t.getattr_rate && c.getattr_distinct_files >= t.distinct_files {
+            out.push(Finding {
+                kind: "getattr-storm",
+                subject: subject.clone(),
+                detail: format!(
+                    "{rate:.0} GETATTR/s over ~{} distinct files ({:.0}% of its calls)",
+                    c.getattr_distinct_files,
+                    100.0 * getattr as f64 / calls as f64
+                ),
+                remedy: "the client revalidates attributes of many files: mount it with a longer \
+                         attribute cache (-o actimeo=60, or acregmin/acdirmin), and with -o nocto \
+                         if no other client changes these files; NFSv4 read delegations (issue 4) \
+                         will let it cache without asking"
+                    .into(),
+            });
+        }
+
+        // Bursts of small FILE_SYNC writes (the credential-expiry report).
+        let small = delta(p, c, |x| x.small_sync_writes);
+        let writes = delta(p, c, |x| x.op("WRITE")).max(1);
+        if small >= t.small_sync_writes && small as f64 / writes as f64 >= t.small_sync_share {
+            let exp = c.gss_ctx_expires_unix;
+            // GSS correlation: not applicable until issue 5 sets gss_ctx_expires_unix.
+            let near = exp != 0 && exp.abs_diff(now_s) <= t.gss_expiry_margin_s;
+            let mut detail = format!(
+                "{small} small synchronous WRITEs ({:.0}/s, {:.0}% of its writes)",
+                small as f64 / secs,
+                100.0 * small as f64 / writes as f64
+            );
+            let mut remedy = String::from(
+                "the client writes synchronously in small pieces: look for the 'sync' mount option, \
+                 applications using O_SYNC/O_DSYNC or fsync after each write, or memory pressure on \
+                 the client; with Kerberos, an ageing credential makes the Linux client flush \
+                 synchronously",
+            );
+            if near {
+                if exp >= now_s {
+                    detail += &format!("; its GSS context expires in {} s", exp - now_s);
+                } else {
+                    detail += &format!("; its GSS context expired {} s ago", now_s - exp);
+                }
+                remedy = "this started near the expiry of the client's Kerberos context: renew \
+                          tickets well before they expire (krb5 renew lifetime, a longer ticket \
+                          lifetime, or the client's credential-refresh margin)"
+                    .into();
+            }
+            out.push(Finding {
+                kind: "small-sync-writes",
+                subject: subject.clone(),
+                detail,
+                remedy,
+            });
+        }
+
+        // GSS sequence-window drops (issue 5 feeds the counter).
+        let drops = delta(p, c, |x| x.gss_dropped_seq_window);
+        if drops > 0 {
+            out.push(Finding {
+                kind: "gss-window-drops",
+                subject: subject.clone(),
+                detail: format!("{drops} RPCSEC_GSS calls dropped as outside the sequence window"),
+                remedy:
+                    "the client keeps more calls in flight than the window: raise the server's \
+                         advertised GSS window, or lower the client's slot table \
+                         (sunrpc.tcp_max_slot_table_entries)"
+                        .into(),
+            });
+        }
+
+        // Reconnect loops.
+        let opened = delta(p, c, |x| x.connections_opened);
+        if opened >= t.reconnects {
+            out.push(Finding {
+                kind: "reconnect-loop",
+                subject: subject.clone(),
+                detail: format!(
+                    "{opened} connections opened in {secs:.1} s ({} open now)",
+                    c.connections_open
+                ),
+                remedy: "the client keeps reconnecting: look for calls it gives up on (timeo too \
+                         short for the server's latency, dropped calls), a firewall or load \
+                         balancer resetting idle connections, or a mount loop in its automounter"
+                    .into(),
+            });
+        }
+    }
+
+    // Auth-cache churn (issue 5 feeds the counters).
+    let hits = b
+        .server
+        .auth_cache_hits
+        .saturating_sub(a.server.auth_cache_hits);
+    let misses = b
+        .server
+        .auth_cache_misses
+        .saturating_sub(a.server.auth_cache_misses);
+    let evictions = b
+        .server
+        .auth_cache_evictions
+        .saturating_sub(a.server.auth_cache_evictions);
+    if hits + misses >= t.auth_min_lookups
+        && misses as f64 / (hits + misses) as f64 >= t.auth_miss_ratio
+    {
+        let worst = b
+            .clients
+            .iter()
+            .max_by_key(|c| delta(a.client(&c.addr), c, |x| x.auth_cache_misses))
+            .filter(|c| c.auth_cache_misses > 0);
+        out.push(Finding {
+            kind: "auth-cache-churn",
+            subject: match worst {
+                Some(c) => format!("client {}", c.addr),
+                None => "server".into(),
+            },
+            detail: format!(
+                "auth cache missed {misses} of {} lookups, {evictions} evictions",
+                hits + misses
+            ),
+            remedy:
+                "credentials are resolved again and again: raise the auth cache's size and TTL, \
+                     and check that the client does not use a new credential per call"
+                    .into(),
+        });
+    }
+
+    for e in &b.exports {
+        if let Some((bytes, files)) = e.used_pct() {
+            if bytes >= t.full_pct || files >= t.full_pct {
+                out.push(Finding {
+                    kind: "export-near-full",
+                    subject: format!("export {}", e.path),
+                    detail: format!("{bytes:.0}% of bytes and {files:.0}% of inodes in use"),
+                    remedy: "free space or grow the filesystem: clients will get NFS3ERR_NOSPC \
+                             and may lose buffered writes"
+                        .into(),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::ExportSnap;
+    use crate::FsUsage;
+
+    fn snap(ms: u64, clients: Vec<ClientSnap>) -> Snapshot {
+        Snapshot {
+            unix_ms: ms,
+            clients,
+            ..Default::default()
+        }
+    }
+
+    fn client(addr: &str) -> ClientSnap {
+        ClientSnap {
+            addr: addr.into(),
+            connections_opened: 1,
+            connections_open: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn healthy_is_silent() {
+        let mut c = client("10.0.0.1");
+        let a = snap(1_000_000, vec![c.clone()]);
+        c.calls += 50;
+        c.ops.insert("GETATTR".into(), 40);
+        c.getattr_distinct_files = 500;
+        c.ops.insert("WRITE".into(), 10);
+        c.small_sync_writes = 10;
+        let b = snap(1_010_000, vec![c]);
+        assert!(diagnose(&a, &b, &Thresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn gss_window_drops_and_expiry_correlation() {
+        let mut c = client("10.0.0.9");
+        let a = snap(1_000_000, vec![c.clone()]);
+        c.gss_dropped_seq_window = 12;
+        c.ops.insert("WRITE".into(), 200);
+        c.small_sync_writes = 200;
+        c.gss_ctx_expires_unix = 1_000 + 120;
+        let b = snap(1_010_000, vec![c]);
+        let f = diagnose(&a, &b, &Thresholds::default());
+        let kinds: Vec<_> = f.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, ["small-sync-writes", "gss-window-drops"]);
+        assert!(f[0].detail.contains("GSS context expires in"), "{}", f[0]);
+        assert!(f[0].remedy.contains("renew"));
+        assert_eq!(f[1].subject, "client 10.0.0.9");
+    }
+
+    #[test]
+    fn auth_cache_churn_names_the_worst_client() {
+        let mut c = client("10.0.0.4");
+        let mut a = snap(0, vec![c.clone(), client("10.0.0.5")]);
+        a.server.auth_cache_hits = 10;
+        c.auth_cache_misses = 900;
+        let mut b = snap(10_000, vec![c, client("10.0.0.5")]);
+        b.server.auth_cache_hits = 110;
+        b.server.auth_cache_misses = 900;
+        let f = diagnose(&a, &b, &Thresholds::default());
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            (f[0].kind, f[0].subject.as_str()),
+            ("auth-cache-churn", "client 10.0.0.4")
+        );
+    }
+
+    #[test]
+    fn export_full() {
+        let mut b = snap(1000, vec![]);
+        b.exports.push(ExportSnap {
+            path: "/srv/x".into(),
+            usage: Some(FsUsage {
+                total_bytes: 100,
+                free_bytes: 5,
+                avail_bytes: 5,
+                total_files: 10,
+                free_files: 9,
+            }),
+            ..Default::default()
+        });
+        let f = diagnose(&snap(0, vec![]), &b, &Thresholds::default());
+        assert_eq!(f[0].kind, "export-near-full");
+        assert_eq!(f[0].subject, "export /srv/x");
+    }
+}

@@ -1,0 +1,404 @@
+//! Tarn's metrics and diagnostics (DESIGN.md rule 6).
+//!
+//! The hot path pays nanoseconds: per-op and per-export counters live in a
+//! fixed array per shard (a shard per worker thread, cache-line aligned),
+//! indexed by the op's slot ([`ops::op_slot`]) and the export id; latency
+//! goes into fixed log2 buckets; per-client counters hang off an `Arc`
+//! that a connection resolves once ([`client::ClientTable`]). No call
+//! allocates, locks or looks anything up to be counted. Readers (the
+//! admin socket, `/metrics`) sum the shards into a [`snapshot::Snapshot`].
+//!
+//! What is not provokable yet has its counters and doctor rules already:
+//! RPCSEC_GSS contexts and drops, the auth cache (issue 5) and delegations
+//! (issue 4) stay zero until those land and feed [`ServerCounters`] and the
+//! per-client hooks in [`ClientStats`].
+
+pub mod client;
+pub mod doctor;
+pub mod endpoint;
+pub mod ops;
+pub mod prom;
+pub mod snapshot;
+pub mod tools;
+
+pub use client::{ClientStats, ClientTable};
+pub use snapshot::Snapshot;
+
+use ops::{N_STATUS, OP_SLOTS};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Aligns its content to its own cache lines (128 bytes: adjacent-line prefetch).
+#[repr(align(128))]
+#[derive(Default)]
+pub struct Padded<T>(pub T);
+
+/// Counter shards; a thread keeps the shard it was given first.
+pub const SHARDS: usize = 8;
+
+#[inline]
+pub(crate) fn shard_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static MINE: Cell<usize> = const { Cell::new(usize::MAX) });
+    MINE.with(|m| {
+        let v = m.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT.fetch_add(1, Relaxed);
+        m.set(v);
+        v
+    })
+}
+
+/// Latency buckets: bucket i holds durations up to 2^i microseconds; the last is +Inf.
+pub const BUCKETS: usize = 24;
+
+#[inline]
+pub fn bucket(ns: u64) -> usize {
+    let us = ns / 1000;
+    if us <= 1 {
+        0
+    } else {
+        ((64 - (us - 1).leading_zeros()) as usize).min(BUCKETS - 1)
+    }
+}
+
+/// Upper bound of bucket i in microseconds (None for the last, +Inf).
+pub fn bucket_le_us(i: usize) -> Option<u64> {
+    (i < BUCKETS - 1).then(|| 1u64 << i)
+}
+
+#[derive(Default)]
+pub(crate) struct OpCell {
+    pub calls: AtomicU64,
+    pub errors: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub queue_ns: AtomicU64,
+    pub service_ns: AtomicU64,
+    pub in_flight: AtomicI64,
+    pub service_hist: [AtomicU64; BUCKETS],
+    pub rtt_hist: [AtomicU64; BUCKETS],
+}
+
+#[derive(Default)]
+pub(crate) struct ExportCell {
+    pub calls: AtomicU64,
+    pub errors: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub service_ns: AtomicU64,
+}
+
+/// Exports with their own counters; ids beyond share the last cell.
+pub const MAX_EXPORTS: usize = 32;
+
+pub(crate) struct Shard {
+    pub ops: [OpCell; OP_SLOTS],
+    pub exports: [Padded<ExportCell>; MAX_EXPORTS],
+}
+
+/// Server-wide counters. The ones for things that do not exist yet are
+/// fed by the issues that bring them (noted per field); until then they
+/// stay zero and the doctor rules reading them stay silent.
+#[derive(Default)]
+pub struct ServerCounters {
+    pub connections_total: AtomicU64,
+    pub connections_open: AtomicI64,
+    /// Retransmissions answered from the duplicate request cache.
+    pub drc_hits: AtomicU64,
+    /// Retransmissions dropped because the original is still executing.
+    pub drc_in_progress: AtomicU64,
+    /// Records dropped or refused before reaching a program (garbage, bad credentials).
+    pub bad_calls: AtomicU64,
+    /// NFSv4.1 session slot replays (issue 4).
+    pub slot_replays: AtomicU64,
+    /// Auth cache (issue 5: not applicable until the per-(client, export,
+    /// credential) cache exists; shard these when they become per call).
+    pub auth_cache_hits: AtomicU64,
+    pub auth_cache_misses: AtomicU64,
+    pub auth_cache_evictions: AtomicU64,
+    /// RPCSEC_GSS contexts (issue 5).
+    pub gss_contexts_live: AtomicI64,
+    pub gss_contexts_created: AtomicU64,
+    pub gss_contexts_expired: AtomicU64,
+    /// GSS calls dropped, by reason (issue 5).
+    pub gss_dropped_seq_window: AtomicU64,
+    pub gss_dropped_bad_checksum: AtomicU64,
+    pub gss_dropped_other: AtomicU64,
+    /// NFSv4 delegations (issue 4).
+    pub delegations_granted: AtomicU64,
+    pub delegations_recalled: AtomicU64,
+    pub delegations_revoked: AtomicU64,
+    /// Log lines suppressed by the per-client rate limit.
+    pub log_suppressed: AtomicU64,
+}
+
+/// Usage of one export's filesystem (statvfs through the backend).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct FsUsage {
+    pub total_bytes: u64,
+    pub avail_bytes: u64,
+    pub free_bytes: u64,
+    pub total_files: u64,
+    pub free_files: u64,
+}
+
+type ExportProbe = Box<dyn Fn() -> Vec<(u32, String, Option<FsUsage>)> + Send + Sync>;
+type CacheProbe = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+
+/// What one finished call adds to the counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallDone {
+    /// The reply's status (0 = OK; see [`ops::STATUSES`]).
+    pub status: u32,
+    /// The export the call touched, or `u32::MAX`.
+    pub export: u32,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub queue_ns: u64,
+    pub service_ns: u64,
+}
+
+pub struct Metrics {
+    enabled: bool,
+    started: Instant,
+    shards: Box<[Shard]>,
+    errors: Box<[AtomicU64]>,
+    pub clients: ClientTable,
+    pub server: ServerCounters,
+    exports: Mutex<Option<ExportProbe>>,
+    caches: Mutex<Vec<(String, CacheProbe)>>,
+    /// How often the distinct-file-handle sketches rotate.
+    pub fh_window: Duration,
+}
+
+/// Default bound on the client table.
+pub const MAX_CLIENTS: usize = 4096;
+
+impl Metrics {
+    /// `enabled = false` (`--no-metrics`) records nothing per call; the
+    /// client table still exists so that logs stay rate-limited per client.
+    pub fn new(enabled: bool) -> Arc<Self> {
+        Arc::new(Metrics {
+            enabled,
+            started: Instant::now(),
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    ops: std::array::from_fn(|_| OpCell::default()),
+                    exports: std::array::from_fn(|_| Padded::default()),
+                })
+                .collect(),
+            errors: (0..OP_SLOTS * N_STATUS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            clients: ClientTable::new(MAX_CLIENTS, enabled),
+            server: ServerCounters::default(),
+            exports: Mutex::new(None),
+            caches: Mutex::new(Vec::new()),
+            fh_window: Duration::from_secs(10),
+        })
+    }
+
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    #[inline]
+    fn shard(&self) -> &Shard {
+        &self.shards[shard_index() % SHARDS]
+    }
+
+    /// A call starts executing (after its queue wait).
+    #[inline]
+    pub fn call_begin(&self, slot: Option<usize>, client: &ClientStats) {
+        if !self.enabled {
+            return;
+        }
+        if let Some(s) = slot {
+            self.shard().ops[s].in_flight.fetch_add(1, Relaxed);
+        }
+        client.shard().in_flight.fetch_add(1, Relaxed);
+    }
+
+    /// A call finished (`begun`: whether [`Metrics::call_begin`] was called for it).
+    #[inline]
+    pub fn call_end(&self, slot: Option<usize>, client: &ClientStats, d: &CallDone, begun: bool) {
+        if !self.enabled {
+            return;
+        }
+        let sh = self.shard();
+        let err = d.status != 0;
+        if let Some(s) = slot {
+            let o = &sh.ops[s];
+            o.calls.fetch_add(1, Relaxed);
+            o.bytes_in.fetch_add(d.bytes_in, Relaxed);
+            o.bytes_out.fetch_add(d.bytes_out, Relaxed);
+            o.queue_ns.fetch_add(d.queue_ns, Relaxed);
+            o.service_ns.fetch_add(d.service_ns, Relaxed);
+            o.service_hist[bucket(d.service_ns)].fetch_add(1, Relaxed);
+            o.rtt_hist[bucket(d.service_ns + d.queue_ns)].fetch_add(1, Relaxed);
+            if begun {
+                o.in_flight.fetch_sub(1, Relaxed);
+            }
+            if err {
+                o.errors.fetch_add(1, Relaxed);
+                self.errors[s * N_STATUS + ops::status_index(d.status)].fetch_add(1, Relaxed);
+            }
+        }
+        let c = client.shard();
+        c.calls.fetch_add(1, Relaxed);
+        c.bytes_in.fetch_add(d.bytes_in, Relaxed);
+        c.bytes_out.fetch_add(d.bytes_out, Relaxed);
+        c.queue_ns.fetch_add(d.queue_ns, Relaxed);
+        c.service_ns.fetch_add(d.service_ns, Relaxed);
+        if begun {
+            c.in_flight.fetch_sub(1, Relaxed);
+        }
+        if let Some(s) = slot {
+            c.ops[s].fetch_add(1, Relaxed);
+        }
+        if err {
+            c.errors.fetch_add(1, Relaxed);
+        }
+        if d.export != u32::MAX {
+            let e = &sh.exports[(d.export as usize).min(MAX_EXPORTS - 1)].0;
+            e.calls.fetch_add(1, Relaxed);
+            e.bytes_in.fetch_add(d.bytes_in, Relaxed);
+            e.bytes_out.fetch_add(d.bytes_out, Relaxed);
+            e.service_ns.fetch_add(d.service_ns, Relaxed);
+            if err {
+                e.errors.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Tells the snapshot how to list exports and measure their filesystems
+    /// (called off the request path, on a blocking thread).
+    pub fn set_export_probe(
+        &self,
+        f: impl Fn() -> Vec<(u32, String, Option<FsUsage>)> + Send + Sync + 'static,
+    ) {
+        *self.exports.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// Registers a cache whose (entries, bytes) the snapshot reports
+    /// (the DRC now; the auth cache, GSS contexts and client caches later).
+    pub fn add_cache_probe(&self, name: &str, f: impl Fn() -> (u64, u64) + Send + Sync + 'static) {
+        self.caches
+            .lock()
+            .unwrap()
+            .push((name.to_string(), Box::new(f)));
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Background upkeep, once a second: rotates the distinct-handle
+    /// sketches every [`Metrics::fh_window`], writes one line per client
+    /// whose log lines were suppressed, and evicts clients idle for 10 minutes.
+    pub async fn run_upkeep(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut n: u64 = 0;
+        let fh_every = self.fh_window.as_secs().max(1);
+        loop {
+            tick.tick().await;
+            n += 1;
+            if n.is_multiple_of(fh_every) {
+                self.clients.rotate_fh();
+            }
+            if n.is_multiple_of(5) {
+                self.flush_suppressed();
+            }
+            if n.is_multiple_of(60) {
+                let gone = self.clients.sweep(10);
+                if gone > 0 {
+                    tracing::debug!(
+                        evicted = gone,
+                        "idle clients evicted from the metrics table"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Writes "suppressed N messages" lines for clients that hit the log limit.
+    pub fn flush_suppressed(&self) {
+        for c in self.clients.list() {
+            let n = c.take_suppressed();
+            if n > 0 {
+                self.server.log_suppressed.fetch_add(n, Relaxed);
+                tracing::warn!(client = %c.addr, suppressed = n, "suppressed {n} log messages from {}", c.addr);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(1_500), 0);
+        assert_eq!(bucket(2_000), 1);
+        assert_eq!(bucket(2_001), 1);
+        assert_eq!(bucket(3_000), 2);
+        assert_eq!(bucket(1_000_000), 10);
+        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+        assert_eq!(bucket_le_us(10), Some(1024));
+        assert_eq!(bucket_le_us(BUCKETS - 1), None);
+        for ns in [900u64, 5_000, 70_000, 3_000_000] {
+            let b = bucket(ns);
+            assert!(ns / 1000 <= bucket_le_us(b).unwrap(), "{ns} in {b}");
+            assert!(b == 0 || ns / 1000 > bucket_le_us(b - 1).unwrap());
+        }
+    }
+
+    #[test]
+    fn record_and_snapshot() {
+        let m = Metrics::new(true);
+        let c = m.clients.connection_opened("127.0.0.1".parse().unwrap());
+        let slot = ops::op_slot(ops::NFS_PROGRAM, 3, 1);
+        for i in 0..10 {
+            m.call_begin(slot, &c);
+            m.call_end(
+                slot,
+                &c,
+                &CallDone {
+                    status: if i < 3 { 70 } else { 0 },
+                    export: 0,
+                    bytes_in: 100,
+                    bytes_out: 200,
+                    queue_ns: 1_000,
+                    service_ns: 10_000,
+                },
+                true,
+            );
+        }
+        let s = m.snapshot();
+        let op = s.ops.iter().find(|o| o.op == "GETATTR").unwrap();
+        assert_eq!((op.calls, op.errors, op.in_flight), (10, 3, 0));
+        assert_eq!(op.errors_by_status.get("NFS3ERR_STALE"), Some(&3));
+        assert_eq!(op.service_hist.iter().sum::<u64>(), 10);
+        let cl = &s.clients[0];
+        assert_eq!((cl.calls, cl.errors, cl.bytes_out), (10, 3, 2000));
+        assert_eq!(cl.ops.get("GETATTR"), Some(&10));
+        assert_eq!(s.exports.len(), 0, "no probe: exports unknown");
+    }
+
+    #[test]
+    fn disabled_records_nothing() {
+        let m = Metrics::new(false);
+        let c = m.clients.connection_opened("127.0.0.1".parse().unwrap());
+        m.call_begin(Some(1), &c);
+        m.call_end(Some(1), &c, &CallDone::default(), true);
+        assert!(m.snapshot().ops.iter().all(|o| o.calls == 0));
+    }
+}

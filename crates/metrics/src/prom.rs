@@ -1,0 +1,504 @@
+//! Prometheus / OpenMetrics text exposition through `prometheus-client`: a
+//! custom collector over a [`Snapshot`] of the sharded counters.
+
+use crate::snapshot::Snapshot;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt::Error;
+
+#[derive(Debug)]
+struct SnapCollector(Snapshot);
+
+type Labels = Vec<(&'static str, String)>;
+
+fn counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, u64)>,
+) -> Result<(), Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (l, v) in rows {
+        m.encode_family(&l)?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    Ok(())
+}
+
+fn counter_f(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, f64)>,
+) -> Result<(), Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (l, v) in rows {
+        m.encode_family(&l)?
+            .encode_counter::<NoLabelSet, _, f64>(&v, None)?;
+    }
+    Ok(())
+}
+
+fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, i64)>,
+) -> Result<(), Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (l, v) in rows {
+        m.encode_family(&l)?.encode_gauge(&v)?;
+    }
+    Ok(())
+}
+
+fn one(v: u64) -> Vec<(Labels, u64)> {
+    vec![(vec![], v)]
+}
+
+impl Collector for SnapCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), Error> {
+        let s = &self.0;
+        let op_l = |o: &crate::snapshot::OpSnap| -> Labels {
+            vec![("program", o.program.clone()), ("op", o.op.clone())]
+        };
+        let ops = &s.ops;
+        counter(
+            &mut enc,
+            "tarn_op_calls",
+            "Calls answered, per operation",
+            ops.iter().map(|o| (op_l(o), o.calls)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_op_errors",
+            "Error replies per operation and status",
+            ops.iter().flat_map(|o| {
+                o.errors_by_status.iter().map(move |(st, n)| {
+                    let mut l = op_l(o);
+                    l.push(("status", st.clone()));
+                    (l, *n)
+                })
+            }),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_op_received_bytes",
+            "Call bytes received per operation",
+            ops.iter().map(|o| (op_l(o), o.bytes_in)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_op_sent_bytes",
+            "Reply bytes sent per operation",
+            ops.iter().map(|o| (op_l(o), o.bytes_out)),
+        )?;
+        counter_f(
+            &mut enc,
+            "tarn_op_queue_seconds",
+            "Time from a call being read to its handler starting",
+            ops.iter().map(|o| (op_l(o), o.queue_ns as f64 / 1e9)),
+        )?;
+        counter_f(
+            &mut enc,
+            "tarn_op_service_seconds",
+            "Time spent in handlers",
+            ops.iter().map(|o| (op_l(o), o.service_ns as f64 / 1e9)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_op_in_flight",
+            "Calls executing now",
+            ops.iter().map(|o| (op_l(o), o.in_flight)),
+        )?;
+        for (name, help, rtt) in [
+            (
+                "tarn_op_service_latency_seconds",
+                "Handler time per call",
+                false,
+            ),
+            (
+                "tarn_op_rtt_latency_seconds",
+                "Queue wait plus handler time per call",
+                true,
+            ),
+        ] {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for o in ops.iter().filter(|o| o.calls > 0) {
+                let h = if rtt { &o.rtt_hist } else { &o.service_hist };
+                // Per-bucket counts: the encoder makes them cumulative.
+                let buckets: Vec<(f64, u64)> = h
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        let le = s
+                            .buckets_le_us
+                            .get(i)
+                            .map(|us| *us as f64 / 1e6)
+                            .unwrap_or(f64::INFINITY);
+                        (le, *n)
+                    })
+                    .collect();
+                let count = h.iter().sum();
+                let sum = if rtt {
+                    o.service_ns + o.queue_ns
+                } else {
+                    o.service_ns
+                } as f64
+                    / 1e9;
+                let l = op_l(o);
+                m.encode_family(&l)?
+                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+        }
+
+        let cl = |c: &crate::snapshot::ClientSnap| -> Labels { vec![("client", c.addr.clone())] };
+        let cs = &s.clients;
+        counter(
+            &mut enc,
+            "tarn_client_calls",
+            "Calls per client",
+            cs.iter().map(|c| (cl(c), c.calls)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_errors",
+            "Error replies per client",
+            cs.iter().map(|c| (cl(c), c.errors)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_received_bytes",
+            "Call bytes received per client",
+            cs.iter().map(|c| (cl(c), c.bytes_in)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_sent_bytes",
+            "Reply bytes sent per client",
+            cs.iter().map(|c| (cl(c), c.bytes_out)),
+        )?;
+        counter_f(
+            &mut enc,
+            "tarn_client_queue_seconds",
+            "Queue wait per client",
+            cs.iter().map(|c| (cl(c), c.queue_ns as f64 / 1e9)),
+        )?;
+        counter_f(
+            &mut enc,
+            "tarn_client_service_seconds",
+            "Handler time per client",
+            cs.iter().map(|c| (cl(c), c.service_ns as f64 / 1e9)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_client_in_flight",
+            "Calls of the client executing now",
+            cs.iter().map(|c| (cl(c), c.in_flight)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_connections",
+            "Connections opened per client (reconnects = this - 1)",
+            cs.iter().map(|c| (cl(c), c.connections_opened)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_client_connections_open",
+            "Open connections per client",
+            cs.iter().map(|c| (cl(c), c.connections_open)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_client_getattr_distinct_files",
+            "Estimated distinct files revalidated recently",
+            cs.iter().map(|c| (cl(c), c.getattr_distinct_files as i64)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_sync_writes",
+            "FILE_SYNC/DATA_SYNC WRITEs per client",
+            cs.iter().map(|c| (cl(c), c.sync_writes)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_small_sync_writes",
+            "Synchronous WRITEs under 32 KiB per client",
+            cs.iter().map(|c| (cl(c), c.small_sync_writes)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_client_gss_dropped_calls",
+            "RPCSEC_GSS calls dropped per client and reason (issue 5)",
+            cs.iter().flat_map(|c| {
+                [
+                    (
+                        {
+                            let mut l = cl(c);
+                            l.push(("reason", "seq_window".into()));
+                            l
+                        },
+                        c.gss_dropped_seq_window,
+                    ),
+                    (
+                        {
+                            let mut l = cl(c);
+                            l.push(("reason", "other".into()));
+                            l
+                        },
+                        c.gss_dropped_other,
+                    ),
+                ]
+            }),
+        )?;
+
+        let el = |e: &crate::snapshot::ExportSnap| -> Labels { vec![("export", e.path.clone())] };
+        let es = &s.exports;
+        counter(
+            &mut enc,
+            "tarn_export_calls",
+            "Calls per export",
+            es.iter().map(|e| (el(e), e.calls)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_export_errors",
+            "Error replies per export",
+            es.iter().map(|e| (el(e), e.errors)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_export_received_bytes",
+            "Call bytes received per export",
+            es.iter().map(|e| (el(e), e.bytes_in)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_export_sent_bytes",
+            "Reply bytes sent per export",
+            es.iter().map(|e| (el(e), e.bytes_out)),
+        )?;
+        let usage = |f: fn(&crate::FsUsage) -> u64| {
+            es.iter()
+                .filter_map(move |e| e.usage.as_ref().map(|u| (el(e), f(u) as i64)))
+        };
+        gauge(
+            &mut enc,
+            "tarn_export_fs_size_bytes",
+            "Size of the export's filesystem",
+            usage(|u| u.total_bytes),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_export_fs_avail_bytes",
+            "Bytes available to users",
+            usage(|u| u.avail_bytes),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_export_fs_files",
+            "Inodes of the export's filesystem",
+            usage(|u| u.total_files),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_export_fs_files_free",
+            "Free inodes",
+            usage(|u| u.free_files),
+        )?;
+
+        let v = &s.server;
+        gauge(
+            &mut enc,
+            "tarn_connections_open",
+            "Open connections",
+            [(vec![], v.connections_open)],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_connections",
+            "Connections accepted",
+            one(v.connections_total),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_clients",
+            "Clients in the metrics table",
+            [(vec![], v.clients as i64)],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_drc_hits",
+            "Retransmissions answered from the duplicate request cache",
+            one(v.drc_hits),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_drc_in_progress_drops",
+            "Retransmissions dropped while the original executes",
+            one(v.drc_in_progress),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_bad_calls",
+            "Records refused before reaching a program",
+            one(v.bad_calls),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_slot_replays",
+            "NFSv4.1 slot replays (issue 4)",
+            one(v.slot_replays),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_auth_cache_hits",
+            "Auth cache hits (issue 5)",
+            one(v.auth_cache_hits),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_auth_cache_misses",
+            "Auth cache misses (issue 5)",
+            one(v.auth_cache_misses),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_auth_cache_evictions",
+            "Auth cache evictions (issue 5)",
+            one(v.auth_cache_evictions),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_gss_contexts_live",
+            "Live RPCSEC_GSS contexts (issue 5)",
+            [(vec![], v.gss_contexts_live)],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_gss_contexts_created",
+            "RPCSEC_GSS contexts created (issue 5)",
+            one(v.gss_contexts_created),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_gss_contexts_expired",
+            "RPCSEC_GSS contexts expired (issue 5)",
+            one(v.gss_contexts_expired),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_gss_dropped_calls",
+            "RPCSEC_GSS calls dropped, by reason (issue 5)",
+            [
+                (
+                    vec![("reason", "seq_window".to_string())],
+                    v.gss_dropped_seq_window,
+                ),
+                (
+                    vec![("reason", "bad_checksum".to_string())],
+                    v.gss_dropped_bad_checksum,
+                ),
+                (vec![("reason", "other".to_string())], v.gss_dropped_other),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_delegations",
+            "NFSv4 delegations, by event (issue 4)",
+            [
+                (
+                    vec![("event", "granted".to_string())],
+                    v.delegations_granted,
+                ),
+                (
+                    vec![("event", "recalled".to_string())],
+                    v.delegations_recalled,
+                ),
+                (
+                    vec![("event", "revoked".to_string())],
+                    v.delegations_revoked,
+                ),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_log_suppressed",
+            "Log lines suppressed by the per-client rate limit",
+            one(v.log_suppressed),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_cache_entries",
+            "Entries per cache",
+            s.caches
+                .iter()
+                .map(|c| (vec![("cache", c.name.clone())], c.entries as i64)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_cache_bytes",
+            "Approximate memory per cache",
+            s.caches
+                .iter()
+                .map(|c| (vec![("cache", c.name.clone())], c.bytes as i64)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_uptime_seconds",
+            "Seconds since the server started",
+            [(vec![], s.uptime_s as i64)],
+        )?;
+        Ok(())
+    }
+}
+
+/// The OpenMetrics text of a snapshot.
+pub fn encode(s: Snapshot) -> String {
+    let mut reg = Registry::default();
+    reg.register_collector(Box::new(SnapCollector(s)));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String");
+    out
+}
+
+/// The content type of [`encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Metrics;
+
+    #[test]
+    fn encodes() {
+        let m = Metrics::new(true);
+        let c = m.clients.connection_opened("127.0.0.1".parse().unwrap());
+        m.call_begin(Some(1), &c);
+        m.call_end(
+            Some(1),
+            &c,
+            &crate::CallDone {
+                status: 2,
+                export: u32::MAX,
+                bytes_in: 1,
+                bytes_out: 2,
+                queue_ns: 3000,
+                service_ns: 5000,
+            },
+            true,
+        );
+        let t = encode(m.snapshot());
+        assert!(
+            t.contains("tarn_op_calls_total{program=\"nfs3\",op=\"GETATTR\"} 1"),
+            "{t}"
+        );
+        assert!(t.contains("status=\"NFS3ERR_NOENT\"} 1"), "{t}");
+        assert!(t.contains("tarn_op_service_latency_seconds_bucket{le=\"0.000004\",program=\"nfs3\",op=\"GETATTR\"} 0"), "{t}");
+        assert!(t.contains("tarn_op_service_latency_seconds_bucket{le=\"inf\",program=\"nfs3\",op=\"GETATTR\"} 1"), "{t}");
+        assert!(t.contains("tarn_client_calls_total{client=\"127.0.0.1\"} 1"));
+        assert!(t.ends_with("# EOF\n"));
+    }
+}
