@@ -16,7 +16,7 @@ pub struct TestServer {
     _tmp: Option<tempfile::TempDir>,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -47,8 +47,28 @@ impl TestServer {
         s
     }
 
+    /// Starts a server with extra `tarn serve` flags (e.g. `--allow`, `--metrics`).
+    pub fn start_with(extra: &[&str]) -> TestServer {
+        let (tmp, export, state) = temp_export();
+        let mut s = TestServer::launch(&export, &state, free_port(), extra, &[]);
+        s._tmp = Some(tmp);
+        s
+    }
+
     /// Starts a server on a given export, state directory and port (for restarts).
     pub fn start_on(export: &Path, state: &Path, port: u16) -> TestServer {
+        TestServer::launch(export, state, port, &[], &[])
+    }
+
+    /// The general form: extra serve flags, and a wrapper command that
+    /// ends by running its arguments (e.g. `unshare ... sh -c '...; exec "$@"' sh`).
+    pub fn launch(
+        export: &Path,
+        state: &Path,
+        port: u16,
+        extra: &[&str],
+        wrapper: &[&str],
+    ) -> TestServer {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let log = state.join(format!("server-{port}.log"));
         let logf = std::fs::OpenOptions::new()
@@ -56,7 +76,16 @@ impl TestServer {
             .append(true)
             .open(&log)
             .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        let bin = env!("CARGO_BIN_EXE_tarn");
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = cmd
             .args([
                 "serve",
                 export.to_str().unwrap(),
@@ -67,6 +96,7 @@ impl TestServer {
                 "--log-level",
                 "debug",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(logf)
             .spawn()
@@ -93,6 +123,11 @@ impl TestServer {
 
     pub fn port(&self) -> u16 {
         self.addr.port()
+    }
+
+    /// The admin socket `tarn stats|top|doctor` talk to.
+    pub fn admin_socket(&self) -> PathBuf {
+        self.state.join("admin.sock")
     }
 
     /// An NFSv3 URL for libnfs, acting as uid/gid 1000. libnfs mounts the
@@ -249,4 +284,36 @@ pub fn nfs_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_
     let (_, st, mut d) = decode_reply(r.into()).unwrap();
     assert_eq!(st, ReplyStatus::Success);
     R::unpack(&mut d).unwrap()
+}
+
+/// A connection to the server from another loopback address (127.0.0.N);
+/// the server must allow it (`--allow 127.0.0.0/8`).
+pub fn connect_from(server: SocketAddr, ip: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    let t = rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(SocketAddr::new(ip, 0)).unwrap();
+        sock.connect(server).await.unwrap()
+    });
+    let std = t.into_std().unwrap();
+    std.set_nonblocking(false).unwrap();
+    std
+}
+
+/// Runs the tarn binary with `args` and returns its stdout (panics on failure).
+pub fn tarn(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tarn {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
