@@ -15,4 +15,4 @@ PID=$!
 cleanup() { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$DIR"; }
 trap cleanup EXIT
 for _ in $(seq 100); do grep -q "tarn: exporting" "$DIR/server.out" 2>/dev/null && break; sleep 0.05; done
-"$BIN" bench --server "127.0.0.1:$PORT" "$@"
+"$BIN" bench --server "127.0.0.1:$PORT" --server-pid "$PID" "$@"

@@ -73,6 +73,7 @@ use std::fmt;
 pub mod handle;
 pub mod local;
 pub mod memory;
+pub mod nowait;
 
 pub use handle::{Handle, HandleKey};
 
@@ -322,6 +323,9 @@ impl fmt::Debug for Fid {
 /// map them one to one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum FsError {
+    /// The call would wait for a disk in [`nowait`] mode; never sent to a client.
+    #[error("would block")]
+    WouldBlock,
     #[error("not owner")]
     Perm,
     #[error("no such file or directory")]
@@ -382,6 +386,7 @@ impl FsError {
     /// Short text for logs.
     pub fn reason(&self) -> &'static str {
         match self {
+            FsError::WouldBlock => "would block",
             FsError::Perm => "not owner",
             FsError::NoEnt => "no such file or directory",
             FsError::Io => "I/O error",
@@ -494,12 +499,12 @@ pub trait Backend: Send + Sync {
     /// The export root.
     fn root(&self) -> Fid;
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError>;
-    /// The attributes, if they can be had without waiting for a disk (for
-    /// example from an already open descriptor); None means "call
-    /// [`Backend::getattr`] on the blocking pool". Lets the server answer the
-    /// commonest call without a thread hand-off.
-    fn getattr_nowait(&self, _fid: &Fid) -> Option<Result<Attr, FsError>> {
-        None
+    /// Whether the backend honours [`nowait`] mode: then lookup, getattr,
+    /// access, read and fsstat may be tried inline and report
+    /// [`FsError::WouldBlock`] instead of waiting. Backends that do not must
+    /// return false, or their calls would block an async worker.
+    fn supports_nowait(&self) -> bool {
+        false
     }
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError>;
     /// `.` and `..` allowed; `..` at the root returns the root. Never follows

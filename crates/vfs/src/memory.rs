@@ -367,8 +367,9 @@ impl Backend for MemFs {
         self.with(|s| Ok(s.node(s.resolve(fid)?).attr.clone()))
     }
 
-    fn getattr_nowait(&self, fid: &Fid) -> Option<Result<Attr, FsError>> {
-        Some(self.getattr(fid))
+    fn supports_nowait(&self) -> bool {
+        // Everything is in memory: nothing ever waits.
+        true
     }
 
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {

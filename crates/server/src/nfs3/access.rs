@@ -20,10 +20,11 @@ pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3re
     };
     let want = Access(args.access) & Access::ALL;
     let b = t.export.backend.clone();
+    let (cred, fid) = (t.cred.clone(), t.fid);
     let (r, obj_attributes) = n
-        .run(move || {
-            let r = b.access(&t.cred, &t.fid, want);
-            (r, attr::post_op(&*b, &t.fid))
+        .run_fast(&*t.export.backend, move || {
+            let r = b.access(&cred, &fid, want);
+            (r, attr::post_op(&*b, &fid))
         })
         .await;
     match r {

@@ -14,8 +14,11 @@ pub async fn fsstat(n: &Nfs3, ctx: &CallContext, args: Fsstat3args) -> Fsstat3re
         Err(f) => return fail(f, None),
     };
     let b = t.export.backend.clone();
+    let fid = t.fid;
     let (r, obj_attributes) = n
-        .run(move || (b.fsstat(&t.fid), attr::post_op(&*b, &t.fid)))
+        .run_fast(&*t.export.backend, move || {
+            (b.fsstat(&fid), attr::post_op(&*b, &fid))
+        })
         .await;
     match r {
         Ok(s) => Fsstat3res::NFS3_OK(Fsstat3resok {

@@ -11,10 +11,10 @@ pub async fn getattr(n: &Nfs3, ctx: &CallContext, args: Getattr3args) -> Getattr
         let t = n.resolve(ctx, &args.object)?;
         // For the doctor's GETATTR-storm rule: how many distinct files.
         ctx.client.record_getattr(&args.object.data);
-        let a = match t.export.backend.getattr_nowait(&t.fid) {
-            Some(r) => r?,
-            None => n.run(move || t.export.backend.getattr(&t.fid)).await?,
-        };
+        let b = t.export.backend.clone();
+        let a = n
+            .run_fast(&*t.export.backend, move || b.getattr(&t.fid))
+            .await?;
         Ok::<_, Fail>(a)
     }
     .await;

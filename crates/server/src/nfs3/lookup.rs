@@ -11,10 +11,11 @@ pub async fn lookup(n: &Nfs3, ctx: &CallContext, args: Lookup3args) -> Lookup3re
     };
     let b = t.export.backend.clone();
     let name = args.what.name;
+    let (cred, fid) = (t.cred.clone(), t.fid);
     let (r, dir_attributes) = n
-        .run(move || {
-            let r = b.lookup(&t.cred, &t.fid, &name);
-            (r, attr::post_op(&*b, &t.fid))
+        .run_fast(&*t.export.backend, move || {
+            let r = b.lookup(&cred, &fid, &name);
+            (r, attr::post_op(&*b, &fid))
         })
         .await;
     match r {

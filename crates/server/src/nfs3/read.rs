@@ -4,6 +4,7 @@ use super::{attr, log_fail, Fail, Nfs3, MAX_IO};
 use bytes::{BufMut, BytesMut};
 use proto::nfs3::*;
 use rpc::CallContext;
+use vfs::{Backend, Cred, Fid};
 use xdr::Pack;
 
 /// status + post_op_attr (present) + count + eof + opaque length.
@@ -22,44 +23,73 @@ pub async fn read(n: &Nfs3, ctx: &CallContext, args: Read3args, out: &mut BytesM
     let offset = args.offset;
     let b = t.export.backend.clone();
     let mut buf = std::mem::take(out);
-    let (buf, r) = n
-        .run(move || {
-            let start = buf.len();
-            // Room for the header as it is when attributes are present; the
-            // data goes right behind it so it never has to move.
-            buf.resize(start + HEADER + count, 0);
-            let r = b.read(&t.cred, &t.fid, offset, &mut buf[start + HEADER..]);
-            // Post-op attributes after the read, so they show its atime.
-            let a = attr::post_op(&*b, &t.fid);
-            match r {
-                Ok((len, eof)) => {
-                    let len = len.min(count);
-                    buf.truncate(start + HEADER + len);
-                    xdr::pack_padding(len, &mut buf);
-                    let data = buf.split_off(start + HEADER);
-                    buf.truncate(start);
-                    Nfsstat3::NFS3_OK.pack(&mut buf);
-                    a.pack(&mut buf);
-                    buf.put_u32(len as u32);
-                    eof.pack(&mut buf);
-                    buf.put_u32(len as u32);
-                    // O(1) when the header filled exactly HEADER bytes; a copy
-                    // only in the rare case that the getattr failed.
-                    buf.unsplit(data);
-                    (buf, Ok(()))
-                }
-                Err(e) => {
-                    buf.truncate(start);
-                    let f = Fail::from(e);
-                    fail(f, a).pack(&mut buf);
-                    (buf, Err(f))
-                }
-            }
-        })
-        .await;
+    let start = buf.len();
+    // Data in the page cache is read inline; the rest on the blocking pool.
+    let inline = if b.supports_nowait() {
+        let r = vfs::nowait::attempt(|| fill(&*b, &t.cred, &t.fid, offset, count, &mut buf));
+        if r.is_none() {
+            buf.truncate(start);
+        }
+        r
+    } else {
+        None
+    };
+    let (buf, r) = match inline {
+        Some(r) => (buf, r),
+        None => {
+            n.run(move || {
+                let r = fill(&*b, &t.cred, &t.fid, offset, count, &mut buf);
+                (buf, r)
+            })
+            .await
+        }
+    };
     *out = buf;
     if let Err(f) = r {
         log_fail(ctx, &f);
+    }
+}
+
+/// Encodes the READ result at the end of `buf`, the data read straight into
+/// its place behind the header.
+fn fill(
+    b: &dyn Backend,
+    cred: &Cred,
+    fid: &Fid,
+    offset: u64,
+    count: usize,
+    buf: &mut BytesMut,
+) -> Result<(), Fail> {
+    let start = buf.len();
+    // Room for the header as it is when attributes are present; the data
+    // goes right behind it so it never has to move.
+    buf.resize(start + HEADER + count, 0);
+    let r = b.read(cred, fid, offset, &mut buf[start + HEADER..]);
+    // Post-op attributes after the read, so they show its atime.
+    let a = attr::post_op(b, fid);
+    match r {
+        Ok((len, eof)) => {
+            let len = len.min(count);
+            buf.truncate(start + HEADER + len);
+            xdr::pack_padding(len, buf);
+            let data = buf.split_off(start + HEADER);
+            buf.truncate(start);
+            Nfsstat3::NFS3_OK.pack(buf);
+            a.pack(buf);
+            buf.put_u32(len as u32);
+            eof.pack(buf);
+            buf.put_u32(len as u32);
+            // O(1) when the header filled exactly HEADER bytes; a copy only
+            // in the rare case that the getattr failed.
+            buf.unsplit(data);
+            Ok(())
+        }
+        Err(e) => {
+            buf.truncate(start);
+            let f = Fail::from(e);
+            fail(f, a).pack(buf);
+            Err(f)
+        }
     }
 }
 

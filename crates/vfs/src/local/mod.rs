@@ -72,6 +72,7 @@
 
 mod sys;
 
+use crate::nowait;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -131,6 +132,9 @@ impl std::fmt::Debug for LocalFs {
 }
 
 fn io_err(e: io::Error) -> FsError {
+    if e.raw_os_error() == Some(libc::EAGAIN) && nowait::active() {
+        return nowait::would_block();
+    }
     FsError::from(e)
 }
 
@@ -238,6 +242,8 @@ impl LocalFs {
         if b.is_empty() {
             return Err(FsError::BadHandle);
         }
+        // Decoding a handle may read the inode from disk.
+        nowait::forbid()?;
         let fd = sys::open_by_handle(self.root.as_fd(), b[0] as i32, &b[1..], flags).map_err(
             |e| match e.raw_os_error() {
                 Some(libc::ESTALE) | Some(libc::ENOENT) => FsError::Stale,
@@ -405,6 +411,7 @@ impl LocalFs {
         }
         // RESOLVE_BENEATH forbids "..", and the parent of a directory
         // beneath the root is itself beneath or the root.
+        nowait::forbid()?;
         sys::openat(dfd, c"..", libc::O_PATH | libc::O_DIRECTORY, 0)
             .map(Some)
             .map_err(io_err)
@@ -590,12 +597,12 @@ impl Backend for LocalFs {
         Ok(to_attr(&st))
     }
 
-    fn getattr_nowait(&self, fid: &Fid) -> Option<Result<Attr, FsError>> {
-        // fstat of an open descriptor never waits for the disk.
-        self.cached_path(fid).map(|r| r.map(|(_, st)| to_attr(&st)))
+    fn supports_nowait(&self) -> bool {
+        true
     }
 
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
+        nowait::forbid()?;
         let (fd, st) = self.open_path(fid)?;
         let data = match set.size {
             Some(_) => Some(self.data_fd(fid)?.0),
@@ -623,7 +630,11 @@ impl Backend for LocalFs {
         }
         let c = sys::cstr(name).map_err(io_err)?;
         let fd = self.open_child(dfd.as_fd(), &c)?;
-        self.fid_attr(fd.as_fd())
+        let (fid, attr) = self.fid_attr(fd.as_fd())?;
+        // A client that looked a name up is about to use it: keep the
+        // descriptor, so the next call need not decode the handle.
+        self.paths.insert(fid, Arc::new(fd));
+        Ok((fid, attr))
     }
 
     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
@@ -656,6 +667,7 @@ impl Backend for LocalFs {
     }
 
     fn readlink(&self, _cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
+        nowait::forbid()?;
         let (fd, st) = self.open_path(fid)?;
         if file_type(&st) != FileType::Symlink {
             return Err(FsError::Inval);
@@ -702,6 +714,7 @@ impl Backend for LocalFs {
         data: &[u8],
         stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
+        nowait::forbid()?;
         let (d, st) = self.data_fd(fid)?;
         // Stay switched for the pwrite itself: suid/sgid clearing on write
         // depends on the writer's credentials.
@@ -732,6 +745,7 @@ impl Backend for LocalFs {
     }
 
     fn commit(&self, fid: &Fid) -> Result<(), FsError> {
+        nowait::forbid()?;
         let (d, _) = self.data_fd(fid)?;
         sys::fsync(d.fd.as_fd()).map_err(io_err)
     }
@@ -743,6 +757,7 @@ impl Backend for LocalFs {
         name: &[u8],
         how: &CreateHow,
     ) -> Result<(Fid, Attr), FsError> {
+        nowait::forbid()?;
         check_new_name(name)?;
         let (dfd, _) = self.open_dir(dir)?;
         let c = sys::cstr(name).map_err(io_err)?;
@@ -825,6 +840,7 @@ impl Backend for LocalFs {
         name: &[u8],
         set: &SetAttr,
     ) -> Result<(Fid, Attr), FsError> {
+        nowait::forbid()?;
         check_new_name(name)?;
         let (dfd, _) = self.open_dir(dir)?;
         let c = sys::cstr(name).map_err(io_err)?;
@@ -841,6 +857,7 @@ impl Backend for LocalFs {
         target: &[u8],
         set: &SetAttr,
     ) -> Result<(Fid, Attr), FsError> {
+        nowait::forbid()?;
         check_new_name(name)?;
         if target.contains(&0) {
             return Err(FsError::Inval);
@@ -862,6 +879,7 @@ impl Backend for LocalFs {
         rdev: (u32, u32),
         set: &SetAttr,
     ) -> Result<(Fid, Attr), FsError> {
+        nowait::forbid()?;
         check_new_name(name)?;
         let (kind, rdev) = match ftype {
             FileType::Fifo => (libc::S_IFIFO, (0, 0)),
@@ -879,6 +897,7 @@ impl Backend for LocalFs {
     }
 
     fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        nowait::forbid()?;
         check_name(name)?;
         if name == b"." || name == b".." {
             return Err(FsError::Inval);
@@ -895,6 +914,7 @@ impl Backend for LocalFs {
     }
 
     fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        nowait::forbid()?;
         check_name(name)?;
         match name {
             b"." => return Err(FsError::Inval),
@@ -920,6 +940,7 @@ impl Backend for LocalFs {
         to_dir: &Fid,
         to_name: &[u8],
     ) -> Result<(), FsError> {
+        nowait::forbid()?;
         for n in [from_name, to_name] {
             check_name(n)?;
             if n == b"." || n == b".." {
@@ -943,6 +964,7 @@ impl Backend for LocalFs {
     }
 
     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        nowait::forbid()?;
         check_new_name(name)?;
         let (fd, st) = self.open_path(fid)?;
         if file_type(&st) == FileType::Directory {
@@ -963,6 +985,7 @@ impl Backend for LocalFs {
         max_entries: usize,
         plus: bool,
     ) -> Result<DirPage, FsError> {
+        nowait::forbid()?;
         if max_entries == 0 {
             return Err(FsError::TooSmall);
         }
@@ -1041,6 +1064,7 @@ impl Backend for LocalFs {
     }
 
     fn sync_all(&self) -> Result<(), FsError> {
+        nowait::forbid()?;
         sys::syncfs(self.root.as_fd()).map_err(io_err)
     }
 }

@@ -89,6 +89,10 @@ pub fn openat_beneath(
         0
     };
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    if crate::nowait::active() {
+        // Fails with EAGAIN unless every component is in the dentry cache.
+        how.resolve |= libc::RESOLVE_CACHED;
+    }
     // SAFETY: how is a valid open_how of the size we pass; name is a C string.
     cvt_fd(unsafe {
         libc::syscall(
@@ -215,14 +219,19 @@ pub fn readlink_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
 }
 
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    // SAFETY: buf has buf.len() writable bytes.
+    // In no-wait mode, RWF_NOWAIT: EAGAIN unless the data is in the page cache.
+    let flags = if crate::nowait::active() {
+        libc::RWF_NOWAIT
+    } else {
+        0
+    };
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: iov describes buf, which has buf.len() writable bytes.
     cvt_long(unsafe {
-        libc::pread(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr() as *mut libc::c_void,
-            buf.len(),
-            offset as libc::off_t,
-        ) as libc::c_long
+        libc::preadv2(fd.as_raw_fd(), &iov, 1, offset as libc::off_t, flags) as libc::c_long
     })
     .map(|n| n as usize)
 }

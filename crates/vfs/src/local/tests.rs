@@ -1,4 +1,5 @@
 use super::*;
+use crate::nowait;
 use crate::HandleKey;
 use std::collections::HashSet;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -508,7 +509,7 @@ fn removing_a_file_closes_its_cached_descriptors() {
     );
     assert_eq!(fs.getattr(&fid), Err(FsError::Stale));
     assert_eq!(
-        fs.getattr_nowait(&fid),
+        nowait::attempt(|| fs.getattr(&fid)),
         None,
         "not cached: the server takes the slow path"
     );
@@ -540,4 +541,39 @@ fn credential_switch_is_per_thread() {
             });
         }
     });
+}
+
+#[test]
+fn nowait_mode_does_only_what_cannot_block() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (fid, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
+    fs.write(&root(), &fid, 0, b"cached data", Stable::Unstable)
+        .unwrap();
+    // Cached descriptor, dentry and page: all inline.
+    assert!(nowait::attempt(|| fs.getattr(&fid)).unwrap().is_ok());
+    let got =
+        nowait::attempt(|| fs.lookup(&root(), &r, b"f")).expect("a cached name needs no disk");
+    assert_eq!(got.unwrap().0, fid);
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        nowait::attempt(|| fs.read(&root(), &fid, 0, &mut buf)).unwrap(),
+        Ok((11, true))
+    );
+    assert!(nowait::attempt(|| fs.access(&Cred::user(1000, 1000), &fid, Access::READ)).is_some());
+    // Whatever may block is refused, with no side effect.
+    assert_eq!(
+        nowait::attempt(|| fs.write(&root(), &fid, 0, b"x", Stable::Unstable)),
+        None
+    );
+    assert_eq!(nowait::attempt(|| fs.remove(&root(), &r, b"f")), None);
+    assert!(fs.getattr(&fid).is_ok(), "still there");
+    assert_eq!(
+        nowait::attempt(|| fs.readdir(&root(), &r, 0, [0; 8], 10, false)),
+        None
+    );
+    // A handle not seen since the restart needs open_by_handle_at: pool.
+    let fresh = LocalFs::new(_d.path()).unwrap();
+    assert_eq!(nowait::attempt(|| fresh.getattr(&fid)), None);
+    assert!(fresh.getattr(&fid).is_ok());
 }
