@@ -154,12 +154,13 @@ pub async fn serve_connection<S: Service>(
     let permits = Arc::new(Semaphore::new(server.cfg.max_in_flight.max(1)));
     let mut asm = Assembler::new(server.cfg.max_record);
     let mut buf = BytesMut::with_capacity(256 << 10);
+    // When the bytes in `buf` came off the socket: the start of every
+    // queue wait (one clock read per read, not per call).
+    let mut read_at = timed.then(Instant::now);
     'conn: loop {
         loop {
             match asm.next(&mut buf) {
                 Ok(Some(rec)) => {
-                    // Queue wait starts when the record is off the socket.
-                    let read_at = timed.then(Instant::now);
                     let Ok(permit) = permits.clone().acquire_owned().await else {
                         break 'conn;
                     };
@@ -196,7 +197,11 @@ pub async fn serve_connection<S: Service>(
             _ = server.stop.cancelled() => break,
             r = rd.read_buf(&mut buf) => match r {
                 Ok(0) => break,
-                Ok(_) => {}
+                Ok(_) => {
+                    if timed {
+                        read_at = Some(Instant::now());
+                    }
+                }
                 Err(e) => {
                     debug!(%peer, conn_id, error = %e, "read failed");
                     break;
