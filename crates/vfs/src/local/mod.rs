@@ -244,13 +244,25 @@ impl LocalFs {
         }
         // Decoding a handle may read the inode from disk.
         nowait::forbid()?;
-        let fd = sys::open_by_handle(self.root.as_fd(), b[0] as i32, &b[1..], flags).map_err(
-            |e| match e.raw_os_error() {
-                Some(libc::ESTALE) | Some(libc::ENOENT) => FsError::Stale,
-                Some(libc::EINVAL) => FsError::BadHandle,
-                _ => io_err(e),
-            },
-        )?;
+        // Linux (seen on 6.18) briefly answers ENOMEM instead of ESTALE for an
+        // inode that is being freed, e.g. just after our cached descriptor of
+        // a deleted file was closed: retry a few times before believing it.
+        let mut tries = 0;
+        let fd = loop {
+            match sys::open_by_handle(self.root.as_fd(), b[0] as i32, &b[1..], flags) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_micros(50 << tries.min(6)));
+                }
+                r => {
+                    break r.map_err(|e| match e.raw_os_error() {
+                        Some(libc::ESTALE) | Some(libc::ENOENT) => FsError::Stale,
+                        Some(libc::EINVAL) => FsError::BadHandle,
+                        _ => io_err(e),
+                    })?;
+                }
+            }
+        };
         let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
         // An unlinked but still open inode can still be decoded.
         if st.st_nlink == 0 {
