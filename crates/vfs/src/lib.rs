@@ -480,6 +480,17 @@ pub(crate) fn check_new_name(name: &[u8]) -> Result<(), FsError> {
     Ok(())
 }
 
+/// Checks both names of a rename: real entries, never `.` or `..`.
+pub(crate) fn check_rename_names(from: &[u8], to: &[u8]) -> Result<(), FsError> {
+    for n in [from, to] {
+        check_name(n)?;
+        if n == b"." || n == b".." {
+            return Err(FsError::Inval);
+        }
+    }
+    Ok(())
+}
+
 /// Checks a name is a single component (may be `.` or `..`).
 pub(crate) fn check_name(name: &[u8]) -> Result<(), FsError> {
     if name.is_empty() {

@@ -20,8 +20,8 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::{
-    check_name, check_new_name, Access, Attr, Backend, CreateHow, Cred, DirEntry, DirPage, Fid,
-    FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred,
+    DirEntry, DirPage, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
 };
 
 const ROOT_INO: u64 = 1;
@@ -720,12 +720,7 @@ impl Backend for MemFs {
         to_dir: &Fid,
         to_name: &[u8],
     ) -> Result<(), FsError> {
-        for n in [from_name, to_name] {
-            check_name(n)?;
-            if n == b"." || n == b".." {
-                return Err(FsError::Inval);
-            }
-        }
+        check_rename_names(from_name, to_name)?;
         self.with(|s| {
             let fd = s.writable_dir(cred, from_dir)?;
             let td = s.writable_dir(cred, to_dir)?;

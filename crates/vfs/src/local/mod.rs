@@ -81,8 +81,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    check_name, check_new_name, Access, Attr, Backend, CreateHow, Cred, DirEntry, DirPage, Fid,
-    FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred,
+    DirEntry, DirPage, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
 };
 
 /// How many data descriptors stay open.
@@ -953,12 +953,7 @@ impl Backend for LocalFs {
         to_name: &[u8],
     ) -> Result<(), FsError> {
         nowait::forbid()?;
-        for n in [from_name, to_name] {
-            check_name(n)?;
-            if n == b"." || n == b".." {
-                return Err(FsError::Inval);
-            }
-        }
+        check_rename_names(from_name, to_name)?;
         let (fdir, _) = self.open_dir(from_dir)?;
         let (tdir, _) = self.open_dir(to_dir)?;
         let f = sys::cstr(from_name).map_err(io_err)?;
