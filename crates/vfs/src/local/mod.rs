@@ -1041,7 +1041,9 @@ impl Backend for LocalFs {
                     _ => ino,
                 };
                 let plus = if plus {
-                    self.readdir_plus(dfd.as_fd(), &dst, dir, name)
+                    // The name is NUL-terminated in the dirent: no copy needed.
+                    let cname = CStr::from_bytes_with_nul(&name_field[..=len]).ok();
+                    cname.and_then(|c| self.readdir_plus(dfd.as_fd(), &dst, dir, c, ino))
                 } else {
                     None
                 };
@@ -1084,18 +1086,30 @@ impl LocalFs {
         dfd: BorrowedFd<'_>,
         dst: &libc::stat,
         dir: &Fid,
-        name: &[u8],
+        name: &CStr,
+        d_ino: u64,
     ) -> Option<(Fid, Attr)> {
-        match name {
+        match name.to_bytes() {
             b"." => Some((*dir, to_attr(dst))),
             b".." => match self.parent(dfd, dst).ok()? {
                 None => Some((self.root_fid, to_attr(dst))),
                 Some(p) => self.fid_attr(p.as_fd()).ok(),
             },
             _ => {
-                let c = sys::cstr(name).ok()?;
-                let fd = self.open_child(dfd, &c).ok()?;
-                self.fid_attr(fd.as_fd()).ok()
+                // Handle and attributes by name, without opening the entry
+                // (an open and close per entry dominated listing cost). Both
+                // must describe the object the dirent named: if the name was
+                // replaced meanwhile the inode numbers differ, and the entry
+                // goes out without attributes (the client will LOOKUP it).
+                let kh = sys::name_to_handle(dfd, name, 0).ok()?;
+                if kh.mount_id != self.mount_id {
+                    return None;
+                }
+                let st = sys::lstatat(dfd, name).ok()?;
+                if st.st_ino != d_ino {
+                    return None;
+                }
+                Some((encode_fid(&kh)?, to_attr(&st)))
             }
         }
     }

@@ -187,6 +187,23 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// fstatat(dir, name, AT_SYMLINK_NOFOLLOW): the entry itself, never what a
+/// symlink points to; `name` is a single component.
+pub fn lstatat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: name is a C string, st a valid out-pointer filled on success.
+    cvt(unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    // SAFETY: initialized by the successful call.
+    Ok(unsafe { st.assume_init() })
+}
+
 /// faccessat2(fd, "", mode, AT_EACCESS|AT_EMPTY_PATH): the kernel's own
 /// permission check (mode bits, ACLs, caps) against the thread's fs creds.
 pub fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> io::Result<()> {

@@ -577,3 +577,19 @@ fn nowait_mode_does_only_what_cannot_block() {
     assert_eq!(nowait::attempt(|| fresh.getattr(&fid)), None);
     assert!(fresh.getattr(&fid).is_ok());
 }
+
+#[test]
+fn readdir_plus_skips_attributes_when_the_name_changed_under_it() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (fid, attr) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
+    let (dfd, dst) = fs.open_dir(&r).unwrap();
+    let got = fs.readdir_plus(dfd.as_fd(), &dst, &r, c"f", attr.fileid);
+    assert_eq!(got.map(|(f, a)| (f, a.fileid)), Some((fid, attr.fileid)));
+    // The dirent said another inode: the name was replaced meanwhile.
+    assert_eq!(
+        fs.readdir_plus(dfd.as_fd(), &dst, &r, c"f", attr.fileid + 1),
+        None
+    );
+    assert_eq!(fs.readdir_plus(dfd.as_fd(), &dst, &r, c"gone", 5), None);
+}
