@@ -28,9 +28,9 @@ impl Mount {
         }
     }
 
-    pub fn idempotent(proc_: u32) -> bool {
-        // MNT and UMNT only change the advisory mount list: harmless to repeat.
-        let _ = proc_;
+    /// Every MOUNT procedure: MNT and UMNT only change the advisory mount
+    /// list, so repeating one is harmless.
+    pub fn idempotent(_proc: u32) -> bool {
         true
     }
 
@@ -50,11 +50,16 @@ impl Mount {
                 let shown = String::from_utf8_lossy(&path).into_owned();
                 let res = match nfs.exports.by_mount_path(&path) {
                     None => {
-                        warn!(peer = %ctx.peer, path = %shown, "MNT3ERR_NOENT: no such export");
+                        refused(ctx, Mountstat3::MNT3ERR_NOENT, &shown, "no such export");
                         Mountres3::Default(Mountstat3::MNT3ERR_NOENT)
                     }
                     Some((e, _)) if !e.allows(ctx.peer.ip()) => {
-                        warn!(peer = %ctx.peer, path = %shown, "MNT3ERR_ACCES: client not allowed by the export");
+                        refused(
+                            ctx,
+                            Mountstat3::MNT3ERR_ACCES,
+                            &shown,
+                            "client not allowed by the export",
+                        );
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
                     Some((e, below)) => {
@@ -95,7 +100,7 @@ impl Mount {
                                     vfs::FsError::NameTooLong => Mountstat3::MNT3ERR_NAMETOOLONG,
                                     _ => Mountstat3::MNT3ERR_IO,
                                 };
-                                warn!(peer = %ctx.peer, path = %shown, status = ?st, reason = err.reason(), "MNT refused");
+                                refused(ctx, st, &shown, err.reason());
                                 Mountres3::Default(st)
                             }
                         }
@@ -146,5 +151,13 @@ impl Mount {
             _ => return Err(CallError::ProcUnavail),
         }
         Ok(())
+    }
+}
+
+/// Counts a refused MNT by status and logs it once, within the client's log budget.
+fn refused(ctx: &CallContext, st: Mountstat3, path: &str, reason: &str) {
+    ctx.set_status(st as u32);
+    if ctx.client.log_allowed() {
+        warn!(peer = %ctx.peer, path, status = ?st, reason, "MNT refused");
     }
 }
