@@ -1,11 +1,16 @@
 #!/bin/bash
-# Installs what Tarn's build and tests need on Debian 12: build tools, the
-# Rust toolchain (rustup, if cargo is missing), libnfs-utils (a real NFS client
-# for the end-to-end tests) and the guest lab's qemu/debootstrap tools.
+# Installs what Tarn needs on Debian 12: build tools and the Rust toolchain
+# (rustup, if cargo is missing). With --test, also what the tests use:
+# libnfs-utils (a real NFS client), rpcbind, and the guest lab's
+# qemu/debootstrap tools.
 set -euo pipefail
+pkgs=(build-essential pkg-config curl ca-certificates)
+if [ "${1:-}" = --test ]; then
+  pkgs+=(libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
+         busybox-static cpio e2fsprogs bc xz-utils)
+fi
 need=()
-for p in build-essential pkg-config curl ca-certificates libnfs-utils qemu-system-x86 qemu-utils debootstrap \
-         busybox-static cpio e2fsprogs bc xz-utils iproute2 procps rpcbind util-linux; do
+for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

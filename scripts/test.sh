@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 T0=$(date +%s)
 stage() { echo; echo "=== $* ($(( $(date +%s) - T0 ))s)"; }
 stage "dependencies"
-bash scripts/deps.sh
+bash scripts/deps.sh --test
 export PATH="$HOME/.cargo/bin:$PATH"
 stage "cargo fmt --check"
 cargo fmt --all -- --check
