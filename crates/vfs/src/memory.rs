@@ -264,6 +264,22 @@ impl State {
         Ok(ino)
     }
 
+    /// After creating `ino` with its mode: applies the rest of the client's
+    /// attributes (owner, times; a new object has no size to set) and returns
+    /// its fid and attributes.
+    fn finish_new(&mut self, cred: &Cred, ino: u64, set: &SetAttr) -> Result<(Fid, Attr), FsError> {
+        self.setattr(
+            cred,
+            ino,
+            &SetAttr {
+                mode: None,
+                size: None,
+                ..set.clone()
+            },
+        )?;
+        Ok((self.fid(ino), self.node(ino).attr.clone()))
+    }
+
     fn setattr(&mut self, cred: &Cred, ino: u64, set: &SetAttr) -> Result<(), FsError> {
         let a = self.node(ino).attr.clone();
         if set.uid.is_some_and(|u| u != a.uid) && cred.uid != 0 {
@@ -592,16 +608,7 @@ impl Backend for MemFs {
                 mode,
                 Data::Dir(Dir::new(d)),
             )?;
-            s.setattr(
-                cred,
-                ino,
-                &SetAttr {
-                    mode: None,
-                    size: None,
-                    ..set.clone()
-                },
-            )?;
-            Ok((s.fid(ino), s.node(ino).attr.clone()))
+            s.finish_new(cred, ino, set)
         })
     }
 
@@ -628,16 +635,7 @@ impl Backend for MemFs {
                 0o777,
                 Data::Symlink(target.to_vec()),
             )?;
-            s.setattr(
-                cred,
-                ino,
-                &SetAttr {
-                    mode: None,
-                    size: None,
-                    ..set.clone()
-                },
-            )?;
-            Ok((s.fid(ino), s.node(ino).attr.clone()))
+            s.finish_new(cred, ino, set)
         })
     }
 
@@ -660,16 +658,7 @@ impl Backend for MemFs {
             let mode = set.mode.unwrap_or(0o644);
             let ino = s.new_entry(cred, dir, name, ftype, mode, Data::Special)?;
             s.node_mut(ino).attr.rdev = rdev;
-            s.setattr(
-                cred,
-                ino,
-                &SetAttr {
-                    mode: None,
-                    size: None,
-                    ..set.clone()
-                },
-            )?;
-            Ok((s.fid(ino), s.node(ino).attr.clone()))
+            s.finish_new(cred, ino, set)
         })
     }
 
