@@ -4,6 +4,7 @@
 pub mod export;
 pub mod mount;
 pub mod nfs3;
+pub mod nfs4;
 pub mod pool;
 pub mod service;
 
