@@ -6,6 +6,16 @@
 //! An `fattr4` is a bitmap plus one opaque holding the values of the set bits
 //! in increasing bit order, each in its own XDR type. Every value Tarn sends
 //! is a multiple of four bytes, so values never need padding between them.
+//!
+//! What the caller still has to do, because these functions cannot return an
+//! error or do not see the request's context:
+//! - GETATTR/READDIR: [`check_get_request`] first (write-only attributes are
+//!   NFS4ERR_INVAL); fetch `vfs::FsStat` when [`needs_fsstat`] is true.
+//! - READDIR: if an entry's attributes cannot be read and the request lacks
+//!   FATTR4_RDATTR_ERROR, fail the whole READDIR with that error instead of
+//!   calling [`encode_into`] with `rdattr_error` set.
+//! - OPEN EXCLUSIVE4_1: createattrs outside [`suppattr_exclcreat`] are the
+//!   caller's to refuse.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
@@ -305,7 +315,8 @@ fn pack_time(t: Timespec, out: &mut BytesMut) {
 /// write-only ones.
 fn encode_attr(bit: u32, src: &AttrSource, out: &mut BytesMut) {
     let a = src.attr;
-    let fs = src.fsstat.copied().unwrap_or_default();
+    // result_mask keeps these bits only when fsstat is present.
+    let fs = || src.fsstat.copied().unwrap_or_default();
     match bit {
         FATTR4_SUPPORTED_ATTRS => pack_mask(&SUPPORTED, out),
         FATTR4_TYPE => ftype4(a.ftype).pack(out),
@@ -326,9 +337,9 @@ fn encode_attr(bit: u32, src: &AttrSource, out: &mut BytesMut) {
         FATTR4_CASE_PRESERVING => true.pack(out),
         FATTR4_CHOWN_RESTRICTED => true.pack(out),
         FATTR4_FILEID => out.put_u64(a.fileid),
-        FATTR4_FILES_AVAIL => out.put_u64(fs.avail_files),
-        FATTR4_FILES_FREE => out.put_u64(fs.free_files),
-        FATTR4_FILES_TOTAL => out.put_u64(fs.total_files),
+        FATTR4_FILES_AVAIL => out.put_u64(fs().avail_files),
+        FATTR4_FILES_FREE => out.put_u64(fs().free_files),
+        FATTR4_FILES_TOTAL => out.put_u64(fs().total_files),
         FATTR4_HOMOGENEOUS => true.pack(out),
         FATTR4_MAXFILESIZE => out.put_u64(MAXFILESIZE),
         FATTR4_MAXLINK => out.put_u32(MAXLINK),
@@ -344,9 +355,9 @@ fn encode_attr(bit: u32, src: &AttrSource, out: &mut BytesMut) {
             out.put_u32(a.rdev.0);
             out.put_u32(a.rdev.1);
         }
-        FATTR4_SPACE_AVAIL => out.put_u64(fs.avail_bytes),
-        FATTR4_SPACE_FREE => out.put_u64(fs.free_bytes),
-        FATTR4_SPACE_TOTAL => out.put_u64(fs.total_bytes),
+        FATTR4_SPACE_AVAIL => out.put_u64(fs().avail_bytes),
+        FATTR4_SPACE_FREE => out.put_u64(fs().free_bytes),
+        FATTR4_SPACE_TOTAL => out.put_u64(fs().total_bytes),
         FATTR4_SPACE_USED => out.put_u64(a.used),
         FATTR4_TIME_ACCESS => pack_time(a.atime, out),
         FATTR4_TIME_DELTA => pack_time(Timespec { secs: 0, nsecs: 1 }, out),
