@@ -159,10 +159,28 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
     assert_eq!(ra.ftype, Some(NfsFtype4::NF4DIR));
     println!("maxread {:?} maxwrite {:?}", ra.maxread, ra.maxwrite);
     let name = format!("file-{}", std::process::id());
-    let (stateid, fh) = s
-        .open(&root, &name, Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+    let how = Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(0o644).encode()));
+    let opened = s
+        .open_with(
+            &s.open_owner(),
+            &root,
+            &name,
+            how,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
         .await
         .expect("OPEN create");
+    println!(
+        "OPEN: rflags {:#x} attrset {:?} delegation {:?} stateid seqid {}",
+        opened.res.rflags, opened.res.attrset, opened.res.delegation, opened.stateid.seqid
+    );
+    assert_eq!(
+        opened.res.rflags & OPEN4_RESULT_CONFIRM,
+        0,
+        "no OPEN_CONFIRM in 4.1"
+    );
+    let (stateid, fh) = (opened.stateid, opened.fh);
 
     let data = pattern(MIB);
     let wchunk = (ra.maxwrite.unwrap_or(MIB as u64) as usize).min(MIB);
