@@ -1,0 +1,23 @@
+//! NFSv4.1 client (RFC 8881).
+//!
+//! - [`Nfs4Conn`]: one TCP connection with AUTH_SYS; `compound` sends any
+//!   operations with any minor version, nothing added.
+//! - [`Session`]: EXCHANGE_ID + CREATE_SESSION + RECLAIM_COMPLETE, then
+//!   `call` puts a SEQUENCE on a free slot in front of the operations.
+//!   Share it (`Arc<Session>`) to keep many calls in flight.
+//! - The file operations (`lookup_path`, `open`, `read`, `write`, ...) are
+//!   methods on [`Session`], in `ops.rs`.
+
+pub mod attr;
+pub mod conn;
+pub mod error;
+pub mod ops;
+pub mod session;
+pub mod slots;
+
+pub use attr::{Attrs, SetAttrs};
+pub use conn::Nfs4Conn;
+pub use error::{Error, Nfs4Error, Result};
+pub use ops::{DirEntry, Opened};
+pub use session::{check, create_session, exchange_id, Session, SessionOptions, SlotGuard};
+pub use slots::{Outcome, SlotLease, SlotTable};

@@ -1,0 +1,377 @@
+//! The convenience layer: one method per file operation, each one COMPOUND
+//! on the session (SEQUENCE, PUTFH, the operation, sometimes GETFH).
+
+use super::attr::{self, Attrs, SetAttrs};
+use super::error::{Error, Result};
+use super::session::{check, Session};
+use bytes::Bytes;
+use proto::nfs4::*;
+
+/// The result of the given variant, from the end of the reply (the results
+/// before it are PUTFH and the like).
+macro_rules! take {
+    ($res:expr, $what:literal, $pat:pat => $out:expr) => {
+        $res.into_iter()
+            .rev()
+            .find_map(|r| match r {
+                $pat => Some($out),
+                _ => None,
+            })
+            .ok_or_else(|| Error::Protocol(concat!($what, ": result missing").into()))
+    };
+}
+
+fn name(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn putfh(fh: &NfsFh4) -> NfsArgop4 {
+    NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub cookie: u64,
+    /// Type and file ID, as READDIR returned them.
+    pub attrs: Attrs,
+}
+
+/// What OPEN returned, and the file's handle.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    pub stateid: Stateid4,
+    pub fh: NfsFh4,
+    pub res: Open4resok,
+}
+
+impl Session {
+    /// The handle of a path from the server's root (the pseudo-fs root).
+    pub async fn lookup_path(&self, path: &str) -> Result<NfsFh4> {
+        let mut ops = vec![NfsArgop4::OP_PUTROOTFH];
+        for c in path.split('/').filter(|c| !c.is_empty()) {
+            ops.push(NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(c) }));
+        }
+        ops.push(NfsArgop4::OP_GETFH);
+        let r = self.call(ops).await?;
+        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+    }
+
+    pub async fn lookup(&self, dir: &NfsFh4, n: &str) -> Result<NfsFh4> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(n) }),
+            NfsArgop4::OP_GETFH,
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+    }
+
+    /// GETATTR of the given attribute numbers (`FATTR4_*`), undecoded.
+    pub async fn getattr(&self, fh: &NfsFh4, bits: &[u32]) -> Result<Fattr4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_GETATTR(Getattr4args {
+                attr_request: attr::bitmap(bits),
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)
+    }
+
+    /// GETATTR, decoded; `bits` must be among [`attr::DECODABLE`].
+    pub async fn attrs(&self, fh: &NfsFh4, bits: &[u32]) -> Result<Attrs> {
+        attr::decode(&self.getattr(fh, bits).await?)
+    }
+
+    /// The server's lease time in seconds (renew well within it).
+    pub async fn lease_time(&self) -> Result<u32> {
+        let root = self.lookup_path("/").await?;
+        let a = self.attrs(&root, &[FATTR4_LEASE_TIME]).await?;
+        a.lease_time
+            .ok_or_else(|| Error::Protocol("lease_time not returned".into()))
+    }
+
+    /// OPEN by name with the session's own open owner, no share denial.
+    /// `create`: Some(mode) creates the file if missing (UNCHECKED4).
+    /// `access`: OPEN4_SHARE_ACCESS_READ, _WRITE or _BOTH.
+    pub async fn open(
+        &self,
+        dir: &NfsFh4,
+        n: &str,
+        create: Option<u32>,
+        access: u32,
+    ) -> Result<(Stateid4, NfsFh4)> {
+        let how = match create {
+            Some(mode) => {
+                Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(mode).encode()))
+            }
+            None => Openflag4::Default(Opentype4::OPEN4_NOCREATE),
+        };
+        let owner = self.open_owner();
+        let o = self
+            .open_with(&owner, dir, n, how, access, OPEN4_SHARE_DENY_NONE)
+            .await?;
+        Ok((o.stateid, o.fh))
+    }
+
+    /// OPEN with everything chosen by the caller (CLAIM_NULL), then GETFH.
+    /// NFSv4.1 has no OPEN_CONFIRM and ignores the seqid, so it is 0.
+    pub async fn open_with(
+        &self,
+        owner: &StateOwner4,
+        dir: &NfsFh4,
+        n: &str,
+        openhow: Openflag4,
+        share_access: u32,
+        share_deny: u32,
+    ) -> Result<Opened> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_OPEN(Open4args {
+                seqid: 0,
+                share_access,
+                share_deny,
+                owner: owner.clone(),
+                openhow,
+                claim: OpenClaim4::CLAIM_NULL(name(n)),
+            }),
+            NfsArgop4::OP_GETFH,
+        ];
+        let mut r = self.call(ops).await?;
+        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
+        let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
+        Ok(Opened {
+            stateid: res.stateid.clone(),
+            fh,
+            res,
+        })
+    }
+
+    pub async fn read(
+        &self,
+        stateid: &Stateid4,
+        fh: &NfsFh4,
+        offset: u64,
+        count: u32,
+    ) -> Result<Read4resok> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_READ(Read4args {
+                stateid: stateid.clone(),
+                offset,
+                count,
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "READ", NfsResop4::OP_READ(Read4res::NFS4_OK(ok)) => ok)
+    }
+
+    pub async fn write(
+        &self,
+        stateid: &Stateid4,
+        fh: &NfsFh4,
+        offset: u64,
+        data: Bytes,
+        stable: StableHow4,
+    ) -> Result<Write4resok> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_WRITE(Write4args {
+                stateid: stateid.clone(),
+                offset,
+                stable,
+                data,
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "WRITE", NfsResop4::OP_WRITE(Write4res::NFS4_OK(ok)) => ok)
+    }
+
+    /// COMMIT; `count` 0 means to the end of the file. Returns the write
+    /// verifier, to compare with those of the UNSTABLE writes.
+    pub async fn commit(&self, fh: &NfsFh4, offset: u64, count: u32) -> Result<Verifier4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_COMMIT(Commit4args { offset, count }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "COMMIT", NfsResop4::OP_COMMIT(Commit4res::NFS4_OK(ok)) => ok.writeverf)
+    }
+
+    pub async fn close(&self, fh: &NfsFh4, stateid: &Stateid4) -> Result<Stateid4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_CLOSE(Close4args {
+                seqid: 0,
+                open_stateid: stateid.clone(),
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "CLOSE", NfsResop4::OP_CLOSE(Close4res::NFS4_OK(s)) => s)
+    }
+
+    pub async fn remove(&self, dir: &NfsFh4, n: &str) -> Result<ChangeInfo4> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_REMOVE(Remove4args { target: name(n) }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "REMOVE", NfsResop4::OP_REMOVE(Remove4res::NFS4_OK(ok)) => ok.cinfo)
+    }
+
+    /// CREATE of a directory, then GETFH.
+    pub async fn mkdir(&self, dir: &NfsFh4, n: &str, mode: u32) -> Result<NfsFh4> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_CREATE(Create4args {
+                objtype: Createtype4::NF4DIR,
+                objname: name(n),
+                createattrs: SetAttrs::mode(mode).encode(),
+            }),
+            NfsArgop4::OP_GETFH,
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+    }
+
+    /// Every entry of a directory, page after page, with type and file ID.
+    pub async fn readdir(&self, dir: &NfsFh4) -> Result<Vec<DirEntry>> {
+        let mut out = vec![];
+        let (mut cookie, mut cookieverf) = (0u64, [0u8; 8]);
+        loop {
+            let ops = vec![
+                putfh(dir),
+                NfsArgop4::OP_READDIR(Readdir4args {
+                    cookie,
+                    cookieverf,
+                    dircount: 8 << 10,
+                    maxcount: 64 << 10,
+                    attr_request: attr::bitmap(&[FATTR4_TYPE, FATTR4_FILEID]),
+                }),
+            ];
+            let r = self.call(ops).await?;
+            let ok = take!(r, "READDIR", NfsResop4::OP_READDIR(Readdir4res::NFS4_OK(ok)) => ok)?;
+            cookieverf = ok.cookieverf;
+            let progressed = !ok.reply.entries.is_empty();
+            for e in ok.reply.entries {
+                cookie = e.cookie;
+                out.push(DirEntry {
+                    name: String::from_utf8_lossy(&e.name).into_owned(),
+                    cookie: e.cookie,
+                    attrs: attr::decode(&e.attrs)?,
+                });
+            }
+            if ok.reply.eof {
+                return Ok(out);
+            }
+            if !progressed {
+                return Err(Error::Protocol("READDIR: no entries and no eof".into()));
+            }
+        }
+    }
+
+    /// The session's default open owner (one is enough in NFSv4.1: there
+    /// are no per-owner sequence IDs to serialize on).
+    pub fn open_owner(&self) -> StateOwner4 {
+        StateOwner4 {
+            clientid: self.clientid(),
+            owner: Bytes::from_static(b"open-default"),
+        }
+    }
+
+    /// A locker for a lock owner's first lock on a file opened as `open_stateid`.
+    pub fn new_lock_owner(&self, open_stateid: &Stateid4, owner: &StateOwner4) -> Locker4 {
+        Locker4::TRUE(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open_stateid.clone(),
+            lock_seqid: 0,
+            lock_owner: owner.clone(),
+        })
+    }
+
+    /// A locker for a lock owner that already holds `lock_stateid`.
+    pub fn existing_lock_owner(lock_stateid: &Stateid4) -> Locker4 {
+        Locker4::FALSE(ExistLockOwner4 {
+            lock_stateid: lock_stateid.clone(),
+            lock_seqid: 0,
+        })
+    }
+
+    /// LOCK. Ok(Err(denied)) when another owner holds a conflicting lock.
+    pub async fn lock(
+        &self,
+        fh: &NfsFh4,
+        locker: Locker4,
+        locktype: NfsLockType4,
+        offset: u64,
+        length: u64,
+    ) -> Result<std::result::Result<Stateid4, Lock4denied>> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_LOCK(Lock4args {
+                locktype,
+                reclaim: false,
+                offset,
+                length,
+                locker,
+            }),
+        ];
+        let res = self.call_raw(ops).await?;
+        if let Some(NfsResop4::OP_LOCK(Lock4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
+            return Ok(Err(d.clone()));
+        }
+        check(&res)?;
+        let s = take!(res.resarray, "LOCK", NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok)) => ok.lock_stateid)?;
+        Ok(Ok(s))
+    }
+
+    /// LOCKT: None if `owner` could take the lock, else who holds what.
+    pub async fn lockt(
+        &self,
+        fh: &NfsFh4,
+        locktype: NfsLockType4,
+        offset: u64,
+        length: u64,
+        owner: &StateOwner4,
+    ) -> Result<Option<Lock4denied>> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_LOCKT(Lockt4args {
+                locktype,
+                offset,
+                length,
+                owner: owner.clone(),
+            }),
+        ];
+        let res = self.call_raw(ops).await?;
+        if let Some(NfsResop4::OP_LOCKT(Lockt4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
+            return Ok(Some(d.clone()));
+        }
+        check(&res)?;
+        Ok(None)
+    }
+
+    pub async fn locku(
+        &self,
+        fh: &NfsFh4,
+        lock_stateid: &Stateid4,
+        locktype: NfsLockType4,
+        offset: u64,
+        length: u64,
+    ) -> Result<Stateid4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_LOCKU(Locku4args {
+                locktype,
+                seqid: 0,
+                lock_stateid: lock_stateid.clone(),
+                offset,
+                length,
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "LOCKU", NfsResop4::OP_LOCKU(Locku4res::NFS4_OK(s)) => s)
+    }
+}

@@ -1,0 +1,431 @@
+//! An NFSv4.1 session (RFC 8881 §2.10): EXCHANGE_ID, CREATE_SESSION and
+//! RECLAIM_COMPLETE to set it up, then COMPOUNDs that start with a SEQUENCE
+//! on a free slot, many in flight at once.
+//!
+//! The steps are public one by one, and so is the slot table, so a protocol
+//! test can stop anywhere and send what it likes.
+
+use super::conn::Nfs4Conn;
+use super::error::{op_status, Error, Nfs4Error, Result};
+use super::slots::{Outcome, SlotLease, SlotTable};
+use bytes::Bytes;
+use proto::nfs4::*;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// What the client asks for when it sets up a session.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// `co_ownerid`: names this client to the server across restarts.
+    pub owner: Bytes,
+    /// `co_verifier`: a new value tells the server this client rebooted.
+    pub verifier: Verifier4,
+    /// `eia_flags`. 0 is fine for a client that wants no pNFS and does not
+    /// mean to update an existing record.
+    pub exchange_flags: u32,
+    pub minorversion: u32,
+    /// Fore channel `ca_maxrequests`: the number of slots asked for.
+    pub slots: u32,
+    pub max_request: u32,
+    pub max_response: u32,
+    pub max_ops: u32,
+    /// How long `call` keeps retrying a COMPOUND answered NFS4ERR_DELAY.
+    pub delay_retry_for: Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        // Unique per process and instant, so concurrent tests never share a
+        // client record on the server.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let owner = format!("tarn-client/{}/{}", std::process::id(), now.as_nanos());
+        SessionOptions {
+            owner: Bytes::from(owner),
+            verifier: (now.as_nanos() as u64).to_be_bytes(),
+            exchange_flags: 0,
+            minorversion: 1,
+            slots: 64,
+            // A 1 MiB WRITE or READ plus its COMPOUND around it.
+            max_request: (1 << 20) + (64 << 10),
+            max_response: (1 << 20) + (64 << 10),
+            max_ops: 16,
+            delay_retry_for: Duration::from_secs(60),
+        }
+    }
+}
+
+impl SessionOptions {
+    pub fn fore_channel(&self) -> ChannelAttrs4 {
+        ChannelAttrs4 {
+            ca_headerpadsize: 0,
+            ca_maxrequestsize: self.max_request,
+            ca_maxresponsesize: self.max_response,
+            // Only SEQUENCE-only or small replies would be cached; we never
+            // ask for caching (sa_cachethis false).
+            ca_maxresponsesize_cached: 8 << 10,
+            ca_maxoperations: self.max_ops,
+            ca_maxrequests: self.slots,
+            ca_rdma_ird: vec![],
+        }
+    }
+
+    /// The back channel is never bound (csa_flags 0), but its attributes
+    /// are still on the wire and servers check them for sanity.
+    pub fn back_channel(&self) -> ChannelAttrs4 {
+        ChannelAttrs4 {
+            ca_headerpadsize: 0,
+            ca_maxrequestsize: 4096,
+            ca_maxresponsesize: 4096,
+            ca_maxresponsesize_cached: 0,
+            ca_maxoperations: 2,
+            ca_maxrequests: 1,
+            ca_rdma_ird: vec![],
+        }
+    }
+}
+
+fn expect_one<'a>(res: &'a Compound4res, what: &str) -> Result<&'a NfsResop4> {
+    check(res)?;
+    res.resarray
+        .first()
+        .ok_or_else(|| Error::Protocol(format!("{what}: empty reply")))
+}
+
+/// Turns a non-OK COMPOUND into the error of the operation that failed (the
+/// last one in the reply).
+pub fn check(res: &Compound4res) -> Result<()> {
+    if res.status == Nfsstat4::NFS4_OK {
+        return Ok(());
+    }
+    let op = res
+        .resarray
+        .last()
+        .map(|r| op_status(r).0)
+        .unwrap_or(NfsOpnum4::OP_ILLEGAL);
+    Err(Nfs4Error {
+        op,
+        status: res.status,
+    }
+    .into())
+}
+
+/// EXCHANGE_ID alone in a COMPOUND, with SP4_NONE.
+pub async fn exchange_id(conn: &Nfs4Conn, o: &SessionOptions) -> Result<ExchangeId4resok> {
+    let args = ExchangeId4args {
+        eia_clientowner: ClientOwner4 {
+            co_verifier: o.verifier,
+            co_ownerid: o.owner.clone(),
+        },
+        eia_flags: o.exchange_flags,
+        eia_state_protect: StateProtect4A::SP4_NONE,
+        eia_client_impl_id: vec![],
+    };
+    let res = conn
+        .compound(o.minorversion, vec![NfsArgop4::OP_EXCHANGE_ID(args)])
+        .await?;
+    match expect_one(&res, "EXCHANGE_ID")? {
+        NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) => Ok(ok.clone()),
+        _ => Err(Error::Protocol("EXCHANGE_ID: wrong result".into())),
+    }
+}
+
+/// CREATE_SESSION alone in a COMPOUND. `sequence` is `eir_sequenceid` from
+/// EXCHANGE_ID for the first session of a client ID.
+pub async fn create_session(
+    conn: &Nfs4Conn,
+    clientid: Clientid4,
+    sequence: Sequenceid4,
+    o: &SessionOptions,
+) -> Result<CreateSession4resok> {
+    let args = CreateSession4args {
+        csa_clientid: clientid,
+        csa_sequence: sequence,
+        csa_flags: 0,
+        csa_fore_chan_attrs: o.fore_channel(),
+        csa_back_chan_attrs: o.back_channel(),
+        csa_cb_program: 0x4000_0000,
+        csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
+    };
+    let res = conn
+        .compound(o.minorversion, vec![NfsArgop4::OP_CREATE_SESSION(args)])
+        .await?;
+    match expect_one(&res, "CREATE_SESSION")? {
+        NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok)) => Ok(ok.clone()),
+        _ => Err(Error::Protocol("CREATE_SESSION: wrong result".into())),
+    }
+}
+
+pub struct Session {
+    conn: Nfs4Conn,
+    minorversion: u32,
+    clientid: Clientid4,
+    sessionid: Sessionid4,
+    fore: ChannelAttrs4,
+    slots: Mutex<SlotTable>,
+    freed: Notify,
+    status_flags: AtomicU32,
+    delay_retry_for: Duration,
+    next_owner: AtomicU64,
+}
+
+impl Session {
+    /// EXCHANGE_ID, CREATE_SESSION, then RECLAIM_COMPLETE (one_fs false): a
+    /// fresh client has nothing to reclaim, and says so at once so that the
+    /// server lets it create state.
+    pub async fn establish(conn: Nfs4Conn, o: &SessionOptions) -> Result<Session> {
+        let ex = exchange_id(&conn, o).await?;
+        let cs = create_session(&conn, ex.eir_clientid, ex.eir_sequenceid, o).await?;
+        let s = Session::from_parts(conn, o, ex.eir_clientid, &cs);
+        let args = ReclaimComplete4args { rca_one_fs: false };
+        match s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(args)]).await {
+            Ok(_) => {}
+            // A server may already consider us done (e.g. no grace period).
+            Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_COMPLETE_ALREADY) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(s)
+    }
+
+    /// A session from the results of a CREATE_SESSION the caller sent.
+    pub fn from_parts(
+        conn: Nfs4Conn,
+        o: &SessionOptions,
+        clientid: Clientid4,
+        cs: &CreateSession4resok,
+    ) -> Session {
+        let fore = cs.csr_fore_chan_attrs.clone();
+        Session {
+            conn,
+            minorversion: o.minorversion,
+            clientid,
+            sessionid: cs.csr_sessionid,
+            slots: Mutex::new(SlotTable::new(fore.ca_maxrequests)),
+            fore,
+            freed: Notify::new(),
+            status_flags: AtomicU32::new(0),
+            delay_retry_for: o.delay_retry_for,
+            next_owner: AtomicU64::new(1),
+        }
+    }
+
+    pub fn conn(&self) -> &Nfs4Conn {
+        &self.conn
+    }
+    pub fn clientid(&self) -> Clientid4 {
+        self.clientid
+    }
+    pub fn sessionid(&self) -> Sessionid4 {
+        self.sessionid
+    }
+    pub fn minorversion(&self) -> u32 {
+        self.minorversion
+    }
+    /// The fore channel attributes the server granted.
+    pub fn fore_channel(&self) -> &ChannelAttrs4 {
+        &self.fore
+    }
+    /// `sr_status_flags` of the last successful SEQUENCE.
+    pub fn status_flags(&self) -> u32 {
+        self.status_flags.load(Ordering::Relaxed)
+    }
+    /// A copy of the slot table as it is now.
+    pub fn slot_table(&self) -> SlotTable {
+        self.slots.lock().unwrap().clone()
+    }
+
+    /// A state owner (open or lock owner) unique within this session.
+    pub fn new_owner(&self, kind: &str) -> StateOwner4 {
+        let n = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        StateOwner4 {
+            clientid: self.clientid,
+            owner: Bytes::from(format!("{kind}-{n}")),
+        }
+    }
+
+    /// Waits for a free slot within the server's limits.
+    pub async fn acquire(&self) -> SlotGuard<'_> {
+        loop {
+            // Registered before looking, so a release in between still wakes us.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(lease) = self.slots.lock().unwrap().try_acquire() {
+                return SlotGuard::new(self, lease);
+            }
+            freed.await;
+        }
+    }
+
+    /// Takes one given slot even beyond the server's limits (for tests of
+    /// NFS4ERR_BADSLOT and the like). None if busy or outside the table.
+    pub fn acquire_slot(&self, slot: u32) -> Option<SlotGuard<'_>> {
+        let lease = self.slots.lock().unwrap().acquire_slot(slot)?;
+        Some(SlotGuard::new(self, lease))
+    }
+
+    fn release(&self, lease: &SlotLease, outcome: Outcome) {
+        self.slots
+            .lock()
+            .unwrap()
+            .release(lease.slot, lease.seqid, outcome);
+        self.freed.notify_waiters();
+    }
+
+    /// SEQUENCE plus `ops`, retried while the server answers NFS4ERR_DELAY.
+    /// Returns the whole reply, SEQUENCE's result first, whatever its status.
+    pub async fn call_raw(&self, ops: Vec<NfsArgop4>) -> Result<Compound4res> {
+        let mut args = Compound4args {
+            tag: Bytes::new(),
+            minorversion: self.minorversion,
+            argarray: Vec::with_capacity(ops.len() + 1),
+        };
+        args.argarray.push(NfsArgop4::OP_ILLEGAL); // SEQUENCE goes here
+        args.argarray.extend(ops);
+        let deadline = Instant::now() + self.delay_retry_for;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let slot = self.acquire().await;
+            args.argarray[0] = slot.sequence(false);
+            let res = self.conn.send(&args).await?;
+            slot.finish(&res);
+            if res.status != Nfsstat4::NFS4ERR_DELAY || Instant::now() >= deadline {
+                return Ok(res);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// SEQUENCE plus `ops`; the results after SEQUENCE's, or the error of
+    /// the operation that failed.
+    pub async fn call(&self, ops: Vec<NfsArgop4>) -> Result<Vec<NfsResop4>> {
+        let res = self.call_raw(ops).await?;
+        check(&res)?;
+        let mut r = res.resarray;
+        if r.is_empty() {
+            return Err(Error::Protocol("no SEQUENCE result".into()));
+        }
+        r.remove(0);
+        Ok(r)
+    }
+
+    /// A SEQUENCE-only COMPOUND: renews the lease (RFC 8881 §8.3). Returns
+    /// `sr_status_flags`, which tell of trouble with state or callbacks.
+    pub async fn renew(&self) -> Result<u32> {
+        self.call(vec![]).await?;
+        Ok(self.status_flags())
+    }
+
+    /// Renews the lease every `every` until the session is dropped or a
+    /// renewal fails.
+    pub fn spawn_renewal(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weak: Weak<Session> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(s) = weak.upgrade() else { return };
+                if s.renew().await.is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    /// DESTROY_SESSION then DESTROY_CLIENTID, each alone in its COMPOUND
+    /// (both may be sent without SEQUENCE). The client's state must be gone
+    /// (files closed) or the server answers NFS4ERR_CLIENTID_BUSY.
+    pub async fn destroy(&self) -> Result<()> {
+        let ds = DestroySession4args {
+            dsa_sessionid: self.sessionid,
+        };
+        let res = self
+            .conn
+            .compound(self.minorversion, vec![NfsArgop4::OP_DESTROY_SESSION(ds)])
+            .await?;
+        check(&res)?;
+        let dc = DestroyClientid4args {
+            dca_clientid: self.clientid,
+        };
+        let res = self
+            .conn
+            .compound(self.minorversion, vec![NfsArgop4::OP_DESTROY_CLIENTID(dc)])
+            .await?;
+        check(&res)
+    }
+}
+
+/// One slot held for one request. Dropping it without `finish` or
+/// `release` assumes the server processed the request: the safe guess for
+/// a request that may have been sent (a wrong guess costs one
+/// NFS4ERR_SEQ_MISORDERED; the other wrong guess would replay a stale reply).
+pub struct SlotGuard<'a> {
+    session: &'a Session,
+    pub lease: SlotLease,
+    done: bool,
+}
+
+impl<'a> SlotGuard<'a> {
+    fn new(session: &'a Session, lease: SlotLease) -> Self {
+        SlotGuard {
+            session,
+            lease,
+            done: false,
+        }
+    }
+
+    /// The SEQUENCE operation for this slot.
+    pub fn sequence(&self, cachethis: bool) -> NfsArgop4 {
+        self.sequence_with(self.lease.seqid, cachethis)
+    }
+
+    /// A SEQUENCE on this slot with any sequence ID (replays, misordering).
+    pub fn sequence_with(&self, seqid: u32, cachethis: bool) -> NfsArgop4 {
+        NfsArgop4::OP_SEQUENCE(Sequence4args {
+            sa_sessionid: self.session.sessionid,
+            sa_sequenceid: seqid,
+            sa_slotid: self.lease.slot,
+            sa_highest_slotid: self.lease.highest_slotid,
+            sa_cachethis: cachethis,
+        })
+    }
+
+    /// Releases the slot according to the reply: moved on if SEQUENCE
+    /// succeeded (taking the server's new slot limits), unchanged if not.
+    pub fn finish(mut self, res: &Compound4res) -> Outcome {
+        let outcome = match res.resarray.first() {
+            Some(NfsResop4::OP_SEQUENCE(Sequence4res::NFS4_OK(ok))) => {
+                let s = self.session;
+                s.status_flags.store(ok.sr_status_flags, Ordering::Relaxed);
+                s.slots
+                    .lock()
+                    .unwrap()
+                    .server_limits(ok.sr_highest_slotid, ok.sr_target_highest_slotid);
+                // The seqid the server confirms is what the slot now holds.
+                self.lease.seqid = ok.sr_sequenceid;
+                Outcome::Processed
+            }
+            _ => Outcome::NotProcessed,
+        };
+        self.done = true;
+        self.session.release(&self.lease, outcome);
+        outcome
+    }
+
+    /// Releases the slot with a known outcome.
+    pub fn release(mut self, outcome: Outcome) {
+        self.done = true;
+        self.session.release(&self.lease, outcome);
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.session.release(&self.lease, Outcome::Processed);
+        }
+    }
+}
