@@ -1,5 +1,5 @@
-//! The Ganesha scenario against Tarn's own NFSv4.1 server. Ignored until
-//! that server lands; it states what the server must do:
+//! The Ganesha scenario against Tarn's own NFSv4.1 server; it states what
+//! the server must do:
 //!
 //! - `tarn serve DIR --listen 127.0.0.1:PORT` answers NFSv4 COMPOUNDs
 //!   (minor version 1) on the same port as NFSv3, and DIR is the root of its
@@ -17,7 +17,7 @@
 //!   CLOSE, CREATE of a directory, REMOVE, DESTROY_SESSION and
 //!   DESTROY_CLIENTID; BADSESSION afterwards.
 //!
-//!   cargo build -p tarn && cargo test -p client --test tarn_server -- --ignored --nocapture
+//!   cargo build -p tarn && cargo test -p client --test tarn_server -- --nocapture
 
 mod common;
 
@@ -36,7 +36,6 @@ impl Drop for Server {
 }
 
 #[test]
-#[ignore = "needs Tarn's NFSv4.1 server (not written yet)"]
 fn tarn_nfs41() {
     let bin = std::env::var("TARN_BIN")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into());

@@ -18,6 +18,10 @@ const NFS3_BASE: usize = 0;
 const NFS3_PROCS: u32 = 22;
 const MOUNT3_BASE: usize = 22;
 const MOUNT3_PROCS: u32 = 6;
+/// NFSv4 NULL and COMPOUND; per-operation counters inside COMPOUND are
+/// still to come.
+const NFS4_BASE: usize = 28;
+const NFS4_PROCS: u32 = 2;
 
 pub const NFS3_GETATTR: usize = NFS3_BASE + 1;
 pub const NFS3_WRITE: usize = NFS3_BASE + 7;
@@ -28,6 +32,7 @@ pub fn op_slot(prog: u32, vers: u32, proc_: u32) -> Option<usize> {
     match (prog, vers) {
         (NFS_PROGRAM, 3) if proc_ < NFS3_PROCS => Some(NFS3_BASE + proc_ as usize),
         (MOUNT_PROGRAM, 3) if proc_ < MOUNT3_PROCS => Some(MOUNT3_BASE + proc_ as usize),
+        (NFS_PROGRAM, 4) if proc_ < NFS4_PROCS => Some(NFS4_BASE + proc_ as usize),
         _ => None,
     }
 }
@@ -50,6 +55,8 @@ pub fn op_name(slot: usize) -> Option<(&'static str, &'static str)> {
                         Some(("mount3", n.strip_prefix("MOUNTPROC3_").unwrap_or(n)));
                 }
             }
+            v[NFS4_BASE] = Some(("nfs4", "NULL"));
+            v[NFS4_BASE + 1] = Some(("nfs4", "COMPOUND"));
             v
         })
         .get(slot)
@@ -130,7 +137,10 @@ mod tests {
             op_name(op_slot(MOUNT_PROGRAM, 3, 1).unwrap()),
             Some(("mount3", "MNT"))
         );
-        assert_eq!(op_slot(NFS_PROGRAM, 4, 1), None);
+        assert_eq!(
+            op_name(op_slot(NFS_PROGRAM, 4, 1).unwrap()),
+            Some(("nfs4", "COMPOUND"))
+        );
         assert_eq!(op_slot(NFS_PROGRAM, 3, 22), None);
         assert!(MOUNT3_BASE + MOUNT3_PROCS as usize <= OP_SLOTS);
     }

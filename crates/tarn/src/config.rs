@@ -13,6 +13,12 @@
 //! squash = "root"                # "root" (default), "all" or "none"
 //! anonuid = 65534
 //! anongid = 65534
+//!
+//! [nfs4]                         # optional
+//! lease_seconds = 90             # how long a silent client keeps its state
+//! grace_seconds = 90             # after a restart, time for clients to reclaim
+//! idmap_domain = "example.com"   # owner strings are user@idmap_domain
+//! id_names = false               # send names instead of numeric ids
 //! ```
 
 use serde::Deserialize;
@@ -36,6 +42,7 @@ pub struct Config {
     pub listen: Option<String>,
     pub state_dir: Option<PathBuf>,
     pub exports: Vec<ExportConfig>,
+    pub nfs4: server::nfs4::Nfs4Config,
 }
 
 #[derive(Deserialize)]
@@ -45,6 +52,16 @@ struct RawConfig {
     state_dir: Option<PathBuf>,
     #[serde(default)]
     export: Vec<RawExport>,
+    nfs4: Option<RawNfs4>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNfs4 {
+    lease_seconds: Option<Spanned<u64>>,
+    grace_seconds: Option<u64>,
+    idmap_domain: Option<String>,
+    id_names: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -129,10 +146,32 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             anon_gid: e.anongid.unwrap_or(65534),
         });
     }
+    let mut nfs4 = server::nfs4::Nfs4Config::default();
+    if let Some(n) = raw.nfs4 {
+        if let Some(l) = n.lease_seconds {
+            if !(1..=3600).contains(l.get_ref()) {
+                return Err(format!(
+                    "{f}:{}: lease_seconds must be 1..=3600",
+                    at(&l.span())
+                ));
+            }
+            nfs4.lease = std::time::Duration::from_secs(*l.get_ref());
+        }
+        if let Some(g) = n.grace_seconds {
+            nfs4.grace = std::time::Duration::from_secs(g);
+        }
+        if let Some(d) = n.idmap_domain {
+            nfs4.domain = d;
+        }
+        if let Some(b) = n.id_names {
+            nfs4.id_names = b;
+        }
+    }
     Ok(Config {
         listen: raw.listen,
         state_dir: raw.state_dir,
         exports,
+        nfs4,
     })
 }
 

@@ -45,6 +45,8 @@ enum Cmd {
         log_level: String,
         #[command(flatten)]
         observe: ObserveOpts,
+        #[command(flatten)]
+        nfs4: Nfs4Opts,
     },
     /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
     Stats {
@@ -153,9 +155,10 @@ fn main() -> ExitCode {
             state_dir,
             log_level,
             observe,
+            nfs4,
         } => {
             init_logging(&log_level);
-            match serve(dir, listen, allow, config, state_dir, observe) {
+            match serve(dir, listen, allow, config, state_dir, observe, nfs4) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tarn: {e}");
@@ -279,6 +282,17 @@ fn effective_uid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
+/// NFSv4 lease and grace times (override the config file's [nfs4] table).
+#[derive(clap::Args, Debug, Clone, Default)]
+struct Nfs4Opts {
+    /// Seconds a silent NFSv4 client keeps its opens and locks (default 90).
+    #[arg(long, value_name = "SECS")]
+    lease_time: Option<u64>,
+    /// Seconds after a restart during which NFSv4 clients reclaim their state (default 90).
+    #[arg(long, value_name = "SECS")]
+    grace_time: Option<u64>,
+}
+
 fn build_config(
     dir: Option<PathBuf>,
     listen: String,
@@ -325,6 +339,7 @@ fn build_config(
                     listen: None,
                     state_dir: None,
                     exports: vec![e],
+                    nfs4: Default::default(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -344,8 +359,15 @@ fn serve(
     config: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     observe: ObserveOpts,
+    nfs4: Nfs4Opts,
 ) -> Result<(), String> {
-    let (cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
+    let (mut cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
+    if let Some(l) = nfs4.lease_time {
+        cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
+    }
+    if let Some(g) = nfs4.grace_time {
+        cfg.nfs4.grace = std::time::Duration::from_secs(g);
+    }
     let metrics_addr: Option<SocketAddr> =
         match &observe.metrics {
             Some(a) => Some(a.parse().map_err(|_| {
@@ -421,7 +443,18 @@ fn serve(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), Arc::new(key), Pool::new(32)), mount: Mount::new() };
+        let key = Arc::new(key);
+        let pool = Pool::new(32);
+        let locks = Arc::new(server::locks::LockManager::new());
+        let recovery_path = state_dir.join("v4clients");
+        let recovery = server::nfs4::state::recovery::Recovery::open(&recovery_path)
+            .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
+        let nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks, cfg.nfs4.clone(), Some(recovery));
+        if nfs4.state.in_grace(std::time::Instant::now()) {
+            info!(seconds = cfg.nfs4.grace.as_secs(), "NFSv4 grace period: clients that held state may reclaim it");
+        }
+        nfs4.spawn_reaper();
+        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), key, pool), nfs4, mount: Mount::new() };
         let server = rpc::Server::with_metrics(Arc::new(svc), rpc::ServerConfig::default(), metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         let admin = metrics::endpoint::bind_admin(&admin_path)
@@ -450,7 +483,7 @@ fn serve(
                 ip => ip.to_string(),
             };
             println!(
-                "tarn: exporting {} on {addr} (NFSv3); mount with: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt",
+                "tarn: exporting {} on {addr} (NFSv3, NFSv4.0/4.1/4.2); mount with: mount -t nfs -o vers=4.2,port={port} {host}:{} /mnt  (or vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock)",
                 describe(e),
                 e.pseudo
             );

@@ -1,0 +1,221 @@
+//! Directory changes: CREATE (non-regular objects), REMOVE, RENAME, LINK,
+//! and READLINK. Each reports the directory's change attribute before and
+//! after (not atomic: another client may change it in between).
+
+use super::attr;
+use super::compound::{Compound, Fh};
+use super::fh::check_name;
+use super::{log_fail, Fail};
+use proto::nfs4::*;
+use std::sync::Arc;
+use vfs::{Backend, Fid, FileType, FsError};
+
+fn change_of(b: &dyn Backend, fid: &Fid) -> u64 {
+    b.getattr(fid).map(|a| attr::change(&a)).unwrap_or(0)
+}
+
+/// Runs `op` between two reads of the directory's change attribute.
+fn with_cinfo<T>(
+    b: &dyn Backend,
+    dir: &Fid,
+    op: impl FnOnce() -> Result<T, FsError>,
+) -> Result<(T, ChangeInfo4), FsError> {
+    let before = change_of(b, dir);
+    let r = op()?;
+    let after = change_of(b, dir);
+    Ok((
+        r,
+        ChangeInfo4 {
+            atomic: false,
+            before,
+            after,
+        },
+    ))
+}
+
+pub async fn create(c: &mut Compound<'_>, a: Create4args) -> Create4res {
+    match do_create(c, a).await {
+        Ok(ok) => Create4res::NFS4_OK(ok),
+        Err(f) => {
+            log_fail(c, "OP_CREATE", &f);
+            Create4res::Default(f.status)
+        }
+    }
+}
+
+async fn do_create(c: &mut Compound<'_>, a: Create4args) -> Result<Create4resok, Fail> {
+    check_name(&a.objname)?;
+    let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+    let (set, attrset) = attr::decode_set(&a.createattrs, &c.n.idmap)
+        .map_err(|s| Fail::new(s, "create attributes could not be decoded"))?;
+    let b = export.backend.clone();
+    let name = a.objname.clone();
+    let (fid, cinfo) =
+        c.n.run(move || {
+            with_cinfo(&*b, &dir, || {
+                let made = match a.objtype {
+                    Createtype4::NF4DIR => b.mkdir(&cred, &dir, &name, &set),
+                    Createtype4::NF4LNK(target) => b.symlink(&cred, &dir, &name, &target, &set),
+                    Createtype4::NF4BLK(d) => b.mknod(
+                        &cred,
+                        &dir,
+                        &name,
+                        FileType::BlockDev,
+                        (d.specdata1, d.specdata2),
+                        &set,
+                    ),
+                    Createtype4::NF4CHR(d) => b.mknod(
+                        &cred,
+                        &dir,
+                        &name,
+                        FileType::CharDev,
+                        (d.specdata1, d.specdata2),
+                        &set,
+                    ),
+                    Createtype4::NF4SOCK => {
+                        b.mknod(&cred, &dir, &name, FileType::Socket, (0, 0), &set)
+                    }
+                    Createtype4::NF4FIFO => {
+                        b.mknod(&cred, &dir, &name, FileType::Fifo, (0, 0), &set)
+                    }
+                    // Regular files are made by OPEN.
+                    Createtype4::Default(_) => Err(FsError::BadType),
+                };
+                made.map(|(fid, _)| fid)
+            })
+        })
+        .await?;
+    c.set_cur(Fh::Obj { export, fid });
+    Ok(Create4resok { cinfo, attrset })
+}
+
+pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
+    let r = async {
+        check_name(&a.target)?;
+        let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+        if c.n.pseudo.junction(export.id, &dir, &a.target).is_some() {
+            return Err(Fail::new(
+                Nfsstat4::NFS4ERR_XDEV,
+                "another export is mounted on this name",
+            ));
+        }
+        let b = export.backend.clone();
+        let name = a.target.clone();
+        let ((), cinfo) =
+            c.n.run(move || {
+                with_cinfo(&*b, &dir, || match b.remove(&cred, &dir, &name) {
+                    // NFSv4 REMOVE removes directories too.
+                    Err(FsError::IsDir) => b.rmdir(&cred, &dir, &name),
+                    r => r,
+                })
+            })
+            .await?;
+        Ok(cinfo)
+    }
+    .await;
+    match r {
+        Ok(cinfo) => Remove4res::NFS4_OK(Remove4resok { cinfo }),
+        Err(f) => {
+            log_fail(c, "OP_REMOVE", &f);
+            Remove4res::Default(f.status)
+        }
+    }
+}
+
+/// The saved filehandle as an object of the same export as the current one.
+fn saved_same_export(c: &Compound<'_>) -> Result<Fid, Fail> {
+    let saved = c.saved.as_ref().ok_or(Fail::new(
+        Nfsstat4::NFS4ERR_NOFILEHANDLE,
+        "no saved filehandle",
+    ))?;
+    match (&saved.fh, &c.cur()?.fh) {
+        (Fh::Obj { export: a, fid }, Fh::Obj { export: b, .. }) if Arc::ptr_eq(a, b) => Ok(*fid),
+        (Fh::Obj { .. }, Fh::Obj { .. }) => Err(Fail::new(
+            Nfsstat4::NFS4ERR_XDEV,
+            "source and target are in different exports",
+        )),
+        _ => Err(Fail::new(
+            Nfsstat4::NFS4ERR_ROFS,
+            "pseudo filesystem directories cannot change",
+        )),
+    }
+}
+
+pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
+    let r = async {
+        check_name(&a.oldname)?;
+        check_name(&a.newname)?;
+        let from = saved_same_export(c)?;
+        let (export, to, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+        let b = export.backend.clone();
+        let (old, new) = (a.oldname.clone(), a.newname.clone());
+        c.n.run(move || {
+            let (sb, tb) = (change_of(&*b, &from), change_of(&*b, &to));
+            b.rename(&cred, &from, &old, &to, &new)?;
+            let (sa, ta) = (change_of(&*b, &from), change_of(&*b, &to));
+            Ok::<_, FsError>(Rename4resok {
+                source_cinfo: ChangeInfo4 {
+                    atomic: false,
+                    before: sb,
+                    after: sa,
+                },
+                target_cinfo: ChangeInfo4 {
+                    atomic: false,
+                    before: tb,
+                    after: ta,
+                },
+            })
+        })
+        .await
+        .map_err(Fail::from)
+    }
+    .await;
+    match r {
+        Ok(ok) => Rename4res::NFS4_OK(ok),
+        Err(f) => {
+            log_fail(c, "OP_RENAME", &f);
+            Rename4res::Default(f.status)
+        }
+    }
+}
+
+pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
+    let r = async {
+        check_name(&a.newname)?;
+        let src = saved_same_export(c)?;
+        let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+        let b = export.backend.clone();
+        let name = a.newname.clone();
+        let ((), cinfo) =
+            c.n.run(move || with_cinfo(&*b, &dir, || b.link(&cred, &src, &dir, &name)))
+                .await?;
+        Ok(cinfo)
+    }
+    .await;
+    match r {
+        Ok(cinfo) => Link4res::NFS4_OK(Link4resok { cinfo }),
+        Err(f) => {
+            log_fail(c, "OP_LINK", &f);
+            Link4res::Default(f.status)
+        }
+    }
+}
+
+pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
+    let r = async {
+        let (export, fid, cred) = c.obj(Nfsstat4::NFS4ERR_INVAL)?;
+        let b = export.backend.clone();
+        let target =
+            c.n.run_fast(&*b.clone(), move || b.readlink(&cred, &fid))
+                .await?;
+        Ok::<_, Fail>(target)
+    }
+    .await;
+    match r {
+        Ok(t) => Readlink4res::NFS4_OK(Readlink4resok { link: t.into() }),
+        Err(f) => {
+            log_fail(c, "OP_READLINK", &f);
+            Readlink4res::Default(f.status)
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Filehandle operations: PUTFH, PUTROOTFH, PUTPUBFH, GETFH, SAVEFH,
+//! RESTOREFH, LOOKUP and LOOKUPP, crossing between the pseudo filesystem
+//! and the exports.
+
+use super::compound::{Compound, Cur, Fh};
+use super::pseudo::{MountedOn, Target};
+use super::{log_fail, Fail};
+use proto::nfs4::*;
+
+pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
+    let status = match c.n.open_fh(c.ctx, &a.object.0) {
+        Ok(fh) => {
+            c.cur = Some(Cur::with_wire(fh, a.object.0));
+            Nfsstat4::NFS4_OK
+        }
+        Err(f) => {
+            log_fail(c, "OP_PUTFH", &f);
+            f.status
+        }
+    };
+    Putfh4res { status }
+}
+
+pub fn putrootfh(c: &mut Compound<'_>) -> Nfsstat4 {
+    let root = c.n.root();
+    c.set_cur(root);
+    Nfsstat4::NFS4_OK
+}
+
+pub fn getfh(c: &mut Compound<'_>) -> Getfh4res {
+    let n = c.n;
+    match c.cur.as_mut() {
+        Some(cur) => Getfh4res::NFS4_OK(Getfh4resok {
+            object: NfsFh4(cur.wire(n)),
+        }),
+        None => Getfh4res::Default(Nfsstat4::NFS4ERR_NOFILEHANDLE),
+    }
+}
+
+pub fn savefh(c: &mut Compound<'_>) -> Nfsstat4 {
+    match &c.cur {
+        Some(cur) => {
+            c.saved = Some(cur.clone());
+            c.saved_sid = c.cur_sid.clone();
+            Nfsstat4::NFS4_OK
+        }
+        None => Nfsstat4::NFS4ERR_NOFILEHANDLE,
+    }
+}
+
+pub fn restorefh(c: &mut Compound<'_>) -> Nfsstat4 {
+    match &c.saved {
+        Some(s) => {
+            c.cur = Some(s.clone());
+            c.cur_sid = c.saved_sid.clone();
+            if let Fh::Obj { export, .. } = &s.fh {
+                c.ctx.set_export(export.id);
+            }
+            Nfsstat4::NFS4_OK
+        }
+        None => Nfsstat4::NFS4ERR_RESTOREFH,
+    }
+}
+
+/// RFC 8881 §18.13.3 / §2.8.2: a component must be a real name.
+pub fn check_name(name: &[u8]) -> Result<(), Fail> {
+    if name.is_empty() {
+        return Err(Fail::new(Nfsstat4::NFS4ERR_INVAL, "empty name"));
+    }
+    if name.len() > 255 {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_NAMETOOLONG,
+            "name longer than 255 bytes",
+        ));
+    }
+    if name == b"." || name == b".." {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_BADNAME,
+            "\".\" and \"..\" are not names in NFSv4",
+        ));
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_BADCHAR,
+            "name contains '/' or NUL",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn lookup(c: &mut Compound<'_>, a: Lookup4args) -> Lookup4res {
+    let status = match lookup_fh(c, &a.objname).await {
+        Ok(fh) => {
+            c.set_cur(fh);
+            Nfsstat4::NFS4_OK
+        }
+        Err(f) => {
+            log_fail(c, "OP_LOOKUP", &f);
+            f.status
+        }
+    };
+    Lookup4res { status }
+}
+
+/// The object `name` in the current directory, crossing into exports.
+pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
+    check_name(name)?;
+    let n = c.n;
+    match &c.cur()?.fh {
+        Fh::Pseudo(node) => match n.pseudo.lookup(*node, name) {
+            Some(Target::Node(x)) => Ok(Fh::Pseudo(x)),
+            Some(Target::Export(id)) => export_root(c, id),
+            None => Err(Fail::new(
+                Nfsstat4::NFS4ERR_NOENT,
+                "no such export or pseudo directory",
+            )),
+        },
+        Fh::Obj { export, fid } => {
+            if let Some(id) = n.pseudo.junction(export.id, fid, name) {
+                return export_root(c, id);
+            }
+            let (b, cred, dir, name) = (
+                export.backend.clone(),
+                export.cred_for(&c.ctx.auth),
+                *fid,
+                name.to_vec(),
+            );
+            let r = n
+                .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, &name))
+                .await;
+            let (fid, _) = r?;
+            Ok(Fh::Obj {
+                export: export.clone(),
+                fid,
+            })
+        }
+    }
+}
+
+fn export_root(c: &Compound<'_>, id: u32) -> Result<Fh, Fail> {
+    let e =
+        c.n.exports
+            .get(id)
+            .ok_or(Fail::new(Nfsstat4::NFS4ERR_STALE, "export vanished"))?;
+    if !e.allows(c.ctx.peer.ip()) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_ACCESS,
+            "client is not allowed to use this export",
+        ));
+    }
+    Ok(Fh::Obj {
+        export: e.clone(),
+        fid: e.backend.root(),
+    })
+}
+
+pub async fn lookupp(c: &mut Compound<'_>) -> Lookupp4res {
+    let status = match lookupp_fh(c).await {
+        Ok(fh) => {
+            c.set_cur(fh);
+            Nfsstat4::NFS4_OK
+        }
+        Err(f) => {
+            log_fail(c, "OP_LOOKUPP", &f);
+            f.status
+        }
+    };
+    Lookupp4res { status }
+}
+
+async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
+    let n = c.n;
+    match &c.cur()?.fh {
+        Fh::Pseudo(0) => Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "the root has no parent")),
+        Fh::Pseudo(x) => Ok(Fh::Pseudo(n.pseudo.nodes[*x as usize].parent)),
+        Fh::Obj { export, fid } => {
+            if *fid == export.backend.root() {
+                return match n.pseudo.mounted_on.get(&export.id) {
+                    Some(MountedOn::Node(x)) => Ok(Fh::Pseudo(*x)),
+                    Some(MountedOn::Dir {
+                        export: up, fid, ..
+                    }) => Ok(Fh::Obj {
+                        export: n.exports.get(*up).expect("junction export exists").clone(),
+                        fid: *fid,
+                    }),
+                    None => Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "the root has no parent")),
+                };
+            }
+            let (b, cred, dir) = (export.backend.clone(), export.cred_for(&c.ctx.auth), *fid);
+            let (fid, _) = n
+                .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, b".."))
+                .await?;
+            Ok(Fh::Obj {
+                export: export.clone(),
+                fid,
+            })
+        }
+    }
+}

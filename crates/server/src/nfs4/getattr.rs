@@ -1,0 +1,214 @@
+//! Attribute operations: GETATTR, SETATTR, VERIFY, NVERIFY and ACCESS.
+
+use super::attr::{self, AttrSource};
+use super::compound::{mounted_on_fileid, Compound, Fh};
+use super::pseudo::node_fileid;
+use super::state::Checked;
+use super::{log_fail, Fail, Nfs4};
+use bytes::{BufMut, Bytes, BytesMut};
+use proto::nfs4::*;
+use vfs::{Access, Attr, FileType, FsStat};
+
+/// An object's attributes as fetched for one operation.
+pub struct Fetched {
+    pub attr: Attr,
+    pub fsstat: Option<FsStat>,
+    pub fsid: Fsid4,
+    pub mounted_on: u64,
+    pub read_only: bool,
+}
+
+impl Fetched {
+    pub fn source<'a>(&'a self, n: &'a Nfs4, fh: &'a [u8]) -> AttrSource<'a> {
+        AttrSource {
+            attr: &self.attr,
+            fh,
+            fsid: self.fsid.clone(),
+            mounted_on_fileid: self.mounted_on,
+            lease_time: n.cfg.lease.as_secs() as u32,
+            fsstat: self.fsstat.as_ref(),
+            idmap: &n.idmap,
+            read_only: self.read_only,
+            rdattr_error: None,
+        }
+    }
+}
+
+/// The fsid of an export; pseudo directories are fsid 0.
+pub fn export_fsid(export_id: u32) -> Fsid4 {
+    Fsid4 {
+        major: export_id as u64 + 1,
+        minor: 0,
+    }
+}
+
+/// Attributes of a pseudo filesystem directory: read-only, owned by root.
+pub fn pseudo_attr(n: &Nfs4, node: u32) -> Attr {
+    Attr {
+        ftype: FileType::Directory,
+        mode: 0o555,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        size: 4096,
+        used: 4096,
+        rdev: (0, 0),
+        fsid: 0,
+        fileid: node_fileid(node),
+        atime: n.boot,
+        mtime: n.boot,
+        ctime: n.boot,
+    }
+}
+
+/// Fetches what a request for `bits` needs about the current object.
+pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
+    let n = c.n;
+    let want_fs = attr::needs_fsstat(bits);
+    match &c.cur()?.fh {
+        Fh::Pseudo(node) => Ok(Fetched {
+            attr: pseudo_attr(n, *node),
+            fsstat: want_fs.then(FsStat::default),
+            fsid: Fsid4 { major: 0, minor: 0 },
+            mounted_on: node_fileid(*node),
+            read_only: true,
+        }),
+        Fh::Obj { export, fid } => {
+            let (b, f) = (export.backend.clone(), *fid);
+            let (attr, fsstat) = n
+                .run_fast(&*b.clone(), move || {
+                    let a = b.getattr(&f)?;
+                    let s = if want_fs { Some(b.fsstat(&f)?) } else { None };
+                    Ok::<_, vfs::FsError>((a, s))
+                })
+                .await?;
+            let mounted_on = mounted_on_fileid(n, export, fid, attr.fileid);
+            Ok(Fetched {
+                attr,
+                fsstat,
+                fsid: export_fsid(export.id),
+                mounted_on,
+                read_only: export.read_only,
+            })
+        }
+    }
+}
+
+/// GETATTR, encoded straight into the reply.
+pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) {
+    out.put_u32(super::OP_GETATTR);
+    match fetch(c, &a.attr_request).await {
+        Ok(f) => {
+            let n = c.n;
+            let fh = if attr::bitmap_has(&a.attr_request, FATTR4_FILEHANDLE) {
+                c.cur.as_mut().map(|cur| cur.wire(n)).unwrap_or_default()
+            } else {
+                Bytes::new()
+            };
+            out.put_u32(Nfsstat4::NFS4_OK as u32);
+            attr::encode_into(&a.attr_request, &f.source(n, &fh), out);
+        }
+        Err(f) => {
+            log_fail(c, "OP_GETATTR", &f);
+            out.put_u32(f.status as u32);
+        }
+    }
+}
+
+pub async fn setattr(c: &mut Compound<'_>, a: Setattr4args) -> Setattr4res {
+    match do_setattr(c, a).await {
+        Ok(attrsset) => Setattr4res {
+            status: Nfsstat4::NFS4_OK,
+            attrsset,
+        },
+        Err(f) => {
+            log_fail(c, "OP_SETATTR", &f);
+            Setattr4res {
+                status: f.status,
+                attrsset: Vec::new(),
+            }
+        }
+    }
+}
+
+async fn do_setattr(c: &mut Compound<'_>, a: Setattr4args) -> Result<Bitmap4, Fail> {
+    let (export, fid, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+    let (set, attrsset) = attr::decode_set(&a.obj_attributes, &c.n.idmap)
+        .map_err(|s| Fail::new(s, "attributes could not be decoded or set"))?;
+    if set.size.is_some() {
+        // A size change is a write: the stateid must allow it.
+        let sid = c.stateid(&a.stateid)?;
+        let key = super::compound::file_key(&export, &fid);
+        if c.n.state.check_io(&sid, &key, true, c.minor)? == Checked::Special {
+            // Anonymous size changes are allowed, as in NFSv3.
+        }
+    }
+    let b = export.backend.clone();
+    c.n.run(move || b.setattr(&cred, &fid, &set)).await?;
+    Ok(attrsset)
+}
+
+pub async fn verify(c: &mut Compound<'_>, a: Verify4args) -> Verify4res {
+    let status = match compare(c, &a.obj_attributes).await {
+        Ok(true) => Nfsstat4::NFS4_OK,
+        Ok(false) => Nfsstat4::NFS4ERR_NOT_SAME,
+        Err(f) => {
+            log_fail(c, "OP_VERIFY", &f);
+            f.status
+        }
+    };
+    Verify4res { status }
+}
+
+pub async fn nverify(c: &mut Compound<'_>, a: Nverify4args) -> Nverify4res {
+    let status = match compare(c, &a.obj_attributes).await {
+        Ok(true) => Nfsstat4::NFS4ERR_SAME,
+        Ok(false) => Nfsstat4::NFS4_OK,
+        Err(f) => {
+            log_fail(c, "OP_NVERIFY", &f);
+            f.status
+        }
+    };
+    Nverify4res { status }
+}
+
+async fn compare(c: &mut Compound<'_>, want: &Fattr4) -> Result<bool, Fail> {
+    let f = fetch(c, &want.attrmask).await?;
+    let n = c.n;
+    let fh = c.cur.as_mut().map(|cur| cur.wire(n)).unwrap_or_default();
+    attr::verify(want, &f.source(n, &fh))
+        .map_err(|s| Fail::new(s, "attributes to compare are malformed or unsupported"))
+}
+
+pub async fn access(c: &mut Compound<'_>, a: Access4args) -> Access4res {
+    match do_access(c, a.access).await {
+        Ok((supported, access)) => Access4res::NFS4_OK(Access4resok { supported, access }),
+        Err(f) => {
+            log_fail(c, "OP_ACCESS", &f);
+            Access4res::Default(f.status)
+        }
+    }
+}
+
+async fn do_access(c: &Compound<'_>, want: u32) -> Result<(u32, u32), Fail> {
+    // ACCESS4_* bits 0x01..0x20 equal NFSv3's; the NFSv4.2 xattr bits are
+    // not supported.
+    let supported = want & Access::ALL.bits();
+    match &c.cur()?.fh {
+        Fh::Pseudo(_) => Ok((
+            supported,
+            supported & (Access::READ | Access::LOOKUP | Access::EXECUTE).bits(),
+        )),
+        Fh::Obj { export, fid } => {
+            let (b, f, cred) = (export.backend.clone(), *fid, export.cred_for(&c.ctx.auth));
+            let got =
+                c.n.run_fast(&*b.clone(), move || b.access(&cred, &f, Access(supported)))
+                    .await?;
+            let mut bits = got.bits() & supported;
+            if export.read_only {
+                bits &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();
+            }
+            Ok((supported, bits))
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! READ, WRITE and COMMIT, checked against the stateid the client presents.
+//! READ data goes from the backend straight into the reply buffer.
+
+use super::compound::{file_key, Compound};
+use super::{log_fail, Fail, MAX_IO, OP_READ};
+use bytes::{BufMut, BytesMut};
+use proto::nfs4::*;
+use std::sync::Arc;
+use vfs::{Backend, Cred, Fid, Stable};
+
+/// Checks the stateid of a READ or WRITE; renews a 4.0 client's lease.
+fn check(
+    c: &Compound<'_>,
+    sid: &Stateid4,
+    export: &crate::export::Export,
+    fid: &Fid,
+    write: bool,
+) -> Result<(), Fail> {
+    let sid = c.stateid(sid)?;
+    c.n.state
+        .check_io(&sid, &file_key(export, fid), write, c.minor)?;
+    if c.minor == 0 {
+        if let Some(id) = c.n.state.owner_client(&sid) {
+            let _ = c.n.state.renew(id, std::time::Instant::now());
+        }
+    }
+    Ok(())
+}
+
+/// opnum + status + eof + data length.
+const HEADER: usize = 16;
+
+pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
+    let t = c.obj(Nfsstat4::NFS4ERR_ISDIR).and_then(|t| {
+        check(c, &a.stateid, &t.0, &t.1, false)?;
+        Ok(t)
+    });
+    let (export, fid, cred) = match t {
+        Ok(t) => t,
+        Err(f) => {
+            log_fail(c, "OP_READ", &f);
+            out.put_u32(OP_READ);
+            out.put_u32(f.status as u32);
+            return;
+        }
+    };
+    let count = a.count.min(MAX_IO) as usize;
+    let offset = a.offset;
+    let b: Arc<dyn Backend> = export.backend.clone();
+    let mut buf = std::mem::take(out);
+    let start = buf.len();
+    let inline = if b.supports_nowait() {
+        let r = vfs::nowait::attempt(|| fill(&*b, &cred, &fid, offset, count, &mut buf));
+        if r.is_none() {
+            buf.truncate(start);
+        }
+        r
+    } else {
+        None
+    };
+    let (buf, r) = match inline {
+        Some(r) => (buf, r),
+        None => {
+            c.n.run(move || {
+                let r = fill(&*b, &cred, &fid, offset, count, &mut buf);
+                (buf, r)
+            })
+            .await
+        }
+    };
+    *out = buf;
+    if let Err(f) = r {
+        log_fail(c, "OP_READ", &f);
+    }
+}
+
+/// Encodes READ's result at the end of `buf`, the data read into its place.
+fn fill(
+    b: &dyn Backend,
+    cred: &Cred,
+    fid: &Fid,
+    offset: u64,
+    count: usize,
+    buf: &mut BytesMut,
+) -> Result<(), Fail> {
+    let start = buf.len();
+    buf.resize(start + HEADER + count, 0);
+    match b.read(cred, fid, offset, &mut buf[start + HEADER..]) {
+        Ok((len, eof)) => {
+            let len = len.min(count);
+            buf.truncate(start + HEADER + len);
+            xdr::pack_padding(len, buf);
+            let h = &mut buf[start..start + HEADER];
+            h[..4].copy_from_slice(&OP_READ.to_be_bytes());
+            h[4..8].copy_from_slice(&0u32.to_be_bytes());
+            h[8..12].copy_from_slice(&(eof as u32).to_be_bytes());
+            h[12..16].copy_from_slice(&(len as u32).to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            buf.truncate(start);
+            let f = Fail::from(e);
+            buf.put_u32(OP_READ);
+            buf.put_u32(f.status as u32);
+            Err(f)
+        }
+    }
+}
+
+pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
+    let r = async {
+        let (export, fid, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ISDIR)?;
+        check(c, &a.stateid, &export, &fid, true)?;
+        if a.data.len() > MAX_IO as usize {
+            return Err(Fail::new(
+                Nfsstat4::NFS4ERR_INVAL,
+                "WRITE larger than maxwrite",
+            ));
+        }
+        let stable = match a.stable {
+            StableHow4::UNSTABLE4 => Stable::Unstable,
+            StableHow4::DATA_SYNC4 => Stable::DataSync,
+            StableHow4::FILE_SYNC4 => Stable::FileSync,
+        };
+        let b = export.backend.clone();
+        let (offset, data) = (a.offset, a.data);
+        let (n, got) =
+            c.n.run(move || b.write(&cred, &fid, offset, &data, stable))
+                .await?;
+        Ok(Write4resok {
+            count: n as u32,
+            committed: match got {
+                Stable::Unstable => StableHow4::UNSTABLE4,
+                Stable::DataSync => StableHow4::DATA_SYNC4,
+                Stable::FileSync => StableHow4::FILE_SYNC4,
+            },
+            writeverf: c.n.write_verf,
+        })
+    }
+    .await;
+    match r {
+        Ok(ok) => Write4res::NFS4_OK(ok),
+        Err(f) => {
+            log_fail(c, "OP_WRITE", &f);
+            Write4res::Default(f.status)
+        }
+    }
+}
+
+pub async fn commit(c: &mut Compound<'_>, _a: Commit4args) -> Commit4res {
+    let r = async {
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let b = export.backend.clone();
+        c.n.run(move || b.commit(&fid)).await?;
+        Ok::<_, Fail>(())
+    }
+    .await;
+    match r {
+        Ok(()) => Commit4res::NFS4_OK(Commit4resok {
+            writeverf: c.n.write_verf,
+        }),
+        Err(f) => {
+            log_fail(c, "OP_COMMIT", &f);
+            Commit4res::Default(f.status)
+        }
+    }
+}

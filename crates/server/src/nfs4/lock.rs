@@ -1,0 +1,194 @@
+//! Byte-range locks: LOCK, LOCKT, LOCKU and RELEASE_LOCKOWNER, on the lock
+//! manager NLM shares, so NFSv3 and NFSv4 locks on one file conflict.
+
+use super::compound::{file_key, Compound};
+use super::{log_fail, Fail};
+use crate::locks::{Conflict, LockKind, OwnerKey};
+use proto::nfs4::*;
+use std::time::Instant;
+
+fn kind(t: NfsLockType4) -> LockKind {
+    match t {
+        NfsLockType4::READ_LT | NfsLockType4::READW_LT => LockKind::Read,
+        NfsLockType4::WRITE_LT | NfsLockType4::WRITEW_LT => LockKind::Write,
+    }
+}
+
+/// RFC 8881 §18.10.4: a zero length, or a range past the largest offset
+/// (other than "to the end", all ones), is invalid.
+fn check_range(offset: u64, length: u64) -> Result<(), Fail> {
+    if length == 0 || (length != u64::MAX && offset.checked_add(length).is_none()) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_INVAL,
+            "lock range is empty or overflows",
+        ));
+    }
+    Ok(())
+}
+
+fn denied(c: Conflict) -> Lock4denied {
+    Lock4denied {
+        offset: c.offset,
+        length: c.length,
+        locktype: match c.kind {
+            LockKind::Read => NfsLockType4::READ_LT,
+            LockKind::Write => NfsLockType4::WRITE_LT,
+        },
+        owner: StateOwner4 {
+            clientid: c.owner.client,
+            owner: c.owner.owner,
+        },
+    }
+}
+
+enum LockErr {
+    Fail(Fail),
+    Denied(Conflict),
+}
+
+impl From<Fail> for LockErr {
+    fn from(f: Fail) -> Self {
+        LockErr::Fail(f)
+    }
+}
+
+impl From<Nfsstat4> for LockErr {
+    fn from(s: Nfsstat4) -> Self {
+        LockErr::Fail(s.into())
+    }
+}
+
+pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
+    match do_lock(c, a) {
+        Ok(sid) => {
+            c.cur_sid = Some(sid.clone());
+            Lock4res::NFS4_OK(Lock4resok { lock_stateid: sid })
+        }
+        Err(LockErr::Denied(d)) => Lock4res::NFS4ERR_DENIED(denied(d)),
+        Err(LockErr::Fail(f)) => {
+            log_fail(c, "OP_LOCK", &f);
+            Lock4res::Default(f.status)
+        }
+    }
+}
+
+fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
+    check_range(a.offset, a.length)?;
+    let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+    let key = file_key(&export, &fid);
+    let st = &c.n.state;
+    let now = Instant::now();
+    let (other, owner) = match &a.locker {
+        Locker4::TRUE(o) => {
+            let open = c.stateid(&o.open_stateid)?;
+            let clientid = if c.minor == 0 {
+                o.lock_owner.clientid
+            } else {
+                c.clientid()?
+            };
+            let owner = OwnerKey {
+                client: clientid,
+                owner: o.lock_owner.owner.clone(),
+            };
+            let (other, _) = st.lock_state_from_open(&open, &key, &owner, c.minor)?;
+            (other, owner)
+        }
+        Locker4::FALSE(e) => {
+            let sid = c.stateid(&e.lock_stateid)?;
+            let owner = st.lock_state(&sid, &key, c.minor)?;
+            (sid.other, owner)
+        }
+    };
+    if c.minor == 0 {
+        st.renew(owner.client, now)?;
+    }
+    if a.reclaim {
+        st.may_reclaim(owner.client, now)?;
+    } else if st.in_grace(now) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_GRACE,
+            "grace period: only reclaims are allowed",
+        )
+        .into());
+    }
+    st.locks
+        .lock(key, &owner, kind(a.locktype), a.offset, a.length)
+        .map_err(LockErr::Denied)?;
+    Ok(st.bump(&other))
+}
+
+pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
+    let r = (|| {
+        check_range(a.offset, a.length)?;
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let clientid = if c.minor == 0 {
+            a.owner.clientid
+        } else {
+            c.clientid()?
+        };
+        let owner = OwnerKey {
+            client: clientid,
+            owner: a.owner.owner.clone(),
+        };
+        if c.n.state.in_grace(Instant::now()) {
+            return Err(LockErr::Fail(Fail::new(
+                Nfsstat4::NFS4ERR_GRACE,
+                "grace period",
+            )));
+        }
+        c.n.state
+            .locks
+            .test(
+                file_key(&export, &fid),
+                &owner,
+                kind(a.locktype),
+                a.offset,
+                a.length,
+            )
+            .map_err(LockErr::Denied)
+    })();
+    match r {
+        Ok(()) => Lockt4res::NFS4_OK,
+        Err(LockErr::Denied(d)) => Lockt4res::NFS4ERR_DENIED(denied(d)),
+        Err(LockErr::Fail(f)) => {
+            log_fail(c, "OP_LOCKT", &f);
+            Lockt4res::Default(f.status)
+        }
+    }
+}
+
+pub async fn locku(c: &mut Compound<'_>, a: Locku4args) -> Locku4res {
+    let r = (|| {
+        check_range(a.offset, a.length)?;
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let key = file_key(&export, &fid);
+        let sid = c.stateid(&a.lock_stateid)?;
+        let owner = c.n.state.lock_state(&sid, &key, c.minor)?;
+        c.n.state.locks.unlock(key, &owner, a.offset, a.length);
+        Ok::<_, Fail>(c.n.state.bump(&sid.other))
+    })();
+    match r {
+        Ok(sid) => {
+            c.cur_sid = Some(sid.clone());
+            Locku4res::NFS4_OK(sid)
+        }
+        Err(f) => {
+            log_fail(c, "OP_LOCKU", &f);
+            Locku4res::Default(f.status)
+        }
+    }
+}
+
+/// NFSv4.0 only: forget a lock owner that holds no locks.
+pub fn release_lockowner(c: &mut Compound<'_>, a: ReleaseLockowner4args) -> ReleaseLockowner4res {
+    let owner = OwnerKey {
+        client: a.lock_owner.clientid,
+        owner: a.lock_owner.owner.clone(),
+    };
+    let status = if c.n.state.locks.owner_holds(&owner) {
+        Nfsstat4::NFS4ERR_LOCKS_HELD
+    } else {
+        Nfsstat4::NFS4_OK
+    };
+    ReleaseLockowner4res { status }
+}

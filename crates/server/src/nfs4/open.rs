@@ -1,0 +1,319 @@
+//! OPEN, CLOSE, OPEN_DOWNGRADE and DELEGRETURN: share reservations and
+//! open stateids. No delegations are granted (yet), so OPEN always answers
+//! OPEN_DELEGATE_NONE.
+
+use super::attr;
+use super::compound::{file_key, Compound, Fh};
+use super::state::{ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
+use super::{log_fail, Fail};
+use proto::nfs4::*;
+use std::time::Instant;
+use vfs::{Access, Attr, Backend, CreateHow, Cred, Fid, FileType, FsError, SetAttr};
+
+/// The server supports POSIX byte-range locks (RFC 8881 §18.16.4).
+const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
+
+pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
+    match do_open(c, a).await {
+        Ok(ok) => Open4res::NFS4_OK(ok),
+        Err(f) => {
+            log_fail(c, "OP_OPEN", &f);
+            Open4res::Default(f.status)
+        }
+    }
+}
+
+/// Refuses non-regular files the way RFC 8881 §18.16.3 asks.
+fn regular(a: &Attr) -> Result<(), Fail> {
+    match a.ftype {
+        FileType::Regular => Ok(()),
+        FileType::Directory => Err(Fail::new(Nfsstat4::NFS4ERR_ISDIR, "OPEN of a directory")),
+        FileType::Symlink => Err(Fail::new(
+            Nfsstat4::NFS4ERR_SYMLINK,
+            "OPEN of a symbolic link",
+        )),
+        _ => Err(Fail::new(Nfsstat4::NFS4ERR_INVAL, "OPEN of a special file")),
+    }
+}
+
+/// Permission to open an existing file with this share access.
+fn may_open(b: &dyn Backend, cred: &Cred, fid: &Fid, access: u32) -> Result<(), FsError> {
+    let mut want = Access::empty();
+    if access & ACCESS_READ != 0 {
+        want |= Access::READ;
+    }
+    if access & ACCESS_WRITE != 0 {
+        want |= Access::MODIFY;
+    }
+    if b.access(cred, fid, want)?.contains(want) {
+        Ok(())
+    } else {
+        Err(FsError::Acces)
+    }
+}
+
+struct Opened {
+    fid: Fid,
+    cinfo: ChangeInfo4,
+    attrset: Bitmap4,
+}
+
+fn change(b: &dyn Backend, dir: &Fid) -> u64 {
+    b.getattr(dir).map(|a| attr::change(&a)).unwrap_or(0)
+}
+
+/// CLAIM_NULL: open (and maybe create) `name` in directory `dir`.
+fn open_by_name(
+    b: &dyn Backend,
+    cred: &Cred,
+    dir: &Fid,
+    name: &[u8],
+    how: Option<(CreateHow, Option<SetAttr>, Bitmap4)>,
+    access: u32,
+) -> Result<Opened, Fail> {
+    let before = change(b, dir);
+    let (fid, attrset) = match b.lookup(cred, dir, name) {
+        Ok((fid, a)) => {
+            regular(&a)?;
+            let attrset = match &how {
+                Some((CreateHow::Guarded(_), ..)) => {
+                    return Err(Fail::new(
+                        Nfsstat4::NFS4ERR_EXIST,
+                        "GUARDED create of an existing name",
+                    ))
+                }
+                // A retried exclusive create finds its own file: the
+                // backend recognises the verifier.
+                Some((h @ CreateHow::Exclusive(_), ..)) => {
+                    b.create(cred, dir, name, h)?;
+                    Vec::new()
+                }
+                Some((CreateHow::Unchecked(set), _, bits)) if set.size.is_some() => {
+                    may_open(b, cred, &fid, access | ACCESS_WRITE)?;
+                    b.setattr(
+                        cred,
+                        &fid,
+                        &SetAttr {
+                            size: set.size,
+                            ..SetAttr::default()
+                        },
+                    )?;
+                    let mut s = Vec::new();
+                    if attr::bitmap_has(bits, FATTR4_SIZE) {
+                        attr::bitmap_set(&mut s, FATTR4_SIZE);
+                    }
+                    s
+                }
+                _ => Vec::new(),
+            };
+            may_open(b, cred, &fid, access)?;
+            (fid, attrset)
+        }
+        Err(FsError::NoEnt) => {
+            let Some((how, after, bits)) = how else {
+                return Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "no such file"));
+            };
+            // Creating: the creator may open what it made whatever its mode.
+            let how = match how {
+                CreateHow::Unchecked(s) => CreateHow::Guarded(s),
+                h => h,
+            };
+            let (fid, _) = b.create(cred, dir, name, &how)?;
+            if let Some(set) = after {
+                b.setattr(cred, &fid, &set)?;
+            }
+            (fid, bits)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Opened {
+        fid,
+        cinfo: ChangeInfo4 {
+            atomic: false,
+            before,
+            after: change(b, dir),
+        },
+        attrset,
+    })
+}
+
+async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail> {
+    let clientid = if c.minor == 0 {
+        c.n.state.renew(a.owner.clientid, Instant::now())?;
+        a.owner.clientid
+    } else {
+        c.clientid()?
+    };
+    // The low byte is the access; 4.1 puts delegation wishes above it.
+    let access = a.share_access & 0xff;
+    let deny = a.share_deny;
+    if access == 0 || access > ACCESS_BOTH || deny > ACCESS_BOTH {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_INVAL,
+            "bad share access or deny bits",
+        ));
+    }
+    let reclaim = matches!(a.claim, OpenClaim4::CLAIM_PREVIOUS(_));
+    let now = Instant::now();
+    if reclaim {
+        c.n.state.may_reclaim(clientid, now)?;
+    } else if c.n.state.in_grace(now) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_GRACE,
+            "grace period: only reclaims are allowed",
+        ));
+    }
+    let (export, cur, cred) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+    let creating = matches!(a.openhow, Openflag4::OPEN4_CREATE(_));
+    if (creating || access & ACCESS_WRITE != 0) && export.read_only {
+        return Err(Fail::new(Nfsstat4::NFS4ERR_ROFS, "export is read-only"));
+    }
+    let b = export.backend.clone();
+    let opened = match a.claim {
+        OpenClaim4::CLAIM_NULL(name) => {
+            super::fh::check_name(&name)?;
+            if c.n.pseudo.junction(export.id, &cur, &name).is_some() {
+                return Err(Fail::new(
+                    Nfsstat4::NFS4ERR_ISDIR,
+                    "name is another export's root",
+                ));
+            }
+            let how = match a.openhow {
+                Openflag4::OPEN4_CREATE(h) => Some(create_how(c, h)?),
+                Openflag4::Default(_) => None,
+            };
+            c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access))
+                .await?
+        }
+        OpenClaim4::CLAIM_FH | OpenClaim4::CLAIM_PREVIOUS(_) => {
+            let fid = cur;
+            c.n.run(move || {
+                let a = b.getattr(&fid)?;
+                regular(&a)?;
+                may_open(&*b, &cred, &fid, access)?;
+                Ok::<_, Fail>(())
+            })
+            .await?;
+            Opened {
+                fid,
+                cinfo: ChangeInfo4 {
+                    atomic: false,
+                    before: 0,
+                    after: 0,
+                },
+                attrset: Vec::new(),
+            }
+        }
+        _ => {
+            return Err(Fail::new(
+                Nfsstat4::NFS4ERR_NOTSUPP,
+                "delegation claims need delegations, which Tarn does not grant",
+            ))
+        }
+    };
+    let owner = a.owner.owner.clone();
+    let sid = c.n.state.open(
+        clientid,
+        &owner,
+        file_key(&export, &opened.fid),
+        access,
+        deny,
+    )?;
+    c.set_cur(Fh::Obj {
+        export,
+        fid: opened.fid,
+    });
+    c.cur_sid = Some(sid.clone());
+    Ok(Open4resok {
+        stateid: sid,
+        cinfo: opened.cinfo,
+        rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
+        attrset: opened.attrset,
+        delegation: OpenDelegation4::OPEN_DELEGATE_NONE,
+    })
+}
+
+/// createhow4 → the backend's create mode, attributes to set after an
+/// exclusive create, and the bits the reply reports as set.
+fn create_how(
+    c: &Compound<'_>,
+    h: Createhow4,
+) -> Result<(CreateHow, Option<SetAttr>, Bitmap4), Fail> {
+    let dec = |f: &Fattr4| {
+        attr::decode_set(f, &c.n.idmap)
+            .map_err(|s| Fail::new(s, "create attributes could not be decoded"))
+    };
+    Ok(match h {
+        Createhow4::UNCHECKED4(f) => {
+            let (s, bits) = dec(&f)?;
+            (CreateHow::Unchecked(s), None, bits)
+        }
+        Createhow4::GUARDED4(f) => {
+            let (s, bits) = dec(&f)?;
+            (CreateHow::Guarded(s), None, bits)
+        }
+        Createhow4::EXCLUSIVE4(v) => (CreateHow::Exclusive(v), None, Vec::new()),
+        Createhow4::EXCLUSIVE4_1(v) => {
+            let (s, bits) = dec(&v.cva_attrs)?;
+            let allowed = attr::suppattr_exclcreat();
+            for (w, word) in bits.iter().enumerate() {
+                if word & !allowed.get(w).copied().unwrap_or(0) != 0 {
+                    return Err(Fail::new(
+                        Nfsstat4::NFS4ERR_INVAL,
+                        "attribute not settable in an exclusive create",
+                    ));
+                }
+            }
+            (CreateHow::Exclusive(v.cva_verf), Some(s), bits)
+        }
+    })
+}
+
+pub async fn close(c: &mut Compound<'_>, a: Close4args) -> Close4res {
+    let r = (|| {
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let sid = c.stateid(&a.open_stateid)?;
+        Ok::<_, Fail>(c.n.state.close(&sid, &file_key(&export, &fid), c.minor)?)
+    })();
+    match r {
+        Ok(sid) => {
+            c.cur_sid = Some(sid.clone());
+            Close4res::NFS4_OK(sid)
+        }
+        Err(f) => {
+            log_fail(c, "OP_CLOSE", &f);
+            Close4res::Default(f.status)
+        }
+    }
+}
+
+pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4res {
+    let r = (|| {
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let sid = c.stateid(&a.open_stateid)?;
+        Ok::<_, Fail>(c.n.state.downgrade(
+            &sid,
+            &file_key(&export, &fid),
+            a.share_access & 0xff,
+            a.share_deny,
+            c.minor,
+        )?)
+    })();
+    match r {
+        Ok(sid) => {
+            c.cur_sid = Some(sid.clone());
+            OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid: sid })
+        }
+        Err(f) => {
+            log_fail(c, "OP_OPEN_DOWNGRADE", &f);
+            OpenDowngrade4res::Default(f.status)
+        }
+    }
+}
+
+/// No delegation is ever granted, so none can be returned.
+pub fn delegreturn(c: &mut Compound<'_>, _a: Delegreturn4args) -> Delegreturn4res {
+    let f = Fail::new(Nfsstat4::NFS4ERR_BAD_STATEID, "no delegations are granted");
+    log_fail(c, "OP_DELEGRETURN", &f);
+    Delegreturn4res { status: f.status }
+}

@@ -1,0 +1,303 @@
+//! READDIR: entries with the attributes the client asks for, encoded on the
+//! blocking pool straight into the reply, within the client's byte budget.
+
+use super::attr::{self, AttrSource, IdMap};
+use super::compound::{Compound, Fh};
+use super::getattr::{export_fsid, pseudo_attr};
+use super::pseudo::{node_fileid, Target};
+use super::{log_fail, Fail, OP_READDIR};
+use bytes::{BufMut, BytesMut};
+use proto::nfs4::*;
+use std::sync::Arc;
+use vfs::{Attr, HandleKey};
+
+/// Most entries asked of the backend per READDIR.
+const MAX_ENTRIES: usize = 1024;
+
+/// What encoding an entry needs, owned so it can move to the pool.
+struct Enc {
+    key: Arc<HandleKey>,
+    idmap: Arc<IdMap>,
+    lease: u32,
+    request: Vec<u32>,
+    want_fh: bool,
+}
+
+/// One directory entry to encode.
+struct Entry<'a> {
+    cookie: u64,
+    name: &'a [u8],
+    attr: &'a Attr,
+    fh: &'a [u8],
+    fsid: Fsid4,
+    mounted_on: u64,
+}
+
+impl Enc {
+    /// One entry4 (with its "value follows" word); false if it did not fit
+    /// in `limit` bytes (the buffer is then left as it was).
+    fn entry(&self, out: &mut BytesMut, limit: usize, e: Entry<'_>) -> bool {
+        let start = out.len();
+        out.put_u32(1);
+        out.put_u64(e.cookie);
+        xdr::pack_opaque(e.name, out);
+        let src = AttrSource {
+            attr: e.attr,
+            fh: e.fh,
+            fsid: e.fsid,
+            mounted_on_fileid: e.mounted_on,
+            lease_time: self.lease,
+            fsstat: None,
+            idmap: &self.idmap,
+            read_only: false,
+            rdattr_error: None,
+        };
+        attr::encode_into(&self.request, &src, out);
+        if out.len() > limit {
+            out.truncate(start);
+            return false;
+        }
+        true
+    }
+}
+
+pub async fn readdir(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) {
+    if let Err(f) = run(c, a, out).await {
+        log_fail(c, "OP_READDIR", &f);
+        out.put_u32(OP_READDIR);
+        out.put_u32(f.status as u32);
+    }
+}
+
+async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Result<(), Fail> {
+    attr::check_get_request(&a.attr_request)
+        .map_err(|s| Fail::new(s, "write-only attribute requested"))?;
+    if a.cookie == 1 || a.cookie == 2 {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_BAD_COOKIE,
+            "cookies 1 and 2 are reserved",
+        ));
+    }
+    let n = c.n;
+    let enc = Enc {
+        key: n.key.clone(),
+        idmap: n.idmap.clone(),
+        lease: n.cfg.lease.as_secs() as u32,
+        want_fh: attr::bitmap_has(&a.attr_request, FATTR4_FILEHANDLE),
+        request: a.attr_request.clone(),
+    };
+    // The reply so far, then this result; maxcount bounds the result.
+    let maxcount = (a.maxcount as usize).min(super::MAX_IO as usize);
+    match c.cur()?.fh.clone() {
+        Fh::Pseudo(node) => {
+            let start = out.len();
+            let limit = start + maxcount.saturating_sub(8);
+            out.put_u32(OP_READDIR);
+            out.put_u32(0);
+            out.put_slice(&[0; 8]);
+            let mut eof = true;
+            let mut any = false;
+            // Cookies of pseudo entries are their index + 3.
+            let skip = if a.cookie == 0 {
+                0
+            } else {
+                a.cookie as usize - 2
+            };
+            let children = n.pseudo.nodes[node as usize].children.clone();
+            for (i, (name, t)) in children.iter().enumerate().skip(skip) {
+                let cookie = i as u64 + 3;
+                let ok = match *t {
+                    Target::Node(x) => {
+                        let fh = if enc.want_fh {
+                            n.seal(&Fh::Pseudo(x))
+                        } else {
+                            Default::default()
+                        };
+                        let at = pseudo_attr(n, x);
+                        let fsid = Fsid4 { major: 0, minor: 0 };
+                        enc.entry(
+                            out,
+                            limit,
+                            Entry {
+                                cookie,
+                                name,
+                                attr: &at,
+                                fh: &fh,
+                                fsid,
+                                mounted_on: node_fileid(x),
+                            },
+                        )
+                    }
+                    Target::Export(id) => {
+                        let Some(e) = n.exports.get(id) else { continue };
+                        if !e.allows(c.ctx.peer.ip()) {
+                            continue;
+                        }
+                        let (b, root) = (e.backend.clone(), e.backend.root());
+                        let Ok(at) = n.run(move || b.getattr(&root)).await else {
+                            continue;
+                        };
+                        let fh = if enc.want_fh {
+                            n.seal(&Fh::Obj {
+                                export: e.clone(),
+                                fid: root,
+                            })
+                        } else {
+                            Default::default()
+                        };
+                        enc.entry(
+                            out,
+                            limit,
+                            Entry {
+                                cookie,
+                                name,
+                                attr: &at,
+                                fh: &fh,
+                                fsid: export_fsid(id),
+                                mounted_on: node_fileid(node),
+                            },
+                        )
+                    }
+                };
+                if !ok {
+                    eof = false;
+                    break;
+                }
+                any = true;
+            }
+            if !any && !eof {
+                out.truncate(start);
+                return Err(Fail::new(
+                    Nfsstat4::NFS4ERR_TOOSMALL,
+                    "maxcount too small for one entry",
+                ));
+            }
+            out.put_u32(0);
+            out.put_u32(eof as u32);
+            Ok(())
+        }
+        Fh::Obj { export, fid } => {
+            let cred = export.cred_for(&c.ctx.auth);
+            let b = export.backend.clone();
+            let export_id = export.id;
+            let fsid = export_fsid(export_id);
+            // Names that lead to other exports get those exports' root attributes.
+            let junctions: Vec<(Vec<u8>, u32)> = n
+                .pseudo
+                .junctions
+                .get(&(export_id, fid))
+                .cloned()
+                .unwrap_or_default();
+            let roots: Vec<(Vec<u8>, Arc<crate::export::Export>)> = junctions
+                .into_iter()
+                .filter_map(|(name, id)| n.exports.get(id).map(|e| (name, e.clone())))
+                .collect();
+            let max_entries = (maxcount / 32).clamp(1, MAX_ENTRIES);
+            let mut buf = std::mem::take(out);
+            let (buf, r) = n
+                .run(move || {
+                    let r = fill(
+                        &enc,
+                        &*b,
+                        &cred,
+                        &fid,
+                        export_id,
+                        fsid,
+                        &roots,
+                        &a,
+                        maxcount,
+                        max_entries,
+                        &mut buf,
+                    );
+                    (buf, r)
+                })
+                .await;
+            *out = buf;
+            r
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fill(
+    enc: &Enc,
+    b: &dyn vfs::Backend,
+    cred: &vfs::Cred,
+    dir: &vfs::Fid,
+    export_id: u32,
+    fsid: Fsid4,
+    roots: &[(Vec<u8>, Arc<crate::export::Export>)],
+    a: &Readdir4args,
+    maxcount: usize,
+    max_entries: usize,
+    out: &mut BytesMut,
+) -> Result<(), Fail> {
+    let page = b.readdir(cred, dir, a.cookie, a.cookieverf, max_entries, true)?;
+    let start = out.len();
+    let limit = start + maxcount.saturating_sub(8);
+    out.put_u32(OP_READDIR);
+    out.put_u32(0);
+    out.put_slice(&page.verifier);
+    let mut eof = page.eof;
+    let mut any = false;
+    for e in &page.entries {
+        if e.name == b"." || e.name == b".." {
+            continue;
+        }
+        let ok = if let Some((_, ex)) = roots.iter().find(|(n, _)| *n == e.name) {
+            let root = ex.backend.root();
+            let Ok(at) = ex.backend.getattr(&root) else {
+                continue;
+            };
+            let fh = if enc.want_fh {
+                enc.key.seal(ex.id, &root).as_bytes().to_vec()
+            } else {
+                Vec::new()
+            };
+            enc.entry(
+                out,
+                limit,
+                Entry {
+                    cookie: e.cookie,
+                    name: &e.name,
+                    attr: &at,
+                    fh: &fh,
+                    fsid: export_fsid(ex.id),
+                    mounted_on: e.fileid,
+                },
+            )
+        } else {
+            // An entry that vanished between listing and stat is skipped.
+            let Some((fid, at)) = &e.plus else { continue };
+            let fh = enc.want_fh.then(|| enc.key.seal(export_id, fid));
+            let fh = fh.as_ref().map_or(&[][..], |h| h.as_bytes());
+            enc.entry(
+                out,
+                limit,
+                Entry {
+                    cookie: e.cookie,
+                    name: &e.name,
+                    attr: at,
+                    fh,
+                    fsid: fsid.clone(),
+                    mounted_on: at.fileid,
+                },
+            )
+        };
+        if !ok {
+            eof = false;
+            break;
+        }
+        any = true;
+    }
+    if !any && !eof {
+        out.truncate(start);
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_TOOSMALL,
+            "maxcount too small for one entry",
+        ));
+    }
+    out.put_u32(0);
+    out.put_u32(eof as u32);
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! Client and session life (NFSv4.1): EXCHANGE_ID, CREATE_SESSION,
+//! SEQUENCE, BIND_CONN_TO_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
+//! RECLAIM_COMPLETE.
+
+use super::compound::Compound;
+use super::state::session::{Session, SlotUse};
+use super::{log_fail, Fail};
+use bytes::{Bytes, BytesMut};
+use proto::nfs4::*;
+use std::sync::Arc;
+use std::time::Instant;
+use xdr::Pack;
+
+const EXCHGID4_FLAG_SUPP_MOVED_REFER: u32 = 0x1;
+const EXCHGID4_FLAG_BIND_PRINC_STATEID: u32 = 0x100;
+const EXCHGID4_FLAG_USE_NON_PNFS: u32 = 0x10000;
+const EXCHGID4_FLAG_UPD_CONFIRMED_REC_A: u32 = 0x4000_0000;
+const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
+const CREATE_SESSION4_FLAG_CONN_BACK_CHAN: u32 = 0x2;
+
+/// Who is asking, for the client-owner rules: the RPC credential.
+pub fn principal(c: &Compound<'_>) -> String {
+    match &c.ctx.auth {
+        rpc::Auth::Sys(s) => format!("sys:{}", s.uid),
+        rpc::Auth::None => "none".into(),
+        #[allow(unreachable_patterns)]
+        _ => "other".into(),
+    }
+}
+
+pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
+    let fail = |c: &Compound<'_>, f: Fail| {
+        log_fail(c, "OP_EXCHANGE_ID", &f);
+        ExchangeId4res::Default(f.status)
+    };
+    if !matches!(a.eia_state_protect, StateProtect4A::SP4_NONE) {
+        // Machine-credential and SSV state protection need GSS.
+        return fail(
+            c,
+            Fail::new(
+                Nfsstat4::NFS4ERR_ENCR_ALG_UNSUPP,
+                "only SP4_NONE state protection is supported",
+            ),
+        );
+    }
+    if a.eia_clientowner.co_ownerid.is_empty() || a.eia_clientowner.co_ownerid.len() > 1024 {
+        return fail(
+            c,
+            Fail::new(Nfsstat4::NFS4ERR_INVAL, "empty or oversized client owner"),
+        );
+    }
+    let update = a.eia_flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
+    let r = c.n.state.exchange_id(
+        &a.eia_clientowner.co_ownerid,
+        a.eia_clientowner.co_verifier,
+        &principal(c),
+        update,
+        c.minor,
+        Instant::now(),
+    );
+    match r {
+        Ok((clientid, seq, confirmed)) => {
+            let mut flags = EXCHGID4_FLAG_USE_NON_PNFS | EXCHGID4_FLAG_SUPP_MOVED_REFER;
+            if confirmed {
+                flags |= EXCHGID4_FLAG_CONFIRMED_R;
+            }
+            let _ = EXCHGID4_FLAG_BIND_PRINC_STATEID;
+            ExchangeId4res::NFS4_OK(ExchangeId4resok {
+                eir_clientid: clientid,
+                eir_sequenceid: seq,
+                eir_flags: flags,
+                eir_state_protect: StateProtect4R::SP4_NONE,
+                eir_server_owner: ServerOwner4 {
+                    so_minor_id: 0,
+                    so_major_id: c.n.server_owner.clone(),
+                },
+                eir_server_scope: c.n.server_owner.clone(),
+                eir_server_impl_id: vec![NfsImplId4 {
+                    nii_domain: Bytes::from_static(b"tarn.dev"),
+                    nii_name: Bytes::from(format!("tarn {}", env!("CARGO_PKG_VERSION"))),
+                    nii_date: Nfstime4 {
+                        seconds: 0,
+                        nseconds: 0,
+                    },
+                }],
+            })
+        }
+        Err(s) => fail(c, Fail::new(s, "client owner rules refused EXCHANGE_ID")),
+    }
+}
+
+/// Channel attributes as the server grants them: the client's asks,
+/// bounded by what the server supports.
+fn negotiate(want: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
+    let max_msg = super::MAX_IO + 64 * 1024;
+    ChannelAttrs4 {
+        ca_headerpadsize: 0,
+        ca_maxrequestsize: want.ca_maxrequestsize.clamp(1024, max_msg),
+        ca_maxresponsesize: want.ca_maxresponsesize.clamp(1024, max_msg),
+        // Replies of non-idempotent COMPOUNDs are small; bound what each
+        // slot may pin in memory.
+        ca_maxresponsesize_cached: want.ca_maxresponsesize_cached.clamp(512, 64 * 1024),
+        ca_maxoperations: want.ca_maxoperations.clamp(2, 64),
+        ca_maxrequests: want.ca_maxrequests.clamp(1, max_slots),
+        ca_rdma_ird: Vec::new(),
+    }
+}
+
+pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> CreateSession4res {
+    let fail = |c: &Compound<'_>, f: Fail| {
+        log_fail(c, "OP_CREATE_SESSION", &f);
+        CreateSession4res::Default(f.status)
+    };
+    let st = &c.n.state;
+    match st.create_session_seq(a.csa_clientid, a.csa_sequence) {
+        Ok(None) => {}
+        Ok(Some(cached)) => {
+            // A retry of the last CREATE_SESSION: the same answer again.
+            return xdr::from_bytes::<CreateSession4res>(cached)
+                .unwrap_or(CreateSession4res::Default(Nfsstat4::NFS4ERR_SERVERFAULT));
+        }
+        Err(s) => {
+            return fail(
+                c,
+                Fail::new(s, "CREATE_SESSION sequence or client id refused"),
+            )
+        }
+    }
+    if a.csa_fore_chan_attrs.ca_maxrequestsize < 256
+        || a.csa_fore_chan_attrs.ca_maxresponsesize < 256
+    {
+        return fail(
+            c,
+            Fail::new(
+                Nfsstat4::NFS4ERR_TOOSMALL,
+                "channel attributes too small to be useful",
+            ),
+        );
+    }
+    let fore = negotiate(&a.csa_fore_chan_attrs, c.n.cfg.max_slots);
+    let back = negotiate(&a.csa_back_chan_attrs, 16);
+    // Tarn never sends callbacks yet (no delegations or layouts), so a back
+    // channel costs nothing to accept; accepting it keeps clients from
+    // treating the session as degraded.
+    let flags = a.csa_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN;
+    let id = st.new_sessionid(a.csa_clientid);
+    let ok = CreateSession4resok {
+        csr_sessionid: id,
+        csr_sequence: a.csa_sequence,
+        csr_flags: flags,
+        csr_fore_chan_attrs: fore.clone(),
+        csr_back_chan_attrs: back.clone(),
+    };
+    let res = CreateSession4res::NFS4_OK(ok);
+    let session = Arc::new(Session::new(id, a.csa_clientid, fore, back, flags));
+    match st.add_session(session, xdr::to_bytes(&res), Instant::now()) {
+        Ok(newly_confirmed) => {
+            if newly_confirmed {
+                if let (Some(rec), Some(owner)) = (&c.n.recovery, st.client_owner(a.csa_clientid)) {
+                    let rec = rec.clone();
+                    // One small file write and fsync, on the pool.
+                    if let Err(e) = c.n.run(move || rec.add(&owner)).await {
+                        tracing::warn!(error = %e, "could not record the client for recovery after a restart");
+                    }
+                }
+            }
+            res
+        }
+        Err(s) => fail(c, Fail::new(s, "client vanished during CREATE_SESSION")),
+    }
+}
+
+/// What SEQUENCE decided for the rest of the COMPOUND.
+pub enum Seq {
+    Go,
+    Replay(Bytes),
+    Failed(Nfsstat4),
+}
+
+pub fn sequence(c: &mut Compound<'_>, a: NfsArgop4, args_sum: u64, out: &mut BytesMut) -> Seq {
+    let NfsArgop4::OP_SEQUENCE(a) = a else {
+        unreachable!("called for SEQUENCE only")
+    };
+    let failed = |c: &Compound<'_>, out: &mut BytesMut, s: Nfsstat4, why: &'static str| {
+        log_fail(c, "OP_SEQUENCE", &Fail::new(s, why));
+        NfsResop4::OP_SEQUENCE(Sequence4res::Default(s)).pack(out);
+        Seq::Failed(s)
+    };
+    let st = &c.n.state;
+    let Some(session) = st.session(&a.sa_sessionid) else {
+        return failed(c, out, Nfsstat4::NFS4ERR_BADSESSION, "unknown session");
+    };
+    let guard = match session.begin(a.sa_slotid, a.sa_sequenceid, args_sum) {
+        Ok(SlotUse::New(g)) => g,
+        Ok(SlotUse::Replay(r)) => return Seq::Replay(r),
+        Err(s) => return failed(c, out, s, "slot or sequence id refused"),
+    };
+    if st.renew(session.client, Instant::now()).is_err() {
+        return failed(
+            c,
+            out,
+            Nfsstat4::NFS4ERR_BADSESSION,
+            "the session's client expired",
+        );
+    }
+    c.clientid = Some(session.client);
+    c.cachethis = a.sa_cachethis;
+    let highest = session.highest_slot();
+    c.slot = Some(guard);
+    NfsResop4::OP_SEQUENCE(Sequence4res::NFS4_OK(Sequence4resok {
+        sr_sessionid: a.sa_sessionid,
+        sr_sequenceid: a.sa_sequenceid,
+        sr_slotid: a.sa_slotid,
+        sr_highest_slotid: highest,
+        sr_target_highest_slotid: highest,
+        sr_status_flags: 0,
+    }))
+    .pack(out);
+    Seq::Go
+}
+
+pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToSession4res {
+    let Some(s) = c.n.state.session(&a.bctsa_sessid) else {
+        log_fail(
+            c,
+            "OP_BIND_CONN_TO_SESSION",
+            &Fail::new(Nfsstat4::NFS4ERR_BADSESSION, "unknown session"),
+        );
+        return BindConnToSession4res::Default(Nfsstat4::NFS4ERR_BADSESSION);
+    };
+    let _ = c.n.state.renew(s.client, Instant::now());
+    // Every connection can carry fore-channel calls; the back channel goes
+    // along when the session has one.
+    let dir = match a.bctsa_dir {
+        ChannelDirFromClient4::CDFC4_FORE => ChannelDirFromServer4::CDFS4_FORE,
+        ChannelDirFromClient4::CDFC4_BACK => ChannelDirFromServer4::CDFS4_BACK,
+        _ if s.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 => {
+            ChannelDirFromServer4::CDFS4_BOTH
+        }
+        _ => ChannelDirFromServer4::CDFS4_FORE,
+    };
+    BindConnToSession4res::NFS4_OK(BindConnToSession4resok {
+        bctsr_sessid: a.bctsa_sessid,
+        bctsr_dir: dir,
+        bctsr_use_conn_in_rdma_mode: false,
+    })
+}
+
+pub fn destroy_session(c: &mut Compound<'_>, a: DestroySession4args) -> DestroySession4res {
+    let status = match c.n.state.destroy_session(&a.dsa_sessionid) {
+        Ok(()) => Nfsstat4::NFS4_OK,
+        Err(s) => {
+            log_fail(c, "OP_DESTROY_SESSION", &Fail::new(s, "unknown session"));
+            s
+        }
+    };
+    DestroySession4res { dsr_status: status }
+}
+
+pub async fn destroy_clientid(
+    c: &mut Compound<'_>,
+    a: DestroyClientid4args,
+) -> DestroyClientid4res {
+    let status = match c.n.state.destroy_clientid(a.dca_clientid) {
+        Ok(owner) => {
+            if let Some(rec) = &c.n.recovery {
+                let rec = rec.clone();
+                let _ = c.n.run(move || rec.remove(&owner)).await;
+            }
+            Nfsstat4::NFS4_OK
+        }
+        Err(s) => {
+            log_fail(
+                c,
+                "OP_DESTROY_CLIENTID",
+                &Fail::new(s, "client unknown or still has sessions or state"),
+            );
+            s
+        }
+    };
+    DestroyClientid4res { dcr_status: status }
+}
+
+pub async fn reclaim_complete(
+    c: &mut Compound<'_>,
+    a: ReclaimComplete4args,
+) -> ReclaimComplete4res {
+    let status = match c.clientid() {
+        // one_fs covers a single filesystem after a migration; Tarn has
+        // none, so it changes nothing.
+        Ok(_) if a.rca_one_fs => Nfsstat4::NFS4_OK,
+        Ok(id) => match c.n.state.reclaim_complete(id) {
+            Ok(()) => Nfsstat4::NFS4_OK,
+            Err(s) => {
+                log_fail(
+                    c,
+                    "OP_RECLAIM_COMPLETE",
+                    &Fail::new(s, "second RECLAIM_COMPLETE"),
+                );
+                s
+            }
+        },
+        Err(f) => f.status,
+    };
+    ReclaimComplete4res { rcr_status: status }
+}

@@ -1,0 +1,888 @@
+//! NFSv4 state: clients, sessions, open and lock stateids, share
+//! reservations, leases and the grace period. Pure: no sockets, no disks,
+//! time passed in; the handlers in `super` call in with short critical
+//! sections and never hold the lock across a backend call.
+//!
+//! Ownership (DESIGN.md rule 2): every open and lock stateid belongs to its
+//! client (the client's `opens`/`locks` sets) and to its file (`files`);
+//! sessions belong to their client. Expiring a client walks only what it
+//! owns. The global maps are hash indexes for O(1) lookup by id, never
+//! scanned on a request path.
+
+pub mod recovery;
+pub mod session;
+
+use crate::locks::{FileKey, LockManager, OwnerKey};
+use bytes::Bytes;
+use proto::nfs4::{Nfsstat4, Sessionid4, Stateid4};
+use session::Session;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub type Other = [u8; 12];
+
+/// OPEN4_SHARE_ACCESS_* / OPEN4_SHARE_DENY_* bits.
+pub const ACCESS_READ: u32 = 1;
+pub const ACCESS_WRITE: u32 = 2;
+pub const ACCESS_BOTH: u32 = 3;
+
+pub struct Client {
+    pub id: u64,
+    pub owner: Bytes,
+    pub verifier: [u8; 8],
+    /// Who created the record ("sys:0", later a Kerberos principal): another
+    /// principal may not take over a client owner that still holds state.
+    pub principal: String,
+    pub confirmed: bool,
+    pub minor: u32,
+    /// CREATE_SESSION's sequence id and its last reply, for retries.
+    pub cs_seq: u32,
+    pub cs_reply: Option<Bytes>,
+    pub sessions: Vec<Sessionid4>,
+    pub opens: HashSet<Other>,
+    pub locks: HashSet<Other>,
+    /// (open owner, file) → open stateid: one per owner per file.
+    open_index: HashMap<(Bytes, FileKey), Other>,
+    /// (lock owner, file) → lock stateid.
+    lock_index: HashMap<(Bytes, FileKey), Other>,
+    pub renewed: Instant,
+    pub reclaim_complete: bool,
+    /// NFSv4.0: SETCLIENTID_CONFIRM's verifier.
+    pub confirm_verf: [u8; 8],
+}
+
+impl Client {
+    fn holds_state(&self) -> bool {
+        !self.opens.is_empty() || !self.locks.is_empty()
+    }
+}
+
+pub enum Kind {
+    Open {
+        owner: Bytes,
+        access: u32,
+        deny: u32,
+        /// Lock stateids opened through this open.
+        locks: Vec<Other>,
+    },
+    Lock {
+        open: Other,
+        owner: OwnerKey,
+    },
+}
+
+pub struct Stateful {
+    pub client: u64,
+    pub file: FileKey,
+    pub seqid: u32,
+    pub kind: Kind,
+}
+
+#[derive(Default)]
+struct Inner {
+    next: u64,
+    clients: HashMap<u64, Client>,
+    /// Client owner → (confirmed record, newest unconfirmed record).
+    owners: HashMap<Bytes, (Option<u64>, Option<u64>)>,
+    sessions: HashMap<Sessionid4, Arc<Session>>,
+    stateids: HashMap<Other, Stateful>,
+    /// Open stateids per file, for share reservation checks.
+    files: HashMap<FileKey, Vec<Other>>,
+}
+
+pub struct State {
+    inner: Mutex<Inner>,
+    pub locks: Arc<LockManager>,
+    /// Distinguishes this server instance's ids from a previous one's.
+    pub epoch: u32,
+    pub lease: Duration,
+    grace: Mutex<Grace>,
+}
+
+/// Who may reclaim after a restart, and until when.
+#[derive(Default)]
+struct Grace {
+    until: Option<Instant>,
+    /// Client owners recorded as holding state before the restart.
+    reclaimable: HashSet<Bytes>,
+    /// Of those, the ones that finished reclaiming.
+    done: HashSet<Bytes>,
+}
+
+/// The outcome of checking a stateid for READ/WRITE/SETATTR.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// An anonymous or READ-bypass special stateid.
+    Special,
+    /// An open or lock stateid that grants this access.
+    Granted,
+}
+
+impl State {
+    pub fn new(lease: Duration, locks: Arc<LockManager>) -> State {
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(1)
+            ^ rand::random::<u16>() as u32;
+        State {
+            inner: Mutex::new(Inner::default()),
+            locks,
+            epoch,
+            lease,
+            grace: Mutex::new(Grace::default()),
+        }
+    }
+
+    // ---- grace -------------------------------------------------------
+
+    /// Starts a grace period for the client owners recorded before a restart.
+    pub fn start_grace(&self, owners: HashSet<Bytes>, length: Duration, now: Instant) {
+        let mut g = self.grace.lock().unwrap();
+        if !owners.is_empty() {
+            g.until = Some(now + length);
+        }
+        g.reclaimable = owners;
+    }
+
+    pub fn in_grace(&self, now: Instant) -> bool {
+        let mut g = self.grace.lock().unwrap();
+        match g.until {
+            Some(t) if now < t && g.done.len() < g.reclaimable.len() => true,
+            Some(_) => {
+                g.until = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `client` may reclaim now (NFS4ERR_NO_GRACE / RECLAIM_BAD otherwise).
+    pub fn may_reclaim(&self, client: u64, now: Instant) -> Result<(), Nfsstat4> {
+        if !self.in_grace(now) {
+            return Err(Nfsstat4::NFS4ERR_NO_GRACE);
+        }
+        let owner = {
+            let i = self.inner.lock().unwrap();
+            let c = i
+                .clients
+                .get(&client)
+                .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+            if c.reclaim_complete {
+                return Err(Nfsstat4::NFS4ERR_NO_GRACE);
+            }
+            c.owner.clone()
+        };
+        let g = self.grace.lock().unwrap();
+        if g.reclaimable.contains(&owner) {
+            Ok(())
+        } else {
+            Err(Nfsstat4::NFS4ERR_RECLAIM_BAD)
+        }
+    }
+
+    // ---- ids -------------------------------------------------------------
+
+    fn next_id(i: &mut Inner) -> u64 {
+        i.next += 1;
+        i.next
+    }
+
+    fn new_clientid(&self, i: &mut Inner) -> u64 {
+        ((self.epoch as u64) << 32) | (Self::next_id(i) & 0xffff_ffff)
+    }
+
+    fn new_other(&self, i: &mut Inner) -> Other {
+        let mut o = [0u8; 12];
+        o[..4].copy_from_slice(&self.epoch.to_be_bytes());
+        o[4..].copy_from_slice(&Self::next_id(i).to_be_bytes());
+        o
+    }
+
+    pub fn is_current_epoch_clientid(&self, id: u64) -> bool {
+        (id >> 32) as u32 == self.epoch
+    }
+
+    // ---- clients ---------------------------------------------------------
+
+    /// EXCHANGE_ID (RFC 8881 §18.35.5, the cases that matter without SSV):
+    /// returns (clientid, sequenceid, confirmed).
+    pub fn exchange_id(
+        &self,
+        owner: &Bytes,
+        verifier: [u8; 8],
+        principal: &str,
+        update: bool,
+        minor: u32,
+        now: Instant,
+    ) -> Result<(u64, u32, bool), Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let (conf, unconf) = i.owners.get(owner).copied().unwrap_or((None, None));
+        if let Some(cid) = conf {
+            let c = &i.clients[&cid];
+            let expired = now.duration_since(c.renewed) > self.lease;
+            if c.principal != principal && c.holds_state() && !expired {
+                return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
+            }
+            if c.verifier == verifier && c.principal == principal {
+                // Case 2 (or an update): the same incarnation of the client.
+                return Ok((cid, c.cs_seq, true));
+            }
+            if update {
+                return Err(Nfsstat4::NFS4ERR_NOT_SAME);
+            }
+            // Case 5: the client rebooted; its old state goes when the new
+            // record is confirmed by CREATE_SESSION.
+        } else if update {
+            return Err(Nfsstat4::NFS4ERR_NOENT);
+        }
+        if let Some(u) = unconf {
+            if let Some(c) = i.clients.get(&u) {
+                if c.verifier == verifier && c.principal == principal {
+                    return Ok((u, c.cs_seq, false));
+                }
+            }
+            i.clients.remove(&u);
+        }
+        let id = self.new_clientid(&mut i);
+        i.clients.insert(
+            id,
+            Client {
+                id,
+                owner: owner.clone(),
+                verifier,
+                principal: principal.to_string(),
+                confirmed: false,
+                minor,
+                cs_seq: 1,
+                cs_reply: None,
+                sessions: Vec::new(),
+                opens: HashSet::new(),
+                locks: HashSet::new(),
+                open_index: HashMap::new(),
+                lock_index: HashMap::new(),
+                renewed: now,
+                reclaim_complete: false,
+                confirm_verf: rand::random(),
+            },
+        );
+        i.owners.entry(owner.clone()).or_default().1 = Some(id);
+        Ok((id, 1, false))
+    }
+
+    /// The client's CREATE_SESSION sequence check (RFC 8881 §18.36.4):
+    /// Ok(None) for a new request, Ok(Some(reply)) for a retry to answer from
+    /// the cache.
+    pub fn create_session_seq(&self, clientid: u64, seq: u32) -> Result<Option<Bytes>, Nfsstat4> {
+        let i = self.inner.lock().unwrap();
+        let c = i
+            .clients
+            .get(&clientid)
+            .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+        if seq == c.cs_seq {
+            return Ok(None);
+        }
+        if seq == c.cs_seq.wrapping_sub(1) {
+            return c
+                .cs_reply
+                .clone()
+                .map(Some)
+                .ok_or(Nfsstat4::NFS4ERR_SEQ_MISORDERED);
+        }
+        Err(Nfsstat4::NFS4ERR_SEQ_MISORDERED)
+    }
+
+    /// Records a new session, confirming the client if it was not yet
+    /// (which retires a previous incarnation and all its state).
+    /// Returns whether the client was newly confirmed.
+    pub fn add_session(
+        &self,
+        s: Arc<Session>,
+        reply: Bytes,
+        now: Instant,
+    ) -> Result<bool, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let cid = s.client;
+        let c = i
+            .clients
+            .get_mut(&cid)
+            .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+        c.cs_seq = c.cs_seq.wrapping_add(1);
+        c.cs_reply = Some(reply);
+        c.sessions.push(s.id);
+        c.renewed = now;
+        i.sessions.insert(s.id, s);
+        Ok(self.confirm(&mut i, cid))
+    }
+
+    /// Marks a client confirmed, retiring the previous incarnation of the
+    /// same client owner with all its state. Returns whether it was newly
+    /// confirmed.
+    fn confirm(&self, i: &mut Inner, clientid: u64) -> bool {
+        let Some(c) = i.clients.get_mut(&clientid) else {
+            return false;
+        };
+        if c.confirmed {
+            return false;
+        }
+        c.confirmed = true;
+        let owner = c.owner.clone();
+        let e = i.owners.entry(owner).or_default();
+        let old = e.0.replace(clientid);
+        if e.1 == Some(clientid) {
+            e.1 = None;
+        }
+        if let Some(old) = old.filter(|o| *o != clientid) {
+            self.purge(i, old);
+        }
+        true
+    }
+
+    /// NFSv4.0: the verifier SETCLIENTID_CONFIRM must present.
+    pub fn confirm_verifier(&self, clientid: u64) -> Result<[u8; 8], Nfsstat4> {
+        let i = self.inner.lock().unwrap();
+        i.clients
+            .get(&clientid)
+            .map(|c| c.confirm_verf)
+            .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)
+    }
+
+    /// NFSv4.0 SETCLIENTID_CONFIRM: confirms the record (retiring an older
+    /// incarnation of the same client and its state). Returns whether it
+    /// was newly confirmed.
+    pub fn confirm_v40(
+        &self,
+        clientid: u64,
+        verf: [u8; 8],
+        now: Instant,
+    ) -> Result<bool, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let c = i
+            .clients
+            .get_mut(&clientid)
+            .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+        if c.confirm_verf != verf {
+            return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
+        }
+        c.renewed = now;
+        Ok(self.confirm(&mut i, clientid))
+    }
+
+    pub fn new_sessionid(&self, clientid: u64) -> Sessionid4 {
+        let mut i = self.inner.lock().unwrap();
+        let n = Self::next_id(&mut i);
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&clientid.to_be_bytes());
+        id[8..12].copy_from_slice(&(n as u32).to_be_bytes());
+        id[12..].copy_from_slice(&self.epoch.to_be_bytes());
+        id
+    }
+
+    pub fn session(&self, id: &Sessionid4) -> Option<Arc<Session>> {
+        self.inner.lock().unwrap().sessions.get(id).cloned()
+    }
+
+    pub fn destroy_session(&self, id: &Sessionid4) -> Result<(), Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let s = i.sessions.remove(id).ok_or(Nfsstat4::NFS4ERR_BADSESSION)?;
+        if let Some(c) = i.clients.get_mut(&s.client) {
+            c.sessions.retain(|x| x != id);
+        }
+        Ok(())
+    }
+
+    pub fn destroy_clientid(&self, clientid: u64) -> Result<Bytes, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let c = i
+            .clients
+            .get(&clientid)
+            .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+        if !c.sessions.is_empty() || c.holds_state() {
+            return Err(Nfsstat4::NFS4ERR_CLIENTID_BUSY);
+        }
+        let owner = c.owner.clone();
+        self.purge(&mut i, clientid);
+        Ok(owner)
+    }
+
+    /// Renews a client's lease (SEQUENCE, RENEW, and any 4.0 stateful op).
+    pub fn renew(&self, clientid: u64, now: Instant) -> Result<(), Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        match i.clients.get_mut(&clientid) {
+            Some(c) => {
+                c.renewed = now;
+                Ok(())
+            }
+            None if self.is_current_epoch_clientid(clientid) => Err(Nfsstat4::NFS4ERR_EXPIRED),
+            None => Err(Nfsstat4::NFS4ERR_STALE_CLIENTID),
+        }
+    }
+
+    pub fn client_owner(&self, clientid: u64) -> Option<Bytes> {
+        self.inner
+            .lock()
+            .unwrap()
+            .clients
+            .get(&clientid)
+            .map(|c| c.owner.clone())
+    }
+
+    pub fn client_exists(&self, clientid: u64) -> bool {
+        self.inner.lock().unwrap().clients.contains_key(&clientid)
+    }
+
+    pub fn reclaim_complete(&self, clientid: u64) -> Result<(), Nfsstat4> {
+        let owner = {
+            let mut i = self.inner.lock().unwrap();
+            let c = i
+                .clients
+                .get_mut(&clientid)
+                .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+            if c.reclaim_complete {
+                return Err(Nfsstat4::NFS4ERR_COMPLETE_ALREADY);
+            }
+            c.reclaim_complete = true;
+            c.owner.clone()
+        };
+        let mut g = self.grace.lock().unwrap();
+        if g.reclaimable.contains(&owner) {
+            g.done.insert(owner);
+        }
+        Ok(())
+    }
+
+    /// Clients whose lease ran out at `now` (the reaper then expires them).
+    /// A background walk, never on a request path.
+    pub fn expired_clients(&self, now: Instant) -> Vec<u64> {
+        let i = self.inner.lock().unwrap();
+        i.clients
+            .values()
+            .filter(|c| now.duration_since(c.renewed) > self.lease + self.lease / 2)
+            .map(|c| c.id)
+            .collect()
+    }
+
+    /// Expires one client: its sessions, opens and locks go; others' are untouched.
+    /// Returns the client owner, so its stable record can be dropped.
+    pub fn expire(&self, clientid: u64) -> Option<Bytes> {
+        let mut i = self.inner.lock().unwrap();
+        let owner = i.clients.get(&clientid)?.owner.clone();
+        self.purge(&mut i, clientid);
+        Some(owner)
+    }
+
+    /// Removes a client and everything it owns: cost proportional to what
+    /// it holds, whatever else is in the tables.
+    fn purge(&self, i: &mut Inner, clientid: u64) {
+        let Some(c) = i.clients.remove(&clientid) else {
+            return;
+        };
+        for s in &c.sessions {
+            i.sessions.remove(s);
+        }
+        for o in c.locks.iter().chain(c.opens.iter()) {
+            if let Some(st) = i.stateids.remove(o) {
+                if let Kind::Open { .. } = st.kind {
+                    Self::unlink_file(i, &st.file, o);
+                }
+            }
+        }
+        self.locks.release_client(clientid);
+        if let Some(e) = i.owners.get_mut(&c.owner) {
+            if e.0 == Some(clientid) {
+                e.0 = None;
+            }
+            if e.1 == Some(clientid) {
+                e.1 = None;
+            }
+            if *e == (None, None) {
+                i.owners.remove(&c.owner);
+            }
+        }
+    }
+
+    fn unlink_file(i: &mut Inner, file: &FileKey, other: &Other) {
+        if let Some(v) = i.files.get_mut(file) {
+            v.retain(|x| x != other);
+            if v.is_empty() {
+                i.files.remove(file);
+            }
+        }
+    }
+
+    // ---- opens -----------------------------------------------------------
+
+    /// OPEN: a new open stateid, or the owner's existing one for this file
+    /// with its access and deny bits widened and its seqid bumped.
+    pub fn open(
+        &self,
+        clientid: u64,
+        owner: &Bytes,
+        file: FileKey,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        if !i.clients.contains_key(&clientid) {
+            return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
+        }
+        let existing = i.clients[&clientid]
+            .open_index
+            .get(&(owner.clone(), file))
+            .copied();
+        // Share reservations: another open's deny bits against our access,
+        // our deny bits against another open's access.
+        if let Some(list) = i.files.get(&file) {
+            for o in list {
+                if Some(*o) == existing {
+                    continue;
+                }
+                if let Some(Stateful {
+                    kind:
+                        Kind::Open {
+                            access: a, deny: d, ..
+                        },
+                    ..
+                }) = i.stateids.get(o)
+                {
+                    if d & access != 0 || a & deny != 0 {
+                        return Err(Nfsstat4::NFS4ERR_SHARE_DENIED);
+                    }
+                }
+            }
+        }
+        if let Some(o) = existing {
+            let st = i.stateids.get_mut(&o).expect("indexed open exists");
+            st.seqid = st.seqid.wrapping_add(1);
+            if let Kind::Open {
+                access: a, deny: d, ..
+            } = &mut st.kind
+            {
+                *a |= access;
+                *d |= deny;
+            }
+            return Ok(Stateid4 {
+                seqid: st.seqid,
+                other: o,
+            });
+        }
+        let other = self.new_other(&mut i);
+        i.stateids.insert(
+            other,
+            Stateful {
+                client: clientid,
+                file,
+                seqid: 1,
+                kind: Kind::Open {
+                    owner: owner.clone(),
+                    access,
+                    deny,
+                    locks: Vec::new(),
+                },
+            },
+        );
+        i.files.entry(file).or_default().push(other);
+        let c = i.clients.get_mut(&clientid).expect("checked above");
+        c.opens.insert(other);
+        c.open_index.insert((owner.clone(), file), other);
+        Ok(Stateid4 { seqid: 1, other })
+    }
+
+    /// Finds a stateid of this client on this file, checking its seqid.
+    fn lookup<'a>(
+        &self,
+        i: &'a mut Inner,
+        sid: &Stateid4,
+        file: Option<&FileKey>,
+        minor: u32,
+    ) -> Result<&'a mut Stateful, Nfsstat4> {
+        let stale = u32::from_be_bytes(sid.other[..4].try_into().unwrap()) != self.epoch;
+        let Some(st) = i.stateids.get_mut(&sid.other) else {
+            return Err(if stale && minor == 0 {
+                Nfsstat4::NFS4ERR_STALE_STATEID
+            } else {
+                Nfsstat4::NFS4ERR_BAD_STATEID
+            });
+        };
+        if file.is_some_and(|f| *f != st.file) {
+            return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
+        }
+        // seqid 0 in NFSv4.1 means "the current one".
+        if !(minor > 0 && sid.seqid == 0) && sid.seqid != st.seqid {
+            return Err(if sid.seqid < st.seqid {
+                Nfsstat4::NFS4ERR_OLD_STATEID
+            } else {
+                Nfsstat4::NFS4ERR_BAD_STATEID
+            });
+        }
+        Ok(st)
+    }
+
+    /// Checks a stateid presented with READ, WRITE or SETATTR(size).
+    pub fn check_io(
+        &self,
+        sid: &Stateid4,
+        file: &FileKey,
+        write: bool,
+        minor: u32,
+    ) -> Result<Checked, Nfsstat4> {
+        if is_special(sid) {
+            return Ok(Checked::Special);
+        }
+        let mut i = self.inner.lock().unwrap();
+        let st = self.lookup(&mut i, sid, Some(file), minor)?;
+        let open = match &st.kind {
+            Kind::Open { access, .. } => *access,
+            Kind::Lock { open, .. } => {
+                let open = *open;
+                match i.stateids.get(&open).map(|s| &s.kind) {
+                    Some(Kind::Open { access, .. }) => *access,
+                    _ => return Err(Nfsstat4::NFS4ERR_BAD_STATEID),
+                }
+            }
+        };
+        if write && open & ACCESS_WRITE == 0 {
+            return Err(Nfsstat4::NFS4ERR_OPENMODE);
+        }
+        Ok(Checked::Granted)
+    }
+
+    /// The client an open or lock stateid belongs to (for lease renewal in 4.0).
+    pub fn owner_client(&self, sid: &Stateid4) -> Option<u64> {
+        self.inner
+            .lock()
+            .unwrap()
+            .stateids
+            .get(&sid.other)
+            .map(|s| s.client)
+    }
+
+    /// CLOSE: fails with LOCKS_HELD while lock stateids of this open still hold locks.
+    pub fn close(&self, sid: &Stateid4, file: &FileKey, minor: u32) -> Result<Stateid4, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let st = self.lookup(&mut i, sid, Some(file), minor)?;
+        let (client, seqid) = (st.client, st.seqid);
+        let Kind::Open { owner, locks, .. } = &st.kind else {
+            return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
+        };
+        let owner = owner.clone();
+        let locks = locks.clone();
+        for l in &locks {
+            if let Some(Stateful {
+                kind: Kind::Lock { owner, .. },
+                ..
+            }) = i.stateids.get(l)
+            {
+                if self.locks.owner_holds(owner) {
+                    return Err(Nfsstat4::NFS4ERR_LOCKS_HELD);
+                }
+            }
+        }
+        for l in &locks {
+            if let Some(st) = i.stateids.remove(l) {
+                if let Kind::Lock { owner, .. } = &st.kind {
+                    if let Some(c) = i.clients.get_mut(&client) {
+                        c.locks.remove(l);
+                        c.lock_index.remove(&(owner.owner.clone(), st.file));
+                    }
+                }
+            }
+        }
+        i.stateids.remove(&sid.other);
+        Self::unlink_file(&mut i, file, &sid.other);
+        if let Some(c) = i.clients.get_mut(&client) {
+            c.opens.remove(&sid.other);
+            c.open_index.remove(&(owner, *file));
+        }
+        Ok(Stateid4 {
+            seqid: seqid.wrapping_add(1),
+            other: sid.other,
+        })
+    }
+
+    pub fn downgrade(
+        &self,
+        sid: &Stateid4,
+        file: &FileKey,
+        access: u32,
+        deny: u32,
+        minor: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let st = self.lookup(&mut i, sid, Some(file), minor)?;
+        let Kind::Open {
+            access: a, deny: d, ..
+        } = &mut st.kind
+        else {
+            return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
+        };
+        // The new bits must be a subset of what the open holds.
+        if access == 0 || access & !*a != 0 || deny & !*d != 0 {
+            return Err(Nfsstat4::NFS4ERR_INVAL);
+        }
+        *a = access;
+        *d = deny;
+        st.seqid = st.seqid.wrapping_add(1);
+        Ok(Stateid4 {
+            seqid: st.seqid,
+            other: sid.other,
+        })
+    }
+
+    // ---- locks -----------------------------------------------------------
+
+    /// The lock stateid for (lock owner, file), made from an open stateid
+    /// the first time (LOCK with open_to_lock_owner).
+    pub fn lock_state_from_open(
+        &self,
+        open: &Stateid4,
+        file: &FileKey,
+        owner: &OwnerKey,
+        minor: u32,
+    ) -> Result<(Other, u32), Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let st = self.lookup(&mut i, open, Some(file), minor)?;
+        let client = st.client;
+        if !matches!(st.kind, Kind::Open { .. }) {
+            return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
+        }
+        if owner.client != client {
+            return Err(Nfsstat4::NFS4ERR_INVAL);
+        }
+        if let Some(o) = i.clients[&client]
+            .lock_index
+            .get(&(owner.owner.clone(), *file))
+        {
+            let o = *o;
+            return Ok((o, i.stateids[&o].seqid));
+        }
+        let other = self.new_other(&mut i);
+        i.stateids.insert(
+            other,
+            Stateful {
+                client,
+                file: *file,
+                seqid: 0,
+                kind: Kind::Lock {
+                    open: open.other,
+                    owner: owner.clone(),
+                },
+            },
+        );
+        if let Some(Stateful {
+            kind: Kind::Open { locks, .. },
+            ..
+        }) = i.stateids.get_mut(&open.other)
+        {
+            locks.push(other);
+        }
+        let c = i.clients.get_mut(&client).expect("open's client exists");
+        c.locks.insert(other);
+        c.lock_index.insert((owner.owner.clone(), *file), other);
+        Ok((other, 0))
+    }
+
+    /// An existing lock stateid: its owner, checked against the file.
+    pub fn lock_state(
+        &self,
+        sid: &Stateid4,
+        file: &FileKey,
+        minor: u32,
+    ) -> Result<OwnerKey, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let st = self.lookup(&mut i, sid, Some(file), minor)?;
+        match &st.kind {
+            Kind::Lock { owner, .. } => Ok(owner.clone()),
+            Kind::Open { .. } => Err(Nfsstat4::NFS4ERR_BAD_STATEID),
+        }
+    }
+
+    /// Bumps a lock stateid's seqid after a successful LOCK or LOCKU.
+    pub fn bump(&self, other: &Other) -> Stateid4 {
+        let mut i = self.inner.lock().unwrap();
+        let seqid = match i.stateids.get_mut(other) {
+            Some(st) => {
+                st.seqid = st.seqid.wrapping_add(1);
+                st.seqid
+            }
+            None => 0,
+        };
+        Stateid4 {
+            seqid,
+            other: *other,
+        }
+    }
+
+    // ---- TEST_STATEID / FREE_STATEID ----------------------------------------
+
+    pub fn test_stateid(&self, clientid: u64, sid: &Stateid4) -> Nfsstat4 {
+        if is_special(sid) {
+            return Nfsstat4::NFS4ERR_BAD_STATEID;
+        }
+        let mut i = self.inner.lock().unwrap();
+        match self.lookup(&mut i, sid, None, 1) {
+            Ok(st) if st.client == clientid => Nfsstat4::NFS4_OK,
+            Ok(_) => Nfsstat4::NFS4ERR_BAD_STATEID,
+            Err(e) => e,
+        }
+    }
+
+    /// FREE_STATEID: only a lock stateid holding no locks can be freed;
+    /// an open stateid must be CLOSEd.
+    pub fn free_stateid(&self, clientid: u64, sid: &Stateid4) -> Nfsstat4 {
+        let mut i = self.inner.lock().unwrap();
+        let st = match self.lookup(&mut i, sid, None, 1) {
+            Ok(st) if st.client == clientid => st,
+            Ok(_) => return Nfsstat4::NFS4ERR_BAD_STATEID,
+            Err(e) => return e,
+        };
+        let file = st.file;
+        match &st.kind {
+            Kind::Open { .. } => Nfsstat4::NFS4ERR_LOCKS_HELD,
+            Kind::Lock { owner, open } => {
+                if self.locks.owner_holds(owner) {
+                    return Nfsstat4::NFS4ERR_LOCKS_HELD;
+                }
+                let (owner, open) = (owner.clone(), *open);
+                i.stateids.remove(&sid.other);
+                if let Some(Stateful {
+                    kind: Kind::Open { locks, .. },
+                    ..
+                }) = i.stateids.get_mut(&open)
+                {
+                    locks.retain(|l| *l != sid.other);
+                }
+                if let Some(c) = i.clients.get_mut(&clientid) {
+                    c.locks.remove(&sid.other);
+                    c.lock_index.remove(&(owner.owner, file));
+                }
+                Nfsstat4::NFS4_OK
+            }
+        }
+    }
+
+    /// Counts for metrics and tests: (clients, sessions, stateids, files with opens).
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let i = self.inner.lock().unwrap();
+        (
+            i.clients.len(),
+            i.sessions.len(),
+            i.stateids.len(),
+            i.files.len(),
+        )
+    }
+}
+
+/// The anonymous stateid (all zeros) and the READ bypass stateid (all ones).
+pub fn is_special(sid: &Stateid4) -> bool {
+    (sid.seqid == 0 && sid.other == [0; 12]) || (sid.seqid == u32::MAX && sid.other == [0xff; 12])
+}
+
+/// The NFSv4.1 "current stateid" (seqid 1, other all zeros).
+pub fn is_current(sid: &Stateid4) -> bool {
+    sid.seqid == 1 && sid.other == [0; 12]
+}
+
+#[cfg(test)]
+mod tests;
