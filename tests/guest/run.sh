@@ -28,9 +28,9 @@ CASES='
 on  | knfsd | 3   | sys   |
 on  | knfsd | 4.1 | sys   |
 on  | tarn  | 3   | sys   |
-off | tarn  | 4.0 | sys   | NFSv4 not implemented yet (issue 4)
-off | tarn  | 4.1 | sys   | NFSv4 not implemented yet (issue 4)
-off | tarn  | 4.2 | sys   | NFSv4 not implemented yet (issue 4)
+on  | tarn  | 4.0 | sys   |
+on  | tarn  | 4.1 | sys   |
+on  | tarn  | 4.2 | sys   |
 off | tarn  | 3   | krb5  | Kerberos not implemented yet (issue 5)
 off | tarn  | 3   | krb5i | Kerberos not implemented yet (issue 5)
 off | tarn  | 3   | krb5p | Kerberos not implemented yet (issue 5)
@@ -90,8 +90,13 @@ guest_cmd() {  # SERVER VERS SEC > cmd.sh
     knfsd) echo 'lab-knfsd-start || { echo "lab-knfsd-start failed"; exit 97; }'
            printf 'exec bash /share/workload.sh 127.0.0.1 %q %q /srv/export ""\n' "$2" "$3";;
     tarn)  echo 'export SQUASH=1'
-           echo 'echo "note: tarn has no NLM yet: mounting with nolock, flock/fcntl checks are client-local"'
-           printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$TARN_MOUNT_OPTS";;
+           if [ "${2%%.*}" = 4 ]; then
+             # NFSv4 needs neither MOUNT nor NLM: one port, locks in the protocol.
+             printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "proto=tcp,port=$TARN_PORT"
+           else
+             echo 'echo "note: tarn has no NLM yet: mounting with nolock, flock/fcntl checks are client-local"'
+             printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$TARN_MOUNT_OPTS"
+           fi;;
   esac
 }
 

@@ -190,7 +190,7 @@ fn max_op(minor: u32) -> u32 {
 }
 
 /// Most operations one COMPOUND may carry before a session bounds it.
-const MAX_OPS: u32 = 256;
+pub const MAX_OPS: u32 = 256;
 
 impl Nfs4 {
     pub fn new(

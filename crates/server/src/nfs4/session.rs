@@ -89,18 +89,20 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
     }
 }
 
-/// Channel attributes as the server grants them: the client's asks,
-/// bounded by what the server supports.
+/// Fore channel attributes as the server grants them: the client's asks,
+/// never more (Linux refuses a session whose sizes exceed what it asked
+/// for, or whose operation limit is below it), bounded by what the server
+/// supports.
 fn negotiate(want: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
     let max_msg = super::MAX_IO + 64 * 1024;
     ChannelAttrs4 {
         ca_headerpadsize: 0,
-        ca_maxrequestsize: want.ca_maxrequestsize.clamp(1024, max_msg),
-        ca_maxresponsesize: want.ca_maxresponsesize.clamp(1024, max_msg),
+        ca_maxrequestsize: want.ca_maxrequestsize.min(max_msg),
+        ca_maxresponsesize: want.ca_maxresponsesize.min(max_msg),
         // Replies of non-idempotent COMPOUNDs are small; bound what each
         // slot may pin in memory.
-        ca_maxresponsesize_cached: want.ca_maxresponsesize_cached.clamp(512, 64 * 1024),
-        ca_maxoperations: want.ca_maxoperations.clamp(2, 64),
+        ca_maxresponsesize_cached: want.ca_maxresponsesize_cached.min(64 * 1024),
+        ca_maxoperations: want.ca_maxoperations.min(super::MAX_OPS),
         ca_maxrequests: want.ca_maxrequests.clamp(1, max_slots),
         ca_rdma_ird: Vec::new(),
     }
@@ -138,7 +140,11 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
         );
     }
     let fore = negotiate(&a.csa_fore_chan_attrs, c.n.cfg.max_slots);
-    let back = negotiate(&a.csa_back_chan_attrs, 16);
+    // Tarn sends no callbacks yet, so the back channel is granted as asked.
+    let back = ChannelAttrs4 {
+        ca_rdma_ird: Vec::new(),
+        ..a.csa_back_chan_attrs.clone()
+    };
     // Tarn never sends callbacks yet (no delegations or layouts), so a back
     // channel costs nothing to accept; accepting it keeps clients from
     // treating the session as degraded.
