@@ -2,6 +2,7 @@
 //! programs, and the [`service::TarnService`] that the RPC transport calls.
 
 pub mod export;
+pub mod locks;
 pub mod mount;
 pub mod nfs3;
 pub mod pool;
