@@ -5,6 +5,7 @@ pub mod export;
 pub mod locks;
 pub mod mount;
 pub mod nfs3;
+pub mod nlm;
 pub mod pool;
 pub mod service;
 

@@ -45,6 +45,8 @@ enum Cmd {
         log_level: String,
         #[command(flatten)]
         observe: ObserveOpts,
+        #[command(flatten)]
+        locking: LockOpts,
     },
     /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
     Stats {
@@ -113,6 +115,18 @@ struct ObserveOpts {
     admin_socket: Option<PathBuf>,
 }
 
+/// NLM (byte-range locks for NFSv3 clients) and its status monitor.
+#[derive(clap::Args, Clone, Debug)]
+struct LockOpts {
+    /// Seconds after start during which only reclaimed locks are granted.
+    #[arg(long, value_name = "SECONDS", default_value_t = 90.0)]
+    grace: f64,
+    /// Send NLM GRANTED and SM_NOTIFY calls to this port on the client
+    /// instead of asking the client's rpcbind (for tests).
+    #[arg(long, value_name = "PORT")]
+    nlm_callback_port: Option<u16>,
+}
+
 #[derive(clap::Args)]
 struct SocketOpt {
     /// The server's admin socket (default: the default state directory's admin.sock).
@@ -153,9 +167,10 @@ fn main() -> ExitCode {
             state_dir,
             log_level,
             observe,
+            locking,
         } => {
             init_logging(&log_level);
-            match serve(dir, listen, allow, config, state_dir, observe) {
+            match serve(dir, listen, allow, config, state_dir, observe, locking) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tarn: {e}");
@@ -344,6 +359,7 @@ fn serve(
     config: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     observe: ObserveOpts,
+    locking: LockOpts,
 ) -> Result<(), String> {
     let (cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
     let metrics_addr: Option<SocketAddr> =
@@ -358,6 +374,20 @@ fn serve(
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
+    if !(locking.grace >= 0.0 && locking.grace.is_finite()) {
+        return Err(format!(
+            "--grace {}: expected seconds, 0 or more",
+            locking.grace
+        ));
+    }
+    let nsm_dir = state_dir.join("nsm");
+    let (nsm, notify_hosts) = server::nlm::nsm::Nsm::start(&nsm_dir)
+        .map_err(|e| format!("NSM state in {}: {e}", nsm_dir.display()))?;
+    info!(
+        state = nsm.state(),
+        hosts = notify_hosts.len(),
+        "NSM state number; clients to notify of the restart"
+    );
     match vfs::local::raise_nofile_limit() {
         Ok(n) if n < 4 * vfs::local::PATH_CACHE_SIZE as u64 => {
             warn!(
@@ -421,7 +451,15 @@ fn serve(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), Arc::new(key), Pool::new(32)), mount: Mount::new() };
+        let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
+        let nlm = server::nlm::Nlm::new(
+            Arc::new(server::locks::LockManager::new()),
+            Arc::new(nsm),
+            server::nlm::NlmConfig { grace: std::time::Duration::from_secs_f64(locking.grace) },
+            Arc::new(callback),
+        );
+        nlm.notify_restart(notify_hosts);
+        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), Arc::new(key), Pool::new(32)), mount: Mount::new(), nlm };
         let server = rpc::Server::with_metrics(Arc::new(svc), rpc::ServerConfig::default(), metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         let admin = metrics::endpoint::bind_admin(&admin_path)
@@ -435,11 +473,11 @@ fn serve(
         }
         let registered = match rpcbind::register(port).await {
             Ok(()) => {
-                info!(port, "registered NFS v3 and MOUNT v3 with rpcbind");
+                info!(port, "registered NFS v3, MOUNT v3, NLM v4 and NSM v1 with rpcbind");
                 true
             }
             Err(e) => {
-                info!(reason = %e, "not registered with rpcbind: clients mount with port={port},mountport={port}");
+                info!(reason = %e, "not registered with rpcbind: clients mount with port={port},mountport={port},nolock");
                 false
             }
         };
@@ -449,8 +487,10 @@ fn serve(
                 std::net::IpAddr::V6(ip) => format!("[{ip}]"),
                 ip => ip.to_string(),
             };
+            // Without rpcbind the client's lockd cannot find NLM: no locking then.
+            let nolock = if registered { "" } else { ",nolock" };
             println!(
-                "tarn: exporting {} on {addr} (NFSv3); mount with: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt",
+                "tarn: exporting {} on {addr} (NFSv3); mount with: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp{nolock} {host}:{} /mnt",
                 describe(e),
                 e.pseudo
             );
