@@ -26,6 +26,19 @@ pub mod pmap {
     include!(concat!(env!("OUT_DIR"), "/pmap.rs"));
 }
 
+/// The Network Lock Manager, version 4 (X/Open XNFS): byte-range locks
+/// for NFSv3 clients.
+#[allow(non_camel_case_types, clippy::all)]
+pub mod nlm4 {
+    include!(concat!(env!("OUT_DIR"), "/nlm4.rs"));
+}
+
+/// The Network Status Monitor, version 1 (X/Open XNFS): reboot notification.
+#[allow(non_camel_case_types, clippy::all)]
+pub mod nsm {
+    include!(concat!(env!("OUT_DIR"), "/sm_inter.rs"));
+}
+
 /// NFS version 4, minor versions 0, 1 and 2 (RFC 7530/7531, RFC 8881/5662,
 /// RFC 7862/7863): COMPOUND with every operation, the attributes, and the
 /// callback program. One set of types serves all minor versions.

@@ -34,6 +34,7 @@ pub struct RpcClient {
     pending: Pending,
     next_xid: AtomicU32,
     cred: OpaqueAuth,
+    local: SocketAddr,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -69,6 +70,7 @@ impl RpcClient {
     pub async fn connect(addr: SocketAddr, cred: OpaqueAuth) -> Result<Self, ClientError> {
         let s = TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
+        let local = s.local_addr()?;
         let (mut rd, wr) = s.into_split();
         let pending: Pending = Arc::default();
         let p2 = pending.clone();
@@ -104,8 +106,15 @@ impl RpcClient {
             pending,
             next_xid: AtomicU32::new(seed),
             cred,
+            local,
             reader,
         })
+    }
+
+    /// This end's address: the address the peer sees us at (an NSM
+    /// notification names the server by it).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
     }
 
     /// Sends a call whose arguments are already encoded; returns the whole reply record.

@@ -6,6 +6,7 @@ pub mod locks;
 pub mod mount;
 pub mod nfs3;
 pub mod nfs4;
+pub mod nlm;
 pub mod pool;
 pub mod service;
 

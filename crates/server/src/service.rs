@@ -1,18 +1,24 @@
-//! The one RPC service Tarn registers: MOUNT v3, NFSv3 and NFSv4 on the
-//! same port, so `mount -o port=P,mountport=P` works without rpcbind.
+//! The one RPC service Tarn registers: MOUNT v3, NFSv3, NFSv4, NLM v4 and
+//! the NSM notification program on the same port, so `mount -o
+//! port=P,mountport=P` works without rpcbind (NFSv3 locking needs rpcbind
+//! on both ends anyway: the client's lockd finds NLM through it, and we
+//! find its lockd and statd).
 
 use crate::mount::Mount;
 use crate::nfs3::{self, Nfs3};
 use crate::nfs4::Nfs4;
+use crate::nlm::Nlm;
 use bytes::BytesMut;
-use proto::{mount::MOUNT_PROGRAM, nfs3::NFS_PROGRAM};
+use proto::{mount::MOUNT_PROGRAM, nfs3::NFS_PROGRAM, nlm4::NLM_PROG, nsm::SM_PROG};
 use rpc::{CallContext, CallError, Service};
+use std::sync::Arc;
 use xdr::Decoder;
 
 pub struct TarnService {
     pub nfs3: Nfs3,
     pub nfs4: Nfs4,
     pub mount: Mount,
+    pub nlm: Arc<Nlm>,
 }
 
 impl Service for TarnService {
@@ -20,6 +26,10 @@ impl Service for TarnService {
         match prog {
             NFS_PROGRAM => Some((3, 4)),
             MOUNT_PROGRAM => Some((3, 3)),
+            // Only version 4 (64-bit offsets): calls to 1 and 3 get
+            // PROG_MISMATCH 4..4, and the client retries with 4.
+            NLM_PROG => Some((4, 4)),
+            SM_PROG => Some((1, 1)),
             _ => None,
         }
     }
@@ -30,6 +40,10 @@ impl Service for TarnService {
             // COMPOUND never goes through the DRC.
             NFS_PROGRAM if vers == 4 => true,
             NFS_PROGRAM => Nfs3::idempotent(proc_),
+            NLM_PROG => Nlm::idempotent(proc_),
+            // SM_NOTIFY releases locks: done twice, it would release the
+            // reclaims made in between.
+            SM_PROG => proc_ != proto::nsm::SM_NOTIFY,
             _ => Mount::idempotent(proc_),
         }
     }
@@ -44,6 +58,8 @@ impl Service for TarnService {
             NFS_PROGRAM => nfs3::proc_name(proc_),
             MOUNT_PROGRAM => proto::mount::mount_program_procedure_name(vers, proc_)
                 .unwrap_or("MOUNTPROC3_UNKNOWN"),
+            NLM_PROG => Nlm::proc_name(proc_),
+            SM_PROG => Nlm::nsm_proc_name(proc_),
             _ => "unknown",
         }
     }
@@ -58,6 +74,8 @@ impl Service for TarnService {
             NFS_PROGRAM if ctx.vers == 4 => self.nfs4.dispatch(ctx, args, out).await,
             NFS_PROGRAM => self.nfs3.dispatch(ctx, args, out).await,
             MOUNT_PROGRAM => self.mount.dispatch(&self.nfs3, ctx, args, out).await,
+            NLM_PROG => self.nlm.dispatch(&self.nfs3, ctx, args, out).await,
+            SM_PROG => self.nlm.dispatch_nsm(ctx, args, out),
             _ => Err(CallError::ProcUnavail),
         }
     }

@@ -46,7 +46,7 @@ enum Cmd {
         #[command(flatten)]
         observe: ObserveOpts,
         #[command(flatten)]
-        nfs4: Nfs4Opts,
+        locking: LockOpts,
     },
     /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
     Stats {
@@ -115,6 +115,23 @@ struct ObserveOpts {
     admin_socket: Option<PathBuf>,
 }
 
+/// NLM (byte-range locks for NFSv3 clients) and its status monitor.
+#[derive(clap::Args, Clone, Debug)]
+struct LockOpts {
+    /// Seconds after a restart during which only reclaims of NFSv4 state
+    /// and NLM locks are granted (default 90, or [nfs4] grace_seconds).
+    #[arg(long, value_name = "SECONDS")]
+    grace: Option<f64>,
+    /// Seconds a silent NFSv4 client keeps its opens and locks (default 90,
+    /// or [nfs4] lease_seconds).
+    #[arg(long, value_name = "SECONDS")]
+    lease_time: Option<u64>,
+    /// Send NLM GRANTED and SM_NOTIFY calls to this port on the client
+    /// instead of asking the client's rpcbind (for tests).
+    #[arg(long, value_name = "PORT")]
+    nlm_callback_port: Option<u16>,
+}
+
 #[derive(clap::Args)]
 struct SocketOpt {
     /// The server's admin socket (default: the default state directory's admin.sock).
@@ -155,10 +172,10 @@ fn main() -> ExitCode {
             state_dir,
             log_level,
             observe,
-            nfs4,
+            locking,
         } => {
             init_logging(&log_level);
-            match serve(dir, listen, allow, config, state_dir, observe, nfs4) {
+            match serve(dir, listen, allow, config, state_dir, observe, locking) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tarn: {e}");
@@ -282,17 +299,6 @@ fn effective_uid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-/// NFSv4 lease and grace times (override the config file's [nfs4] table).
-#[derive(clap::Args, Debug, Clone, Default)]
-struct Nfs4Opts {
-    /// Seconds a silent NFSv4 client keeps its opens and locks (default 90).
-    #[arg(long, value_name = "SECS")]
-    lease_time: Option<u64>,
-    /// Seconds after a restart during which NFSv4 clients reclaim their state (default 90).
-    #[arg(long, value_name = "SECS")]
-    grace_time: Option<u64>,
-}
-
 fn build_config(
     dir: Option<PathBuf>,
     listen: String,
@@ -359,14 +365,14 @@ fn serve(
     config: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     observe: ObserveOpts,
-    nfs4: Nfs4Opts,
+    locking: LockOpts,
 ) -> Result<(), String> {
     let (mut cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
-    if let Some(l) = nfs4.lease_time {
+    if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
     }
-    if let Some(g) = nfs4.grace_time {
-        cfg.nfs4.grace = std::time::Duration::from_secs(g);
+    if let Some(g) = locking.grace {
+        cfg.nfs4.grace = std::time::Duration::from_secs_f64(g.clamp(0.0, 86400.0));
     }
     let metrics_addr: Option<SocketAddr> =
         match &observe.metrics {
@@ -380,6 +386,17 @@ fn serve(
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
+    if let Some(g) = locking.grace.filter(|g| !(*g >= 0.0 && g.is_finite())) {
+        return Err(format!("--grace {g}: expected seconds, 0 or more"));
+    }
+    let nsm_dir = state_dir.join("nsm");
+    let (nsm, notify_hosts) = server::nlm::nsm::Nsm::start(&nsm_dir)
+        .map_err(|e| format!("NSM state in {}: {e}", nsm_dir.display()))?;
+    info!(
+        state = nsm.state(),
+        hosts = notify_hosts.len(),
+        "NSM state number; clients to notify of the restart"
+    );
     match vfs::local::raise_nofile_limit() {
         Ok(n) if n < 4 * vfs::local::PATH_CACHE_SIZE as u64 => {
             warn!(
@@ -449,12 +466,20 @@ fn serve(
         let recovery_path = state_dir.join("v4clients");
         let recovery = server::nfs4::state::recovery::Recovery::open(&recovery_path)
             .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
-        let nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks, cfg.nfs4.clone(), Some(recovery));
+        let nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
         if nfs4.state.in_grace(std::time::Instant::now()) {
             info!(seconds = cfg.nfs4.grace.as_secs(), "NFSv4 grace period: clients that held state may reclaim it");
         }
         nfs4.spawn_reaper();
-        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), key, pool), nfs4, mount: Mount::new() };
+        let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
+        let nlm = server::nlm::Nlm::new(
+            locks,
+            Arc::new(nsm),
+            server::nlm::NlmConfig { grace: cfg.nfs4.grace },
+            Arc::new(callback),
+        );
+        nlm.notify_restart(notify_hosts);
+        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
         let server = rpc::Server::with_metrics(Arc::new(svc), rpc::ServerConfig::default(), metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         let admin = metrics::endpoint::bind_admin(&admin_path)
@@ -468,11 +493,11 @@ fn serve(
         }
         let registered = match rpcbind::register(port).await {
             Ok(()) => {
-                info!(port, "registered NFS v3 and MOUNT v3 with rpcbind");
+                info!(port, "registered NFS v3, MOUNT v3, NLM v4 and NSM v1 with rpcbind");
                 true
             }
             Err(e) => {
-                info!(reason = %e, "not registered with rpcbind: clients mount with port={port},mountport={port}");
+                info!(reason = %e, "not registered with rpcbind: clients mount with port={port},mountport={port},nolock");
                 false
             }
         };
@@ -482,8 +507,10 @@ fn serve(
                 std::net::IpAddr::V6(ip) => format!("[{ip}]"),
                 ip => ip.to_string(),
             };
+            // Without rpcbind the client's lockd cannot find NLM: no locking then.
+            let nolock = if registered { "" } else { ",nolock" };
             println!(
-                "tarn: exporting {} on {addr} (NFSv3, NFSv4.0/4.1/4.2); mount with: mount -t nfs -o vers=4.2,port={port} {host}:{} /mnt  (or vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock)",
+                "tarn: exporting {} on {addr} (NFSv3, NFSv4.0/4.1/4.2); mount with: mount -t nfs -o vers=4.2,port={port} {host}:{} /mnt  (or vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp{nolock})",
                 describe(e),
                 e.pseudo
             );

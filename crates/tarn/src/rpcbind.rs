@@ -9,9 +9,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use xdr::Unpack;
 
+/// NLM only as version 4 (what NFSv3 clients use); NSM so that a rebooted
+/// client's statd can reach us. A system rpc.statd on this host would hold
+/// 100024 itself: run Tarn's host without one.
 const PROGRAMS: &[(u32, u32)] = &[
     (proto::nfs3::NFS_PROGRAM, 3),
     (proto::mount::MOUNT_PROGRAM, 3),
+    (proto::nlm4::NLM_PROG, 4),
+    (proto::nsm::SM_PROG, 1),
 ];
 
 async fn client() -> Option<RpcClient> {
@@ -25,7 +30,7 @@ async fn client() -> Option<RpcClient> {
     .ok()
 }
 
-/// Registers NFS v3 and MOUNT v3 on `port`; returns whether rpcbind took them.
+/// Registers NFS v3, MOUNT v3, NLM v4 and NSM v1 on `port`; returns whether rpcbind took them.
 pub async fn register(port: u16) -> Result<(), String> {
     let c = client().await.ok_or("no rpcbind on 127.0.0.1:111")?;
     for &(prog, vers) in PROGRAMS {

@@ -52,22 +52,31 @@ true
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    let has = |s: &str, prog: &str| {
+    let has_v = |s: &str, prog: &str, vers: &str| {
         s.lines().any(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() >= 4 && f[0] == prog && f[1] == "3" && f[2] == "tcp" && f[3] == "2049"
+            f.len() >= 4 && f[0] == prog && f[1] == vers && f[2] == "tcp" && f[3] == "2049"
         })
     };
-    assert!(
-        has(running, "100003") && has(running, "100005"),
-        "NFS and MOUNT v3 registered on 2049:\n{running}\nserver log: {log}"
+    let all = |s: &str| {
+        [
+            ("100003", "3"),
+            ("100005", "3"),
+            ("100021", "4"),
+            ("100024", "1"),
+        ]
+        .map(|(p, v)| has_v(s, p, v))
+    };
+    assert_eq!(
+        all(running),
+        [true; 4],
+        "NFS v3, MOUNT v3, NLM v4 and NSM v1 registered on 2049:\n{running}\nserver log: {log}"
     );
+    // NLM is offered as version 4 only.
+    assert!(!has_v(running, "100021", "1") && !has_v(running, "100021", "3"));
+    assert_eq!(all(stopped), [false; 4], "unregistered at stop:\n{stopped}");
     assert!(
-        !has(stopped, "100003") && !has(stopped, "100005"),
-        "unregistered at stop:\n{stopped}"
-    );
-    assert!(
-        log.contains("registered NFS v3 and MOUNT v3 with rpcbind"),
+        log.contains("registered NFS v3, MOUNT v3, NLM v4 and NSM v1 with rpcbind"),
         "{log}"
     );
 }

@@ -121,11 +121,13 @@ pub enum Checked {
 
 impl State {
     pub fn new(lease: Duration, locks: Arc<LockManager>) -> State {
-        let epoch = std::time::SystemTime::now()
+        let epoch = (std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as u32)
             .unwrap_or(1)
-            ^ rand::random::<u16>() as u32;
+            ^ rand::random::<u16>() as u32)
+            // Bit 63 of a client id marks NLM hosts in the shared lock manager.
+            & 0x7fff_ffff;
         State {
             inner: Mutex::new(Inner::default()),
             locks,
