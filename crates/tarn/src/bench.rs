@@ -6,6 +6,7 @@
 //! A measurement tool, not a test: numbers go into closing notes.
 
 mod compare;
+mod nfs4;
 
 use bytes::Bytes;
 use proto::mount::{Dirpath, Mountres3, MOUNTPROC3_MNT, MOUNT_PROGRAM};
@@ -32,7 +33,8 @@ pub struct BenchArgs {
     export: String,
     /// Workloads: null, getattr, lookup, access, readdirplus (whole listing of a
     /// --dir-entries directory), create (CREATE+WRITE 4 KiB+COMMIT of --files
-    /// files), read4k, write4k (random in --file-size), read1m, write1m (sequential).
+    /// files), read4k, write4k (random in --file-size), read1m, write1m (sequential);
+    /// NFSv4.1: v4getattr, v4open-read-close (OPEN, READ 4 KiB, CLOSE counted as one).
     #[arg(
         long,
         default_value = "null,getattr,lookup,access,readdirplus,create,read4k,write4k,read1m,write1m"
@@ -331,7 +333,7 @@ async fn setup(clients: &[Arc<RpcClient>], a: &BenchArgs, ops: &[&str]) -> Resul
     let file = create(c0, &root, DATA_FILE).await?;
     let needs_data = ops
         .iter()
-        .any(|o| o.starts_with("read") || o.starts_with("write"));
+        .any(|o| o.starts_with("read") || o.starts_with("write") || *o == "v4open-read-close");
     if needs_data {
         let have = getattr(c0, &file).await?.size;
         let chunk = Bytes::from(vec![0x5au8; 1 << 20]);
@@ -765,6 +767,7 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
             "write1m",
         ]
         .contains(op)
+            && !nfs4::OPS.contains(op)
         {
             return Err(format!("unknown operation {op:?}"));
         }
@@ -785,6 +788,13 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
         clients.push(Arc::new(c));
     }
     let fx = Arc::new(setup(&clients, &a, &ops).await?);
+    let fx4 = if ops.iter().any(|o| nfs4::OPS.contains(o)) {
+        Some(Arc::new(
+            nfs4::setup(a.server, &a.export, a.uid, a.gid).await?,
+        ))
+    } else {
+        None
+    };
     let header = format!(
         "tarn bench: server {} export {} connections {} {:.1}s per run, file {} MiB, {} entries, {} files{}",
         a.server,
@@ -818,6 +828,10 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                     run_listing(&clients, dir, a.dir_entries, n, a.seconds).await?
                 }
                 "create" => run_create(&clients, &fx, a.files, n, a.seconds, &mut made).await?,
+                o if nfs4::OPS.contains(&o) => {
+                    let fx4 = fx4.as_ref().expect("set up when an NFSv4 op is asked for");
+                    nfs4::run(fx4, o, n, a.seconds, fx.file_size).await?
+                }
                 _ => run_simple(&clients, &fx, op, n, a.seconds).await?,
             };
             if let (Some(pid), Some(c0)) = (a.server_pid, cpu0) {
@@ -835,6 +849,7 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                     r.entries as f64 / r.secs
                 ),
                 "create" => format!("{} files, per file", r.ops),
+                "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
                 _ => String::new(),
             };
             println!(
@@ -851,6 +866,9 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                     .unwrap_or_else(|| "-".into()),
             );
         }
+    }
+    if let Some(fx4) = fx4 {
+        fx4.close().await;
     }
     if !a.keep {
         cleanup(&clients, &fx, &a, made).await;

@@ -458,6 +458,7 @@ impl Nfs4 {
             }
             done += 1;
             let s = u32::from_be_bytes(out[at + 4..at + 8].try_into().unwrap());
+            tracing::trace!(peer = %ctx.peer, xid = ctx.xid, minor, op = op_name(op), status = s, "NFSv4 operation");
             if s != 0 {
                 status = Nfsstat4::from_i32(s as i32).unwrap_or(Nfsstat4::NFS4ERR_SERVERFAULT);
                 if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {

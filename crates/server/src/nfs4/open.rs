@@ -72,6 +72,7 @@ fn open_by_name(
     access: u32,
 ) -> Result<Opened, Fail> {
     let before = change(b, dir);
+    let mut created = false;
     let (fid, attrset) = match b.lookup(cred, dir, name) {
         Ok((fid, a)) => {
             regular(&a)?;
@@ -119,6 +120,7 @@ fn open_by_name(
                 h => h,
             };
             let (fid, _) = b.create(cred, dir, name, &how)?;
+            created = true;
             if let Some(set) = after {
                 b.setattr(cred, &fid, &set)?;
             }
@@ -126,12 +128,14 @@ fn open_by_name(
         }
         Err(e) => return Err(e.into()),
     };
+    // Nothing changed the directory unless this call created the file.
+    let after = if created { change(b, dir) } else { before };
     Ok(Opened {
         fid,
         cinfo: ChangeInfo4 {
             atomic: false,
             before,
-            after: change(b, dir),
+            after,
         },
         attrset,
     })
@@ -182,8 +186,17 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
                 Openflag4::OPEN4_CREATE(h) => Some(create_how(c, h)?),
                 Openflag4::Default(_) => None,
             };
-            c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access))
+            if how.is_none() {
+                // Opening an existing file is a lookup and a permission
+                // check: inline when nothing waits for the disk.
+                c.n.run_fast(&*b.clone(), move || {
+                    open_by_name(&*b, &cred, &cur, &name, None, access)
+                })
                 .await?
+            } else {
+                c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access))
+                    .await?
+            }
         }
         OpenClaim4::CLAIM_FH | OpenClaim4::CLAIM_PREVIOUS(_) => {
             let fid = cur;
