@@ -354,6 +354,7 @@ impl Nfs4 {
             return Err(CallError::ProcUnavail);
         }
         let args_sum = rpc::drc::args_sum(&args.rest());
+        let args_len = args.remaining();
         let garbage = |what: &str| {
             if ctx.client.log_allowed() {
                 warn!(peer = %ctx.peer, xid = ctx.xid, what, "GARBAGE_ARGS in COMPOUND header");
@@ -440,7 +441,7 @@ impl Nfs4 {
                 }
             };
             if op == OP_SEQUENCE {
-                match session::sequence(&mut c, a, args_sum, out) {
+                match session::sequence(&mut c, a, args_sum, args_len, out) {
                     session::Seq::Go => {}
                     session::Seq::Replay(r) => {
                         out.truncate(start);
