@@ -1373,3 +1373,111 @@ fn grace_ends_when_its_time_is_up() {
         n.close(&og.fh, &og.stateid).await.unwrap();
     });
 }
+
+// ---------------------------------------------------------------------------
+// Channel limits (RFC 8881 §2.10.6.4)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn channel_limits_are_enforced() {
+    let t = Tarn::start(&[]);
+    std::fs::write(t.export.join("f"), vec![b'.'; 64 << 10]).unwrap();
+    std::fs::set_permissions(
+        t.export.join("f"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    run(async {
+        let o = SessionOptions {
+            max_ops: 4,
+            max_request: 2048,
+            ..SessionOptions::default()
+        };
+        let s = session_with(t.addr, &o).await;
+        let fore = s.fore_channel().clone();
+        assert!(fore.ca_maxoperations <= 4 && fore.ca_maxrequestsize <= 2048);
+        let fh = s.lookup_path("/f").await.unwrap();
+
+        // SEQUENCE and four more: five operations where four are allowed.
+        // The RFC names no position for the error: SEQUENCE's (as Linux
+        // does) or the first operation past the limit are both right.
+        let r = s.call_raw(vec![NfsArgop4::OP_PUTROOTFH; 4]).await.unwrap();
+        assert_eq!(r.status, NFS4ERR_TOO_MANY_OPS, "{:?}", statuses(&r));
+
+        // A request larger than ca_maxrequestsize: REQ_TOO_BIG, and the
+        // WRITE in it must not happen.
+        let anon = Stateid4 {
+            seqid: 0,
+            other: [0; 12],
+        };
+        let r = s
+            .call_raw(vec![
+                putfh(&fh),
+                NfsArgop4::OP_WRITE(Write4args {
+                    stateid: anon,
+                    offset: 0,
+                    stable: StableHow4::FILE_SYNC4,
+                    data: Bytes::from(vec![b'X'; 4096]),
+                }),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_REQ_TOO_BIG, "{:?}", statuses(&r));
+        assert!(!std::fs::read(t.export.join("f")).unwrap().contains(&b'X'));
+
+        // sa_cachethis with a reply larger than ca_maxresponsesize_cached:
+        // REP_TOO_BIG_TO_CACHE, and that reply is cached ("the replier MUST
+        // cache a reply" when sa_cachethis is true), so a retry gets it again.
+        let cached = fore.ca_maxresponsesize_cached;
+        let g = s.acquire().await;
+        let args = encode(
+            "bigread",
+            1,
+            vec![
+                g.sequence(true),
+                putfh(&fh),
+                NfsArgop4::OP_READ(Read4args {
+                    stateid: Stateid4 {
+                        seqid: 0,
+                        other: [0; 12],
+                    },
+                    offset: 0,
+                    count: cached + 4096,
+                }),
+            ],
+        );
+        let first = send_raw(s.conn(), &args).await;
+        let r = decode(&first);
+        g.finish(&r);
+        assert_eq!(r.status, NFS4ERR_REP_TOO_BIG_TO_CACHE, "{:?}", statuses(&r));
+        assert!(
+            first.len() <= cached as usize + 8,
+            "the reply fits the cache"
+        );
+        let g = s.acquire().await;
+        let again = encode(
+            "bigread",
+            1,
+            vec![
+                g.sequence_with(g.lease.seqid.wrapping_sub(1), true),
+                putfh(&fh),
+                NfsArgop4::OP_READ(Read4args {
+                    stateid: Stateid4 {
+                        seqid: 0,
+                        other: [0; 12],
+                    },
+                    offset: 0,
+                    count: cached + 4096,
+                }),
+            ],
+        );
+        assert_eq!(again, args);
+        assert_eq!(
+            send_raw(s.conn(), &again).await,
+            first,
+            "the retry is answered from the cache"
+        );
+        g.release(Outcome::NotProcessed);
+        s.renew().await.unwrap();
+    });
+}
