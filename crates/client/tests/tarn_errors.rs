@@ -1307,6 +1307,20 @@ fn reclaim_after_restart_in_grace() {
         })])
         .await
         .expect("RECLAIM_COMPLETE");
+        let r = a
+            .call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
+                rca_one_fs: false,
+            })])
+            .await;
+        assert_eq!(err(r), NFS4ERR_COMPLETE_ALREADY);
+        // Its own reclaims are over too (RFC 8881 §18.51.3).
+        let r = a
+            .call(vec![
+                putfh(&fh),
+                open_args(root(&a), claim_previous(), nocreate()),
+            ])
+            .await;
+        assert_eq!(err(r), NFS4ERR_NO_GRACE);
         let og = open(
             &n,
             "g",
