@@ -354,6 +354,7 @@ impl Nfs4 {
             return Err(CallError::ProcUnavail);
         }
         let args_sum = rpc::drc::args_sum(&args.rest());
+        let args_len = args.remaining();
         let garbage = |what: &str| {
             if ctx.client.log_allowed() {
                 warn!(peer = %ctx.peer, xid = ctx.xid, what, "GARBAGE_ARGS in COMPOUND header");
@@ -440,7 +441,7 @@ impl Nfs4 {
                 }
             };
             if op == OP_SEQUENCE {
-                match session::sequence(&mut c, a, args_sum, out) {
+                match session::sequence(&mut c, a, args_sum, args_len, out) {
                     session::Seq::Go => {}
                     session::Seq::Replay(r) => {
                         out.truncate(start);
@@ -455,6 +456,19 @@ impl Nfs4 {
                 }
             } else {
                 self.op(&mut c, a, out).await;
+                // RFC 8881 §2.10.6.4: a reply sa_cachethis asks to cache that
+                // outgrows ca_maxresponsesize_cached ends, in place of the
+                // result that overflowed, with REP_TOO_BIG_TO_CACHE, and is
+                // cached like that (a retry must not run it again).
+                if c.cachethis
+                    && c.slot
+                        .as_ref()
+                        .is_some_and(|s| out.len() - start > cache_limit(s))
+                {
+                    out.truncate(at);
+                    out.put_u32(op);
+                    out.put_u32(Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE as u32);
+                }
             }
             done += 1;
             let s = u32::from_be_bytes(out[at + 4..at + 8].try_into().unwrap());
@@ -471,9 +485,8 @@ impl Nfs4 {
         out[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         ctx.set_status(status as u32);
         if let Some(slot) = c.slot.take() {
-            let cached = slot.session().fore.ca_maxresponsesize_cached as usize;
-            let reply = (c.cachethis && out.len() - start <= cached.max(1024))
-                .then(|| Bytes::copy_from_slice(&out[start..]));
+            // Bounded by the check after each operation (plus one status).
+            let reply = c.cachethis.then(|| Bytes::copy_from_slice(&out[start..]));
             slot.finish(reply);
         }
         Ok(())
@@ -587,6 +600,12 @@ impl Nfs4 {
         };
         r.pack(out);
     }
+}
+
+/// Most bytes of one reply a slot caches (never below 1 KiB, whatever the
+/// client asked for).
+fn cache_limit(slot: &state::session::SlotGuard) -> usize {
+    (slot.session().fore.ca_maxresponsesize_cached as usize).max(1024)
 }
 
 fn set_status(out: &mut BytesMut, start: usize, s: Nfsstat4) {

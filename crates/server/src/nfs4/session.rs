@@ -183,7 +183,15 @@ pub enum Seq {
     Failed(Nfsstat4),
 }
 
-pub fn sequence(c: &mut Compound<'_>, a: NfsArgop4, args_sum: u64, out: &mut BytesMut) -> Seq {
+/// `args_len`: the size of the COMPOUND's arguments, checked against the
+/// session's ca_maxrequestsize.
+pub fn sequence(
+    c: &mut Compound<'_>,
+    a: NfsArgop4,
+    args_sum: u64,
+    args_len: usize,
+    out: &mut BytesMut,
+) -> Seq {
     let NfsArgop4::OP_SEQUENCE(a) = a else {
         unreachable!("called for SEQUENCE only")
     };
@@ -196,6 +204,17 @@ pub fn sequence(c: &mut Compound<'_>, a: NfsArgop4, args_sum: u64, out: &mut Byt
     let Some(session) = st.session(&a.sa_sessionid) else {
         return failed(c, out, Nfsstat4::NFS4ERR_BADSESSION, "unknown session");
     };
+    // RFC 8881 §2.10.6.4: a request over ca_maxrequestsize MUST get
+    // REQ_TOO_BIG, before anything in it runs and leaving the slot alone.
+    // Only the COMPOUND is measured; its RPC header would only add to it.
+    if args_len > session.fore.ca_maxrequestsize as usize {
+        return failed(
+            c,
+            out,
+            Nfsstat4::NFS4ERR_REQ_TOO_BIG,
+            "request larger than ca_maxrequestsize",
+        );
+    }
     let guard = match session.begin(a.sa_slotid, a.sa_sequenceid, args_sum) {
         Ok(SlotUse::New(g)) => g,
         Ok(SlotUse::Replay(r)) => return Seq::Replay(r),

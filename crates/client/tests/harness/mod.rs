@@ -1,0 +1,220 @@
+//! Starts `target/debug/tarn serve` on a free port with its own export and
+//! state directories (under one temporary directory, removed at the end),
+//! kills it by PID (SIGKILL) on `kill`, `restart` or drop, and gives the
+//! tests small helpers: sessions, raw COMPOUND bytes, status extraction.
+#![allow(dead_code)]
+
+use bytes::{Bytes, BytesMut};
+use client::nfs4::*;
+use proto::nfs4::*;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use xdr::{Pack, Unpack};
+
+pub const UID: u32 = 1000;
+pub const GID: u32 = 1000;
+
+pub struct Tarn {
+    child: Option<Child>,
+    /// Kept open: the server's later stdout lines must not hit a closed pipe.
+    _stdout: Option<BufReader<ChildStdout>>,
+    pub addr: SocketAddr,
+    pub export: PathBuf,
+    pub state: PathBuf,
+    tmp: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Tarn {
+    /// A server with `extra` flags (`--lease-time 2`, `--grace 5`, ...).
+    pub fn start(extra: &[&str]) -> Tarn {
+        let tmp = tempfile::Builder::new()
+            .prefix("tarn-errors-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let (export, state) = (tmp.path().join("export"), tmp.path().join("state"));
+        std::fs::create_dir_all(&export).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let mut t = Tarn {
+            child: None,
+            _stdout: None,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            export,
+            state,
+            tmp,
+        };
+        t.spawn(extra);
+        t
+    }
+
+    fn spawn(&mut self, extra: &[&str]) {
+        let bin = std::env::var("TARN_BIN").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into()
+        });
+        assert!(
+            std::path::Path::new(&bin).exists(),
+            "{bin} missing: cargo build -p tarn"
+        );
+        self.addr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.path().join("server.log"))
+            .unwrap();
+        let mut child = Command::new(&bin)
+            .args(["serve", self.export.to_str().unwrap()])
+            .args(["--listen", &self.addr.to_string()])
+            .args(["--state-dir", self.state.to_str().unwrap()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start tarn");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        self.child = Some(child);
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(
+            line.starts_with("tarn: exporting"),
+            "tarn did not start ({line:?}); log:\n{}",
+            self.log()
+        );
+        self._stdout = Some(out);
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL to the server's PID, then reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self._stdout = None;
+    }
+
+    /// Kills the server and starts a new one on the same directories.
+    pub fn restart(&mut self, extra: &[&str]) {
+        self.kill();
+        self.spawn(extra);
+    }
+}
+
+impl Drop for Tarn {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs one async test body on a small runtime.
+pub fn run<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+pub async fn conn(addr: SocketAddr) -> Nfs4Conn {
+    Nfs4Conn::connect(addr, UID, GID).await.expect("connect")
+}
+
+/// A fresh client (its own client owner) with a session, RECLAIM_COMPLETE done.
+pub async fn session(addr: SocketAddr) -> Arc<Session> {
+    session_with(addr, &SessionOptions::default()).await
+}
+
+pub async fn session_with(addr: SocketAddr, o: &SessionOptions) -> Arc<Session> {
+    Arc::new(
+        Session::establish(conn(addr).await, o)
+            .await
+            .expect("session"),
+    )
+}
+
+/// Options with a given client owner and verifier.
+pub fn owner_opts(owner: &str, verifier: u64) -> SessionOptions {
+    SessionOptions {
+        owner: Bytes::from(owner.to_string()),
+        verifier: verifier.to_be_bytes(),
+        ..SessionOptions::default()
+    }
+}
+
+/// A COMPOUND's argument bytes, as the generated types encode them.
+pub fn encode(tag: &str, minor: u32, ops: Vec<NfsArgop4>) -> BytesMut {
+    let mut b = BytesMut::new();
+    Compound4args {
+        tag: Bytes::from(tag.to_string()),
+        minorversion: minor,
+        argarray: ops,
+    }
+    .pack(&mut b);
+    b
+}
+
+/// Sets the operation count of an encoded COMPOUND (the word after the
+/// tag and the minor version), for appending hand-made operations.
+pub fn set_op_count(b: &mut BytesMut, n: u32) {
+    let taglen = u32::from_be_bytes(b[0..4].try_into().unwrap()) as usize;
+    let at = 4 + taglen.div_ceil(4) * 4 + 4;
+    b[at..at + 4].copy_from_slice(&n.to_be_bytes());
+}
+
+/// Sends COMPOUND argument bytes as they are; returns the COMPOUND reply
+/// bytes (the RPC reply header stripped).
+pub async fn send_raw(c: &Nfs4Conn, args: &[u8]) -> Bytes {
+    let rec = c
+        .rpc()
+        .call_raw(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, args)
+        .await
+        .expect("RPC");
+    let (_, st, d) = rpc::msg::decode_reply(rec).expect("reply header");
+    assert_eq!(st, rpc::msg::ReplyStatus::Success, "RPC-level refusal");
+    d.rest()
+}
+
+pub fn decode(reply: &Bytes) -> Compound4res {
+    Compound4res::unpack(&mut xdr::Decoder::new(reply.clone())).expect("COMPOUND reply")
+}
+
+/// Each result's operation and status.
+pub fn statuses(r: &Compound4res) -> Vec<(NfsOpnum4, Nfsstat4)> {
+    r.resarray
+        .iter()
+        .map(client::nfs4::error::op_status)
+        .collect()
+}
+
+/// The NFS status of a failed call (panics on success or a non-NFS error).
+pub fn err<T: std::fmt::Debug>(r: Result<T>) -> Nfsstat4 {
+    match r {
+        Ok(v) => panic!("expected an NFS error, got {v:?}"),
+        Err(e) => e
+            .status()
+            .unwrap_or_else(|| panic!("expected an NFS error, got {e}")),
+    }
+}
+
+pub fn name(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+pub fn putfh(fh: &NfsFh4) -> NfsArgop4 {
+    NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })
+}

@@ -1,0 +1,1497 @@
+//! NFSv4.1/4.2 error cases against a real `tarn serve`, through Tarn's own
+//! client: the COMPOUND rules, session slots and the reply cache, stateids,
+//! byte-range locks (NFSv4 against NFSv4 and against NLM), lease expiry,
+//! and reclaim after a restart with a grace period. Every test starts its
+//! own server (killed by PID when it ends) on its own temporary directories.
+//!
+//!   cargo build -p tarn && cargo test -p client --test tarn_errors
+//!
+//! Where RFC 8881 allows more than one answer, the test accepts each of
+//! them and says why.
+
+mod harness;
+
+use bytes::{BufMut, Bytes};
+use client::nfs4::*;
+use harness::*;
+use proto::nfs4::*;
+use std::sync::Arc;
+use std::time::Duration;
+use Nfsstat4::*;
+
+const OWNER_A: &str = "open-a";
+
+fn create(mode: u32) -> Openflag4 {
+    Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(mode).encode()))
+}
+
+fn nocreate() -> Openflag4 {
+    Openflag4::Default(Opentype4::OPEN4_NOCREATE)
+}
+
+fn owner(s: &Session, name: &str) -> StateOwner4 {
+    StateOwner4 {
+        clientid: s.clientid(),
+        owner: Bytes::from(name.to_string()),
+    }
+}
+
+/// OPEN by name in the export root, creating the file if it is missing.
+async fn open(s: &Session, file: &str, owner: &str, access: u32, deny: u32) -> Result<Opened> {
+    let root = s.lookup_path("/").await.expect("root");
+    s.open_with(
+        &self::owner(s, owner),
+        &root,
+        file,
+        create(0o666),
+        access,
+        deny,
+    )
+    .await
+}
+
+fn made_up_stateid() -> Stateid4 {
+    Stateid4 {
+        seqid: 1,
+        other: [0x5a; 12],
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. COMPOUND level
+// ---------------------------------------------------------------------------
+
+#[test]
+fn minor_version_3_is_a_mismatch_with_no_results() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let c = conn(t.addr).await;
+        let r = c.compound(3, vec![NfsArgop4::OP_PUTROOTFH]).await.unwrap();
+        assert_eq!(r.status, NFS4ERR_MINOR_VERS_MISMATCH);
+        assert!(r.resarray.is_empty(), "{:?}", statuses(&r));
+        // The tag still comes back (RFC 8881 §16.2.3).
+        let r = c
+            .compound_tagged(Bytes::from_static(b"mv3"), 3, vec![])
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.status, &r.tag[..]),
+            (NFS4ERR_MINOR_VERS_MISMATCH, &b"mv3"[..])
+        );
+    });
+}
+
+#[test]
+fn unknown_operation_mid_compound_is_op_illegal_after_the_results_so_far() {
+    let t = Tarn::start(&[]);
+    run(async {
+        // Minor version 0 needs no session.
+        let c = conn(t.addr).await;
+        let mut b = encode(
+            "illegal",
+            0,
+            vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_GETFH],
+        );
+        set_op_count(&mut b, 3);
+        b.put_u32(99); // no such operation
+        let r = decode(&send_raw(&c, &b).await);
+        assert_eq!(r.status, NFS4ERR_OP_ILLEGAL);
+        assert_eq!(
+            statuses(&r),
+            [
+                (NfsOpnum4::OP_PUTROOTFH, NFS4_OK),
+                (NfsOpnum4::OP_GETFH, NFS4_OK),
+                (NfsOpnum4::OP_ILLEGAL, NFS4ERR_OP_ILLEGAL)
+            ]
+        );
+
+        // Minor version 1, after SEQUENCE; an operation number from 4.2
+        // (ALLOCATE, 59) is just as unknown in 4.1.
+        let s = session(t.addr).await;
+        for op in [59u32, 2, 10043] {
+            let g = s.acquire().await;
+            let mut b = encode(
+                "illegal",
+                1,
+                vec![g.sequence(false), NfsArgop4::OP_PUTROOTFH],
+            );
+            set_op_count(&mut b, 3);
+            b.put_u32(op);
+            let r = decode(&send_raw(s.conn(), &b).await);
+            g.finish(&r);
+            assert_eq!(r.status, NFS4ERR_OP_ILLEGAL, "op {op}");
+            assert_eq!(
+                statuses(&r),
+                [
+                    (NfsOpnum4::OP_SEQUENCE, NFS4_OK),
+                    (NfsOpnum4::OP_PUTROOTFH, NFS4_OK),
+                    (NfsOpnum4::OP_ILLEGAL, NFS4ERR_OP_ILLEGAL)
+                ],
+                "op {op}"
+            );
+        }
+        s.renew().await.expect("the session still works");
+    });
+}
+
+#[test]
+fn session_placement_rules() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        // 4.1 without SEQUENCE.
+        let r = s
+            .conn()
+            .compound(1, vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_GETFH])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_OP_NOT_IN_SESSION);
+        assert_eq!(
+            statuses(&r),
+            [(NfsOpnum4::OP_PUTROOTFH, NFS4ERR_OP_NOT_IN_SESSION)]
+        );
+
+        // SEQUENCE anywhere but first.
+        let r = s
+            .call_raw(vec![NfsArgop4::OP_PUTROOTFH, {
+                let g = s.acquire().await;
+                let op = g.sequence(false);
+                g.release(Outcome::NotProcessed);
+                op
+            }])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_SEQUENCE_POS);
+        assert_eq!(
+            statuses(&r).last().copied(),
+            Some((NfsOpnum4::OP_SEQUENCE, NFS4ERR_SEQUENCE_POS))
+        );
+
+        // EXCHANGE_ID must be alone when it comes without SEQUENCE.
+        let o = SessionOptions::default();
+        let ex = NfsArgop4::OP_EXCHANGE_ID(ExchangeId4args {
+            eia_clientowner: ClientOwner4 {
+                co_verifier: o.verifier,
+                co_ownerid: o.owner.clone(),
+            },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::SP4_NONE,
+            eia_client_impl_id: vec![],
+        });
+        let r = s
+            .conn()
+            .compound(1, vec![ex.clone(), NfsArgop4::OP_PUTROOTFH])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_NOT_ONLY_OP);
+        assert_eq!(
+            statuses(&r),
+            [(NfsOpnum4::OP_EXCHANGE_ID, NFS4ERR_NOT_ONLY_OP)]
+        );
+        // ... and after SEQUENCE, as a second operation.
+        let r = s.call_raw(vec![ex]).await.unwrap();
+        assert_eq!(r.status, NFS4ERR_NOT_ONLY_OP);
+    });
+}
+
+#[test]
+fn truncated_argument_is_badxdr() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let g = s.acquire().await;
+        let mut b = encode("short", 1, vec![g.sequence(false), NfsArgop4::OP_PUTROOTFH]);
+        set_op_count(&mut b, 3);
+        b.put_u32(NfsOpnum4::OP_LOOKUP as u32);
+        b.put_u32(100); // a 100-byte name, of which 3 bytes arrive
+        b.put_slice(b"abc");
+        let r = decode(&send_raw(s.conn(), &b).await);
+        g.finish(&r);
+        assert_eq!(r.status, NFS4ERR_BADXDR);
+        assert_eq!(
+            statuses(&r),
+            [
+                (NfsOpnum4::OP_SEQUENCE, NFS4_OK),
+                (NfsOpnum4::OP_PUTROOTFH, NFS4_OK),
+                (NfsOpnum4::OP_LOOKUP, NFS4ERR_BADXDR)
+            ]
+        );
+        s.renew().await.expect("the session still works");
+    });
+}
+
+#[test]
+fn unimplemented_operations_are_notsupp_and_the_server_keeps_serving() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let root = s.lookup_path("/").await.unwrap();
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let layoutget = NfsArgop4::OP_LAYOUTGET(Layoutget4args {
+            loga_signal_layout_avail: false,
+            loga_layout_type: Layouttype4::LAYOUT4_NFSV4_1_FILES,
+            loga_iomode: Layoutiomode4::LAYOUTIOMODE4_READ,
+            loga_offset: 0,
+            loga_length: u64::MAX,
+            loga_minlength: 0,
+            loga_stateid: o.stateid.clone(),
+            loga_maxcount: 4096,
+        });
+        let openattr = NfsArgop4::OP_OPENATTR(Openattr4args { createdir: false });
+        // RENEW is NFSv4.0 only: RFC 8881 §18.1 has 4.1 servers answer NOTSUPP.
+        let renew = NfsArgop4::OP_RENEW(Renew4args {
+            clientid: s.clientid(),
+        });
+        for (op, num) in [
+            (layoutget, NfsOpnum4::OP_LAYOUTGET),
+            (openattr, NfsOpnum4::OP_OPENATTR),
+            (renew, NfsOpnum4::OP_RENEW),
+        ] {
+            let r = s.call_raw(vec![putfh(&o.fh), op]).await.unwrap();
+            assert_eq!(r.status, NFS4ERR_NOTSUPP, "{num:?}");
+            assert_eq!(statuses(&r).last().copied(), Some((num, NFS4ERR_NOTSUPP)));
+        }
+
+        // COPY in minor version 2, on a 4.2 session.
+        let s2 = session_with(
+            t.addr,
+            &SessionOptions {
+                minorversion: 2,
+                ..SessionOptions::default()
+            },
+        )
+        .await;
+        let copy = NfsArgop4::OP_COPY(Copy4args {
+            ca_src_stateid: o.stateid.clone(),
+            ca_dst_stateid: o.stateid.clone(),
+            ca_src_offset: 0,
+            ca_dst_offset: 0,
+            ca_count: 1,
+            ca_consecutive: false,
+            ca_synchronous: true,
+            ca_source_server: vec![],
+        });
+        let r = s2
+            .call_raw(vec![putfh(&o.fh), NfsArgop4::OP_SAVEFH, putfh(&o.fh), copy])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_NOTSUPP);
+        assert_eq!(
+            statuses(&r).last().copied(),
+            Some((NfsOpnum4::OP_COPY, NFS4ERR_NOTSUPP))
+        );
+
+        // Still serving, on both sessions and a new connection.
+        s.conn().null().await.unwrap();
+        s.lookup(&root, "f").await.expect("LOOKUP after NOTSUPP");
+        s2.lookup_path("/f")
+            .await
+            .expect("4.2 LOOKUP after NOTSUPP");
+        conn(t.addr).await.null().await.unwrap();
+        s.close(&o.fh, &o.stateid).await.unwrap();
+    });
+}
+
+#[test]
+fn filehandle_errors() {
+    let t = Tarn::start(&[]);
+    std::fs::create_dir(t.export.join("d")).unwrap();
+    run(async {
+        let s = session(t.addr).await;
+        let root = s.lookup_path("/").await.unwrap();
+
+        // A handle the server never made fails its MAC.
+        let mut forged = root.0.to_vec();
+        let last = forged.len() - 1;
+        forged[last] ^= 0x01;
+        for fh in [
+            NfsFh4(Bytes::from(forged)),
+            NfsFh4(Bytes::from(vec![0x42; 32])),
+        ] {
+            let r = s.call(vec![putfh(&fh)]).await;
+            assert_eq!(err(r), NFS4ERR_BADHANDLE);
+        }
+
+        let r = s.call(vec![NfsArgop4::OP_GETFH]).await;
+        assert_eq!(err(r), NFS4ERR_NOFILEHANDLE);
+
+        // "." and ".." are not names in NFSv4 (RFC 8881 §18.13.3).
+        for n in [".", ".."] {
+            let r = s
+                .call(vec![
+                    putfh(&root),
+                    NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(n) }),
+                ])
+                .await;
+            assert_eq!(err(r), NFS4ERR_BADNAME, "LOOKUP {n:?}");
+        }
+
+        // The root has no parent; a subdirectory's parent is the root.
+        let r = s
+            .call(vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_LOOKUPP])
+            .await;
+        assert_eq!(err(r), NFS4ERR_NOENT);
+        let d = s.lookup(&root, "d").await.unwrap();
+        let r = s
+            .call(vec![putfh(&d), NfsArgop4::OP_LOOKUPP, NfsArgop4::OP_GETFH])
+            .await
+            .unwrap();
+        let NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(up)) = &r[2] else {
+            panic!("{r:?}")
+        };
+        assert_eq!(up.object, root);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 2. Sessions
+// ---------------------------------------------------------------------------
+
+fn sequence(sessionid: Sessionid4, slot: u32, seqid: u32) -> NfsArgop4 {
+    NfsArgop4::OP_SEQUENCE(Sequence4args {
+        sa_sessionid: sessionid,
+        sa_sequenceid: seqid,
+        sa_slotid: slot,
+        sa_highest_slotid: slot,
+        sa_cachethis: false,
+    })
+}
+
+#[test]
+fn misordered_bad_slot_and_bad_session() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let g = s.acquire().await;
+        // lease.seqid is the next one due; one more skips a request.
+        let r = s
+            .conn()
+            .compound(
+                1,
+                vec![g.sequence_with(g.lease.seqid.wrapping_add(1), false)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_SEQ_MISORDERED);
+        assert_eq!(g.finish(&r), Outcome::NotProcessed);
+
+        let n = s.fore_channel().ca_maxrequests;
+        let r = s
+            .conn()
+            .compound(1, vec![sequence(s.sessionid(), n, 1)])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_BADSLOT, "slot {n} of a {n}-slot table");
+
+        let r = s
+            .conn()
+            .compound(1, vec![sequence([0xab; 16], 0, 1), NfsArgop4::OP_PUTROOTFH])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_BADSESSION);
+        assert_eq!(statuses(&r), [(NfsOpnum4::OP_SEQUENCE, NFS4ERR_BADSESSION)]);
+        s.renew().await.expect("slot 0 was left as it was");
+    });
+}
+
+#[test]
+fn cached_retry_replays_the_same_bytes_and_creates_once() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let root = s.lookup_path("/").await.unwrap();
+        let mkdir = |n: &str| {
+            NfsArgop4::OP_CREATE(Create4args {
+                objtype: Createtype4::NF4DIR,
+                objname: name(n),
+                createattrs: SetAttrs::mode(0o755).encode(),
+            })
+        };
+        let g = s.acquire().await;
+        let args = encode(
+            "mkdir",
+            1,
+            vec![
+                g.sequence(true),
+                putfh(&root),
+                mkdir("once"),
+                NfsArgop4::OP_GETFH,
+            ],
+        );
+        let first = send_raw(s.conn(), &args).await;
+        let r = decode(&first);
+        assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
+        // The retransmission: same slot, same seqid, same bytes.
+        let again = send_raw(s.conn(), &args).await;
+        assert_eq!(first, again, "a retry gets the cached reply, byte for byte");
+        let dirs: Vec<_> = std::fs::read_dir(&t.export)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(dirs, ["once"]);
+
+        // Same slot and seqid, different request: a false retry (RFC 8881
+        // §2.10.6.1.3.1). The server must not answer it from the cache.
+        let other = encode(
+            "mkdir",
+            1,
+            vec![
+                g.sequence(true),
+                putfh(&root),
+                mkdir("twice"),
+                NfsArgop4::OP_GETFH,
+            ],
+        );
+        let r = decode(&send_raw(s.conn(), &other).await);
+        assert_eq!(r.status, NFS4ERR_SEQ_FALSE_RETRY);
+        assert!(!t.export.join("twice").exists());
+        g.finish(&decode(&first));
+
+        // A new request that does the same thing runs it again: EXIST.
+        let r = s.call(vec![putfh(&root), mkdir("once")]).await;
+        assert_eq!(err(r), NFS4ERR_EXIST);
+    });
+}
+
+#[test]
+fn uncached_retry() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let g = s.acquire().await;
+        let args = encode(
+            "nocache",
+            1,
+            vec![g.sequence(false), NfsArgop4::OP_PUTROOTFH],
+        );
+        let first = send_raw(s.conn(), &args).await;
+        assert_eq!(decode(&first).status, NFS4_OK);
+        let again = send_raw(s.conn(), &args).await;
+        // RFC 8881 §2.10.6.1.3: without sa_cachethis the server may still
+        // have cached the reply; either the same bytes or
+        // RETRY_UNCACHED_REP is right.
+        if again != first {
+            let r = decode(&again);
+            assert_eq!(r.status, NFS4ERR_RETRY_UNCACHED_REP);
+            assert_eq!(
+                statuses(&r),
+                [(NfsOpnum4::OP_SEQUENCE, NFS4ERR_RETRY_UNCACHED_REP)]
+            );
+        }
+        g.finish(&decode(&first));
+        s.renew().await.unwrap();
+    });
+}
+
+#[test]
+fn create_session_replay_and_destroy_clientid_while_busy() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let c = conn(t.addr).await;
+        let o = SessionOptions::default();
+        let ex = exchange_id(&c, &o).await.unwrap();
+        let cs = create_session(&c, ex.eir_clientid, ex.eir_sequenceid, &o)
+            .await
+            .unwrap();
+        let again = create_session(&c, ex.eir_clientid, ex.eir_sequenceid, &o)
+            .await
+            .expect("a CREATE_SESSION retry is answered from its cache");
+        assert_eq!(again, cs, "the same session, the same reply");
+        // Neither the last sequence nor the next one: misordered.
+        let r = create_session(&c, ex.eir_clientid, ex.eir_sequenceid.wrapping_add(5), &o).await;
+        assert_eq!(err(r), NFS4ERR_SEQ_MISORDERED);
+
+        let destroy = |id| {
+            vec![NfsArgop4::OP_DESTROY_CLIENTID(DestroyClientid4args {
+                dca_clientid: id,
+            })]
+        };
+        let r = c.compound(1, destroy(ex.eir_clientid)).await.unwrap();
+        assert_eq!(r.status, NFS4ERR_CLIENTID_BUSY, "a session exists");
+        let s = Session::from_parts(c, &o, ex.eir_clientid, &cs);
+        s.renew().await.expect("the session survived");
+        s.destroy()
+            .await
+            .expect("DESTROY_SESSION, then DESTROY_CLIENTID");
+        let r = s
+            .conn()
+            .compound(1, destroy(ex.eir_clientid))
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_STALE_CLIENTID, "already gone");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 3. Stateids
+// ---------------------------------------------------------------------------
+
+#[test]
+fn bad_old_stateids_and_openmode() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let o1 = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let fh = o1.fh.clone();
+        s.write(
+            &o1.stateid,
+            &fh,
+            0,
+            Bytes::from_static(b"hello"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .unwrap();
+
+        // Made up: never issued. (In 4.1 STALE_STATEID is for a previous
+        // server instance; BAD_STATEID is the answer for a forgery.)
+        assert_eq!(
+            err(s.read(&made_up_stateid(), &fh, 0, 5).await),
+            NFS4ERR_BAD_STATEID
+        );
+
+        // A second OPEN by the same owner upgrades the same stateid.
+        let o2 = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        assert_eq!(o2.stateid.other, o1.stateid.other);
+        assert!(o2.stateid.seqid > o1.stateid.seqid);
+        assert_eq!(
+            err(s.read(&o1.stateid, &fh, 0, 5).await),
+            NFS4ERR_OLD_STATEID
+        );
+        assert_eq!(
+            &s.read(&o2.stateid, &fh, 0, 5).await.unwrap().data[..],
+            b"hello"
+        );
+        // seqid 0: "the current one" (RFC 8881 §8.2.2).
+        let cur = Stateid4 {
+            seqid: 0,
+            ..o1.stateid.clone()
+        };
+        s.read(&cur, &fh, 0, 5).await.unwrap();
+        // A seqid from the future is not old: it is bad.
+        let future = Stateid4 {
+            seqid: o2.stateid.seqid + 5,
+            ..o2.stateid.clone()
+        };
+        assert_eq!(err(s.read(&future, &fh, 0, 5).await), NFS4ERR_BAD_STATEID);
+
+        // WRITE through a read-only open.
+        let ro = open(
+            &s,
+            "f",
+            "open-ro",
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let r = s
+            .write(
+                &ro.stateid,
+                &fh,
+                0,
+                Bytes::from_static(b"x"),
+                StableHow4::FILE_SYNC4,
+            )
+            .await;
+        assert_eq!(err(r), NFS4ERR_OPENMODE);
+    });
+}
+
+#[test]
+fn close_twice_and_close_with_locks_held() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let closed = s.close(&o.fh, &o.stateid).await.unwrap();
+        assert_eq!(err(s.close(&o.fh, &o.stateid).await), NFS4ERR_BAD_STATEID);
+        assert_eq!(err(s.close(&o.fh, &closed).await), NFS4ERR_BAD_STATEID);
+
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let lo = s.new_owner("lock");
+        let l = s
+            .lock(
+                &o.fh,
+                s.new_lock_owner(&o.stateid, &lo),
+                NfsLockType4::WRITE_LT,
+                0,
+                10,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(err(s.close(&o.fh, &o.stateid).await), NFS4ERR_LOCKS_HELD);
+        s.locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 10)
+            .await
+            .unwrap();
+        s.close(&o.fh, &o.stateid)
+            .await
+            .expect("CLOSE once unlocked");
+    });
+}
+
+#[test]
+fn share_deny_blocks_other_owners() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let a = session(t.addr).await;
+        let b = session(t.addr).await;
+        let oa = open(
+            &a,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_WRITE,
+        )
+        .await
+        .unwrap();
+        let r = open(
+            &b,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_WRITE,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_SHARE_DENIED, "deny WRITE against a writer");
+        let r = open(
+            &b,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_READ,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_SHARE_DENIED, "deny READ against a reader");
+        // Another owner of the same client is just as refused.
+        let r = open(
+            &a,
+            "f",
+            "open-a2",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_SHARE_DENIED);
+        let ob = open(
+            &b,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .expect("a reader is fine");
+        b.close(&ob.fh, &ob.stateid).await.unwrap();
+        a.close(&oa.fh, &oa.stateid).await.unwrap();
+        let ob = open(
+            &b,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_WRITE,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .expect("the deny went with the CLOSE");
+        b.close(&ob.fh, &ob.stateid).await.unwrap();
+    });
+}
+
+fn test_stateid(ids: &[Stateid4]) -> NfsArgop4 {
+    NfsArgop4::OP_TEST_STATEID(TestStateid4args {
+        ts_stateids: ids.to_vec(),
+    })
+}
+
+fn free_stateid(id: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
+        fsa_stateid: id.clone(),
+    })
+}
+
+async fn tested(s: &Session, ids: &[Stateid4]) -> Vec<Nfsstat4> {
+    match &s.call(vec![test_stateid(ids)]).await.unwrap()[0] {
+        NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(ok)) => ok.tsr_status_codes.clone(),
+        r => panic!("{r:?}"),
+    }
+}
+
+#[test]
+fn test_stateid_and_free_stateid() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = session(t.addr).await;
+        let other = session(t.addr).await;
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let lo = s.new_owner("lock");
+        let l = s
+            .lock(
+                &o.fh,
+                s.new_lock_owner(&o.stateid, &lo),
+                NfsLockType4::WRITE_LT,
+                0,
+                1,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let anon = Stateid4 {
+            seqid: 0,
+            other: [0; 12],
+        };
+        // Special stateids are never valid to TEST_STATEID (RFC 8881 §18.48.3).
+        assert_eq!(
+            tested(&s, &[o.stateid.clone(), l.clone(), made_up_stateid(), anon]).await,
+            [NFS4_OK, NFS4_OK, NFS4ERR_BAD_STATEID, NFS4ERR_BAD_STATEID]
+        );
+        // Another client's stateids are not its to test.
+        assert_eq!(
+            tested(&other, std::slice::from_ref(&o.stateid)).await,
+            [NFS4ERR_BAD_STATEID]
+        );
+
+        // Neither an open stateid nor a lock stateid holding a lock can be
+        // freed (RFC 8881 §18.38.3).
+        assert_eq!(
+            err(s.call(vec![free_stateid(&o.stateid)]).await),
+            NFS4ERR_LOCKS_HELD
+        );
+        assert_eq!(
+            err(s.call(vec![free_stateid(&l)]).await),
+            NFS4ERR_LOCKS_HELD
+        );
+        assert_eq!(
+            err(s.call(vec![free_stateid(&made_up_stateid())]).await),
+            NFS4ERR_BAD_STATEID
+        );
+        let l = s
+            .locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 1)
+            .await
+            .unwrap();
+        s.call(vec![free_stateid(&l)]).await.expect("FREE_STATEID");
+        assert_eq!(
+            tested(&s, &[l.clone(), o.stateid.clone()]).await,
+            [NFS4ERR_BAD_STATEID, NFS4_OK]
+        );
+        s.close(&o.fh, &o.stateid)
+            .await
+            .expect("CLOSE after FREE_STATEID");
+    });
+}
+
+#[test]
+fn anonymous_stateids_read_and_write() {
+    let t = Tarn::start(&[]);
+    std::fs::write(t.export.join("f"), b"plain data").unwrap();
+    // The test runs as another user than the client's AUTH_SYS uid.
+    std::fs::set_permissions(
+        t.export.join("f"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    run(async {
+        let s = session(t.addr).await;
+        let fh = s.lookup_path("/f").await.unwrap();
+        let anon = Stateid4 {
+            seqid: 0,
+            other: [0; 12],
+        };
+        let bypass = Stateid4 {
+            seqid: u32::MAX,
+            other: [0xff; 12],
+        };
+        for sid in [&anon, &bypass] {
+            let r = s.read(sid, &fh, 0, 100).await.unwrap();
+            assert_eq!((&r.data[..], r.eof), (&b"plain data"[..], true));
+        }
+        s.write(
+            &anon,
+            &fh,
+            0,
+            Bytes::from_static(b"PLAIN"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .expect("WRITE with the anonymous stateid");
+        assert_eq!(std::fs::read(t.export.join("f")).unwrap(), b"PLAIN data");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 4. Locks
+// ---------------------------------------------------------------------------
+
+#[test]
+fn lock_conflicts_between_owners() {
+    use NfsLockType4::*;
+    let t = Tarn::start(&[]);
+    run(async {
+        let a = session(t.addr).await;
+        let b = session(t.addr).await;
+        let oa = open(
+            &a,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let ob = open(
+            &b,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let fh = oa.fh.clone();
+        let (la, lb) = (owner(&a, "lock-a"), owner(&b, "lock-b"));
+
+        // Zero length is invalid (RFC 8881 §18.10.4), for LOCK and LOCKT.
+        let r = a
+            .lock(&fh, a.new_lock_owner(&oa.stateid, &la), WRITE_LT, 0, 0)
+            .await;
+        assert_eq!(err(r), NFS4ERR_INVAL);
+        assert_eq!(err(a.lockt(&fh, WRITE_LT, 0, 0, &la).await), NFS4ERR_INVAL);
+
+        let sa = a
+            .lock(&fh, a.new_lock_owner(&oa.stateid, &la), WRITE_LT, 100, 50)
+            .await
+            .unwrap()
+            .expect("first lock");
+        let d = b
+            .lock(&fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 120, 10)
+            .await
+            .unwrap()
+            .expect_err("overlapping write lock");
+        assert_eq!((d.offset, d.length, d.locktype), (100, 50, WRITE_LT));
+        assert_eq!(d.owner, la, "DENIED names the holder");
+        let d = b
+            .lockt(&fh, READ_LT, 149, 1, &lb)
+            .await
+            .unwrap()
+            .expect("LOCKT denies");
+        assert_eq!(d.owner, la);
+        assert!(
+            b.lockt(&fh, WRITE_LT, 150, 10, &lb)
+                .await
+                .unwrap()
+                .is_none(),
+            "no overlap"
+        );
+        // A holder's own LOCKT is not in conflict with itself.
+        assert!(a
+            .lockt(&fh, WRITE_LT, 100, 50, &la)
+            .await
+            .unwrap()
+            .is_none());
+
+        // LOCKU, then the other owner gets it.
+        let sa = a.locku(&fh, &sa, WRITE_LT, 100, 50).await.unwrap();
+        let sb = b
+            .lock(&fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 120, 10)
+            .await
+            .unwrap()
+            .expect("granted after LOCKU");
+        let sb = b.locku(&fh, &sb, WRITE_LT, 120, 10).await.unwrap();
+
+        // Read locks share; a write lock waits for both to go.
+        let sa = a
+            .lock(&fh, Session::existing_lock_owner(&sa), READ_LT, 0, u64::MAX)
+            .await
+            .unwrap()
+            .expect("read lock");
+        let sb = b
+            .lock(&fh, Session::existing_lock_owner(&sb), READ_LT, 10, 10)
+            .await
+            .unwrap()
+            .expect("read locks share");
+        let d = a.lockt(&fh, WRITE_LT, 0, 1, &la).await.unwrap();
+        assert!(d.is_none(), "only its own read lock covers offset 0");
+        let d = a
+            .lockt(&fh, WRITE_LT, 15, 1, &la)
+            .await
+            .unwrap()
+            .expect("b reads there");
+        assert_eq!((d.owner, d.locktype), (lb.clone(), READ_LT));
+        b.locku(&fh, &sb, READ_LT, 10, 10).await.unwrap();
+        a.locku(&fh, &sa, READ_LT, 0, u64::MAX).await.unwrap();
+    });
+}
+
+mod nlm {
+    use super::*;
+    use proto::nlm4::*;
+    use rpc::client::{auth_sys, RpcClient};
+    use xdr::Unpack;
+
+    pub struct Nlm {
+        c: RpcClient,
+        fh: Netobj,
+    }
+
+    impl Nlm {
+        pub async fn connect(addr: std::net::SocketAddr, fh: &NfsFh4) -> Nlm {
+            let c = RpcClient::connect(addr, auth_sys(0, 0, &[], "nlmhost"))
+                .await
+                .unwrap();
+            // NFSv3 and NFSv4 handles are the same bytes in Tarn.
+            Nlm {
+                c,
+                fh: Netobj(fh.0.clone()),
+            }
+        }
+
+        fn alock(&self, off: u64, len: u64) -> Nlm4Lock {
+            Nlm4Lock {
+                caller_name: Bytes::from_static(b"nlmhost"),
+                fh: self.fh.clone(),
+                oh: Netobj(Bytes::from_static(b"7@nlmhost")),
+                svid: 7,
+                l_offset: off,
+                l_len: len,
+            }
+        }
+
+        pub async fn lock(&self, off: u64, len: u64) -> Nlm4Stats {
+            let a = Nlm4Lockargs {
+                cookie: Netobj(Bytes::from_static(b"c")),
+                block: false,
+                exclusive: true,
+                alock: self.alock(off, len),
+                reclaim: false,
+                state: 1,
+            };
+            let mut d = self.c.call(NLM_PROG, 4, NLMPROC4_LOCK, &a).await.unwrap();
+            Nlm4Res::unpack(&mut d).unwrap().stat.stat
+        }
+
+        pub async fn test(&self, off: u64, len: u64) -> Nlm4Testrply {
+            let a = Nlm4Testargs {
+                cookie: Netobj(Bytes::new()),
+                exclusive: true,
+                alock: self.alock(off, len),
+            };
+            let mut d = self.c.call(NLM_PROG, 4, NLMPROC4_TEST, &a).await.unwrap();
+            Nlm4Testres::unpack(&mut d).unwrap().test_stat
+        }
+
+        pub async fn unlock(&self, off: u64, len: u64) -> Nlm4Stats {
+            let a = Nlm4Unlockargs {
+                cookie: Netobj(Bytes::new()),
+                alock: self.alock(off, len),
+            };
+            let mut d = self.c.call(NLM_PROG, 4, NLMPROC4_UNLOCK, &a).await.unwrap();
+            Nlm4Res::unpack(&mut d).unwrap().stat.stat
+        }
+    }
+}
+
+#[test]
+fn nfs4_and_nlm_locks_conflict() {
+    use proto::nlm4::{Nlm4Stats, Nlm4Testrply};
+    use NfsLockType4::*;
+    // NLM needs no grace here: a server with no previous clients has none.
+    let t = Tarn::start(&["--grace", "0"]);
+    run(async {
+        let s = session(t.addr).await;
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let lo = s.new_owner("lock");
+        let l = s
+            .lock(&o.fh, s.new_lock_owner(&o.stateid, &lo), WRITE_LT, 0, 100)
+            .await
+            .unwrap()
+            .unwrap();
+        let n = nlm::Nlm::connect(t.addr, &o.fh).await;
+        assert_eq!(
+            n.lock(50, 10).await,
+            Nlm4Stats::NLM4_DENIED,
+            "NFSv4 lock blocks NLM"
+        );
+        match n.test(50, 10).await {
+            Nlm4Testrply::NLM4_DENIED(h) => {
+                assert_eq!((h.l_offset, h.l_len, h.exclusive), (0, 100, true))
+            }
+            other => panic!("NLM TEST: {other:?}"),
+        }
+        let l = s.locku(&o.fh, &l, WRITE_LT, 0, 100).await.unwrap();
+        assert_eq!(n.lock(50, 10).await, Nlm4Stats::NLM4_GRANTED);
+        let d = s
+            .lock(
+                &o.fh,
+                Session::existing_lock_owner(&l),
+                READ_LT,
+                0,
+                u64::MAX,
+            )
+            .await
+            .unwrap()
+            .expect_err("NLM lock blocks NFSv4");
+        assert_eq!((d.offset, d.length, d.locktype), (50, 10, WRITE_LT));
+        assert!(s.lockt(&o.fh, READ_LT, 55, 1, &lo).await.unwrap().is_some());
+        assert_eq!(n.unlock(50, 10).await, Nlm4Stats::NLM4_GRANTED);
+        s.lock(
+            &o.fh,
+            Session::existing_lock_owner(&l),
+            READ_LT,
+            0,
+            u64::MAX,
+        )
+        .await
+        .unwrap()
+        .expect("free again");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 5. Lease expiry
+// ---------------------------------------------------------------------------
+
+#[test]
+fn expired_lease_releases_locks_and_the_session() {
+    use NfsLockType4::*;
+    let t = Tarn::start(&["--lease-time", "2"]);
+    run(async {
+        let a = session(t.addr).await;
+        let b = session(t.addr).await;
+        let keep_b = b.spawn_renewal(Duration::from_millis(400));
+        let oa = open(
+            &a,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let ob = open(
+            &b,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        a.lock(
+            &oa.fh,
+            a.new_lock_owner(&oa.stateid, &owner(&a, "lock-a")),
+            WRITE_LT,
+            0,
+            10,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let lb = owner(&b, "lock-b");
+        let d = b
+            .lock(&ob.fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 0, 10)
+            .await
+            .unwrap();
+        assert!(d.is_err(), "A still holds it");
+        // A goes silent. A server may keep an expired client's state until
+        // someone conflicts with it (RFC 8881 §8.3 allows a "courteous"
+        // server), so B polls rather than trusting one instant.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut got = None;
+        for _ in 0..20 {
+            match b
+                .lock(&ob.fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 0, 10)
+                .await
+                .unwrap()
+            {
+                Ok(sid) => {
+                    got = Some(sid);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+        assert!(got.is_some(), "B's LOCK succeeds once A's lease ran out");
+        // A's state, session included, was purged.
+        assert_eq!(err(a.renew().await), NFS4ERR_BADSESSION);
+        keep_b.abort();
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 6. Grace and recovery
+// ---------------------------------------------------------------------------
+
+fn open_args(owner: StateOwner4, claim: OpenClaim4, how: Openflag4) -> NfsArgop4 {
+    NfsArgop4::OP_OPEN(Open4args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH,
+        share_deny: OPEN4_SHARE_DENY_NONE,
+        owner,
+        openhow: how,
+        claim,
+    })
+}
+
+fn claim_previous() -> OpenClaim4 {
+    OpenClaim4::CLAIM_PREVIOUS(OpenDelegationType4::OPEN_DELEGATE_NONE)
+}
+
+/// EXCHANGE_ID and CREATE_SESSION only: a client that may still reclaim.
+async fn reclaiming_session(addr: std::net::SocketAddr, o: &SessionOptions) -> Arc<Session> {
+    let c = conn(addr).await;
+    let ex = exchange_id(&c, o).await.expect("EXCHANGE_ID");
+    let cs = create_session(&c, ex.eir_clientid, ex.eir_sequenceid, o)
+        .await
+        .expect("CREATE_SESSION");
+    Arc::new(Session::from_parts(c, o, ex.eir_clientid, &cs))
+}
+
+/// A client that held an open and a lock before the server died.
+async fn client_with_state(addr: std::net::SocketAddr, o: &SessionOptions) -> NfsFh4 {
+    let a = session_with(addr, o).await;
+    let oa = open(
+        &a,
+        "f",
+        OWNER_A,
+        OPEN4_SHARE_ACCESS_BOTH,
+        OPEN4_SHARE_DENY_NONE,
+    )
+    .await
+    .unwrap();
+    a.lock(
+        &oa.fh,
+        a.new_lock_owner(&oa.stateid, &owner(&a, "lock-a")),
+        NfsLockType4::WRITE_LT,
+        0,
+        10,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    oa.fh
+}
+
+#[test]
+fn reclaim_after_restart_in_grace() {
+    let mut t = Tarn::start(&[]);
+    let o = owner_opts("reclaimer", 0x1234);
+    let fh = run(client_with_state(t.addr, &o));
+    assert!(
+        std::fs::read_to_string(t.state.join("v4clients")).is_ok_and(|s| !s.trim().is_empty()),
+        "the client is on record"
+    );
+    t.restart(&["--grace", "5"]);
+    run(async {
+        let root = |s: &Session| owner(s, OWNER_A);
+        // A new client may not create state during grace.
+        let n = session(t.addr).await;
+        let r = open(
+            &n,
+            "g",
+            "open-n",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_GRACE);
+
+        // A client the server never recorded cannot reclaim. RFC 8881
+        // §18.16.3/§15.1.9: RECLAIM_BAD, or NO_GRACE (the server cannot
+        // vouch for the reclaim); both are right.
+        let u = reclaiming_session(t.addr, &SessionOptions::default()).await;
+        let r = u
+            .call(vec![
+                putfh(&fh),
+                open_args(root(&u), claim_previous(), nocreate()),
+            ])
+            .await;
+        let st = err(r);
+        assert!(
+            matches!(st, NFS4ERR_RECLAIM_BAD | NFS4ERR_NO_GRACE),
+            "{st:?}"
+        );
+
+        // The recorded client, same owner and verifier, reclaims.
+        let a = reclaiming_session(t.addr, &o).await;
+        let r = a
+            .call(vec![
+                putfh(&fh),
+                open_args(root(&a), claim_previous(), nocreate()),
+            ])
+            .await
+            .expect("OPEN CLAIM_PREVIOUS");
+        let NfsResop4::OP_OPEN(Open4res::NFS4_OK(opened)) = &r[1] else {
+            panic!("{r:?}")
+        };
+        let r = a
+            .call(vec![
+                putfh(&fh),
+                NfsArgop4::OP_LOCK(Lock4args {
+                    locktype: NfsLockType4::WRITE_LT,
+                    reclaim: true,
+                    offset: 0,
+                    length: 10,
+                    locker: a.new_lock_owner(&opened.stateid, &owner(&a, "lock-a")),
+                }),
+            ])
+            .await;
+        r.expect("LOCK reclaim");
+        // Not a reclaim: still refused while grace lasts.
+        let r = a
+            .call(vec![
+                putfh(&fh),
+                open_args(owner(&a, "other"), OpenClaim4::CLAIM_FH, nocreate()),
+            ])
+            .await;
+        assert_eq!(err(r), NFS4ERR_GRACE);
+
+        // The last recorded client is done: grace ends at once.
+        a.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
+            rca_one_fs: false,
+        })])
+        .await
+        .expect("RECLAIM_COMPLETE");
+        let r = a
+            .call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
+                rca_one_fs: false,
+            })])
+            .await;
+        assert_eq!(err(r), NFS4ERR_COMPLETE_ALREADY);
+        // Its own reclaims are over too (RFC 8881 §18.51.3).
+        let r = a
+            .call(vec![
+                putfh(&fh),
+                open_args(root(&a), claim_previous(), nocreate()),
+            ])
+            .await;
+        assert_eq!(err(r), NFS4ERR_NO_GRACE);
+        let og = open(
+            &n,
+            "g",
+            "open-n",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .expect("normal OPEN after grace");
+        n.close(&og.fh, &og.stateid).await.unwrap();
+        // The reclaimed lock holds against the new client.
+        let on = open(
+            &n,
+            "f",
+            "open-n",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let d = n
+            .lockt(&on.fh, NfsLockType4::WRITE_LT, 5, 1, &owner(&n, "lock-n"))
+            .await
+            .unwrap();
+        assert!(d.is_some(), "the reclaimed lock is held");
+        // And reclaiming is over for everyone.
+        let r = u
+            .call(vec![
+                putfh(&fh),
+                open_args(root(&u), claim_previous(), nocreate()),
+            ])
+            .await;
+        assert_eq!(err(r), NFS4ERR_NO_GRACE);
+    });
+}
+
+#[test]
+fn grace_ends_when_its_time_is_up() {
+    let mut t = Tarn::start(&[]);
+    run(client_with_state(t.addr, &owner_opts("gone-for-good", 7)));
+    t.restart(&["--grace", "2"]);
+    run(async {
+        let n = session(t.addr).await;
+        let r = open(
+            &n,
+            "g",
+            "open-n",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_GRACE);
+        // The recorded client never comes back.
+        tokio::time::sleep(Duration::from_millis(2300)).await;
+        let og = open(
+            &n,
+            "g",
+            "open-n",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .expect("normal OPEN after the grace period");
+        n.close(&og.fh, &og.stateid).await.unwrap();
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Channel limits (RFC 8881 §2.10.6.4)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn channel_limits_are_enforced() {
+    let t = Tarn::start(&[]);
+    std::fs::write(t.export.join("f"), vec![b'.'; 64 << 10]).unwrap();
+    std::fs::set_permissions(
+        t.export.join("f"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    run(async {
+        let o = SessionOptions {
+            max_ops: 4,
+            max_request: 2048,
+            ..SessionOptions::default()
+        };
+        let s = session_with(t.addr, &o).await;
+        let fore = s.fore_channel().clone();
+        assert!(fore.ca_maxoperations <= 4 && fore.ca_maxrequestsize <= 2048);
+        let fh = s.lookup_path("/f").await.unwrap();
+
+        // SEQUENCE and four more: five operations where four are allowed.
+        // The RFC names no position for the error: SEQUENCE's (as Linux
+        // does) or the first operation past the limit are both right.
+        let r = s.call_raw(vec![NfsArgop4::OP_PUTROOTFH; 4]).await.unwrap();
+        assert_eq!(r.status, NFS4ERR_TOO_MANY_OPS, "{:?}", statuses(&r));
+
+        // A request larger than ca_maxrequestsize: REQ_TOO_BIG, and the
+        // WRITE in it must not happen.
+        let anon = Stateid4 {
+            seqid: 0,
+            other: [0; 12],
+        };
+        let r = s
+            .call_raw(vec![
+                putfh(&fh),
+                NfsArgop4::OP_WRITE(Write4args {
+                    stateid: anon,
+                    offset: 0,
+                    stable: StableHow4::FILE_SYNC4,
+                    data: Bytes::from(vec![b'X'; 4096]),
+                }),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(r.status, NFS4ERR_REQ_TOO_BIG, "{:?}", statuses(&r));
+        assert!(!std::fs::read(t.export.join("f")).unwrap().contains(&b'X'));
+
+        // sa_cachethis with a reply larger than ca_maxresponsesize_cached:
+        // REP_TOO_BIG_TO_CACHE, and that reply is cached ("the replier MUST
+        // cache a reply" when sa_cachethis is true), so a retry gets it again.
+        let cached = fore.ca_maxresponsesize_cached;
+        let g = s.acquire().await;
+        let args = encode(
+            "bigread",
+            1,
+            vec![
+                g.sequence(true),
+                putfh(&fh),
+                NfsArgop4::OP_READ(Read4args {
+                    stateid: Stateid4 {
+                        seqid: 0,
+                        other: [0; 12],
+                    },
+                    offset: 0,
+                    count: cached + 4096,
+                }),
+            ],
+        );
+        let first = send_raw(s.conn(), &args).await;
+        let r = decode(&first);
+        g.finish(&r);
+        assert_eq!(r.status, NFS4ERR_REP_TOO_BIG_TO_CACHE, "{:?}", statuses(&r));
+        assert!(
+            first.len() <= cached as usize + 8,
+            "the reply fits the cache"
+        );
+        let g = s.acquire().await;
+        let again = encode(
+            "bigread",
+            1,
+            vec![
+                g.sequence_with(g.lease.seqid.wrapping_sub(1), true),
+                putfh(&fh),
+                NfsArgop4::OP_READ(Read4args {
+                    stateid: Stateid4 {
+                        seqid: 0,
+                        other: [0; 12],
+                    },
+                    offset: 0,
+                    count: cached + 4096,
+                }),
+            ],
+        );
+        assert_eq!(again, args);
+        assert_eq!(
+            send_raw(s.conn(), &again).await,
+            first,
+            "the retry is answered from the cache"
+        );
+        g.release(Outcome::NotProcessed);
+        s.renew().await.unwrap();
+    });
+}
