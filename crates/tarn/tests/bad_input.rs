@@ -48,8 +48,8 @@ fn rpc_level_errors_get_the_right_replies() {
         ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL)
     );
     assert_eq!(
-        status_of(&s, &call_record(2, NFS_PROGRAM, 4, 0, &auth_none(), &[])),
-        ReplyStatus::ProgMismatch(3, 3)
+        status_of(&s, &call_record(2, NFS_PROGRAM, 5, 0, &auth_none(), &[])),
+        ReplyStatus::ProgMismatch(3, 4)
     );
     assert_eq!(
         status_of(&s, &call_record(3, NFS_PROGRAM, 3, 99, &auth_none(), &[])),
