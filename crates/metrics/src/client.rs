@@ -18,7 +18,6 @@ use std::time::Instant;
 /// line between cores nor pay locked instructions.
 pub const CLIENT_SHARDS: usize = 4;
 
-#[derive(Default)]
 pub(crate) struct ClientShard {
     pub calls: AtomicU64,
     pub errors: AtomicU64,
@@ -31,6 +30,23 @@ pub(crate) struct ClientShard {
     pub sync_writes: AtomicU64,
     pub small_sync_writes: AtomicU64,
     pub ops: [AtomicU64; OP_SLOTS],
+}
+
+impl Default for ClientShard {
+    fn default() -> Self {
+        ClientShard {
+            calls: Default::default(),
+            errors: Default::default(),
+            bytes_in: Default::default(),
+            bytes_out: Default::default(),
+            queue_ns: Default::default(),
+            service_ns: Default::default(),
+            in_flight: Default::default(),
+            sync_writes: Default::default(),
+            small_sync_writes: Default::default(),
+            ops: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
 }
 
 /// A synchronous write shorter than this is "small".

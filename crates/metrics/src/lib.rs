@@ -315,6 +315,29 @@ impl Metrics {
         }
     }
 
+    /// One NFSv4 operation inside a COMPOUND finished: per-op counters and
+    /// the client's per-op count. The COMPOUND itself is the call (counted
+    /// by [`Metrics::call_end`]), so client and export totals are not
+    /// counted twice.
+    #[inline]
+    pub fn op_end(&self, slot: usize, client: &ClientStats, status: u32, service_ns: u64) {
+        if !self.enabled {
+            return;
+        }
+        let (sh, x) = self.shard();
+        let o = &sh.ops[slot];
+        add(x, &o.calls, 1);
+        add(x, &o.service_ns, service_ns);
+        add(x, &o.service_hist[bucket(service_ns)], 1);
+        add(x, &o.rtt_hist[bucket(service_ns)], 1);
+        if status != 0 {
+            add(x, &o.errors, 1);
+            self.errors[slot * N_STATUS + ops::status_index(status)].fetch_add(1, Relaxed);
+        }
+        let (c, x) = client.shard();
+        add(x, &c.ops[slot], 1);
+    }
+
     /// Tells the snapshot how to list exports and measure their filesystems
     /// (called off the request path, on a blocking thread).
     pub fn set_export_probe(

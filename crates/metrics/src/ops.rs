@@ -2,15 +2,15 @@
 //! procedure), so per-op counters are an array index, not a map lookup) and
 //! the names of reply statuses.
 //!
-//! Plugging in a protocol: NFSv4 (issue 4) gives each COMPOUND operation a
-//! slot in `NFS4_BASE..` (and raises [`OP_SLOTS`]), records the operation's
-//! status with the same numeric space (NFS4ERR_* share NFS3ERR_* values where
-//! they overlap; add the NFSv4-only codes to [`STATUSES`]).
+//! NFSv4 counts the COMPOUND as a call (`NFS4_BASE`) and each operation in
+//! it in its own slot (`NFS4_OP_BASE + opnum`, see [`nfs4_op_slot`]);
+//! NFS4ERR_* share NFS3ERR_* values where they overlap, and the common
+//! NFSv4-only codes have their own names in [`STATUSES`].
 
 use std::sync::OnceLock;
 
 /// Number of op slots; every per-op array has this many entries.
-pub const OP_SLOTS: usize = 32;
+pub const OP_SLOTS: usize = NFS4_OP_BASE + NFS4_OPS;
 
 pub const NFS_PROGRAM: u32 = 100003;
 pub const MOUNT_PROGRAM: u32 = 100005;
@@ -22,6 +22,24 @@ const MOUNT3_PROCS: u32 = 6;
 /// still to come.
 const NFS4_BASE: usize = 28;
 const NFS4_PROCS: u32 = 2;
+/// NFSv4 operations 0..=71 (0-2 are unused numbers; OP_ILLEGAL goes to 0).
+const NFS4_OP_BASE: usize = 30;
+const NFS4_OPS: usize = 72;
+
+/// The program label of operations inside COMPOUNDs: their calls are part
+/// of the COMPOUND's, so totals skip them.
+pub const NFS4_OP_PROGRAM: &str = "nfs4op";
+
+/// The slot of an NFSv4 operation inside a COMPOUND.
+#[inline]
+pub fn nfs4_op_slot(opnum: u32) -> usize {
+    NFS4_OP_BASE
+        + if (opnum as usize) < NFS4_OPS {
+            opnum as usize
+        } else {
+            0
+        }
+}
 
 pub const NFS3_GETATTR: usize = NFS3_BASE + 1;
 pub const NFS3_WRITE: usize = NFS3_BASE + 7;
@@ -55,6 +73,14 @@ pub fn op_name(slot: usize) -> Option<(&'static str, &'static str)> {
                         Some(("mount3", n.strip_prefix("MOUNTPROC3_").unwrap_or(n)));
                 }
             }
+            for op in 0..NFS4_OPS as i32 {
+                if let Some(o) = proto::nfs4::NfsOpnum4::from_i32(op) {
+                    let n: &'static str = Box::leak(format!("{o:?}").into_boxed_str());
+                    v[NFS4_OP_BASE + op as usize] =
+                        Some((NFS4_OP_PROGRAM, n.strip_prefix("OP_").unwrap_or(n)));
+                }
+            }
+            v[NFS4_OP_BASE] = Some((NFS4_OP_PROGRAM, "ILLEGAL"));
             v[NFS4_BASE] = Some(("nfs4", "NULL"));
             v[NFS4_BASE + 1] = Some(("nfs4", "COMPOUND"));
             v
@@ -102,6 +128,28 @@ pub const STATUSES: &[(u32, &str)] = &[
     (10006, "NFS3ERR_SERVERFAULT"),
     (10007, "NFS3ERR_BADTYPE"),
     (10008, "NFS3ERR_JUKEBOX"),
+    (10010, "NFS4ERR_DENIED"),
+    (10011, "NFS4ERR_EXPIRED"),
+    (10013, "NFS4ERR_GRACE"),
+    (10015, "NFS4ERR_SHARE_DENIED"),
+    (10016, "NFS4ERR_WRONGSEC"),
+    (10020, "NFS4ERR_NOFILEHANDLE"),
+    (10021, "NFS4ERR_MINOR_VERS_MISMATCH"),
+    (10022, "NFS4ERR_STALE_CLIENTID"),
+    (10023, "NFS4ERR_STALE_STATEID"),
+    (10024, "NFS4ERR_OLD_STATEID"),
+    (10025, "NFS4ERR_BAD_STATEID"),
+    (10026, "NFS4ERR_BAD_SEQID"),
+    (10029, "NFS4ERR_SYMLINK"),
+    (10033, "NFS4ERR_NO_GRACE"),
+    (10034, "NFS4ERR_RECLAIM_BAD"),
+    (10036, "NFS4ERR_BADXDR"),
+    (10037, "NFS4ERR_LOCKS_HELD"),
+    (10038, "NFS4ERR_OPENMODE"),
+    (10041, "NFS4ERR_BADNAME"),
+    (10044, "NFS4ERR_OP_ILLEGAL"),
+    (10052, "NFS4ERR_BADSESSION"),
+    (10063, "NFS4ERR_SEQ_MISORDERED"),
     (RPC_PROC_UNAVAIL, "RPC_PROC_UNAVAIL"),
     (RPC_GARBAGE_ARGS, "RPC_GARBAGE_ARGS"),
     (RPC_SYSTEM_ERR, "RPC_SYSTEM_ERR"),

@@ -42,11 +42,20 @@ pub fn stats_table(a: &Snapshot, b: &Snapshot) -> String {
         }
         let bytes = d(|x| x.bytes_in) + d(|x| x.bytes_out);
         let (q, s, e) = (d(|x| x.queue_ns), d(|x| x.service_ns), d(|x| x.errors));
-        (tc, tb, tq, ts, te) = (tc + calls, tb + bytes, tq + q, ts + s, te + e);
+        // Operations inside COMPOUNDs are shown under it, not added again.
+        let sub = o.program == crate::ops::NFS4_OP_PROGRAM;
+        if !sub {
+            (tc, tb, tq, ts, te) = (tc + calls, tb + bytes, tq + q, ts + s, te + e);
+        }
+        let name = if sub {
+            format!("  {}", o.op)
+        } else {
+            o.op.to_string()
+        };
         let _ = writeln!(
             out,
             "{:<12} {:>10.1} {:>10.1} {:>8.2} {:>13.3} {:>13.3} {:>8}",
-            o.op,
+            name,
             calls as f64 / dt,
             bytes as f64 / 1024.0 / dt,
             bytes as f64 / 1024.0 / calls as f64,

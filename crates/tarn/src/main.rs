@@ -466,10 +466,11 @@ fn serve(
         let recovery_path = state_dir.join("v4clients");
         let recovery = server::nfs4::state::recovery::Recovery::open(&recovery_path)
             .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
-        let nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
+        let mut nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
         if nfs4.state.in_grace(std::time::Instant::now()) {
             info!(seconds = cfg.nfs4.grace.as_secs(), "NFSv4 grace period: clients that held state may reclaim it");
         }
+        nfs4.metrics = Some(metrics.clone());
         nfs4.spawn_reaper();
         let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
         let nlm = server::nlm::Nlm::new(

@@ -79,6 +79,8 @@ pub struct Nfs4 {
     pub boot: vfs::Timespec,
     /// Stable record of clients holding state, for reclaim after a restart.
     pub recovery: Option<state::recovery::Recovery>,
+    /// Per-operation counters (the COMPOUND itself is counted by the RPC layer).
+    pub metrics: Option<Arc<metrics::Metrics>>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -229,6 +231,7 @@ impl Nfs4 {
                 nsecs: now.subsec_nanos(),
             },
             recovery,
+            metrics: None,
         }
     }
 
@@ -427,6 +430,7 @@ impl Nfs4 {
                     break;
                 }
             }
+            let t0 = Instant::now();
             let a = match NfsArgop4::unpack(&mut args) {
                 Ok(a) => a,
                 Err(e) => {
@@ -473,6 +477,14 @@ impl Nfs4 {
             done += 1;
             let s = u32::from_be_bytes(out[at + 4..at + 8].try_into().unwrap());
             tracing::trace!(peer = %ctx.peer, xid = ctx.xid, minor, op = op_name(op), status = s, "NFSv4 operation");
+            if let Some(m) = &self.metrics {
+                m.op_end(
+                    metrics::ops::nfs4_op_slot(op),
+                    &ctx.client,
+                    s,
+                    t0.elapsed().as_nanos() as u64,
+                );
+            }
             if s != 0 {
                 status = Nfsstat4::from_i32(s as i32).unwrap_or(Nfsstat4::NFS4ERR_SERVERFAULT);
                 if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {
