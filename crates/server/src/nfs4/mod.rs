@@ -509,6 +509,15 @@ impl Nfs4 {
         use NfsArgop4 as A;
         use NfsResop4 as R;
         let v40 = c.minor == 0;
+        // NFSv4.0 open and lock owners sequence their requests themselves.
+        let seq = if v40 { v40::sequenced(c, &a) } else { None };
+        if let Some(k) = &seq {
+            if let Some(reply) = v40::before(c, opnum(&a), k) {
+                out.extend_from_slice(&reply);
+                return;
+            }
+        }
+        let start = out.len();
         let r = match a {
             A::OP_ACCESS(a) => R::OP_ACCESS(getattr::access(c, a).await),
             A::OP_CLOSE(a) => R::OP_CLOSE(open::close(c, a).await),
@@ -611,6 +620,9 @@ impl Nfs4 {
             }
         };
         r.pack(out);
+        if let Some(k) = seq {
+            v40::after(c, k, &out[start..]);
+        }
     }
 }
 

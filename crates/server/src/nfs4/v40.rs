@@ -4,7 +4,9 @@
 
 use super::compound::Compound;
 use super::session::principal;
+use super::state::{SeqCheck, SeqOwner};
 use super::{log_fail, Fail};
+use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
 use std::time::Instant;
 
@@ -84,4 +86,79 @@ pub fn open_confirm(c: &mut Compound<'_>, a: OpenConfirm4args) -> OpenConfirm4re
         }),
         None => OpenConfirm4res::Default(Nfsstat4::NFS4ERR_BAD_STATEID),
     }
+}
+
+/// The owner and seqid an NFSv4.0 operation is sequenced by, if any.
+pub fn sequenced(c: &Compound<'_>, a: &NfsArgop4) -> Option<(u64, SeqOwner, u32)> {
+    let st = &c.n.state;
+    let by_stateid =
+        |sid: &Stateid4, seqid: u32| st.stateid_owner(sid).map(|(cl, o)| (cl, o, seqid));
+    match a {
+        NfsArgop4::OP_OPEN(o) => Some((
+            o.owner.clientid,
+            SeqOwner {
+                owner: o.owner.owner.clone(),
+                lock: false,
+            },
+            o.seqid,
+        )),
+        NfsArgop4::OP_OPEN_CONFIRM(o) => by_stateid(&o.open_stateid, o.seqid),
+        NfsArgop4::OP_OPEN_DOWNGRADE(o) => by_stateid(&o.open_stateid, o.seqid),
+        NfsArgop4::OP_CLOSE(o) => by_stateid(&o.open_stateid, o.seqid),
+        NfsArgop4::OP_LOCK(l) => match &l.locker {
+            // A new lock owner is sequenced by the open owner's seqid.
+            Locker4::TRUE(o) => by_stateid(&o.open_stateid, o.open_seqid),
+            Locker4::FALSE(e) => by_stateid(&e.lock_stateid, e.lock_seqid),
+        },
+        NfsArgop4::OP_LOCKU(l) => by_stateid(&l.lock_stateid, l.seqid),
+        _ => None,
+    }
+}
+
+/// Before a sequenced operation: Some(reply) when it must not run (a
+/// replay, answered from the owner's last reply, or a bad seqid).
+pub fn before(c: &Compound<'_>, op: u32, k: &(u64, SeqOwner, u32)) -> Option<Bytes> {
+    match c.n.state.seq_check(k.0, &k.1, k.2) {
+        SeqCheck::New => None,
+        SeqCheck::Replay(r) => Some(r),
+        SeqCheck::Bad => {
+            log_fail(
+                c,
+                "seqid",
+                &Fail::new(
+                    Nfsstat4::NFS4ERR_BAD_SEQID,
+                    "open or lock owner seqid out of order",
+                ),
+            );
+            let mut b = BytesMut::with_capacity(8);
+            b.put_u32(op);
+            b.put_u32(Nfsstat4::NFS4ERR_BAD_SEQID as u32);
+            Some(b.freeze())
+        }
+    }
+}
+
+/// After a sequenced operation: the seqid advances except on the errors
+/// RFC 7530 §9.1.7 lists, and the reply is kept for a retransmission.
+pub fn after(c: &Compound<'_>, k: (u64, SeqOwner, u32), reply: &[u8]) {
+    use Nfsstat4::*;
+    let status = reply
+        .get(4..8)
+        .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+        .unwrap_or(0);
+    let keeps = [
+        NFS4ERR_STALE_CLIENTID,
+        NFS4ERR_STALE_STATEID,
+        NFS4ERR_BAD_STATEID,
+        NFS4ERR_BAD_SEQID,
+        NFS4ERR_BADXDR,
+        NFS4ERR_RESOURCE,
+        NFS4ERR_NOFILEHANDLE,
+        NFS4ERR_MOVED,
+    ];
+    if keeps.iter().any(|s| *s as u32 == status) {
+        return;
+    }
+    c.n.state
+        .seq_done(k.0, k.1, k.2, Bytes::copy_from_slice(reply));
 }

@@ -50,6 +50,29 @@ pub struct Client {
     pub reclaim_complete: bool,
     /// NFSv4.0: SETCLIENTID_CONFIRM's verifier.
     pub confirm_verf: [u8; 8],
+    /// NFSv4.0: the last seqid and reply of each open and lock owner.
+    seqids: HashMap<SeqOwner, (u32, Option<Bytes>)>,
+    /// NFSv4.0: each open owner's last closed stateid, so a retransmitted
+    /// CLOSE still finds its owner (and gets the cached reply).
+    last_closed: HashMap<SeqOwner, Other>,
+}
+
+/// An NFSv4.0 open owner (`lock == false`) or lock owner, within its client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SeqOwner {
+    pub owner: Bytes,
+    pub lock: bool,
+}
+
+/// What an NFSv4.0 owner's seqid says about a request (RFC 7530 §9.1.7).
+#[derive(Debug, PartialEq, Eq)]
+pub enum SeqCheck {
+    /// The next request (or the owner's first): execute it.
+    New,
+    /// The last request again: answer with its reply.
+    Replay(Bytes),
+    /// Anything else: NFS4ERR_BAD_SEQID.
+    Bad,
 }
 
 impl Client {
@@ -89,6 +112,9 @@ struct Inner {
     stateids: HashMap<Other, Stateful>,
     /// Open stateids per file, for share reservation checks.
     files: HashMap<FileKey, Vec<Other>>,
+    /// NFSv4.0: closed stateids still answerable (one per open owner, see
+    /// [`Client::last_closed`]).
+    closed: HashMap<Other, (u64, SeqOwner)>,
 }
 
 pub struct State {
@@ -267,6 +293,8 @@ impl State {
                 renewed: now,
                 reclaim_complete: false,
                 confirm_verf: rand::random(),
+                seqids: HashMap::new(),
+                last_closed: HashMap::new(),
             },
         );
         i.owners.entry(owner.clone()).or_default().1 = Some(id);
@@ -490,6 +518,9 @@ impl State {
                 }
             }
         }
+        for o in c.last_closed.values() {
+            i.closed.remove(o);
+        }
         self.locks.release_client(clientid);
         if let Some(e) = i.owners.get_mut(&c.owner) {
             if e.0 == Some(clientid) {
@@ -695,7 +726,14 @@ impl State {
         Self::unlink_file(&mut i, file, &sid.other);
         if let Some(c) = i.clients.get_mut(&client) {
             c.opens.remove(&sid.other);
-            c.open_index.remove(&(owner, *file));
+            c.open_index.remove(&(owner.clone(), *file));
+            if minor == 0 {
+                let so = SeqOwner { owner, lock: false };
+                if let Some(prev) = c.last_closed.insert(so.clone(), sid.other) {
+                    i.closed.remove(&prev);
+                }
+                i.closed.insert(sid.other, (client, so));
+            }
         }
         Ok(Stateid4 {
             seqid: seqid.wrapping_add(1),
@@ -861,6 +899,54 @@ impl State {
                 }
                 Nfsstat4::NFS4_OK
             }
+        }
+    }
+
+    // ---- NFSv4.0 owner seqids -----------------------------------------------
+
+    /// The owner an open or lock stateid belongs to: (client, owner).
+    pub fn stateid_owner(&self, sid: &Stateid4) -> Option<(u64, SeqOwner)> {
+        let i = self.inner.lock().unwrap();
+        if let Some(closed) = i.closed.get(&sid.other) {
+            return Some(closed.clone());
+        }
+        i.stateids.get(&sid.other).map(|st| match &st.kind {
+            Kind::Open { owner, .. } => (
+                st.client,
+                SeqOwner {
+                    owner: owner.clone(),
+                    lock: false,
+                },
+            ),
+            Kind::Lock { owner, .. } => (
+                st.client,
+                SeqOwner {
+                    owner: owner.owner.clone(),
+                    lock: true,
+                },
+            ),
+        })
+    }
+
+    pub fn seq_check(&self, client: u64, owner: &SeqOwner, seqid: u32) -> SeqCheck {
+        let i = self.inner.lock().unwrap();
+        let Some((last, reply)) = i.clients.get(&client).and_then(|c| c.seqids.get(owner)) else {
+            return SeqCheck::New;
+        };
+        if seqid == last.wrapping_add(1) {
+            SeqCheck::New
+        } else if seqid == *last {
+            reply.clone().map_or(SeqCheck::Bad, SeqCheck::Replay)
+        } else {
+            SeqCheck::Bad
+        }
+    }
+
+    /// Records an owner's request as done, with its reply for a retransmission.
+    pub fn seq_done(&self, client: u64, owner: SeqOwner, seqid: u32, reply: Bytes) {
+        let mut i = self.inner.lock().unwrap();
+        if let Some(c) = i.clients.get_mut(&client) {
+            c.seqids.insert(owner, (seqid, Some(reply)));
         }
     }
 
