@@ -1107,7 +1107,7 @@ fn nfs4_and_nlm_locks_conflict() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn expired_lease_releases_locks_and_the_session() {
+fn expired_lease_revokes_locks_and_says_so() {
     use NfsLockType4::*;
     let t = Tarn::start(&["--lease-time", "2"]);
     run(async {
@@ -1167,8 +1167,28 @@ fn expired_lease_releases_locks_and_the_session() {
             }
         }
         assert!(got.is_some(), "B's LOCK succeeds once A's lease ran out");
-        // A's state, session included, was purged.
-        assert_eq!(err(a.renew().await), NFS4ERR_BADSESSION);
+        // A keeps its session; its next SEQUENCE says all its state was
+        // revoked (RFC 8881 §18.46.3), and its stateids test EXPIRED until freed.
+        assert_eq!(
+            a.renew().await.unwrap() & 0x8,
+            0x8,
+            "SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED"
+        );
+        let r = a
+            .call(vec![NfsArgop4::OP_TEST_STATEID(TestStateid4args {
+                ts_stateids: vec![oa.stateid.clone()],
+            })])
+            .await
+            .unwrap();
+        let NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(t)) = &r[0] else {
+            panic!("{r:?}")
+        };
+        assert_eq!(t.tsr_status_codes, vec![NFS4ERR_EXPIRED]);
+        a.call(vec![NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
+            fsa_stateid: oa.stateid.clone(),
+        })])
+        .await
+        .unwrap();
         keep_b.abort();
     });
 }

@@ -238,7 +238,7 @@ pub fn sequence(
         sr_slotid: a.sa_slotid,
         sr_highest_slotid: highest,
         sr_target_highest_slotid: highest,
-        sr_status_flags: 0,
+        sr_status_flags: st.status_flags(session.client),
     }))
     .pack(out);
     Seq::Go

@@ -52,6 +52,11 @@ pub struct Client {
     pub confirm_verf: [u8; 8],
     /// NFSv4.0: the last seqid and reply of each open and lock owner.
     seqids: HashMap<SeqOwner, (u32, Option<Bytes>)>,
+    /// NFSv4.1: stateids revoked when the lease expired, kept until the
+    /// client frees them (TEST_STATEID says EXPIRED, SEQUENCE flags it).
+    revoked: HashSet<Other>,
+    /// When the lease expired and the state was revoked.
+    expired_at: Option<Instant>,
     /// NFSv4.0: each open owner's last closed stateid, so a retransmitted
     /// CLOSE still finds its owner (and gets the cached reply).
     last_closed: HashMap<SeqOwner, Other>,
@@ -76,6 +81,15 @@ pub enum SeqCheck {
 }
 
 impl Client {
+    fn status_flags(&self) -> u32 {
+        const SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
+        if self.revoked.is_empty() {
+            0
+        } else {
+            SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED
+        }
+    }
+
     fn holds_state(&self) -> bool {
         !self.opens.is_empty() || !self.locks.is_empty()
     }
@@ -115,6 +129,8 @@ struct Inner {
     /// NFSv4.0: closed stateids still answerable (one per open owner, see
     /// [`Client::last_closed`]).
     closed: HashMap<Other, (u64, SeqOwner)>,
+    /// Stateids revoked by lease expiry → their client (see [`Client::revoked`]).
+    revoked: HashMap<Other, u64>,
 }
 
 pub struct State {
@@ -295,6 +311,8 @@ impl State {
                 confirm_verf: rand::random(),
                 seqids: HashMap::new(),
                 last_closed: HashMap::new(),
+                revoked: HashSet::new(),
+                expired_at: None,
             },
         );
         i.owners.entry(owner.clone()).or_default().1 = Some(id);
@@ -482,24 +500,81 @@ impl State {
         Ok(())
     }
 
-    /// Clients whose lease ran out at `now` (the reaper then expires them).
-    /// A background walk, never on a request path.
+    /// Clients whose lease ran out at `now` (the reaper then expires them):
+    /// those still holding state, and those silent for ten leases. A
+    /// background walk, never on a request path.
     pub fn expired_clients(&self, now: Instant) -> Vec<u64> {
         let i = self.inner.lock().unwrap();
         i.clients
             .values()
-            .filter(|c| now.duration_since(c.renewed) > self.lease + self.lease / 2)
+            .filter(|c| {
+                let silent = now.duration_since(c.renewed);
+                silent > self.lease + self.lease / 2
+                    && (c.holds_state() || silent > self.lease * 10)
+            })
             .map(|c| c.id)
             .collect()
     }
 
-    /// Expires one client: its sessions, opens and locks go; others' are untouched.
-    /// Returns the client owner, so its stable record can be dropped.
+    /// Expires one client; others' state is untouched. An NFSv4.1 client
+    /// keeps its record and sessions at first: its opens and locks are
+    /// revoked (so others can proceed) and its next SEQUENCE says so with
+    /// SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED, so it can recover without
+    /// losing its session. A 4.0 client, or one silent for ten leases, is
+    /// removed with everything; then the client owner is returned, so its
+    /// stable record can be dropped.
     pub fn expire(&self, clientid: u64) -> Option<Bytes> {
+        self.expire_at(clientid, Instant::now())
+    }
+
+    pub fn expire_at(&self, clientid: u64, now: Instant) -> Option<Bytes> {
         let mut i = self.inner.lock().unwrap();
-        let owner = i.clients.get(&clientid)?.owner.clone();
-        self.purge(&mut i, clientid);
-        Some(owner)
+        let c = i.clients.get(&clientid)?;
+        let owner = c.owner.clone();
+        if c.minor == 0 || now.duration_since(c.renewed) > self.lease * 10 {
+            self.purge(&mut i, clientid);
+            return Some(owner);
+        }
+        self.revoke_all(&mut i, clientid, now);
+        None
+    }
+
+    /// Revokes a client's opens and locks, remembering their ids.
+    fn revoke_all(&self, i: &mut Inner, clientid: u64, now: Instant) {
+        let Some(c) = i.clients.get_mut(&clientid) else {
+            return;
+        };
+        let gone: Vec<Other> = c.opens.drain().chain(c.locks.drain()).collect();
+        c.open_index.clear();
+        c.lock_index.clear();
+        c.expired_at = Some(now);
+        c.revoked.extend(gone.iter().copied());
+        for o in &gone {
+            if let Some(st) = i.stateids.remove(o) {
+                if let Kind::Open { .. } = st.kind {
+                    Self::unlink_file(i, &st.file, o);
+                }
+            }
+            i.revoked.insert(*o, clientid);
+        }
+        self.locks.release_client(clientid);
+    }
+
+    /// SEQUENCE's sr_status_flags for a client.
+    pub fn status_flags(&self, clientid: u64) -> u32 {
+        let i = self.inner.lock().unwrap();
+        i.clients.get(&clientid).map_or(0, Client::status_flags)
+    }
+
+    /// SEQUENCE: renews the lease and returns the status flags, under one lock.
+    pub fn renew_flags(&self, clientid: u64, now: Instant) -> Result<u32, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let c = i
+            .clients
+            .get_mut(&clientid)
+            .ok_or(Nfsstat4::NFS4ERR_EXPIRED)?;
+        c.renewed = now;
+        Ok(c.status_flags())
     }
 
     /// Removes a client and everything it owns: cost proportional to what
@@ -520,6 +595,9 @@ impl State {
         }
         for o in c.last_closed.values() {
             i.closed.remove(o);
+        }
+        for o in &c.revoked {
+            i.revoked.remove(o);
         }
         self.locks.release_client(clientid);
         if let Some(e) = i.owners.get_mut(&c.owner) {
@@ -631,6 +709,9 @@ impl State {
         minor: u32,
     ) -> Result<&'a mut Stateful, Nfsstat4> {
         let stale = u32::from_be_bytes(sid.other[..4].try_into().unwrap()) != self.epoch;
+        if i.revoked.contains_key(&sid.other) {
+            return Err(Nfsstat4::NFS4ERR_EXPIRED);
+        }
         let Some(st) = i.stateids.get_mut(&sid.other) else {
             return Err(if stale && minor == 0 {
                 Nfsstat4::NFS4ERR_STALE_STATEID
@@ -872,6 +953,13 @@ impl State {
     /// an open stateid must be CLOSEd.
     pub fn free_stateid(&self, clientid: u64, sid: &Stateid4) -> Nfsstat4 {
         let mut i = self.inner.lock().unwrap();
+        if i.revoked.get(&sid.other) == Some(&clientid) {
+            i.revoked.remove(&sid.other);
+            if let Some(c) = i.clients.get_mut(&clientid) {
+                c.revoked.remove(&sid.other);
+            }
+            return Nfsstat4::NFS4_OK;
+        }
         let st = match self.lookup(&mut i, sid, None, 1) {
             Ok(st) if st.client == clientid => st,
             Ok(_) => return Nfsstat4::NFS4ERR_BAD_STATEID,
