@@ -220,14 +220,14 @@ pub fn sequence(
         Ok(SlotUse::Replay(r)) => return Seq::Replay(r),
         Err(s) => return failed(c, out, s, "slot or sequence id refused"),
     };
-    if st.renew(session.client, Instant::now()).is_err() {
+    let Ok(flags) = st.renew_flags(session.client, Instant::now()) else {
         return failed(
             c,
             out,
             Nfsstat4::NFS4ERR_BADSESSION,
             "the session's client expired",
         );
-    }
+    };
     c.clientid = Some(session.client);
     c.cachethis = a.sa_cachethis;
     let highest = session.highest_slot();
@@ -238,7 +238,7 @@ pub fn sequence(
         sr_slotid: a.sa_slotid,
         sr_highest_slotid: highest,
         sr_target_highest_slotid: highest,
-        sr_status_flags: st.status_flags(session.client),
+        sr_status_flags: flags,
     }))
     .pack(out);
     Seq::Go
