@@ -24,6 +24,8 @@ pub struct Tarn {
     pub addr: SocketAddr,
     pub export: PathBuf,
     pub state: PathBuf,
+    /// Served instead of `export` when set (`tarn serve --config`).
+    config: Option<PathBuf>,
     tmp: tempfile::TempDir,
 }
 
@@ -53,9 +55,45 @@ impl Tarn {
             addr: "127.0.0.1:1".parse().unwrap(),
             export,
             state,
+            config: None,
             tmp,
         };
         t.spawn(extra);
+        t
+    }
+
+    /// A server with several exports from a config file: each (directory
+    /// name under the temporary directory, pseudo path).
+    pub fn start_exports(exports: &[(&str, &str)]) -> Tarn {
+        let tmp = tempfile::Builder::new()
+            .prefix("tarn-exports-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let state = tmp.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let mut toml = String::new();
+        for (dir, pseudo) in exports {
+            let p = tmp.path().join(dir);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                .unwrap();
+            toml += &format!(
+                "[[export]]\npath = {:?}\npseudo = {pseudo:?}\nclients = [\"127.0.0.1\"]\n\n",
+                p.display().to_string()
+            );
+        }
+        let config = tmp.path().join("exports.toml");
+        std::fs::write(&config, toml).unwrap();
+        let mut t = Tarn {
+            child: None,
+            _stdout: None,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            export: tmp.path().join(exports[0].0),
+            state,
+            config: Some(config),
+            tmp,
+        };
+        t.spawn(&[]);
         t
     }
 
@@ -73,8 +111,13 @@ impl Tarn {
             .append(true)
             .open(self.tmp.path().join("server.log"))
             .unwrap();
+        let what = match &self.config {
+            Some(c) => vec!["--config".to_string(), c.display().to_string()],
+            None => vec![self.export.display().to_string()],
+        };
         let mut child = Command::new(&bin)
-            .args(["serve", self.export.to_str().unwrap()])
+            .arg("serve")
+            .args(what)
             .args(["--listen", &self.addr.to_string()])
             .args(["--state-dir", self.state.to_str().unwrap()])
             .args(extra)
