@@ -56,7 +56,7 @@ fn pseudo_root_joins_exports() {
             }
         }
         // An export root reports the pseudo directory entry it is mounted on.
-        assert_eq!(fa.mounted_on_fileid.is_some(), true);
+        assert!(fa.mounted_on_fileid.is_some());
         assert_ne!(fa.mounted_on_fileid, fa.fileid);
         // Files in export a are not visible in b; LOOKUPP leads back out.
         let (_, f) = s.open(&a, "in-a", Some(0o644), 3).await.unwrap();
