@@ -193,7 +193,7 @@ nlm_evidence() {  # CASEDIR
   echo "  [host] tarn.log: registered with rpcbind $(grep -c 'registered NFS v3, MOUNT v3, NLM v4' "$log") time(s)," \
        "$(grep -c 'not registered with rpcbind' "$log") not;" \
        "$(grep -c 'NLM refusal' "$log") NLM refusals ($(grep 'NLM refusal' "$log" | grep -o 'procedure="*[A-Z0-9_]*' \
-          | tr -d '"' | sort | uniq -c | awk '{printf "%s%s x%s", NR > 1 ? ", " : "", $2, $1}'));" \
+          | tr -d '"' | sort | uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}'));" \
        "$(grep -c 'sent SM_NOTIFY' "$log") SM_NOTIFY sent"
   [ -s "$1/restarts.log" ] && sed 's/^/  [host] /' "$1/restarts.log"
   return 0

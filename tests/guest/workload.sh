@@ -252,7 +252,8 @@ s_locks() {
 }
 # an NFSv3 (NLM) lock against an NFSv4.x LOCK: the same file through two mounts of the export
 s_mixed_locks() {
-  local m2=$MNT-mixed o="vers=$MIXED_VERS,sec=$SEC" rel
+  local o="vers=$MIXED_VERS,sec=$SEC" rel
+  m2=$MNT-mixed                            # global: the EXIT trap below runs after the function
   [ -n "$MIXED_OPTS" ] && o="$o,$MIXED_OPTS"
   mkdir -p "$m2"
   echo "mount -t nfs -o $o $SERVER:$EXPORT $m2"
