@@ -156,6 +156,9 @@ tarn_supervisor() {  # CASEDIR
     if [ -e "$share/restart-request" ]; then
       n=$((n + 1)); t=$(date +%s.%N)
       rm -f "$share/restart-request" "$share/restart-done"
+      # NLM hosts Tarn recorded in stable storage (written only when NLM grants a lock): decoded names
+      echo "tarn restart $((n)): NSM host records before the kill: $(for h in "$dir"/state/nsm/hosts/*; do
+        [ -e "$h" ] && printf '%b ' "$(basename "$h" | sed 's/../\\x&/g')"; done)" >> "$dir/restarts.log"
       kill -KILL "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null
       k=$tpid
       echo "=== run.sh: restart $n: SIGKILLed tarn pid $k at $(date +%T.%N), starting it again" >> "$dir/tarn.log"
@@ -193,7 +196,7 @@ nlm_evidence() {  # CASEDIR
   echo "  [host] tarn.log: registered with rpcbind $(grep -c 'registered NFS v3, MOUNT v3, NLM v4' "$log") time(s)," \
        "$(grep -c 'not registered with rpcbind' "$log") not;" \
        "$(grep -c 'NLM refusal' "$log") NLM refusals ($(grep 'NLM refusal' "$log" | grep -o 'procedure="*[A-Z0-9_]*' \
-          | tr -d '"' | sort | uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}'));" \
+          | tr -d '"' | sort | uniq -c | awk '{sub(/.*=/, "", $2); printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}'));" \
        "$(grep -c 'sent SM_NOTIFY' "$log") SM_NOTIFY sent"
   [ -s "$1/restarts.log" ] && sed 's/^/  [host] /' "$1/restarts.log"
   return 0
