@@ -310,8 +310,11 @@ s_restart_lock() {
   for _ in $(seq 600); do [ -e /share/restart-done ] && break; sleep 0.1; done
   test -e /share/restart-done
   echo "INFO server restarted (request to restart-done $(elapsed "$t0" "$(now)")s)"
-  # touch the server now: an NFSv4 client learns of the restart from its next call and reclaims
-  stat f > /dev/null; ls -l > /dev/null
+  # Call the server now with an operation that carries client state: an NFSv4 client learns of
+  # the restart only from such a call (4.1: any SEQUENCE; 4.0: STALE_CLIENTID on OPEN/RENEW, while
+  # GETATTR/LOOKUP work without state) and must reclaim within the grace period.  Creating a new
+  # file sends OPEN (a cached open of f would not).  NFSv3: Tarn's SM_NOTIFY starts the reclaim.
+  echo poke > poke; stat f > /dev/null
   sleep "$((RESTART_GRACE + 2))"                              # past the server's grace period
   kill -0 $hp                                                 # the holder still runs
   must_fail fcntl_lock f 0 0 w try                             # still locked: reclaimed
