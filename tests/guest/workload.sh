@@ -305,7 +305,7 @@ s_restart_lock() {
   for _ in $(seq 300); do [ -e f.held ] && break; sleep 0.1; done
   test -e f.held
   must_fail fcntl_lock f 0 0 w try                             # locked before the restart
-  rm -f /share/restart-done; touch /share/restart-request
+  rm -f /share/restart-done; echo "$(now)" > /share/restart-request   # one create (touch would race with run.sh removing it)
   local t0; t0=$(now)
   for _ in $(seq 600); do [ -e /share/restart-done ] && break; sleep 0.1; done
   test -e /share/restart-done
