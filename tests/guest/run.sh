@@ -9,8 +9,9 @@
 # crashed (no workload summary from the guest, VM timeout, server died).
 # Env knobs:
 #   TARN_BIN=<repo>/target/release/tarn   the Tarn server binary (case skipped if missing)
-#   TARN_LOG_LEVEL=info  TARN_EXTRA_ARGS=""  more `tarn serve` options (--state-dir <case dir> is
-#                         added automatically when the binary supports it)
+#   TARN_LOG_LEVEL=info,server::nlm=debug  TARN_EXTRA_ARGS=""  more `tarn serve` options
+#                         (--state-dir <case dir>/state is added when the binary supports it)
+#   TARN_GRACE=5          tarn serve --grace (restart-lock waits it out)
 #   CASES_MATCH=<regex>   only run cases whose name matches (others: SKIP ... filtered out)
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
 #   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
