@@ -9,8 +9,9 @@
 # crashed (no workload summary from the guest, VM timeout, server died).
 # Env knobs:
 #   TARN_BIN=<repo>/target/release/tarn   the Tarn server binary (case skipped if missing)
-#   TARN_LOG_LEVEL=info  TARN_EXTRA_ARGS=""  more `tarn serve` options (--state-dir <case dir> is
-#                         added automatically when the binary supports it)
+#   TARN_LOG_LEVEL=info,server::nlm=debug  TARN_EXTRA_ARGS=""  more `tarn serve` options
+#                         (--state-dir <case dir>/state is added when the binary supports it)
+#   TARN_GRACE=5          tarn serve --grace (restart-lock waits it out)
 #   CASES_MATCH=<regex>   only run cases whose name matches (others: SKIP ... filtered out)
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
 #   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
@@ -23,40 +24,54 @@ TARN_BIN=${TARN_BIN:-$REPO/target/release/tarn}
 CASE_TIMEOUT=${CASE_TIMEOUT:-1200}
 TARN_ADDR=10.77.0.1 TARN_PORT=2049
 
-# ---- cases: one line each:  on|off | server | NFS version | sec flavour | reason when off ----------
+# ---- cases: one line each:  on|off | server | NFS version | sec flavour | extra steps | reason ------
+# extra steps (Tarn cases only, comma-separated): mixed = `mixed-locks` (the same export mounted a
+# second time with the other protocol, an NFSv3/NLM lock against an NFSv4.1 LOCK); restart =
+# `restart-lock` (Tarn is SIGKILLed and restarted while the guest holds an fcntl lock; the kernel
+# must reclaim it).  The reason column says why a case is off, or why a step is left out.
 CASES='
-on  | knfsd | 3   | sys   |
-on  | knfsd | 4.1 | sys   |
-on  | tarn  | 3   | sys   |
-on  | tarn  | 4.0 | sys   |
-on  | tarn  | 4.1 | sys   |
-on  | tarn  | 4.2 | sys   |
-off | tarn  | 3   | krb5  | Kerberos not implemented yet (issue 5)
-off | tarn  | 3   | krb5i | Kerberos not implemented yet (issue 5)
-off | tarn  | 3   | krb5p | Kerberos not implemented yet (issue 5)
+on  | knfsd | 3   | sys   |               |
+on  | knfsd | 4.1 | sys   |               |
+on  | tarn  | 3   | sys   | mixed,restart |
+on  | tarn  | 4.0 | sys   | mixed,restart |
+on  | tarn  | 4.1 | sys   | mixed,restart |
+on  | tarn  | 4.2 | sys   | mixed,restart |
+off | tarn  | 3   | krb5  |               | Kerberos not implemented yet (issue 5)
+off | tarn  | 3   | krb5i |               | Kerberos not implemented yet (issue 5)
+off | tarn  | 3   | krb5p |               | Kerberos not implemented yet (issue 5)
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
-#   tarn:  on the host inside the run's network namespace at 10.77.0.1:2049 (NFSv3 + MOUNT on one
-#          port, no rpcbind), exporting a fresh 0777 directory; root is squashed to 65534.
-#          NLM is not implemented yet, so the guest mounts with nolock (locks are client-local).
-TARN_MOUNT_OPTS="proto=tcp,port=$TARN_PORT,mountport=$TARN_PORT,mountproto=tcp,nolock"
+#   tarn:  on the host inside the run's network namespace at 10.77.0.1:2049 (NFSv3, MOUNT, NLM v4
+#          and NSM on one port), exporting a fresh 0777 directory; root is squashed to 65534.
+#          rpcbind runs in the same namespace (private /run, see start_rpcbind) so the guest's
+#          lockd finds NLM and Tarn's SM_NOTIFY/GRANTED reach the guest's statd/lockd: NFSv3 is
+#          mounted WITHOUT nolock, locks go through NLM to Tarn.  Tarn runs with --grace $TARN_GRACE.
+TARN_MOUNT_OPTS="proto=tcp,port=$TARN_PORT,mountport=$TARN_PORT,mountproto=tcp"
+TARN_MOUNT_OPTS4="proto=tcp,port=$TARN_PORT"
+TARN_GRACE=${TARN_GRACE:-5}
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: must run as root (qemu, network namespaces, debootstrap)" >&2; exit 2; }
 T_START=$(date +%s.%N)
 el() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}'; }
 
 # ---- cleanup: everything started here is tracked by PID / name and torn down on any exit --------
-BPID= TARN_PID= NS=
+BPID= SUP_PID= RPCB_PID= CASE_DIR= NS=
 stop_pid() {  # PID: TERM, wait up to 5 s, KILL
   local p=$1; [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
   kill -TERM "$p" 2>/dev/null
   for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; return 0
 }
+tarn_pid() { cat "$CASE_DIR/tarn.pid" 2>/dev/null; }   # the current Tarn (it changes on restart)
+stop_tarn_case() {  # supervisor first (it stops its Tarn on TERM), then Tarn and rpcbind as backstop
+  stop_pid "$SUP_PID"; SUP_PID=
+  [ -n "$CASE_DIR" ] && stop_pid "$(tarn_pid)"
+  stop_pid "$RPCB_PID"; RPCB_PID=
+}
 cleanup() {
   stop_pid "$BPID"; BPID=      # boot.sh tears down its VM itself on TERM
-  stop_pid "$TARN_PID"; TARN_PID=
+  stop_tarn_case
   if [ -n "$NS" ]; then "$HERE/net.sh" down "$NS"; NS=; fi
 }
 trap cleanup EXIT
@@ -80,8 +95,8 @@ SKIPS=()
 add_step_row() { local s; for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return; done; STEPS+=("$1"); }
 
 # write the guest-side script for one case
-guest_cmd() {  # SERVER VERS SEC > cmd.sh
-  local v
+guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
+  local v opts other oopts
   echo 'set -u'
   for v in BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT; do
     [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
@@ -90,45 +105,113 @@ guest_cmd() {  # SERVER VERS SEC > cmd.sh
     knfsd) echo 'lab-knfsd-start || { echo "lab-knfsd-start failed"; exit 97; }'
            printf 'exec bash /share/workload.sh 127.0.0.1 %q %q /srv/export ""\n' "$2" "$3";;
     tarn)  echo 'export SQUASH=1'
-           if [ "${2%%.*}" = 4 ]; then
-             # NFSv4 needs neither MOUNT nor NLM: one port, locks in the protocol.
-             printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "proto=tcp,port=$TARN_PORT"
-           else
-             echo 'echo "note: tarn has no NLM yet: mounting with nolock, flock/fcntl checks are client-local"'
-             printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$TARN_MOUNT_OPTS"
-           fi;;
+           # NFSv4 needs neither MOUNT nor NLM: one port, locks in the protocol.  NFSv3 locks go
+           # through NLM (the guest runs rpcbind + rpc.statd, the host namespace runs rpcbind).
+           if [ "${2%%.*}" = 4 ]; then opts=$TARN_MOUNT_OPTS4 other=3 oopts=$TARN_MOUNT_OPTS
+           else opts=$TARN_MOUNT_OPTS other=4.1 oopts=$TARN_MOUNT_OPTS4; fi
+           if [[ ,$4, == *,mixed,* ]]; then
+             printf 'export MIXED_VERS=%q MIXED_OPTS=%q\n' "$other" "$oopts"; fi
+           if [[ ,$4, == *,restart,* ]]; then
+             printf 'export RESTART_LOCK=1 RESTART_GRACE=%q\n' "$TARN_GRACE"; fi
+           printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$opts";;
   esac
 }
 
-start_tarn() {  # CASEDIR -> sets TARN_PID, NS; returns non-zero if it does not come up
-  local dir=$1/export
+# rpcbind for Tarn inside the case's namespace.  /run/rpcbind.sock is a path in the mount namespace,
+# shared by every network namespace: rpcbind gets a private mount namespace with a tmpfs on /run.
+start_rpcbind() {  # CASEDIR -> sets RPCB_PID
+  ip netns exec "$NS" unshare --mount --propagation private -- bash -c \
+    'mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/rpcbind && exec rpcbind -w -f' \
+    > "$1/rpcbind.log" 2>&1 < /dev/null &
+  RPCB_PID=$!
+  for _ in $(seq 50); do
+    kill -0 "$RPCB_PID" 2>/dev/null || { echo "rpcbind exited early:"; cat "$1/rpcbind.log"; return 1; }
+    ip netns exec "$NS" ss -Htln "sport = :111" 2>/dev/null | grep -q . && {
+      echo "rpcbind: pid $RPCB_PID in netns $NS (private /run)"; return 0; }
+    sleep 0.1
+  done
+  echo "rpcbind is not listening on port 111 after 5 s"; return 1
+}
+
+tarn_listening() { ip netns exec "$NS" ss -Htln "sport = :$TARN_PORT" 2>/dev/null | grep -q .; }
+
+# The Tarn supervisor (background subshell): starts Tarn (pid in CASEDIR/tarn.pid, log appended to
+# CASEDIR/tarn.log), and whenever the guest touches /share/restart-request (CASEDIR/vm/share on the
+# host) SIGKILLs it by PID, starts it again with the same export, --state-dir and --grace, waits
+# until it listens and touches restart-done.  On TERM it stops its Tarn and exits.
+tarn_supervisor() {  # CASEDIR
+  local dir=$1 share=$1/vm/share tpid= n=0 t k
+  local args=("$dir/export" --listen "$TARN_ADDR:$TARN_PORT" --allow 10.77.0.0/24
+              --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" --grace "$TARN_GRACE")
+  # keep tarn's file-handle key and lock state in the case dir, not in /var/lib/tarn
+  if "$TARN_BIN" serve --help 2>/dev/null | grep -q -- '--state-dir'; then args+=(--state-dir "$dir/state"); fi
+  # shellcheck disable=SC2206 # TARN_EXTRA_ARGS is a word list on purpose
+  args+=(${TARN_EXTRA_ARGS:-})
+  launch() {
+    NO_COLOR=1 ip netns exec "$NS" "$TARN_BIN" serve "${args[@]}" >> "$dir/tarn.log" 2>&1 < /dev/null &
+    tpid=$!; echo "$tpid" > "$dir/tarn.pid"
+  }
+  trap '[ -n "$tpid" ] && kill -TERM "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null; exit 0' TERM
+  launch
+  while :; do
+    if [ -e "$share/restart-request" ]; then
+      n=$((n + 1)); t=$(date +%s.%N)
+      rm -f "$share/restart-request" "$share/restart-done"
+      # NLM hosts Tarn recorded in stable storage (written only when NLM grants a lock): decoded names
+      echo "tarn restart $((n)): NSM host records before the kill: $(for h in "$dir"/state/nsm/hosts/*; do
+        [ -e "$h" ] && printf '%b ' "$(basename "$h" | sed 's/../\\x&/g')"; done)" >> "$dir/restarts.log"
+      kill -KILL "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null
+      k=$tpid
+      echo "=== run.sh: restart $n: SIGKILLed tarn pid $k at $(date +%T.%N), starting it again" >> "$dir/tarn.log"
+      launch
+      for _ in $(seq 100); do tarn_listening && break; kill -0 "$tpid" 2>/dev/null || break; sleep 0.1; done
+      date +%s.%N > "$share/restart-done"
+      echo "tarn restart $n: killed pid $k, new pid $tpid listening after $(el "$t")s" >> "$dir/restarts.log"
+    fi
+    sleep 0.2 & wait $!   # (wait: so that TERM is handled at once)
+  done
+}
+
+start_tarn() {  # CASEDIR -> sets SUP_PID, RPCB_PID; returns non-zero if Tarn does not come up
+  local dir=$1/export p
   mkdir -p "$dir"; chmod 0777 "$dir"
-  local extra=()
-  # keep tarn's file-handle key in the case dir, not in /var/lib/tarn, when the binary supports it
-  if "$TARN_BIN" serve --help 2>/dev/null | grep -q -- '--state-dir'; then extra=(--state-dir "$1/state"); fi
-  # shellcheck disable=SC2086 # TARN_EXTRA_ARGS is a word list on purpose
-  NO_COLOR=1 ip netns exec "$NS" "$TARN_BIN" serve "$dir" --listen "$TARN_ADDR:$TARN_PORT" \
-     --allow 10.77.0.0/24 --log-level "${TARN_LOG_LEVEL:-info}" "${extra[@]}" ${TARN_EXTRA_ARGS:-} \
-     > "$1/tarn.log" 2>&1 < /dev/null &
-  TARN_PID=$!
-  echo "tarn: pid $TARN_PID, serving $dir on $TARN_ADDR:$TARN_PORT in netns $NS (log $1/tarn.log)"
+  : > "$1/tarn.log"; rm -f "$1/tarn.pid"
+  start_rpcbind "$1" || return 1
+  tarn_supervisor "$1" > "$1/supervisor.log" 2>&1 < /dev/null &
+  SUP_PID=$!
   for _ in $(seq 100); do
-    kill -0 "$TARN_PID" 2>/dev/null || { echo "tarn exited early:"; tail -20 "$1/tarn.log"; return 1; }
-    ip netns exec "$NS" ss -Htln "sport = :$TARN_PORT" 2>/dev/null | grep -q . && return 0
+    p=$(tarn_pid)
+    if [ -n "$p" ]; then
+      kill -0 "$p" 2>/dev/null || { echo "tarn exited early:"; tail -20 "$1/tarn.log"; return 1; }
+      if tarn_listening; then
+        echo "tarn: pid $p, serving $dir on $TARN_ADDR:$TARN_PORT in netns $NS (log $1/tarn.log)"; return 0; fi
+    fi
     sleep 0.1
   done
   echo "tarn is not listening on $TARN_ADDR:$TARN_PORT after 10 s:"; tail -20 "$1/tarn.log"; return 1
 }
 
-run_case() {  # NAME SERVER VERS SEC
-  local name=$1 server=$2 vers=$3 sec=$4 slug dir rc out crashed=0 t
+# Host-side evidence that NFSv3 locking went through NLM to Tarn (printed under the case).
+nlm_evidence() {  # CASEDIR
+  local log=$1/tarn.log
+  echo "  [host] tarn.log: registered with rpcbind $(grep -c 'registered NFS v3, MOUNT v3, NLM v4' "$log") time(s)," \
+       "$(grep -c 'not registered with rpcbind' "$log") not;" \
+       "$(grep -c 'NLM refusal' "$log") NLM refusals ($(grep 'NLM refusal' "$log" | grep -o 'procedure="*[A-Z0-9_]*' \
+          | tr -d '"' | sort | uniq -c | awk '{sub(/.*=/, "", $2); printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}'));" \
+       "$(grep -c 'sent SM_NOTIFY' "$log") SM_NOTIFY sent"
+  [ -s "$1/restarts.log" ] && sed 's/^/  [host] /' "$1/restarts.log"
+  return 0
+}
+
+run_case() {  # NAME SERVER VERS SEC EXTRAS
+  local name=$1 server=$2 vers=$3 sec=$4 extras=$5 slug dir rc out crashed=0 t
   slug=${name// /-}; dir=$SESSION/$slug; mkdir -p "$dir"
-  echo; echo "=== CASE $name"
+  echo; echo "=== CASE $name${extras:+ (+ $extras)}"
   t=$(date +%s.%N)
-  guest_cmd "$server" "$vers" "$sec" > "$dir/cmd.sh"
+  guest_cmd "$server" "$vers" "$sec" "$extras" > "$dir/cmd.sh"
   NS=tarnlab-$$-${#COLS[@]}
   "$HERE/net.sh" up "$NS" || { echo "run.sh: netns setup failed"; crashed=1; }
-  if [ $crashed = 0 ] && [ "$server" = tarn ]; then start_tarn "$dir" || crashed=1; fi
+  if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" || crashed=1; fi
   if [ $crashed = 0 ]; then
     NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "$HERE/workload.sh" \
       > "$dir/out.log" 2> "$dir/boot.err" &
@@ -136,11 +219,12 @@ run_case() {  # NAME SERVER VERS SEC
     sed 's/^/  /' "$dir/out.log"
     grep -v '^boot.sh: run dir' "$dir/boot.err" | sed 's/^/  [boot] /'
     if [ "$server" = tarn ]; then
-      if ! kill -0 "$TARN_PID" 2>/dev/null; then echo "  tarn DIED during the run; log tail:"; crashed=1; tail -20 "$dir/tarn.log" | sed 's/^/  | /'; fi
+      nlm_evidence "$dir"
+      if ! kill -0 "$(tarn_pid)" 2>/dev/null; then echo "  tarn DIED during the run; log tail:"; crashed=1; tail -20 "$dir/tarn.log" | sed 's/^/  | /'; fi
     fi
     grep -q '^WORKLOAD ' "$dir/out.log" || { echo "  no WORKLOAD summary from the guest (rc=$rc): crashed"; crashed=1; }
   fi
-  stop_pid "$TARN_PID"; TARN_PID=
+  stop_tarn_case; CASE_DIR=
   "$HERE/net.sh" down "$NS"; NS=
   COLS+=("$name")
   local c=$((${#COLS[@]} - 1)) st res sec_s
@@ -158,8 +242,9 @@ run_case() {  # NAME SERVER VERS SEC
 }
 
 echo "=== cases (session dir $SESSION)"
-while IFS='|' read -r on server vers sec reason; do
-  on=$(echo $on); server=$(echo $server); vers=$(echo $vers); sec=$(echo $sec); reason=$(echo $reason)
+while IFS='|' read -r on server vers sec extras reason; do
+  on=$(echo $on); server=$(echo $server); vers=$(echo $vers); sec=$(echo $sec)
+  extras=$(echo $extras); reason=$(echo $reason)
   [ -n "$on" ] || continue
   name="$server v$vers"; [ "$sec" != sys ] && name="$name $sec"
   if [ "$on" != on ]; then SKIPS+=("SKIP $name: $reason"); echo "SKIP $name: $reason"; continue; fi
@@ -167,7 +252,8 @@ while IFS='|' read -r on server vers sec reason; do
     SKIPS+=("SKIP $name: filtered out by CASES_MATCH=$CASES_MATCH"); echo "${SKIPS[-1]}"; continue; fi
   if [ "$server" = tarn ] && [ ! -x "$TARN_BIN" ]; then
     SKIPS+=("SKIP $name: no tarn binary (build with cargo build --release)"); echo "${SKIPS[-1]}"; continue; fi
-  run_case "$name" "$server" "$vers" "$sec"
+  [ -n "$reason" ] && echo "note $name: $reason"
+  run_case "$name" "$server" "$vers" "$sec" "$extras"
 done <<< "$CASES"
 SKIPPED=${#SKIPS[@]}
 

@@ -14,6 +14,12 @@
 #   SQUASH=0|1        server squashes root to 65534 (then root-owned checks expect 65534:65534,
 #                     and the tree/cp -a steps run as the unprivileged user)
 #   LAB_UID=1000      unprivileged guest user (created if missing)      MNT=/mnt/nfs
+#   MIXED_VERS, MIXED_OPTS   when set: step mixed-locks mounts the export again (vers=MIXED_VERS,
+#                     options MIXED_OPTS) on $MNT-mixed and checks that fcntl locks conflict
+#                     across the two protocols (NFSv3/NLM against NFSv4.x LOCK)
+#   RESTART_LOCK=1    step restart-lock: hold an fcntl lock while the host restarts the server
+#                     (touch /share/restart-request, wait for /share/restart-done; run.sh does
+#                     it), the lock must survive (reclaim); RESTART_GRACE=5 the server's grace (s)
 set -u
 SERVER=${1:?usage: workload.sh SERVER VERS [SEC] [EXPORT] [MOUNT_OPTS]}
 VERS=${2:?NFS version}
@@ -21,6 +27,8 @@ SEC=${3:-sys}; EXPORT=${4:-/}; MOUNT_OPTS=${5:-}
 export SERVER VERS SEC EXPORT MOUNT_OPTS
 export MNT=${MNT:-/mnt/nfs} BIG_MB=${BIG_MB:-256} SMALL_N=${SMALL_N:-40} TREE_N=${TREE_N:-10000}
 export FIO_MB=${FIO_MB:-32} FIO_RUNTIME=${FIO_RUNTIME:-10} STEP_TIMEOUT=${STEP_TIMEOUT:-450}
+export MIXED_VERS=${MIXED_VERS:-} MIXED_OPTS=${MIXED_OPTS:-} RESTART_LOCK=${RESTART_LOCK:-0}
+export RESTART_GRACE=${RESTART_GRACE:-5}
 export SQUASH=${SQUASH:-0} LAB_UID=${LAB_UID:-1000} LAB_USER=${LAB_USER:-labuser}
 export W=$MNT/wl-$$ LOGS=/tmp/wl-logs SCRATCH=/tmp/wl-scratch
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
@@ -67,6 +75,11 @@ s_mount() {
   mount -t nfs -o "$o" "$SERVER:$EXPORT" "$MNT"
   mountpoint "$MNT"
   echo "INFO $(awk -v m="$MNT" '$2==m{print $1" "$3" "$4}' /proc/mounts)"
+  # NFSv3 with locking: the server's rpcbind must name NLM (nlockmgr) for the guest's lockd
+  if [ "$VERS" = 3 ] && [[ ,$MOUNT_OPTS, != *,nolock,* ]]; then
+    echo "INFO rpcinfo -p $SERVER: $(rpcinfo -p "$SERVER" | awk 'NR>1{print $5"/v"$2"/"$3"/"$4}' | sort -u | tr '\n' ' ')"
+    rpcinfo -p "$SERVER" | grep -qw nlockmgr
+  fi
   mkdir "$W"; chmod 1777 "$W"
   test "$(stat -c %a "$W")" = 1777
 }
@@ -237,6 +250,87 @@ s_locks() {
   echo "INFO fcntl: write lock [0,100) blocks overlapping F_SETLK, [100,200) is free"
   cd /; rm -rf "$W/lk" "$SCRATCH/rel" "$SCRATCH/held"
 }
+# an NFSv3 (NLM) lock against an NFSv4.x LOCK: the same file through two mounts of the export
+s_mixed_locks() {
+  local o="vers=$MIXED_VERS,sec=$SEC" rel
+  m2=$MNT-mixed                            # global: the EXIT trap below runs after the function
+  [ -n "$MIXED_OPTS" ] && o="$o,$MIXED_OPTS"
+  mkdir -p "$m2"
+  echo "mount -t nfs -o $o $SERVER:$EXPORT $m2"
+  mount -t nfs -o "$o" "$SERVER:$EXPORT" "$m2"
+  trap 'cd /; umount "$m2" 2>/dev/null || umount -f -l "$m2"' EXIT
+  mkdir "$W/mx"; echo mixed > "$W/mx/f"
+  rel=${W#"$MNT"/}/mx
+  local a=$W/mx b=$m2/$rel
+  test "$(cat "$b/f")" = mixed
+  echo "INFO second mount: $(awk -v m="$m2" '$2==m{print $3" "$4}' /proc/mounts | cut -c1-60)..."
+  local dir1 dir2 p1 p2 hp
+  for dir1 in a b; do                     # hold through one mount, try through the other
+    if [ $dir1 = a ]; then p1=$a p2=$b dir2="vers=$MIXED_VERS"; else p1=$b p2=$a dir2="vers=$VERS"; fi
+    rm -f "$a/f.held" "$a/f.rel"
+    fcntl_lock "$p1/f" 0 100 w hold & hp=$!
+    for _ in $(seq 300); do [ -e "$p1/f.held" ] && break; sleep 0.1; done
+    test -e "$p1/f.held"
+    must_fail fcntl_lock "$p2/f" 0 0 w try                     # whole file overlaps
+    must_fail fcntl_lock "$p2/f" 50 100 r try                  # read lock overlapping
+    fcntl_lock "$p2/f" 100 100 w try                           # disjoint range is free
+    touch "$p1/f.rel"; wait $hp
+    fcntl_lock "$p2/f" 0 0 w try                               # released
+    echo "INFO write lock [0,100) via $( [ $dir1 = a ] && echo "vers=$VERS" || echo "vers=$MIXED_VERS") blocks F_SETLK via $dir2; free after release"
+  done
+  cd /; rm -rf "$W/mx"
+}
+# restart the server while holding a lock: the kernel must reclaim it (NLM after SM_NOTIFY for
+# NFSv3, CLAIM_PREVIOUS + LOCK reclaim for NFSv4.x), the data must survive
+s_restart_lock() {
+  mkdir "$W/rl"; cd "$W/rl"
+  head -c 300000 /dev/urandom > "$SCRATCH/rl1"; head -c 200000 /dev/urandom > "$SCRATCH/rl2"
+  cat "$SCRATCH/rl1" "$SCRATCH/rl2" | sha256sum > "$SCRATCH/rl.sum"
+  touch f
+  # holder: lock the whole file, write part 1 + fsync, then (on f.go) part 2 + fsync, then release
+  perl -MFcntl -e '
+    my ($f, $p1, $p2) = @ARGV;
+    sub wait_for { my $n = shift; for (1..1800) { return if -e $n; select(undef, undef, undef, 0.1); } die "no $n\n"; }
+    sub put { my ($fh, $src) = @_; open(my $s, "<", $src) or die; local $/; my $d = <$s>;
+              my $w = syswrite($fh, $d); die "write: $!\n" unless $w == length $d; }
+    open(my $fh, "+<", $f) or die "open $f: $!";
+    fcntl($fh, F_SETLKW, pack("s s x4 q q l x4", F_WRLCK, SEEK_SET, 0, 0, 0)) or die "lock: $!\n";
+    put($fh, $p1); $fh->sync or die "fsync: $!\n";
+    open(my $h, ">", "$f.held") or die; close $h;
+    wait_for("$f.go");
+    put($fh, $p2); $fh->sync or die "fsync after restart: $!\n";
+    open($h, ">", "$f.wrote") or die; close $h;
+    wait_for("$f.rel");
+    close $fh or die "close: $!\n";' f "$SCRATCH/rl1" "$SCRATCH/rl2" & local hp=$!
+  for _ in $(seq 300); do [ -e f.held ] && break; sleep 0.1; done
+  test -e f.held
+  must_fail fcntl_lock f 0 0 w try                             # locked before the restart
+  rm -f /share/restart-done; echo "$(now)" > /share/restart-request   # one create (touch would race with run.sh removing it)
+  local t0; t0=$(now)
+  for _ in $(seq 600); do [ -e /share/restart-done ] && break; sleep 0.1; done
+  test -e /share/restart-done
+  echo "INFO server restarted (request to restart-done $(elapsed "$t0" "$(now)")s)"
+  # Call the server now with an operation that carries client state: an NFSv4 client learns of
+  # the restart only from such a call (4.1: any SEQUENCE; 4.0: STALE_CLIENTID on OPEN/RENEW, while
+  # GETATTR/LOOKUP work without state) and must reclaim within the grace period.  Creating a new
+  # file sends OPEN (a cached open of f would not).  NFSv3: Tarn's SM_NOTIFY starts the reclaim.
+  echo poke > poke; stat f > /dev/null
+  sleep "$((RESTART_GRACE + 2))"                              # past the server's grace period
+  kill -0 $hp                                                 # the holder still runs
+  must_fail fcntl_lock f 0 0 w try                             # still locked: reclaimed
+  must_fail fcntl_lock f 1000 10 r try
+  echo "INFO $(elapsed "$t0" "$(now)")s after the restart request the lock is still held"
+  touch f.go
+  for _ in $(seq 300); do [ -e f.wrote ] || ! kill -0 $hp 2>/dev/null && break; sleep 0.1; done
+  test -e f.wrote
+  touch f.rel; wait $hp
+  fcntl_lock f 0 0 w try                                      # released
+  drop_caches
+  test "$(stat -c %s f)" = 500000
+  sha256sum < f | cmp - "$SCRATCH/rl.sum"
+  echo "INFO data written before and after the restart verified (sha256, 500000 bytes)"
+  cd /; rm -rf "$W/rl" "$SCRATCH"/rl*
+}
 s_fio() {
   mkdir "$W/fio"
   fio --name=randwrite-verify --directory="$W/fio" --filename=fio.dat --size="${FIO_MB}M" \
@@ -261,12 +355,15 @@ s_umount() {
 }
 export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
-  s_links s_perms s_df s_locks s_fio s_umount
+  s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount
 
 echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
      "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
 step mount s_mount || summary                        # nothing else makes sense without a mount
-for s in smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links perms df locks fio; do
+STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links perms df locks"
+[ -n "${MIXED_VERS:-}" ] && STEPS="$STEPS mixed_locks"
+[ "${RESTART_LOCK:-0}" = 1 ] && STEPS="$STEPS restart_lock"
+for s in $STEPS fio; do
   step "${s//_/-}" "s_$s"; rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then     # a hung hard mount would hang every later step too
     echo "  aborting the remaining steps: step ${s//_/-} timed out (server hung?)"
