@@ -188,13 +188,25 @@ pub fn doctor_report(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> String {
     out
 }
 
+/// Writes to stdout; a closed pipe (`tarn stats | head`) ends the tool
+/// quietly instead of panicking.
+fn emit(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(format!("stdout: {e}")),
+    }
+}
+
 pub fn run_stats(socket: &Path, interval: Duration, count: Option<u64>) -> Result<(), String> {
     let mut a = fetch(socket)?;
     let mut n = 0;
     loop {
         std::thread::sleep(interval);
         let b = fetch(socket)?;
-        println!("{}", stats_table(&a, &b));
+        emit(&format!("{}\n", stats_table(&a, &b)))?;
         a = b;
         n += 1;
         if count.is_some_and(|c| n >= c) {
@@ -210,12 +222,10 @@ pub fn run_top(socket: &Path, interval: Duration, once: bool, limit: usize) -> R
         let b = fetch(socket)?;
         let t = top_table(&a, &b, limit);
         if once {
-            print!("{t}");
-            return Ok(());
+            return emit(&t);
         }
         // Clear the screen and home the cursor, like top.
-        print!("\x1b[H\x1b[2J{t}");
-        let _ = std::io::Write::flush(&mut std::io::stdout());
+        emit(&format!("\x1b[H\x1b[2J{t}"))?;
         a = b;
     }
 }
@@ -224,6 +234,6 @@ pub fn run_doctor(socket: &Path, window: Duration, t: &Thresholds) -> Result<usi
     let a = fetch(socket)?;
     std::thread::sleep(window);
     let b = fetch(socket)?;
-    print!("{}", doctor_report(&a, &b, t));
+    emit(&doctor_report(&a, &b, t))?;
     Ok(doctor::diagnose(&a, &b, t).len())
 }
