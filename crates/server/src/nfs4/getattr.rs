@@ -97,6 +97,11 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
 /// GETATTR, encoded straight into the reply.
 pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) {
     out.put_u32(super::OP_GETATTR);
+    // For the doctor's GETATTR-storm rule: how many distinct files.
+    if let Some(cur) = c.cur.as_mut() {
+        let n = c.n;
+        c.ctx.client.record_getattr(&cur.wire(n));
+    }
     match fetch(c, &a.attr_request).await {
         Ok(f) => {
             let n = c.n;

@@ -122,6 +122,10 @@ pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
             StableHow4::DATA_SYNC4 => Stable::DataSync,
             StableHow4::FILE_SYNC4 => Stable::FileSync,
         };
+        // For the doctor's small-sync-write rule.
+        c.ctx
+            .client
+            .record_write(a.data.len() as u32, stable != Stable::Unstable);
         let b = export.backend.clone();
         let (offset, data) = (a.offset, a.data);
         let (n, got) =
