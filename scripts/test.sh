@@ -20,7 +20,7 @@ cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
 stage "release build"
 cargo build --release -q -p tarn
 stage "bench (short run: it must complete; numbers are not judged here)"
-bash scripts/bench.sh --seconds 0.5 --ops null,getattr,lookup,read4k,write4k,read1m --inflight 1,32 --file-size 64M
+bash scripts/bench.sh --seconds 0.5 --ops null,getattr,lookup,read4k,write4k,read1m,v4getattr,v4open-read-close --inflight 1,32 --file-size 64M
 if [ "${SKIP_GUEST:-0}" = 1 ]; then
   stage "guest lab skipped (SKIP_GUEST=1)"
 else
