@@ -523,6 +523,28 @@ pub trait Backend: Send + Sync {
     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError>;
     /// Which of `want` the caller may really do.
     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError>;
+    /// [`Backend::lookup`] plus the directory's attributes, for replies that
+    /// carry them (NFSv3 LOOKUP): a backend that stats the directory anyway
+    /// returns that stat instead of the caller paying for a second one.
+    fn lookup_with_dir(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+    ) -> (Result<(Fid, Attr), FsError>, Option<Attr>) {
+        let r = self.lookup(cred, dir, name);
+        (r, self.getattr(dir).ok())
+    }
+    /// [`Backend::access`] plus the object's attributes (NFSv3 ACCESS).
+    fn access_with_attr(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        want: Access,
+    ) -> (Result<Access, FsError>, Option<Attr>) {
+        let r = self.access(cred, fid, want);
+        (r, self.getattr(fid).ok())
+    }
     fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError>;
     /// Reads into the caller's buffer; returns (bytes read, eof).
     fn read(

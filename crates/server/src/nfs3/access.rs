@@ -23,8 +23,8 @@ pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3re
     let (cred, fid) = (t.cred.clone(), t.fid);
     let (r, obj_attributes) = n
         .run_fast(&*t.export.backend, move || {
-            let r = b.access(&cred, &fid, want);
-            (r, attr::post_op(&*b, &fid))
+            let (r, a) = b.access_with_attr(&cred, &fid, want);
+            (r, attr::post_op_attr(a.as_ref()))
         })
         .await;
     match r {

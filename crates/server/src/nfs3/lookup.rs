@@ -14,8 +14,8 @@ pub async fn lookup(n: &Nfs3, ctx: &CallContext, args: Lookup3args) -> Lookup3re
     let (cred, fid) = (t.cred.clone(), t.fid);
     let (r, dir_attributes) = n
         .run_fast(&*t.export.backend, move || {
-            let r = b.lookup(&cred, &fid, &name);
-            (r, attr::post_op(&*b, &fid))
+            let (r, dir) = b.lookup_with_dir(&cred, &fid, &name);
+            (r, attr::post_op_attr(dir.as_ref()))
         })
         .await;
     match r {

@@ -273,6 +273,68 @@ impl LocalFs {
 
     /// An O_PATH descriptor of `fid` and its current attributes, from the
     /// cache when possible (one fstat), else opened by handle and cached.
+    /// LOOKUP in an already opened directory (see [`Backend::lookup`]).
+    fn lookup_in(
+        &self,
+        cred: &Cred,
+        dfd: &OwnedFd,
+        dst: &libc::stat,
+        name: &[u8],
+    ) -> Result<(Fid, Attr), FsError> {
+        let _g = self.as_user(cred)?;
+        if name == b".." {
+            if !self.may(dfd.as_fd(), libc::X_OK) {
+                return Err(FsError::Acces);
+            }
+            return match self.parent(dfd.as_fd(), dst)? {
+                None => Ok((self.root_fid, to_attr(dst))),
+                Some(p) => self.fid_attr(p.as_fd()),
+            };
+        }
+        let c = sys::cstr(name).map_err(io_err)?;
+        let fd = self.open_child(dfd.as_fd(), &c)?;
+        let (fid, attr) = self.fid_attr(fd.as_fd())?;
+        // A client that looked a name up is about to use it: keep the
+        // descriptor, so the next call need not decode the handle.
+        self.paths.insert(fid, Arc::new(fd));
+        Ok((fid, attr))
+    }
+
+    /// ACCESS on an already opened object (see [`Backend::access`]).
+    fn access_on(
+        &self,
+        cred: &Cred,
+        fd: &OwnedFd,
+        st: &libc::stat,
+        want: Access,
+    ) -> Result<Access, FsError> {
+        let _g = self.as_user(cred)?;
+        let is_dir = file_type(st) == FileType::Directory;
+        let table: &[(Access, libc::c_int)] = if is_dir {
+            &[
+                (Access::READ, libc::R_OK),
+                (Access::LOOKUP, libc::X_OK),
+                (Access::MODIFY, libc::W_OK | libc::X_OK),
+                (Access::EXTEND, libc::W_OK | libc::X_OK),
+                (Access::DELETE, libc::W_OK | libc::X_OK),
+            ]
+        } else {
+            &[
+                (Access::READ, libc::R_OK),
+                (Access::MODIFY, libc::W_OK),
+                (Access::EXTEND, libc::W_OK),
+                (Access::EXECUTE, libc::X_OK),
+            ]
+        };
+        let mut ok = Access::empty();
+        for &(bit, mode) in table {
+            if want.contains(bit) && self.may(fd.as_fd(), mode) {
+                ok |= bit;
+            }
+        }
+        Ok(ok)
+    }
+
     fn open_path(&self, fid: &Fid) -> Result<(Arc<OwnedFd>, libc::stat), FsError> {
         if let Some(r) = self.cached_path(fid) {
             return r;
@@ -628,54 +690,38 @@ impl Backend for LocalFs {
     }
 
     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {
-        check_name(name)?;
-        let (dfd, dst) = self.open_dir(dir)?;
-        let _g = self.as_user(cred)?;
-        if name == b".." {
-            if !self.may(dfd.as_fd(), libc::X_OK) {
-                return Err(FsError::Acces);
-            }
-            return match self.parent(dfd.as_fd(), &dst)? {
-                None => Ok((self.root_fid, to_attr(&dst))),
-                Some(p) => self.fid_attr(p.as_fd()),
-            };
+        self.lookup_with_dir(cred, dir, name).0
+    }
+
+    fn lookup_with_dir(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+    ) -> (Result<(Fid, Attr), FsError>, Option<Attr>) {
+        if let Err(e) = check_name(name) {
+            return (Err(e), self.getattr(dir).ok());
         }
-        let c = sys::cstr(name).map_err(io_err)?;
-        let fd = self.open_child(dfd.as_fd(), &c)?;
-        let (fid, attr) = self.fid_attr(fd.as_fd())?;
-        // A client that looked a name up is about to use it: keep the
-        // descriptor, so the next call need not decode the handle.
-        self.paths.insert(fid, Arc::new(fd));
-        Ok((fid, attr))
+        match self.open_dir(dir) {
+            Ok((dfd, dst)) => (self.lookup_in(cred, &dfd, &dst, name), Some(to_attr(&dst))),
+            Err(e) => (Err(e), None),
+        }
     }
 
     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
-        let (fd, st) = self.open_path(fid)?;
-        let _g = self.as_user(cred)?;
-        let is_dir = file_type(&st) == FileType::Directory;
-        let table: &[(Access, libc::c_int)] = if is_dir {
-            &[
-                (Access::READ, libc::R_OK),
-                (Access::LOOKUP, libc::X_OK),
-                (Access::MODIFY, libc::W_OK | libc::X_OK),
-                (Access::EXTEND, libc::W_OK | libc::X_OK),
-                (Access::DELETE, libc::W_OK | libc::X_OK),
-            ]
-        } else {
-            &[
-                (Access::READ, libc::R_OK),
-                (Access::MODIFY, libc::W_OK),
-                (Access::EXTEND, libc::W_OK),
-                (Access::EXECUTE, libc::X_OK),
-            ]
-        };
-        let mut ok = Access::empty();
-        for &(bit, mode) in table {
-            if want.contains(bit) && self.may(fd.as_fd(), mode) {
-                ok |= bit;
-            }
+        self.access_with_attr(cred, fid, want).0
+    }
+
+    fn access_with_attr(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        want: Access,
+    ) -> (Result<Access, FsError>, Option<Attr>) {
+        match self.open_path(fid) {
+            Ok((fd, st)) => (self.access_on(cred, &fd, &st, want), Some(to_attr(&st))),
+            Err(e) => (Err(e), None),
         }
-        Ok(ok)
     }
 
     fn readlink(&self, _cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
