@@ -78,7 +78,7 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
     let key = file_key(&export, &fid);
     let st = &c.n.state;
     let now = Instant::now();
-    let (other, owner) = match &a.locker {
+    let (other, owner, fresh) = match &a.locker {
         Locker4::TRUE(o) => {
             let open = c.stateid(&o.open_stateid)?;
             let clientid = if c.minor == 0 {
@@ -90,15 +90,32 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
                 client: clientid,
                 owner: o.lock_owner.owner.clone(),
             };
-            let (other, _) = st.lock_state_from_open(&open, &key, &owner, c.minor)?;
-            (other, owner)
+            let (other, seqid) = st.lock_state_from_open(&open, &key, &owner, c.minor)?;
+            (other, owner, seqid == 0)
         }
         Locker4::FALSE(e) => {
             let sid = c.stateid(&e.lock_stateid)?;
             let owner = st.lock_state(&sid, &key, c.minor)?;
-            (sid.other, owner)
+            (sid.other, owner, false)
         }
     };
+    let r = take_lock(c, &a, key, &owner, now);
+    if r.is_err() && fresh {
+        // A lock owner introduced by a LOCK that failed keeps no stateid.
+        st.free_stateid(owner.client, &Stateid4 { seqid: 0, other });
+    }
+    r.map(|()| st.bump(&other))
+}
+
+/// The lease, grace and conflict checks of LOCK, then the lock itself.
+fn take_lock(
+    c: &Compound<'_>,
+    a: &Lock4args,
+    key: crate::locks::FileKey,
+    owner: &OwnerKey,
+    now: Instant,
+) -> Result<(), LockErr> {
+    let st = &c.n.state;
     if c.minor == 0 {
         st.renew(owner.client, now)?;
     }
@@ -112,9 +129,8 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
         .into());
     }
     st.locks
-        .lock(key, &owner, kind(a.locktype), a.offset, a.length)
-        .map_err(LockErr::Denied)?;
-    Ok(st.bump(&other))
+        .lock(key, owner, kind(a.locktype), a.offset, a.length)
+        .map_err(LockErr::Denied)
 }
 
 pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
