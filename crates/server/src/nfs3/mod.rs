@@ -174,21 +174,14 @@ impl Nfs3 {
         self.pool.run(f).await
     }
 
-    /// Runs a read-only backend call inline on this async worker if the
-    /// backend can finish it without waiting for a disk (see `vfs::nowait`),
-    /// else on the blocking pool. The hand-off to the pool and back costs
-    /// more than a cached stat, lookup or read.
+    /// Runs a read-only backend call inline when it can finish without
+    /// waiting for a disk, else on the pool (see [`Pool::run_fast`]).
     pub async fn run_fast<T: Send + 'static>(
         &self,
         b: &dyn vfs::Backend,
         f: impl Fn() -> T + Send + 'static,
     ) -> T {
-        if b.supports_nowait() {
-            if let Some(v) = vfs::nowait::attempt(&f) {
-                return v;
-            }
-        }
-        self.pool.run(f).await
+        self.pool.run_fast(b, f).await
     }
 
     pub fn idempotent(proc_: u32) -> bool {

@@ -22,29 +22,13 @@ pub async fn read(n: &Nfs3, ctx: &CallContext, args: Read3args, out: &mut BytesM
     let count = args.count.min(MAX_IO) as usize;
     let offset = args.offset;
     let b = t.export.backend.clone();
-    let mut buf = std::mem::take(out);
-    let start = buf.len();
     // Data in the page cache is read inline; the rest on the blocking pool.
-    let inline = if b.supports_nowait() {
-        let r = vfs::nowait::attempt(|| fill(&*b, &t.cred, &t.fid, offset, count, &mut buf));
-        if r.is_none() {
-            buf.truncate(start);
-        }
-        r
-    } else {
-        None
-    };
-    let (buf, r) = match inline {
-        Some(r) => (buf, r),
-        None => {
-            n.run(move || {
-                let r = fill(&*b, &t.cred, &t.fid, offset, count, &mut buf);
-                (buf, r)
-            })
-            .await
-        }
-    };
-    *out = buf;
+    let r = n
+        .pool
+        .run_fast_into(&*t.export.backend, out, move |buf| {
+            fill(&*b, &t.cred, &t.fid, offset, count, buf)
+        })
+        .await;
     if let Err(f) = r {
         log_fail(ctx, &f);
     }

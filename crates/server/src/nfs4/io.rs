@@ -47,28 +47,13 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
     let count = a.count.min(MAX_IO) as usize;
     let offset = a.offset;
     let b: Arc<dyn Backend> = export.backend.clone();
-    let mut buf = std::mem::take(out);
-    let start = buf.len();
-    let inline = if b.supports_nowait() {
-        let r = vfs::nowait::attempt(|| fill(&*b, &cred, &fid, offset, count, &mut buf));
-        if r.is_none() {
-            buf.truncate(start);
-        }
-        r
-    } else {
-        None
-    };
-    let (buf, r) = match inline {
-        Some(r) => (buf, r),
-        None => {
-            c.n.run(move || {
-                let r = fill(&*b, &cred, &fid, offset, count, &mut buf);
-                (buf, r)
+    // Data in the page cache is read inline; the rest on the blocking pool.
+    let r =
+        c.n.pool
+            .run_fast_into(&*export.backend, out, move |buf| {
+                fill(&*b, &cred, &fid, offset, count, buf)
             })
-            .await
-        }
-    };
-    *out = buf;
+            .await;
     if let Err(f) = r {
         log_fail(c, "OP_READ", &f);
     }

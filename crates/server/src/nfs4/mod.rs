@@ -333,18 +333,13 @@ impl Nfs4 {
     }
 
     /// Runs a read-only backend call inline when it can finish without
-    /// waiting for a disk, else on the pool (as in NFSv3).
+    /// waiting for a disk, else on the pool (see [`Pool::run_fast`]).
     pub async fn run_fast<T: Send + 'static>(
         &self,
         b: &dyn vfs::Backend,
         f: impl Fn() -> T + Send + 'static,
     ) -> T {
-        if b.supports_nowait() {
-            if let Some(v) = vfs::nowait::attempt(&f) {
-                return v;
-            }
-        }
-        self.pool.run(f).await
+        self.pool.run_fast(b, f).await
     }
 
     pub async fn dispatch(

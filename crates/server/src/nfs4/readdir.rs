@@ -61,6 +61,43 @@ impl Enc {
     }
 }
 
+/// A READDIR result being written: where it starts, the byte limit of its
+/// entries, and whether any entry fit.
+struct Listing {
+    start: usize,
+    limit: usize,
+    any: bool,
+}
+
+impl Listing {
+    fn begin(out: &mut BytesMut, maxcount: usize, verifier: &[u8; 8]) -> Listing {
+        let start = out.len();
+        out.put_u32(OP_READDIR);
+        out.put_u32(0);
+        out.put_slice(verifier);
+        Listing {
+            start,
+            // The end-of-list and eof words must fit too.
+            limit: start + maxcount.saturating_sub(8),
+            any: false,
+        }
+    }
+
+    /// Ends the list; `eof` is false when an entry did not fit.
+    fn finish(self, out: &mut BytesMut, eof: bool) -> Result<(), Fail> {
+        if !self.any && !eof {
+            out.truncate(self.start);
+            return Err(Fail::new(
+                Nfsstat4::NFS4ERR_TOOSMALL,
+                "maxcount too small for one entry",
+            ));
+        }
+        out.put_u32(0);
+        out.put_u32(eof as u32);
+        Ok(())
+    }
+}
+
 pub async fn readdir(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) {
     if let Err(f) = run(c, a, out).await {
         log_fail(c, "OP_READDIR", &f);
@@ -90,13 +127,9 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
     let maxcount = (a.maxcount as usize).min(super::MAX_IO as usize);
     match c.cur()?.fh.clone() {
         Fh::Pseudo(node) => {
-            let start = out.len();
-            let limit = start + maxcount.saturating_sub(8);
-            out.put_u32(OP_READDIR);
-            out.put_u32(0);
-            out.put_slice(&[0; 8]);
+            let mut res = Listing::begin(out, maxcount, &[0; 8]);
+            let limit = res.limit;
             let mut eof = true;
-            let mut any = false;
             // Cookies of pseudo entries are their index + 3.
             let skip = if a.cookie == 0 {
                 0
@@ -163,18 +196,9 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
                     eof = false;
                     break;
                 }
-                any = true;
+                res.any = true;
             }
-            if !any && !eof {
-                out.truncate(start);
-                return Err(Fail::new(
-                    Nfsstat4::NFS4ERR_TOOSMALL,
-                    "maxcount too small for one entry",
-                ));
-            }
-            out.put_u32(0);
-            out.put_u32(eof as u32);
-            Ok(())
+            res.finish(out, eof)
         }
         Fh::Obj { export, fid } => {
             let cred = export.cred_for(&c.ctx.auth);
@@ -233,13 +257,9 @@ fn fill(
     out: &mut BytesMut,
 ) -> Result<(), Fail> {
     let page = b.readdir(cred, dir, a.cookie, a.cookieverf, max_entries, true)?;
-    let start = out.len();
-    let limit = start + maxcount.saturating_sub(8);
-    out.put_u32(OP_READDIR);
-    out.put_u32(0);
-    out.put_slice(&page.verifier);
+    let mut res = Listing::begin(out, maxcount, &page.verifier);
+    let limit = res.limit;
     let mut eof = page.eof;
-    let mut any = false;
     for e in &page.entries {
         if e.name == b"." || e.name == b".." {
             continue;
@@ -288,16 +308,7 @@ fn fill(
             eof = false;
             break;
         }
-        any = true;
+        res.any = true;
     }
-    if !any && !eof {
-        out.truncate(start);
-        return Err(Fail::new(
-            Nfsstat4::NFS4ERR_TOOSMALL,
-            "maxcount too small for one entry",
-        ));
-    }
-    out.put_u32(0);
-    out.put_u32(eof as u32);
-    Ok(())
+    res.finish(out, eof)
 }
