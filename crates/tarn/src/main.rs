@@ -458,6 +458,7 @@ fn serve(
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {
+        let stop = StopSignals::install()?;
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         let key = Arc::new(key);
@@ -520,7 +521,7 @@ fn serve(
             let s = server.clone();
             tokio::spawn(async move { s.run(listener).await })
         };
-        wait_for_signal().await;
+        stop.wait().await;
         info!("stopping: answering calls in flight");
         if tokio::time::timeout(std::time::Duration::from_secs(30), server.shutdown()).await.is_err() {
             warn!("calls still in flight after 30 s; stopping anyway");
@@ -541,12 +542,27 @@ fn serve(
     })
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, caught from the moment this is made: installed
+/// before the server announces itself, so a stop request that comes right
+/// after cannot hit the default action and kill the process uncleanly.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?,
+            int: signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
     }
 }
