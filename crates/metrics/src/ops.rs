@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 /// Number of op slots; every per-op array has this many entries.
-pub const OP_SLOTS: usize = NFS4_OP_BASE + NFS4_OPS;
+pub const OP_SLOTS: usize = NSM_BASE + NSM_PROCS as usize;
 
 pub const NFS_PROGRAM: u32 = 100003;
 pub const MOUNT_PROGRAM: u32 = 100005;
@@ -25,6 +25,14 @@ const NFS4_PROCS: u32 = 2;
 /// NFSv4 operations 0..=71 (0-2 are unused numbers; OP_ILLEGAL goes to 0).
 const NFS4_OP_BASE: usize = 30;
 const NFS4_OPS: usize = 72;
+
+/// NLM v4 (procedures 0..=23) and NSM v1 (0..=6), after the NFSv4 operations.
+pub const NLM_PROGRAM: u32 = 100021;
+pub const NSM_PROGRAM: u32 = 100024;
+const NLM_BASE: usize = NFS4_OP_BASE + NFS4_OPS;
+const NLM_PROCS: u32 = 24;
+const NSM_BASE: usize = NLM_BASE + NLM_PROCS as usize;
+const NSM_PROCS: u32 = 7;
 
 /// The program label of operations inside COMPOUNDs: their calls are part
 /// of the COMPOUND's, so totals skip them.
@@ -51,6 +59,8 @@ pub fn op_slot(prog: u32, vers: u32, proc_: u32) -> Option<usize> {
         (NFS_PROGRAM, 3) if proc_ < NFS3_PROCS => Some(NFS3_BASE + proc_ as usize),
         (MOUNT_PROGRAM, 3) if proc_ < MOUNT3_PROCS => Some(MOUNT3_BASE + proc_ as usize),
         (NFS_PROGRAM, 4) if proc_ < NFS4_PROCS => Some(NFS4_BASE + proc_ as usize),
+        (NLM_PROGRAM, 4) if proc_ < NLM_PROCS => Some(NLM_BASE + proc_ as usize),
+        (NSM_PROGRAM, 1) if proc_ < NSM_PROCS => Some(NSM_BASE + proc_ as usize),
         _ => None,
     }
 }
@@ -81,6 +91,18 @@ pub fn op_name(slot: usize) -> Option<(&'static str, &'static str)> {
                 }
             }
             v[NFS4_OP_BASE] = Some((NFS4_OP_PROGRAM, "ILLEGAL"));
+            for p in 0..NLM_PROCS {
+                if let Some(n) = proto::nlm4::nlm_prog_procedure_name(4, p) {
+                    let n: &'static str =
+                        Box::leak(n.replace("NLMPROC4_", "NLM_").into_boxed_str());
+                    v[NLM_BASE + p as usize] = Some(("nlm4", n));
+                }
+            }
+            for p in 0..NSM_PROCS {
+                if let Some(n) = proto::nsm::sm_prog_procedure_name(1, p) {
+                    v[NSM_BASE + p as usize] = Some(("nsm", n));
+                }
+            }
             v[NFS4_BASE] = Some(("nfs4", "NULL"));
             v[NFS4_BASE + 1] = Some(("nfs4", "COMPOUND"));
             v
@@ -191,6 +213,10 @@ mod tests {
         );
         assert_eq!(op_slot(NFS_PROGRAM, 3, 22), None);
         assert!(MOUNT3_BASE + MOUNT3_PROCS as usize <= OP_SLOTS);
+        assert_eq!(op_name(op_slot(NLM_PROGRAM, 4, 2).unwrap()), Some(("nlm4", "NLM_LOCK")));
+        assert_eq!(op_name(op_slot(NSM_PROGRAM, 1, 6).unwrap()), Some(("nsm", "SM_NOTIFY")));
+        assert_eq!(op_name(nfs4_op_slot(25)), Some((NFS4_OP_PROGRAM, "READ")));
+        assert_eq!(op_name(nfs4_op_slot(10044)), Some((NFS4_OP_PROGRAM, "ILLEGAL")));
     }
 
     #[test]
