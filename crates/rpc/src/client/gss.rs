@@ -267,8 +267,15 @@ impl GssClient {
         proc_: u32,
         args: &[u8],
     ) -> Result<Decoder, ClientError> {
+        // Take the slot first, then the sequence number: calls leave in
+        // sequence order and never more than the window at once.
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| ClientError::Closed)?;
         let b = self.build(service, proc_, args)?;
-        let rep = self.send(&b).await?;
+        let rep = self.rpc.send_record(b.xid, &b.record).await?;
         self.open_reply(&b, rep)
     }
 
