@@ -391,6 +391,8 @@ fn build_config(
     Ok((cfg, addr, state_dir))
 }
 
+// One argument per group of `tarn serve` flags, passed through once.
+#[allow(clippy::too_many_arguments)]
 fn serve(
     dir: Option<PathBuf>,
     listen: String,
