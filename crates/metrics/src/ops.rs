@@ -213,10 +213,19 @@ mod tests {
         );
         assert_eq!(op_slot(NFS_PROGRAM, 3, 22), None);
         assert!(MOUNT3_BASE + MOUNT3_PROCS as usize <= OP_SLOTS);
-        assert_eq!(op_name(op_slot(NLM_PROGRAM, 4, 2).unwrap()), Some(("nlm4", "NLM_LOCK")));
-        assert_eq!(op_name(op_slot(NSM_PROGRAM, 1, 6).unwrap()), Some(("nsm", "SM_NOTIFY")));
+        assert_eq!(
+            op_name(op_slot(NLM_PROGRAM, 4, 2).unwrap()),
+            Some(("nlm4", "NLM_LOCK"))
+        );
+        assert_eq!(
+            op_name(op_slot(NSM_PROGRAM, 1, 6).unwrap()),
+            Some(("nsm", "SM_NOTIFY"))
+        );
         assert_eq!(op_name(nfs4_op_slot(25)), Some((NFS4_OP_PROGRAM, "READ")));
-        assert_eq!(op_name(nfs4_op_slot(10044)), Some((NFS4_OP_PROGRAM, "ILLEGAL")));
+        assert_eq!(
+            op_name(nfs4_op_slot(10044)),
+            Some((NFS4_OP_PROGRAM, "ILLEGAL"))
+        );
     }
 
     #[test]

@@ -8,6 +8,13 @@ pub mod rpc {
     include!(concat!(env!("OUT_DIR"), "/rpc_prot.rs"));
 }
 
+/// RPCSEC_GSS version 1 (RFC 2203): credentials, context creation, and
+/// the integrity and privacy envelopes.
+#[allow(non_camel_case_types, clippy::all)]
+pub mod gss {
+    include!(concat!(env!("OUT_DIR"), "/rpcsec_gss.rs"));
+}
+
 /// MOUNT v3 (RFC 1813 appendix I).
 #[allow(non_camel_case_types, clippy::all)]
 pub mod mount {

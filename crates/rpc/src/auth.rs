@@ -1,4 +1,5 @@
-//! Credentials: AUTH_NONE and AUTH_SYS (RFC 5531 appendix A).
+//! Credentials: AUTH_NONE and AUTH_SYS (RFC 5531 appendix A); RPCSEC_GSS
+//! calls are authenticated by [`crate::gss`] and arrive here as [`Auth::Gss`].
 
 use bytes::Bytes;
 use proto::rpc::{AuthStat, AuthsysParms, OpaqueAuth, AUTH_NONE, AUTH_SYS};
@@ -15,11 +16,22 @@ pub struct AuthSys {
     pub gids: Vec<u32>,
 }
 
+/// An RPCSEC_GSS caller, authenticated by its context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthGss {
+    /// `user@REALM` or `nfs/host@REALM`.
+    pub principal: std::sync::Arc<str>,
+    pub service: crate::gss::GssService,
+    /// The local identity the principal maps to (None: anonymous).
+    pub ids: Option<crate::gss::Ids>,
+}
+
 /// The caller's credential, checked for form (not yet for permission).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
     None,
     Sys(AuthSys),
+    Gss(AuthGss),
 }
 
 impl Auth {
@@ -41,8 +53,9 @@ impl Auth {
                     gids: p.gids,
                 }))
             }
-            // Flavors this server does not speak (RPCSEC_GSS until it lands,
-            // AUTH_DH, AUTH_SHORT...): Linux's sunrpc answers BADCRED too.
+            // Flavors this server does not speak (AUTH_DH, AUTH_SHORT...;
+            // RPCSEC_GSS when no keytab is configured): Linux's sunrpc
+            // answers BADCRED too.
             _ => Err(AuthStat::AUTH_BADCRED),
         }
     }
@@ -51,6 +64,7 @@ impl Auth {
         match self {
             Auth::None => AUTH_NONE,
             Auth::Sys(_) => AUTH_SYS,
+            Auth::Gss(_) => proto::rpc::RPCSEC_GSS,
         }
     }
 }

@@ -14,10 +14,11 @@
 pub mod auth;
 pub mod client;
 pub mod drc;
+pub mod gss;
 pub mod msg;
 pub mod record;
 pub mod server;
 
-pub use auth::{Auth, AuthSys};
+pub use auth::{Auth, AuthGss, AuthSys};
 pub use msg::{CallContext, CallError};
 pub use server::{serve_connection, Server, ServerConfig, Service};

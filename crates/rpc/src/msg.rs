@@ -122,6 +122,9 @@ pub struct Call {
     pub proc_: u32,
     pub cred: OpaqueAuth,
     pub verf: OpaqueAuth,
+    /// The header from the xid to the end of the credential: what an
+    /// RPCSEC_GSS verifier checksums.
+    pub header: Bytes,
     pub args: Decoder,
 }
 
@@ -139,7 +142,7 @@ pub enum BadCall {
 }
 
 pub fn decode_call(record: Bytes) -> Result<Call, BadCall> {
-    let mut d = Decoder::new(record);
+    let mut d = Decoder::new(record.clone());
     let xid = d.u32().map_err(|_| BadCall::Unreadable)?;
     match d.i32() {
         Ok(0) => {}
@@ -150,6 +153,7 @@ pub fn decode_call(record: Bytes) -> Result<Call, BadCall> {
         || -> xdr::Result<(u32, u32, u32, u32)> { Ok((d.u32()?, d.u32()?, d.u32()?, d.u32()?)) };
     let (rpcvers, prog, vers, proc_) = head().map_err(|_| BadCall::Garbage(xid))?;
     let cred = OpaqueAuth::unpack(&mut d).map_err(|_| BadCall::BadCred(xid))?;
+    let header = record.slice(..d.position());
     let verf = OpaqueAuth::unpack(&mut d).map_err(|_| BadCall::BadCred(xid))?;
     Ok(Call {
         xid,
@@ -159,11 +163,12 @@ pub fn decode_call(record: Bytes) -> Result<Call, BadCall> {
         proc_,
         cred,
         verf,
+        header,
         args: d,
     })
 }
 
-fn none_verf() -> OpaqueAuth {
+pub fn none_verf() -> OpaqueAuth {
     OpaqueAuth {
         flavor: AUTH_NONE,
         body: Bytes::new(),
@@ -180,10 +185,15 @@ fn reply(xid: u32, body: ReplyBody, out: &mut BytesMut) {
 
 /// Header of a successful reply; the program appends its results after it.
 pub fn success_header(xid: u32, out: &mut BytesMut) {
+    success_header_verf(xid, none_verf(), out)
+}
+
+/// [`success_header`] with a verifier (RPCSEC_GSS replies).
+pub fn success_header_verf(xid: u32, verf: OpaqueAuth, out: &mut BytesMut) {
     reply(
         xid,
         ReplyBody::MSG_ACCEPTED(AcceptedReply {
-            verf: none_verf(),
+            verf,
             reply_data: AcceptedReplyReplyData::SUCCESS([]),
         }),
         out,
@@ -195,11 +205,16 @@ pub const SUCCESS_HEADER_LEN: usize = 24;
 
 /// An accepted reply that is not SUCCESS.
 pub fn accepted_error(xid: u32, stat: AcceptStat, out: &mut BytesMut) {
+    accepted_error_verf(xid, stat, none_verf(), out)
+}
+
+/// [`accepted_error`] with a verifier (RPCSEC_GSS replies).
+pub fn accepted_error_verf(xid: u32, stat: AcceptStat, verf: OpaqueAuth, out: &mut BytesMut) {
     debug_assert!(stat != AcceptStat::SUCCESS && stat != AcceptStat::PROG_MISMATCH);
     reply(
         xid,
         ReplyBody::MSG_ACCEPTED(AcceptedReply {
-            verf: none_verf(),
+            verf,
             reply_data: AcceptedReplyReplyData::Default(stat),
         }),
         out,
@@ -238,10 +253,15 @@ pub fn auth_error(xid: u32, stat: AuthStat, out: &mut BytesMut) {
 
 /// Encodes the reply for an RPC-level failure of a call.
 pub fn call_error(xid: u32, e: CallError, out: &mut BytesMut) {
+    call_error_verf(xid, e, none_verf(), out)
+}
+
+/// [`call_error`] with the verifier accepted replies carry.
+pub fn call_error_verf(xid: u32, e: CallError, verf: OpaqueAuth, out: &mut BytesMut) {
     match e {
-        CallError::ProcUnavail => accepted_error(xid, AcceptStat::PROC_UNAVAIL, out),
-        CallError::GarbageArgs => accepted_error(xid, AcceptStat::GARBAGE_ARGS, out),
-        CallError::SystemErr => accepted_error(xid, AcceptStat::SYSTEM_ERR, out),
+        CallError::ProcUnavail => accepted_error_verf(xid, AcceptStat::PROC_UNAVAIL, verf, out),
+        CallError::GarbageArgs => accepted_error_verf(xid, AcceptStat::GARBAGE_ARGS, verf, out),
+        CallError::SystemErr => accepted_error_verf(xid, AcceptStat::SYSTEM_ERR, verf, out),
         CallError::Auth(s) => auth_error(xid, s, out),
         CallError::Drop => {}
     }
@@ -266,6 +286,25 @@ pub fn encode_call(
     none_verf().pack(out);
 }
 
+/// Encodes a call header up to the end of the credential (what an
+/// RPCSEC_GSS verifier checksums); the caller appends the verifier.
+pub fn encode_call_head(
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: &OpaqueAuth,
+    out: &mut BytesMut,
+) {
+    out.put_u32(xid);
+    out.put_u32(0); // CALL
+    out.put_u32(2);
+    out.put_u32(prog);
+    out.put_u32(vers);
+    out.put_u32(proc_);
+    cred.pack(out);
+}
+
 /// What a client learns from a reply header.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ReplyStatus {
@@ -279,6 +318,13 @@ pub enum ReplyStatus {
 
 /// Decodes a reply header (for clients). Returns the xid, status and the rest.
 pub fn decode_reply(record: Bytes) -> xdr::Result<(u32, ReplyStatus, Decoder)> {
+    decode_reply_verf(record).map(|(x, s, _, d)| (x, s, d))
+}
+
+/// [`decode_reply`], also returning an accepted reply's verifier.
+pub fn decode_reply_verf(
+    record: Bytes,
+) -> xdr::Result<(u32, ReplyStatus, Option<OpaqueAuth>, Decoder)> {
     let mut d = Decoder::new(record);
     let xid = d.u32()?;
     if d.i32()? != 1 {
@@ -287,18 +333,24 @@ pub fn decode_reply(record: Bytes) -> xdr::Result<(u32, ReplyStatus, Decoder)> {
             value: 0,
         });
     }
+    let mut verf = None;
     let st = match ReplyBody::unpack(&mut d)? {
-        ReplyBody::MSG_ACCEPTED(a) => match a.reply_data {
-            AcceptedReplyReplyData::SUCCESS(_) => ReplyStatus::Success,
-            AcceptedReplyReplyData::PROG_MISMATCH(m) => ReplyStatus::ProgMismatch(m.low, m.high),
-            AcceptedReplyReplyData::Default(s) => ReplyStatus::Accepted(s),
-        },
+        ReplyBody::MSG_ACCEPTED(a) => {
+            verf = Some(a.verf);
+            match a.reply_data {
+                AcceptedReplyReplyData::SUCCESS(_) => ReplyStatus::Success,
+                AcceptedReplyReplyData::PROG_MISMATCH(m) => {
+                    ReplyStatus::ProgMismatch(m.low, m.high)
+                }
+                AcceptedReplyReplyData::Default(s) => ReplyStatus::Accepted(s),
+            }
+        }
         ReplyBody::MSG_DENIED(RejectedReply::RPC_MISMATCH(m)) => {
             ReplyStatus::RpcMismatch(m.low, m.high)
         }
         ReplyBody::MSG_DENIED(RejectedReply::AUTH_ERROR(s)) => ReplyStatus::AuthError(s),
     };
-    Ok((xid, st, d))
+    Ok((xid, st, verf, d))
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! as its own task, replies written by one writer task per connection in the
 //! order they finish (batched into vectored writes).
 
-use crate::auth::Auth;
+use crate::auth::{Auth, AuthGss};
 use crate::drc::{self, Drc, Lookup};
+use crate::gss::{DropReason, GssCall, GssServer};
 use crate::msg::{self, BadCall, CallContext, CallError};
 use crate::record::{self, Assembler};
 use bytes::{Bytes, BytesMut};
@@ -61,6 +62,8 @@ pub struct ServerConfig {
     /// (the reader stops reading, so TCP pushes back on the client).
     pub max_in_flight: usize,
     pub drc_per_client: usize,
+    /// RPCSEC_GSS (None: GSS credentials get AUTH_BADCRED).
+    pub gss: Option<Arc<GssServer>>,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +72,7 @@ impl Default for ServerConfig {
             max_record: record::DEFAULT_MAX_RECORD,
             max_in_flight: 128,
             drc_per_client: 1024,
+            gss: None,
         }
     }
 }
@@ -150,6 +154,9 @@ pub async fn serve_connection<S: Service>(
     debug!(%peer, conn_id, "connection opened");
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Bytes>(server.cfg.max_in_flight.max(1) * 2);
+    // Cancelled when the server stops, or by a call that had to be dropped
+    // (RPCSEC_GSS): closing makes the client retransmit at once.
+    let close = server.stop.child_token();
     let writer = tokio::spawn(write_replies(wr, rx, peer));
     let permits = Arc::new(Semaphore::new(server.cfg.max_in_flight.max(1)));
     let mut asm = Assembler::new(server.cfg.max_record);
@@ -159,6 +166,9 @@ pub async fn serve_connection<S: Service>(
     let mut read_at = timed.then(Instant::now);
     'conn: loop {
         loop {
+            if close.is_cancelled() {
+                break 'conn;
+            }
             match asm.next(&mut buf) {
                 Ok(Some(rec)) => {
                     let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -169,6 +179,7 @@ pub async fn serve_connection<S: Service>(
                         conn_id,
                         client: &client,
                         tx: &tx,
+                        close: &close,
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, permit) {
                         if tx.send(reply).await.is_err() {
@@ -194,7 +205,7 @@ pub async fn serve_connection<S: Service>(
             buf.reserve(256 << 10);
         }
         tokio::select! {
-            _ = server.stop.cancelled() => break,
+            _ = close.cancelled() => break,
             r = rd.read_buf(&mut buf) => match r {
                 Ok(0) => break,
                 Ok(_) => {
@@ -285,6 +296,7 @@ struct Conn<'a> {
     conn_id: u64,
     client: &'a Arc<ClientStats>,
     tx: &'a mpsc::Sender<Bytes>,
+    close: &'a CancellationToken,
 }
 
 /// Handles one record. Replies that need no program work are returned for
@@ -342,7 +354,18 @@ fn handle_record<S: Service>(
         }
         return Some(reply_with(|o| msg::rpc_mismatch(xid, o)));
     }
-    let auth = match Auth::from_cred(&call.cred) {
+    let mut gss_call = None;
+    let auth = match (&server.cfg.gss, call.cred.flavor) {
+        (Some(g), proto::rpc::RPCSEC_GSS) => match g.classify(&call, &m.server) {
+            Ok(c) => {
+                gss_call = Some(c);
+                Ok(Auth::None) // replaced once the call is verified
+            }
+            Err(e) => Err(e),
+        },
+        _ => Auth::from_cred(&call.cred),
+    };
+    let auth = match auth {
         Ok(a) => a,
         Err(stat) => {
             if bad() {
@@ -366,7 +389,7 @@ fn handle_record<S: Service>(
         return Some(reply_with(|o| msg::prog_mismatch(xid, low, high, o)));
     }
     let slot = server.svc.op_slot(call.prog, call.vers, call.proc_);
-    if call.proc_ == 0 {
+    if call.proc_ == 0 && gss_call.is_none() {
         let r = reply_with(|o| msg::success_header(xid, o));
         if let Some(t) = read_at {
             let d = CallDone {
@@ -380,7 +403,7 @@ fn handle_record<S: Service>(
         }
         return Some(r);
     }
-    let ctx = CallContext::new(
+    let mut ctx = CallContext::new(
         xid,
         call.prog,
         call.vers,
@@ -390,7 +413,9 @@ fn handle_record<S: Service>(
         conn.conn_id,
         client.clone(),
     );
-    let drc_key = if server.svc.idempotent(ctx.prog, ctx.vers, ctx.proc_) {
+    // (RPCSEC_GSS retransmissions carry a new sequence number, so under
+    // integrity and privacy their arguments differ: the DRC then misses.)
+    let drc_key = if ctx.proc_ == 0 || server.svc.idempotent(ctx.prog, ctx.vers, ctx.proc_) {
         None
     } else {
         let key = drc::Key {
@@ -416,21 +441,61 @@ fn handle_record<S: Service>(
     };
     let server = server.clone();
     let tx = conn.tx.clone();
+    let close = conn.close.clone();
+    let (header, verf) = (call.header, call.verf);
     let args = call.args;
     server.calls.clone().spawn(async move {
         let _permit = permit;
         let started = read_at.map(|t| (t, Instant::now()));
+        // RPCSEC_GSS: verify, judge the window, unwrap; or answer here.
+        let (args, gss) = match gss_call {
+            None => (args, None),
+            Some(g) => match gss_prelude(&server, &ctx, g, &header, &verf, args, &close) {
+                Prelude::Run { args, auth, sealer } => {
+                    ctx.auth = auth;
+                    (args, Some(sealer))
+                }
+                Prelude::Reply(r) => {
+                    if let Some(key) = drc_key {
+                        server.drc.abandon(ctx.peer.ip(), key);
+                    }
+                    if let Some(r) = r {
+                        let _ = tx.send(r).await;
+                    }
+                    return;
+                }
+            },
+        };
         server.metrics.call_begin(slot, &ctx.client);
         let mut out = BytesMut::with_capacity(512);
         record::begin(&mut out);
-        msg::success_header(xid, &mut out);
+        match &gss {
+            None => msg::success_header(xid, &mut out),
+            Some(s) => msg::success_header_verf(xid, s.verf.clone(), &mut out),
+        }
+        let head_len = out.len();
         // A bug in one procedure must not leave its caller waiting forever
         // or take the connection down: a panic becomes SYSTEM_ERR.
-        let result = std::panic::AssertUnwindSafe(server.svc.call(&ctx, args, &mut out)).catch_unwind().await.unwrap_or_else(|_| {
-            let name = server.svc.procedure_name(ctx.prog, ctx.vers, ctx.proc_);
-            tracing::error!(peer = %ctx.peer, xid, procedure = name, "procedure panicked; answering SYSTEM_ERR");
-            Err(CallError::SystemErr)
-        });
+        let result = if ctx.proc_ == 0 {
+            Ok(()) // NULL under RPCSEC_GSS DATA: void results, still protected
+        } else {
+            std::panic::AssertUnwindSafe(server.svc.call(&ctx, args, &mut out)).catch_unwind().await.unwrap_or_else(|_| {
+                let name = server.svc.procedure_name(ctx.prog, ctx.vers, ctx.proc_);
+                tracing::error!(peer = %ctx.peer, xid, procedure = name, "procedure panicked; answering SYSTEM_ERR");
+                Err(CallError::SystemErr)
+            })
+        };
+        // Integrity and privacy protect the results (not the header).
+        let result = match (&gss, result) {
+            (Some(s), Ok(())) if s.service != crate::gss::GssService::None => {
+                let results = out.split_off(head_len);
+                let ok = crypto(results.len(), || {
+                    s.ctx.wrap_results(s.service, s.seq, &results, &mut out)
+                });
+                ok.ok_or(CallError::SystemErr)
+            }
+            (_, r) => r,
+        };
         let status = match result {
             Ok(()) => ctx.status(),
             Err(CallError::ProcUnavail) => ops::RPC_PROC_UNAVAIL,
@@ -449,7 +514,10 @@ fn handle_record<S: Service>(
                 }
                 out.clear();
                 record::begin(&mut out);
-                msg::call_error(xid, e, &mut out);
+                match &gss {
+                    None => msg::call_error(xid, e, &mut out),
+                    Some(s) => msg::call_error_verf(xid, e, s.verf.clone(), &mut out),
+                }
                 Some(finish(out))
             }
         };
@@ -476,6 +544,143 @@ fn handle_record<S: Service>(
         }
     });
     None
+}
+
+/// What a verified RPCSEC_GSS DATA call needs to protect its reply.
+struct Sealer {
+    ctx: Arc<crate::gss::GssCtx>,
+    service: crate::gss::GssService,
+    seq: u32,
+    verf: proto::rpc::OpaqueAuth,
+}
+
+enum Prelude {
+    /// Run the procedure with these arguments as this caller.
+    Run {
+        args: Decoder,
+        auth: Auth,
+        sealer: Sealer,
+    },
+    /// Answered (or dropped: None) without the program.
+    Reply(Option<Bytes>),
+}
+
+/// Runs `f` (GSS crypto over `len` bytes) so that a large wrap or unwrap
+/// does not stall the other tasks of this async worker.
+fn crypto<T>(len: usize, f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if len >= 64 << 10 && multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
+/// The RPCSEC_GSS part of a call, in order: INIT is answered here; DATA
+/// and DESTROY have their header checksum verified before the sequence
+/// window is touched, then are judged against the window snapshot taken
+/// when they were read (DESIGN.md rule 4); a call that must be dropped is
+/// counted and closes the connection so the client retransmits at once.
+fn gss_prelude<S: Service>(
+    server: &Arc<Server<S>>,
+    ctx: &CallContext,
+    call: GssCall,
+    header: &Bytes,
+    verf: &proto::rpc::OpaqueAuth,
+    args: Decoder,
+    close: &CancellationToken,
+) -> Prelude {
+    let g = server.cfg.gss.as_ref().expect("GSS call without GSS");
+    let m = &server.metrics.server;
+    let xid = ctx.xid;
+    let denied = |stat| Prelude::Reply(Some(reply_with(|o| msg::auth_error(xid, stat, o))));
+    match call {
+        GssCall::Init { cred, ctx: gctx } => {
+            let mut a = args;
+            let Ok(arg) = <proto::gss::RpcGssInitArg as xdr::Unpack>::unpack(&mut a) else {
+                return Prelude::Reply(Some(reply_with(|o| {
+                    msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, o)
+                })));
+            };
+            // Reads the keytab and decrypts the ticket: off the async workers.
+            let (v, res) = crypto(usize::MAX, || g.init_step(&cred, gctx, &arg.gss_token, m));
+            Prelude::Reply(Some(reply_with(|o| {
+                msg::success_header_verf(xid, v.unwrap_or_else(msg::none_verf), o);
+                xdr::Pack::pack(&res, o);
+            })))
+        }
+        GssCall::Data {
+            cred,
+            ctx: gctx,
+            snap,
+        } => {
+            if !g.verify_header(&gctx, header, verf, m) {
+                if ctx.client.log_allowed() {
+                    warn!(peer = %ctx.peer, xid, principal = ?gctx.principal(), "RPCSEC_GSS header checksum fails: refused");
+                }
+                return denied(proto::rpc::AuthStat::RPCSEC_GSS_CREDPROBLEM);
+            }
+            if let Err(why) = gctx.accept_seq(cred.seq, snap, g.cfg.window) {
+                match why {
+                    DropReason::SeqWindow => {
+                        m.gss_dropped_seq_window.fetch_add(1, Ordering::Relaxed);
+                        ctx.client
+                            .gss_dropped_seq_window
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    DropReason::Replay => {
+                        m.gss_dropped_other.fetch_add(1, Ordering::Relaxed);
+                        ctx.client.gss_dropped_other.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if ctx.client.log_allowed() {
+                    warn!(peer = %ctx.peer, xid, seq = cred.seq, ?snap, reason = ?why, "RPCSEC_GSS call dropped; closing the connection so the client retransmits");
+                }
+                close.cancel();
+                return Prelude::Reply(None);
+            }
+            ctx.client
+                .gss_ctx_expires_unix
+                .store(gctx.expires_unix(), Ordering::Relaxed);
+            let Some(rverf) = gctx.verifier(cred.seq) else {
+                return Prelude::Reply(Some(reply_with(|o| {
+                    msg::accepted_error(xid, AcceptStat::SYSTEM_ERR, o)
+                })));
+            };
+            if cred.proc_ == proto::gss::RpcGssProcT::RPCSEC_GSS_DESTROY {
+                g.destroy(&gctx, m);
+                return Prelude::Reply(Some(reply_with(|o| {
+                    msg::success_header_verf(xid, rverf, o)
+                })));
+            }
+            let n = args.remaining();
+            let Some(args) = crypto(n, || gctx.unwrap_args(cred.service, cred.seq, args)) else {
+                if ctx.client.log_allowed() {
+                    warn!(peer = %ctx.peer, xid, service = ?cred.service, "RPCSEC_GSS arguments fail their checksum or do not decrypt: GARBAGE_ARGS");
+                }
+                return Prelude::Reply(Some(reply_with(|o| {
+                    msg::accepted_error_verf(xid, AcceptStat::GARBAGE_ARGS, rverf, o)
+                })));
+            };
+            let auth = Auth::Gss(AuthGss {
+                principal: gctx.principal().cloned().unwrap_or_else(|| "".into()),
+                service: cred.service,
+                ids: gctx.ids().cloned(),
+            });
+            Prelude::Run {
+                args,
+                auth,
+                sealer: Sealer {
+                    ctx: gctx,
+                    service: cred.service,
+                    seq: cred.seq,
+                    verf: rverf,
+                },
+            }
+        }
+    }
 }
 
 /// Logs where the server listens (a helper for binaries).

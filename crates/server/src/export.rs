@@ -1,6 +1,7 @@
 //! Exports: a directory (a backend), who may reach it, and how their
 //! credentials are mapped (root squashing).
 
+use rpc::gss::GssService;
 use rpc::Auth;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -77,6 +78,94 @@ pub enum Squash {
     None,
 }
 
+/// A security flavor an export may require (`sec=` in exports(5)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// AUTH_SYS (and AUTH_NONE, which maps to the anonymous ids).
+    Sys,
+    /// RPCSEC_GSS with Kerberos: header checksum only.
+    Krb5,
+    /// ... and integrity of arguments and results.
+    Krb5i,
+    /// ... and privacy (encryption).
+    Krb5p,
+}
+
+impl Flavor {
+    pub const ALL: [Flavor; 4] = [Flavor::Sys, Flavor::Krb5, Flavor::Krb5i, Flavor::Krb5p];
+
+    /// The flavor a call arrived with.
+    pub fn of(auth: &Auth) -> Flavor {
+        match auth {
+            Auth::None | Auth::Sys(_) => Flavor::Sys,
+            Auth::Gss(g) => match g.service {
+                GssService::None => Flavor::Krb5,
+                GssService::Integrity => Flavor::Krb5i,
+                GssService::Privacy => Flavor::Krb5p,
+            },
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Sys => "sys",
+            Flavor::Krb5 => "krb5",
+            Flavor::Krb5i => "krb5i",
+            Flavor::Krb5p => "krb5p",
+        }
+    }
+
+    /// The number MOUNT's auth_flavors carries (RFC 2623 pseudo-flavors).
+    pub fn pseudo_flavor(self) -> u32 {
+        match self {
+            Flavor::Sys => proto::rpc::AUTH_SYS,
+            Flavor::Krb5 => proto::gss::RPCSEC_GSS_KRB5,
+            Flavor::Krb5i => proto::gss::RPCSEC_GSS_KRB5I,
+            Flavor::Krb5p => proto::gss::RPCSEC_GSS_KRB5P,
+        }
+    }
+
+    /// The GSS service of a Kerberos flavor.
+    pub fn gss_service(self) -> Option<GssService> {
+        match self {
+            Flavor::Sys => None,
+            Flavor::Krb5 => Some(GssService::None),
+            Flavor::Krb5i => Some(GssService::Integrity),
+            Flavor::Krb5p => Some(GssService::Privacy),
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl std::str::FromStr for Flavor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Flavor::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("{s:?}: expected sys, krb5, krb5i or krb5p"))
+    }
+}
+
+/// Parses `krb5p,krb5i,sys` (order kept: it is the preference order
+/// MOUNT and SECINFO report).
+pub fn parse_sec(list: &str) -> Result<Vec<Flavor>, String> {
+    let mut v: Vec<Flavor> = Vec::new();
+    for f in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let f: Flavor = f.parse()?;
+        if !v.contains(&f) {
+            v.push(f);
+        }
+    }
+    if v.is_empty() {
+        return Err("expected at least one of sys, krb5, krb5i, krb5p".into());
+    }
+    Ok(v)
+}
+
 pub struct Export {
     /// Index in [`Exports`]; carried in every file handle of this export.
     pub id: u32,
@@ -90,11 +179,18 @@ pub struct Export {
     pub squash: Squash,
     pub anon_uid: u32,
     pub anon_gid: u32,
+    /// Flavors callers may use, in preference order (default: sys).
+    pub sec: Vec<Flavor>,
 }
 
 impl Export {
     pub fn allows(&self, ip: IpAddr) -> bool {
         self.clients.iter().any(|c| c.contains(ip))
+    }
+
+    /// Whether the call's security flavor is one this export accepts.
+    pub fn permits(&self, auth: &Auth) -> bool {
+        self.sec.contains(&Flavor::of(auth))
     }
 
     /// The credential the backend acts with for this caller.
@@ -104,19 +200,27 @@ impl Export {
             gid: self.anon_gid,
             gids: Vec::new(),
         };
-        let Auth::Sys(s) = auth else { return anon };
+        let (uid, gid, gids) = match auth {
+            Auth::Sys(s) => (s.uid, s.gid, &s.gids),
+            // A Kerberos principal carries the ids it mapped to when its
+            // context was established (unknown principals: anonymous).
+            Auth::Gss(g) => match &g.ids {
+                Some(i) => (i.uid, i.gid, &i.gids),
+                None => return anon,
+            },
+            Auth::None => return anon,
+        };
         match self.squash {
             Squash::All => anon,
             Squash::None => Cred {
-                uid: s.uid,
-                gid: s.gid,
-                gids: s.gids.clone(),
+                uid,
+                gid,
+                gids: gids.clone(),
             },
             Squash::Root => Cred {
-                uid: if s.uid == 0 { self.anon_uid } else { s.uid },
-                gid: if s.gid == 0 { self.anon_gid } else { s.gid },
-                gids: s
-                    .gids
+                uid: if uid == 0 { self.anon_uid } else { uid },
+                gid: if gid == 0 { self.anon_gid } else { gid },
+                gids: gids
                     .iter()
                     .map(|&g| if g == 0 { self.anon_gid } else { g })
                     .collect(),
@@ -129,6 +233,9 @@ impl Export {
 #[derive(Default)]
 pub struct Exports {
     list: Vec<Arc<Export>>,
+    /// Flavors every export accepts (bit per [`Flavor`]): calls with one of
+    /// these skip the per-export flavor check.
+    everywhere: u8,
 }
 
 impl Exports {
@@ -140,8 +247,18 @@ impl Exports {
                 e.id = i as u32;
                 Arc::new(e)
             })
-            .collect();
-        Exports { list }
+            .collect::<Vec<Arc<Export>>>();
+        let everywhere = Flavor::ALL
+            .into_iter()
+            .filter(|f| list.iter().all(|e| e.sec.contains(f)))
+            .fold(0, |m, f| m | f.bit());
+        Exports { list, everywhere }
+    }
+
+    /// Whether every export accepts this call's flavor.
+    #[inline]
+    pub fn flavor_everywhere(&self, auth: &Auth) -> bool {
+        self.everywhere & Flavor::of(auth).bit() != 0
     }
 
     pub fn get(&self, id: u32) -> Option<&Arc<Export>> {
@@ -208,6 +325,7 @@ mod tests {
             squash: Squash::Root,
             anon_uid: 65534,
             anon_gid: 65534,
+            sec: vec![crate::export::Flavor::Sys],
         }
     }
 
@@ -246,5 +364,37 @@ mod tests {
             }
         );
         assert_eq!(e.cred_for(&Auth::None).uid, 65534);
+    }
+
+    fn gss(principal: &str, ids: Option<(u32, u32)>, service: GssService) -> Auth {
+        Auth::Gss(rpc::AuthGss {
+            principal: principal.into(),
+            service,
+            ids: ids.map(|(uid, gid)| rpc::gss::Ids {
+                uid,
+                gid,
+                gids: vec![],
+            }),
+        })
+    }
+
+    #[test]
+    fn gss_ids_are_squashed_and_flavors_enforced() {
+        let mut e = export("/x", "/");
+        e.sec = parse_sec("krb5p,sys").unwrap();
+        let user = gss("alice@R", Some((1000, 100)), GssService::Privacy);
+        assert_eq!(e.cred_for(&user).uid, 1000);
+        let machine = gss("nfs/h@R", Some((0, 0)), GssService::Privacy);
+        assert_eq!(e.cred_for(&machine).uid, 65534, "root squashed");
+        assert_eq!(
+            e.cred_for(&gss("x@R", None, GssService::Privacy)).uid,
+            65534
+        );
+        assert!(e.permits(&user) && e.permits(&Auth::None));
+        assert!(!e.permits(&gss("alice@R", None, GssService::Integrity)));
+        assert!(parse_sec("krb5,nope").is_err());
+        let ex = Exports::new(vec![e, export("/y", "/y")]);
+        assert!(ex.flavor_everywhere(&Auth::None));
+        assert!(!ex.flavor_everywhere(&user));
     }
 }

@@ -8,6 +8,7 @@ pub mod nfs3;
 pub mod nfs4;
 pub mod nlm;
 pub mod pool;
+pub mod principal;
 pub mod service;
 
 pub use export::{Export, Exports};

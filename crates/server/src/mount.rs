@@ -87,7 +87,13 @@ impl Mount {
                                 info!(peer = %ctx.peer, path = %shown, "mounted");
                                 Mountres3::MNT3_OK(Mountres3Ok {
                                     fhandle: Fhandle3(fh.data),
-                                    auth_flavors: vec![proto::rpc::AUTH_SYS as i32],
+                                    // The client picks its flavor from these
+                                    // (MNT itself is usually sent with AUTH_SYS).
+                                    auth_flavors: e
+                                        .sec
+                                        .iter()
+                                        .map(|f| f.pseudo_flavor() as i32)
+                                        .collect(),
                                 })
                             }
                             Err(err) => {

@@ -13,6 +13,7 @@
 //! squash = "root"                # "root" (default), "all" or "none"
 //! anonuid = 65534
 //! anongid = 65534
+//! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
 //!
 //! [nfs4]                         # optional
 //! lease_seconds = 90             # how long a silent client keeps its state
@@ -22,7 +23,7 @@
 //! ```
 
 use serde::Deserialize;
-use server::export::{Cidr, Squash};
+use server::export::{Cidr, Flavor, Squash};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -35,6 +36,7 @@ pub struct ExportConfig {
     pub squash: Squash,
     pub anon_uid: u32,
     pub anon_gid: u32,
+    pub sec: Vec<Flavor>,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +77,7 @@ struct RawExport {
     squash: Option<Spanned<String>>,
     anonuid: Option<u32>,
     anongid: Option<u32>,
+    sec: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 fn line_of(src: &str, offset: usize) -> usize {
@@ -136,7 +139,30 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                 ))
             }
         };
+        let sec = match &e.sec {
+            None => vec![Flavor::Sys],
+            Some(list) => {
+                let mut v = Vec::new();
+                for fl in list.get_ref() {
+                    let flavor = fl
+                        .get_ref()
+                        .parse::<Flavor>()
+                        .map_err(|m| format!("{f}:{}: sec {m}", at(&fl.span())))?;
+                    if !v.contains(&flavor) {
+                        v.push(flavor);
+                    }
+                }
+                if v.is_empty() {
+                    return Err(format!(
+                        "{f}:{}: sec = []: expected at least one of \"sys\", \"krb5\", \"krb5i\", \"krb5p\"",
+                        at(&list.span())
+                    ));
+                }
+                v
+            }
+        };
         exports.push(ExportConfig {
+            sec,
             path,
             pseudo,
             clients,
@@ -221,5 +247,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("t.toml:4: "), "{e}");
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\nsec = [\n \"krb5p\",\n \"krb6\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("t.toml:6: ") && e.contains("krb5i"), "{e}");
+    }
+
+    #[test]
+    fn sec_list() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\nsec = [\"krb5p\", \"sys\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.exports[0].sec, vec![Flavor::Krb5p, Flavor::Sys]);
     }
 }

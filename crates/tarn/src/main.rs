@@ -7,7 +7,7 @@ mod rpcbind;
 
 use clap::{Parser, Subcommand};
 use config::{Config, ExportConfig};
-use server::export::{Cidr, Export, Exports, Squash};
+use server::export::{parse_sec, Cidr, Export, Exports, Flavor, Squash};
 use server::{mount::Mount, nfs3::Nfs3, pool::Pool, TarnService};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,8 @@ enum Cmd {
         observe: ObserveOpts,
         #[command(flatten)]
         locking: LockOpts,
+        #[command(flatten)]
+        security: SecOpts,
     },
     /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
     Stats {
@@ -132,6 +134,22 @@ struct LockOpts {
     nlm_callback_port: Option<u16>,
 }
 
+/// Security flavors and Kerberos (RPCSEC_GSS).
+#[derive(clap::Args, Clone, Debug)]
+struct SecOpts {
+    /// Flavors the default export accepts, in preference order: any of
+    /// sys, krb5, krb5i, krb5p (default sys). With --config, use `sec` per export.
+    #[arg(long, value_name = "LIST")]
+    sec: Option<String>,
+    /// The keytab holding the nfs/<host> service key (default: KRB5_KTNAME,
+    /// else the system keytab). Needed when an export accepts krb5*.
+    #[arg(long, value_name = "FILE")]
+    keytab: Option<PathBuf>,
+    /// The RPCSEC_GSS sequence window advertised to clients.
+    #[arg(long, value_name = "CALLS", default_value_t = 128)]
+    gss_window: u32,
+}
+
 #[derive(clap::Args)]
 struct SocketOpt {
     /// The server's admin socket (default: the default state directory's admin.sock).
@@ -173,9 +191,12 @@ fn main() -> ExitCode {
             log_level,
             observe,
             locking,
+            security,
         } => {
             init_logging(&log_level);
-            match serve(dir, listen, allow, config, state_dir, observe, locking) {
+            match serve(
+                dir, listen, allow, config, state_dir, observe, locking, security,
+            ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tarn: {e}");
@@ -258,8 +279,9 @@ fn describe(e: &ExportConfig) -> String {
         Squash::All => format!("all users squashed to {}:{}", e.anon_uid, e.anon_gid),
         Squash::None => "no squashing".into(),
     };
+    let sec: Vec<&str> = e.sec.iter().map(|f| f.name()).collect();
     format!(
-        "{} as {} ({}, {squash}, AUTH_SYS) to {}",
+        "{} as {} ({}, {squash}, sec={}) to {}",
         e.path.display(),
         e.pseudo,
         if e.read_only {
@@ -267,6 +289,7 @@ fn describe(e: &ExportConfig) -> String {
         } else {
             "read-write"
         },
+        sec.join(","),
         if clients.is_empty() {
             "nobody".into()
         } else {
@@ -305,11 +328,17 @@ fn build_config(
     allow: Vec<String>,
     config: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    sec: Option<String>,
 ) -> Result<(Config, SocketAddr, PathBuf), String> {
     let (cfg, state_dir) = match config {
         Some(file) => {
             if dir.is_some() {
                 return Err("give either DIR or --config, not both".into());
+            }
+            if sec.is_some() {
+                return Err(
+                    "--sec is for the default export: with --config, set `sec` per export".into(),
+                );
             }
             let c = config::load(&file)?;
             let sd = state_dir
@@ -339,6 +368,10 @@ fn build_config(
                 squash: Squash::Root,
                 anon_uid: 65534,
                 anon_gid: 65534,
+                sec: match &sec {
+                    Some(s) => parse_sec(s).map_err(|e| format!("--sec {e}"))?,
+                    None => vec![Flavor::Sys],
+                },
             };
             (
                 Config {
@@ -358,6 +391,8 @@ fn build_config(
     Ok((cfg, addr, state_dir))
 }
 
+// One argument per group of `tarn serve` flags, passed through once.
+#[allow(clippy::too_many_arguments)]
 fn serve(
     dir: Option<PathBuf>,
     listen: String,
@@ -366,8 +401,11 @@ fn serve(
     state_dir: Option<PathBuf>,
     observe: ObserveOpts,
     locking: LockOpts,
+    security: SecOpts,
 ) -> Result<(), String> {
-    let (mut cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
+    let (mut cfg, addr, state_dir) =
+        build_config(dir, listen, allow, config, state_dir, security.sec.clone())?;
+    let gss = gss_server(&cfg, &security)?;
     if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
     }
@@ -421,6 +459,7 @@ fn serve(
             squash: e.squash,
             anon_uid: e.anon_uid,
             anon_gid: e.anon_gid,
+            sec: e.sec.clone(),
         });
     }
     let exports = Arc::new(Exports::new(exports));
@@ -482,7 +521,8 @@ fn serve(
         );
         nlm.notify_restart(notify_hosts);
         let svc = TarnService { nfs3: Nfs3::new(exports.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
-        let server = rpc::Server::with_metrics(Arc::new(svc), rpc::ServerConfig::default(), metrics.clone());
+        let rpc_cfg = rpc::ServerConfig { gss, ..Default::default() };
+        let server = rpc::Server::with_metrics(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         let admin = metrics::endpoint::bind_admin(&admin_path)
             .map_err(|e| format!("cannot create the admin socket {}: {e}", admin_path.display()))?;
@@ -540,6 +580,46 @@ fn serve(
         info!("stopped");
         Ok(())
     })
+}
+
+/// The RPCSEC_GSS acceptor, when an export accepts a Kerberos flavor:
+/// the keytab must exist and hold a usable key, or the server does not start.
+fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssServer>>, String> {
+    let krb = cfg
+        .exports
+        .iter()
+        .any(|e| e.sec.iter().any(|f| f.gss_service().is_some()));
+    if !krb {
+        if sec.keytab.is_some() {
+            warn!("--keytab given but no export accepts krb5, krb5i or krb5p");
+        }
+        return Ok(None);
+    }
+    if let Some(k) = &sec.keytab {
+        if !k.is_file() {
+            return Err(format!("--keytab {}: no such file", k.display()));
+        }
+        let abs = k
+            .canonicalize()
+            .map_err(|e| format!("--keytab {}: {e}", k.display()))?;
+        // MIT reads the acceptor keytab from here; set before any thread starts.
+        std::env::set_var("KRB5_KTNAME", format!("FILE:{}", abs.display()));
+    }
+    let keytab = std::env::var("KRB5_KTNAME").unwrap_or_else(|_| "/etc/krb5.keytab".into());
+    if sec.gss_window == 0 {
+        return Err("--gss-window must be at least 1".into());
+    }
+    let map = server::principal::PrincipalMap::default();
+    let gcfg = rpc::gss::GssConfig {
+        window: sec.gss_window,
+        // Replays are remembered over 8x the window (rule 4).
+        replay_range: sec.gss_window.saturating_mul(8).max(1024),
+        map: Arc::new(move |p| map.map(p)),
+        ..Default::default()
+    };
+    let g = rpc::gss::GssServer::new(gcfg).map_err(|e| format!("{e} (keytab {keytab})"))?;
+    info!(keytab = %keytab, window = sec.gss_window, "RPCSEC_GSS enabled (krb5, krb5i, krb5p)");
+    Ok(Some(Arc::new(g)))
 }
 
 /// SIGTERM and SIGINT, caught from the moment this is made: installed

@@ -184,6 +184,33 @@ impl Nfs3 {
         self.pool.run_fast(b, f).await
     }
 
+    /// Export `sec=` for NFSv3 (RFC 2623 §2.3.2): every procedure's
+    /// arguments start with a file handle; a call whose flavor that
+    /// handle's export does not accept gets AUTH_TOOWEAK. Skipped when
+    /// every export accepts the flavor (the common case: one MAC less).
+    fn check_flavor(&self, ctx: &CallContext, args: &Decoder) -> Result<(), CallError> {
+        if self.exports.flavor_everywhere(&ctx.auth) {
+            return Ok(());
+        }
+        let Ok(fh) = NfsFh3::unpack(&mut args.clone()) else {
+            return Ok(()); // the procedure reports the garbage
+        };
+        match self
+            .key
+            .open(&fh.data)
+            .ok()
+            .and_then(|(id, _)| self.exports.get(id))
+        {
+            Some(e) if !e.permits(&ctx.auth) => {
+                if ctx.client.log_allowed() {
+                    warn!(peer = %ctx.peer, xid = ctx.xid, export = %e.path.display(), "AUTH_TOOWEAK: the export does not accept this security flavor");
+                }
+                Err(CallError::Auth(proto::rpc::AuthStat::AUTH_TOOWEAK))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn idempotent(proc_: u32) -> bool {
         !matches!(
             proc_,
@@ -218,6 +245,7 @@ impl Nfs3 {
                 res.pack(out);
             }};
         }
+        self.check_flavor(ctx, &args)?;
         match ctx.proc_ {
             NFSPROC3_GETATTR => call!(Getattr3args, getattr::getattr),
             NFSPROC3_SETATTR => call!(Setattr3args, setattr::setattr),

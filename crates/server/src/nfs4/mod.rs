@@ -455,6 +455,14 @@ impl Nfs4 {
                 }
             } else {
                 self.op(&mut c, a, out).await;
+                if !self.exports.flavor_everywhere(&ctx.auth)
+                    && out[at + 4..at + 8] == [0; 4]
+                    && secinfo::wrong_sec(&c, op, args.clone().u32().ok())
+                {
+                    out.truncate(at);
+                    out.put_u32(op);
+                    out.put_u32(Nfsstat4::NFS4ERR_WRONGSEC as u32);
+                }
                 // RFC 8881 §2.10.6.4: a reply sa_cachethis asks to cache that
                 // outgrows ca_maxresponsesize_cached ends, in place of the
                 // result that overflowed, with REP_TOO_BIG_TO_CACHE, and is

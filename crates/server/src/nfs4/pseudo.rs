@@ -217,6 +217,7 @@ mod tests {
             squash: Squash::Root,
             anon_uid: 65534,
             anon_gid: 65534,
+            sec: vec![crate::export::Flavor::Sys],
         }
     }
 

@@ -1,23 +1,74 @@
-//! SECINFO and SECINFO_NO_NAME: which security flavors an object needs.
-//! AUTH_SYS until RPCSEC_GSS lands.
+//! SECINFO and SECINFO_NO_NAME: which security flavors an object needs
+//! (the export's `sec=` list); and where NFS4ERR_WRONGSEC is due.
 
-use super::compound::Compound;
+use super::compound::{Compound, Fh};
 use super::fh::lookup_fh;
 use super::log_fail;
+use crate::export::Flavor;
 use proto::nfs4::*;
 
-const AUTH_SYS: u32 = 1;
+/// The Kerberos V5 mechanism, 1.2.840.113554.1.2.2, DER-encoded.
+const KRB5_OID: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02];
 
-fn flavors() -> Secinfo4resok {
-    vec![Secinfo4::Default(AUTH_SYS)]
+fn flavors(fh: &Fh) -> Secinfo4resok {
+    let sec: &[Flavor] = match fh {
+        Fh::Obj { export, .. } => &export.sec,
+        // Pseudo directories: any flavor may browse them.
+        Fh::Pseudo(_) => &Flavor::ALL,
+    };
+    sec.iter()
+        .map(|f| match f.gss_service() {
+            None => Secinfo4::Default(proto::rpc::AUTH_SYS),
+            Some(s) => Secinfo4::RPCSEC_GSS(RpcsecGssInfo {
+                oid: bytes::Bytes::from_static(KRB5_OID),
+                qop: 0,
+                service: match s {
+                    rpc::gss::GssService::None => RpcGssSvcT::RPC_GSS_SVC_NONE,
+                    rpc::gss::GssService::Integrity => RpcGssSvcT::RPC_GSS_SVC_INTEGRITY,
+                    rpc::gss::GssService::Privacy => RpcGssSvcT::RPC_GSS_SVC_PRIVACY,
+                },
+            }),
+        })
+        .collect()
+}
+
+/// Whether `op`, which just succeeded, must fail with NFS4ERR_WRONGSEC
+/// because it made an export the call's flavor may not use current
+/// (RFC 8881 §2.6.3.1.1): not when SECINFO or SECINFO_NO_NAME follows to
+/// ask which flavor to use, and not for a PUTFH-like op that a LOOKUP
+/// follows or that ends the COMPOUND (the next operation decides).
+pub fn wrong_sec(c: &Compound<'_>, op: u32, next: Option<u32>) -> bool {
+    use NfsOpnum4 as O;
+    let Some(op) = O::from_i32(op as i32) else {
+        return false;
+    };
+    let next = next.map(|n| O::from_i32(n as i32));
+    let put = matches!(
+        op,
+        O::OP_PUTFH | O::OP_PUTROOTFH | O::OP_PUTPUBFH | O::OP_RESTOREFH
+    );
+    if !put && !matches!(op, O::OP_LOOKUP | O::OP_LOOKUPP | O::OP_OPEN) {
+        return false;
+    }
+    let Some(Fh::Obj { export, .. }) = c.cur.as_ref().map(|x| &x.fh) else {
+        return false;
+    };
+    if export.permits(&c.ctx.auth) {
+        return false;
+    }
+    match next {
+        Some(Some(O::OP_SECINFO | O::OP_SECINFO_NO_NAME)) => false,
+        Some(Some(O::OP_LOOKUP | O::OP_LOOKUPP)) | None if put => false,
+        _ => true,
+    }
 }
 
 pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
     match lookup_fh(c, &a.name).await {
-        Ok(_) => {
+        Ok(fh) => {
             // RFC 8881 §2.6.3.1.1.8: SECINFO consumes the current filehandle.
             c.cur = None;
-            Secinfo4res::NFS4_OK(flavors())
+            Secinfo4res::NFS4_OK(flavors(&fh))
         }
         Err(f) => {
             log_fail(c, "OP_SECINFO", &f);
@@ -27,9 +78,8 @@ pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
 }
 
 pub fn secinfo_no_name(c: &mut Compound<'_>, _a: SecinfoNoName4args) -> Secinfo4res {
-    if c.cur.is_none() {
+    let Some(cur) = c.cur.take() else {
         return Secinfo4res::Default(Nfsstat4::NFS4ERR_NOFILEHANDLE);
-    }
-    c.cur = None;
-    Secinfo4res::NFS4_OK(flavors())
+    };
+    Secinfo4res::NFS4_OK(flavors(&cur.fh))
 }

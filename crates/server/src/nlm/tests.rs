@@ -71,6 +71,7 @@ fn fixture_grace(grace: Duration) -> Fx {
         squash: Squash::Root,
         anon_uid: 65534,
         anon_gid: 65534,
+        sec: vec![crate::export::Flavor::Sys],
     };
     let nfs = Nfs3::new(
         Arc::new(Exports::new(vec![e])),

@@ -15,6 +15,8 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use xdr::{Decoder, Pack};
 
+pub mod gss;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("i/o: {0}")]
@@ -25,6 +27,8 @@ pub enum ClientError {
     Xdr(#[from] xdr::Error),
     #[error("RPC error: {0:?}")]
     Rpc(ReplyStatus),
+    #[error("RPCSEC_GSS: {0}")]
+    Gss(String),
 }
 
 type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
@@ -115,6 +119,23 @@ impl RpcClient {
     /// notification names the server by it).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// A fresh xid for a call built by the caller (see [`RpcClient::send_record`]).
+    pub fn next_xid(&self) -> u32 {
+        self.next_xid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a whole record (record mark included) whose call has `xid`;
+    /// returns the reply record.
+    pub async fn send_record(&self, xid: u32, rec: &[u8]) -> Result<Bytes, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(xid, tx);
+        if let Err(e) = self.wr.lock().await.write_all(rec).await {
+            self.pending.lock().unwrap().remove(&xid);
+            return Err(e.into());
+        }
+        rx.await.map_err(|_| ClientError::Closed)
     }
 
     /// Sends a call whose arguments are already encoded; returns the whole reply record.
