@@ -77,28 +77,104 @@ pub enum Squash {
     None,
 }
 
-pub struct Export {
-    /// Index in [`Exports`]; carried in every file handle of this export.
-    pub id: u32,
-    /// The directory as the operator named it (absolute); also accepted by MNT.
-    pub path: PathBuf,
-    /// The path clients mount (`/` for the default export).
-    pub pseudo: String,
-    pub backend: Arc<dyn Backend>,
-    pub clients: Vec<Cidr>,
-    pub read_only: bool,
+/// Which clients a rule is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientSpec {
+    /// `*`: everyone.
+    Any,
+    /// An address or a CIDR range.
+    Net(Cidr),
+    /// A host name (lower case), matched by its addresses (forward lookup).
+    Host(String),
+    /// `*.example.com`: stored as the suffix `.example.com` (lower case),
+    /// matched against the client's forward-confirmed reverse name.
+    Domain(String),
+}
+
+impl std::str::FromStr for ClientSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "*" {
+            return Ok(ClientSpec::Any);
+        }
+        if let Some(d) = s.strip_prefix("*.") {
+            if valid_host(d) {
+                return Ok(ClientSpec::Domain(format!(".{}", d.to_ascii_lowercase())));
+            }
+        } else if let Ok(c) = s.parse::<Cidr>() {
+            return Ok(ClientSpec::Net(c));
+        } else if s.contains('/') || s.parse::<std::net::Ipv4Addr>().is_ok() {
+            // Looks like a network: report the CIDR error, not a host-name one.
+            return Err(s.parse::<Cidr>().unwrap_err());
+        } else if valid_host(s) && !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return Ok(ClientSpec::Host(
+                s.trim_end_matches('.').to_ascii_lowercase(),
+            ));
+        }
+        Err(format!(
+            "{s:?}: expected an address, a CIDR like 10.0.0.0/8, a host name, *.domain or *"
+        ))
+    }
+}
+
+fn valid_host(s: &str) -> bool {
+    let s = s.trim_end_matches('.');
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+impl std::fmt::Display for ClientSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientSpec::Any => f.write_str("*"),
+            ClientSpec::Net(c) => {
+                let full = if c.addr.is_ipv4() { 32 } else { 128 };
+                if c.prefix == full {
+                    write!(f, "{}", c.addr)
+                } else {
+                    write!(f, "{}/{}", c.addr, c.prefix)
+                }
+            }
+            ClientSpec::Host(h) => f.write_str(h),
+            ClientSpec::Domain(d) => write!(f, "*{d}"),
+        }
+    }
+}
+
+/// One client rule of an export: who, and with what options.
+// sec= (issue 5 point 3, branch `gss`): the accepted flavors belong here,
+// next to the other per-rule options, and are compared in
+// `auth_cache::decide`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub client: ClientSpec,
+    pub rw: bool,
     pub squash: Squash,
     pub anon_uid: u32,
     pub anon_gid: u32,
 }
 
-impl Export {
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        self.clients.iter().any(|c| c.contains(ip))
+impl Rule {
+    /// A rule with the defaults: read-write is opt-in elsewhere, so the
+    /// caller says which; root squashed to 65534.
+    pub fn new(client: ClientSpec, rw: bool) -> Rule {
+        Rule {
+            client,
+            rw,
+            squash: Squash::Root,
+            anon_uid: 65534,
+            anon_gid: 65534,
+        }
     }
 
     /// The credential the backend acts with for this caller.
-    pub fn cred_for(&self, auth: &Auth) -> Cred {
+    pub fn map(&self, auth: &Auth) -> Cred {
         let anon = Cred {
             uid: self.anon_uid,
             gid: self.anon_gid,
@@ -123,33 +199,129 @@ impl Export {
             },
         }
     }
+
+    /// "rw, root squashed to 65534:65534" and the like.
+    pub fn describe(&self) -> String {
+        let ids = format!("{}:{}", self.anon_uid, self.anon_gid);
+        let sq = match self.squash {
+            Squash::Root => format!("root squashed to {ids}"),
+            Squash::All => format!("everyone squashed to {ids}"),
+            Squash::None => "root stays root (no_root_squash)".into(),
+        };
+        format!("{}, {sq}", if self.rw { "rw" } else { "ro" })
+    }
 }
 
-/// All exports, indexed by id.
+pub struct Export {
+    /// Carried in every file handle of this export; stable across reloads.
+    pub id: u32,
+    /// The directory as the operator named it (absolute); also accepted by MNT.
+    pub path: PathBuf,
+    /// The path clients mount (`/` for the default export).
+    pub pseudo: String,
+    pub backend: Arc<dyn Backend>,
+    /// First match wins; no match, no access.
+    pub rules: Vec<Rule>,
+}
+
+impl Export {
+    /// The simple form: these networks, all with the same options.
+    pub fn simple(
+        path: impl Into<PathBuf>,
+        pseudo: impl Into<String>,
+        backend: Arc<dyn Backend>,
+        clients: &[Cidr],
+        read_only: bool,
+        squash: Squash,
+    ) -> Export {
+        Export {
+            id: 0,
+            path: path.into(),
+            pseudo: pseudo.into(),
+            backend,
+            rules: clients
+                .iter()
+                .map(|c| Rule {
+                    squash,
+                    ..Rule::new(ClientSpec::Net(*c), !read_only)
+                })
+                .collect(),
+        }
+    }
+
+    /// Host names the rules name, to look up ahead of need.
+    pub fn host_names(&self) -> impl Iterator<Item = &str> {
+        self.rules.iter().filter_map(|r| match &r.client {
+            ClientSpec::Host(h) => Some(h.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// All exports, indexed by id. Ids are never reused within a process:
+/// a removed export's handles must answer STALE, not reach a newcomer.
 #[derive(Default)]
 pub struct Exports {
-    list: Vec<Arc<Export>>,
+    list: Vec<Option<Arc<Export>>>,
 }
 
 impl Exports {
+    /// Numbers exports in order, from 0.
     pub fn new(list: Vec<Export>) -> Self {
         let list = list
             .into_iter()
             .enumerate()
             .map(|(i, mut e)| {
                 e.id = i as u32;
-                Arc::new(e)
+                Some(Arc::new(e))
             })
             .collect();
         Exports { list }
     }
 
+    /// The exports of a reloaded configuration: an export whose path was
+    /// already exported keeps its id (and its backend, via `reuse`), so its
+    /// handles stay valid; a new one gets the next unused id.
+    pub fn reload(&self, list: Vec<Export>) -> Self {
+        let mut next = self.list.len() as u32;
+        let mut out: Vec<Option<Arc<Export>>> = Vec::new();
+        for mut e in list {
+            e.id = match self.by_path(&e.path) {
+                Some(old) if !out.iter().flatten().any(|x| x.id == old.id) => old.id,
+                _ => {
+                    next += 1;
+                    next - 1
+                }
+            };
+            let i = e.id as usize;
+            if out.len() <= i {
+                out.resize(i + 1, None);
+            }
+            out[i] = Some(Arc::new(e));
+        }
+        // Keep the high-water mark, so removed ids are not handed out again.
+        if out.len() < next as usize {
+            out.resize(next as usize, None);
+        }
+        Exports { list: out }
+    }
+
+    /// The export of this directory, if any.
+    pub fn by_path(&self, path: &std::path::Path) -> Option<&Arc<Export>> {
+        self.iter().find(|e| e.path == path)
+    }
+
     pub fn get(&self, id: u32) -> Option<&Arc<Export>> {
-        self.list.get(id as usize)
+        self.list.get(id as usize).and_then(|e| e.as_ref())
+    }
+
+    /// One more than the highest id ever given (the length of per-export tables).
+    pub fn id_limit(&self) -> u32 {
+        self.list.len() as u32
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Export>> {
-        self.list.iter()
+        self.list.iter().flatten()
     }
 
     /// The export a MNT path lies in (by its pseudo path or its real
@@ -163,7 +335,7 @@ impl Exports {
         };
         let want = comps(path);
         let mut best: Option<(&Arc<Export>, usize)> = None;
-        for e in &self.list {
+        for e in self.iter() {
             for root in [e.pseudo.as_bytes(), e.path.as_os_str().as_encoded_bytes()] {
                 let r: Vec<&[u8]> = root
                     .split(|&b| b == b'/')
@@ -198,17 +370,14 @@ mod tests {
     }
 
     fn export(path: &str, pseudo: &str) -> Export {
-        Export {
-            id: 0,
-            path: path.into(),
-            pseudo: pseudo.into(),
-            backend: Arc::new(vfs::memory::MemFs::new()),
-            clients: vec![],
-            read_only: false,
-            squash: Squash::Root,
-            anon_uid: 65534,
-            anon_gid: 65534,
-        }
+        Export::simple(
+            path,
+            pseudo,
+            Arc::new(vfs::memory::MemFs::new()),
+            &[],
+            false,
+            Squash::Root,
+        )
     }
 
     #[test]
@@ -229,7 +398,7 @@ mod tests {
 
     #[test]
     fn root_is_squashed_by_default() {
-        let e = export("/x", "/");
+        let e = Rule::new(ClientSpec::Any, true);
         let root = Auth::Sys(rpc::AuthSys {
             stamp: 0,
             machinename: Default::default(),
@@ -238,13 +407,57 @@ mod tests {
             gids: vec![0, 5],
         });
         assert_eq!(
-            e.cred_for(&root),
+            e.map(&root),
             Cred {
                 uid: 65534,
                 gid: 65534,
                 gids: vec![65534, 5]
             }
         );
-        assert_eq!(e.cred_for(&Auth::None).uid, 65534);
+        assert_eq!(e.map(&Auth::None).uid, 65534);
+    }
+
+    #[test]
+    fn client_specs() {
+        let p = |s: &str| s.parse::<ClientSpec>();
+        assert_eq!(p("*"), Ok(ClientSpec::Any));
+        assert_eq!(
+            p("10.1.2.3"),
+            Ok(ClientSpec::Net("10.1.2.3/32".parse().unwrap()))
+        );
+        assert_eq!(
+            p("Client.Example.com"),
+            Ok(ClientSpec::Host("client.example.com".into()))
+        );
+        assert_eq!(
+            p("*.Example.com"),
+            Ok(ClientSpec::Domain(".example.com".into()))
+        );
+        assert!(p("10.0.0.0/40").unwrap_err().contains("prefix"));
+        assert!(p("a*.example.com").is_err());
+        assert!(p("bad_name").is_err());
+        assert!(
+            p("1.2.3").is_err(),
+            "digits and dots are an address, not a name"
+        );
+        for s in ["*", "10.0.0.0/8", "::1", "h.example.com", "*.example.com"] {
+            assert_eq!(p(s).unwrap().to_string(), s);
+        }
+    }
+
+    #[test]
+    fn reload_keeps_ids_by_path_and_never_reuses_them() {
+        let ex = Exports::new(vec![export("/a", "/a"), export("/b", "/b")]);
+        let r = ex.reload(vec![export("/c", "/c"), export("/b", "/b")]);
+        assert_eq!(r.by_path("/b".as_ref()).unwrap().id, 1);
+        assert_eq!(r.by_path("/c".as_ref()).unwrap().id, 2);
+        assert!(r.get(0).is_none(), "removed: its handles go stale");
+        let r2 = r.reload(vec![export("/a", "/a")]);
+        assert_eq!(
+            r2.by_path("/a".as_ref()).unwrap().id,
+            3,
+            "a comeback gets a new id"
+        );
+        assert_eq!(r2.id_limit(), 4);
     }
 }

@@ -5,7 +5,7 @@
 //! listen = "0.0.0.0:2049"        # optional
 //! state_dir = "/var/lib/tarn"    # optional: where the file-handle key lives
 //!
-//! [[export]]
+//! [[export]]                     # the simple form: one set of options
 //! path = "/srv/data"             # the directory
 //! pseudo = "/data"               # what clients mount (default: path)
 //! clients = ["10.0.0.0/8", "::1"]
@@ -13,6 +13,17 @@
 //! squash = "root"                # "root" (default), "all" or "none"
 //! anonuid = 65534
 //! anongid = 65534
+//!
+//! [[export]]                     # the rule form: first matching rule wins
+//! path = "/srv/home"
+//! rules = [
+//!   { client = "10.1.0.0/16", options = ["rw", "no_root_squash"] },
+//!   { client = "build.example.com", options = ["rw"] },
+//!   { client = "*.example.com", options = ["ro", "all_squash"], anonuid = 1000, anongid = 1000 },
+//! ]
+//! # client: an address, a CIDR, a host name, *.domain, or * (everyone).
+//! # options: rw or ro (the default, as in exports(5)); root_squash (the
+//! # default), no_root_squash or all_squash. Clients no rule matches get nothing.
 //!
 //! [nfs4]                         # optional
 //! lease_seconds = 90             # how long a silent client keeps its state
@@ -22,7 +33,7 @@
 //! ```
 
 use serde::Deserialize;
-use server::export::{Cidr, Squash};
+use server::export::{Cidr, ClientSpec, Rule, Squash};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -30,11 +41,8 @@ use toml::Spanned;
 pub struct ExportConfig {
     pub path: PathBuf,
     pub pseudo: String,
-    pub clients: Vec<Cidr>,
-    pub read_only: bool,
-    pub squash: Squash,
-    pub anon_uid: u32,
-    pub anon_gid: u32,
+    /// First match wins.
+    pub rules: Vec<Rule>,
 }
 
 #[derive(Debug, Clone)]
@@ -69,12 +77,23 @@ struct RawNfs4 {
 struct RawExport {
     path: Spanned<String>,
     pseudo: Option<Spanned<String>>,
-    clients: Vec<Spanned<String>>,
-    #[serde(default)]
-    read_only: bool,
+    clients: Option<Vec<Spanned<String>>>,
+    read_only: Option<Spanned<bool>>,
     squash: Option<Spanned<String>>,
     anonuid: Option<u32>,
     anongid: Option<u32>,
+    rules: Option<Spanned<Vec<Spanned<RawRule>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    client: Spanned<String>,
+    #[serde(default)]
+    options: Vec<Spanned<String>>,
+    anonuid: Option<u32>,
+    anongid: Option<u32>,
+    // sec = ["krb5p", ...] (branch `gss`) goes here, beside the options.
 }
 
 fn line_of(src: &str, offset: usize) -> usize {
@@ -117,33 +136,74 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             Some(p) => p.get_ref().clone(),
             None => e.path.get_ref().clone(),
         };
-        let mut clients = Vec::new();
-        for c in &e.clients {
-            clients.push(
-                c.get_ref()
-                    .parse::<Cidr>()
-                    .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?,
-            );
-        }
-        let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-            None | Some(("root", _)) => Squash::Root,
-            Some(("all", _)) => Squash::All,
-            Some(("none", _)) => Squash::None,
-            Some((other, span)) => {
+        let (anon_uid, anon_gid) = (e.anonuid.unwrap_or(65534), e.anongid.unwrap_or(65534));
+        let rules = match (&e.clients, &e.rules) {
+            (Some(_), Some(r)) => {
                 return Err(format!(
-                    "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
-                    at(&span)
+                    "{f}:{}: expected either clients = [...] (one set of options) or rules = [...], not both",
+                    at(&r.span())
                 ))
+            }
+            (None, None) => {
+                return Err(format!(
+                    "{f}:{}: export {:?} has no clients: expected clients = [...] or rules = [...]",
+                    at(&e.path.span()),
+                    e.path.get_ref()
+                ))
+            }
+            (Some(clients), None) => {
+                let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                    None | Some(("root", _)) => Squash::Root,
+                    Some(("all", _)) => Squash::All,
+                    Some(("none", _)) => Squash::None,
+                    Some((other, span)) => {
+                        return Err(format!(
+                            "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
+                            at(&span)
+                        ))
+                    }
+                };
+                let rw = !e.read_only.as_ref().is_some_and(|r| *r.get_ref());
+                let mut rules = Vec::new();
+                for c in clients {
+                    let cidr = c
+                        .get_ref()
+                        .parse::<Cidr>()
+                        .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?;
+                    rules.push(Rule {
+                        client: ClientSpec::Net(cidr),
+                        rw,
+                        squash,
+                        anon_uid,
+                        anon_gid,
+                    });
+                }
+                rules
+            }
+            (None, Some(raw)) => {
+                if let Some(s) = &e.squash {
+                    return Err(format!(
+                        "{f}:{}: squash belongs to the simple form: with rules, give root_squash, no_root_squash or all_squash in each rule's options",
+                        at(&s.span())
+                    ));
+                }
+                if let Some(r) = &e.read_only {
+                    return Err(format!(
+                        "{f}:{}: read_only belongs to the simple form: with rules, give rw or ro in each rule's options",
+                        at(&r.span())
+                    ));
+                }
+                let mut rules = Vec::new();
+                for r in raw.get_ref() {
+                    rules.push(rule(&f, src, r, anon_uid, anon_gid)?);
+                }
+                rules
             }
         };
         exports.push(ExportConfig {
             path,
             pseudo,
-            clients,
-            read_only: e.read_only,
-            squash,
-            anon_uid: e.anonuid.unwrap_or(65534),
-            anon_gid: e.anongid.unwrap_or(65534),
+            rules,
         });
     }
     let mut nfs4 = server::nfs4::Nfs4Config::default();
@@ -175,6 +235,78 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
     })
 }
 
+fn rule(
+    f: &impl std::fmt::Display,
+    src: &str,
+    r: &Spanned<RawRule>,
+    anon_uid: u32,
+    anon_gid: u32,
+) -> Result<Rule, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+    let raw = r.get_ref();
+    let client = raw
+        .client
+        .get_ref()
+        .parse::<ClientSpec>()
+        .map_err(|m| format!("{f}:{}: {m}", at(&raw.client.span())))?;
+    let mut rule = Rule {
+        client,
+        rw: false,
+        squash: Squash::Root,
+        anon_uid: raw.anonuid.unwrap_or(anon_uid),
+        anon_gid: raw.anongid.unwrap_or(anon_gid),
+    };
+    let (mut access, mut squash): (Option<&str>, Option<&str>) = (None, None);
+    for o in &raw.options {
+        let o_str = o.get_ref().as_str();
+        let (slot, what) = match o_str {
+            "rw" | "ro" => (&mut access, "rw or ro"),
+            "root_squash" | "no_root_squash" | "all_squash" => (&mut squash, "squash option"),
+            other => {
+                return Err(format!(
+                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash or all_squash",
+                    at(&o.span())
+                ))
+            }
+        };
+        if let Some(prev) = slot.replace(o_str) {
+            if prev != o_str {
+                return Err(format!(
+                    "{f}:{}: option {o_str:?} contradicts {prev:?}: expected one {what} per rule",
+                    at(&o.span())
+                ));
+            }
+        }
+    }
+    rule.rw = access == Some("rw");
+    rule.squash = match squash {
+        Some("no_root_squash") => Squash::None,
+        Some("all_squash") => Squash::All,
+        _ => Squash::Root,
+    };
+    Ok(rule)
+}
+
+/// The human summary `tarn check-config` prints for one export.
+pub fn explain(e: &ExportConfig) -> String {
+    let mut s = if e.pseudo == e.path.to_string_lossy() {
+        format!("{}:\n", e.path.display())
+    } else {
+        format!("{} (mounted as {}):\n", e.path.display(), e.pseudo)
+    };
+    for r in &e.rules {
+        s.push_str(&format!(
+            "  {:<24} {}\n",
+            r.client.to_string(),
+            r.describe()
+        ));
+    }
+    if !e.rules.iter().any(|r| r.client == ClientSpec::Any) {
+        s.push_str(&format!("  {:<24} no access\n", "anyone else"));
+    }
+    s
+}
+
 pub fn load(file: &Path) -> Result<Config, String> {
     let src = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     parse(file, &src)
@@ -191,7 +323,7 @@ mod tests {
             "listen = \"127.0.0.1:3049\"\n[[export]]\npath = \"/srv\"\npseudo = \"/\"\nclients = [\"10.0.0.0/8\"]\nsquash = \"none\"\n",
         )
         .unwrap();
-        assert_eq!(c.exports[0].squash, Squash::None);
+        assert_eq!(c.exports[0].rules[0].squash, Squash::None);
         assert_eq!(c.listen.as_deref(), Some("127.0.0.1:3049"));
     }
 

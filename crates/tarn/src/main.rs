@@ -7,7 +7,8 @@ mod rpcbind;
 
 use clap::{Parser, Subcommand};
 use config::{Config, ExportConfig};
-use server::export::{Cidr, Export, Exports, Squash};
+use server::export::{Cidr, ClientSpec, Export, Exports, Rule};
+use server::live::Live;
 use server::{mount::Mount, nfs3::Nfs3, pool::Pool, TarnService};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -185,8 +186,20 @@ fn main() -> ExitCode {
         }
         Cmd::CheckConfig { file } => match config::load(&file) {
             Ok(c) => {
+                println!(
+                    "{}: valid; {} export(s), first matching rule wins",
+                    file.display(),
+                    c.exports.len()
+                );
                 for e in &c.exports {
-                    println!("{}", describe(e));
+                    print!("{}", config::explain(e));
+                }
+                if c.exports
+                    .iter()
+                    .flat_map(|e| &e.rules)
+                    .any(|r| matches!(r.client, ClientSpec::Host(_) | ClientSpec::Domain(_)))
+                {
+                    println!("host names and *.domain rules are resolved in the background: a client matches them once its lookup has been answered");
                 }
                 ExitCode::SUCCESS
             }
@@ -248,29 +261,19 @@ fn init_logging(level: &str) {
 }
 
 fn describe(e: &ExportConfig) -> String {
-    let clients: Vec<String> = e
-        .clients
+    let rules: Vec<String> = e
+        .rules
         .iter()
-        .map(|c| format!("{}/{}", c.addr, c.prefix))
+        .map(|r| format!("{}: {}", r.client, r.describe()))
         .collect();
-    let squash = match e.squash {
-        Squash::Root => format!("root squashed to {}:{}", e.anon_uid, e.anon_gid),
-        Squash::All => format!("all users squashed to {}:{}", e.anon_uid, e.anon_gid),
-        Squash::None => "no squashing".into(),
-    };
     format!(
-        "{} as {} ({}, {squash}, AUTH_SYS) to {}",
+        "{} as {} (AUTH_SYS) to {}",
         e.path.display(),
         e.pseudo,
-        if e.read_only {
-            "read-only"
-        } else {
-            "read-write"
-        },
-        if clients.is_empty() {
+        if rules.is_empty() {
             "nobody".into()
         } else {
-            clients.join(", ")
+            rules.join("; ")
         }
     )
 }
@@ -334,11 +337,10 @@ fn build_config(
             let e = ExportConfig {
                 path,
                 pseudo: "/".into(),
-                clients,
-                read_only: false,
-                squash: Squash::Root,
-                anon_uid: 65534,
-                anon_gid: 65534,
+                rules: clients
+                    .into_iter()
+                    .map(|c| Rule::new(ClientSpec::Net(c), true))
+                    .collect(),
             };
             (
                 Config {
@@ -367,6 +369,7 @@ fn serve(
     observe: ObserveOpts,
     locking: LockOpts,
 ) -> Result<(), String> {
+    let config_file = config.clone();
     let (mut cfg, addr, state_dir) = build_config(dir, listen, allow, config, state_dir)?;
     if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
@@ -407,28 +410,27 @@ fn serve(
         Ok(_) => {}
         Err(e) => warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
     }
-    let mut exports = Vec::new();
-    for e in &cfg.exports {
-        let backend = vfs::local::LocalFs::new(&e.path)
-            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?;
-        exports.push(Export {
-            id: 0,
-            path: e.path.clone(),
-            pseudo: e.pseudo.clone(),
-            backend: Arc::new(backend),
-            clients: e.clients.clone(),
-            read_only: e.read_only,
-            squash: e.squash,
-            anon_uid: e.anon_uid,
-            anon_gid: e.anon_gid,
-        });
-    }
-    let exports = Arc::new(Exports::new(exports));
+    let exports = Exports::new(build_exports(&cfg, None)?);
+    let names = server::auth_cache::Names::new(
+        Arc::new(server::auth_cache::SystemResolver),
+        std::time::Duration::from_secs(300),
+    );
+    names.spawn_worker();
+    let live = Arc::new(Live::new(exports, names, Default::default()));
     let metrics = metrics::Metrics::new(!observe.no_metrics);
     {
-        let exports = exports.clone();
+        let live = live.clone();
+        metrics.add_cache_probe("auth", move || {
+            // Entries, and a rough size: a decision per (client, credential).
+            let s = live.cache_stats();
+            (s.entries, s.entries * 256)
+        });
+    }
+    {
+        let live = live.clone();
         metrics.set_export_probe(move || {
-            exports
+            live.load()
+                .exports
                 .iter()
                 .map(|e| {
                     let usage =
@@ -466,7 +468,7 @@ fn serve(
         let recovery_path = state_dir.join("v4clients");
         let recovery = server::nfs4::state::recovery::Recovery::open(&recovery_path)
             .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
-        let mut nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
+        let mut nfs4 = server::nfs4::Nfs4::new(live.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
         if nfs4.state.in_grace(std::time::Instant::now()) {
             info!(seconds = cfg.nfs4.grace.as_secs(), "NFSv4 grace period: clients that held state may reclaim it");
         }
@@ -480,9 +482,13 @@ fn serve(
             Arc::new(callback),
         );
         nlm.notify_restart(notify_hosts);
-        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
+        let svc = TarnService { nfs3: Nfs3::new(live.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
         let server = rpc::Server::with_metrics(Arc::new(svc), rpc::ServerConfig::default(), metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
+        tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
+        if let Some(file) = config_file.clone() {
+            tokio::spawn(reload_on_hangup(file, live.clone()));
+        }
         let admin = metrics::endpoint::bind_admin(&admin_path)
             .map_err(|e| format!("cannot create the admin socket {}: {e}", admin_path.display()))?;
         info!(path = %admin_path.display(), "admin socket for tarn stats|top|doctor");
@@ -526,7 +532,7 @@ fn serve(
             warn!("calls still in flight after 30 s; stopping anyway");
         }
         run.abort();
-        for e in exports.iter() {
+        for e in live.load_full().exports.iter() {
             let b = e.backend.clone();
             if let Err(err) = tokio::task::spawn_blocking(move || b.sync_all()).await.unwrap_or(Err(vfs::FsError::ServerFault)) {
                 error!(export = %e.path.display(), error = %err, "sync at shutdown failed");
@@ -539,6 +545,79 @@ fn serve(
         info!("stopped");
         Ok(())
     })
+}
+
+/// The exports of `cfg`: a directory already exported in `old` keeps its
+/// backend (its open descriptors and caches), the rest are opened here.
+fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, String> {
+    let mut exports = Vec::new();
+    for e in &cfg.exports {
+        let backend: Arc<dyn vfs::Backend> = match old.and_then(|o| o.by_path(&e.path)) {
+            Some(o) => o.backend.clone(),
+            None => Arc::new(
+                vfs::local::LocalFs::new(&e.path)
+                    .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+            ),
+        };
+        exports.push(Export {
+            id: 0,
+            path: e.path.clone(),
+            pseudo: e.pseudo.clone(),
+            backend,
+            rules: e.rules.clone(),
+        });
+    }
+    Ok(exports)
+}
+
+/// SIGHUP: re-read the exports. Connections stay; each call after the swap
+/// sees the new rules with an empty auth cache. A bad file changes nothing.
+/// (listen, state_dir and [nfs4] need a restart: they are logged, not applied.)
+async fn reload_on_hangup(file: PathBuf, live: Arc<Live>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        warn!("cannot catch SIGHUP: configuration reload disabled");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let (f, l) = (file.clone(), live.clone());
+        let r = tokio::task::spawn_blocking(move || {
+            let cfg = config::load(&f)?;
+            let old = l.load_full();
+            let exports = old.exports.reload(build_exports(&cfg, Some(&old.exports))?);
+            let summary: Vec<String> = cfg.exports.iter().map(describe).collect();
+            l.replace(exports);
+            Ok::<_, String>(summary)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("reload failed: {e}")));
+        match r {
+            Ok(summary) => {
+                info!(file = %file.display(), exports = summary.len(), "configuration reloaded; auth cache flushed");
+                for s in summary {
+                    info!("now exporting {s}");
+                }
+            }
+            Err(e) => {
+                error!(error = %e, "configuration NOT reloaded; the previous one stays in force")
+            }
+        }
+    }
+}
+
+/// Copies the auth cache's counters into the metrics once a second (the
+/// cache counts per shard, under locks it already holds, so the request
+/// path pays no shared atomic for them).
+async fn feed_auth_counters(live: Arc<Live>, m: Arc<metrics::Metrics>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut t = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        t.tick().await;
+        let s = live.cache_stats();
+        m.server.auth_cache_hits.store(s.hits, Relaxed);
+        m.server.auth_cache_misses.store(s.misses, Relaxed);
+        m.server.auth_cache_evictions.store(s.evictions, Relaxed);
+    }
 }
 
 async fn wait_for_signal() {
