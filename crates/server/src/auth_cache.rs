@@ -276,20 +276,17 @@ impl Names {
             Query::Reverse(ip) => {
                 // A PTR record is the client's own claim: accept the name
                 // only if it resolves back to the address (as mountd does).
-                let name = self.resolver.reverse(*ip).ok().flatten().filter(|n| {
+                // Names are case-insensitive: compare and store them lower case.
+                let name = self.resolver.reverse(*ip).ok().flatten();
+                let name = name.map(|n| n.trim_end_matches('.').to_ascii_lowercase());
+                let name = name.filter(|n| {
                     self.resolver
                         .forward(n)
                         .map(|a| a.into_iter().map(unmap).any(|a| a == unmap(*ip)))
                         .unwrap_or(false)
                 });
                 let mut t = self.tables.lock().unwrap();
-                t.reverse.insert(
-                    *ip,
-                    (
-                        name.map(|n| Arc::from(n.to_ascii_lowercase())),
-                        now + self.ttl,
-                    ),
-                );
+                t.reverse.insert(*ip, (name.map(Arc::from), now + self.ttl));
                 t.queued.remove(q);
             }
         }

@@ -354,4 +354,45 @@ mod tests {
         .unwrap_err();
         assert!(e.starts_with("t.toml:4: "), "{e}");
     }
+
+    #[test]
+    fn rule_form() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nanonuid = 7\nrules = [\n  { client = \"h.example.com\", options = [\"rw\", \"all_squash\"] },\n  { client = \"*\", anongid = 9 },\n]\n",
+        )
+        .unwrap();
+        let r = &c.exports[0].rules;
+        assert_eq!(r[0].client, ClientSpec::Host("h.example.com".into()));
+        assert!(r[0].rw);
+        assert_eq!((r[0].squash, r[0].anon_uid), (Squash::All, 7));
+        assert!(!r[1].rw, "ro unless rw is given, as in exports(5)");
+        assert_eq!(
+            (r[1].squash, r[1].anon_uid, r[1].anon_gid),
+            (Squash::Root, 7, 9)
+        );
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nrules = [\n  { client = \"*\", options = [\"rw\",\n \"ro\"] },\n]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:5: ") && e.contains("contradicts"),
+            "{e}"
+        );
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nsquash = \"all\"\nrules = []\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:3: ") && e.contains("simple form"),
+            "{e}"
+        );
+        let e = parse(Path::new("t.toml"), "[[export]]\npath = \"/srv\"\n").unwrap_err();
+        assert!(
+            e.starts_with("t.toml:2: ") && e.contains("no clients"),
+            "{e}"
+        );
+    }
 }
