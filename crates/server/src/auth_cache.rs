@@ -5,8 +5,8 @@
 //! Level 1 is keyed by client address, level 2 by the credential (flavor,
 //! uid, gid, a hash of the groups); the value is the decision for every
 //! export at once, indexed by export id. Negative decisions are cached like
-//! positive ones. Entries expire by TTL and both levels are LRU-bounded, so
-//! eviction is O(1). The table is sharded by address so lookups on
+//! positive ones. Entries expire by TTL and both levels are bounded, with
+//! CLOCK (second-chance LRU) eviction in amortized O(1). The table is sharded by address so lookups on
 //! different cores rarely meet on one lock. A miss inserts a pending entry
 //! that concurrent callers for the same key wait on, so one key is decided
 //! once (single flight).
@@ -24,7 +24,7 @@ use crate::export::{ClientSpec, Exports};
 use lru::LruCache;
 use rpc::Auth;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
@@ -49,8 +49,8 @@ pub struct Access {
 pub struct Decision {
     pub exports: Vec<Option<Access>>,
     /// The groups the key's hash stands for: a hash collision must not
-    /// hand one caller another's groups.
-    gids: Box<[u32]>,
+    /// hand one caller another's groups. Inline: a hit reads no other line.
+    gids: Gids,
     expires: Instant,
     /// Set when an unanswered name lookup shaped this decision: valid only
     /// while [`Names::generation`] still has this value.
@@ -92,6 +92,31 @@ impl CredKey {
                 gids_hash: hash_gids(&s.gids),
             },
         }
+    }
+}
+
+/// At most 16 groups (RFC 5531), stored inline.
+#[derive(Debug)]
+struct Gids {
+    n: u8,
+    g: [u32; 16],
+}
+
+impl Gids {
+    fn new(g: &[u32]) -> Gids {
+        let mut out = Gids { n: 0, g: [0; 16] };
+        if g.len() <= 16 {
+            out.n = g.len() as u8;
+            out.g[..g.len()].copy_from_slice(g);
+        } else {
+            // Cannot happen (the RPC layer refuses more); never matches.
+            out.n = u8::MAX;
+        }
+        out
+    }
+
+    fn same(&self, g: &[u32]) -> bool {
+        g.len() == self.n as usize && self.g[..g.len()] == *g
     }
 }
 
@@ -469,11 +494,42 @@ enum Slot {
     Pending(Arc<Flight>),
 }
 
+struct Cached {
+    slot: Slot,
+    used: bool,
+}
+
+struct Client {
+    creds: LruCache<CredKey, Cached>,
+    used: bool,
+}
+
 struct Shard {
     // Unbounded in the lru crate's sense (it would preallocate the bound);
-    // the bounds are enforced here, one pop per insert.
-    clients: LruCache<IpAddr, LruCache<CredKey, Slot>>,
+    // the bounds are enforced here. Both levels evict by CLOCK (second
+    // chance) over the lru crate's list: a hit only sets a flag, where true
+    // LRU would relink two list neighbours, i.e. two more cache misses per
+    // lookup in a table of a million clients.
+    clients: LruCache<IpAddr, Client>,
     stats: CacheStats,
+}
+
+/// Removes the oldest entry not used since the hand last passed it (CLOCK):
+/// each pass over a used entry clears its flag, so this is amortized O(1)
+/// (one pass per hit that set a flag).
+fn evict_one<K: Hash + Eq, V>(
+    m: &mut LruCache<K, V>,
+    used: impl Fn(&mut V) -> &mut bool,
+) -> Option<V> {
+    loop {
+        let (k, mut v) = m.pop_lru()?;
+        let u = used(&mut v);
+        if !*u {
+            return Some(v);
+        }
+        *u = false;
+        m.push(k, v);
+    }
 }
 
 /// How a lookup was answered.
@@ -512,9 +568,8 @@ impl AuthCache {
     }
 
     fn shard(&self, ip: &IpAddr) -> &Mutex<Shard> {
-        let mut h = self.hasher.build_hasher();
-        ip.hash(&mut h);
-        &self.shards[h.finish() as usize & (self.shards.len() - 1)]
+        let h = self.hasher.hash_one(ip);
+        &self.shards[h as usize & (self.shards.len() - 1)]
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -543,29 +598,37 @@ impl AuthCache {
             let mut s = shard.lock().unwrap();
             let s = &mut *s;
             let per_client = self.cfg.max_creds_per_client;
-            let creds = match s.clients.get_mut(&ip) {
-                Some(c) => c,
-                None => {
-                    if s.clients.len() >= self.per_shard {
-                        if let Some((_, old)) = s.clients.pop_lru() {
-                            let n = ready_count(&old);
-                            s.stats.evictions += n;
-                            s.stats.entries -= n;
-                        }
-                    }
-                    s.clients.get_or_insert_mut(ip, LruCache::unbounded)
+            if !s.clients.contains(&ip) && s.clients.len() >= self.per_shard {
+                if let Some(old) = evict_one(&mut s.clients, |c| &mut c.used) {
+                    let n = ready_count(&old.creds);
+                    s.stats.evictions += n;
+                    s.stats.entries -= n;
                 }
-            };
-            match creds.get(&key) {
+            }
+            let client = s.clients.get_or_insert_mut(ip, || Client {
+                creds: LruCache::unbounded(),
+                used: false,
+            });
+            if !client.used {
+                client.used = true;
+            }
+            let creds = &mut client.creds;
+            let slot = creds.peek_mut(&key).map(|c| {
+                if !c.used {
+                    c.used = true;
+                }
+                &c.slot
+            });
+            match slot {
                 Some(Slot::Ready(d))
                     if d.expires > now
                         && d.provisional.is_none_or(|g| g == generation())
-                        && *d.gids == *gids =>
+                        && d.gids.same(gids) =>
                 {
                     s.stats.hits += 1;
                     return (d.clone(), Outcome::Hit);
                 }
-                Some(Slot::Ready(d)) if *d.gids != *gids => {
+                Some(Slot::Ready(d)) if !d.gids.same(gids) => {
                     // Two group lists with one hash: answer this caller
                     // (below, unlocked) without disturbing the cached one.
                     s.stats.misses += 1;
@@ -580,15 +643,23 @@ impl AuthCache {
                     // Absent or expired: we decide, others wait on us.
                     let was_ready = matches!(other, Some(Slot::Ready(_)));
                     if !was_ready && creds.len() >= per_client {
-                        if let Some((_, Slot::Ready(_))) = creds.pop_lru() {
+                        if let Some(Cached {
+                            slot: Slot::Ready(_),
+                            ..
+                        }) = evict_one(creds, |c| &mut c.used)
+                        {
                             s.stats.evictions += 1;
                             s.stats.entries -= 1;
                         }
                     }
                     let f = Arc::new(Flight::default());
+                    let new = Cached {
+                        slot: Slot::Pending(f.clone()),
+                        used: false,
+                    };
                     if creds
-                        .put(key, Slot::Pending(f.clone()))
-                        .is_some_and(|o| matches!(o, Slot::Ready(_)))
+                        .put(key, new)
+                        .is_some_and(|o| matches!(o.slot, Slot::Ready(_)))
                     {
                         s.stats.entries -= 1;
                     }
@@ -625,8 +696,8 @@ impl AuthCache {
                     let mut s = shard.lock().unwrap();
                     let s = &mut *s;
                     // Still ours? (It may have been evicted meanwhile.)
-                    if let Some(creds) = s.clients.peek_mut(&ip) {
-                        if let Some(slot) = creds.peek_mut(&key) {
+                    if let Some(client) = s.clients.peek_mut(&ip) {
+                        if let Some(Cached { slot, .. }) = client.creds.peek_mut(&key) {
                             if matches!(slot, Slot::Pending(p) if Arc::ptr_eq(p, &f)) {
                                 *slot = Slot::Ready(d.clone());
                                 s.stats.entries += 1;
@@ -656,16 +727,16 @@ impl AuthCache {
         };
         Decision {
             exports,
-            gids: gids.into(),
+            gids: Gids::new(gids),
             expires: now + ttl,
             provisional: provisional.then_some(generation),
         }
     }
 }
 
-fn ready_count(c: &LruCache<CredKey, Slot>) -> u64 {
+fn ready_count(c: &LruCache<CredKey, Cached>) -> u64 {
     c.iter()
-        .filter(|(_, s)| matches!(s, Slot::Ready(_)))
+        .filter(|(_, c)| matches!(c.slot, Slot::Ready(_)))
         .count() as u64
 }
 
