@@ -197,6 +197,10 @@ struct NameTables {
     queue: std::collections::VecDeque<Query>,
 }
 
+/// Most client names remembered (reverse lookups, one per client that
+/// reached a `*.domain` rule).
+const MAX_REVERSE: usize = 1 << 20;
+
 /// What the server knows about host names, filled in the background.
 pub struct Names {
     resolver: Arc<dyn Resolver>,
@@ -311,6 +315,14 @@ impl Names {
                         .unwrap_or(false)
                 });
                 let mut t = self.tables.lock().unwrap();
+                if t.reverse.len() >= MAX_REVERSE {
+                    // Bounded: drop what has expired (here, off the request
+                    // path), and everything if that was not enough.
+                    t.reverse.retain(|_, (_, exp)| *exp > now);
+                    if t.reverse.len() >= MAX_REVERSE {
+                        t.reverse.clear();
+                    }
+                }
                 t.reverse.insert(*ip, (name.map(Arc::from), now + self.ttl));
                 t.queued.remove(q);
             }
