@@ -45,16 +45,19 @@ pub struct Access {
 // client but not the call's flavor should yield a "wrong security" answer
 // here (an enum instead of Option) so NFSv3 can say AUTH_TOOWEAK and NFSv4
 // NFS4ERR_WRONGSEC; `decide` is the one place that compares them.
+// repr(C) in this order: what a hit reads (after the Arc's counts) sits
+// in the first cache line, the per-export answers after it.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Decision {
-    pub exports: Vec<Option<Access>>,
-    /// The groups the key's hash stands for: a hash collision must not
-    /// hand one caller another's groups. Inline: a hit reads no other line.
-    gids: Gids,
     expires: Instant,
     /// Set when an unanswered name lookup shaped this decision: valid only
     /// while [`Names::generation`] still has this value.
     provisional: Option<u64>,
+    /// The groups the key's hash stands for: a hash collision must not
+    /// hand one caller another's groups. Inline: a hit reads no other line.
+    gids: Gids,
+    pub exports: Vec<Option<Access>>,
 }
 
 impl Decision {
@@ -97,8 +100,9 @@ impl CredKey {
 
 /// At most 16 groups (RFC 5531), stored inline.
 #[derive(Debug)]
+#[repr(C)]
 struct Gids {
-    n: u8,
+    n: u32,
     g: [u32; 16],
 }
 
@@ -106,11 +110,11 @@ impl Gids {
     fn new(g: &[u32]) -> Gids {
         let mut out = Gids { n: 0, g: [0; 16] };
         if g.len() <= 16 {
-            out.n = g.len() as u8;
+            out.n = g.len() as u32;
             out.g[..g.len()].copy_from_slice(g);
         } else {
             // Cannot happen (the RPC layer refuses more); never matches.
-            out.n = u8::MAX;
+            out.n = u32::MAX;
         }
         out
     }
