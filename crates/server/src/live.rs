@@ -49,7 +49,6 @@ impl Snapshot {
 pub struct Live {
     cur: ArcSwap<Snapshot>,
     names: Arc<Names>,
-    cfg: CacheConfig,
     /// Counters of caches already replaced, so totals survive reloads.
     retired: Mutex<CacheStats>,
 }
@@ -60,7 +59,6 @@ impl Live {
         Live {
             cur: ArcSwap::from_pointee(snap),
             names,
-            cfg,
             retired: Mutex::new(CacheStats::default()),
         }
     }
@@ -91,11 +89,12 @@ impl Live {
         self.cur.load_full()
     }
 
-    /// Puts new exports in force; calls already running finish with the old.
-    pub fn replace(&self, exports: Exports) {
+    /// Puts new exports (and cache tunables) in force; calls already
+    /// running finish with the old. (The name TTL stays as started.)
+    pub fn replace(&self, exports: Exports, cfg: CacheConfig) {
         let old = self
             .cur
-            .swap(Arc::new(Self::snapshot(exports, &self.names, &self.cfg)));
+            .swap(Arc::new(Self::snapshot(exports, &self.names, &cfg)));
         let s = old.cache.stats();
         let mut r = self.retired.lock().unwrap();
         *r = CacheStats {

@@ -25,6 +25,12 @@
 //! # options: rw or ro (the default, as in exports(5)); root_squash (the
 //! # default), no_root_squash or all_squash. Clients no rule matches get nothing.
 //!
+//! [auth_cache]                   # optional; applied again on SIGHUP
+//! ttl_seconds = 300              # decisions; host-name lookups (at start only)
+//! negative_ttl_seconds = 30      # refusals expire sooner
+//! max_clients = 1048576          # addresses cached (LRU beyond)
+//! max_creds_per_client = 64      # credentials per address
+//!
 //! [nfs4]                         # optional
 //! lease_seconds = 90             # how long a silent client keeps its state
 //! grace_seconds = 90             # after a restart, time for clients to reclaim
@@ -51,6 +57,7 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     pub exports: Vec<ExportConfig>,
     pub nfs4: server::nfs4::Nfs4Config,
+    pub auth_cache: server::auth_cache::CacheConfig,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +68,16 @@ struct RawConfig {
     #[serde(default)]
     export: Vec<RawExport>,
     nfs4: Option<RawNfs4>,
+    auth_cache: Option<RawAuthCache>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuthCache {
+    ttl_seconds: Option<Spanned<u64>>,
+    negative_ttl_seconds: Option<Spanned<u64>>,
+    max_clients: Option<Spanned<usize>>,
+    max_creds_per_client: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -227,11 +244,43 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             nfs4.id_names = b;
         }
     }
+    let mut auth_cache = server::auth_cache::CacheConfig::default();
+    if let Some(a) = raw.auth_cache {
+        let secs = |v: &Option<Spanned<u64>>, name: &str, d: std::time::Duration| match v {
+            Some(v) if !(1..=86400).contains(v.get_ref()) => {
+                Err(format!("{f}:{}: {name} must be 1..=86400", at(&v.span())))
+            }
+            Some(v) => Ok(std::time::Duration::from_secs(*v.get_ref())),
+            None => Ok(d),
+        };
+        auth_cache.ttl = secs(&a.ttl_seconds, "ttl_seconds", auth_cache.ttl)?;
+        auth_cache.negative_ttl = secs(
+            &a.negative_ttl_seconds,
+            "negative_ttl_seconds",
+            auth_cache.negative_ttl,
+        )?;
+        for (v, name, slot) in [
+            (&a.max_clients, "max_clients", &mut auth_cache.max_clients),
+            (
+                &a.max_creds_per_client,
+                "max_creds_per_client",
+                &mut auth_cache.max_creds_per_client,
+            ),
+        ] {
+            if let Some(v) = v {
+                if *v.get_ref() == 0 {
+                    return Err(format!("{f}:{}: {name} must be at least 1", at(&v.span())));
+                }
+                *slot = *v.get_ref();
+            }
+        }
+    }
     Ok(Config {
         listen: raw.listen,
         state_dir: raw.state_dir,
         exports,
         nfs4,
+        auth_cache,
     })
 }
 
@@ -389,6 +438,19 @@ mod tests {
             e.starts_with("t.toml:3: ") && e.contains("simple form"),
             "{e}"
         );
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[auth_cache]\nttl_seconds = 60\nmax_clients = 10\n",
+        )
+        .unwrap();
+        assert_eq!(c.auth_cache.ttl, std::time::Duration::from_secs(60));
+        assert_eq!(c.auth_cache.max_clients, 10);
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[auth_cache]\nmax_creds_per_client = 0\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("t.toml:5: "), "{e}");
         let e = parse(Path::new("t.toml"), "[[export]]\npath = \"/srv\"\n").unwrap_err();
         assert!(
             e.starts_with("t.toml:2: ") && e.contains("no clients"),

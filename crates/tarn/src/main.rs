@@ -348,6 +348,7 @@ fn build_config(
                     state_dir: None,
                     exports: vec![e],
                     nfs4: Default::default(),
+                    auth_cache: Default::default(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -413,10 +414,10 @@ fn serve(
     let exports = Exports::new(build_exports(&cfg, None)?);
     let names = server::auth_cache::Names::new(
         Arc::new(server::auth_cache::SystemResolver),
-        std::time::Duration::from_secs(300),
+        cfg.auth_cache.ttl,
     );
     names.spawn_worker();
-    let live = Arc::new(Live::new(exports, names, Default::default()));
+    let live = Arc::new(Live::new(exports, names, cfg.auth_cache.clone()));
     let metrics = metrics::Metrics::new(!observe.no_metrics);
     {
         let live = live.clone();
@@ -586,7 +587,7 @@ async fn reload_on_hangup(file: PathBuf, live: Arc<Live>) {
             let old = l.load_full();
             let exports = old.exports.reload(build_exports(&cfg, Some(&old.exports))?);
             let summary: Vec<String> = cfg.exports.iter().map(describe).collect();
-            l.replace(exports);
+            l.replace(exports, cfg.auth_cache.clone());
             Ok::<_, String>(summary)
         })
         .await

@@ -114,6 +114,21 @@ fn wait_for_log(log: &Path, what: &str, after: usize) -> String {
     }
 }
 
+/// Scrapes /metrics; looks up a sample by name (summing its label sets).
+fn metrics(addr: &str) -> impl Fn(&str) -> f64 {
+    use std::io::{Read, Write};
+    let mut c = TcpStream::connect(addr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    move |name: &str| {
+        r.lines()
+            .filter(|l| l.split([' ', '{']).next() == Some(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
 fn hangup(pid: u32) {
     let ok = Command::new("kill")
         .args(["-HUP", &pid.to_string()])
@@ -132,6 +147,7 @@ fn sighup_reload_takes_access_away_on_the_same_connection() {
     let file = tmp.path().join("exports.toml");
     std::fs::write(&file, config(port, &state, &a, Some(&b), "127.0.0.1")).unwrap();
     let log = state.join("server.log");
+    let maddr = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
         .args([
             "serve",
@@ -140,6 +156,7 @@ fn sighup_reload_takes_access_away_on_the_same_connection() {
             "--log-level",
             "debug",
         ])
+        .args(["--metrics", &maddr])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -158,6 +175,21 @@ fn sighup_reload_takes_access_away_on_the_same_connection() {
     assert_eq!(getattr(&mut c, 3, &fh), Ok(()));
     assert_eq!(getattr(&mut c, 4, &fh_b), Ok(()));
     assert_eq!(putfh4(&mut c, 5, &fh), Nfsstat4::NFS4_OK);
+    // The cache's counters reach the metrics (copied once a second).
+    let t = Instant::now();
+    loop {
+        let m = metrics(&maddr);
+        if m("tarn_auth_cache_hits_total") >= 2.0 {
+            assert!(m("tarn_auth_cache_misses_total") >= 1.0);
+            assert!(m("tarn_cache_entries") >= 1.0);
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "auth cache counters stay zero"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // Drop 127.0.0.1 from the root export and remove /b.
     std::fs::write(&file, config(port, &state, &a, None, "10.0.0.0/8")).unwrap();
