@@ -258,6 +258,55 @@ impl Export {
     }
 }
 
+/// Export ids by directory, for good: an export keeps its id across
+/// reloads and restarts (the map lives in the state directory), so its
+/// handles stay valid; a directory never exported before gets the next
+/// number, and no number is ever given to another directory, so a removed
+/// export's handles answer STALE instead of reaching a newcomer.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ExportIds {
+    by_path: std::collections::BTreeMap<PathBuf, u32>,
+}
+
+impl ExportIds {
+    /// The id of `path`, assigning the next one if it has none.
+    pub fn id(&mut self, path: &std::path::Path) -> u32 {
+        if let Some(&id) = self.by_path.get(path) {
+            return id;
+        }
+        let id = self.by_path.values().max().map_or(0, |m| m + 1);
+        self.by_path.insert(path.to_path_buf(), id);
+        id
+    }
+
+    /// Reads the file form: one `ID PATH` per line.
+    pub fn parse(text: &str) -> Result<ExportIds, String> {
+        let mut by_path = std::collections::BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (id, path) = line
+                .split_once(' ')
+                .and_then(|(i, p)| Some((i.parse::<u32>().ok()?, p)))
+                .ok_or_else(|| format!("line {}: expected `ID PATH`", n + 1))?;
+            if by_path.values().any(|&v| v == id) {
+                return Err(format!("line {}: id {id} given twice", n + 1));
+            }
+            by_path.insert(PathBuf::from(path), id);
+        }
+        Ok(ExportIds { by_path })
+    }
+
+    pub fn render(&self) -> String {
+        let mut v: Vec<_> = self.by_path.iter().collect();
+        v.sort_by_key(|(_, id)| **id);
+        v.iter()
+            .map(|(p, id)| format!("{id} {}\n", p.display()))
+            .collect()
+    }
+}
+
 /// All exports, indexed by id. Ids are never reused within a process:
 /// a removed export's handles must answer STALE, not reach a newcomer.
 #[derive(Default)]
@@ -279,29 +328,16 @@ impl Exports {
         Exports { list }
     }
 
-    /// The exports of a reloaded configuration: an export whose path was
-    /// already exported keeps its id (and its backend, via `reuse`), so its
-    /// handles stay valid; a new one gets the next unused id.
-    pub fn reload(&self, list: Vec<Export>) -> Self {
-        let mut next = self.list.len() as u32;
+    /// Exports numbered by `ids` (see [`ExportIds`]).
+    pub fn with_ids(list: Vec<Export>, ids: &mut ExportIds) -> Self {
         let mut out: Vec<Option<Arc<Export>>> = Vec::new();
         for mut e in list {
-            e.id = match self.by_path(&e.path) {
-                Some(old) if !out.iter().flatten().any(|x| x.id == old.id) => old.id,
-                _ => {
-                    next += 1;
-                    next - 1
-                }
-            };
+            e.id = ids.id(&e.path);
             let i = e.id as usize;
             if out.len() <= i {
                 out.resize(i + 1, None);
             }
             out[i] = Some(Arc::new(e));
-        }
-        // Keep the high-water mark, so removed ids are not handed out again.
-        if out.len() < next as usize {
-            out.resize(next as usize, None);
         }
         Exports { list: out }
     }
@@ -446,18 +482,24 @@ mod tests {
     }
 
     #[test]
-    fn reload_keeps_ids_by_path_and_never_reuses_them() {
-        let ex = Exports::new(vec![export("/a", "/a"), export("/b", "/b")]);
-        let r = ex.reload(vec![export("/c", "/c"), export("/b", "/b")]);
+    fn ids_stay_with_their_directory_and_are_never_reused() {
+        let mut ids = ExportIds::default();
+        let ex = Exports::with_ids(vec![export("/a", "/a"), export("/b", "/b")], &mut ids);
+        assert_eq!(
+            (ex.get(0).unwrap().path.to_str(), ex.id_limit()),
+            (Some("/a"), 2)
+        );
+        let r = Exports::with_ids(vec![export("/c", "/c"), export("/b", "/b")], &mut ids);
         assert_eq!(r.by_path("/b".as_ref()).unwrap().id, 1);
         assert_eq!(r.by_path("/c".as_ref()).unwrap().id, 2);
         assert!(r.get(0).is_none(), "removed: its handles go stale");
-        let r2 = r.reload(vec![export("/a", "/a")]);
-        assert_eq!(
-            r2.by_path("/a".as_ref()).unwrap().id,
-            3,
-            "a comeback gets a new id"
-        );
-        assert_eq!(r2.id_limit(), 4);
+        // Through the state file (a restart), a comeback gets its old id.
+        let mut again = ExportIds::parse(&ids.render()).unwrap();
+        assert_eq!(again, ids);
+        let r2 = Exports::with_ids(vec![export("/a", "/a"), export("/d", "/d")], &mut again);
+        assert_eq!(r2.by_path("/a".as_ref()).unwrap().id, 0);
+        assert_eq!(r2.by_path("/d".as_ref()).unwrap().id, 3);
+        assert!(ExportIds::parse("0 /a\n0 /b\n").is_err());
+        assert!(ExportIds::parse("x /a\n").is_err());
     }
 }

@@ -7,7 +7,7 @@ mod rpcbind;
 
 use clap::{Parser, Subcommand};
 use config::{Config, ExportConfig};
-use server::export::{Cidr, ClientSpec, Export, Exports, Rule};
+use server::export::{Cidr, ClientSpec, Export, ExportIds, Exports, Rule};
 use server::live::Live;
 use server::{mount::Mount, nfs3::Nfs3, pool::Pool, TarnService};
 use std::net::SocketAddr;
@@ -411,7 +411,11 @@ fn serve(
         Ok(_) => {}
         Err(e) => warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
     }
-    let exports = Exports::new(build_exports(&cfg, None)?);
+    let ids_path = state_dir.join("export-ids");
+    let mut ids = load_ids(&ids_path)?;
+    let exports = Exports::with_ids(build_exports(&cfg, None)?, &mut ids);
+    save_ids(&ids_path, &ids)?;
+    let ids = Arc::new(std::sync::Mutex::new(ids));
     let names = server::auth_cache::Names::new(
         Arc::new(server::auth_cache::SystemResolver),
         cfg.auth_cache.ttl,
@@ -488,7 +492,7 @@ fn serve(
         tokio::spawn(metrics.clone().run_upkeep());
         tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
         if let Some(file) = config_file.clone() {
-            tokio::spawn(reload_on_hangup(file, live.clone()));
+            tokio::spawn(reload_on_hangup(file, live.clone(), ids.clone(), ids_path.clone()));
         }
         let admin = metrics::endpoint::bind_admin(&admin_path)
             .map_err(|e| format!("cannot create the admin socket {}: {e}", admin_path.display()))?;
@@ -574,18 +578,48 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
 /// SIGHUP: re-read the exports. Connections stay; each call after the swap
 /// sees the new rules with an empty auth cache. A bad file changes nothing.
 /// (listen, state_dir and [nfs4] need a restart: they are logged, not applied.)
-async fn reload_on_hangup(file: PathBuf, live: Arc<Live>) {
+/// The export-id map of the state directory (none yet: an empty map, so a
+/// first start numbers exports in file order, as before the map existed).
+fn load_ids(path: &Path) -> Result<ExportIds, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => ExportIds::parse(&t).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ExportIds::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Writes the map whole, then renames it into place: a crash leaves the old one.
+fn save_ids(path: &Path, ids: &ExportIds) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, ids.render())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+async fn reload_on_hangup(
+    file: PathBuf,
+    live: Arc<Live>,
+    ids: Arc<std::sync::Mutex<ExportIds>>,
+    ids_path: PathBuf,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         warn!("cannot catch SIGHUP: configuration reload disabled");
         return;
     };
     while hup.recv().await.is_some() {
-        let (f, l) = (file.clone(), live.clone());
+        let (f, l, ids, ids_path) = (file.clone(), live.clone(), ids.clone(), ids_path.clone());
         let r = tokio::task::spawn_blocking(move || {
             let cfg = config::load(&f)?;
             let old = l.load_full();
-            let exports = old.exports.reload(build_exports(&cfg, Some(&old.exports))?);
+            let built = build_exports(&cfg, Some(&old.exports))?;
+            let mut ids = ids.lock().unwrap();
+            let mut next = ids.clone();
+            let exports = Exports::with_ids(built, &mut next);
+            if next != *ids {
+                save_ids(&ids_path, &next)?;
+                *ids = next;
+            }
             let summary: Vec<String> = cfg.exports.iter().map(describe).collect();
             l.replace(exports, cfg.auth_cache.clone());
             Ok::<_, String>(summary)

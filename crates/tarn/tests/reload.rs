@@ -228,13 +228,18 @@ fn sighup_reload_takes_access_away_on_the_same_connection() {
         "old config stays"
     );
 
-    // Access comes back with a good file, still on the same connection,
-    // and the root export kept its id: the old handle works again.
-    std::fs::write(&file, config(port, &state, &a, None, "127.0.0.0/8")).unwrap();
+    // Access comes back with a good file, still on the same connection:
+    // exports keep their ids by directory, so the old handles work again,
+    // including those of the export that was gone for a while.
+    std::fs::write(&file, config(port, &state, &a, Some(&b), "127.0.0.0/8")).unwrap();
     let seen = std::fs::read_to_string(&log).unwrap().len();
     hangup(pid);
     wait_for_log(&log, "configuration reloaded", seen);
     assert_eq!(getattr(&mut c, 11, &fh), Ok(()));
+    assert_eq!(getattr(&mut c, 12, &fh_b), Ok(()));
+    assert!(std::fs::read_to_string(state.join("export-ids"))
+        .unwrap()
+        .contains(" "));
     assert!(child.try_wait().unwrap().is_none(), "the server stays up");
 
     child.kill().unwrap();
