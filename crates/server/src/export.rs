@@ -166,35 +166,104 @@ pub fn parse_sec(list: &str) -> Result<Vec<Flavor>, String> {
     Ok(v)
 }
 
-pub struct Export {
-    /// Index in [`Exports`]; carried in every file handle of this export.
-    pub id: u32,
-    /// The directory as the operator named it (absolute); also accepted by MNT.
-    pub path: PathBuf,
-    /// The path clients mount (`/` for the default export).
-    pub pseudo: String,
-    pub backend: Arc<dyn Backend>,
-    pub clients: Vec<Cidr>,
-    pub read_only: bool,
+/// Which clients a rule is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientSpec {
+    /// `*`: everyone.
+    Any,
+    /// An address or a CIDR range.
+    Net(Cidr),
+    /// A host name (lower case), matched by its addresses (forward lookup).
+    Host(String),
+    /// `*.example.com`: stored as the suffix `.example.com` (lower case),
+    /// matched against the client's forward-confirmed reverse name.
+    Domain(String),
+}
+
+impl std::str::FromStr for ClientSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "*" {
+            return Ok(ClientSpec::Any);
+        }
+        if let Some(d) = s.strip_prefix("*.") {
+            if valid_host(d) {
+                return Ok(ClientSpec::Domain(format!(".{}", d.to_ascii_lowercase())));
+            }
+        } else if let Ok(c) = s.parse::<Cidr>() {
+            return Ok(ClientSpec::Net(c));
+        } else if s.contains('/') || s.parse::<std::net::Ipv4Addr>().is_ok() {
+            // Looks like a network: report the CIDR error, not a host-name one.
+            return Err(s.parse::<Cidr>().unwrap_err());
+        } else if valid_host(s) && !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return Ok(ClientSpec::Host(
+                s.trim_end_matches('.').to_ascii_lowercase(),
+            ));
+        }
+        Err(format!(
+            "{s:?}: expected an address, a CIDR like 10.0.0.0/8, a host name, *.domain or *"
+        ))
+    }
+}
+
+fn valid_host(s: &str) -> bool {
+    let s = s.trim_end_matches('.');
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+impl std::fmt::Display for ClientSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientSpec::Any => f.write_str("*"),
+            ClientSpec::Net(c) => {
+                let full = if c.addr.is_ipv4() { 32 } else { 128 };
+                if c.prefix == full {
+                    write!(f, "{}", c.addr)
+                } else {
+                    write!(f, "{}/{}", c.addr, c.prefix)
+                }
+            }
+            ClientSpec::Host(h) => f.write_str(h),
+            ClientSpec::Domain(d) => write!(f, "*{d}"),
+        }
+    }
+}
+
+/// One client rule of an export: who, and with what options.
+// sec= (issue 5 point 3, branch `gss`): the accepted flavors belong here,
+// next to the other per-rule options, and are compared in
+// `auth_cache::decide`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub client: ClientSpec,
+    pub rw: bool,
     pub squash: Squash,
     pub anon_uid: u32,
     pub anon_gid: u32,
-    /// Flavors callers may use, in preference order (default: sys).
-    pub sec: Vec<Flavor>,
 }
 
-impl Export {
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        self.clients.iter().any(|c| c.contains(ip))
-    }
-
-    /// Whether the call's security flavor is one this export accepts.
-    pub fn permits(&self, auth: &Auth) -> bool {
-        self.sec.contains(&Flavor::of(auth))
+impl Rule {
+    /// A rule with the defaults: read-write is opt-in elsewhere, so the
+    /// caller says which; root squashed to 65534.
+    pub fn new(client: ClientSpec, rw: bool) -> Rule {
+        Rule {
+            client,
+            rw,
+            squash: Squash::Root,
+            anon_uid: 65534,
+            anon_gid: 65534,
+        }
     }
 
     /// The credential the backend acts with for this caller.
-    pub fn cred_for(&self, auth: &Auth) -> Cred {
+    pub fn map(&self, auth: &Auth) -> Cred {
         let anon = Cred {
             uid: self.anon_uid,
             gid: self.anon_gid,
@@ -227,30 +296,150 @@ impl Export {
             },
         }
     }
+
+    /// "rw, root squashed to 65534:65534" and the like.
+    pub fn describe(&self) -> String {
+        let ids = format!("{}:{}", self.anon_uid, self.anon_gid);
+        let sq = match self.squash {
+            Squash::Root => format!("root squashed to {ids}"),
+            Squash::All => format!("everyone squashed to {ids}"),
+            Squash::None => "root stays root (no_root_squash)".into(),
+        };
+        format!("{}, {sq}", if self.rw { "rw" } else { "ro" })
+    }
 }
 
-/// All exports, indexed by id.
+pub struct Export {
+    /// Carried in every file handle of this export; stable across reloads.
+    pub id: u32,
+    /// The directory as the operator named it (absolute); also accepted by MNT.
+    pub path: PathBuf,
+    /// The path clients mount (`/` for the default export).
+    pub pseudo: String,
+    pub backend: Arc<dyn Backend>,
+    /// First match wins; no match, no access.
+    pub rules: Vec<Rule>,
+    /// Flavors callers may use, in preference order (default: sys).
+    pub sec: Vec<Flavor>,
+}
+
+impl Export {
+    /// The simple form: these networks, all with the same options.
+    pub fn simple(
+        path: impl Into<PathBuf>,
+        pseudo: impl Into<String>,
+        backend: Arc<dyn Backend>,
+        clients: &[Cidr],
+        read_only: bool,
+        squash: Squash,
+    ) -> Export {
+        Export {
+            id: 0,
+            path: path.into(),
+            pseudo: pseudo.into(),
+            backend,
+            rules: clients
+                .iter()
+                .map(|c| Rule {
+                    squash,
+                    ..Rule::new(ClientSpec::Net(*c), !read_only)
+                })
+                .collect(),
+            sec: vec![Flavor::Sys],
+        }
+    }
+
+    /// Whether the call's security flavor is one this export accepts.
+    pub fn permits(&self, auth: &Auth) -> bool {
+        self.sec.contains(&Flavor::of(auth))
+    }
+
+    /// Host names the rules name, to look up ahead of need.
+    pub fn host_names(&self) -> impl Iterator<Item = &str> {
+        self.rules.iter().filter_map(|r| match &r.client {
+            ClientSpec::Host(h) => Some(h.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// Export ids by directory, for good: an export keeps its id across
+/// reloads and restarts (the map lives in the state directory), so its
+/// handles stay valid; a directory never exported before gets the next
+/// number, and no number is ever given to another directory, so a removed
+/// export's handles answer STALE instead of reaching a newcomer.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ExportIds {
+    by_path: std::collections::BTreeMap<PathBuf, u32>,
+}
+
+impl ExportIds {
+    /// The id of `path`, assigning the next one if it has none.
+    pub fn id(&mut self, path: &std::path::Path) -> u32 {
+        if let Some(&id) = self.by_path.get(path) {
+            return id;
+        }
+        let id = self.by_path.values().max().map_or(0, |m| m + 1);
+        self.by_path.insert(path.to_path_buf(), id);
+        id
+    }
+
+    /// Reads the file form: one `ID PATH` per line.
+    pub fn parse(text: &str) -> Result<ExportIds, String> {
+        let mut by_path = std::collections::BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (id, path) = line
+                .split_once(' ')
+                .and_then(|(i, p)| Some((i.parse::<u32>().ok()?, p)))
+                .ok_or_else(|| format!("line {}: expected `ID PATH`", n + 1))?;
+            if by_path.values().any(|&v| v == id) {
+                return Err(format!("line {}: id {id} given twice", n + 1));
+            }
+            by_path.insert(PathBuf::from(path), id);
+        }
+        Ok(ExportIds { by_path })
+    }
+
+    pub fn render(&self) -> String {
+        let mut v: Vec<_> = self.by_path.iter().collect();
+        v.sort_by_key(|(_, id)| **id);
+        v.iter()
+            .map(|(p, id)| format!("{id} {}\n", p.display()))
+            .collect()
+    }
+}
+
+/// All exports, indexed by id. Ids are never reused within a process:
+/// a removed export's handles must answer STALE, not reach a newcomer.
 #[derive(Default)]
 pub struct Exports {
-    list: Vec<Arc<Export>>,
+    list: Vec<Option<Arc<Export>>>,
     /// Flavors every export accepts (bit per [`Flavor`]): calls with one of
     /// these skip the per-export flavor check.
     everywhere: u8,
 }
 
 impl Exports {
+    /// Numbers exports in order, from 0.
     pub fn new(list: Vec<Export>) -> Self {
         let list = list
             .into_iter()
             .enumerate()
             .map(|(i, mut e)| {
                 e.id = i as u32;
-                Arc::new(e)
+                Some(Arc::new(e))
             })
-            .collect::<Vec<Arc<Export>>>();
+            .collect();
+        Exports::finish(list)
+    }
+
+    fn finish(list: Vec<Option<Arc<Export>>>) -> Exports {
         let everywhere = Flavor::ALL
             .into_iter()
-            .filter(|f| list.iter().all(|e| e.sec.contains(f)))
+            .filter(|f| list.iter().flatten().all(|e| e.sec.contains(f)))
             .fold(0, |m, f| m | f.bit());
         Exports { list, everywhere }
     }
@@ -261,12 +450,36 @@ impl Exports {
         self.everywhere & Flavor::of(auth).bit() != 0
     }
 
+    /// Exports numbered by `ids` (see [`ExportIds`]).
+    pub fn with_ids(list: Vec<Export>, ids: &mut ExportIds) -> Self {
+        let mut out: Vec<Option<Arc<Export>>> = Vec::new();
+        for mut e in list {
+            e.id = ids.id(&e.path);
+            let i = e.id as usize;
+            if out.len() <= i {
+                out.resize(i + 1, None);
+            }
+            out[i] = Some(Arc::new(e));
+        }
+        Exports::finish(out)
+    }
+
+    /// The export of this directory, if any.
+    pub fn by_path(&self, path: &std::path::Path) -> Option<&Arc<Export>> {
+        self.iter().find(|e| e.path == path)
+    }
+
     pub fn get(&self, id: u32) -> Option<&Arc<Export>> {
-        self.list.get(id as usize)
+        self.list.get(id as usize).and_then(|e| e.as_ref())
+    }
+
+    /// One more than the highest id ever given (the length of per-export tables).
+    pub fn id_limit(&self) -> u32 {
+        self.list.len() as u32
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Export>> {
-        self.list.iter()
+        self.list.iter().flatten()
     }
 
     /// The export a MNT path lies in (by its pseudo path or its real
@@ -280,7 +493,7 @@ impl Exports {
         };
         let want = comps(path);
         let mut best: Option<(&Arc<Export>, usize)> = None;
-        for e in &self.list {
+        for e in self.iter() {
             for root in [e.pseudo.as_bytes(), e.path.as_os_str().as_encoded_bytes()] {
                 let r: Vec<&[u8]> = root
                     .split(|&b| b == b'/')
@@ -315,18 +528,14 @@ mod tests {
     }
 
     fn export(path: &str, pseudo: &str) -> Export {
-        Export {
-            id: 0,
-            path: path.into(),
-            pseudo: pseudo.into(),
-            backend: Arc::new(vfs::memory::MemFs::new()),
-            clients: vec![],
-            read_only: false,
-            squash: Squash::Root,
-            anon_uid: 65534,
-            anon_gid: 65534,
-            sec: vec![crate::export::Flavor::Sys],
-        }
+        Export::simple(
+            path,
+            pseudo,
+            Arc::new(vfs::memory::MemFs::new()),
+            &[],
+            false,
+            Squash::Root,
+        )
     }
 
     #[test]
@@ -347,7 +556,7 @@ mod tests {
 
     #[test]
     fn root_is_squashed_by_default() {
-        let e = export("/x", "/");
+        let e = Rule::new(ClientSpec::Any, true);
         let root = Auth::Sys(rpc::AuthSys {
             stamp: 0,
             machinename: Default::default(),
@@ -356,45 +565,63 @@ mod tests {
             gids: vec![0, 5],
         });
         assert_eq!(
-            e.cred_for(&root),
+            e.map(&root),
             Cred {
                 uid: 65534,
                 gid: 65534,
                 gids: vec![65534, 5]
             }
         );
-        assert_eq!(e.cred_for(&Auth::None).uid, 65534);
-    }
-
-    fn gss(principal: &str, ids: Option<(u32, u32)>, service: GssService) -> Auth {
-        Auth::Gss(rpc::AuthGss {
-            principal: principal.into(),
-            service,
-            ids: ids.map(|(uid, gid)| rpc::gss::Ids {
-                uid,
-                gid,
-                gids: vec![],
-            }),
-        })
+        assert_eq!(e.map(&Auth::None).uid, 65534);
     }
 
     #[test]
-    fn gss_ids_are_squashed_and_flavors_enforced() {
-        let mut e = export("/x", "/");
-        e.sec = parse_sec("krb5p,sys").unwrap();
-        let user = gss("alice@R", Some((1000, 100)), GssService::Privacy);
-        assert_eq!(e.cred_for(&user).uid, 1000);
-        let machine = gss("nfs/h@R", Some((0, 0)), GssService::Privacy);
-        assert_eq!(e.cred_for(&machine).uid, 65534, "root squashed");
+    fn client_specs() {
+        let p = |s: &str| s.parse::<ClientSpec>();
+        assert_eq!(p("*"), Ok(ClientSpec::Any));
         assert_eq!(
-            e.cred_for(&gss("x@R", None, GssService::Privacy)).uid,
-            65534
+            p("10.1.2.3"),
+            Ok(ClientSpec::Net("10.1.2.3/32".parse().unwrap()))
         );
-        assert!(e.permits(&user) && e.permits(&Auth::None));
-        assert!(!e.permits(&gss("alice@R", None, GssService::Integrity)));
-        assert!(parse_sec("krb5,nope").is_err());
-        let ex = Exports::new(vec![e, export("/y", "/y")]);
-        assert!(ex.flavor_everywhere(&Auth::None));
-        assert!(!ex.flavor_everywhere(&user));
+        assert_eq!(
+            p("Client.Example.com"),
+            Ok(ClientSpec::Host("client.example.com".into()))
+        );
+        assert_eq!(
+            p("*.Example.com"),
+            Ok(ClientSpec::Domain(".example.com".into()))
+        );
+        assert!(p("10.0.0.0/40").unwrap_err().contains("prefix"));
+        assert!(p("a*.example.com").is_err());
+        assert!(p("bad_name").is_err());
+        assert!(
+            p("1.2.3").is_err(),
+            "digits and dots are an address, not a name"
+        );
+        for s in ["*", "10.0.0.0/8", "::1", "h.example.com", "*.example.com"] {
+            assert_eq!(p(s).unwrap().to_string(), s);
+        }
+    }
+
+    #[test]
+    fn ids_stay_with_their_directory_and_are_never_reused() {
+        let mut ids = ExportIds::default();
+        let ex = Exports::with_ids(vec![export("/a", "/a"), export("/b", "/b")], &mut ids);
+        assert_eq!(
+            (ex.get(0).unwrap().path.to_str(), ex.id_limit()),
+            (Some("/a"), 2)
+        );
+        let r = Exports::with_ids(vec![export("/c", "/c"), export("/b", "/b")], &mut ids);
+        assert_eq!(r.by_path("/b".as_ref()).unwrap().id, 1);
+        assert_eq!(r.by_path("/c".as_ref()).unwrap().id, 2);
+        assert!(r.get(0).is_none(), "removed: its handles go stale");
+        // Through the state file (a restart), a comeback gets its old id.
+        let mut again = ExportIds::parse(&ids.render()).unwrap();
+        assert_eq!(again, ids);
+        let r2 = Exports::with_ids(vec![export("/a", "/a"), export("/d", "/d")], &mut again);
+        assert_eq!(r2.by_path("/a".as_ref()).unwrap().id, 0);
+        assert_eq!(r2.by_path("/d".as_ref()).unwrap().id, 3);
+        assert!(ExportIds::parse("0 /a\n0 /b\n").is_err());
+        assert!(ExportIds::parse("x /a\n").is_err());
     }
 }

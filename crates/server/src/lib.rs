@@ -1,7 +1,9 @@
 //! Tarn's NFS server: exports and who may use them, the MOUNT v3 and NFSv3
 //! programs, and the [`service::TarnService`] that the RPC transport calls.
 
+pub mod auth_cache;
 pub mod export;
+pub mod live;
 pub mod locks;
 pub mod mount;
 pub mod nfs3;

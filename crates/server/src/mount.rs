@@ -48,12 +48,17 @@ impl Mount {
                     .map_err(|_| CallError::GarbageArgs)?
                     .0;
                 let shown = String::from_utf8_lossy(&path).into_owned();
-                let res = match nfs.exports.by_mount_path(&path) {
+                let snap = nfs.live.load_full();
+                let found = snap
+                    .exports
+                    .by_mount_path(&path)
+                    .map(|(e, below)| (e, below, snap.access(ctx, e)));
+                let res = match found {
                     None => {
                         refused(ctx, Mountstat3::MNT3ERR_NOENT, &shown, "no such export");
                         Mountres3::Default(Mountstat3::MNT3ERR_NOENT)
                     }
-                    Some((e, _)) if !e.allows(ctx.peer.ip()) => {
+                    Some((_, _, None)) => {
                         refused(
                             ctx,
                             Mountstat3::MNT3ERR_ACCES,
@@ -62,9 +67,9 @@ impl Mount {
                         );
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
-                    Some((e, below)) => {
+                    Some((e, below, Some(access))) => {
                         // A directory below the export's root: walk to it as the caller.
-                        let (e, cred) = (e.clone(), e.cred_for(&ctx.auth));
+                        let (e, cred) = (e.clone(), access.cred);
                         let below: Vec<Vec<u8>> = below.iter().map(|c| c.to_vec()).collect();
                         let b = e.backend.clone();
                         let walked = nfs
@@ -137,16 +142,17 @@ impl Mount {
                 self.mounts.lock().unwrap().retain(|(h, _)| *h != client);
             }
             MOUNTPROC3_EXPORT => {
-                let list = nfs
+                let snap = nfs.live.load();
+                let list = snap
                     .exports
                     .iter()
                     .map(|e| Exportnode {
                         ex_dir: Dirpath(Bytes::copy_from_slice(e.pseudo.as_bytes())),
                         ex_groups: Groups(
-                            e.clients
+                            e.rules
                                 .iter()
-                                .map(|c| Groupnode {
-                                    gr_name: Name(Bytes::from(format!("{}/{}", c.addr, c.prefix))),
+                                .map(|r| Groupnode {
+                                    gr_name: Name(Bytes::from(r.client.to_string())),
                                 })
                                 .collect(),
                         ),

@@ -5,7 +5,7 @@
 //! listen = "0.0.0.0:2049"        # optional
 //! state_dir = "/var/lib/tarn"    # optional: where the file-handle key lives
 //!
-//! [[export]]
+//! [[export]]                     # the simple form: one set of options
 //! path = "/srv/data"             # the directory
 //! pseudo = "/data"               # what clients mount (default: path)
 //! clients = ["10.0.0.0/8", "::1"]
@@ -15,6 +15,23 @@
 //! anongid = 65534
 //! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
 //!
+//! [[export]]                     # the rule form: first matching rule wins
+//! path = "/srv/home"
+//! rules = [
+//!   { client = "10.1.0.0/16", options = ["rw", "no_root_squash"] },
+//!   { client = "build.example.com", options = ["rw"] },
+//!   { client = "*.example.com", options = ["ro", "all_squash"], anonuid = 1000, anongid = 1000 },
+//! ]
+//! # client: an address, a CIDR, a host name, *.domain, or * (everyone).
+//! # options: rw or ro (the default, as in exports(5)); root_squash (the
+//! # default), no_root_squash or all_squash. Clients no rule matches get nothing.
+//!
+//! [auth_cache]                   # optional; applied again on SIGHUP
+//! ttl_seconds = 300              # decisions; host-name lookups (at start only)
+//! negative_ttl_seconds = 30      # refusals expire sooner
+//! max_clients = 1048576          # addresses cached (LRU beyond)
+//! max_creds_per_client = 64      # credentials per address
+//!
 //! [nfs4]                         # optional
 //! lease_seconds = 90             # how long a silent client keeps its state
 //! grace_seconds = 90             # after a restart, time for clients to reclaim
@@ -23,7 +40,7 @@
 //! ```
 
 use serde::Deserialize;
-use server::export::{Cidr, Flavor, Squash};
+use server::export::{Cidr, ClientSpec, Flavor, Rule, Squash};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -31,11 +48,9 @@ use toml::Spanned;
 pub struct ExportConfig {
     pub path: PathBuf,
     pub pseudo: String,
-    pub clients: Vec<Cidr>,
-    pub read_only: bool,
-    pub squash: Squash,
-    pub anon_uid: u32,
-    pub anon_gid: u32,
+    /// First match wins.
+    pub rules: Vec<Rule>,
+    /// Accepted security flavors, in preference order.
     pub sec: Vec<Flavor>,
 }
 
@@ -45,6 +60,7 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     pub exports: Vec<ExportConfig>,
     pub nfs4: server::nfs4::Nfs4Config,
+    pub auth_cache: server::auth_cache::CacheConfig,
 }
 
 #[derive(Deserialize)]
@@ -55,6 +71,16 @@ struct RawConfig {
     #[serde(default)]
     export: Vec<RawExport>,
     nfs4: Option<RawNfs4>,
+    auth_cache: Option<RawAuthCache>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuthCache {
+    ttl_seconds: Option<Spanned<u64>>,
+    negative_ttl_seconds: Option<Spanned<u64>>,
+    max_clients: Option<Spanned<usize>>,
+    max_creds_per_client: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -71,13 +97,23 @@ struct RawNfs4 {
 struct RawExport {
     path: Spanned<String>,
     pseudo: Option<Spanned<String>>,
-    clients: Vec<Spanned<String>>,
-    #[serde(default)]
-    read_only: bool,
+    clients: Option<Vec<Spanned<String>>>,
+    read_only: Option<Spanned<bool>>,
     squash: Option<Spanned<String>>,
     anonuid: Option<u32>,
     anongid: Option<u32>,
+    rules: Option<Spanned<Vec<Spanned<RawRule>>>>,
     sec: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    client: Spanned<String>,
+    #[serde(default)]
+    options: Vec<Spanned<String>>,
+    anonuid: Option<u32>,
+    anongid: Option<u32>,
 }
 
 fn line_of(src: &str, offset: usize) -> usize {
@@ -120,23 +156,68 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             Some(p) => p.get_ref().clone(),
             None => e.path.get_ref().clone(),
         };
-        let mut clients = Vec::new();
-        for c in &e.clients {
-            clients.push(
-                c.get_ref()
-                    .parse::<Cidr>()
-                    .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?,
-            );
-        }
-        let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-            None | Some(("root", _)) => Squash::Root,
-            Some(("all", _)) => Squash::All,
-            Some(("none", _)) => Squash::None,
-            Some((other, span)) => {
+        let (anon_uid, anon_gid) = (e.anonuid.unwrap_or(65534), e.anongid.unwrap_or(65534));
+        let rules = match (&e.clients, &e.rules) {
+            (Some(_), Some(r)) => {
                 return Err(format!(
-                    "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
-                    at(&span)
+                    "{f}:{}: expected either clients = [...] (one set of options) or rules = [...], not both",
+                    at(&r.span())
                 ))
+            }
+            (None, None) => {
+                return Err(format!(
+                    "{f}:{}: export {:?} has no clients: expected clients = [...] or rules = [...]",
+                    at(&e.path.span()),
+                    e.path.get_ref()
+                ))
+            }
+            (Some(clients), None) => {
+                let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                    None | Some(("root", _)) => Squash::Root,
+                    Some(("all", _)) => Squash::All,
+                    Some(("none", _)) => Squash::None,
+                    Some((other, span)) => {
+                        return Err(format!(
+                            "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
+                            at(&span)
+                        ))
+                    }
+                };
+                let rw = !e.read_only.as_ref().is_some_and(|r| *r.get_ref());
+                let mut rules = Vec::new();
+                for c in clients {
+                    let cidr = c
+                        .get_ref()
+                        .parse::<Cidr>()
+                        .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?;
+                    rules.push(Rule {
+                        client: ClientSpec::Net(cidr),
+                        rw,
+                        squash,
+                        anon_uid,
+                        anon_gid,
+                    });
+                }
+                rules
+            }
+            (None, Some(raw)) => {
+                if let Some(s) = &e.squash {
+                    return Err(format!(
+                        "{f}:{}: squash belongs to the simple form: with rules, give root_squash, no_root_squash or all_squash in each rule's options",
+                        at(&s.span())
+                    ));
+                }
+                if let Some(r) = &e.read_only {
+                    return Err(format!(
+                        "{f}:{}: read_only belongs to the simple form: with rules, give rw or ro in each rule's options",
+                        at(&r.span())
+                    ));
+                }
+                let mut rules = Vec::new();
+                for r in raw.get_ref() {
+                    rules.push(rule(&f, src, r, anon_uid, anon_gid)?);
+                }
+                rules
             }
         };
         let sec = match &e.sec {
@@ -162,14 +243,10 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         };
         exports.push(ExportConfig {
-            sec,
             path,
             pseudo,
-            clients,
-            read_only: e.read_only,
-            squash,
-            anon_uid: e.anonuid.unwrap_or(65534),
-            anon_gid: e.anongid.unwrap_or(65534),
+            rules,
+            sec,
         });
     }
     let mut nfs4 = server::nfs4::Nfs4Config::default();
@@ -193,12 +270,116 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             nfs4.id_names = b;
         }
     }
+    let mut auth_cache = server::auth_cache::CacheConfig::default();
+    if let Some(a) = raw.auth_cache {
+        let secs = |v: &Option<Spanned<u64>>, name: &str, d: std::time::Duration| match v {
+            Some(v) if !(1..=86400).contains(v.get_ref()) => {
+                Err(format!("{f}:{}: {name} must be 1..=86400", at(&v.span())))
+            }
+            Some(v) => Ok(std::time::Duration::from_secs(*v.get_ref())),
+            None => Ok(d),
+        };
+        auth_cache.ttl = secs(&a.ttl_seconds, "ttl_seconds", auth_cache.ttl)?;
+        auth_cache.negative_ttl = secs(
+            &a.negative_ttl_seconds,
+            "negative_ttl_seconds",
+            auth_cache.negative_ttl,
+        )?;
+        for (v, name, slot) in [
+            (&a.max_clients, "max_clients", &mut auth_cache.max_clients),
+            (
+                &a.max_creds_per_client,
+                "max_creds_per_client",
+                &mut auth_cache.max_creds_per_client,
+            ),
+        ] {
+            if let Some(v) = v {
+                if *v.get_ref() == 0 {
+                    return Err(format!("{f}:{}: {name} must be at least 1", at(&v.span())));
+                }
+                *slot = *v.get_ref();
+            }
+        }
+    }
     Ok(Config {
         listen: raw.listen,
         state_dir: raw.state_dir,
         exports,
         nfs4,
+        auth_cache,
     })
+}
+
+fn rule(
+    f: &impl std::fmt::Display,
+    src: &str,
+    r: &Spanned<RawRule>,
+    anon_uid: u32,
+    anon_gid: u32,
+) -> Result<Rule, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+    let raw = r.get_ref();
+    let client = raw
+        .client
+        .get_ref()
+        .parse::<ClientSpec>()
+        .map_err(|m| format!("{f}:{}: {m}", at(&raw.client.span())))?;
+    let mut rule = Rule {
+        client,
+        rw: false,
+        squash: Squash::Root,
+        anon_uid: raw.anonuid.unwrap_or(anon_uid),
+        anon_gid: raw.anongid.unwrap_or(anon_gid),
+    };
+    let (mut access, mut squash): (Option<&str>, Option<&str>) = (None, None);
+    for o in &raw.options {
+        let o_str = o.get_ref().as_str();
+        let (slot, what) = match o_str {
+            "rw" | "ro" => (&mut access, "rw or ro"),
+            "root_squash" | "no_root_squash" | "all_squash" => (&mut squash, "squash option"),
+            other => {
+                return Err(format!(
+                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash or all_squash",
+                    at(&o.span())
+                ))
+            }
+        };
+        if let Some(prev) = slot.replace(o_str) {
+            if prev != o_str {
+                return Err(format!(
+                    "{f}:{}: option {o_str:?} contradicts {prev:?}: expected one {what} per rule",
+                    at(&o.span())
+                ));
+            }
+        }
+    }
+    rule.rw = access == Some("rw");
+    rule.squash = match squash {
+        Some("no_root_squash") => Squash::None,
+        Some("all_squash") => Squash::All,
+        _ => Squash::Root,
+    };
+    Ok(rule)
+}
+
+/// The human summary `tarn check-config` prints for one export.
+pub fn explain(e: &ExportConfig) -> String {
+    let mut s = if e.pseudo == e.path.to_string_lossy() {
+        format!("{}:\n", e.path.display())
+    } else {
+        format!("{} (mounted as {}):\n", e.path.display(), e.pseudo)
+    };
+    for r in &e.rules {
+        s.push_str(&format!(
+            "  {:<24} {}\n",
+            r.client.to_string(),
+            r.describe()
+        ));
+    }
+    if !e.rules.iter().any(|r| r.client == ClientSpec::Any) {
+        s.push_str(&format!("  {:<24} no access\n", "anyone else"));
+    }
+    s
 }
 
 pub fn load(file: &Path) -> Result<Config, String> {
@@ -217,7 +398,7 @@ mod tests {
             "listen = \"127.0.0.1:3049\"\n[[export]]\npath = \"/srv\"\npseudo = \"/\"\nclients = [\"10.0.0.0/8\"]\nsquash = \"none\"\n",
         )
         .unwrap();
-        assert_eq!(c.exports[0].squash, Squash::None);
+        assert_eq!(c.exports[0].rules[0].squash, Squash::None);
         assert_eq!(c.listen.as_deref(), Some("127.0.0.1:3049"));
     }
 
@@ -247,12 +428,60 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("t.toml:4: "), "{e}");
+    }
+
+    #[test]
+    fn rule_form() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nanonuid = 7\nrules = [\n  { client = \"h.example.com\", options = [\"rw\", \"all_squash\"] },\n  { client = \"*\", anongid = 9 },\n]\n",
+        )
+        .unwrap();
+        let r = &c.exports[0].rules;
+        assert_eq!(r[0].client, ClientSpec::Host("h.example.com".into()));
+        assert!(r[0].rw);
+        assert_eq!((r[0].squash, r[0].anon_uid), (Squash::All, 7));
+        assert!(!r[1].rw, "ro unless rw is given, as in exports(5)");
+        assert_eq!(
+            (r[1].squash, r[1].anon_uid, r[1].anon_gid),
+            (Squash::Root, 7, 9)
+        );
         let e = parse(
             Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\nsec = [\n \"krb5p\",\n \"krb6\"]\n",
+            "[[export]]\npath = \"/srv\"\nrules = [\n  { client = \"*\", options = [\"rw\",\n \"ro\"] },\n]\n",
         )
         .unwrap_err();
-        assert!(e.starts_with("t.toml:6: ") && e.contains("krb5i"), "{e}");
+        assert!(
+            e.starts_with("t.toml:5: ") && e.contains("contradicts"),
+            "{e}"
+        );
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nsquash = \"all\"\nrules = []\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:3: ") && e.contains("simple form"),
+            "{e}"
+        );
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[auth_cache]\nttl_seconds = 60\nmax_clients = 10\n",
+        )
+        .unwrap();
+        assert_eq!(c.auth_cache.ttl, std::time::Duration::from_secs(60));
+        assert_eq!(c.auth_cache.max_clients, 10);
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[auth_cache]\nmax_creds_per_client = 0\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("t.toml:5: "), "{e}");
+        let e = parse(Path::new("t.toml"), "[[export]]\npath = \"/srv\"\n").unwrap_err();
+        assert!(
+            e.starts_with("t.toml:2: ") && e.contains("no clients"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -263,5 +492,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.exports[0].sec, vec![Flavor::Krb5p, Flavor::Sys]);
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\nsec = [\n \"krb5p\",\n \"krb6\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("t.toml:6: ") && e.contains("krb5i"), "{e}");
     }
 }

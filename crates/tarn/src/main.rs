@@ -7,7 +7,8 @@ mod rpcbind;
 
 use clap::{Parser, Subcommand};
 use config::{Config, ExportConfig};
-use server::export::{parse_sec, Cidr, Export, Exports, Flavor, Squash};
+use server::export::{parse_sec, Cidr, ClientSpec, Export, ExportIds, Exports, Flavor, Rule};
+use server::live::Live;
 use server::{mount::Mount, nfs3::Nfs3, pool::Pool, TarnService};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -206,8 +207,20 @@ fn main() -> ExitCode {
         }
         Cmd::CheckConfig { file } => match config::load(&file) {
             Ok(c) => {
+                println!(
+                    "{}: valid; {} export(s), first matching rule wins",
+                    file.display(),
+                    c.exports.len()
+                );
                 for e in &c.exports {
-                    println!("{}", describe(e));
+                    print!("{}", config::explain(e));
+                }
+                if c.exports
+                    .iter()
+                    .flat_map(|e| &e.rules)
+                    .any(|r| matches!(r.client, ClientSpec::Host(_) | ClientSpec::Domain(_)))
+                {
+                    println!("host names and *.domain rules are resolved in the background: a client matches them once its lookup has been answered");
                 }
                 ExitCode::SUCCESS
             }
@@ -269,31 +282,21 @@ fn init_logging(level: &str) {
 }
 
 fn describe(e: &ExportConfig) -> String {
-    let clients: Vec<String> = e
-        .clients
+    let rules: Vec<String> = e
+        .rules
         .iter()
-        .map(|c| format!("{}/{}", c.addr, c.prefix))
+        .map(|r| format!("{}: {}", r.client, r.describe()))
         .collect();
-    let squash = match e.squash {
-        Squash::Root => format!("root squashed to {}:{}", e.anon_uid, e.anon_gid),
-        Squash::All => format!("all users squashed to {}:{}", e.anon_uid, e.anon_gid),
-        Squash::None => "no squashing".into(),
-    };
     let sec: Vec<&str> = e.sec.iter().map(|f| f.name()).collect();
     format!(
-        "{} as {} ({}, {squash}, sec={}) to {}",
+        "{} as {} (sec={}) to {}",
         e.path.display(),
         e.pseudo,
-        if e.read_only {
-            "read-only"
-        } else {
-            "read-write"
-        },
         sec.join(","),
-        if clients.is_empty() {
+        if rules.is_empty() {
             "nobody".into()
         } else {
-            clients.join(", ")
+            rules.join("; ")
         }
     )
 }
@@ -363,11 +366,10 @@ fn build_config(
             let e = ExportConfig {
                 path,
                 pseudo: "/".into(),
-                clients,
-                read_only: false,
-                squash: Squash::Root,
-                anon_uid: 65534,
-                anon_gid: 65534,
+                rules: clients
+                    .into_iter()
+                    .map(|c| Rule::new(ClientSpec::Net(c), true))
+                    .collect(),
                 sec: match &sec {
                     Some(s) => parse_sec(s).map_err(|e| format!("--sec {e}"))?,
                     None => vec![Flavor::Sys],
@@ -379,6 +381,7 @@ fn build_config(
                     state_dir: None,
                     exports: vec![e],
                     nfs4: Default::default(),
+                    auth_cache: Default::default(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -403,6 +406,7 @@ fn serve(
     locking: LockOpts,
     security: SecOpts,
 ) -> Result<(), String> {
+    let config_file = config.clone();
     let (mut cfg, addr, state_dir) =
         build_config(dir, listen, allow, config, state_dir, security.sec.clone())?;
     let gss = gss_server(&cfg, &security)?;
@@ -445,29 +449,31 @@ fn serve(
         Ok(_) => {}
         Err(e) => warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
     }
-    let mut exports = Vec::new();
-    for e in &cfg.exports {
-        let backend = vfs::local::LocalFs::new(&e.path)
-            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?;
-        exports.push(Export {
-            id: 0,
-            path: e.path.clone(),
-            pseudo: e.pseudo.clone(),
-            backend: Arc::new(backend),
-            clients: e.clients.clone(),
-            read_only: e.read_only,
-            squash: e.squash,
-            anon_uid: e.anon_uid,
-            anon_gid: e.anon_gid,
-            sec: e.sec.clone(),
-        });
-    }
-    let exports = Arc::new(Exports::new(exports));
+    let ids_path = state_dir.join("export-ids");
+    let mut ids = load_ids(&ids_path)?;
+    let exports = Exports::with_ids(build_exports(&cfg, None)?, &mut ids);
+    save_ids(&ids_path, &ids)?;
+    let ids = Arc::new(std::sync::Mutex::new(ids));
+    let names = server::auth_cache::Names::new(
+        Arc::new(server::auth_cache::SystemResolver),
+        cfg.auth_cache.ttl,
+    );
+    names.spawn_worker();
+    let live = Arc::new(Live::new(exports, names, cfg.auth_cache.clone()));
     let metrics = metrics::Metrics::new(!observe.no_metrics);
     {
-        let exports = exports.clone();
+        let live = live.clone();
+        metrics.add_cache_probe("auth", move || {
+            // Entries, and a rough size: a decision per (client, credential).
+            let s = live.cache_stats();
+            (s.entries, s.entries * 256)
+        });
+    }
+    {
+        let live = live.clone();
         metrics.set_export_probe(move || {
-            exports
+            live.load()
+                .exports
                 .iter()
                 .map(|e| {
                     let usage =
@@ -506,7 +512,7 @@ fn serve(
         let recovery_path = state_dir.join("v4clients");
         let recovery = server::nfs4::state::recovery::Recovery::open(&recovery_path)
             .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
-        let mut nfs4 = server::nfs4::Nfs4::new(exports.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
+        let mut nfs4 = server::nfs4::Nfs4::new(live.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
         if nfs4.state.in_grace(std::time::Instant::now()) {
             info!(seconds = cfg.nfs4.grace.as_secs(), "NFSv4 grace period: clients that held state may reclaim it");
         }
@@ -520,10 +526,14 @@ fn serve(
             Arc::new(callback),
         );
         nlm.notify_restart(notify_hosts);
-        let svc = TarnService { nfs3: Nfs3::new(exports.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
+        let svc = TarnService { nfs3: Nfs3::new(live.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
         let rpc_cfg = rpc::ServerConfig { gss, ..Default::default() };
         let server = rpc::Server::with_metrics(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
+        tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
+        if let Some(file) = config_file.clone() {
+            tokio::spawn(reload_on_hangup(file, live.clone(), ids.clone(), ids_path.clone()));
+        }
         let admin = metrics::endpoint::bind_admin(&admin_path)
             .map_err(|e| format!("cannot create the admin socket {}: {e}", admin_path.display()))?;
         info!(path = %admin_path.display(), "admin socket for tarn stats|top|doctor");
@@ -567,7 +577,7 @@ fn serve(
             warn!("calls still in flight after 30 s; stopping anyway");
         }
         run.abort();
-        for e in exports.iter() {
+        for e in live.load_full().exports.iter() {
             let b = e.backend.clone();
             if let Err(err) = tokio::task::spawn_blocking(move || b.sync_all()).await.unwrap_or(Err(vfs::FsError::ServerFault)) {
                 error!(export = %e.path.display(), error = %err, "sync at shutdown failed");
@@ -580,6 +590,110 @@ fn serve(
         info!("stopped");
         Ok(())
     })
+}
+
+/// The exports of `cfg`: a directory already exported in `old` keeps its
+/// backend (its open descriptors and caches), the rest are opened here.
+fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, String> {
+    let mut exports = Vec::new();
+    for e in &cfg.exports {
+        let backend: Arc<dyn vfs::Backend> = match old.and_then(|o| o.by_path(&e.path)) {
+            Some(o) => o.backend.clone(),
+            None => Arc::new(
+                vfs::local::LocalFs::new(&e.path)
+                    .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+            ),
+        };
+        exports.push(Export {
+            id: 0,
+            path: e.path.clone(),
+            pseudo: e.pseudo.clone(),
+            backend,
+            rules: e.rules.clone(),
+            sec: e.sec.clone(),
+        });
+    }
+    Ok(exports)
+}
+
+/// SIGHUP: re-read the exports. Connections stay; each call after the swap
+/// sees the new rules with an empty auth cache. A bad file changes nothing.
+/// (listen, state_dir and [nfs4] need a restart: they are logged, not applied.)
+/// The export-id map of the state directory (none yet: an empty map, so a
+/// first start numbers exports in file order, as before the map existed).
+fn load_ids(path: &Path) -> Result<ExportIds, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => ExportIds::parse(&t).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ExportIds::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Writes the map whole, then renames it into place: a crash leaves the old one.
+fn save_ids(path: &Path, ids: &ExportIds) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, ids.render())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+async fn reload_on_hangup(
+    file: PathBuf,
+    live: Arc<Live>,
+    ids: Arc<std::sync::Mutex<ExportIds>>,
+    ids_path: PathBuf,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        warn!("cannot catch SIGHUP: configuration reload disabled");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let (f, l, ids, ids_path) = (file.clone(), live.clone(), ids.clone(), ids_path.clone());
+        let r = tokio::task::spawn_blocking(move || {
+            let cfg = config::load(&f)?;
+            let old = l.load_full();
+            let built = build_exports(&cfg, Some(&old.exports))?;
+            let mut ids = ids.lock().unwrap();
+            let mut next = ids.clone();
+            let exports = Exports::with_ids(built, &mut next);
+            if next != *ids {
+                save_ids(&ids_path, &next)?;
+                *ids = next;
+            }
+            let summary: Vec<String> = cfg.exports.iter().map(describe).collect();
+            l.replace(exports, cfg.auth_cache.clone());
+            Ok::<_, String>(summary)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("reload failed: {e}")));
+        match r {
+            Ok(summary) => {
+                info!(file = %file.display(), exports = summary.len(), "configuration reloaded; auth cache flushed");
+                for s in summary {
+                    info!("now exporting {s}");
+                }
+            }
+            Err(e) => {
+                error!(error = %e, "configuration NOT reloaded; the previous one stays in force")
+            }
+        }
+    }
+}
+
+/// Copies the auth cache's counters into the metrics once a second (the
+/// cache counts per shard, under locks it already holds, so the request
+/// path pays no shared atomic for them).
+async fn feed_auth_counters(live: Arc<Live>, m: Arc<metrics::Metrics>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut t = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        t.tick().await;
+        let s = live.cache_stats();
+        m.server.auth_cache_hits.store(s.hits, Relaxed);
+        m.server.auth_cache_misses.store(s.misses, Relaxed);
+        m.server.auth_cache_evictions.store(s.evictions, Relaxed);
+    }
 }
 
 /// The RPCSEC_GSS acceptor, when an export accepts a Kerberos flavor:

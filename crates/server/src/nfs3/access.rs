@@ -31,7 +31,7 @@ pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3re
         Ok(mut got) => {
             got = got & want;
             // Mode bits may allow writing; a read-only export never does.
-            if t.export.read_only {
+            if !t.rw {
                 got =
                     Access(got.bits() & !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits());
             }

@@ -26,7 +26,8 @@ mod tests;
 
 pub use attr::{fattr3, post_op_attr, pre_op_attr, wcc_data};
 
-use crate::export::{Export, Exports};
+use crate::export::Export;
+use crate::live::Live;
 use crate::pool::Pool;
 use bytes::BytesMut;
 use proto::nfs3::*;
@@ -41,10 +42,13 @@ pub struct Target {
     pub export: Arc<Export>,
     pub fid: Fid,
     pub cred: Cred,
+    /// This client may write here (its rule says rw).
+    pub rw: bool,
 }
 
 pub struct Nfs3 {
-    pub exports: Arc<Exports>,
+    /// The exports in force (swapped on reload; loaded once per call).
+    pub live: Arc<Live>,
     pub key: Arc<HandleKey>,
     pub pool: Pool,
     /// Changes at every server start, so clients know to resend UNSTABLE
@@ -113,7 +117,7 @@ impl Fail {
 }
 
 impl Nfs3 {
-    pub fn new(exports: Arc<Exports>, key: Arc<HandleKey>, pool: Pool) -> Self {
+    pub fn new(live: Arc<Live>, key: Arc<HandleKey>, pool: Pool) -> Self {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -121,7 +125,7 @@ impl Nfs3 {
             ((t.as_secs() << 32) ^ t.subsec_nanos() as u64 ^ rand::random::<u32>() as u64)
                 .to_be_bytes();
         Nfs3 {
-            exports,
+            live,
             key,
             pool,
             write_verf,
@@ -137,29 +141,34 @@ impl Nfs3 {
                 "handle fails its MAC or is malformed",
             )
         })?;
-        let export = self.exports.get(export_id).ok_or(Fail::new(
+        let snap = self.live.load();
+        let export = snap.exports.get(export_id).ok_or(Fail::new(
             Nfsstat3::NFS3ERR_STALE,
             "handle names an export that no longer exists",
         ))?;
         ctx.set_export(export_id);
-        if !export.allows(ctx.peer.ip()) {
+        let Some(access) = snap.access(ctx, export) else {
             return Err(Fail::new(
                 Nfsstat3::NFS3ERR_ACCES,
                 "client is not allowed to use this export",
             ));
-        }
+        };
         Ok(Target {
             export: export.clone(),
             fid,
-            cred: export.cred_for(&ctx.auth),
+            cred: access.cred,
+            rw: access.rw,
         })
     }
 
     /// Like [`Nfs3::resolve`], for procedures that modify: read-only exports refuse.
     pub fn resolve_rw(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
         let t = self.resolve(ctx, fh)?;
-        if t.export.read_only {
-            return Err(Fail::new(Nfsstat3::NFS3ERR_ROFS, "export is read-only"));
+        if !t.rw {
+            return Err(Fail::new(
+                Nfsstat3::NFS3ERR_ROFS,
+                "export is read-only to this client",
+            ));
         }
         Ok(t)
     }
@@ -189,7 +198,8 @@ impl Nfs3 {
     /// handle's export does not accept gets AUTH_TOOWEAK. Skipped when
     /// every export accepts the flavor (the common case: one MAC less).
     fn check_flavor(&self, ctx: &CallContext, args: &Decoder) -> Result<(), CallError> {
-        if self.exports.flavor_everywhere(&ctx.auth) {
+        let snap = self.live.load();
+        if snap.exports.flavor_everywhere(&ctx.auth) {
             return Ok(());
         }
         let Ok(fh) = NfsFh3::unpack(&mut args.clone()) else {
@@ -199,7 +209,7 @@ impl Nfs3 {
             .key
             .open(&fh.data)
             .ok()
-            .and_then(|(id, _)| self.exports.get(id))
+            .and_then(|(id, _)| snap.exports.get(id))
         {
             Some(e) if !e.permits(&ctx.auth) => {
                 if ctx.client.log_allowed() {

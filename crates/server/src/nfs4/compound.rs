@@ -4,12 +4,14 @@
 use super::pseudo::{node_fileid, MountedOn};
 use super::state::session::SlotGuard;
 use super::{Fail, Nfs4};
+use crate::auth_cache::{Access, Decision};
 use crate::export::Export;
+use crate::live::Snapshot;
 use crate::locks::FileKey;
 use bytes::Bytes;
 use proto::nfs4::{Nfsstat4, Stateid4};
 use rpc::CallContext;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use vfs::{Cred, Fid};
 
 /// Export id carried in the handles of pseudo filesystem directories.
@@ -56,6 +58,10 @@ impl Cur {
 pub struct Compound<'a> {
     pub n: &'a Nfs4,
     pub ctx: &'a CallContext,
+    /// The exports in force when this COMPOUND began, used to its end.
+    pub snap: Arc<Snapshot>,
+    /// This caller's access decisions, looked up at the first need.
+    decision: OnceLock<Arc<Decision>>,
     pub minor: u32,
     pub cur: Option<Cur>,
     pub saved: Option<Cur>,
@@ -73,6 +79,8 @@ impl<'a> Compound<'a> {
         Compound {
             n,
             ctx,
+            snap: n.live.load_full(),
+            decision: OnceLock::new(),
             minor,
             cur: None,
             saved: None,
@@ -91,11 +99,25 @@ impl<'a> Compound<'a> {
         ))
     }
 
+    /// What the caller may do on `export` (from the auth cache, once per
+    /// COMPOUND); NFS4ERR_ACCESS when its client is not let in.
+    pub fn access(&self, export: &Export) -> Result<&Access, Fail> {
+        self.decision
+            .get_or_init(|| self.snap.decision(self.ctx))
+            .get(export.id)
+            .ok_or(Fail::new(
+                Nfsstat4::NFS4ERR_ACCESS,
+                "client is not allowed to use this export",
+            ))
+    }
+
     /// The current filehandle as an object of an export, with the caller's
     /// credential there; pseudo directories answer `pseudo_err`.
     pub fn obj(&self, pseudo_err: Nfsstat4) -> Result<(Arc<Export>, Fid, Cred), Fail> {
         match &self.cur()?.fh {
-            Fh::Obj { export, fid } => Ok((export.clone(), *fid, export.cred_for(&self.ctx.auth))),
+            Fh::Obj { export, fid } => {
+                Ok((export.clone(), *fid, self.access(export)?.cred.clone()))
+            }
             Fh::Pseudo(_) => Err(Fail::new(
                 pseudo_err,
                 "operation on a pseudo filesystem directory",
@@ -106,7 +128,7 @@ impl<'a> Compound<'a> {
     /// Like [`Compound::obj`], refusing read-only exports.
     pub fn obj_rw(&self, pseudo_err: Nfsstat4) -> Result<(Arc<Export>, Fid, Cred), Fail> {
         let t = self.obj(pseudo_err)?;
-        if t.0.read_only {
+        if !self.access(&t.0)?.rw {
             return Err(Fail::new(Nfsstat4::NFS4ERR_ROFS, "export is read-only"));
         }
         Ok(t)
@@ -145,11 +167,11 @@ pub fn file_key(export: &Export, fid: &Fid) -> FileKey {
 }
 
 /// The fileid an export root reports as mounted_on_fileid.
-pub fn mounted_on_fileid(n: &Nfs4, export: &Export, fid: &Fid, fileid: u64) -> u64 {
+pub fn mounted_on_fileid(snap: &Snapshot, export: &Export, fid: &Fid, fileid: u64) -> u64 {
     if *fid != export.backend.root() {
         return fileid;
     }
-    match n.pseudo.mounted_on.get(&export.id) {
+    match snap.pseudo.mounted_on.get(&export.id) {
         Some(MountedOn::Node(node)) => node_fileid(*node),
         Some(MountedOn::Dir { fileid, .. }) => *fileid,
         None => fileid,

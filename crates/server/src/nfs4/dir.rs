@@ -93,7 +93,7 @@ pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
     let r = async {
         check_name(&a.target)?;
         let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
-        if c.n.pseudo.junction(export.id, &dir, &a.target).is_some() {
+        if c.snap.pseudo.junction(export.id, &dir, &a.target).is_some() {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_XDEV,
                 "another export is mounted on this name",

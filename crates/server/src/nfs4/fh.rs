@@ -8,7 +8,7 @@ use super::{log_fail, Fail};
 use proto::nfs4::*;
 
 pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
-    let status = match c.n.open_fh(c.ctx, &a.object.0) {
+    let status = match c.n.open_fh(c, &a.object.0) {
         Ok(fh) => {
             c.cur = Some(Cur::with_wire(fh, a.object.0));
             Nfsstat4::NFS4_OK
@@ -22,7 +22,7 @@ pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
 }
 
 pub fn putrootfh(c: &mut Compound<'_>) -> Nfsstat4 {
-    let root = c.n.root();
+    let root = c.n.root(c);
     c.set_cur(root);
     Nfsstat4::NFS4_OK
 }
@@ -107,7 +107,7 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
     check_name(name)?;
     let n = c.n;
     match &c.cur()?.fh {
-        Fh::Pseudo(node) => match n.pseudo.lookup(*node, name) {
+        Fh::Pseudo(node) => match c.snap.pseudo.lookup(*node, name) {
             Some(Target::Node(x)) => Ok(Fh::Pseudo(x)),
             Some(Target::Export(id)) => export_root(c, id),
             None => Err(Fail::new(
@@ -116,12 +116,12 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
             )),
         },
         Fh::Obj { export, fid } => {
-            if let Some(id) = n.pseudo.junction(export.id, fid, name) {
+            if let Some(id) = c.snap.pseudo.junction(export.id, fid, name) {
                 return export_root(c, id);
             }
             let (b, cred, dir, name) = (
                 export.backend.clone(),
-                export.cred_for(&c.ctx.auth),
+                c.access(export)?.cred.clone(),
                 *fid,
                 name.to_vec(),
             );
@@ -138,16 +138,12 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
 }
 
 fn export_root(c: &Compound<'_>, id: u32) -> Result<Fh, Fail> {
-    let e =
-        c.n.exports
-            .get(id)
-            .ok_or(Fail::new(Nfsstat4::NFS4ERR_STALE, "export vanished"))?;
-    if !e.allows(c.ctx.peer.ip()) {
-        return Err(Fail::new(
-            Nfsstat4::NFS4ERR_ACCESS,
-            "client is not allowed to use this export",
-        ));
-    }
+    let e = c
+        .snap
+        .exports
+        .get(id)
+        .ok_or(Fail::new(Nfsstat4::NFS4ERR_STALE, "export vanished"))?;
+    c.access(e)?;
     Ok(Fh::Obj {
         export: e.clone(),
         fid: e.backend.root(),
@@ -172,21 +168,26 @@ async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
     let n = c.n;
     match &c.cur()?.fh {
         Fh::Pseudo(0) => Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "the root has no parent")),
-        Fh::Pseudo(x) => Ok(Fh::Pseudo(n.pseudo.nodes[*x as usize].parent)),
+        Fh::Pseudo(x) => Ok(Fh::Pseudo(c.snap.pseudo.nodes[*x as usize].parent)),
         Fh::Obj { export, fid } => {
             if *fid == export.backend.root() {
-                return match n.pseudo.mounted_on.get(&export.id) {
+                return match c.snap.pseudo.mounted_on.get(&export.id) {
                     Some(MountedOn::Node(x)) => Ok(Fh::Pseudo(*x)),
                     Some(MountedOn::Dir {
                         export: up, fid, ..
                     }) => Ok(Fh::Obj {
-                        export: n.exports.get(*up).expect("junction export exists").clone(),
+                        export: c
+                            .snap
+                            .exports
+                            .get(*up)
+                            .expect("junction export exists")
+                            .clone(),
                         fid: *fid,
                     }),
                     None => Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "the root has no parent")),
                 };
             }
-            let (b, cred, dir) = (export.backend.clone(), export.cred_for(&c.ctx.auth), *fid);
+            let (b, cred, dir) = (export.backend.clone(), c.access(export)?.cred.clone(), *fid);
             let (fid, _) = n
                 .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, b".."))
                 .await?;

@@ -82,13 +82,13 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
                     Ok::<_, vfs::FsError>((a, s))
                 })
                 .await?;
-            let mounted_on = mounted_on_fileid(n, export, fid, attr.fileid);
+            let mounted_on = mounted_on_fileid(&c.snap, export, fid, attr.fileid);
             Ok(Fetched {
                 attr,
                 fsstat,
                 fsid: export_fsid(export.id),
                 mounted_on,
-                read_only: export.read_only,
+                read_only: !c.access(export)?.rw,
             })
         }
     }
@@ -205,12 +205,13 @@ async fn do_access(c: &Compound<'_>, want: u32) -> Result<(u32, u32), Fail> {
             supported & (Access::READ | Access::LOOKUP | Access::EXECUTE).bits(),
         )),
         Fh::Obj { export, fid } => {
-            let (b, f, cred) = (export.backend.clone(), *fid, export.cred_for(&c.ctx.auth));
+            let access = c.access(export)?;
+            let (b, f, cred) = (export.backend.clone(), *fid, access.cred.clone());
             let got =
                 c.n.run_fast(&*b.clone(), move || b.access(&cred, &f, Access(supported)))
                     .await?;
             let mut bits = got.bits() & supported;
-            if export.read_only {
+            if !access.rw {
                 bits &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();
             }
             Ok((supported, bits))

@@ -27,7 +27,7 @@ mod v40;
 #[cfg(test)]
 mod tests;
 
-use crate::export::Exports;
+use crate::live::Live;
 use crate::pool::Pool;
 use bytes::{BufMut, Bytes, BytesMut};
 use compound::{Compound, Fh, PSEUDO_EXPORT};
@@ -65,10 +65,11 @@ impl Default for Nfs4Config {
 }
 
 pub struct Nfs4 {
-    pub exports: Arc<Exports>,
+    /// The exports in force and their pseudo tree (swapped on reload; each
+    /// COMPOUND loads them once, see [`Compound::snap`]).
+    pub live: Arc<Live>,
     pub key: Arc<HandleKey>,
     pub pool: Pool,
-    pub pseudo: pseudo::Pseudo,
     pub state: Arc<state::State>,
     pub idmap: Arc<attr::IdMap>,
     pub cfg: Nfs4Config,
@@ -196,7 +197,7 @@ pub const MAX_OPS: u32 = 256;
 
 impl Nfs4 {
     pub fn new(
-        exports: Arc<Exports>,
+        live: Arc<Live>,
         key: Arc<HandleKey>,
         pool: Pool,
         locks: Arc<crate::locks::LockManager>,
@@ -217,8 +218,7 @@ impl Nfs4 {
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "tarn".into());
         Nfs4 {
-            pseudo: pseudo::Pseudo::build(&exports),
-            exports,
+            live,
             key,
             pool,
             state,
@@ -276,7 +276,8 @@ impl Nfs4 {
 
     /// Checks a client's filehandle: MAC first (no syscall), then its export
     /// and whether this client may use it.
-    pub fn open_fh(&self, ctx: &CallContext, wire: &[u8]) -> Result<Fh, Fail> {
+    pub fn open_fh(&self, c: &Compound<'_>, wire: &[u8]) -> Result<Fh, Fail> {
+        let ctx = c.ctx;
         let (export_id, fid) = self.key.open(wire).map_err(|_| {
             Fail::new(
                 Nfsstat4::NFS4ERR_BADHANDLE,
@@ -291,7 +292,7 @@ impl Nfs4 {
                     "malformed pseudo filesystem handle",
                 )
             })?);
-            if node as usize >= self.pseudo.nodes.len() {
+            if node as usize >= c.snap.pseudo.nodes.len() {
                 return Err(Fail::new(
                     Nfsstat4::NFS4ERR_STALE,
                     "pseudo directory no longer exists",
@@ -299,17 +300,12 @@ impl Nfs4 {
             }
             return Ok(Fh::Pseudo(node));
         }
-        let export = self.exports.get(export_id).ok_or(Fail::new(
+        let export = c.snap.exports.get(export_id).ok_or(Fail::new(
             Nfsstat4::NFS4ERR_STALE,
             "handle names an export that no longer exists",
         ))?;
         ctx.set_export(export_id);
-        if !export.allows(ctx.peer.ip()) {
-            return Err(Fail::new(
-                Nfsstat4::NFS4ERR_ACCESS,
-                "client is not allowed to use this export",
-            ));
-        }
+        c.access(export)?;
         Ok(Fh::Obj {
             export: export.clone(),
             fid,
@@ -317,8 +313,9 @@ impl Nfs4 {
     }
 
     /// The root of the tree: the export at `/`, or the pseudo root.
-    pub fn root(&self) -> Fh {
-        match self.pseudo.root_export.and_then(|id| self.exports.get(id)) {
+    pub fn root(&self, c: &Compound<'_>) -> Fh {
+        let snap = &c.snap;
+        match snap.pseudo.root_export.and_then(|id| snap.exports.get(id)) {
             Some(e) => Fh::Obj {
                 export: e.clone(),
                 fid: e.backend.root(),
@@ -455,7 +452,7 @@ impl Nfs4 {
                 }
             } else {
                 self.op(&mut c, a, out).await;
-                if !self.exports.flavor_everywhere(&ctx.auth)
+                if !c.snap.exports.flavor_everywhere(&ctx.auth)
                     && out[at + 4..at + 8] == [0; 4]
                     && secinfo::wrong_sec(&c, op, args.clone().u32().ok())
                 {

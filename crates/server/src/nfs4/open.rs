@@ -169,14 +169,14 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     }
     let (export, cur, cred) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let creating = matches!(a.openhow, Openflag4::OPEN4_CREATE(_));
-    if (creating || access & ACCESS_WRITE != 0) && export.read_only {
+    if (creating || access & ACCESS_WRITE != 0) && !c.access(&export)?.rw {
         return Err(Fail::new(Nfsstat4::NFS4ERR_ROFS, "export is read-only"));
     }
     let b = export.backend.clone();
     let opened = match a.claim {
         OpenClaim4::CLAIM_NULL(name) => {
             super::fh::check_name(&name)?;
-            if c.n.pseudo.junction(export.id, &cur, &name).is_some() {
+            if c.snap.pseudo.junction(export.id, &cur, &name).is_some() {
                 return Err(Fail::new(
                     Nfsstat4::NFS4ERR_ISDIR,
                     "name is another export's root",

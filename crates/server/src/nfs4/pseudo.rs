@@ -207,18 +207,14 @@ mod tests {
     use crate::export::Squash;
 
     fn export(pseudo: &str, backend: Arc<dyn vfs::Backend>) -> Export {
-        Export {
-            id: 0,
-            path: format!("/srv{pseudo}").into(),
-            pseudo: pseudo.into(),
+        Export::simple(
+            format!("/srv{pseudo}"),
+            pseudo,
             backend,
-            clients: vec![],
-            read_only: false,
-            squash: Squash::Root,
-            anon_uid: 65534,
-            anon_gid: 65534,
-            sec: vec![crate::export::Flavor::Sys],
-        }
+            &[],
+            false,
+            Squash::Root,
+        )
     }
 
     #[test]

@@ -136,7 +136,7 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
             } else {
                 a.cookie as usize - 2
             };
-            let children = n.pseudo.nodes[node as usize].children.clone();
+            let children = c.snap.pseudo.nodes[node as usize].children.clone();
             for (i, (name, t)) in children.iter().enumerate().skip(skip) {
                 let cookie = i as u64 + 3;
                 let ok = match *t {
@@ -162,8 +162,10 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
                         )
                     }
                     Target::Export(id) => {
-                        let Some(e) = n.exports.get(id) else { continue };
-                        if !e.allows(c.ctx.peer.ip()) {
+                        let Some(e) = c.snap.exports.get(id) else {
+                            continue;
+                        };
+                        if c.access(e).is_err() {
                             continue;
                         }
                         let (b, root) = (e.backend.clone(), e.backend.root());
@@ -201,12 +203,13 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
             res.finish(out, eof)
         }
         Fh::Obj { export, fid } => {
-            let cred = export.cred_for(&c.ctx.auth);
+            let cred = c.access(&export)?.cred.clone();
             let b = export.backend.clone();
             let export_id = export.id;
             let fsid = export_fsid(export_id);
             // Names that lead to other exports get those exports' root attributes.
-            let junctions: Vec<(Vec<u8>, u32)> = n
+            let junctions: Vec<(Vec<u8>, u32)> = c
+                .snap
                 .pseudo
                 .junctions
                 .get(&(export_id, fid))
@@ -214,7 +217,7 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
                 .unwrap_or_default();
             let roots: Vec<(Vec<u8>, Arc<crate::export::Export>)> = junctions
                 .into_iter()
-                .filter_map(|(name, id)| n.exports.get(id).map(|e| (name, e.clone())))
+                .filter_map(|(name, id)| c.snap.exports.get(id).map(|e| (name, e.clone())))
                 .collect();
             let max_entries = (maxcount / 32).clamp(1, MAX_ENTRIES);
             let mut buf = std::mem::take(out);

@@ -61,24 +61,20 @@ fn fixture_grace(grace: Duration) -> Fx {
             &vfs::CreateHow::Unchecked(Default::default()),
         )
         .unwrap();
-    let e = Export {
-        id: 0,
-        path: "/srv/test".into(),
-        pseudo: "/".into(),
+    let e = Export::simple(
+        "/srv/test",
+        "/",
         backend,
-        clients: vec!["127.0.0.1/32".parse::<Cidr>().unwrap()],
-        read_only: false,
-        squash: Squash::Root,
-        anon_uid: 65534,
-        anon_gid: 65534,
-        sec: vec![crate::export::Flavor::Sys],
-    };
+        &["127.0.0.1/32".parse::<Cidr>().unwrap()],
+        false,
+        Squash::Root,
+    );
     let nfs = Nfs3::new(
-        Arc::new(Exports::new(vec![e])),
+        crate::live::Live::fixed(Exports::new(vec![e])),
         Arc::new(HandleKey::random()),
         Pool::new(2),
     );
-    let fh = nfs.handle(nfs.exports.get(0).unwrap(), &fid);
+    let fh = nfs.handle(nfs.live.load().exports.get(0).unwrap(), &fid);
     let rec = Arc::new(Recorder::default());
     let nlm = Nlm::new(
         Arc::new(LockManager::new()),
