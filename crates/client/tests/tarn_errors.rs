@@ -661,13 +661,37 @@ fn close_twice_and_close_with_locks_held() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(err(s.close(&o.fh, &o.stateid).await), NFS4ERR_LOCKS_HELD);
-        s.locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 10)
-            .await
-            .unwrap();
+        // RFC 8881 §18.2.4 lets a server free the locks at CLOSE or refuse
+        // with LOCKS_HELD; Tarn frees them (Linux may send the CLOSE of a
+        // closing file before its LOCKU completes), and the lock stateid
+        // goes with the open.
         s.close(&o.fh, &o.stateid)
             .await
-            .expect("CLOSE once unlocked");
+            .expect("CLOSE frees the locks");
+        assert_eq!(
+            err(s.locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 10).await),
+            NFS4ERR_BAD_STATEID
+        );
+        let o2 = open(
+            &s,
+            "f",
+            "open-b",
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .unwrap();
+        let lo2 = s.new_owner("lock-2");
+        s.lock(
+            &o2.fh,
+            s.new_lock_owner(&o2.stateid, &lo2),
+            NfsLockType4::WRITE_LT,
+            0,
+            10,
+        )
+        .await
+        .unwrap()
+        .expect("the range is free after the CLOSE");
     });
 }
 

@@ -772,7 +772,8 @@ impl State {
             .map(|s| s.client)
     }
 
-    /// CLOSE: fails with LOCKS_HELD while lock stateids of this open still hold locks.
+    /// CLOSE: the open stateid goes, with its lock stateids and the locks
+    /// they still hold on this file.
     pub fn close(&self, sid: &Stateid4, file: &FileKey, minor: u32) -> Result<Stateid4, Nfsstat4> {
         let mut i = self.inner.lock().unwrap();
         let st = self.lookup(&mut i, sid, Some(file), minor)?;
@@ -782,20 +783,14 @@ impl State {
         };
         let owner = owner.clone();
         let locks = locks.clone();
-        for l in &locks {
-            if let Some(Stateful {
-                kind: Kind::Lock { owner, .. },
-                ..
-            }) = i.stateids.get(l)
-            {
-                if self.locks.owner_holds(owner) {
-                    return Err(Nfsstat4::NFS4ERR_LOCKS_HELD);
-                }
-            }
-        }
+        // RFC 8881 §18.2.4: a server MAY free the locks still held at CLOSE
+        // instead of refusing with LOCKS_HELD. Linux sends the LOCKU of a
+        // closing file without waiting for it, so its CLOSE can overtake the
+        // unlock; freeing them here (as knfsd does) keeps the file usable.
         for l in &locks {
             if let Some(st) = i.stateids.remove(l) {
                 if let Kind::Lock { owner, .. } = &st.kind {
+                    self.locks.unlock(st.file, owner, 0, u64::MAX);
                     if let Some(c) = i.clients.get_mut(&client) {
                         c.locks.remove(l);
                         c.lock_index.remove(&(owner.owner.clone(), st.file));
