@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use xdr::Pack;
 
-const EXCHGID4_FLAG_SUPP_MOVED_REFER: u32 = 0x1;
-const EXCHGID4_FLAG_BIND_PRINC_STATEID: u32 = 0x100;
 const EXCHGID4_FLAG_USE_NON_PNFS: u32 = 0x10000;
 const EXCHGID4_FLAG_UPD_CONFIRMED_REC_A: u32 = 0x4000_0000;
 const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
@@ -60,11 +58,11 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
     );
     match r {
         Ok((clientid, seq, confirmed)) => {
-            let mut flags = EXCHGID4_FLAG_USE_NON_PNFS | EXCHGID4_FLAG_SUPP_MOVED_REFER;
+            // No pNFS roles; no referral or migration support is claimed.
+            let mut flags = EXCHGID4_FLAG_USE_NON_PNFS;
             if confirmed {
                 flags |= EXCHGID4_FLAG_CONFIRMED_R;
             }
-            let _ = EXCHGID4_FLAG_BIND_PRINC_STATEID;
             ExchangeId4res::NFS4_OK(ExchangeId4resok {
                 eir_clientid: clientid,
                 eir_sequenceid: seq,
