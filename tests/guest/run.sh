@@ -36,9 +36,9 @@ on  | tarn  | 3   | sys   | mixed,restart |
 on  | tarn  | 4.0 | sys   | mixed,restart |
 on  | tarn  | 4.1 | sys   | mixed,restart |
 on  | tarn  | 4.2 | sys   | mixed,restart |
-off | tarn  | 3   | krb5  |               | Kerberos not implemented yet (issue 5)
-off | tarn  | 3   | krb5i |               | Kerberos not implemented yet (issue 5)
-off | tarn  | 3   | krb5p |               | Kerberos not implemented yet (issue 5)
+off | tarn  | 3   | krb5  |               | the server does RPCSEC_GSS; the guest side (KDC, rpc.gssd, keytabs) is not wired yet (issue 5)
+off | tarn  | 3   | krb5i |               | the server does RPCSEC_GSS; the guest side (KDC, rpc.gssd, keytabs) is not wired yet (issue 5)
+off | tarn  | 3   | krb5p |               | the server does RPCSEC_GSS; the guest side (KDC, rpc.gssd, keytabs) is not wired yet (issue 5)
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
