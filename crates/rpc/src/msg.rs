@@ -276,13 +276,7 @@ pub fn encode_call(
     cred: &OpaqueAuth,
     out: &mut BytesMut,
 ) {
-    out.put_u32(xid);
-    out.put_u32(0); // CALL
-    out.put_u32(2);
-    out.put_u32(prog);
-    out.put_u32(vers);
-    out.put_u32(proc_);
-    cred.pack(out);
+    encode_call_head(xid, prog, vers, proc_, cred, out);
     none_verf().pack(out);
 }
 
