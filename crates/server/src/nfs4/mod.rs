@@ -451,7 +451,7 @@ impl Nfs4 {
                     }
                 }
             } else {
-                self.op(&mut c, a, out).await;
+                self.op(&mut c, op, a, out).await;
                 if !c.snap.exports.flavor_everywhere(&ctx.auth)
                     && out[at + 4..at + 8] == [0; 4]
                     && secinfo::wrong_sec(&c, op, args.clone().u32().ok())
@@ -505,14 +505,15 @@ impl Nfs4 {
     }
 
     /// Runs one operation, packing its result (operation number first).
-    async fn op(&self, c: &mut Compound<'_>, a: NfsArgop4, out: &mut BytesMut) {
+    /// `op` is `a`'s operation number, as the dispatcher read it.
+    async fn op(&self, c: &mut Compound<'_>, op: u32, a: NfsArgop4, out: &mut BytesMut) {
         use NfsArgop4 as A;
         use NfsResop4 as R;
         let v40 = c.minor == 0;
         // NFSv4.0 open and lock owners sequence their requests themselves.
         let seq = if v40 { v40::sequenced(c, &a) } else { None };
         if let Some(k) = &seq {
-            if let Some(reply) = v40::before(c, opnum(&a), k) {
+            if let Some(reply) = v40::before(c, op, k) {
                 out.extend_from_slice(&reply);
                 return;
             }
@@ -608,10 +609,9 @@ impl Nfs4 {
             A::OP_RECLAIM_COMPLETE(a) => {
                 R::OP_RECLAIM_COMPLETE(session::reclaim_complete(c, a).await)
             }
-            other => {
+            _ => {
                 // Defined but not (yet) implemented here, or belonging to
                 // another minor version: NOTSUPP, never a crash.
-                let op = opnum(&other);
                 out.put_u32(op);
                 out.put_u32(Nfsstat4::NFS4ERR_NOTSUPP as u32);
                 // Results of these ops are `status` alone or a union whose
@@ -634,15 +634,6 @@ fn cache_limit(slot: &state::session::SlotGuard) -> usize {
 
 fn set_status(out: &mut BytesMut, start: usize, s: Nfsstat4) {
     out[start..start + 4].copy_from_slice(&(s as u32).to_be_bytes());
-}
-
-/// The operation number of an argument.
-fn opnum(a: &NfsArgop4) -> u32 {
-    let mut b = BytesMut::with_capacity(8);
-    // The discriminant is the first word of the encoding; the ops that reach
-    // here are rare, so encoding them once costs nothing that matters.
-    a.pack(&mut b);
-    u32::from_be_bytes(b[..4].try_into().unwrap())
 }
 
 /// An operation's name for logs and metrics ("OP_READ").
