@@ -11,7 +11,9 @@ mod nfs4;
 use bytes::Bytes;
 use proto::mount::{Dirpath, Mountres3, MOUNTPROC3_MNT, MOUNT_PROGRAM};
 use proto::nfs3::*;
-use rpc::client::{auth_sys, RpcClient};
+use rpc::client::gss::GssClient;
+use rpc::client::{auth_sys, ClientError, RpcClient};
+use rpc::gss::GssService;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -76,6 +78,19 @@ pub struct BenchArgs {
     /// Leave the bench's files and directories on the server.
     #[arg(long)]
     keep: bool,
+    /// Security flavors, one run each (the same workloads and in-flight levels):
+    /// any of sys, krb5, krb5i, krb5p; rows of the Kerberos ones say their
+    /// throughput as a share of sys. A context per connection, made with the
+    /// caller's credential cache (kinit first).
+    #[arg(long, default_value = "sys")]
+    sec: String,
+    /// The GSS target service for krb5*: service@host.
+    #[arg(long, default_value = "nfs@localhost")]
+    gss_target: String,
+    /// The server's --metrics address: the GSS calls it dropped (by reason) are
+    /// printed after the runs.
+    #[arg(long)]
+    server_metrics: Option<SocketAddr>,
     /// Print the side-by-side table of two `--json` outputs (LABEL=FILE, twice:
     /// the first is the one measured, the second the reference) and exit.
     #[arg(long, num_args = 1)]
@@ -91,12 +106,113 @@ struct Fixture {
     listdir: Option<NfsFh3>,
 }
 
+/// One connection the bench calls over: AUTH_SYS, or an RPCSEC_GSS context
+/// (one per connection) under one service: krb5, krb5i or krb5p.
+pub(crate) enum Conn {
+    Sys(RpcClient),
+    Gss(Box<GssClient>, GssService),
+}
+
+impl Conn {
+    async fn call<A: Pack>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<xdr::Decoder, ClientError> {
+        match self {
+            Conn::Sys(c) => c.call(prog, vers, proc_, args).await,
+            // The context was made for NFSv3 (MOUNT goes over AUTH_SYS, as with real clients).
+            Conn::Gss(g, svc) => g.call(*svc, proc_, &xdr::to_bytes(args)).await,
+        }
+    }
+
+    async fn call_raw(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &[u8],
+    ) -> Result<(), ClientError> {
+        match self {
+            Conn::Sys(c) => c.call_raw(prog, vers, proc_, args).await.map(drop),
+            Conn::Gss(g, svc) => g.call(*svc, proc_, args).await.map(drop),
+        }
+    }
+}
+
+/// A --sec name: None for sys, else the GSS service.
+fn parse_flavor(s: &str) -> Result<Option<GssService>, String> {
+    Ok(match s {
+        "sys" => None,
+        "krb5" => Some(GssService::None),
+        "krb5i" => Some(GssService::Integrity),
+        "krb5p" => Some(GssService::Privacy),
+        o => return Err(format!("--sec {o:?}: expected sys, krb5, krb5i or krb5p")),
+    })
+}
+
+/// `connections` connections under one flavor.
+async fn connect(a: &BenchArgs, flavor: Option<GssService>) -> Result<Vec<Arc<Conn>>, String> {
+    let mut v = Vec::new();
+    for _ in 0..a.connections.max(1) {
+        let c = RpcClient::connect(a.server, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
+            .await
+            .map_err(|e| format!("{}: {e}", a.server))?;
+        v.push(Arc::new(match flavor {
+            None => Conn::Sys(c),
+            Some(svc) => Conn::Gss(
+                Box::new(
+                    GssClient::establish(c, NFS_PROGRAM, 3, &a.gss_target)
+                        .await
+                        .map_err(|e| format!("RPCSEC_GSS context with {}: {e}", a.gss_target))?,
+                ),
+                svc,
+            ),
+        }));
+    }
+    Ok(v)
+}
+
+/// The server's `tarn_gss_dropped_calls_total` samples, summed per reason,
+/// from its Prometheus endpoint.
+fn gss_drops(metrics: SocketAddr) -> Result<Vec<(String, f64)>, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(metrics).map_err(|e| format!("{metrics}: {e}"))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: tarn\r\n\r\n")
+        .map_err(err)?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(err)?;
+    let mut by: Vec<(String, f64)> = Vec::new();
+    for l in body
+        .lines()
+        .filter(|l| l.starts_with("tarn_gss_dropped_calls_total{"))
+    {
+        let reason = l
+            .split("reason=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("?");
+        let v: f64 = l
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        match by.iter_mut().find(|(r, _)| r == reason) {
+            Some(e) => e.1 += v,
+            None => by.push((reason.to_string(), v)),
+        }
+    }
+    Ok(by)
+}
+
 fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
 /// One NFSv3 call, decoded.
-async fn nfs<A: Pack, R: Unpack>(c: &RpcClient, proc_: u32, args: &A) -> Result<R, String> {
+async fn nfs<A: Pack, R: Unpack>(c: &Conn, proc_: u32, args: &A) -> Result<R, String> {
     let mut d = c.call(NFS_PROGRAM, 3, proc_, args).await.map_err(err)?;
     R::unpack(&mut d).map_err(err)
 }
@@ -119,7 +235,7 @@ fn dirop(dir: &NfsFh3, name: &[u8]) -> Diropargs3 {
     }
 }
 
-async fn create(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
+async fn create(c: &Conn, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
     let a = Create3args {
         r#where: dirop(dir, name),
         how: Createhow3::UNCHECKED(sattr(0o644)),
@@ -136,7 +252,7 @@ async fn create(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, Stri
     }
 }
 
-async fn lookup(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
+async fn lookup(c: &Conn, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
     let a = Lookup3args {
         what: dirop(dir, name),
     };
@@ -149,7 +265,7 @@ async fn lookup(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, Stri
 }
 
 /// MKDIR, or the existing directory's handle.
-async fn mkdir(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
+async fn mkdir(c: &Conn, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, String> {
     let a = Mkdir3args {
         r#where: dirop(dir, name),
         attributes: sattr(0o755),
@@ -163,7 +279,7 @@ async fn mkdir(c: &RpcClient, dir: &NfsFh3, name: &[u8]) -> Result<NfsFh3, Strin
     }
 }
 
-async fn remove(c: &RpcClient, dir: &NfsFh3, name: &[u8], rmdir: bool) {
+async fn remove(c: &Conn, dir: &NfsFh3, name: &[u8], rmdir: bool) {
     let object = dirop(dir, name);
     if rmdir {
         let _ = c
@@ -177,7 +293,7 @@ async fn remove(c: &RpcClient, dir: &NfsFh3, name: &[u8], rmdir: bool) {
 }
 
 async fn write(
-    c: &RpcClient,
+    c: &Conn,
     file: &NfsFh3,
     offset: u64,
     data: Bytes,
@@ -196,7 +312,7 @@ async fn write(
     }
 }
 
-async fn commit(c: &RpcClient, file: &NfsFh3) -> Result<(), String> {
+async fn commit(c: &Conn, file: &NfsFh3) -> Result<(), String> {
     let a = Commit3args {
         file: file.clone(),
         offset: 0,
@@ -208,7 +324,7 @@ async fn commit(c: &RpcClient, file: &NfsFh3) -> Result<(), String> {
     }
 }
 
-async fn getattr(c: &RpcClient, fh: &NfsFh3) -> Result<Fattr3, String> {
+async fn getattr(c: &Conn, fh: &NfsFh3) -> Result<Fattr3, String> {
     let a = Getattr3args { object: fh.clone() };
     match nfs(c, NFSPROC3_GETATTR, &a).await? {
         Getattr3res::NFS3_OK(ok) => Ok(ok.obj_attributes),
@@ -217,14 +333,9 @@ async fn getattr(c: &RpcClient, fh: &NfsFh3) -> Result<Fattr3, String> {
 }
 
 /// Runs `f(client, i)` for i in 0..count with `inflight` calls at once.
-async fn par<F, Fut>(
-    clients: &[Arc<RpcClient>],
-    inflight: usize,
-    count: u64,
-    f: F,
-) -> Result<(), String>
+async fn par<F, Fut>(clients: &[Arc<Conn>], inflight: usize, count: u64, f: F) -> Result<(), String>
 where
-    F: Fn(Arc<RpcClient>, u64) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<Conn>, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
     let next = Arc::new(AtomicU64::new(0));
@@ -268,7 +379,7 @@ fn entry_name(i: u64) -> String {
 /// One whole listing with READDIRPLUS (64 KiB replies); returns (entries, calls).
 /// Stops early, with what it has, once `deadline` passes.
 async fn list_dir(
-    c: &RpcClient,
+    c: &Conn,
     dir: &NfsFh3,
     deadline: Option<Instant>,
 ) -> Result<(u64, u64, bool), String> {
@@ -304,14 +415,16 @@ async fn list_dir(
     }
 }
 
-async fn setup(clients: &[Arc<RpcClient>], a: &BenchArgs, ops: &[&str]) -> Result<Fixture, String> {
+async fn setup(clients: &[Arc<Conn>], a: &BenchArgs, ops: &[&str]) -> Result<Fixture, String> {
     let c0 = &clients[0];
     let mc;
     let mc_ref = match a.mount_server {
         Some(addr) if addr != a.server => {
-            mc = RpcClient::connect(addr, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
-                .await
-                .map_err(|e| format!("{addr}: {e}"))?;
+            mc = Conn::Sys(
+                RpcClient::connect(addr, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
+                    .await
+                    .map_err(|e| format!("{addr}: {e}"))?,
+            );
             &mc
         }
         _ => c0.as_ref(),
@@ -397,7 +510,7 @@ async fn setup(clients: &[Arc<RpcClient>], a: &BenchArgs, ops: &[&str]) -> Resul
 }
 
 /// One call of a simple operation; returns the payload bytes moved.
-async fn one(c: &RpcClient, op: &str, fx: &Fixture, i: u64, wbuf: &Bytes) -> Result<u64, String> {
+async fn one(c: &Conn, op: &str, fx: &Fixture, i: u64, wbuf: &Bytes) -> Result<u64, String> {
     let blocks = fx.file_size / 4096;
     let mbs = (fx.file_size >> 20).max(1);
     let off4k = (i.wrapping_mul(2654435761) % blocks) * 4096;
@@ -458,6 +571,8 @@ async fn one(c: &RpcClient, op: &str, fx: &Fixture, i: u64, wbuf: &Bytes) -> Res
 /// What one run (one workload at one in-flight level) measured.
 pub(crate) struct Phase {
     op: String,
+    /// Security flavor: sys, krb5, krb5i, krb5p.
+    sec: String,
     inflight: usize,
     secs: f64,
     /// Operations done: calls, files (create) or whole listings (readdirplus,
@@ -475,6 +590,7 @@ impl Phase {
     fn new(op: &str, inflight: usize) -> Self {
         Phase {
             op: op.to_string(),
+            sec: "sys".to_string(),
             inflight,
             secs: 0.0,
             ops: 0.0,
@@ -492,7 +608,7 @@ fn micros(t: Instant) -> u64 {
 }
 
 async fn run_simple(
-    clients: &[Arc<RpcClient>],
+    clients: &[Arc<Conn>],
     fx: &Arc<Fixture>,
     op: &str,
     inflight: usize,
@@ -533,7 +649,7 @@ async fn run_simple(
 /// `inflight` clients each listing the directory again and again until the
 /// time is up (a listing cut by the deadline counts by its entries).
 async fn run_listing(
-    clients: &[Arc<RpcClient>],
+    clients: &[Arc<Conn>],
     dir: &NfsFh3,
     dir_entries: u64,
     inflight: usize,
@@ -579,7 +695,7 @@ async fn run_listing(
 /// Files created, written (4 KiB, UNSTABLE) and committed, as a Linux client
 /// closing a new file does, in a fresh directory per run.
 async fn run_create(
-    clients: &[Arc<RpcClient>],
+    clients: &[Arc<Conn>],
     fx: &Arc<Fixture>,
     files: u64,
     inflight: usize,
@@ -722,10 +838,11 @@ fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
         "null".into()
     };
     format!(
-        "{{\"label\":{},\"op\":{},\"unit\":{},\"inflight\":{},\"connections\":{},\"secs\":{},\
+        "{{\"label\":{},\"sec\":{},\"op\":{},\"unit\":{},\"inflight\":{},\"connections\":{},\"secs\":{},\
 \"ops\":{},\"ops_per_s\":{},\"mb_per_s\":{},\"calls\":{},\"entries\":{},\"entries_per_s\":{},\
 \"dir_entries\":{},\"listing_s\":{},\"p50_us\":{},\"p99_us\":{},\"server_cpu_s\":{},\"server_cpu_us_per_op\":{}}}",
         json_str(&a.label),
+        json_str(&r.sec),
         json_str(&r.op),
         json_str(unit(&r.op)),
         r.inflight,
@@ -744,6 +861,35 @@ fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
         r.cpu_secs.map(num).unwrap_or_else(|| "null".into()),
         cpu
     )
+}
+
+/// One workload at one in-flight level over `clients`, with the server's CPU time.
+async fn run_one(
+    a: &BenchArgs,
+    op: &str,
+    n: usize,
+    clients: &[Arc<Conn>],
+    fx: &Arc<Fixture>,
+    fx4: Option<&Arc<nfs4::Fixture4>>,
+    made: &mut Vec<(Vec<u8>, u64)>,
+) -> Result<Phase, String> {
+    let cpu0 = a.server_pid.map(cpu_secs).transpose()?;
+    let mut r = match op {
+        "readdirplus" => {
+            let dir = fx.listdir.as_ref().ok_or("no listing directory")?;
+            run_listing(clients, dir, a.dir_entries, n, a.seconds).await?
+        }
+        "create" => run_create(clients, fx, a.files, n, a.seconds, made).await?,
+        o if nfs4::OPS.contains(&o) => {
+            let fx4 = fx4.expect("set up when an NFSv4 op is asked for");
+            nfs4::run(fx4, o, n, a.seconds, fx.file_size).await?
+        }
+        _ => run_simple(clients, fx, op, n, a.seconds).await?,
+    };
+    if let (Some(pid), Some(c0)) = (a.server_pid, cpu0) {
+        r.cpu_secs = Some(cpu_secs(pid)? - c0);
+    }
+    Ok(r)
 }
 
 async fn bench(a: BenchArgs) -> Result<(), String> {
@@ -780,14 +926,24 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     if let Some(pid) = a.server_pid {
         cpu_secs(pid)?;
     }
-    let mut clients = Vec::new();
-    for _ in 0..a.connections.max(1) {
-        let c = RpcClient::connect(a.server, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
-            .await
-            .map_err(|e| format!("{}: {e}", a.server))?;
-        clients.push(Arc::new(c));
+    let mut flavors = Vec::new();
+    for f in a.sec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        flavors.push((f.to_string(), parse_flavor(f)?));
     }
+    if flavors.iter().any(|f| f.1.is_some()) && ops.iter().any(|o| nfs4::OPS.contains(o)) {
+        return Err("--sec krb5*: the NFSv4 workloads run with AUTH_SYS only".into());
+    }
+    // Set-up and clean-up go over AUTH_SYS.
+    let clients = connect(&a, None).await?;
     let fx = Arc::new(setup(&clients, &a, &ops).await?);
+    let mut conns = Vec::new();
+    for (name, f) in &flavors {
+        let c = match f {
+            None => clients.clone(),
+            Some(_) => connect(&a, *f).await?,
+        };
+        conns.push((name.as_str(), c));
+    }
     let fx4 = if ops.iter().any(|o| nfs4::OPS.contains(o)) {
         Some(Arc::new(
             nfs4::setup(a.server, &a.export, a.uid, a.gid).await?,
@@ -813,59 +969,62 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     } else {
         println!("{header}");
         println!(
-            "{:<11} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11}  note",
-            "op", "inflight", "ops/s", "MB/s", "p50(us)", "p99(us)", "cpu us/op"
+            "{:<11} {:<5} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11}  note",
+            "op", "sec", "inflight", "ops/s", "MB/s", "p50(us)", "p99(us)", "cpu us/op"
         );
     }
     let mut made = Vec::new();
     for op in &ops {
         for &n in &levels {
             let n = n.max(1);
-            let cpu0 = a.server_pid.map(cpu_secs).transpose()?;
-            let mut r = match *op {
-                "readdirplus" => {
-                    let dir = fx.listdir.as_ref().ok_or("no listing directory")?;
-                    run_listing(&clients, dir, a.dir_entries, n, a.seconds).await?
+            let mut sys_rate = None;
+            for (sec, clients) in &conns {
+                let mut r = run_one(&a, op, n, clients, &fx, fx4.as_ref(), &mut made).await?;
+                r.sec = sec.to_string();
+                r.lat_us.sort_unstable();
+                let rate = r.ops / r.secs;
+                if *sec == "sys" {
+                    sys_rate = Some(rate);
                 }
-                "create" => run_create(&clients, &fx, a.files, n, a.seconds, &mut made).await?,
-                o if nfs4::OPS.contains(&o) => {
-                    let fx4 = fx4.as_ref().expect("set up when an NFSv4 op is asked for");
-                    nfs4::run(fx4, o, n, a.seconds, fx.file_size).await?
+                if a.json {
+                    println!("{}", json_line(&a, &r, a.dir_entries));
+                    continue;
                 }
-                _ => run_simple(&clients, &fx, op, n, a.seconds).await?,
-            };
-            if let (Some(pid), Some(c0)) = (a.server_pid, cpu0) {
-                r.cpu_secs = Some(cpu_secs(pid)? - c0);
+                let mut note = match *op {
+                    "readdirplus" => format!(
+                        "{:.3} s/listing, {:.0} entries/s, per listing",
+                        r.secs * n as f64 / r.ops.max(1e-9),
+                        r.entries as f64 / r.secs
+                    ),
+                    "create" => format!("{} files, per file", r.ops),
+                    "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
+                    _ => String::new(),
+                };
+                if let (Some(s), false) = (sys_rate, *sec == "sys") {
+                    note = format!("{:.0}% of sys {note}", 100.0 * rate / s.max(1e-9));
+                }
+                println!(
+                    "{:<11} {:<5} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",
+                    op,
+                    sec,
+                    n,
+                    rate,
+                    r.bytes as f64 / r.secs / 1e6,
+                    fmt_us(pct(&r.lat_us, 0.5)),
+                    fmt_us(pct(&r.lat_us, 0.99)),
+                    r.cpu_secs
+                        .filter(|_| r.ops > 0.0)
+                        .map(|c| format!("{:.1}", c * 1e6 / r.ops))
+                        .unwrap_or_else(|| "-".into()),
+                );
             }
-            r.lat_us.sort_unstable();
-            if a.json {
-                println!("{}", json_line(&a, &r, a.dir_entries));
-                continue;
-            }
-            let note = match *op {
-                "readdirplus" => format!(
-                    "{:.3} s/listing, {:.0} entries/s, per listing",
-                    r.secs * n as f64 / r.ops.max(1e-9),
-                    r.entries as f64 / r.secs
-                ),
-                "create" => format!("{} files, per file", r.ops),
-                "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
-                _ => String::new(),
-            };
-            println!(
-                "{:<11} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",
-                op,
-                n,
-                r.ops / r.secs,
-                r.bytes as f64 / r.secs / 1e6,
-                fmt_us(pct(&r.lat_us, 0.5)),
-                fmt_us(pct(&r.lat_us, 0.99)),
-                r.cpu_secs
-                    .filter(|_| r.ops > 0.0)
-                    .map(|c| format!("{:.1}", c * 1e6 / r.ops))
-                    .unwrap_or_else(|| "-".into()),
-            );
         }
+    }
+    if let Some(m) = a.server_metrics {
+        let drops = gss_drops(m)?;
+        let total: f64 = drops.iter().map(|d| d.1).sum();
+        let by: Vec<String> = drops.iter().map(|(r, v)| format!("{r} {v}")).collect();
+        println!("GSS calls the server dropped: {total} ({})", by.join(", "));
     }
     if let Some(fx4) = fx4 {
         fx4.close().await;
@@ -876,12 +1035,7 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn cleanup(
-    clients: &[Arc<RpcClient>],
-    fx: &Fixture,
-    a: &BenchArgs,
-    made: Vec<(Vec<u8>, u64)>,
-) {
+async fn cleanup(clients: &[Arc<Conn>], fx: &Fixture, a: &BenchArgs, made: Vec<(Vec<u8>, u64)>) {
     let c0 = &clients[0];
     for (name, n) in made {
         if let Ok(dir) = lookup(c0, &fx.root, &name).await {

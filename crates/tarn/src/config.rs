@@ -37,6 +37,17 @@
 //! grace_seconds = 90             # after a restart, time for clients to reclaim
 //! idmap_domain = "example.com"   # owner strings are user@idmap_domain
 //! id_names = false               # send names instead of numeric ids
+//!
+//! [gss]                          # optional: Kerberos (RPCSEC_GSS)
+//! keytab = "/etc/krb5.keytab"    # nfs/<host> key (--keytab wins, then this, then KRB5_KTNAME)
+//! machine_principals = "root"    # nfs/, host/, root/ principals: "root" (uid 0, then
+//!                                # squashed per export) or "anonymous" (as Linux nfsd)
+//! local_realms = ["EXAMPLE.COM"] # realms whose user@REALM are local users (default:
+//!                                # krb5.conf's default_realm); others are anonymous
+//! [gss.principals]               # exact principals, checked first
+//! "alice@PARTNER.ORG" = "alice"  # a local user,
+//! "backup/h1@EXAMPLE.COM" = "2000:2000:10,20"   # uid:gid[:gids],
+//! "guest@EXAMPLE.COM" = "anonymous"             # or the export's anonymous ids
 //! ```
 
 use serde::Deserialize;
@@ -61,6 +72,18 @@ pub struct Config {
     pub exports: Vec<ExportConfig>,
     pub nfs4: server::nfs4::Nfs4Config,
     pub auth_cache: server::auth_cache::CacheConfig,
+    pub gss: GssSettings,
+}
+
+/// The `[gss]` section.
+#[derive(Debug, Clone, Default)]
+pub struct GssSettings {
+    pub keytab: Option<PathBuf>,
+    /// `machine_principals = "anonymous"`.
+    pub machines_anonymous: bool,
+    /// None: krb5.conf's default_realm, read when the server starts.
+    pub local_realms: Option<Vec<String>>,
+    pub principals: std::collections::HashMap<String, server::principal::MapTo>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +95,17 @@ struct RawConfig {
     export: Vec<RawExport>,
     nfs4: Option<RawNfs4>,
     auth_cache: Option<RawAuthCache>,
+    gss: Option<RawGss>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGss {
+    keytab: Option<PathBuf>,
+    machine_principals: Option<Spanned<String>>,
+    local_realms: Option<Vec<String>>,
+    #[serde(default)]
+    principals: std::collections::HashMap<String, Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -301,12 +335,41 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         }
     }
+    let mut gss = GssSettings::default();
+    if let Some(g) = raw.gss {
+        gss.keytab = g.keytab;
+        gss.local_realms = g.local_realms;
+        if let Some(m) = g.machine_principals {
+            gss.machines_anonymous = match m.get_ref().as_str() {
+                "root" => false,
+                "anonymous" => true,
+                other => {
+                    return Err(format!(
+                        "{f}:{}: machine_principals {other:?}: expected \"root\" or \"anonymous\"",
+                        at(&m.span())
+                    ))
+                }
+            };
+        }
+        for (principal, to) in g.principals {
+            if !principal.contains('@') {
+                return Err(format!(
+                    "{f}:{}: principal {principal:?}: expected name@REALM",
+                    at(&to.span())
+                ));
+            }
+            let to = server::principal::MapTo::parse(to.get_ref())
+                .map_err(|e| format!("{f}:{}: {principal}: {e}", at(&to.span())))?;
+            gss.principals.insert(principal, to);
+        }
+    }
     Ok(Config {
         listen: raw.listen,
         state_dir: raw.state_dir,
         exports,
         nfs4,
         auth_cache,
+        gss,
     })
 }
 
@@ -363,6 +426,36 @@ fn rule(
 }
 
 /// The human summary `tarn check-config` prints for one export.
+/// What `[gss]` does to Kerberos principals, for check-config; empty when absent.
+pub fn explain_gss(g: &GssSettings) -> String {
+    if g.keytab.is_none()
+        && !g.machines_anonymous
+        && g.local_realms.is_none()
+        && g.principals.is_empty()
+    {
+        return String::new();
+    }
+    let mut s = String::from("kerberos principals:\n");
+    if let Some(k) = &g.keytab {
+        s += &format!("  keytab {}\n", k.display());
+    }
+    let mut names: Vec<_> = g.principals.iter().collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    for (p, to) in names {
+        s += &format!("  {p} -> {to:?}\n");
+    }
+    match &g.local_realms {
+        Some(r) => s += &format!("  user@REALM is the local user for realms {r:?}; other realms are anonymous\n"),
+        None => s += "  user@REALM is the local user for krb5.conf's default_realm; other realms are anonymous\n",
+    }
+    s += if g.machines_anonymous {
+        "  machine principals (nfs/, host/, root/) are anonymous\n"
+    } else {
+        "  machine principals (nfs/, host/, root/) are root, then squashed per export\n"
+    };
+    s
+}
+
 pub fn explain(e: &ExportConfig) -> String {
     let mut s = if e.pseudo == e.path.to_string_lossy() {
         format!("{}:\n", e.path.display())
@@ -498,5 +591,29 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("t.toml:6: ") && e.contains("krb5i"), "{e}");
+    }
+
+    #[test]
+    fn gss_section() {
+        let src = "[[export]]\npath = \"/srv\"\nclients = []\n\n[gss]\nmachine_principals = \"anonymous\"\n\
+                   local_realms = [\"EXAMPLE.COM\"]\n[gss.principals]\n\"a@P.ORG\" = \"alice\"\n\
+                   \"b/h@EXAMPLE.COM\" = \"5:6:7\"\n";
+        let c = parse(Path::new("t.toml"), src).unwrap();
+        assert!(c.gss.machines_anonymous);
+        assert_eq!(c.gss.local_realms, Some(vec!["EXAMPLE.COM".to_string()]));
+        assert_eq!(
+            c.gss.principals["a@P.ORG"],
+            server::principal::MapTo::User("alice".into())
+        );
+        assert!(explain_gss(&c.gss).contains("b/h@EXAMPLE.COM -> Ids"));
+        let bad = src.replace("5:6:7", "5:x");
+        let e = parse(Path::new("t.toml"), &bad).unwrap_err();
+        assert!(e.starts_with("t.toml:10: b/h@EXAMPLE.COM: "), "{e}");
+        let bad = src.replace("\"anonymous\"", "\"nobody\"");
+        let e = parse(Path::new("t.toml"), &bad).unwrap_err();
+        assert!(e.starts_with("t.toml:6: ") && e.contains("\"root\""), "{e}");
+        let bad = src.replace("a@P.ORG", "alice");
+        let e = parse(Path::new("t.toml"), &bad).unwrap_err();
+        assert!(e.contains("expected name@REALM"), "{e}");
     }
 }

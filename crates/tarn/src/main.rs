@@ -215,6 +215,7 @@ fn main() -> ExitCode {
                 for e in &c.exports {
                     print!("{}", config::explain(e));
                 }
+                print!("{}", config::explain_gss(&c.gss));
                 if c.exports
                     .iter()
                     .flat_map(|e| &e.rules)
@@ -382,6 +383,7 @@ fn build_config(
                     exports: vec![e],
                     nfs4: Default::default(),
                     auth_cache: Default::default(),
+                    gss: Default::default(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -709,13 +711,18 @@ fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssSer
         }
         return Ok(None);
     }
-    if let Some(k) = &sec.keytab {
+    let keytab_arg = match (&sec.keytab, &cfg.gss.keytab) {
+        (Some(k), _) => Some(("--keytab", k)),
+        (None, Some(k)) => Some(("[gss] keytab", k)),
+        (None, None) => None,
+    };
+    if let Some((what, k)) = keytab_arg {
         if !k.is_file() {
-            return Err(format!("--keytab {}: no such file", k.display()));
+            return Err(format!("{what} {}: no such file", k.display()));
         }
         let abs = k
             .canonicalize()
-            .map_err(|e| format!("--keytab {}: {e}", k.display()))?;
+            .map_err(|e| format!("{what} {}: {e}", k.display()))?;
         // MIT reads the acceptor keytab from here; set before any thread starts.
         std::env::set_var("KRB5_KTNAME", format!("FILE:{}", abs.display()));
     }
@@ -723,16 +730,33 @@ fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssSer
     if sec.gss_window == 0 {
         return Err("--gss-window must be at least 1".into());
     }
-    let map = server::principal::PrincipalMap::default();
+    let mut map = server::principal::PrincipalMap {
+        principals: cfg.gss.principals.clone(),
+        ..Default::default()
+    };
+    if cfg.gss.machines_anonymous {
+        map.machine = None;
+    }
+    map.local_realms = match &cfg.gss.local_realms {
+        Some(r) => r.clone(),
+        None => server::principal::default_realm().into_iter().collect(),
+    };
+    if map.local_realms.is_empty() {
+        warn!("no default_realm in krb5.conf and no [gss] local_realms: user@ANY-REALM maps to the local user");
+    }
     let gcfg = rpc::gss::GssConfig {
         window: sec.gss_window,
         // Replays are remembered over 8x the window (rule 4).
         replay_range: sec.gss_window.saturating_mul(8).max(1024),
-        map: Arc::new(move |p| map.map(p)),
+        map: {
+            let map = map.clone();
+            Arc::new(move |p| map.map(p))
+        },
         ..Default::default()
     };
+    let map_realms = map.local_realms;
     let g = rpc::gss::GssServer::new(gcfg).map_err(|e| format!("{e} (keytab {keytab})"))?;
-    info!(keytab = %keytab, window = sec.gss_window, "RPCSEC_GSS enabled (krb5, krb5i, krb5p)");
+    info!(keytab = %keytab, window = sec.gss_window, local_realms = ?map_realms, "RPCSEC_GSS enabled (krb5, krb5i, krb5p)");
     Ok(Some(Arc::new(g)))
 }
 

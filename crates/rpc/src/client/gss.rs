@@ -34,6 +34,8 @@ pub struct GssClient {
     /// The sequence window the server advertised.
     pub window: u32,
     slots: Semaphore,
+    /// Held from numbering a call to having written it.
+    send_order: tokio::sync::Mutex<()>,
     prog: u32,
     vers: u32,
 }
@@ -134,6 +136,7 @@ impl GssClient {
                     seq: AtomicU32::new(0),
                     window,
                     slots: Semaphore::new(window as usize),
+                    send_order: tokio::sync::Mutex::new(()),
                     prog,
                     vers,
                 });
@@ -267,15 +270,24 @@ impl GssClient {
         proc_: u32,
         args: &[u8],
     ) -> Result<Decoder, ClientError> {
-        // Take the slot first, then the sequence number: calls leave in
-        // sequence order and never more than the window at once.
+        // Take the slot first, then the sequence number, and write the call
+        // before the next one is numbered: calls leave in sequence order,
+        // never more than the window at once. (Numbered first and sent
+        // later, a call can fall behind the window while others overtake
+        // it, and the server rightly drops it; Linux re-encodes such a
+        // call before sending it.)
         let _slot = self
             .slots
             .acquire()
             .await
             .map_err(|_| ClientError::Closed)?;
-        let b = self.build(service, proc_, args)?;
-        let rep = self.rpc.send_record(b.xid, &b.record).await?;
+        let (b, reply) = {
+            let _order = self.send_order.lock().await;
+            let b = self.build(service, proc_, args)?;
+            let reply = self.rpc.write_record(b.xid, &b.record).await?;
+            (b, reply)
+        };
+        let rep = reply.await?;
         self.open_reply(&b, rep)
     }
 

@@ -129,13 +129,23 @@ impl RpcClient {
     /// Sends a whole record (record mark included) whose call has `xid`;
     /// returns the reply record.
     pub async fn send_record(&self, xid: u32, rec: &[u8]) -> Result<Bytes, ClientError> {
+        self.write_record(xid, rec).await?.await
+    }
+
+    /// Writes a whole call record; the returned future is its reply. For
+    /// callers that must keep the order in which their calls leave.
+    pub async fn write_record(
+        &self,
+        xid: u32,
+        rec: &[u8],
+    ) -> Result<impl std::future::Future<Output = Result<Bytes, ClientError>>, ClientError> {
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(xid, tx);
         if let Err(e) = self.wr.lock().await.write_all(rec).await {
             self.pending.lock().unwrap().remove(&xid);
             return Err(e.into());
         }
-        rx.await.map_err(|_| ClientError::Closed)
+        Ok(async move { rx.await.map_err(|_| ClientError::Closed) })
     }
 
     /// Sends a call whose arguments are already encoded; returns the whole reply record.

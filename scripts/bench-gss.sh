@@ -1,0 +1,59 @@
+#!/bin/bash
+# scripts/bench-gss.sh - the RPCSEC_GSS benchmark (issue 5). A throwaway MIT realm on loopback
+# (scripts/kdc.sh), Tarn exporting a temporary directory with sys, krb5, krb5i and krb5p, then:
+#   1. 1 MiB READ and WRITE under each flavor, in one `tarn bench` run: each Kerberos row says
+#      its throughput as a share of sys;
+#   2. 128 calls in flight on one krb5p context over one connection for GSS_SECONDS (default 60):
+#      any call the server drops fails the run, and the server's drop counter is printed.
+# Env: TARN_BIN, SECONDS_PER_RUN (default 5), GSS_SECONDS (60), INFLIGHT (1,16).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${TARN_BIN:-target/release/tarn}
+[ -x "$BIN" ] || cargo build --release -q -p tarn
+. scripts/kdc.sh
+DIR=$(mktemp -d /var/tmp/tarn-bench-gss.XXXXXX)
+mkdir -p "$DIR/export" "$DIR/state"; chmod 0777 "$DIR/export"
+PID=
+cleanup() {
+  local rc=$?
+  [ "$rc" = 0 ] || { echo "bench-gss.sh: failed; the server's log ends:" >&2; tail -20 "$DIR/server.log" >&2; }
+  [ -n "$PID" ] && { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; }
+  [ -n "$KDC_PID" ] && { kill -TERM "$KDC_PID" 2>/dev/null; wait "$KDC_PID" 2>/dev/null; }
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+REALM=TARN.BENCH
+port() { echo $(( 20000 + RANDOM % 20000 )); }
+KPORT=$(port) PORT=$(port) MPORT=$(port)
+kdc_start "$DIR" "$REALM" 127.0.0.1 "$KPORT"
+kdc_addprinc "$REALM" nfs/localhost
+PW=bench-pw-$RANDOM$RANDOM
+kdc_addprinc "$REALM" bench "$PW"
+kdc_ktadd "$REALM" "$DIR/nfs.keytab" nfs/localhost
+kdc_kinit "$REALM" bench "$PW" "$DIR/cc"
+export KRB5_CONFIG=$DIR/krb5.conf KRB5CCNAME=FILE:$DIR/cc
+# The bench principal is the bench's AUTH_SYS user (uid 1000), through the static principal map.
+cat > "$DIR/tarn.toml" <<CONF
+listen = "127.0.0.1:$PORT"
+[[export]]
+path = "$DIR/export"
+pseudo = "/"
+clients = ["127.0.0.1"]
+sec = ["sys", "krb5", "krb5i", "krb5p"]
+[gss]
+keytab = "$DIR/nfs.keytab"
+[gss.principals]
+"bench@$REALM" = "1000:1000"
+CONF
+"$BIN" serve --config "$DIR/tarn.toml" --state-dir "$DIR/state" --metrics "127.0.0.1:$MPORT" \
+  --log-level warn > "$DIR/server.out" 2> "$DIR/server.log" &
+PID=$!
+for _ in $(seq 100); do grep -q "tarn: exporting" "$DIR/server.out" 2>/dev/null && break; sleep 0.05; done
+grep -q "tarn: exporting" "$DIR/server.out" || { cat "$DIR/server.log" >&2; exit 1; }
+echo "== 1 MiB READ and WRITE per flavor (one context per connection) =="
+"$BIN" bench --server "127.0.0.1:$PORT" --server-pid "$PID" --sec sys,krb5,krb5i,krb5p \
+  --ops read1m,write1m --inflight "${INFLIGHT:-1,16}" --seconds "${SECONDS_PER_RUN:-5}" --file-size 256M
+echo "== 128 calls in flight on one krb5p context, one connection, ${GSS_SECONDS:-60} s =="
+"$BIN" bench --server "127.0.0.1:$PORT" --server-pid "$PID" --sec krb5p --ops read4k,write4k \
+  --inflight 128 --seconds "$(( ${GSS_SECONDS:-60} / 2 ))" --file-size 64M \
+  --server-metrics "127.0.0.1:$MPORT"
