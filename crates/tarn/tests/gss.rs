@@ -5,7 +5,8 @@
 //! closed); out-of-order calls inside the window accepted; 1024 calls with
 //! 128 in flight on one krb5p context and zero drops; an expired context
 //! gets RPCSEC_GSS_CREDPROBLEM; AUTH_SYS (and krb5) to a krb5p-only export
-//! get AUTH_TOOWEAK, NFSv4 WRONGSEC. Prints 1 MiB READ throughput per flavor.
+//! get AUTH_TOOWEAK, NFSv4 WRONGSEC; a ticket from a realm the server has no
+//! key for is refused at INIT. Prints 1 MiB READ throughput per flavor.
 
 mod common;
 #[path = "common/kdc.rs"]
@@ -425,6 +426,28 @@ fn rpcsec_gss_with_a_real_kdc() {
         };
         let mut d = sys2.call(NFS4_PROGRAM, 4, 1, &comp).await.unwrap();
         assert_eq!(d.u32().unwrap(), Nfsstat4::NFS4ERR_WRONGSEC as u32);
+
+        // --- a ticket from a realm the server has no key for is refused at INIT ---
+        // (another KDC's realm maps localhost to itself; the server's keytab
+        // holds only nfs/localhost@TARN.TEST).
+        let other = kdc::Kdc::start_realm("OTHER.TEST");
+        let occ = other.kinit("other", "10m");
+        std::env::set_var("KRB5_CONFIG", &other.conf);
+        std::env::set_var("KRB5CCNAME", format!("FILE:{}", occ.display()));
+        let c = RpcClient::connect(s.addr, auth_none()).await.unwrap();
+        let e = GssClient::establish(c, NFS_PROGRAM, 3, "nfs@localhost")
+            .await
+            .err()
+            .expect("a context from the wrong realm");
+        assert!(e.to_string().contains("server refused the context"), "{e}");
+        std::env::set_var("KRB5_CONFIG", &kdc.conf);
+        std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
+        drop(other);
+        // The server still serves the right realm.
+        let g2 = gss(s.addr).await;
+        assert!(is_getattr_ok(
+            g2.call(p, NFSPROC3_GETATTR, &ga).await.unwrap()
+        ));
 
         // --- an expired context gets RPCSEC_GSS_CREDPROBLEM ---
         let short = kdc.kinit("short", "4s");

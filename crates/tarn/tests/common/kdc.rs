@@ -16,6 +16,7 @@ pub const USER: &str = "alice";
 pub const USER_PW: &str = "alice-pw-1";
 
 pub struct Kdc {
+    pub realm: String,
     pub dir: tempfile::TempDir,
     pub conf: PathBuf,
     pub keytab: PathBuf,
@@ -40,6 +41,12 @@ fn which(tool: &str) -> Option<PathBuf> {
 
 impl Kdc {
     pub fn start() -> Kdc {
+        Kdc::start_realm(REALM)
+    }
+
+    /// A realm of another name (its own database and port), e.g. to show
+    /// that tickets from a realm the server has no key for are refused.
+    pub fn start_realm(realm: &str) -> Kdc {
         for t in ["krb5kdc", "kdb5_util", "kadmin.local", "kinit"] {
             assert!(
                 which(t).is_some(),
@@ -56,10 +63,10 @@ impl Kdc {
         std::fs::write(
             &conf,
             format!(
-                "[libdefaults]\n default_realm = {REALM}\n dns_lookup_realm = false\n dns_lookup_kdc = false\n \
+                "[libdefaults]\n default_realm = {realm}\n dns_lookup_realm = false\n dns_lookup_kdc = false\n \
                  rdns = false\n dns_canonicalize_hostname = false\n clockskew = 2\n ticket_lifetime = 1h\n \
-                 udp_preference_limit = 1\n\n[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n\n\
-                 [domain_realm]\n localhost = {REALM}\n"
+                 udp_preference_limit = 1\n\n[realms]\n {realm} = {{\n  kdc = 127.0.0.1:{port}\n }}\n\n\
+                 [domain_realm]\n localhost = {realm}\n"
             ),
         )
         .unwrap();
@@ -67,7 +74,7 @@ impl Kdc {
         std::fs::write(
             &kdc_conf,
             format!(
-                "[kdcdefaults]\n kdc_ports = {port}\n kdc_tcp_ports = {port}\n\n[realms]\n {REALM} = {{\n  \
+                "[kdcdefaults]\n kdc_ports = {port}\n kdc_tcp_ports = {port}\n\n[realms]\n {realm} = {{\n  \
                  database_name = {db}\n  key_stash_file = {stash}\n  acl_file = {acl}\n  max_life = 1h\n  \
                  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal\n }}\n\n\
                  [logging]\n kdc = FILE:{log}\n",
@@ -100,7 +107,7 @@ impl Kdc {
         run(&[
             "kdb5_util",
             "-r",
-            REALM,
+            realm,
             "create",
             "-s",
             "-P",
@@ -110,26 +117,26 @@ impl Kdc {
         run(&[
             "kadmin.local",
             "-r",
-            REALM,
+            realm,
             "-q",
             "addprinc -randkey nfs/localhost",
         ]);
         run(&[
             "kadmin.local",
             "-r",
-            REALM,
+            realm,
             "-q",
             &format!("addprinc -pw {USER_PW} {USER}"),
         ]);
         run(&[
             "kadmin.local",
             "-r",
-            REALM,
+            realm,
             "-q",
             &format!("ktadd -k {} nfs/localhost", keytab.display()),
         ]);
         let mut c = Command::new("krb5kdc");
-        c.args(["-n", "-r", REALM])
+        c.args(["-n", "-r", realm])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         env(&mut c);
@@ -143,6 +150,7 @@ impl Kdc {
             std::thread::sleep(Duration::from_millis(50));
         }
         Kdc {
+            realm: realm.to_string(),
             dir,
             conf,
             keytab,
@@ -162,7 +170,7 @@ impl Kdc {
             lifetime,
             "-c",
             &format!("FILE:{}", cc.display()),
-            USER,
+            &format!("{USER}@{}", self.realm),
         ])
         .env("KRB5_CONFIG", &self.conf)
         .stdin(Stdio::piped())
