@@ -19,6 +19,10 @@ pub struct Key {
     pub vers: u32,
     pub proc_: u32,
     pub args_sum: u64,
+    /// The RPCSEC_GSS context (0: not GSS). Under GSS the entry holds the
+    /// unprotected results, re-protected for the retransmission's sequence
+    /// number (a cached reply carries the old one, which the client rejects).
+    pub gss_ctx: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +135,7 @@ mod tests {
 
     fn key(xid: u32) -> Key {
         Key {
+            gss_ctx: 0,
             xid,
             prog: 100003,
             vers: 3,

@@ -413,9 +413,11 @@ fn handle_record<S: Service>(
         conn.conn_id,
         client.clone(),
     );
-    // (RPCSEC_GSS retransmissions carry a new sequence number, so under
-    // integrity and privacy their arguments differ: the DRC then misses.)
-    let drc_key = if ctx.proc_ == 0 || server.svc.idempotent(ctx.prog, ctx.vers, ctx.proc_) {
+    // RPCSEC_GSS calls consult the DRC once verified and unwrapped: a
+    // retransmission carries a new sequence number, so its protected
+    // arguments differ, and its reply must be protected anew.
+    let cacheable = ctx.proc_ != 0 && !server.svc.idempotent(ctx.prog, ctx.vers, ctx.proc_);
+    let drc_key = if !cacheable || gss_call.is_some() {
         None
     } else {
         let key = drc::Key {
@@ -424,6 +426,7 @@ fn handle_record<S: Service>(
             vers: ctx.vers,
             proc_: ctx.proc_,
             args_sum: drc::args_sum(&call.args.rest()),
+            gss_ctx: 0,
         };
         match server.drc.lookup(peer.ip(), key) {
             Lookup::New => Some(key),
@@ -456,9 +459,6 @@ fn handle_record<S: Service>(
                     (args, Some(sealer))
                 }
                 Prelude::Reply(r) => {
-                    if let Some(key) = drc_key {
-                        server.drc.abandon(ctx.peer.ip(), key);
-                    }
                     if let Some(r) = r {
                         let _ = tx.send(r).await;
                     }
@@ -466,6 +466,43 @@ fn handle_record<S: Service>(
                 }
             },
         };
+        let mut drc_key = drc_key;
+        if let (Some(s), true) = (&gss, cacheable) {
+            let key = drc::Key {
+                xid,
+                prog: ctx.prog,
+                vers: ctx.vers,
+                proc_: ctx.proc_,
+                args_sum: drc::args_sum(&args.rest()),
+                gss_ctx: s.ctx.id(),
+            };
+            match server.drc.lookup(ctx.peer.ip(), key) {
+                Lookup::New => drc_key = Some(key),
+                Lookup::InProgress => {
+                    server.metrics.server.drc_in_progress.fetch_add(1, Ordering::Relaxed);
+                    debug!(peer = %ctx.peer, xid, "RPCSEC_GSS retransmission of a call in progress: dropped");
+                    return;
+                }
+                Lookup::Done(results) => {
+                    server.metrics.server.drc_hits.fetch_add(1, Ordering::Relaxed);
+                    debug!(peer = %ctx.peer, xid, seq = s.seq, "RPCSEC_GSS retransmission answered from the DRC, protected anew");
+                    let mut out = BytesMut::with_capacity(64 + results.len());
+                    record::begin(&mut out);
+                    msg::success_header_verf(xid, s.verf.clone(), &mut out);
+                    if s.service == crate::gss::GssService::None {
+                        out.extend_from_slice(&results);
+                    } else if crypto(results.len(), || {
+                        s.ctx.wrap_results(s.service, s.seq, &results, &mut out)
+                    })
+                    .is_none()
+                    {
+                        return;
+                    }
+                    let _ = tx.send(finish(out)).await;
+                    return;
+                }
+            }
+        }
         server.metrics.call_begin(slot, &ctx.client);
         let mut out = BytesMut::with_capacity(512);
         record::begin(&mut out);
@@ -484,6 +521,11 @@ fn handle_record<S: Service>(
                 tracing::error!(peer = %ctx.peer, xid, procedure = name, "procedure panicked; answering SYSTEM_ERR");
                 Err(CallError::SystemErr)
             })
+        };
+        // What the DRC keeps of a GSS call: its results, unprotected.
+        let gss_results = match (&gss, &result, drc_key) {
+            (Some(_), Ok(()), Some(_)) => Some(Bytes::copy_from_slice(&out[head_len..])),
+            _ => None,
         };
         // Integrity and privacy protect the results (not the header).
         let result = match (&gss, result) {
@@ -534,8 +576,13 @@ fn handle_record<S: Service>(
             server.metrics.call_end(slot, &ctx.client, &d, true);
         }
         if let Some(key) = drc_key {
-            match &reply {
-                Some(r) => server.drc.complete(ctx.peer.ip(), key, r.clone()),
+            let keep = if gss.is_some() {
+                gss_results.filter(|_| result.is_ok())
+            } else {
+                reply.clone()
+            };
+            match keep {
+                Some(r) => server.drc.complete(ctx.peer.ip(), key, r),
                 None => server.drc.abandon(ctx.peer.ip(), key),
             }
         }

@@ -6,7 +6,9 @@
 //! 128 in flight on one krb5p context and zero drops; an expired context
 //! gets RPCSEC_GSS_CREDPROBLEM; AUTH_SYS (and krb5) to a krb5p-only export
 //! get AUTH_TOOWEAK, NFSv4 WRONGSEC; a ticket from a realm the server has no
-//! key for is refused at INIT. Prints 1 MiB READ throughput per flavor.
+//! key for is refused at INIT; a retransmitted REMOVE is answered from the
+//! DRC with a reply protected for its new sequence number. Prints 1 MiB READ
+//! throughput per flavor.
 
 mod common;
 #[path = "common/kdc.rs"]
@@ -233,6 +235,34 @@ fn rpcsec_gss_with_a_real_kdc() {
         let p = GssService::Privacy;
         let fh = lookup(&g, p, &root, "data").await;
         let ga = getattr_args(&fh);
+
+        // --- a retransmitted REMOVE (same xid, new sequence number) is answered
+        // from the DRC, protected for its own sequence number ---
+        for svc in [GssService::None, GssService::Integrity, GssService::Privacy] {
+            let name = format!("drc-{svc:?}");
+            std::fs::write(export.join(&name), b"x").unwrap();
+            let a = xdr::to_bytes(&Remove3args {
+                object: Diropargs3 {
+                    dir: root.clone(),
+                    name: Bytes::from(name.clone()),
+                },
+            });
+            let removed = |d: xdr::Decoder| {
+                let mut d = d;
+                matches!(Remove3res::unpack(&mut d), Ok(Remove3res::NFS3_OK(_)))
+            };
+            let b = g.build(svc, NFSPROC3_REMOVE, &a).unwrap();
+            let rep = g.send(&b).await.unwrap();
+            assert!(removed(g.open_reply(&b, rep).unwrap()), "{svc:?} REMOVE");
+            let again = g.rebuild(&b, NFSPROC3_REMOVE, &a).unwrap();
+            assert_ne!(again.seq, b.seq);
+            let rep = g.send(&again).await.unwrap();
+            // Executed again it would be NOENT; the verifier must check with the new seq.
+            assert!(
+                removed(g.open_reply(&again, rep).unwrap()),
+                "{svc:?} retransmitted REMOVE"
+            );
+        }
 
         // --- a tampered ciphertext (krb5p) and checksum (krb5i) are GARBAGE_ARGS ---
         for svc in [GssService::Privacy, GssService::Integrity] {

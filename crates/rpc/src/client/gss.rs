@@ -161,6 +161,20 @@ impl GssClient {
         self.build_with(RpcGssProcT::RPCSEC_GSS_DATA, seq, service, proc_, args)
     }
 
+    /// A retransmission of `b` as clients make it: the same xid and
+    /// arguments under the next sequence number.
+    pub fn rebuild(&self, b: &Built, proc_: u32, args: &[u8]) -> Result<Built, ClientError> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        self.build_xid(
+            b.xid,
+            RpcGssProcT::RPCSEC_GSS_DATA,
+            seq,
+            b.service,
+            proc_,
+            args,
+        )
+    }
+
     /// [`GssClient::build`] with an explicit sequence number and gss_proc.
     pub fn build_with(
         &self,
@@ -170,7 +184,18 @@ impl GssClient {
         proc_: u32,
         args: &[u8],
     ) -> Result<Built, ClientError> {
-        let xid = self.rpc.next_xid();
+        self.build_xid(self.rpc.next_xid(), gproc, seq, service, proc_, args)
+    }
+
+    fn build_xid(
+        &self,
+        xid: u32,
+        gproc: RpcGssProcT,
+        seq: u32,
+        service: GssService,
+        proc_: u32,
+        args: &[u8],
+    ) -> Result<Built, ClientError> {
         let cred = GssCred {
             proc_: gproc,
             seq,

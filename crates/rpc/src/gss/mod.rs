@@ -187,6 +187,11 @@ impl fmt::Debug for GssCtx {
 }
 
 impl GssCtx {
+    /// The context's handle, as the table knows it.
+    pub fn id(&self) -> u64 {
+        self.handle
+    }
+
     pub fn principal(&self) -> Option<&Arc<str>> {
         self.peer.get().map(|p| &p.principal)
     }
