@@ -16,13 +16,13 @@ const EXCHGID4_FLAG_UPD_CONFIRMED_REC_A: u32 = 0x4000_0000;
 const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
 const CREATE_SESSION4_FLAG_CONN_BACK_CHAN: u32 = 0x2;
 
-/// Who is asking, for the client-owner rules: the RPC credential.
+/// Who is asking, for the client-owner rules: the RPC credential (the
+/// Kerberos principal under RPCSEC_GSS, whatever its service).
 pub fn principal(c: &Compound<'_>) -> String {
     match &c.ctx.auth {
         rpc::Auth::Sys(s) => format!("sys:{}", s.uid),
         rpc::Auth::None => "none".into(),
-        #[allow(unreachable_patterns)]
-        _ => "other".into(),
+        rpc::Auth::Gss(g) => format!("gss:{}", g.principal),
     }
 }
 
