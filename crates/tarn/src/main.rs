@@ -3,6 +3,7 @@
 
 mod bench;
 mod config;
+mod keytab;
 mod rpcbind;
 
 use clap::{Parser, Subcommand};
@@ -727,6 +728,7 @@ fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssSer
         std::env::set_var("KRB5_KTNAME", format!("FILE:{}", abs.display()));
     }
     let keytab = std::env::var("KRB5_KTNAME").unwrap_or_else(|_| "/etc/krb5.keytab".into());
+    let services = keytab::check(&keytab)?;
     if sec.gss_window == 0 {
         return Err("--gss-window must be at least 1".into());
     }
@@ -756,7 +758,7 @@ fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssSer
     };
     let map_realms = map.local_realms;
     let g = rpc::gss::GssServer::new(gcfg).map_err(|e| format!("{e} (keytab {keytab})"))?;
-    info!(keytab = %keytab, window = sec.gss_window, local_realms = ?map_realms, "RPCSEC_GSS enabled (krb5, krb5i, krb5p)");
+    info!(keytab = %keytab, ?services, window = sec.gss_window, local_realms = ?map_realms, "RPCSEC_GSS enabled (krb5, krb5i, krb5p)");
     Ok(Some(Arc::new(g)))
 }
 
