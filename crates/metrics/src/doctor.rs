@@ -1,8 +1,8 @@
 //! `tarn doctor`'s rules: pure functions of two snapshots taken a window
 //! apart. Each finding names its subject (a client, or an export) and the
-//! remedy. The GSS and auth-cache rules read counters that stay zero until
-//! Kerberos lands (issue 5): they are here, and unit-tested on synthetic
-//! snapshots, so that they speak as soon as those counters are fed.
+//! remedy. Each rule is unit-tested here on synthetic snapshots and
+//! provoked end to end by a scripted client in crates/tarn/tests
+//! (observe.rs; gss_doctor.rs for the Kerberos ones).
 
 use crate::snapshot::{ClientSnap, Snapshot};
 use std::fmt;
@@ -104,7 +104,7 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
         let writes = delta(p, c, |x| x.op("WRITE")).max(1);
         if small >= t.small_sync_writes && small as f64 / writes as f64 >= t.small_sync_share {
             let exp = c.gss_ctx_expires_unix;
-            // GSS correlation: not applicable until issue 5 sets gss_ctx_expires_unix.
+            // The client's latest GSS context (0: it has none).
             let near = exp != 0 && exp.abs_diff(now_s) <= t.gss_expiry_margin_s;
             let mut detail = format!(
                 "{small} small synchronous WRITEs ({:.0}/s, {:.0}% of its writes)",
@@ -136,7 +136,7 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
             });
         }
 
-        // GSS sequence-window drops (issue 5 feeds the counter).
+        // GSS sequence-window drops.
         let drops = delta(p, c, |x| x.gss_dropped_seq_window);
         if drops > 0 {
             out.push(Finding {
@@ -169,7 +169,7 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
         }
     }
 
-    // Auth-cache churn (issue 5 feeds the counters).
+    // Auth-cache churn.
     let hits = b
         .server
         .auth_cache_hits

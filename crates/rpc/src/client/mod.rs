@@ -72,7 +72,12 @@ pub fn auth_none() -> OpaqueAuth {
 
 impl RpcClient {
     pub async fn connect(addr: SocketAddr, cred: OpaqueAuth) -> Result<Self, ClientError> {
-        let s = TcpStream::connect(addr).await?;
+        Self::from_stream(TcpStream::connect(addr).await?, cred)
+    }
+
+    /// A client over a connection made elsewhere (e.g. from a chosen
+    /// source address).
+    pub fn from_stream(s: TcpStream, cred: OpaqueAuth) -> Result<Self, ClientError> {
         s.set_nodelay(true)?;
         let local = s.local_addr()?;
         let (mut rd, wr) = s.into_split();

@@ -317,3 +317,32 @@ pub fn tarn(args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Starts `tarn doctor` over `window` seconds (thresholds lowered where a
+/// debug build on a shared 2-core machine cannot be fast).
+pub fn spawn_doctor(s: &TestServer, window: &str, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args([
+            "doctor",
+            "--socket",
+            s.admin_socket().to_str().unwrap(),
+            "--window",
+            window,
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+pub fn finish_doctor(c: Child) -> String {
+    let out = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "doctor failed: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
