@@ -137,14 +137,16 @@ pub struct ClientStats {
     pub(crate) fh: FhSketch,
     pub connections_opened: AtomicU64,
     pub connections_open: AtomicI64,
-    /// Hooks for RPCSEC_GSS (issue 5; zero until then): calls of this
-    /// client dropped because their sequence number fell outside the
-    /// window, or for another reason; and when its newest context expires
-    /// (unix seconds), to correlate write patterns with credential age.
+    /// RPCSEC_GSS: calls of this client dropped because their sequence
+    /// number fell outside the window, or for another reason; and when its
+    /// newest context expires (unix seconds), to correlate write patterns
+    /// with credential age.
     pub gss_dropped_seq_window: AtomicU64,
     pub gss_dropped_other: AtomicU64,
     pub gss_ctx_expires_unix: AtomicU64,
-    /// Auth-cache misses caused by this client (issue 5; zero until then).
+    /// The Kerberos principals of this client's contexts, newest first.
+    principals: Mutex<Vec<std::sync::Arc<str>>>,
+    /// Auth-cache misses caused by this client.
     pub auth_cache_misses: AtomicU64,
     log: Mutex<(f64, Instant)>,
     log_suppressed: AtomicU64,
@@ -159,7 +161,28 @@ impl std::fmt::Debug for ClientStats {
     }
 }
 
+/// Principals remembered per client address.
+const MAX_PRINCIPALS: usize = 8;
+
 impl ClientStats {
+    /// A call under the GSS context that expires at `expires_unix`, of
+    /// `principal`: the principal is recorded when the context is new to
+    /// this client (its expiry differs from the last one seen), not per call.
+    pub fn note_gss(&self, expires_unix: u64, principal: Option<&std::sync::Arc<str>>) {
+        let old = self.gss_ctx_expires_unix.swap(expires_unix, Relaxed);
+        if let (true, Some(p)) = (old != expires_unix, principal) {
+            let mut v = self.principals.lock().unwrap();
+            v.retain(|q| q != p);
+            v.insert(0, p.clone());
+            v.truncate(MAX_PRINCIPALS);
+        }
+    }
+
+    /// The principals of this client's contexts, newest first.
+    pub fn principals(&self) -> Vec<std::sync::Arc<str>> {
+        self.principals.lock().unwrap().clone()
+    }
+
     pub fn new(addr: IpAddr, enabled: bool) -> Self {
         ClientStats {
             addr,
@@ -172,6 +195,7 @@ impl ClientStats {
             gss_dropped_seq_window: AtomicU64::new(0),
             gss_dropped_other: AtomicU64::new(0),
             gss_ctx_expires_unix: AtomicU64::new(0),
+            principals: Mutex::new(Vec::new()),
             auth_cache_misses: AtomicU64::new(0),
             log: Mutex::new((LOG_BURST, Instant::now())),
             log_suppressed: AtomicU64::new(0),

@@ -45,7 +45,8 @@ pub struct OpSnap {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClientSnap {
     pub addr: String,
-    /// The RPCSEC_GSS principal (issue 5; none with AUTH_SYS).
+    /// The RPCSEC_GSS principals of the client's contexts, newest first,
+    /// comma-separated (none with AUTH_SYS only).
     pub principal: Option<String>,
     /// The shared entry of clients beyond the table's cap.
     pub overflow: bool,
@@ -204,7 +205,9 @@ impl Metrics {
                     } else {
                         c.addr.to_string()
                     },
-                    principal: None,
+                    principal: Some(c.principals())
+                        .filter(|p| !p.is_empty())
+                        .map(|p| p.join(",")),
                     overflow: c.overflow,
                     calls: c.sum(|s| &s.calls),
                     errors: c.sum(|s| &s.errors),

@@ -113,7 +113,10 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
                 .map(|(k, _)| k.clone())
                 .unwrap_or_else(|| "-".into());
             Row {
-                addr: c.addr.clone(),
+                addr: match &c.principal {
+                    Some(p) => format!("{} ({p})", c.addr),
+                    None => c.addr.clone(),
+                },
                 calls,
                 kin: d(|x| x.bytes_in),
                 kout: d(|x| x.bytes_out),

@@ -688,9 +688,7 @@ fn gss_prelude<S: Service>(
                 close.cancel();
                 return Prelude::Reply(None);
             }
-            ctx.client
-                .gss_ctx_expires_unix
-                .store(gctx.expires_unix(), Ordering::Relaxed);
+            ctx.client.note_gss(gctx.expires_unix(), gctx.principal());
             let Some(rverf) = gctx.verifier(cred.seq) else {
                 return Prelude::Reply(Some(reply_with(|o| {
                     msg::accepted_error(xid, AcceptStat::SYSTEM_ERR, o)

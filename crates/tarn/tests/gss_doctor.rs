@@ -3,6 +3,7 @@
 //! bursts of small FILE_SYNC writes from a client whose context expires
 //! within minutes (the credential-expiry field report), and calls dropped
 //! as outside the GSS sequence window. A calm GSS neighbour is not named.
+//! `tarn top` shows each client's principal.
 
 mod common;
 #[path = "common/kdc.rs"]
@@ -164,4 +165,17 @@ fn doctor_explains_kerberos_clients() {
     );
     assert!(out.contains("[gss-window-drops] client 127.0.0.3"), "{out}");
     assert!(!out.contains("client 127.0.0.1"), "{out}");
+    // `tarn top` names the clients' principals next to their addresses.
+    let top = tarn(&[
+        "top",
+        "--socket",
+        s.admin_socket().to_str().unwrap(),
+        "--once",
+        "--interval",
+        "0.2",
+    ]);
+    assert!(
+        top.contains(&format!("127.0.0.2 ({}@{})", kdc::USER, kdc::REALM)),
+        "{top}"
+    );
 }
