@@ -404,7 +404,15 @@ fn misordered_bad_slot_and_bad_session() {
 
 #[test]
 fn cached_retry_replays_the_same_bytes_and_creates_once() {
-    let t = Tarn::start(&[]);
+    let maddr = format!(
+        "127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let t = Tarn::start(&["--metrics", &maddr]);
     run(async {
         let s = session(t.addr).await;
         let root = s.lookup_path("/").await.unwrap();
@@ -432,6 +440,24 @@ fn cached_retry_replays_the_same_bytes_and_creates_once() {
         // The retransmission: same slot, same seqid, same bytes.
         let again = send_raw(s.conn(), &args).await;
         assert_eq!(first, again, "a retry gets the cached reply, byte for byte");
+        // ... and is counted as a slot replay.
+        let body = {
+            use std::io::{Read, Write};
+            let mut c = std::net::TcpStream::connect(&maddr).unwrap();
+            c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+            let mut b = String::new();
+            c.read_to_string(&mut b).unwrap();
+            b
+        };
+        assert!(
+            body.lines()
+                .any(|l| l.starts_with("tarn_slot_replays_total") && l.ends_with(" 1")),
+            "{}",
+            body.lines()
+                .filter(|l| l.contains("slot"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         let dirs: Vec<_> = std::fs::read_dir(&t.export)
             .unwrap()
             .map(|e| e.unwrap().file_name())

@@ -349,7 +349,7 @@ impl Collector for SnapCollector {
         counter(
             &mut enc,
             "tarn_slot_replays",
-            "NFSv4.1 slot replays (issue 4)",
+            "NFSv4.1 retransmissions answered from their slot's reply cache",
             one(v.slot_replays),
         )?;
         counter(

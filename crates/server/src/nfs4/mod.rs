@@ -440,6 +440,11 @@ impl Nfs4 {
                 match session::sequence(&mut c, a, args_sum, args_len, out) {
                     session::Seq::Go => {}
                     session::Seq::Replay(r) => {
+                        if let Some(m) = &self.metrics {
+                            m.server
+                                .slot_replays
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         out.truncate(start);
                         out.extend_from_slice(&r);
                         return Ok(());
