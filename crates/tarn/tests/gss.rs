@@ -102,10 +102,8 @@ fn rpcsec_gss_with_a_real_kdc() {
     let t0 = Instant::now();
     let kdc = kdc::Kdc::start();
     // The server and this process's GSS client read the test realm's config.
-    std::env::set_var("KRB5_CONFIG", &kdc.conf);
-    std::env::remove_var("KRB5_KTNAME");
     let cc = kdc.kinit("long", "10m");
-    std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
+    kdc.activate(&cc);
 
     let (tmp, export, state) = temp_export();
     // alice is not a local user here: she maps to the anonymous ids, so
@@ -462,16 +460,14 @@ fn rpcsec_gss_with_a_real_kdc() {
         // holds only nfs/localhost@TARN.TEST).
         let other = kdc::Kdc::start_realm("OTHER.TEST");
         let occ = other.kinit("other", "10m");
-        std::env::set_var("KRB5_CONFIG", &other.conf);
-        std::env::set_var("KRB5CCNAME", format!("FILE:{}", occ.display()));
+        other.activate(&occ);
         let c = RpcClient::connect(s.addr, auth_none()).await.unwrap();
         let e = GssClient::establish(c, NFS_PROGRAM, 3, "nfs@localhost")
             .await
             .err()
             .expect("a context from the wrong realm");
         assert!(e.to_string().contains("server refused the context"), "{e}");
-        std::env::set_var("KRB5_CONFIG", &kdc.conf);
-        std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
+        kdc.activate(&cc);
         drop(other);
         // The server still serves the right realm.
         let g2 = gss(s.addr).await;
@@ -481,7 +477,7 @@ fn rpcsec_gss_with_a_real_kdc() {
 
         // --- an expired context gets RPCSEC_GSS_CREDPROBLEM ---
         let short = kdc.kinit("short", "4s");
-        std::env::set_var("KRB5CCNAME", format!("FILE:{}", short.display()));
+        kdc.activate(&short);
         let ge = gss(s.addr).await;
         assert!(is_getattr_ok(
             ge.call(p, NFSPROC3_GETATTR, &ga).await.unwrap()

@@ -43,13 +43,11 @@ fn write_args(fh: &NfsFh3, offset: u64) -> Bytes {
 #[test]
 fn doctor_explains_kerberos_clients() {
     let kdc = kdc::Kdc::start();
-    std::env::set_var("KRB5_CONFIG", &kdc.conf);
-    std::env::remove_var("KRB5_KTNAME");
     // A ten-minute ticket: every context made with it expires within the
     // doctor's margin, as in the report where writes turned synchronous in
     // the last minutes of a credential's life.
     let cc = kdc.kinit("short", "10m");
-    std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
+    kdc.activate(&cc);
     let (_tmp, export, state) = temp_export();
     // The test principal is not a local user: it works as the anonymous ids.
     let file = export.join("synced");

@@ -159,6 +159,14 @@ impl Kdc {
         }
     }
 
+    /// Points this process (its GSS clients, and servers it starts) at the
+    /// realm, with `cc` as the credential cache and no keytab of its own.
+    pub fn activate(&self, cc: &Path) {
+        std::env::set_var("KRB5_CONFIG", &self.conf);
+        std::env::remove_var("KRB5_KTNAME");
+        std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
+    }
+
     /// `kinit` the user into a fresh credential cache (a cache, never a
     /// client keytab: a keytab would silently renew and hide expiry);
     /// `lifetime` like kinit's -l ("10m", "5s").
