@@ -458,6 +458,15 @@ fn cached_retry_replays_the_same_bytes_and_creates_once() {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+        // The client, its session and the slot's cached reply are in the cache report.
+        let state = |m: &str| {
+            body.lines()
+                .find(|l| l.starts_with(&format!("{m}{{cache=\"nfs4_state\"}}")))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        assert!(state("tarn_cache_entries") >= 2, "{body}");
+        assert!(state("tarn_cache_bytes") > first.len() as u64, "{body}");
         let dirs: Vec<_> = std::fs::read_dir(&t.export)
             .unwrap()
             .map(|e| e.unwrap().file_name())

@@ -521,6 +521,17 @@ fn serve(
         }
         nfs4.metrics = Some(metrics.clone());
         nfs4.spawn_reaper();
+        {
+            let state = nfs4.state.clone();
+            metrics.add_cache_probe("nfs4_state", move || state.usage());
+        }
+        if let Some(g) = gss.clone() {
+            // A context: MIT's (keys, names) plus the window's bitmaps, about 2 KiB.
+            metrics.add_cache_probe("gss_contexts", move || {
+                let n = g.live().max(0) as u64;
+                (n, n * 2048)
+            });
+        }
         let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
         let nlm = server::nlm::Nlm::new(
             locks,

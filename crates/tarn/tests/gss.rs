@@ -398,6 +398,8 @@ fn rpcsec_gss_with_a_real_kdc() {
             ) >= 1.0
         );
         assert!(metric(&maddr, "tarn_gss_contexts_created_total") >= 4.0);
+        // The context table's memory is reported with the other caches.
+        assert!(metric(&maddr, "tarn_cache_entries{cache=\"gss_contexts\"}") >= 1.0);
 
         // --- a krb5p-only export: AUTH_SYS and krb5 are too weak ---
         let mut c2 = std::net::TcpStream::connect(s2.addr).unwrap();

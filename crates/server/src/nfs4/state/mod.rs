@@ -1033,6 +1033,16 @@ impl State {
         }
     }
 
+    /// For the metrics' cache report: objects (clients, sessions, stateids)
+    /// and a rough size, the sessions' cached replies counted exactly.
+    pub fn usage(&self) -> (u64, u64) {
+        let i = self.inner.lock().unwrap();
+        let replies: usize = i.sessions.values().map(|s| s.cached_bytes()).sum();
+        let n = i.clients.len() + i.sessions.len() + i.stateids.len();
+        let rough = i.clients.len() * 512 + i.sessions.len() * 1024 + i.stateids.len() * 192;
+        (n as u64, (replies + rough) as u64)
+    }
+
     /// Counts for metrics and tests: (clients, sessions, stateids, files with opens).
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let i = self.inner.lock().unwrap();
