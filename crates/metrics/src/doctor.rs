@@ -93,8 +93,7 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
                 ),
                 remedy: "the client revalidates attributes of many files: mount it with a longer \
                          attribute cache (-o actimeo=60, or acregmin/acdirmin), and with -o nocto \
-                         if no other client changes these files; NFSv4 read delegations (issue 4) \
-                         will let it cache without asking"
+                         if no other client changes these files"
                     .into(),
             });
         }

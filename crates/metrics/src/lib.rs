@@ -8,10 +8,7 @@
 //! allocates, locks or looks anything up to be counted. Readers (the
 //! admin socket, `/metrics`) sum the shards into a [`snapshot::Snapshot`].
 //!
-//! What is not provokable yet has its counters and doctor rules already:
-//! RPCSEC_GSS contexts and drops, the auth cache (issue 5) and delegations
-//! (issue 4) stay zero until those land and feed [`ServerCounters`] and the
-//! per-client hooks in [`ClientStats`].
+//! Delegation counters exist but stay zero: Tarn grants no delegations yet.
 
 pub mod client;
 pub mod doctor;
@@ -148,22 +145,21 @@ pub struct ServerCounters {
     pub drc_in_progress: AtomicU64,
     /// Records dropped or refused before reaching a program (garbage, bad credentials).
     pub bad_calls: AtomicU64,
-    /// NFSv4.1 session slot replays (issue 4).
+    /// NFSv4.1 retransmissions answered from their slot's reply cache.
     pub slot_replays: AtomicU64,
-    /// Auth cache (issue 5: not applicable until the per-(client, export,
-    /// credential) cache exists; shard these when they become per call).
+    /// Auth cache, copied from its shards once a second.
     pub auth_cache_hits: AtomicU64,
     pub auth_cache_misses: AtomicU64,
     pub auth_cache_evictions: AtomicU64,
-    /// RPCSEC_GSS contexts (issue 5).
+    /// RPCSEC_GSS contexts.
     pub gss_contexts_live: AtomicI64,
     pub gss_contexts_created: AtomicU64,
     pub gss_contexts_expired: AtomicU64,
-    /// GSS calls dropped, by reason (issue 5).
+    /// GSS calls dropped, by reason.
     pub gss_dropped_seq_window: AtomicU64,
     pub gss_dropped_bad_checksum: AtomicU64,
     pub gss_dropped_other: AtomicU64,
-    /// NFSv4 delegations (issue 4).
+    /// NFSv4 delegations (none granted yet).
     pub delegations_granted: AtomicU64,
     pub delegations_recalled: AtomicU64,
     pub delegations_revoked: AtomicU64,

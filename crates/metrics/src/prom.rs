@@ -231,7 +231,7 @@ impl Collector for SnapCollector {
         counter(
             &mut enc,
             "tarn_client_gss_dropped_calls",
-            "RPCSEC_GSS calls dropped per client and reason (issue 5)",
+            "RPCSEC_GSS calls dropped per client and reason",
             cs.iter().flat_map(|c| {
                 [
                     (
@@ -355,43 +355,43 @@ impl Collector for SnapCollector {
         counter(
             &mut enc,
             "tarn_auth_cache_hits",
-            "Auth cache hits (issue 5)",
+            "Auth cache hits",
             one(v.auth_cache_hits),
         )?;
         counter(
             &mut enc,
             "tarn_auth_cache_misses",
-            "Auth cache misses (issue 5)",
+            "Auth cache misses",
             one(v.auth_cache_misses),
         )?;
         counter(
             &mut enc,
             "tarn_auth_cache_evictions",
-            "Auth cache evictions (issue 5)",
+            "Auth cache evictions",
             one(v.auth_cache_evictions),
         )?;
         gauge(
             &mut enc,
             "tarn_gss_contexts_live",
-            "Live RPCSEC_GSS contexts (issue 5)",
+            "Live RPCSEC_GSS contexts",
             [(vec![], v.gss_contexts_live)],
         )?;
         counter(
             &mut enc,
             "tarn_gss_contexts_created",
-            "RPCSEC_GSS contexts created (issue 5)",
+            "RPCSEC_GSS contexts created",
             one(v.gss_contexts_created),
         )?;
         counter(
             &mut enc,
             "tarn_gss_contexts_expired",
-            "RPCSEC_GSS contexts expired (issue 5)",
+            "RPCSEC_GSS contexts expired",
             one(v.gss_contexts_expired),
         )?;
         counter(
             &mut enc,
             "tarn_gss_dropped_calls",
-            "RPCSEC_GSS calls dropped, by reason (issue 5)",
+            "RPCSEC_GSS calls dropped, by reason",
             [
                 (
                     vec![("reason", "seq_window".to_string())],
@@ -407,7 +407,7 @@ impl Collector for SnapCollector {
         counter(
             &mut enc,
             "tarn_delegations",
-            "NFSv4 delegations, by event (issue 4)",
+            "NFSv4 delegations, by event (Tarn grants none yet)",
             [
                 (
                     vec![("event", "granted".to_string())],

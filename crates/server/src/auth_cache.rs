@@ -41,10 +41,8 @@ pub struct Access {
 
 /// The cached answer for one (client, credential): per export id, `None`
 /// when no rule lets this client in.
-// Hook for sec= (issue 5 point 3, branch `gss`): a rule that matches the
-// client but not the call's flavor should yield a "wrong security" answer
-// here (an enum instead of Option) so NFSv3 can say AUTH_TOOWEAK and NFSv4
-// NFS4ERR_WRONGSEC; `decide` is the one place that compares them.
+// The export's sec= flavors are not part of this answer: the protocol
+// layers compare them with the call's (NFSv3 AUTH_TOOWEAK, NFSv4 WRONGSEC).
 // repr(C) in this order: what a hit reads (after the Arc's counts) sits
 // in the first cache line, the per-export answers after it.
 #[derive(Debug)]

@@ -237,9 +237,6 @@ impl std::fmt::Display for ClientSpec {
 }
 
 /// One client rule of an export: who, and with what options.
-// sec= (issue 5 point 3, branch `gss`): the accepted flavors belong here,
-// next to the other per-rule options, and are compared in
-// `auth_cache::decide`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub client: ClientSpec,
