@@ -5,7 +5,7 @@
 use crate::{cts, nfold::nfold};
 use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::{Aes128, Aes256};
-use hmac::{Hmac, Mac as _};
+use hmac::Hmac;
 use sha1::Sha1;
 use sha2::{Sha256, Sha384};
 use std::fmt;
@@ -427,6 +427,7 @@ mod tests {
             &hex!("6D404D37FAF79F9DF0D33568D320669800EB4836472EA8A026D16B7182460C52"),
         );
         let p = hex!("000102030405060708090A0B0C0D0E0F1011121314");
+        #[allow(clippy::type_complexity)]
         let cases: &[(&Key, &[u8], [u8; 16], &[u8])] = &[
             (
                 &k128,

@@ -461,7 +461,7 @@ mod tests {
             let b = bit.index(t.len() * 8);
             t[b / 8] ^= 1 << (b % 8);
             let rrc = u16::from_be_bytes([t[6], t[7]]) as usize;
-            if (48..64).contains(&b) && rrc % (t.len() - HEADER) == 0 {
+            if (48..64).contains(&b) && rrc.is_multiple_of(t.len() - HEADER) {
                 prop_assert!(a.unwrap(&t).is_ok());
             } else {
                 prop_assert!(a.unwrap(&t).is_err());
