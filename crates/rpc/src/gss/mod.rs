@@ -3,18 +3,29 @@
 //! header checksums, the sequence window ([`window`]), and the integrity
 //! and privacy envelopes around arguments and results.
 //!
+//! Per-message crypto: once MIT has established a context, its keys are
+//! exported ([`lucid`]) and MICs and wrap tokens are made and checked in
+//! Rust ([`krb5`], with AES-NI), as the Linux kernel server does after
+//! rpc.svcgssd. A context whose keys cannot be exported, or whose enctype
+//! Rust does not implement, stays with MIT (said once in the log).
+//! `TARN_GSS_CRYPTO=mit` keeps every context with MIT (for comparison).
+//!
 //! Locking: the table is sharded by handle; a shard's lock is held only to
-//! find, insert or evict an entry, never during crypto. Each context has its
-//! own lock around its GSS-API handle (MIT forbids concurrent calls on one
-//! context) and a separate small lock for its sequence window, so window
-//! bookkeeping never waits behind a 1 MiB wrap.
+//! find, insert or evict an entry, never during crypto. Rust crypto takes
+//! no lock (the keys are immutable, the send sequence number atomic); a
+//! context left with MIT has its own lock around its GSS-API handle (MIT
+//! forbids concurrent calls on one context). The sequence window has a
+//! separate small lock, so window bookkeeping never waits behind a 1 MiB
+//! wrap.
 
+pub mod lucid;
 pub mod window;
 
 use crate::msg::Call;
 use bytes::{BufMut, Bytes, BytesMut};
-use libgssapi::context::{SecurityContext, ServerCtx};
+use krb5::{Cfx, Enctype, Key, Role};
 use libgssapi::credential::{Cred, CredUsage};
+use lucid::{AcceptCtx, Lucid};
 use metrics::ServerCounters;
 use proto::gss::{
     RpcGssCredVers1T, RpcGssInitRes, RpcGssIntegData, RpcGssPrivData, RpcGssProcT, RpcGssServiceT,
@@ -24,8 +35,8 @@ use proto::rpc::{AuthStat, OpaqueAuth, RPCSEC_GSS};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 pub use window::{DropReason, SeqWindow};
 use xdr::{Decoder, Pack, Unpack};
@@ -167,8 +178,11 @@ struct Peer {
 /// One security context.
 pub struct GssCtx {
     handle: u64,
-    /// The GSS-API context: every crypto call holds this (and only this) lock.
-    sec: Mutex<ServerCtx>,
+    /// The MIT context while it is being established, and after that if
+    /// its crypto stays with MIT: every MIT call holds this lock.
+    mit: Mutex<Option<AcceptCtx>>,
+    /// The exported keys, when the crypto is done in Rust.
+    cfx: OnceLock<Cfx>,
     peer: std::sync::OnceLock<Peer>,
     window: Mutex<SeqWindow>,
     /// Second-chance bit for the table's CLOCK eviction.
@@ -224,13 +238,27 @@ impl GssCtx {
         r
     }
 
+    /// Whether this context's per-message crypto runs in Rust.
+    pub fn rust_crypto(&self) -> bool {
+        self.cfx.get().is_some()
+    }
+
     pub fn verify_mic(&self, msg: &[u8], mic: &[u8]) -> bool {
-        self.sec.lock().unwrap().verify_mic(msg, mic).is_ok()
+        if let Some(c) = self.cfx.get() {
+            return c.verify_mic(msg, mic).is_ok();
+        }
+        match self.mit.lock().unwrap().as_mut() {
+            Some(m) => m.verify_mic(msg, mic).is_ok(),
+            None => false,
+        }
     }
 
     pub fn get_mic(&self, msg: &[u8]) -> Option<Bytes> {
-        let m = self.sec.lock().unwrap().get_mic(msg).ok()?;
-        Some(Bytes::copy_from_slice(&m))
+        if let Some(c) = self.cfx.get() {
+            return Some(c.get_mic(&[msg]).into());
+        }
+        let m = self.mit.lock().unwrap().as_mut()?.get_mic(msg).ok()?;
+        Some(m.into())
     }
 
     /// The verifier of a reply (or of an INIT reply: `value` = the window):
@@ -258,8 +286,30 @@ impl GssCtx {
             GssService::Privacy => {
                 let mut d = args;
                 let p = RpcGssPrivData::unpack(&mut d).ok()?;
-                let plain = self.sec.lock().unwrap().unwrap(&p.databody_priv).ok()?;
-                Bytes::copy_from_slice(&plain)
+                // Privacy means encrypted: a wrap token that is only
+                // checksummed is refused.
+                if let Some(c) = self.cfx.get() {
+                    // The one copy: the token into the buffer it is
+                    // decrypted in.
+                    let mut buf = BytesMut::from(&p.databody_priv[..]);
+                    let u = c.unwrap_in_place(&mut buf).ok()?;
+                    if !u.sealed {
+                        return None;
+                    }
+                    buf.freeze().slice(u.range)
+                } else {
+                    let (plain, sealed) = self
+                        .mit
+                        .lock()
+                        .unwrap()
+                        .as_mut()?
+                        .unwrap(&p.databody_priv)
+                        .ok()?;
+                    if !sealed {
+                        return None;
+                    }
+                    plain.into()
+                }
             }
         };
         let mut d = Decoder::new(body);
@@ -275,13 +325,17 @@ impl GssCtx {
         results: &[u8],
         out: &mut BytesMut,
     ) -> Option<()> {
+        if let Some(c) = self.cfx.get() {
+            wrap_results_rust(c, service, seq, results, out);
+            return Some(());
+        }
         match service {
             GssService::None => out.put_slice(results),
             GssService::Integrity => {
                 let mut body = BytesMut::with_capacity(4 + results.len());
                 body.put_u32(seq);
                 body.put_slice(results);
-                let mic = self.sec.lock().unwrap().get_mic(&body).ok()?;
+                let mic = self.mit.lock().unwrap().as_mut()?.get_mic(&body).ok()?;
                 xdr::pack_opaque(&body, out);
                 xdr::pack_opaque(&mic, out);
             }
@@ -289,11 +343,126 @@ impl GssCtx {
                 let mut body = BytesMut::with_capacity(4 + results.len());
                 body.put_u32(seq);
                 body.put_slice(results);
-                let w = self.sec.lock().unwrap().wrap(true, &body).ok()?;
+                let w = self.mit.lock().unwrap().as_mut()?.wrap(true, &body).ok()?;
                 xdr::pack_opaque(&w, out);
             }
         }
         Some(())
+    }
+}
+
+/// [`GssCtx::wrap_results`] in Rust: the token is written straight into
+/// `out`, without an intermediate body.
+fn wrap_results_rust(c: &Cfx, service: GssService, seq: u32, results: &[u8], out: &mut BytesMut) {
+    let seq = seq.to_be_bytes();
+    let pad = |n: usize| (4 - n % 4) % 4;
+    match service {
+        GssService::None => out.put_slice(results),
+        GssService::Integrity => {
+            let n = 4 + results.len();
+            out.put_u32(n as u32);
+            out.put_slice(&seq);
+            out.put_slice(results);
+            out.put_bytes(0, pad(n));
+            xdr::pack_opaque(&c.get_mic(&[&seq, results]), out);
+        }
+        GssService::Privacy => {
+            let n = c.wrap_len(true, 4 + results.len());
+            out.put_u32(n as u32);
+            let at = out.len();
+            out.resize(at + n, 0);
+            c.wrap_into(true, &[&seq, results], &mut out[at..]);
+            out.put_bytes(0, pad(n));
+        }
+    }
+}
+
+/// The Rust side of a context from its exported keys; `Err` says why not.
+pub fn cfx_from_lucid(l: &Lucid) -> Result<Cfx, String> {
+    if l.protocol != 1 {
+        return Err(format!(
+            "the context uses RFC 1964 tokens (protocol {}), not RFC 4121",
+            l.protocol
+        ));
+    }
+    let key = |k: &lucid::LucidKey| {
+        let e = Enctype::from_number(k.enctype)
+            .ok_or_else(|| format!("enctype {} is not implemented in Rust", k.enctype))?;
+        Key::new(e, &k.bytes)
+            .ok_or_else(|| format!("a {} key of {} bytes", e.name(), k.bytes.len()))
+    };
+    let ctx_key = key(&l.ctx_key)?;
+    let sub = l.acceptor_subkey.as_ref().map(key).transpose()?;
+    let role = if l.initiate {
+        Role::Initiator
+    } else {
+        Role::Acceptor
+    };
+    Ok(Cfx::new(role, &ctx_key, sub.as_ref(), l.send_seq))
+}
+
+/// `TARN_GSS_CRYPTO=mit` keeps all per-message crypto with MIT.
+fn rust_crypto_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TARN_GSS_CRYPTO").map_or(true, |v| v != "mit"))
+}
+
+/// Says once (at info) why a context's crypto stays with MIT; later
+/// contexts only at debug, so a realm of RC4 clients does not flood the log.
+fn stays_with_mit(why: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Relaxed) {
+        info!(
+            reason = why,
+            "RPCSEC_GSS per-message crypto stays with MIT GSS-API for such contexts"
+        );
+    } else {
+        debug!(reason = why, "RPCSEC_GSS per-message crypto stays with MIT");
+    }
+}
+
+/// Moves a complete context's per-message crypto to Rust when possible.
+/// `Err(Some(ctx))`: it stays with MIT; `Err(None)`: MIT gave its keys up
+/// but they are unusable, so the context is lost.
+fn export_keys(acc: AcceptCtx) -> Result<Cfx, Option<AcceptCtx>> {
+    if !rust_crypto_enabled() {
+        stays_with_mit("TARN_GSS_CRYPTO=mit");
+        return Err(Some(acc));
+    }
+    // Asked first because the export consumes the MIT context.
+    match acc.session_enctype() {
+        Some(e) if Enctype::from_number(e).is_some() => {}
+        Some(e) => {
+            stays_with_mit(&format!("enctype {e} is not implemented in Rust"));
+            return Err(Some(acc));
+        }
+        None => {
+            stays_with_mit("MIT does not tell the context's enctype");
+            return Err(Some(acc));
+        }
+    }
+    let l = match acc.export() {
+        Ok(l) => l,
+        Err((acc, e)) => {
+            stays_with_mit(&format!("the key export failed: {e}"));
+            return Err(Some(acc));
+        }
+    };
+    match cfx_from_lucid(&l) {
+        Ok(c) => {
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if !SAID.swap(true, Relaxed) {
+                info!(
+                    enctype = c.enctype().name(),
+                    "RPCSEC_GSS per-message crypto runs in Rust"
+                );
+            }
+            Ok(c)
+        }
+        Err(why) => {
+            warn!(reason = %why, "RPCSEC_GSS context dropped: its exported keys are unusable");
+            Err(None)
+        }
     }
 }
 
@@ -326,7 +495,9 @@ struct Shard {
 /// The server's RPCSEC_GSS state: acceptor credential and context table.
 pub struct GssServer {
     pub cfg: GssConfig,
-    cred: Option<Cred>,
+    /// Acquired at start only to refuse an unusable keytab early; contexts
+    /// are accepted with the default credential, which is the same keys.
+    _cred: Option<Cred>,
     shards: Vec<Mutex<Shard>>,
     next: AtomicU64,
     /// High half of every handle: differs per server start, so a handle
@@ -371,7 +542,7 @@ impl GssServer {
         let boot = (unix_now() as u32 as u64 ^ std::process::id() as u64 ^ rand_u32() as u64) << 32;
         GssServer {
             cfg,
-            cred,
+            _cred: cred,
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             next: AtomicU64::new(1),
             boot,
@@ -541,7 +712,8 @@ impl GssServer {
                 (
                     Arc::new(GssCtx {
                         handle: self.boot | n,
-                        sec: Mutex::new(ServerCtx::new(self.cred.clone())),
+                        mit: Mutex::new(Some(AcceptCtx::new())),
+                        cfx: OnceLock::new(),
                         peer: Default::default(),
                         window: Mutex::new(SeqWindow::new(self.cfg.replay_range)),
                         used: AtomicBool::new(false),
@@ -551,8 +723,15 @@ impl GssServer {
                 )
             }
         };
-        let step = ctx.sec.lock().unwrap().step(token, None);
-        let out = match step {
+        let step = match ctx.mit.lock().unwrap().as_mut() {
+            Some(m) => m.step(token),
+            None => Err(lucid::GssError {
+                major: GSS_S_FAILURE,
+                minor: 0,
+                text: "no context".into(),
+            }),
+        };
+        let (out, complete) = match step {
             Err(e) => {
                 // The error text names the cause (clock skew, no such key,
                 // ...) but never key material.
@@ -560,12 +739,11 @@ impl GssServer {
                 if !fresh {
                     self.remove(ctx.handle, m);
                 }
-                return fail(e.major.bits(), e.minor);
+                return fail(e.major, e.minor);
             }
-            Ok(t) => t.map(|t| Bytes::copy_from_slice(&t)).unwrap_or_default(),
+            Ok(s) => (Bytes::from(s.token), s.complete),
         };
         let handle = Bytes::copy_from_slice(&ctx.handle.to_be_bytes());
-        let complete = ctx.sec.lock().unwrap().is_complete();
         if !complete {
             if fresh {
                 self.insert(ctx.clone(), m);
@@ -581,19 +759,33 @@ impl GssServer {
                 },
             );
         }
-        let (name, lifetime) = {
-            let s = ctx.sec.lock().unwrap();
-            (
-                s.source_name().map(|n| n.to_string()),
-                s.lifetime().unwrap_or(Duration::ZERO),
-            )
+        let peer = {
+            let mut g = ctx.mit.lock().unwrap();
+            let p = g.as_ref().map(|a| a.peer());
+            if let Some(Ok(_)) = p {
+                if let Some(acc) = g.take() {
+                    match export_keys(acc) {
+                        Ok(c) => {
+                            let _ = ctx.cfx.set(c);
+                        }
+                        Err(back) => *g = back,
+                    }
+                }
+            }
+            p
         };
-        let Ok(principal) = name else {
+        let Some(Ok((principal, lifetime))) = peer else {
             if !fresh {
                 self.remove(ctx.handle, m);
             }
             return fail(GSS_S_FAILURE, 0);
         };
+        if !ctx.rust_crypto() && ctx.mit.lock().unwrap().is_none() {
+            if !fresh {
+                self.remove(ctx.handle, m);
+            }
+            return fail(GSS_S_FAILURE, 0);
+        }
         let ids = (self.cfg.map)(&principal);
         let _ = ctx.peer.set(Peer {
             ids,
