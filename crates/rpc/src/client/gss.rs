@@ -3,18 +3,19 @@
 //! DATA calls under krb5, krb5i or krb5p and checks every reply's verifier.
 //! Calls in flight are capped at the window the server advertised.
 //!
+//! Per-message crypto runs in Rust once MIT has handed over the keys (as
+//! on the server), with MIT as the fallback.
+//!
 //! Calls are built ([`GssClient::build`]) and sent ([`GssClient::send`])
 //! separately so tests can inspect or tamper with the bytes on the wire.
 
 use super::{ClientError, RpcClient};
+use crate::gss::lucid::{MitCtx, Target};
 use crate::gss::{GssCred, GssService};
 use crate::msg::{self, ReplyStatus};
 use crate::record;
 use bytes::{BufMut, Bytes, BytesMut};
-use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext};
-use libgssapi::credential::{Cred, CredUsage};
-use libgssapi::name::Name;
-use libgssapi::oid::{GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE};
+use krb5::Cfx;
 use proto::gss::{RpcGssInitArg, RpcGssInitRes, RpcGssIntegData, RpcGssPrivData, RpcGssProcT};
 use proto::rpc::{OpaqueAuth, RPCSEC_GSS};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,9 +27,54 @@ fn gss_err(e: impl std::fmt::Display) -> ClientError {
     ClientError::Gss(e.to_string())
 }
 
+/// A context's per-message crypto: in Rust with the keys MIT exported, or
+/// MIT's own (one call at a time).
+enum Crypto {
+    Rust(Cfx),
+    Mit(Mutex<MitCtx>),
+}
+
+impl Crypto {
+    fn get_mic(&self, msg: &[u8]) -> Result<Vec<u8>, ClientError> {
+        match self {
+            Crypto::Rust(c) => Ok(c.get_mic(&[msg])),
+            Crypto::Mit(m) => m.lock().unwrap().get_mic(msg).map_err(gss_err),
+        }
+    }
+
+    fn verify_mic(&self, msg: &[u8], tok: &[u8]) -> Result<(), ClientError> {
+        match self {
+            Crypto::Rust(c) => c
+                .verify_mic(msg, tok)
+                .map_err(|e| gss_err(format!("{e:?}"))),
+            Crypto::Mit(m) => m.lock().unwrap().verify_mic(msg, tok).map_err(gss_err),
+        }
+    }
+
+    /// Wraps with confidentiality (krb5p).
+    fn wrap(&self, msg: &[u8]) -> Result<Vec<u8>, ClientError> {
+        match self {
+            Crypto::Rust(c) => Ok(c.wrap(true, msg)),
+            Crypto::Mit(m) => m.lock().unwrap().wrap(true, msg).map_err(gss_err),
+        }
+    }
+
+    /// Unwraps a krb5p token, which must have been encrypted.
+    fn unwrap(&self, tok: &[u8]) -> Result<Vec<u8>, ClientError> {
+        let (plain, sealed) = match self {
+            Crypto::Rust(c) => c.unwrap(tok).map_err(|e| gss_err(format!("{e:?}")))?,
+            Crypto::Mit(m) => m.lock().unwrap().unwrap(tok).map_err(gss_err)?,
+        };
+        if !sealed {
+            return Err(gss_err("a krb5p reply that is not encrypted"));
+        }
+        Ok(plain)
+    }
+}
+
 pub struct GssClient {
     pub rpc: RpcClient,
-    ctx: Mutex<ClientCtx>,
+    crypto: Crypto,
     handle: Bytes,
     seq: AtomicU32,
     /// The sequence window the server advertised.
@@ -59,17 +105,11 @@ impl GssClient {
         vers: u32,
         target: &str,
     ) -> Result<GssClient, ClientError> {
-        let name = Name::new(target.as_bytes(), Some(GSS_NT_HOSTBASED_SERVICE)).map_err(gss_err)?;
-        let cred = Cred::acquire(None, None, CredUsage::Initiate, None).map_err(gss_err)?;
-        // No replay or sequence flags: RPCSEC_GSS sequences calls itself,
-        // and those flags turn out-of-order messages into errors.
-        let mut ctx = ClientCtx::new(
-            Some(cred),
-            name,
-            CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_CONF_FLAG | CtxFlags::GSS_C_INTEG_FLAG,
-            Some(GSS_MECH_KRB5),
-        );
-        let mut token = ctx.step(None, None).map_err(gss_err)?;
+        let name = Target::hostbased(target).map_err(gss_err)?;
+        let mut ctx = MitCtx::new();
+        let first_step = ctx.init_step(&name, None).map_err(gss_err)?;
+        let mut complete = first_step.complete;
+        let mut token = Some(first_step.token).filter(|t| !t.is_empty());
         let mut handle = Bytes::new();
         let mut first = true;
         loop {
@@ -113,10 +153,14 @@ impl GssClient {
             let next = if res.gss_token.is_empty() {
                 None
             } else {
-                ctx.step(Some(&res.gss_token), None).map_err(gss_err)?
+                let st = ctx
+                    .init_step(&name, Some(&res.gss_token))
+                    .map_err(gss_err)?;
+                complete = st.complete;
+                Some(st.token).filter(|t| !t.is_empty())
             };
             if res.gss_major == 0 {
-                if !ctx.is_complete() {
+                if !complete {
                     return Err(gss_err("server finished but the context is incomplete"));
                 }
                 // The INIT reply's verifier is a MIC of the window.
@@ -129,9 +173,14 @@ impl GssClient {
                     return Err(gss_err("INIT reply verifier does not check"));
                 }
                 let window = res.seq_window.max(1);
+                let crypto = match crate::gss::export_keys(ctx) {
+                    Ok(c) => Crypto::Rust(c),
+                    Err(Some(ctx)) => Crypto::Mit(Mutex::new(ctx)),
+                    Err(None) => return Err(gss_err("the context's exported keys are unusable")),
+                };
                 return Ok(GssClient {
                     rpc,
-                    ctx: Mutex::new(ctx),
+                    crypto,
                     handle,
                     seq: AtomicU32::new(0),
                     window,
@@ -206,8 +255,8 @@ impl GssClient {
         let mut out = BytesMut::with_capacity(128 + args.len() + args.len() / 16);
         record::begin(&mut out);
         msg::encode_call_head(xid, self.prog, self.vers, proc_, &cred, &mut out);
-        let mut ctx = self.ctx.lock().unwrap();
-        let mic = ctx.get_mic(&out[4..]).map_err(gss_err)?;
+        let ctx = &self.crypto;
+        let mic = ctx.get_mic(&out[4..])?;
         OpaqueAuth {
             flavor: RPCSEC_GSS,
             body: Bytes::copy_from_slice(&mic),
@@ -219,7 +268,7 @@ impl GssClient {
                 let mut body = BytesMut::with_capacity(4 + args.len());
                 body.put_u32(seq);
                 body.put_slice(args);
-                let checksum = ctx.get_mic(&body).map_err(gss_err)?;
+                let checksum = ctx.get_mic(&body)?;
                 RpcGssIntegData {
                     databody_integ: body.freeze(),
                     checksum: Bytes::copy_from_slice(&checksum),
@@ -230,11 +279,10 @@ impl GssClient {
                 let mut body = BytesMut::with_capacity(4 + args.len());
                 body.put_u32(seq);
                 body.put_slice(args);
-                let w = ctx.wrap(true, &body).map_err(gss_err)?;
+                let w = ctx.wrap(&body)?;
                 xdr::pack_opaque(&w, &mut out);
             }
         }
-        drop(ctx);
         record::finish(&mut out);
         Ok(Built {
             xid,
@@ -263,7 +311,7 @@ impl GssClient {
             return Err(ClientError::Rpc(st));
         }
         let v = verf.ok_or_else(|| gss_err("no verifier"))?;
-        let mut ctx = self.ctx.lock().unwrap();
+        let ctx = &self.crypto;
         if v.flavor != RPCSEC_GSS || ctx.verify_mic(&b.seq.to_be_bytes(), &v.body).is_err() {
             return Err(gss_err("reply verifier does not check"));
         }
@@ -277,7 +325,7 @@ impl GssClient {
             }
             GssService::Privacy => {
                 let p = RpcGssPrivData::unpack(&mut d)?;
-                let plain = ctx.unwrap(&p.databody_priv).map_err(gss_err)?;
+                let plain = ctx.unwrap(&p.databody_priv)?;
                 Bytes::copy_from_slice(&plain)
             }
         };

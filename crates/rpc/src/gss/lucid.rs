@@ -1,10 +1,11 @@
-//! All of RPCSEC_GSS's `unsafe`: the server side of context establishment
-//! over MIT's GSS-API (libgssapi's `ServerCtx` hides its raw handle, which
-//! the key export needs), the export of the negotiated keys as a "lucid"
+//! All of RPCSEC_GSS's `unsafe`: context establishment over MIT's GSS-API,
+//! as acceptor (the server) and initiator (Tarn's client; libgssapi's
+//! context types hide their raw handles, which the key export needs), the
+//! export of the negotiated keys as a "lucid"
 //! context (what rpc.svcgssd/gssproxy hand to the Linux kernel), and MIT's
 //! per-message calls, kept for contexts whose keys cannot be exported.
 //!
-//! Ownership: an [`AcceptCtx`] owns one `gss_ctx_id_t` and deletes it on
+//! Ownership: a [`MitCtx`] owns one `gss_ctx_id_t` and deletes it on
 //! drop unless MIT already has. `gss_krb5_export_lucid_sec_context`
 //! deletes the context and sets the handle to `GSS_C_NO_CONTEXT` when it
 //! succeeds and leaves it alone when it fails (MIT krb5_gss_glue.c), so
@@ -125,16 +126,16 @@ pub struct Step {
     pub complete: bool,
 }
 
-/// A server-side (acceptor) MIT context.
-pub struct AcceptCtx {
+/// An MIT context, acceptor or initiator.
+pub struct MitCtx {
     ctx: sys::gss_ctx_id_t,
 }
 
 // SAFETY: MIT contexts may move between threads; they are never used by
 // two threads at once (callers hold a Mutex around each).
-unsafe impl Send for AcceptCtx {}
+unsafe impl Send for MitCtx {}
 
-impl Drop for AcceptCtx {
+impl Drop for MitCtx {
     fn drop(&mut self) {
         if !self.ctx.is_null() {
             let mut minor = 0;
@@ -144,15 +145,15 @@ impl Drop for AcceptCtx {
     }
 }
 
-impl Default for AcceptCtx {
+impl Default for MitCtx {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl AcceptCtx {
-    pub fn new() -> AcceptCtx {
-        AcceptCtx { ctx: null_mut() }
+impl MitCtx {
+    pub fn new() -> MitCtx {
+        MitCtx { ctx: null_mut() }
     }
 
     /// One gss_accept_sec_context step with the default acceptor
@@ -174,6 +175,58 @@ impl AcceptCtx {
                 null_mut(),
                 &mut out.0,
                 null_mut(),
+                null_mut(),
+                null_mut(),
+            )
+        };
+        if gss_error(major) {
+            return Err(error(major, minor));
+        }
+        Ok(Step {
+            token: out.bytes().to_vec(),
+            complete: major & GSS_S_CONTINUE_NEEDED == 0,
+        })
+    }
+
+    /// One gss_init_sec_context step towards `target` with the default
+    /// initiator credential (the credential cache), mechanism krb5, asking
+    /// for mutual authentication, integrity and confidentiality; never the
+    /// replay or sequence flags (RPCSEC_GSS sequences calls itself, and
+    /// those flags turn out-of-order messages into errors). `token`: the
+    /// acceptor's last token, none on the first step.
+    pub fn init_step(&mut self, target: &Target, token: Option<&[u8]>) -> Result<Step, GssError> {
+        const MUTUAL: u32 = 2;
+        const CONF: u32 = 16;
+        const INTEG: u32 = 32;
+        // 1.2.840.113554.1.2.2
+        const KRB5: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02";
+        let mut mech = sys::gss_OID_desc {
+            length: KRB5.len() as u32,
+            elements: KRB5.as_ptr() as *mut c_void,
+        };
+        let mut minor = 0;
+        let mut input = in_buf(token.unwrap_or(&[]));
+        let mut out = OutBuf::new();
+        // SAFETY: the handle is ours (null on the first step, which MIT
+        // then allocates); the name lives in `target`; MIT only reads the
+        // mechanism OID and the input token; out-parameters are ours or null.
+        let major = unsafe {
+            sys::gss_init_sec_context(
+                &mut minor,
+                null_mut(),
+                &mut self.ctx,
+                target.0,
+                &mut mech,
+                MUTUAL | CONF | INTEG,
+                0,
+                null_mut(),
+                if token.is_some() {
+                    &mut input
+                } else {
+                    null_mut()
+                },
+                null_mut(),
+                &mut out.0,
                 null_mut(),
                 null_mut(),
             )
@@ -278,7 +331,7 @@ impl AcceptCtx {
 
     /// Exports the keys (lucid context version 1). On success MIT has
     /// deleted the context; on failure it is handed back, still usable.
-    pub fn export(mut self) -> Result<Lucid, (AcceptCtx, GssError)> {
+    pub fn export(mut self) -> Result<Lucid, (MitCtx, GssError)> {
         let mut minor = 0;
         let mut kctx: *mut c_void = null_mut();
         // SAFETY: our handle; on success MIT deletes it and nulls it.
@@ -372,6 +425,45 @@ impl AcceptCtx {
             return Err(error(major, minor));
         }
         Ok((out.bytes().to_vec(), conf_state != 0))
+    }
+}
+
+/// An initiator's target: a host-based service name such as `nfs@server`.
+pub struct Target(sys::gss_name_t);
+
+// SAFETY: an MIT name is immutable once imported.
+unsafe impl Send for Target {}
+unsafe impl Sync for Target {}
+
+impl Target {
+    pub fn hostbased(service_at_host: &str) -> Result<Target, GssError> {
+        let mut minor = 0;
+        let mut b = in_buf(service_at_host.as_bytes());
+        let mut name: sys::gss_name_t = null_mut();
+        // SAFETY: MIT copies the buffer; GSS_C_NT_HOSTBASED_SERVICE is its
+        // static; `name` is released by the Target's drop.
+        let major = unsafe {
+            sys::gss_import_name(
+                &mut minor,
+                &mut b,
+                sys::GSS_C_NT_HOSTBASED_SERVICE,
+                &mut name,
+            )
+        };
+        if gss_error(major) {
+            return Err(error(major, minor));
+        }
+        Ok(Target(name))
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            let mut minor = 0;
+            // SAFETY: imported above, released once.
+            unsafe { sys::gss_release_name(&mut minor, &mut self.0) };
+        }
     }
 }
 

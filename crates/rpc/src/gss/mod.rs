@@ -25,7 +25,7 @@ use crate::msg::Call;
 use bytes::{BufMut, Bytes, BytesMut};
 use krb5::{Cfx, Enctype, Key, Role};
 use libgssapi::credential::{Cred, CredUsage};
-use lucid::{AcceptCtx, Lucid};
+use lucid::{Lucid, MitCtx};
 use metrics::ServerCounters;
 use proto::gss::{
     RpcGssCredVers1T, RpcGssInitRes, RpcGssIntegData, RpcGssPrivData, RpcGssProcT, RpcGssServiceT,
@@ -180,7 +180,7 @@ pub struct GssCtx {
     handle: u64,
     /// The MIT context while it is being established, and after that if
     /// its crypto stays with MIT: every MIT call holds this lock.
-    mit: Mutex<Option<AcceptCtx>>,
+    mit: Mutex<Option<MitCtx>>,
     /// The exported keys, when the crypto is done in Rust.
     cfx: OnceLock<Cfx>,
     peer: std::sync::OnceLock<Peer>,
@@ -424,7 +424,7 @@ fn stays_with_mit(why: &str) {
 /// Moves a complete context's per-message crypto to Rust when possible.
 /// `Err(Some(ctx))`: it stays with MIT; `Err(None)`: MIT gave its keys up
 /// but they are unusable, so the context is lost.
-fn export_keys(acc: AcceptCtx) -> Result<Cfx, Option<AcceptCtx>> {
+pub(crate) fn export_keys(acc: MitCtx) -> Result<Cfx, Option<MitCtx>> {
     if !rust_crypto_enabled() {
         stays_with_mit("TARN_GSS_CRYPTO=mit");
         return Err(Some(acc));
@@ -712,7 +712,7 @@ impl GssServer {
                 (
                     Arc::new(GssCtx {
                         handle: self.boot | n,
-                        mit: Mutex::new(Some(AcceptCtx::new())),
+                        mit: Mutex::new(Some(MitCtx::new())),
                         cfx: OnceLock::new(),
                         peer: Default::default(),
                         window: Mutex::new(SeqWindow::new(self.cfg.replay_range)),

@@ -217,7 +217,7 @@ impl Drop for Kdc {
 pub fn establish(
     kdc: &Kdc,
     enctype: &str,
-) -> (libgssapi::context::ClientCtx, rpc::gss::lucid::AcceptCtx) {
+) -> (libgssapi::context::ClientCtx, rpc::gss::lucid::MitCtx) {
     use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext};
     use libgssapi::credential::{Cred, CredUsage};
     use libgssapi::name::Name;
@@ -235,7 +235,7 @@ pub fn establish(
         CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_SEQUENCE_FLAG | CtxFlags::GSS_C_REPLAY_FLAG,
         Some(GSS_MECH_KRB5),
     );
-    let mut server = rpc::gss::lucid::AcceptCtx::new();
+    let mut server = rpc::gss::lucid::MitCtx::new();
     let mut tok = client.step(None, None).unwrap();
     loop {
         let t = tok.expect("the initiator has a token to send");
