@@ -23,6 +23,7 @@ stage "bench (short run: it must complete; numbers are not judged here)"
 bash scripts/bench.sh --seconds 0.5 --ops null,getattr,lookup,read4k,write4k,read1m,v4getattr,v4open-read-close --inflight 1,32 --file-size 64M
 stage "RPCSEC_GSS bench (short: 1 MiB I/O per flavor; 128 krb5p calls in flight on one context, no drop)"
 SECONDS_PER_RUN=0.5 GSS_SECONDS=10 INFLIGHT=1,16 bash scripts/bench-gss.sh
+cargo bench -q -p rpc --bench gss_crypto   # RFC 4121 tokens, MIT vs Rust, per AES enctype
 if [ "${SKIP_GUEST:-0}" = 1 ]; then
   stage "guest lab skipped (SKIP_GUEST=1)"
 else

@@ -11,8 +11,7 @@
 //! throughput per flavor.
 
 mod common;
-#[path = "common/kdc.rs"]
-mod kdc;
+use testkdc as kdc;
 
 use bytes::Bytes;
 use common::*;

@@ -6,8 +6,7 @@
 //! `tarn top` shows each client's principal.
 
 mod common;
-#[path = "common/kdc.rs"]
-mod kdc;
+use testkdc as kdc;
 
 use bytes::Bytes;
 use common::*;

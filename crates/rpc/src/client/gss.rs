@@ -30,7 +30,7 @@ fn gss_err(e: impl std::fmt::Display) -> ClientError {
 /// A context's per-message crypto: in Rust with the keys MIT exported, or
 /// MIT's own (one call at a time).
 enum Crypto {
-    Rust(Cfx),
+    Rust(Box<Cfx>),
     Mit(Mutex<MitCtx>),
 }
 
@@ -174,7 +174,7 @@ impl GssClient {
                 }
                 let window = res.seq_window.max(1);
                 let crypto = match crate::gss::export_keys(ctx) {
-                    Ok(c) => Crypto::Rust(c),
+                    Ok(c) => Crypto::Rust(Box::new(c)),
                     Err(Some(ctx)) => Crypto::Mit(Mutex::new(ctx)),
                     Err(None) => return Err(gss_err("the context's exported keys are unusable")),
                 };
