@@ -64,6 +64,8 @@ krb5_guest_down() {
   if [ "$retrans" = 0 ]; then echo "STEP no-retrans PASS 0.0s"
   else echo "STEP no-retrans FAIL 0.0s"; rc=1; fi
   echo "  /proc/net/rpc/nfs: $(awk '$1 == "rpc" {print $2 " calls, " $3 " retransmissions, " $4 " auth refreshes"}' /proc/net/rpc/nfs)"
+  # NFSv4: the owner names nfsidmap resolved for the kernel (id_resolver keys; none for NFSv3)
+  echo "krb5: id_resolver keys: $(awk '$8 ~ /^id_resolv/ {sub(/:$/, "", $9); print $9}' /proc/keys | sort | paste -sd ' ')"
   kill "$GSSD_PID" 2>/dev/null; wait "$GSSD_PID" 2>/dev/null
   return $rc
 }

@@ -157,6 +157,10 @@ krb5_evidence() {  # CASEDIR -> prints [host] lines and one STEP host-gss line
   echo "  [host] tarn metrics: tarn_gss_contexts_created_total=${created:-none}, tarn_gss_dropped_calls_total=$dropped" \
        "($(grep '^tarn_gss_dropped_calls_total' <<< "$m" | grep -o 'reason="[a-z_]*"} [0-9]*' | tr -d '"}' | paste -sd ' '))"
   echo "  [host] tarn.log: contexts established: ${principals:-none}"
+  # calls per program (NFS over GSS; NLM, which lockd always sends with AUTH_SYS, as with knfsd)
+  echo "  [host] tarn metrics: calls by program: $(awk -F'[{}]' '/^tarn_op_calls_total\{/ {
+      if (match($2, /program="[^"]*"/)) { p = substr($2, RSTART + 9, RLENGTH - 10); n[p] += $3 } }
+      END { for (p in n) if (n[p] > 0) printf "%s %d; ", p, n[p] }' <<< "$m")"
   echo "  [host] kdc.log: $tgs service ticket(s) issued for nfs/$KRB5_SERVER_NAME; $(grep -c 'AS_REQ.*ISSUE' "$k/kdc.log" 2>/dev/null) TGT(s)"
   grep -q "labuser@$KRB5_REALM" <<< "$principals" || { ok=FAIL; echo "  [host] no context for labuser@$KRB5_REALM"; }
   grep -q "host/$KRB5_GUEST_NAME@$KRB5_REALM" <<< "$principals" || { ok=FAIL; echo "  [host] no context for the machine principal"; }
