@@ -135,6 +135,9 @@ krb5_tarn_cmd() {  # CASEDIR
     "$TARN_BIN" serve --config "$k/tarn.toml" --keytab "$k/tarn.keytab" \
     --listen "$TARN_ADDR:$TARN_PORT" --metrics "$KRB5_METRICS" \
     --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" --grace "$TARN_GRACE" --state-dir "$1/state"
+  # shellcheck disable=SC2086 # TARN_EXTRA_ARGS is a word list on purpose (as for the sys cases)
+  [ -n "${TARN_EXTRA_ARGS:-}" ] && printf '%s\0' ${TARN_EXTRA_ARGS}
+  return 0
 }
 
 tarn_metrics() {  # -> Prometheus text from the running Tarn of this case
