@@ -16,6 +16,8 @@
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
 #   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
 #   MEM=2048 CPUS=2 ACCEL=tcg|kvm         passed to boot.sh
+# The krb5 cases (krb5.sh on the host, krb5-guest.sh in the guest) add a per-case KDC and realm, a
+# Tarn whose export accepts only the case's flavor, rpc.gssd in the guest, and mount by name.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -28,7 +30,12 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # extra steps (Tarn cases only, comma-separated): mixed = `mixed-locks` (the same export mounted a
 # second time with the other protocol, an NFSv3/NLM lock against an NFSv4.1 LOCK); restart =
 # `restart-lock` (Tarn is SIGKILLed and restarted while the guest holds an fcntl lock; the kernel
-# must reclaim it).  The reason column says why a case is off, or why a step is left out.
+# must reclaim it).  A word NAME=VALUE there sets a workload knob (BIG_MB SMALL_N TREE_N FIO_MB
+# FIO_RUNTIME STEP_TIMEOUT) for that case only; the same variable set in run.sh's environment wins.
+# The reason column says why a case is off, or why a step is left out.
+# krb5 cases: smaller tree (every call is signed/sealed by the TCG-emulated guest CPU; measured
+# below in README.md), and a shorter step timeout so that a stalled large write (seen with this
+# client against NFS-Ganesha at krb5i/krb5p) fails its step instead of eating the CI budget.
 CASES='
 on  | knfsd | 3   | sys   |               |
 on  | knfsd | 4.1 | sys   |               |
@@ -36,9 +43,12 @@ on  | tarn  | 3   | sys   | mixed,restart |
 on  | tarn  | 4.0 | sys   | mixed,restart |
 on  | tarn  | 4.1 | sys   | mixed,restart |
 on  | tarn  | 4.2 | sys   | mixed,restart |
-off | tarn  | 3   | krb5  |               | the server does RPCSEC_GSS; the guest side (KDC, rpc.gssd, keytabs) is not wired yet (issue 5)
-off | tarn  | 3   | krb5i |               | the server does RPCSEC_GSS; the guest side (KDC, rpc.gssd, keytabs) is not wired yet (issue 5)
-off | tarn  | 3   | krb5p |               | the server does RPCSEC_GSS; the guest side (KDC, rpc.gssd, keytabs) is not wired yet (issue 5)
+on  | tarn  | 3   | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+on  | tarn  | 3   | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+on  | tarn  | 3   | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+on  | tarn  | 4.1 | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+on  | tarn  | 4.1 | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+on  | tarn  | 4.1 | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
@@ -47,9 +57,14 @@ off | tarn  | 3   | krb5p |               | the server does RPCSEC_GSS; the gues
 #          rpcbind runs in the same namespace (private /run, see start_rpcbind) so the guest's
 #          lockd finds NLM and Tarn's SM_NOTIFY/GRANTED reach the guest's statd/lockd: NFSv3 is
 #          mounted WITHOUT nolock, locks go through NLM to Tarn.  Tarn runs with --grace $TARN_GRACE.
+KRB5_KNOBS=TREE_N=2000,STEP_TIMEOUT=300     # the krb5 cases' workload knobs (see above)
+CASES=${CASES//KRB5_KNOBS/$KRB5_KNOBS}
+#   krb5 cases: as tarn, plus a KDC in the namespace; the guest mounts tarn-server.lab:/ (see krb5.sh).
 TARN_MOUNT_OPTS="proto=tcp,port=$TARN_PORT,mountport=$TARN_PORT,mountproto=tcp"
 TARN_MOUNT_OPTS4="proto=tcp,port=$TARN_PORT"
 TARN_GRACE=${TARN_GRACE:-5}
+# shellcheck source=krb5.sh
+. "$HERE/krb5.sh"
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: must run as root (qemu, network namespaces, debootstrap)" >&2; exit 2; }
 T_START=$(date +%s.%N)
@@ -57,6 +72,7 @@ el() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}'; }
 
 # ---- cleanup: everything started here is tracked by PID / name and torn down on any exit --------
 BPID= SUP_PID= RPCB_PID= CASE_DIR= NS=
+TARN_CMD=()   # how the supervisor runs Tarn (set by start_tarn)
 stop_pid() {  # PID: TERM, wait up to 5 s, KILL
   local p=$1; [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
   kill -TERM "$p" 2>/dev/null
@@ -68,6 +84,8 @@ stop_tarn_case() {  # supervisor first (it stops its Tarn on TERM), then Tarn an
   stop_pid "$SUP_PID"; SUP_PID=
   [ -n "$CASE_DIR" ] && stop_pid "$(tarn_pid)"
   stop_pid "$RPCB_PID"; RPCB_PID=
+  [ -n "$CASE_DIR" ] && krb5_cleanup "$CASE_DIR"   # the KDC (by PID) and the realm's keytabs
+  return 0
 }
 cleanup() {
   stop_pid "$BPID"; BPID=      # boot.sh tears down its VM itself on TERM
@@ -96,10 +114,17 @@ add_step_row() { local s; for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return; 
 
 # write the guest-side script for one case
 guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
-  local v opts other oopts
+  local v opts other oopts w
   echo 'set -u'
   for v in BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT; do
     [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
+  done
+  # the case's own knobs (NAME=VALUE in the extras column), unless set in the environment
+  for w in ${4//,/ }; do
+    case $w in
+      BIG_MB=*|SMALL_N=*|TREE_N=*|FIO_MB=*|FIO_RUNTIME=*|STEP_TIMEOUT=*)
+        v=${w%%=*}; [ -z "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${w#*=}";;
+    esac
   done
   case "$1" in
     knfsd) echo 'lab-knfsd-start || { echo "lab-knfsd-start failed"; exit 97; }'
@@ -113,7 +138,15 @@ guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
              printf 'export MIXED_VERS=%q MIXED_OPTS=%q\n' "$other" "$oopts"; fi
            if [[ ,$4, == *,restart,* ]]; then
              printf 'export RESTART_LOCK=1 RESTART_GRACE=%q\n' "$TARN_GRACE"; fi
-           printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$opts";;
+           if [ "$3" = sys ]; then
+             printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$opts"
+           else   # krb5*: Kerberos client set up around the workload (krb5-guest.sh), mount by name
+             echo '. /share/krb5-guest.sh'
+             printf 'krb5_guest_up %q %q || { echo "krb5 guest setup failed"; exit 97; }\n' "$KRB5_SERVER_NAME" "$TARN_ADDR"
+             printf 'bash /share/workload.sh %q %q %q / %q; rc=$?\n' "$KRB5_SERVER_NAME" "$2" "$3" "$opts"
+             echo 'krb5_guest_down || rc=1'
+             echo 'exit $rc'
+           fi;;
   esac
 }
 
@@ -147,8 +180,9 @@ tarn_supervisor() {  # CASEDIR
   if "$TARN_BIN" serve --help 2>/dev/null | grep -q -- '--state-dir'; then args+=(--state-dir "$dir/state"); fi
   # shellcheck disable=SC2206 # TARN_EXTRA_ARGS is a word list on purpose
   args+=(${TARN_EXTRA_ARGS:-})
+  [ ${#TARN_CMD[@]} = 0 ] && TARN_CMD=(ip netns exec "$NS" "$TARN_BIN" serve "${args[@]}")
   launch() {
-    NO_COLOR=1 ip netns exec "$NS" "$TARN_BIN" serve "${args[@]}" >> "$dir/tarn.log" 2>&1 < /dev/null &
+    NO_COLOR=1 "${TARN_CMD[@]}" >> "$dir/tarn.log" 2>&1 < /dev/null &
     tpid=$!; echo "$tpid" > "$dir/tarn.pid"
   }
   trap '[ -n "$tpid" ] && kill -TERM "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null; exit 0' TERM
@@ -172,10 +206,15 @@ tarn_supervisor() {  # CASEDIR
   done
 }
 
-start_tarn() {  # CASEDIR -> sets SUP_PID, RPCB_PID; returns non-zero if Tarn does not come up
+start_tarn() {  # CASEDIR SEC -> sets SUP_PID, RPCB_PID (KDC_PID); non-zero if Tarn does not come up
   local dir=$1/export p
   mkdir -p "$dir"; chmod 0777 "$dir"
   : > "$1/tarn.log"; rm -f "$1/tarn.pid"
+  TARN_CMD=()                 # sec=sys: the supervisor's default command line
+  if [ "$2" != sys ]; then    # krb5*: realm + KDC first, then Tarn with the realm's config
+    krb5_realm "$1" "$2" && start_kdc "$1" || return 1
+    mapfile -d '' TARN_CMD < <(krb5_tarn_cmd "$1")
+  fi
   start_rpcbind "$1" || return 1
   tarn_supervisor "$1" > "$1/supervisor.log" 2>&1 < /dev/null &
   SUP_PID=$!
@@ -204,22 +243,30 @@ nlm_evidence() {  # CASEDIR
 }
 
 run_case() {  # NAME SERVER VERS SEC EXTRAS
-  local name=$1 server=$2 vers=$3 sec=$4 extras=$5 slug dir rc out crashed=0 t
+  local name=$1 server=$2 vers=$3 sec=$4 extras=$5 slug dir rc out crashed=0 t files
   slug=${name// /-}; dir=$SESSION/$slug; mkdir -p "$dir"
   echo; echo "=== CASE $name${extras:+ (+ $extras)}"
   t=$(date +%s.%N)
   guest_cmd "$server" "$vers" "$sec" "$extras" > "$dir/cmd.sh"
   NS=tarnlab-$$-${#COLS[@]}
   "$HERE/net.sh" up "$NS" || { echo "run.sh: netns setup failed"; crashed=1; }
-  if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" || crashed=1; fi
+  if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" || crashed=1; fi
+  files=("$HERE/workload.sh")
+  [ "$sec" != sys ] && files+=("$HERE/krb5-guest.sh" "$dir/krb5/lab-krb5")
+  : > "$dir/host-steps.log"
   if [ $crashed = 0 ]; then
-    NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "$HERE/workload.sh" \
+    NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "${files[@]}" \
       > "$dir/out.log" 2> "$dir/boot.err" &
     BPID=$!; wait "$BPID"; rc=$?; BPID=
     sed 's/^/  /' "$dir/out.log"
     grep -v '^boot.sh: run dir' "$dir/boot.err" | sed 's/^/  [boot] /'
     if [ "$server" = tarn ]; then
       nlm_evidence "$dir"
+      # krb5: host-side GSS evidence (needs the running Tarn's metrics), one STEP host-gss line
+      if [ "$sec" != sys ]; then
+        krb5_evidence "$dir" > "$dir/host-steps.log"
+        grep -v '^STEP ' "$dir/host-steps.log"; grep '^STEP ' "$dir/host-steps.log" | sed 's/^/  /'
+      fi
       if ! kill -0 "$(tarn_pid)" 2>/dev/null; then echo "  tarn DIED during the run; log tail:"; crashed=1; tail -20 "$dir/tarn.log" | sed 's/^/  | /'; fi
     fi
     grep -q '^WORKLOAD ' "$dir/out.log" || { echo "  no WORKLOAD summary from the guest (rc=$rc): crashed"; crashed=1; }
@@ -233,9 +280,9 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS
     add_step_row "$st"
     if [ "$res" = PASS ]; then CELL[$c,$st]=$sec_s; TOTAL_PASS=$((TOTAL_PASS+1))
     else CELL[$c,$st]="FAIL $sec_s"; TOTAL_FAIL=$((TOTAL_FAIL+1)); fi
-  done < <(grep -E '^STEP [^ ]+ (PASS|FAIL) ' "$dir/out.log" 2>/dev/null)
+  done < <(grep -hE '^STEP [^ ]+ (PASS|FAIL) ' "$dir/out.log" "$dir/host-steps.log" 2>/dev/null)
   [ $crashed = 1 ] && { CRASHED=$((CRASHED+1)); CELL[$c,result]=CRASHED; } || CELL[$c,result]=ok
-  if [ "${CELL[$c,result]}" = ok ] && grep -qE '^STEP [^ ]+ FAIL ' "$dir/out.log" 2>/dev/null; then
+  if [ "${CELL[$c,result]}" = ok ] && grep -qhE '^STEP [^ ]+ FAIL ' "$dir/out.log" "$dir/host-steps.log" 2>/dev/null; then
     CELL[$c,result]=FAILED; fi
   CELL[$c,wall]=$(el "$t")s
   echo "=== CASE $name: ${CELL[$c,result]} in ${CELL[$c,wall]} (run dir $dir)"
@@ -252,6 +299,8 @@ while IFS='|' read -r on server vers sec extras reason; do
     SKIPS+=("SKIP $name: filtered out by CASES_MATCH=$CASES_MATCH"); echo "${SKIPS[-1]}"; continue; fi
   if [ "$server" = tarn ] && [ ! -x "$TARN_BIN" ]; then
     SKIPS+=("SKIP $name: no tarn binary (build with cargo build --release)"); echo "${SKIPS[-1]}"; continue; fi
+  if [ "$sec" != sys ] && [ -n "$(krb5_tools_missing)" ]; then
+    SKIPS+=("SKIP $name: no $(krb5_tools_missing | paste -sd ' ') (krb5-kdc, krb5-admin-server: scripts/deps.sh --test)"); echo "${SKIPS[-1]}"; continue; fi
   [ -n "$reason" ] && echo "note $name: $reason"
   run_case "$name" "$server" "$vers" "$sec" "$extras"
 done <<< "$CASES"

@@ -75,6 +75,10 @@ s_mount() {
   mount -t nfs -o "$o" "$SERVER:$EXPORT" "$MNT"
   mountpoint "$MNT"
   echo "INFO $(awk -v m="$MNT" '$2==m{print $1" "$3" "$4}' /proc/mounts)"
+  # a Kerberos flavor: the kernel's mount options must name exactly it (sec=krb5 is not krb5i)
+  if [ "$SEC" != sys ]; then
+    awk -v m="$MNT" -v s="sec=$SEC" '$2==m{n=split($4,o,","); for(i=1;i<=n;i++) if(o[i]==s) f=1} END{exit !f}' /proc/mounts
+  fi
   # NFSv3 with locking: the server's rpcbind must name NLM (nlockmgr) for the guest's lockd
   if [ "$VERS" = 3 ] && [[ ,$MOUNT_OPTS, != *,nolock,* ]]; then
     echo "INFO rpcinfo -p $SERVER: $(rpcinfo -p "$SERVER" | awk 'NR>1{print $5"/v"$2"/"$3"/"$4}' | sort -u | tr '\n' ' ')"
