@@ -46,7 +46,8 @@ CONF
   : > "$dir/kadm5.acl"
   kdc_env kdb5_util -r "$realm" create -s -P "master-$RANDOM$RANDOM" > "$dir/kdb5_util.log" 2>&1 \
     || { cat "$dir/kdb5_util.log" >&2; return 1; }
-  kdc_env krb5kdc -n -r "$realm" > /dev/null 2>&1 &
+  # Not through kdc_env: $! must be krb5kdc itself (a function would run in a subshell).
+  KRB5_CONFIG=$dir/krb5.conf KRB5_KDC_PROFILE=$dir/kdc.conf krb5kdc -n -r "$realm" > /dev/null 2>&1 &
   KDC_PID=$!
   local i
   for i in $(seq 200); do
