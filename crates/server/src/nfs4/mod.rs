@@ -665,7 +665,10 @@ pub fn log_fail(c: &Compound<'_>, op: &'static str, f: &Fail) {
     match f.status {
         NFS4ERR_NOENT | NFS4ERR_EXIST | NFS4ERR_NOTEMPTY | NFS4ERR_NOTDIR | NFS4ERR_ISDIR
         | NFS4ERR_NAMETOOLONG | NFS4ERR_DENIED | NFS4ERR_GRACE | NFS4ERR_DELAY
-        | NFS4ERR_SYMLINK | NFS4ERR_OLD_STATEID | NFS4ERR_SAME | NFS4ERR_NOT_SAME => {
+        | NFS4ERR_SYMLINK | NFS4ERR_OLD_STATEID | NFS4ERR_SAME | NFS4ERR_NOT_SAME
+        // EXCHANGE_ID's SP4_MACH_CRED, which Linux asks for under krb5i/krb5p
+        // and then retries as SP4_NONE: a negotiation, not an error.
+        | NFS4ERR_ENCR_ALG_UNSUPP => {
             if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {
                 debug!(peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error")
             }
