@@ -11,65 +11,18 @@
 
 use super::{ClientError, RpcClient};
 use crate::gss::lucid::{MitCtx, Target};
-use crate::gss::{GssCred, GssService};
+use crate::gss::{Crypto, GssCred, GssService};
 use crate::msg::{self, ReplyStatus};
 use crate::record;
 use bytes::{BufMut, Bytes, BytesMut};
-use krb5::Cfx;
 use proto::gss::{RpcGssInitArg, RpcGssInitRes, RpcGssIntegData, RpcGssPrivData, RpcGssProcT};
 use proto::rpc::{OpaqueAuth, RPCSEC_GSS};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
 use tokio::sync::Semaphore;
 use xdr::{Decoder, Pack, Unpack};
 
 fn gss_err(e: impl std::fmt::Display) -> ClientError {
     ClientError::Gss(e.to_string())
-}
-
-/// A context's per-message crypto: in Rust with the keys MIT exported, or
-/// MIT's own (one call at a time).
-enum Crypto {
-    Rust(Box<Cfx>),
-    Mit(Mutex<MitCtx>),
-}
-
-impl Crypto {
-    fn get_mic(&self, msg: &[u8]) -> Result<Vec<u8>, ClientError> {
-        match self {
-            Crypto::Rust(c) => Ok(c.get_mic(&[msg])),
-            Crypto::Mit(m) => m.lock().unwrap().get_mic(msg).map_err(gss_err),
-        }
-    }
-
-    fn verify_mic(&self, msg: &[u8], tok: &[u8]) -> Result<(), ClientError> {
-        match self {
-            Crypto::Rust(c) => c
-                .verify_mic(msg, tok)
-                .map_err(|e| gss_err(format!("{e:?}"))),
-            Crypto::Mit(m) => m.lock().unwrap().verify_mic(msg, tok).map_err(gss_err),
-        }
-    }
-
-    /// Wraps with confidentiality (krb5p).
-    fn wrap(&self, msg: &[u8]) -> Result<Vec<u8>, ClientError> {
-        match self {
-            Crypto::Rust(c) => Ok(c.wrap(true, msg)),
-            Crypto::Mit(m) => m.lock().unwrap().wrap(true, msg).map_err(gss_err),
-        }
-    }
-
-    /// Unwraps a krb5p token, which must have been encrypted.
-    fn unwrap(&self, tok: &[u8]) -> Result<Vec<u8>, ClientError> {
-        let (plain, sealed) = match self {
-            Crypto::Rust(c) => c.unwrap(tok).map_err(|e| gss_err(format!("{e:?}")))?,
-            Crypto::Mit(m) => m.lock().unwrap().unwrap(tok).map_err(gss_err)?,
-        };
-        if !sealed {
-            return Err(gss_err("a krb5p reply that is not encrypted"));
-        }
-        Ok(plain)
-    }
 }
 
 pub struct GssClient {
@@ -173,11 +126,8 @@ impl GssClient {
                     return Err(gss_err("INIT reply verifier does not check"));
                 }
                 let window = res.seq_window.max(1);
-                let crypto = match crate::gss::export_keys(ctx) {
-                    Ok(c) => Crypto::Rust(Box::new(c)),
-                    Err(Some(ctx)) => Crypto::Mit(Mutex::new(ctx)),
-                    Err(None) => return Err(gss_err("the context's exported keys are unusable")),
-                };
+                let crypto = Crypto::of(ctx)
+                    .ok_or_else(|| gss_err("the context's exported keys are unusable"))?;
                 return Ok(GssClient {
                     rpc,
                     crypto,
@@ -256,7 +206,9 @@ impl GssClient {
         record::begin(&mut out);
         msg::encode_call_head(xid, self.prog, self.vers, proc_, &cred, &mut out);
         let ctx = &self.crypto;
-        let mic = ctx.get_mic(&out[4..])?;
+        let mic = ctx
+            .get_mic(&out[4..])
+            .ok_or_else(|| gss_err("cannot sign the call"))?;
         OpaqueAuth {
             flavor: RPCSEC_GSS,
             body: Bytes::copy_from_slice(&mic),
@@ -268,7 +220,9 @@ impl GssClient {
                 let mut body = BytesMut::with_capacity(4 + args.len());
                 body.put_u32(seq);
                 body.put_slice(args);
-                let checksum = ctx.get_mic(&body)?;
+                let checksum = ctx
+                    .get_mic(&body)
+                    .ok_or_else(|| gss_err("cannot sign the arguments"))?;
                 RpcGssIntegData {
                     databody_integ: body.freeze(),
                     checksum: Bytes::copy_from_slice(&checksum),
@@ -279,7 +233,9 @@ impl GssClient {
                 let mut body = BytesMut::with_capacity(4 + args.len());
                 body.put_u32(seq);
                 body.put_slice(args);
-                let w = ctx.wrap(&body)?;
+                let w = ctx
+                    .seal(&body)
+                    .ok_or_else(|| gss_err("cannot encrypt the arguments"))?;
                 xdr::pack_opaque(&w, &mut out);
             }
         }
@@ -312,21 +268,23 @@ impl GssClient {
         }
         let v = verf.ok_or_else(|| gss_err("no verifier"))?;
         let ctx = &self.crypto;
-        if v.flavor != RPCSEC_GSS || ctx.verify_mic(&b.seq.to_be_bytes(), &v.body).is_err() {
+        if v.flavor != RPCSEC_GSS || !ctx.verify_mic(&b.seq.to_be_bytes(), &v.body) {
             return Err(gss_err("reply verifier does not check"));
         }
         let body = match b.service {
             GssService::None => return Ok(d),
             GssService::Integrity => {
                 let i = RpcGssIntegData::unpack(&mut d)?;
-                ctx.verify_mic(&i.databody_integ, &i.checksum)
-                    .map_err(|_| gss_err("reply checksum does not check"))?;
+                if !ctx.verify_mic(&i.databody_integ, &i.checksum) {
+                    return Err(gss_err("reply checksum does not check"));
+                }
                 i.databody_integ
             }
             GssService::Privacy => {
                 let p = RpcGssPrivData::unpack(&mut d)?;
-                let plain = ctx.unwrap(&p.databody_priv)?;
-                Bytes::copy_from_slice(&plain)
+                ctx.unseal(&p.databody_priv).ok_or_else(|| {
+                    gss_err("a krb5p reply that does not decrypt or is not encrypted")
+                })?
             }
         };
         let mut d = Decoder::new(body);

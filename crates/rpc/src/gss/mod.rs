@@ -178,11 +178,10 @@ struct Peer {
 /// One security context.
 pub struct GssCtx {
     handle: u64,
-    /// The MIT context while it is being established, and after that if
-    /// its crypto stays with MIT: every MIT call holds this lock.
+    /// The MIT context while it is being established.
     mit: Mutex<Option<MitCtx>>,
-    /// The exported keys, when the crypto is done in Rust.
-    cfx: OnceLock<Cfx>,
+    /// Once established: its per-message crypto.
+    crypto: OnceLock<Crypto>,
     peer: std::sync::OnceLock<Peer>,
     window: Mutex<SeqWindow>,
     /// Second-chance bit for the table's CLOCK eviction.
@@ -240,25 +239,15 @@ impl GssCtx {
 
     /// Whether this context's per-message crypto runs in Rust.
     pub fn rust_crypto(&self) -> bool {
-        self.cfx.get().is_some()
+        matches!(self.crypto.get(), Some(Crypto::Rust(_)))
     }
 
     pub fn verify_mic(&self, msg: &[u8], mic: &[u8]) -> bool {
-        if let Some(c) = self.cfx.get() {
-            return c.verify_mic(msg, mic).is_ok();
-        }
-        match self.mit.lock().unwrap().as_mut() {
-            Some(m) => m.verify_mic(msg, mic).is_ok(),
-            None => false,
-        }
+        self.crypto.get().is_some_and(|c| c.verify_mic(msg, mic))
     }
 
     pub fn get_mic(&self, msg: &[u8]) -> Option<Bytes> {
-        if let Some(c) = self.cfx.get() {
-            return Some(c.get_mic(&[msg]).into());
-        }
-        let m = self.mit.lock().unwrap().as_mut()?.get_mic(msg).ok()?;
-        Some(m.into())
+        self.crypto.get()?.get_mic(msg).map(Into::into)
     }
 
     /// The verifier of a reply (or of an INIT reply: `value` = the window):
@@ -286,30 +275,7 @@ impl GssCtx {
             GssService::Privacy => {
                 let mut d = args;
                 let p = RpcGssPrivData::unpack(&mut d).ok()?;
-                // Privacy means encrypted: a wrap token that is only
-                // checksummed is refused.
-                if let Some(c) = self.cfx.get() {
-                    // The one copy: the token into the buffer it is
-                    // decrypted in.
-                    let mut buf = BytesMut::from(&p.databody_priv[..]);
-                    let u = c.unwrap_in_place(&mut buf).ok()?;
-                    if !u.sealed {
-                        return None;
-                    }
-                    buf.freeze().slice(u.range)
-                } else {
-                    let (plain, sealed) = self
-                        .mit
-                        .lock()
-                        .unwrap()
-                        .as_mut()?
-                        .unwrap(&p.databody_priv)
-                        .ok()?;
-                    if !sealed {
-                        return None;
-                    }
-                    plain.into()
-                }
+                self.crypto.get()?.unseal(&p.databody_priv)?
             }
         };
         let mut d = Decoder::new(body);
@@ -325,7 +291,8 @@ impl GssCtx {
         results: &[u8],
         out: &mut BytesMut,
     ) -> Option<()> {
-        if let Some(c) = self.cfx.get() {
+        let crypto = self.crypto.get()?;
+        if let Crypto::Rust(c) = crypto {
             wrap_results_rust(c, service, seq, results, out);
             return Some(());
         }
@@ -335,7 +302,7 @@ impl GssCtx {
                 let mut body = BytesMut::with_capacity(4 + results.len());
                 body.put_u32(seq);
                 body.put_slice(results);
-                let mic = self.mit.lock().unwrap().as_mut()?.get_mic(&body).ok()?;
+                let mic = crypto.get_mic(&body)?;
                 xdr::pack_opaque(&body, out);
                 xdr::pack_opaque(&mic, out);
             }
@@ -343,11 +310,71 @@ impl GssCtx {
                 let mut body = BytesMut::with_capacity(4 + results.len());
                 body.put_u32(seq);
                 body.put_slice(results);
-                let w = self.mit.lock().unwrap().as_mut()?.wrap(true, &body).ok()?;
+                let w = crypto.seal(&body)?;
                 xdr::pack_opaque(&w, out);
             }
         }
         Some(())
+    }
+}
+
+/// An established context's per-message crypto, for the server and for
+/// Tarn's client alike: in Rust with the keys MIT exported, or MIT's own
+/// (one call at a time: MIT forbids concurrent calls on one context).
+pub enum Crypto {
+    Rust(Box<Cfx>),
+    Mit(Mutex<MitCtx>),
+}
+
+impl Crypto {
+    /// Moves a complete context's crypto to Rust when possible (see
+    /// [`export_keys`]); None if MIT gave its keys up but they are
+    /// unusable, so the context is lost.
+    pub(crate) fn of(ctx: MitCtx) -> Option<Crypto> {
+        match export_keys(ctx) {
+            Ok(c) => Some(Crypto::Rust(Box::new(c))),
+            Err(Some(m)) => Some(Crypto::Mit(Mutex::new(m))),
+            Err(None) => None,
+        }
+    }
+
+    pub fn get_mic(&self, msg: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Crypto::Rust(c) => Some(c.get_mic(&[msg])),
+            Crypto::Mit(m) => m.lock().unwrap().get_mic(msg).ok(),
+        }
+    }
+
+    pub fn verify_mic(&self, msg: &[u8], tok: &[u8]) -> bool {
+        match self {
+            Crypto::Rust(c) => c.verify_mic(msg, tok).is_ok(),
+            Crypto::Mit(m) => m.lock().unwrap().verify_mic(msg, tok).is_ok(),
+        }
+    }
+
+    /// A wrap token with confidentiality (krb5p).
+    pub fn seal(&self, msg: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Crypto::Rust(c) => Some(c.wrap(true, msg)),
+            Crypto::Mit(m) => m.lock().unwrap().wrap(true, msg).ok(),
+        }
+    }
+
+    /// The message in a krb5p wrap token. Privacy means encrypted: a token
+    /// that is only checksummed is refused.
+    pub fn unseal(&self, tok: &[u8]) -> Option<Bytes> {
+        match self {
+            Crypto::Rust(c) => {
+                // The one copy: the token into the buffer it is decrypted in.
+                let mut buf = BytesMut::from(tok);
+                let u = c.unwrap_in_place(&mut buf).ok()?;
+                u.sealed.then(|| buf.freeze().slice(u.range))
+            }
+            Crypto::Mit(m) => {
+                let (plain, sealed) = m.lock().unwrap().unwrap(tok).ok()?;
+                sealed.then(|| plain.into())
+            }
+        }
     }
 }
 
@@ -424,7 +451,7 @@ fn stays_with_mit(why: &str) {
 /// Moves a complete context's per-message crypto to Rust when possible.
 /// `Err(Some(ctx))`: it stays with MIT; `Err(None)`: MIT gave its keys up
 /// but they are unusable, so the context is lost.
-pub(crate) fn export_keys(acc: MitCtx) -> Result<Cfx, Option<MitCtx>> {
+fn export_keys(acc: MitCtx) -> Result<Cfx, Option<MitCtx>> {
     if !rust_crypto_enabled() {
         stays_with_mit("TARN_GSS_CRYPTO=mit");
         return Err(Some(acc));
@@ -713,7 +740,7 @@ impl GssServer {
                     Arc::new(GssCtx {
                         handle: self.boot | n,
                         mit: Mutex::new(Some(MitCtx::new())),
-                        cfx: OnceLock::new(),
+                        crypto: OnceLock::new(),
                         peer: Default::default(),
                         window: Mutex::new(SeqWindow::new(self.cfg.replay_range)),
                         used: AtomicBool::new(false),
@@ -759,33 +786,19 @@ impl GssServer {
                 },
             );
         }
-        let peer = {
-            let mut g = ctx.mit.lock().unwrap();
-            let p = g.as_ref().map(|a| a.peer());
-            if let Some(Ok(_)) = p {
-                if let Some(acc) = g.take() {
-                    match export_keys(acc) {
-                        Ok(c) => {
-                            let _ = ctx.cfx.set(c);
-                        }
-                        Err(back) => *g = back,
-                    }
-                }
-            }
-            p
-        };
-        let Some(Ok((principal, lifetime))) = peer else {
+        // Established: who it is, then its crypto (the MIT context moves
+        // into it, or is lost if its exported keys are unusable).
+        let established = ctx.mit.lock().unwrap().take().and_then(|acc| {
+            let peer = acc.peer().ok()?;
+            let _ = ctx.crypto.set(Crypto::of(acc)?);
+            Some(peer)
+        });
+        let Some((principal, lifetime)) = established else {
             if !fresh {
                 self.remove(ctx.handle, m);
             }
             return fail(GSS_S_FAILURE, 0);
         };
-        if !ctx.rust_crypto() && ctx.mit.lock().unwrap().is_none() {
-            if !fresh {
-                self.remove(ctx.handle, m);
-            }
-            return fail(GSS_S_FAILURE, 0);
-        }
         let ids = (self.cfg.map)(&principal);
         let _ = ctx.peer.set(Peer {
             ids,
