@@ -45,6 +45,17 @@
 //!   knfsd: files READ→R, MODIFY/EXTEND→W, EXECUTE→X; directories READ→R,
 //!   LOOKUP→X, MODIFY/EXTEND/DELETE→W+X).
 //!
+//! The switch costs more than most calls it guards, so the kernel's answers
+//! (R, W, X, W+X) are remembered per (object, caller) for as long as the
+//! object's ctime, mode, owner and group stay the same ([`perm`]). LOOKUP
+//! (search permission on the directory is all a one-name lookup needs),
+//! ACCESS and READ then run as root with no switch at all; WRITE too, unless
+//! the file is suid or sgid-executable (the kernel clears those bits only
+//! for writers without CAP_FSETID, so such writes run as the caller). The
+//! supplementary groups a switch sets stay on the thread afterwards (root's
+//! access does not depend on them), so a thread serving one user sets them
+//! once.
+//!
 //! When the server does not run as root (it then needs `CAP_DAC_READ_SEARCH`
 //! as a file capability), no switch happens: every operation runs as the
 //! server's own user, and the callers' credentials are ignored.
@@ -70,6 +81,7 @@
 //! `O_CREAT|O_EXCL`, then the verifier goes into mtime (first 4 bytes) and
 //! atime (last 4), each masked to 31 bits, as knfsd does.
 
+mod perm;
 mod sys;
 
 use crate::nowait;
@@ -89,6 +101,8 @@ use crate::{
 pub const FD_CACHE_SIZE: usize = 1024;
 /// O_PATH descriptors kept open (the server raises RLIMIT_NOFILE to fit).
 pub const PATH_CACHE_SIZE: usize = 4096;
+/// Access decisions remembered (about 200 bytes each).
+pub const PERM_CACHE_SIZE: usize = 65536;
 
 /// Why [`LocalFs::new`] failed, with a message for the operator.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +135,9 @@ pub struct LocalFs {
     cache: FdCache<DataFd>,
     /// O_PATH descriptors of any object: GETATTR and friends cost one fstat.
     paths: FdCache<OwnedFd>,
+    /// The kernel's access decisions per (object, caller): most calls need
+    /// no credential switch (see `perm`).
+    perms: perm::PermCache,
 }
 
 impl std::fmt::Debug for LocalFs {
@@ -195,6 +212,21 @@ impl LocalFs {
         )?;
         let st = sys::fstat(root_fd.as_fd()).map_err(|e| fail(FsError::Io, e.to_string()))?;
         let switch_creds = sys::geteuid() == 0;
+        // setfsuid cannot report failure (it would leave calls running as
+        // root), so prove once that this process may switch.
+        if switch_creds {
+            let was = sys::set_thread_fsuid(65534);
+            let now = sys::set_thread_fsuid(u32::MAX);
+            sys::set_thread_fsuid(was);
+            if now != 65534 {
+                return Err(fail(
+                    FsError::Perm,
+                    "cannot switch fs credentials (setfsuid): the server runs as \
+                     root without CAP_SETUID"
+                        .to_string(),
+                ));
+            }
+        }
         let base_groups = if switch_creds {
             sys::getgroups().map_err(|e| fail(FsError::Io, e.to_string()))?
         } else {
@@ -211,6 +243,7 @@ impl LocalFs {
             base_groups,
             cache: FdCache::new(FD_CACHE_SIZE),
             paths: FdCache::new(PATH_CACHE_SIZE),
+            perms: perm::PermCache::new(PERM_CACHE_SIZE),
         })
     }
 
@@ -220,16 +253,49 @@ impl LocalFs {
             return Ok(CredGuard { fs: None });
         }
         // Groups first: setgroups needs CAP_SETGID, which setfsuid keeps, but
-        // do it while we are still fully root anyway.
-        sys::set_thread_groups(&cred.gids).map_err(io_err)?;
+        // do it while we are still fully root anyway. The guard leaves them
+        // in place (root's own access never depends on its supplementary
+        // groups), so a thread serving one user does not set them again.
+        THREAD_GROUPS.with(|g| {
+            let mut g = g.borrow_mut();
+            if g.as_deref().unwrap_or(&self.base_groups) != cred.gids.as_slice() {
+                sys::set_thread_groups(&cred.gids).map_err(io_err)?;
+                *g = Some(cred.gids.clone());
+            }
+            Ok::<_, FsError>(())
+        })?;
         let guard = CredGuard { fs: Some(self) };
         sys::set_thread_fsgid(cred.gid);
+        // Proven to work at start (see `new`), so no read-back here.
         sys::set_thread_fsuid(cred.uid);
-        // setfsuid reports no errors; read back (-1 changes nothing).
-        if sys::set_thread_fsuid(u32::MAX) != cred.uid {
-            return Err(FsError::ServerFault);
-        }
         Ok(guard)
+    }
+
+    /// The kernel's answers to `perm::QUESTIONS` for `cred` on `fd` (the
+    /// object `fid`, now in state `st`): remembered while the object's
+    /// permissions stay the same, else asked under the caller's credentials.
+    fn allowed(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        fd: BorrowedFd<'_>,
+        st: &libc::stat,
+    ) -> Result<perm::Allowed, FsError> {
+        if !self.switch_creds {
+            return Ok(perm::Allowed::ask(|m| self.may(fd, m)));
+        }
+        if let Some(a) = self.perms.get(fid, cred, st) {
+            return Ok(a);
+        }
+        let a = {
+            let _g = self.as_user(cred)?;
+            perm::Allowed::ask(|m| self.may(fd, m))
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.perms.put(fid, cred, st, a, now);
+        Ok(a)
     }
 
     fn is_root(&self, st: &libc::stat) -> bool {
@@ -277,15 +343,17 @@ impl LocalFs {
     fn lookup_in(
         &self,
         cred: &Cred,
+        dir: &Fid,
         dfd: &OwnedFd,
         dst: &libc::stat,
         name: &[u8],
     ) -> Result<(Fid, Attr), FsError> {
-        let _g = self.as_user(cred)?;
+        // Looking up one name needs search permission on the directory and
+        // nothing else, so once that is granted the lookup runs as root.
+        if !self.allowed(cred, dir, dfd.as_fd(), dst)?.may(libc::X_OK) {
+            return Err(FsError::Acces);
+        }
         if name == b".." {
-            if !self.may(dfd.as_fd(), libc::X_OK) {
-                return Err(FsError::Acces);
-            }
             return match self.parent(dfd.as_fd(), dst)? {
                 None => Ok((self.root_fid, to_attr(dst))),
                 Some(p) => self.fid_attr(p.as_fd()),
@@ -304,11 +372,12 @@ impl LocalFs {
     fn access_on(
         &self,
         cred: &Cred,
+        fid: &Fid,
         fd: &OwnedFd,
         st: &libc::stat,
         want: Access,
     ) -> Result<Access, FsError> {
-        let _g = self.as_user(cred)?;
+        let allowed = self.allowed(cred, fid, fd.as_fd(), st)?;
         let is_dir = file_type(st) == FileType::Directory;
         let table: &[(Access, libc::c_int)] = if is_dir {
             &[
@@ -328,7 +397,7 @@ impl LocalFs {
         };
         let mut ok = Access::empty();
         for &(bit, mode) in table {
-            if want.contains(bit) && self.may(fd.as_fd(), mode) {
+            if want.contains(bit) && allowed.may(mode) {
                 ok |= bit;
             }
         }
@@ -527,7 +596,14 @@ fn verifier_times(verf: &[u8; 8]) -> (i64, i64) {
     (m as i64, a as i64)
 }
 
-/// Restores root fs credentials when dropped.
+thread_local! {
+    /// The supplementary groups `as_user` last set on this thread; None:
+    /// still the process's own.
+    static THREAD_GROUPS: std::cell::RefCell<Option<Vec<u32>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Restores root's fsuid and fsgid when dropped (the supplementary groups
+/// stay: see `as_user`).
 struct CredGuard<'a> {
     fs: Option<&'a LocalFs>,
 }
@@ -537,11 +613,6 @@ impl Drop for CredGuard<'_> {
         if let Some(fs) = self.fs {
             sys::set_thread_fsuid(0);
             sys::set_thread_fsgid(fs.base_gid);
-            if let Err(e) = sys::set_thread_groups(&fs.base_groups) {
-                // Can't happen as root; if it does, this thread's groups are
-                // wrong, which is worth a loud log.
-                tracing::error!("restoring supplementary groups failed: {e}");
-            }
         }
     }
 }
@@ -703,7 +774,10 @@ impl Backend for LocalFs {
             return (Err(e), self.getattr(dir).ok());
         }
         match self.open_dir(dir) {
-            Ok((dfd, dst)) => (self.lookup_in(cred, &dfd, &dst, name), Some(to_attr(&dst))),
+            Ok((dfd, dst)) => (
+                self.lookup_in(cred, dir, &dfd, &dst, name),
+                Some(to_attr(&dst)),
+            ),
             Err(e) => (Err(e), None),
         }
     }
@@ -719,7 +793,10 @@ impl Backend for LocalFs {
         want: Access,
     ) -> (Result<Access, FsError>, Option<Attr>) {
         match self.open_path(fid) {
-            Ok((fd, st)) => (self.access_on(cred, &fd, &st, want), Some(to_attr(&st))),
+            Ok((fd, st)) => (
+                self.access_on(cred, fid, &fd, &st, want),
+                Some(to_attr(&st)),
+            ),
             Err(e) => (Err(e), None),
         }
     }
@@ -741,9 +818,10 @@ impl Backend for LocalFs {
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError> {
         let (d, st) = self.data_fd(fid)?;
-        let _g = self.as_user(cred)?;
         let fd = d.fd.as_fd();
-        if !(self.may(fd, libc::R_OK) || cred.uid == st.st_uid || self.may(fd, libc::X_OK)) {
+        // Once allowed, reading as root reads the same bytes.
+        let a = self.allowed(cred, fid, fd, &st)?;
+        if !(a.may(libc::R_OK) || cred.uid == st.st_uid || a.may(libc::X_OK)) {
             return Err(FsError::Acces);
         }
         let size = st.st_size as u64;
@@ -774,13 +852,21 @@ impl Backend for LocalFs {
     ) -> Result<(usize, Stable), FsError> {
         nowait::forbid()?;
         let (d, st) = self.data_fd(fid)?;
-        // Stay switched for the pwrite itself: suid/sgid clearing on write
-        // depends on the writer's credentials.
-        let _g = self.as_user(cred)?;
         let fd = d.fd.as_fd();
-        if !(self.may(fd, libc::W_OK) || cred.uid == st.st_uid) {
+        let a = self.allowed(cred, fid, fd, &st)?;
+        if !(a.may(libc::W_OK) || cred.uid == st.st_uid) {
             return Err(FsError::Acces);
         }
+        // Writing clears suid (and group-executable sgid) unless the writer
+        // holds CAP_FSETID: write such files as the caller, all others as
+        // root (the result is the same and needs no switch).
+        let kills_privs = st.st_mode & libc::S_ISUID != 0
+            || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP);
+        let _g = if kills_privs {
+            Some(self.as_user(cred)?)
+        } else {
+            None
+        };
         if !d.writable {
             return Err(FsError::RoFs);
         }

@@ -485,3 +485,10 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     }
     Ok(r.rlim_cur)
 }
+
+/// An all-zero `stat`, for tests that make up attributes.
+#[cfg(test)]
+pub fn zero_stat() -> libc::stat {
+    // SAFETY: libc::stat is plain integers; all-zero is a valid value.
+    unsafe { MaybeUninit::zeroed().assume_init() }
+}

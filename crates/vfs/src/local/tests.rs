@@ -593,3 +593,118 @@ fn readdir_plus_skips_attributes_when_the_name_changed_under_it() {
     );
     assert_eq!(fs.readdir_plus(dfd.as_fd(), &dst, &r, c"gone", 5), None);
 }
+
+#[test]
+fn remembered_access_follows_permission_changes() {
+    if !running_as_root() {
+        return;
+    }
+    let (_d, mut fs) = setup();
+    let r = fs.root();
+    let mut b = [0u8; 8];
+    // Production settings first: a file changed moments ago is never
+    // remembered, so a chmod right after a read is obeyed.
+    let (f, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
+    fs.write(&root(), &f, 0, b"abc", Stable::Unstable).unwrap();
+    assert_eq!(fs.read(&user(), &f, 0, &mut b).unwrap(), (3, true));
+    fs.setattr(&root(), &f, &SetAttr::mode(0o600)).unwrap();
+    assert_eq!(fs.read(&user(), &f, 0, &mut b), Err(FsError::Acces));
+
+    // Now remember every decision at once: each change must still be seen.
+    // (The sleeps put each change on a later ctime tick.)
+    fs.perms = perm::PermCache::with_racy(1024, 0);
+    let tick = || std::thread::sleep(std::time::Duration::from_millis(30));
+    assert_eq!(fs.read(&user(), &f, 0, &mut b), Err(FsError::Acces));
+    tick();
+    fs.setattr(&root(), &f, &SetAttr::mode(0o644)).unwrap();
+    assert_eq!(fs.read(&user(), &f, 0, &mut b).unwrap(), (3, true));
+    assert_eq!(fs.access(&user(), &f, Access::ALL).unwrap(), Access::READ);
+    tick();
+    fs.setattr(&root(), &f, &SetAttr::mode(0o600)).unwrap();
+    assert_eq!(fs.read(&user(), &f, 0, &mut b), Err(FsError::Acces));
+    assert_eq!(
+        fs.access(&user(), &f, Access::ALL).unwrap(),
+        Access::empty()
+    );
+    tick();
+    let to_user = SetAttr {
+        uid: Some(1000),
+        ..SetAttr::default()
+    };
+    fs.setattr(&root(), &f, &to_user).unwrap();
+    assert_eq!(
+        fs.access(&user(), &f, Access::READ | Access::MODIFY)
+            .unwrap(),
+        Access::READ | Access::MODIFY
+    );
+    fs.write(&user(), &f, 0, b"x", Stable::Unstable).unwrap();
+
+    // Search permission on a directory gates LOOKUP.
+    let (d, _) = fs.mkdir(&root(), &r, b"d", &SetAttr::mode(0o755)).unwrap();
+    fs.create(&root(), &d, b"in", &guarded(0o644)).unwrap();
+    assert!(fs.lookup(&user(), &d, b"in").is_ok());
+    assert!(fs.lookup(&user(), &d, b"..").is_ok());
+    tick();
+    fs.setattr(&root(), &d, &SetAttr::mode(0o700)).unwrap();
+    assert_eq!(
+        fs.lookup(&user(), &d, b"in").map(|_| ()),
+        Err(FsError::Acces)
+    );
+    assert_eq!(
+        fs.lookup(&user(), &d, b"..").map(|_| ()),
+        Err(FsError::Acces)
+    );
+    assert!(fs.lookup(&root(), &d, b"in").is_ok());
+
+    // Other callers, even the same user with other groups, are asked anew.
+    let (g, _) = fs.mkdir(&root(), &r, b"g", &SetAttr::mode(0o750)).unwrap();
+    let grp = SetAttr {
+        gid: Some(4242),
+        ..SetAttr::default()
+    };
+    fs.setattr(&root(), &g, &grp).unwrap();
+    tick();
+    assert_eq!(
+        fs.access(&user(), &g, Access::LOOKUP).unwrap(),
+        Access::empty()
+    );
+    let member = Cred {
+        uid: 1000,
+        gid: 1000,
+        gids: vec![4242],
+    };
+    assert_eq!(
+        fs.access(&member, &g, Access::LOOKUP).unwrap(),
+        Access::LOOKUP
+    );
+    assert_eq!(
+        fs.access(&user(), &g, Access::LOOKUP).unwrap(),
+        Access::empty()
+    );
+}
+
+#[test]
+fn writes_clear_suid_as_the_caller_would() {
+    if !running_as_root() {
+        return;
+    }
+    let (_d, mut fs) = setup();
+    fs.perms = perm::PermCache::with_racy(1024, 0);
+    let r = fs.root();
+    for (mode, after) in [(0o4777, 0o777), (0o2777, 0o777), (0o2767, 0o2767)] {
+        let name = format!("s{mode:o}");
+        let (f, _) = fs
+            .create(&root(), &r, name.as_bytes(), &guarded(0o644))
+            .unwrap();
+        fs.setattr(&root(), &f, &SetAttr::mode(mode)).unwrap();
+        // Twice: the second write finds its permission remembered.
+        for _ in 0..2 {
+            fs.write(&user(), &f, 0, b"x", Stable::Unstable).unwrap();
+            assert_eq!(fs.getattr(&f).unwrap().mode & 0o7777, after, "{mode:o}");
+        }
+        // Root's own writes keep the bits (CAP_FSETID), as with a local write.
+        fs.setattr(&root(), &f, &SetAttr::mode(mode)).unwrap();
+        fs.write(&root(), &f, 0, b"y", Stable::Unstable).unwrap();
+        assert_eq!(fs.getattr(&f).unwrap().mode & 0o7777, mode, "{mode:o}");
+    }
+}
