@@ -20,7 +20,7 @@
 //! Callers with more than [`MAX_GIDS`] supplementary groups are not cached.
 
 use crate::{Cred, Fid};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::sync::Mutex;
 
 /// How old a ctime must be before a decision against it is kept.
@@ -140,9 +140,7 @@ impl PermCache {
     }
 
     fn shard(&self, k: &Key) -> &Mutex<lru::LruCache<Key, Decision>> {
-        let mut h = self.hasher.build_hasher();
-        k.hash(&mut h);
-        &self.shards[h.finish() as usize % SHARDS]
+        &self.shards[self.hasher.hash_one(k) as usize % SHARDS]
     }
 
     /// The cached answers for `cred` on the object `fid` whose current
