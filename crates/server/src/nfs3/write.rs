@@ -33,8 +33,10 @@ pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
     };
     let offset = args.offset;
     let b = t.export.backend.clone();
+    // Writes to one file queue for one pool thread (see Pool::run_serial).
     let (r, file_wcc) = n
-        .run(move || {
+        .pool
+        .run_serial((t.export.id, t.fid), move || {
             attr::with_wcc(&*b, &t.fid, || {
                 b.write(&t.cred, &t.fid, offset, &data, stable)
             })

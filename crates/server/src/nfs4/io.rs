@@ -113,8 +113,12 @@ pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
             .record_write(a.data.len() as u32, stable != Stable::Unstable);
         let b = export.backend.clone();
         let (offset, data) = (a.offset, a.data);
+        // Writes to one file queue for one pool thread (see Pool::run_serial).
         let (n, got) =
-            c.n.run(move || b.write(&cred, &fid, offset, &data, stable))
+            c.n.pool
+                .run_serial((export.id, fid), move || {
+                    b.write(&cred, &fid, offset, &data, stable)
+                })
                 .await?;
         Ok(Write4resok {
             count: n as u32,
