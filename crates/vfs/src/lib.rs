@@ -554,6 +554,25 @@ pub trait Backend: Send + Sync {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError>;
+    /// Like [`Backend::read`] of up to `count` bytes, appended to `buf`
+    /// (a reply being built). A backend that can read into uninitialised
+    /// memory overrides it: zero-filling a 1 MiB buffer first costs about
+    /// a tenth of a 1 MiB READ.
+    fn read_append(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        count: usize,
+        buf: &mut bytes::BytesMut,
+    ) -> Result<(usize, bool), FsError> {
+        let start = buf.len();
+        buf.resize(start + count, 0);
+        let r = self.read(cred, fid, offset, &mut buf[start..]);
+        let n = r.as_ref().map_or(0, |&(n, _)| n.min(count));
+        buf.truncate(start + n);
+        r
+    }
     /// Returns (bytes written, stability reached).
     fn write(
         &self,

@@ -47,8 +47,8 @@ fn fill(
     let start = buf.len();
     // Room for the header as it is when attributes are present; the data
     // goes right behind it so it never has to move.
-    buf.resize(start + HEADER + count, 0);
-    let r = b.read(cred, fid, offset, &mut buf[start + HEADER..]);
+    buf.resize(start + HEADER, 0);
+    let r = b.read_append(cred, fid, offset, count, buf);
     // Post-op attributes after the read, so they show its atime.
     let a = attr::post_op(b, fid);
     match r {

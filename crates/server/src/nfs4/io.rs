@@ -69,8 +69,8 @@ fn fill(
     buf: &mut BytesMut,
 ) -> Result<(), Fail> {
     let start = buf.len();
-    buf.resize(start + HEADER + count, 0);
-    match b.read(cred, fid, offset, &mut buf[start + HEADER..]) {
+    buf.resize(start + HEADER, 0);
+    match b.read_append(cred, fid, offset, count, buf) {
         Ok((len, eof)) => {
             let len = len.min(count);
             buf.truncate(start + HEADER + len);

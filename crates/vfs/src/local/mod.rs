@@ -817,29 +817,27 @@ impl Backend for LocalFs {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError> {
-        let (d, st) = self.data_fd(fid)?;
-        let fd = d.fd.as_fd();
-        // Once allowed, reading as root reads the same bytes.
-        let a = self.allowed(cred, fid, fd, &st)?;
-        if !(a.may(libc::R_OK) || cred.uid == st.st_uid || a.may(libc::X_OK)) {
-            return Err(FsError::Acces);
+        self.read_with(cred, fid, offset, buf.len(), |fd, n, want, at| {
+            sys::pread(fd, &mut buf[n..want], at)
+        })
+    }
+
+    fn read_append(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        count: usize,
+        buf: &mut bytes::BytesMut,
+    ) -> Result<(usize, bool), FsError> {
+        let start = buf.len();
+        let r = self.read_with(cred, fid, offset, count, |fd, n, want, at| {
+            sys::pread_append(fd, buf, want - n, at)
+        });
+        if r.is_err() {
+            buf.truncate(start);
         }
-        let size = st.st_size as u64;
-        if offset >= size {
-            return Ok((0, true));
-        }
-        let want = buf.len().min((size - offset) as usize);
-        let mut n = 0;
-        // Loop: pread may return short counts (e.g. signals).
-        while n < want {
-            match sys::pread(fd, &mut buf[n..want], offset + n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_err(e)),
-            }
-        }
-        Ok((n, offset + n as u64 >= size))
+        r
     }
 
     fn write(
@@ -1211,6 +1209,41 @@ impl Backend for LocalFs {
 }
 
 impl LocalFs {
+    /// READ's checks and loop; `pread(fd, done, want, at)` reads the bytes
+    /// from `done` up to `want` of the request at file offset `at`.
+    fn read_with(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        count: usize,
+        mut pread: impl FnMut(BorrowedFd<'_>, usize, usize, u64) -> io::Result<usize>,
+    ) -> Result<(usize, bool), FsError> {
+        let (d, st) = self.data_fd(fid)?;
+        let fd = d.fd.as_fd();
+        // Once allowed, reading as root reads the same bytes.
+        let a = self.allowed(cred, fid, fd, &st)?;
+        if !(a.may(libc::R_OK) || cred.uid == st.st_uid || a.may(libc::X_OK)) {
+            return Err(FsError::Acces);
+        }
+        let size = st.st_size as u64;
+        if offset >= size {
+            return Ok((0, true));
+        }
+        let want = count.min((size - offset) as usize);
+        let mut n = 0;
+        // Loop: pread may return short counts (e.g. signals).
+        while n < want {
+            match pread(fd, n, want, offset + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok((n, offset + n as u64 >= size))
+    }
+
     /// Fid and attributes of one readdir entry, as the caller; `None` if it
     /// vanished, is on another mount, or the caller may not look it up.
     fn readdir_plus(

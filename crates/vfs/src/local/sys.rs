@@ -486,6 +486,30 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     Ok(r.rlim_cur)
 }
 
+/// pread of up to `len` bytes into the spare capacity of `buf`, whose
+/// length grows by what was read. No zero-fill first.
+pub fn pread_append(
+    fd: BorrowedFd<'_>,
+    buf: &mut bytes::BytesMut,
+    len: usize,
+    off: u64,
+) -> io::Result<usize> {
+    buf.reserve(len);
+    let spare = &mut buf.spare_capacity_mut()[..len];
+    // SAFETY: the kernel writes at most `len` bytes into spare capacity we own.
+    let n = cvt_long(unsafe {
+        libc::pread(
+            fd.as_raw_fd(),
+            spare.as_mut_ptr().cast(),
+            len,
+            off as libc::off_t,
+        ) as libc::c_long
+    })? as usize;
+    // SAFETY: pread initialised the first n (≤ len ≤ spare) bytes.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
 /// An all-zero `stat`, for tests that make up attributes.
 #[cfg(test)]
 pub fn zero_stat() -> libc::stat {
