@@ -7,6 +7,13 @@ mod keytab;
 mod rpcbind;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc: freed reply buffers (up to 1 MiB each) are reused from
+/// per-thread free lists instead of going back to the kernel and faulting
+/// in fresh zeroed pages on the next READ (glibc's malloc maps and unmaps
+/// buffers that size).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use config::{Config, ExportConfig};
 use server::export::{parse_sec, Cidr, ClientSpec, Export, ExportIds, Exports, Flavor, Rule};
 use server::live::Live;
