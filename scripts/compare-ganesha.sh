@@ -39,6 +39,11 @@ fi
 # ---- inside the private namespaces ----
 shift
 quick=$1; shift
+# Unless told otherwise: every NFSv3 workload, then NFSv4.1's.
+ops=()
+case " $* " in *" --ops "*|*" --ops="*) ;; *)
+  ops=(--ops null,getattr,lookup,access,readdirplus,create,read4k,write4k,read1m,write1m,v4getattr,v4open-read-close) ;;
+esac
 if [ "$quick" = 1 ]; then
   sizes=(--seconds 0.5 --file-size 64M --dir-entries 2000 --files 300)
 else
@@ -107,7 +112,7 @@ EXPORT {
     Access_Type = RW;
     Squash = No_Root_Squash;
     SecType = sys;
-    Protocols = 3;
+    Protocols = 3, 4;
     Transports = TCP;
     FSAL { Name = VFS; }
 }
@@ -119,7 +124,7 @@ wait_port $GP $GPID "$WORK/ganesha.log"
 wait_port $GMP $GPID "$WORK/ganesha.log"
 echo "compare-ganesha: $(ganesha.nfsd -v 2>&1 | head -1 | tr -s ' ') pid $GPID on 127.0.0.1:$GP (mount $GMP)" >&2
 "$BIN" bench --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench \
-  --server-pid $GPID --label ganesha --json --keep "${sizes[@]}" "$@" > "$WORK/ganesha.json"
+  --server-pid $GPID --label ganesha --json --keep "${sizes[@]}" "${ops[@]}" "$@" > "$WORK/ganesha.json"
 stop $GPID
 rm -rf "$WORK/ganesha/export"
 
@@ -132,9 +137,9 @@ chmod 0777 "$WORK/tarn/export"
 PIDS+=($TPID)
 wait_port $TP $TPID "$WORK/tarn.log"
 echo "compare-ganesha: tarn pid $TPID on 127.0.0.1:$TP" >&2
-"$BIN" bench --server 127.0.0.1:$TP --server-pid $TPID --label tarn --json --keep "${sizes[@]}" "$@" > "$WORK/tarn.json"
+"$BIN" bench --server 127.0.0.1:$TP --server-pid $TPID --label tarn --json --keep "${sizes[@]}" "${ops[@]}" "$@" > "$WORK/tarn.json"
 stop $TPID
 
 echo
-echo "Tarn vs NFS-Ganesha: NFSv3 over loopback TCP, $(nproc) CPUs, tarn bench ${sizes[*]} $*"
+echo "Tarn vs NFS-Ganesha: NFSv3 (v4* rows: NFSv4.1) over loopback TCP, $(nproc) CPUs, tarn bench ${sizes[*]} $*"
 "$BIN" bench --compare tarn="$WORK/tarn.json" --compare ganesha="$WORK/ganesha.json"
