@@ -274,26 +274,34 @@ impl LocalFs {
     /// The kernel's answers to `perm::QUESTIONS` for `cred` on `fd` (the
     /// object `fid`, now in state `st`): remembered while the object's
     /// permissions stay the same, else asked under the caller's credentials.
+    /// Only the questions in `need` are sure to be answered: when the answer
+    /// cannot be remembered (the object changed moments ago, as a file being
+    /// written always has), only those are asked.
     fn allowed(
         &self,
         cred: &Cred,
         fid: &Fid,
         fd: BorrowedFd<'_>,
         st: &libc::stat,
+        need: &[libc::c_int],
     ) -> Result<perm::Allowed, FsError> {
+        let only = |m| need.contains(&m) && self.may(fd, m);
         if !self.switch_creds {
-            return Ok(perm::Allowed::ask(|m| self.may(fd, m)));
+            return Ok(perm::Allowed::ask(only));
         }
         if let Some(a) = self.perms.get(fid, cred, st) {
             return Ok(a);
         }
-        let a = {
-            let _g = self.as_user(cred)?;
-            perm::Allowed::ask(|m| self.may(fd, m))
-        };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
+        let keep = self.perms.would_keep(st, now);
+        let g = self.as_user(cred)?;
+        if !keep {
+            return Ok(perm::Allowed::ask(only));
+        }
+        let a = perm::Allowed::ask(|m| self.may(fd, m));
+        drop(g);
         self.perms.put(fid, cred, st, a, now);
         Ok(a)
     }
@@ -350,7 +358,8 @@ impl LocalFs {
     ) -> Result<(Fid, Attr), FsError> {
         // Looking up one name needs search permission on the directory and
         // nothing else, so once that is granted the lookup runs as root.
-        if !self.allowed(cred, dir, dfd.as_fd(), dst)?.may(libc::X_OK) {
+        let search = self.allowed(cred, dir, dfd.as_fd(), dst, &[libc::X_OK])?;
+        if !search.may(libc::X_OK) {
             return Err(FsError::Acces);
         }
         if name == b".." {
@@ -377,7 +386,7 @@ impl LocalFs {
         st: &libc::stat,
         want: Access,
     ) -> Result<Access, FsError> {
-        let allowed = self.allowed(cred, fid, fd.as_fd(), st)?;
+        let allowed = self.allowed(cred, fid, fd.as_fd(), st, &perm::QUESTIONS)?;
         let is_dir = file_type(st) == FileType::Directory;
         let table: &[(Access, libc::c_int)] = if is_dir {
             &[
@@ -851,7 +860,7 @@ impl Backend for LocalFs {
         nowait::forbid()?;
         let (d, st) = self.data_fd(fid)?;
         let fd = d.fd.as_fd();
-        let a = self.allowed(cred, fid, fd, &st)?;
+        let a = self.allowed(cred, fid, fd, &st, &[libc::W_OK])?;
         if !(a.may(libc::W_OK) || cred.uid == st.st_uid) {
             return Err(FsError::Acces);
         }
@@ -1222,7 +1231,7 @@ impl LocalFs {
         let (d, st) = self.data_fd(fid)?;
         let fd = d.fd.as_fd();
         // Once allowed, reading as root reads the same bytes.
-        let a = self.allowed(cred, fid, fd, &st)?;
+        let a = self.allowed(cred, fid, fd, &st, &[libc::R_OK, libc::X_OK])?;
         if !(a.may(libc::R_OK) || cred.uid == st.st_uid || a.may(libc::X_OK)) {
             return Err(FsError::Acces);
         }

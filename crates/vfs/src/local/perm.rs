@@ -158,10 +158,17 @@ impl PermCache {
         }
     }
 
-    /// Remembers `a`, asked with the object in state `st`, if that state is
-    /// old enough (see the module docs); `now` is the wall clock in seconds.
+    /// Whether a decision about an object in state `st` may be kept: its
+    /// last change is old enough (see the module docs); `now` is the wall
+    /// clock in seconds.
+    pub fn would_keep(&self, st: &libc::stat, now: i64) -> bool {
+        now - st.st_ctime >= self.racy
+    }
+
+    /// Remembers `a`, asked with the object in state `st`, if
+    /// [`PermCache::would_keep`] says so.
     pub fn put(&self, fid: &Fid, cred: &Cred, st: &libc::stat, a: Allowed, now: i64) {
-        if now - st.st_ctime < self.racy {
+        if !self.would_keep(st, now) {
             return;
         }
         let Some(k) = Key::new(fid, cred) else {
