@@ -708,3 +708,38 @@ fn writes_clear_suid_as_the_caller_would() {
         assert_eq!(fs.getattr(&f).unwrap().mode & 0o7777, mode, "{mode:o}");
     }
 }
+
+#[test]
+fn read_append_fills_only_what_it_read() {
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let (f, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
+    fs.write(&root(), &f, 0, b"0123456789", Stable::Unstable)
+        .unwrap();
+    let mut buf = bytes::BytesMut::from(&b"head"[..]);
+    assert_eq!(
+        fs.read_append(&root(), &f, 2, 4, &mut buf).unwrap(),
+        (4, false)
+    );
+    assert_eq!(&buf[..], b"head2345");
+    // Past the end: what there is, and eof.
+    assert_eq!(
+        fs.read_append(&root(), &f, 8, 1 << 20, &mut buf).unwrap(),
+        (2, true)
+    );
+    assert_eq!(&buf[..], b"head234589");
+    assert_eq!(
+        fs.read_append(&root(), &f, 50, 4, &mut buf).unwrap(),
+        (0, true)
+    );
+    // A refused read leaves the buffer as it was.
+    if running_as_root() {
+        let (s, _) = fs.create(&root(), &r, b"s", &guarded(0o600)).unwrap();
+        fs.write(&root(), &s, 0, b"x", Stable::Unstable).unwrap();
+        assert_eq!(
+            fs.read_append(&user(), &s, 0, 4, &mut buf),
+            Err(FsError::Acces)
+        );
+        assert_eq!(&buf[..], b"head234589");
+    }
+}
