@@ -60,11 +60,31 @@
 //!
 //! # Readdir
 //! Cookies are the `d_off` values from `getdents64` (hash positions on ext4,
-//! stable while the directory changes); a page resumes with `lseek(cookie)`,
-//! never re-reading from the start. The verifier is constant zero and ignored
-//! (cookies don't go stale). `.` and `..` are listed; `..` of the root is the
-//! root. (A 64-bit ext4 hash collision split across pages could repeat an
-//! entry; knfsd shares this.)
+//! stable while the directory changes). The verifier is constant zero and
+//! ignored (cookies don't go stale). `.` and `..` are listed; `..` of the
+//! root is the root. (A 64-bit ext4 hash collision split across pages could
+//! repeat an entry on a fresh open; knfsd shares this.)
+//!
+//! Entries go to the caller's [`DirSink`], which ends the page at the first
+//! entry that does not fit, judged by name before anything is done for it:
+//! no entry is stat'ed and thrown away. With `plus`, each entry costs a
+//! `name_to_handle_at` and an `fstatat` by name (two lookups, but cheaper than
+//! opening the entry); the inode numbers must match the dirent's, else the
+//! name was replaced meanwhile and the entry goes without handle/attributes.
+//!
+//! Directory streams ([`dirs`]): a page that did not reach the end leaves its
+//! directory open (O_RDONLY, opened by handle) with the dirents already read
+//! but not delivered, filed under (dir fid, cookie of the last entry sent).
+//! The next page with that cookie continues from it, without reopening by
+//! handle, seeking or ext4 rebuilding its htree position; any other cookie
+//! opens afresh and `lseek`s to it. A stream is taken out of the cache while
+//! a page is read, so concurrent listings never share one; at most
+//! [`dirs::DIR_STREAMS`] are kept (LRU), each closed after
+//! [`dirs::DIR_STREAM_IDLE`] unused, and none after eof. The caller's R
+//! permission on the directory is checked on every page all the same.
+//! Buffered dirents may be a few seconds old: an entry removed since can
+//! still be listed (without attributes with `plus`), as it could be had it
+//! been removed right after the reply.
 //!
 //! # Exclusive create
 //! `O_CREAT|O_EXCL`, then the verifier goes into mtime (first 4 bytes) and
