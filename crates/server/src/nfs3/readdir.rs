@@ -12,6 +12,8 @@ use vfs::{DirItem, DirSink, HandleKey};
 const FIXED: usize = 128;
 /// Bytes of a fattr3.
 const FATTR3: usize = 84;
+/// Most entries in one reply, whatever the budget.
+const MAX_PAGE: usize = 4096;
 
 fn padded(len: usize) -> usize {
     (len + 3) & !3
@@ -48,7 +50,7 @@ struct Plain {
 impl DirSink for Plain {
     fn room_for(&mut self, name: &[u8]) -> bool {
         // The list's "value follows" word before each entry.
-        self.used + 4 + dir_size(name) <= self.budget
+        self.entries.len() < MAX_PAGE && self.used + 4 + dir_size(name) <= self.budget
     }
 
     fn push(&mut self, e: DirItem<'_>) -> bool {
@@ -81,7 +83,7 @@ pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir
         .run(move || {
             let mut sink = Plain {
                 // No entry encodes in fewer than 28 bytes.
-                entries: Vec::with_capacity((budget / 28).min(4096)),
+                entries: Vec::with_capacity((budget / 28).min(MAX_PAGE)),
                 arena: Arena::new(budget),
                 used: 0,
                 budget,
@@ -134,7 +136,8 @@ impl Plus<'_> {
 impl DirSink for Plus<'_> {
     fn room_for(&mut self, name: &[u8]) -> bool {
         let dsize = dir_size(name);
-        self.dir_used + dsize <= self.dircount
+        self.entries.len() < MAX_PAGE
+            && self.dir_used + dsize <= self.dircount
             && self.used + Self::size(dsize, true, Some(self.fh_guess)) <= self.budget
     }
 
@@ -145,7 +148,10 @@ impl DirSink for Plus<'_> {
             .as_ref()
             .map(|(fid, _)| self.key.seal(self.export_id, fid));
         let size = Self::size(dsize, e.plus.is_some(), fh.as_ref().map(|h| h.len()));
-        if self.used + size > self.budget || self.dir_used + dsize > self.dircount {
+        if self.used + size > self.budget
+            || self.dir_used + dsize > self.dircount
+            || self.entries.len() >= MAX_PAGE
+        {
             return false;
         }
         self.used += size;
@@ -190,7 +196,7 @@ pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args) ->
                 key: &key,
                 export_id,
                 // A typical entry with attributes and handle takes over 128 bytes.
-                entries: Vec::with_capacity((budget / 128 + 1).min(4096)),
+                entries: Vec::with_capacity((budget / 128 + 1).min(MAX_PAGE)),
                 arena: Arena::new(budget / 2),
                 used: 0,
                 dir_used: 0,

@@ -11,6 +11,10 @@ use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Attr, HandleKey};
 
+/// Most entries in one READDIR reply, whatever maxcount: one call holds a
+/// pool thread for a stat per entry.
+const MAX_ENTRIES: usize = 1024;
+
 /// What encoding an entry needs, owned so it can move to the pool.
 struct Enc {
     key: Arc<HandleKey>,
@@ -243,10 +247,19 @@ struct Sink<'a> {
     out: &'a mut BytesMut,
     limit: usize,
     any: bool,
+    /// Entries encoded.
+    seen: usize,
 }
 
 impl vfs::DirSink for Sink<'_> {
+    fn room_for(&mut self, _name: &[u8]) -> bool {
+        self.seen < MAX_ENTRIES
+    }
+
     fn push(&mut self, e: vfs::DirItem<'_>) -> bool {
+        if self.seen >= MAX_ENTRIES {
+            return false;
+        }
         if e.name == b"." || e.name == b".." {
             return true;
         }
@@ -286,6 +299,7 @@ impl vfs::DirSink for Sink<'_> {
             )
         };
         self.any |= ok;
+        self.seen += ok as usize;
         ok
     }
 }
@@ -321,6 +335,7 @@ fn fill(
         out,
         limit: res.limit,
         any: false,
+        seen: 0,
     };
     let end = b.readdir_into(cred, dir, a.cookie, a.cookieverf, true, &mut sink);
     res.any = sink.any;

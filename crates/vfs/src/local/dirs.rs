@@ -195,7 +195,7 @@ fn prune(inner: &Mutex<Inner>, idle: Duration) -> bool {
 
 fn prune_loop(inner: Weak<Mutex<Inner>>, idle: Duration) {
     loop {
-        std::thread::sleep(idle / 2);
+        std::thread::sleep((idle / 2).max(Duration::from_millis(100)));
         let Some(inner) = inner.upgrade() else { return };
         if !prune(&inner, idle) {
             return;
