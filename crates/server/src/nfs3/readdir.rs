@@ -2,10 +2,11 @@
 //! byte budget.
 
 use super::{attr, log_fail, Fail, Nfs3};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs3::*;
 use rpc::CallContext;
 use vfs::{DirItem, DirSink, HandleKey};
+use xdr::Pack;
 
 /// Room kept for everything in a reply but the entries: status,
 /// post_op_attr, cookieverf, the list's end marker and eof.
@@ -112,12 +113,14 @@ pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir
     })
 }
 
-/// READDIRPLUS's page: entries while they fit in both maxcount and dircount.
+/// READDIRPLUS's page: entries while they fit in both maxcount and dircount,
+/// encoded as they come (no per-entry structures to build, then pack).
 struct Plus<'k> {
     key: &'k HandleKey,
     export_id: u32,
-    entries: Vec<Entryplus3>,
-    arena: Arena,
+    /// The encoded entries, each with its "value follows" word.
+    body: BytesMut,
+    entries: usize,
     used: usize,
     dir_used: usize,
     budget: usize,
@@ -128,6 +131,7 @@ struct Plus<'k> {
 }
 
 impl Plus<'_> {
+    /// What an entry encodes to: exactly what `push` writes.
     fn size(dsize: usize, with_attr: bool, fh: Option<usize>) -> usize {
         4 + dsize + 4 + if with_attr { FATTR3 } else { 0 } + 4 + fh.map_or(0, |l| 4 + padded(l))
     }
@@ -136,7 +140,7 @@ impl Plus<'_> {
 impl DirSink for Plus<'_> {
     fn room_for(&mut self, name: &[u8]) -> bool {
         let dsize = dir_size(name);
-        self.entries.len() < MAX_PAGE
+        self.entries < MAX_PAGE
             && self.dir_used + dsize <= self.dircount
             && self.used + Self::size(dsize, true, Some(self.fh_guess)) <= self.budget
     }
@@ -150,34 +154,45 @@ impl DirSink for Plus<'_> {
         let size = Self::size(dsize, e.plus.is_some(), fh.as_ref().map(|h| h.len()));
         if self.used + size > self.budget
             || self.dir_used + dsize > self.dircount
-            || self.entries.len() >= MAX_PAGE
+            || self.entries >= MAX_PAGE
         {
             return false;
         }
         self.used += size;
         self.dir_used += dsize;
-        let name_handle = fh.map(|h| NfsFh3 {
-            data: self.arena.copy(h.as_bytes()),
-        });
-        self.entries.push(Entryplus3 {
-            fileid: e.fileid,
-            name: self.arena.copy(e.name),
-            cookie: e.cookie,
-            name_attributes: e.plus.as_ref().map(|(_, a)| attr::fattr3(a)),
-            name_handle,
-        });
+        self.entries += 1;
+        let out = &mut self.body;
+        out.put_u32(1);
+        out.put_u64(e.fileid);
+        xdr::pack_opaque(e.name, out);
+        out.put_u64(e.cookie);
+        match &e.plus {
+            Some((_, a)) => {
+                out.put_u32(1);
+                attr::fattr3(a).pack(out);
+            }
+            None => out.put_u32(0),
+        }
+        match &fh {
+            Some(h) => {
+                out.put_u32(1);
+                xdr::pack_opaque(h.as_bytes(), out);
+            }
+            None => out.put_u32(0),
+        }
         true
     }
 }
 
-pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args) -> Readdirplus3res {
-    let fail = |f: Fail, dir_attributes| {
+/// READDIRPLUS, its reply encoded into `out`.
+pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args, out: &mut BytesMut) {
+    let fail = |f: Fail, dir_attributes, out: &mut BytesMut| {
         log_fail(ctx, &f);
-        Readdirplus3res::Default(f.status, Readdirplus3resfail { dir_attributes })
+        Readdirplus3res::Default(f.status, Readdirplus3resfail { dir_attributes }).pack(out);
     };
     let t = match n.resolve(ctx, &args.dir) {
         Ok(t) => t,
-        Err(f) => return fail(f, None),
+        Err(f) => return fail(f, None, out),
     };
     let maxcount = args.maxcount as usize;
     // dircount 0 would allow nothing at all; read it as "no separate bound".
@@ -195,9 +210,8 @@ pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args) ->
             let mut sink = Plus {
                 key: &key,
                 export_id,
-                // A typical entry with attributes and handle takes over 128 bytes.
-                entries: Vec::with_capacity((budget / 128 + 1).min(MAX_PAGE)),
-                arena: Arena::new(budget / 2),
+                body: BytesMut::with_capacity(budget.min(1 << 20)),
+                entries: 0,
                 used: 0,
                 dir_used: 0,
                 budget,
@@ -206,27 +220,27 @@ pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args) ->
             };
             let r = b
                 .readdir_into(&t.cred, &t.fid, cookie, verf, true, &mut sink)
-                .map(|end| (sink.entries, end));
+                .map(|end| (sink.body, sink.entries, end));
             (r, attr::post_op(&*b, &t.fid))
         })
         .await;
-    let (entries, end) = match r {
+    let (body, entries, end) = match r {
         Ok(p) => p,
-        Err(e) => return fail(e.into(), dir_attributes),
+        Err(e) => return fail(e.into(), dir_attributes, out),
     };
-    if entries.is_empty() && !end.eof {
+    if entries == 0 && !end.eof {
         let f = Fail::new(
             Nfsstat3::NFS3ERR_TOOSMALL,
             "dircount/maxcount too small for one entry",
         );
-        return fail(f, dir_attributes);
+        return fail(f, dir_attributes, out);
     }
-    Readdirplus3res::NFS3_OK(Readdirplus3resok {
-        dir_attributes,
-        cookieverf: end.verifier,
-        reply: Dirlistplus3 {
-            entries,
-            eof: end.eof,
-        },
-    })
+    // Readdirplus3resok: dir_attributes, cookieverf, the entry list (ended
+    // by a "no value follows" word), eof.
+    Nfsstat3::NFS3_OK.pack(out);
+    dir_attributes.pack(out);
+    out.put_slice(&end.verifier);
+    out.put_slice(&body);
+    out.put_u32(0);
+    end.eof.pack(out);
 }
