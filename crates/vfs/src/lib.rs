@@ -34,7 +34,8 @@
 //!     fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
 //!     fn rename(&self, cred: &Cred, from_dir: &Fid, from_name: &[u8], to_dir: &Fid, to_name: &[u8]) -> Result<(), FsError>;
 //!     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-//!     fn readdir(&self, cred: &Cred, dir: &Fid, cookie: u64, verifier: [u8; 8], max_entries: usize, plus: bool) -> Result<DirPage, FsError>;
+//!     fn readdir_into(&self, cred: &Cred, dir: &Fid, cookie: u64, verifier: [u8; 8], plus: bool, sink: &mut dyn DirSink) -> Result<DirEnd, FsError>;
+//!     // provided: readdir(.., max_entries, plus) -> DirPage, on top of readdir_into
 //!     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError>;
 //!     fn sync_all(&self) -> Result<(), FsError>;
 //! }
@@ -53,9 +54,11 @@
 //!   atime/mtime (like Linux knfsd); a retransmission with the same verifier
 //!   succeeds and returns the same file, another verifier gets [`FsError::Exist`].
 //!   The client is expected to send a SETATTR afterwards, which overwrites the times.
-//! - `readdir` with `max_entries == 0` → [`FsError::TooSmall`]; the server
-//!   derives `max_entries` from the client's byte budget and may drop trailing
-//!   entries that don't fit (the client resumes from the last cookie sent).
+//! - `readdir_into` hands entries to a [`DirSink`] that judges each against
+//!   the client's byte budget (by name before any per-entry work, then the
+//!   whole entry) and ends the page at the first that does not fit; `eof` only
+//!   if the sink took everything to the end. `readdir` (a fixed
+//!   `max_entries`, `0` → [`FsError::TooSmall`]) is built on it.
 //! - `readdir` cookie 0 starts a listing; each entry's cookie resumes right
 //!   after it. `.` and `..` are listed (NFSv3 clients expect them). Backends in
 //!   this crate return a constant verifier and ignore the one passed in, since
@@ -250,6 +253,65 @@ pub struct DirEntry {
     pub cookie: u64,
     /// Filled for READDIRPLUS (`plus = true`); `None` if the entry vanished meanwhile.
     pub plus: Option<(Fid, Attr)>,
+}
+
+/// One directory entry as a backend hands it to a [`DirSink`]: the name is
+/// borrowed from the backend's buffer, so nothing is allocated per entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirItem<'a> {
+    pub name: &'a [u8],
+    pub fileid: u64,
+    /// Pass this back to resume the listing right after this entry.
+    pub cookie: u64,
+    /// Filled for READDIRPLUS (`plus = true`); `None` if the entry vanished meanwhile.
+    pub plus: Option<(Fid, Attr)>,
+}
+
+/// Receives the entries of one page of [`Backend::readdir_into`] and decides
+/// when the page is full, so a backend does no work (stat, handle) for
+/// entries that the reply has no room for.
+pub trait DirSink {
+    /// Whether an entry named `name` may still fit, asked before the backend
+    /// does any per-entry work for it; false ends the page before it. An
+    /// estimate is fine: [`DirSink::push`] has the last word.
+    fn room_for(&mut self, _name: &[u8]) -> bool {
+        true
+    }
+    /// Takes one entry; false if it does not fit: it is then not part of
+    /// this page, and the page ends (the next page starts with it).
+    fn push(&mut self, e: DirItem<'_>) -> bool;
+}
+
+/// How a [`Backend::readdir_into`] page ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirEnd {
+    /// The sink took every entry up to the end of the directory.
+    pub eof: bool,
+    pub verifier: [u8; 8],
+}
+
+/// Collects at most `max` entries (what [`Backend::readdir`] returns).
+struct Collect {
+    entries: Vec<DirEntry>,
+    max: usize,
+}
+
+impl DirSink for Collect {
+    fn room_for(&mut self, _name: &[u8]) -> bool {
+        self.entries.len() < self.max
+    }
+    fn push(&mut self, e: DirItem<'_>) -> bool {
+        if self.entries.len() >= self.max {
+            return false;
+        }
+        self.entries.push(DirEntry {
+            name: e.name.to_vec(),
+            fileid: e.fileid,
+            cookie: e.cookie,
+            plus: e.plus,
+        });
+        true
+    }
 }
 
 /// One page of a directory listing.
@@ -629,6 +691,18 @@ pub trait Backend: Send + Sync {
     ) -> Result<(), FsError>;
     /// Hard link `fid` as `dir/name`.
     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
+    /// One page of the entries after `cookie` (0 = start), handed to `sink`
+    /// one by one until it refuses one or the directory ends. The caller
+    /// decides what an empty page that is not at eof means (TOOSMALL).
+    fn readdir_into(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        cookie: u64,
+        verifier: [u8; 8],
+        plus: bool,
+        sink: &mut dyn DirSink,
+    ) -> Result<DirEnd, FsError>;
     /// One page of at most `max_entries` entries after `cookie` (0 = start).
     fn readdir(
         &self,
@@ -638,7 +712,21 @@ pub trait Backend: Send + Sync {
         verifier: [u8; 8],
         max_entries: usize,
         plus: bool,
-    ) -> Result<DirPage, FsError>;
+    ) -> Result<DirPage, FsError> {
+        if max_entries == 0 {
+            return Err(FsError::TooSmall);
+        }
+        let mut c = Collect {
+            entries: Vec::with_capacity(max_entries.min(1024)),
+            max: max_entries,
+        };
+        let end = self.readdir_into(cred, dir, cookie, verifier, plus, &mut c)?;
+        Ok(DirPage {
+            entries: c.entries,
+            eof: end.eof,
+            verifier: end.verifier,
+        })
+    }
     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError>;
     /// Flush everything (syncfs), e.g. at shutdown.
     fn sync_all(&self) -> Result<(), FsError>;

@@ -20,8 +20,8 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::{
-    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred,
-    DirEntry, DirPage, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
+    DirItem, DirSink, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
 };
 
 const ROOT_INO: u64 = 1;
@@ -771,18 +771,15 @@ impl Backend for MemFs {
         })
     }
 
-    fn readdir(
+    fn readdir_into(
         &self,
         cred: &Cred,
         dir: &Fid,
         cookie: u64,
         _verifier: [u8; 8],
-        max_entries: usize,
         plus: bool,
-    ) -> Result<DirPage, FsError> {
-        if max_entries == 0 {
-            return Err(FsError::TooSmall);
-        }
+        sink: &mut dyn DirSink,
+    ) -> Result<DirEnd, FsError> {
         self.with(|s| {
             let d = s.resolve(dir)?;
             let dd = s.dir(d)?;
@@ -790,33 +787,28 @@ impl Backend for MemFs {
                 return Err(FsError::Acces);
             }
             let may_lookup = may(cred, &s.node(d).attr, X);
-            let entry = |name: &[u8], ino: u64, cookie: u64| DirEntry {
-                name: name.to_vec(),
-                fileid: ino,
-                cookie,
-                plus: (plus && may_lookup).then(|| (s.fid(ino), s.node(ino).attr.clone())),
-            };
-            let mut entries = Vec::new();
             let dots = [(&b"."[..], d, 1u64), (&b".."[..], dd.parent, 2u64)];
-            let mut it = dots
-                .into_iter()
-                .filter(|&(_, _, c)| c > cookie)
-                .chain(
-                    dd.by_seq
-                        .range(cookie.max(2) + 1..)
-                        .map(|(&c, (n, ino))| (n.as_slice(), *ino, c)),
-                )
-                .peekable();
-            while entries.len() < max_entries {
-                match it.next() {
-                    Some((n, ino, c)) => entries.push(entry(n, ino, c)),
-                    None => break,
+            let it = dots.into_iter().filter(|&(_, _, c)| c > cookie).chain(
+                dd.by_seq
+                    .range(cookie.max(2) + 1..)
+                    .map(|(&c, (n, ino))| (n.as_slice(), *ino, c)),
+            );
+            for (name, ino, c) in it {
+                let item = DirItem {
+                    name,
+                    fileid: ino,
+                    cookie: c,
+                    plus: (plus && may_lookup).then(|| (s.fid(ino), s.node(ino).attr.clone())),
+                };
+                if !sink.room_for(name) || !sink.push(item) {
+                    return Ok(DirEnd {
+                        eof: false,
+                        verifier: [0; 8],
+                    });
                 }
             }
-            let eof = it.peek().is_none();
-            Ok(DirPage {
-                entries,
-                eof,
+            Ok(DirEnd {
+                eof: true,
                 verifier: [0; 8],
             })
         })

@@ -276,7 +276,16 @@ impl Nfs3 {
             NFSPROC3_RENAME => call!(Rename3args, rename::rename),
             NFSPROC3_LINK => call!(Link3args, link::link),
             NFSPROC3_READDIR => call!(Readdir3args, readdir::readdir),
-            NFSPROC3_READDIRPLUS => call!(Readdirplus3args, readdir::readdirplus),
+            NFSPROC3_READDIRPLUS => {
+                // Encodes its reply itself, entry by entry.
+                let a = Readdirplus3args::unpack(&mut args).map_err(|e| {
+                    if ctx.client.log_allowed() {
+                        warn!(peer = %ctx.peer, xid = ctx.xid, procedure = proc_name(ctx.proc_), error = %e, "GARBAGE_ARGS");
+                    }
+                    CallError::GarbageArgs
+                })?;
+                readdir::readdirplus(self, ctx, a, out).await;
+            }
             NFSPROC3_FSSTAT => call!(Fsstat3args, fsinfo::fsstat),
             NFSPROC3_FSINFO => call!(Fsinfo3args, fsinfo::fsinfo),
             NFSPROC3_PATHCONF => call!(Pathconf3args, fsinfo::pathconf),

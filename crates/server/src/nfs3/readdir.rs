@@ -1,15 +1,19 @@
 //! READDIR and READDIRPLUS: one page of a directory, sized to the client's
 //! byte budget.
 
-use super::{attr, log_fail, seal, Fail, Nfs3};
+use super::{attr, log_fail, Fail, Nfs3};
+use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs3::*;
 use rpc::CallContext;
-use vfs::DirEntry;
+use vfs::{DirItem, DirSink, HandleKey};
+use xdr::Pack;
 
 /// Room kept for everything in a reply but the entries: status,
 /// post_op_attr, cookieverf, the list's end marker and eof.
 const FIXED: usize = 128;
-/// Most entries asked of the backend at once, whatever the budget.
+/// Bytes of a fattr3.
+const FATTR3: usize = 84;
+/// Most entries in one reply, whatever the budget.
 const MAX_PAGE: usize = 4096;
 
 fn padded(len: usize) -> usize {
@@ -17,8 +21,51 @@ fn padded(len: usize) -> usize {
 }
 
 /// fileid + name + cookie: what READDIRPLUS `dircount` bounds.
-fn dir_size(e: &DirEntry) -> usize {
-    8 + 4 + padded(e.name.len()) + 8
+fn dir_size(name: &[u8]) -> usize {
+    8 + 4 + padded(name.len()) + 8
+}
+
+/// Copies of the page's names and handles, all in one allocation: the
+/// replies' `Bytes` share it instead of allocating one each.
+struct Arena(BytesMut);
+
+impl Arena {
+    fn new(cap: usize) -> Arena {
+        Arena(BytesMut::with_capacity(cap))
+    }
+
+    fn copy(&mut self, b: &[u8]) -> Bytes {
+        self.0.extend_from_slice(b);
+        self.0.split().freeze()
+    }
+}
+
+/// READDIR's page: entries while they fit in the budget.
+struct Plain {
+    entries: Vec<Entry3>,
+    arena: Arena,
+    used: usize,
+    budget: usize,
+}
+
+impl DirSink for Plain {
+    fn room_for(&mut self, name: &[u8]) -> bool {
+        // The list's "value follows" word before each entry.
+        self.entries.len() < MAX_PAGE && self.used + 4 + dir_size(name) <= self.budget
+    }
+
+    fn push(&mut self, e: DirItem<'_>) -> bool {
+        if !self.room_for(e.name) {
+            return false;
+        }
+        self.used += 4 + dir_size(e.name);
+        self.entries.push(Entry3 {
+            fileid: e.fileid,
+            name: self.arena.copy(e.name),
+            cookie: e.cookie,
+        });
+        true
+    }
 }
 
 pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir3res {
@@ -30,59 +77,122 @@ pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir
         Ok(t) => t,
         Err(f) => return fail(f, None),
     };
-    let count = args.count as usize;
-    let budget = count.saturating_sub(FIXED);
-    // No entry encodes in fewer than 28 bytes, so this never asks for less
-    // than could fit.
-    let max_entries = (count / 24).clamp(1, MAX_PAGE);
+    let budget = (args.count as usize).saturating_sub(FIXED);
     let (cookie, verf) = (args.cookie, args.cookieverf);
     let b = t.export.backend.clone();
     let (r, dir_attributes) = n
         .run(move || {
-            let r = b.readdir(&t.cred, &t.fid, cookie, verf, max_entries, false);
+            let mut sink = Plain {
+                // No entry encodes in fewer than 28 bytes.
+                entries: Vec::with_capacity((budget / 28).min(MAX_PAGE)),
+                arena: Arena::new(budget),
+                used: 0,
+                budget,
+            };
+            let r = b
+                .readdir_into(&t.cred, &t.fid, cookie, verf, false, &mut sink)
+                .map(|end| (sink.entries, end));
             (r, attr::post_op(&*b, &t.fid))
         })
         .await;
-    let page = match r {
+    let (entries, end) = match r {
         Ok(p) => p,
         Err(e) => return fail(e.into(), dir_attributes),
     };
-    let total = page.entries.len();
-    let mut used = 0;
-    let mut entries = Vec::with_capacity(total);
-    for e in page.entries {
-        // The list's "value follows" word before each entry.
-        let size = 4 + dir_size(&e);
-        if used + size > budget {
-            break;
-        }
-        used += size;
-        entries.push(Entry3 {
-            fileid: e.fileid,
-            name: e.name.into(),
-            cookie: e.cookie,
-        });
-    }
-    if entries.is_empty() && total > 0 {
+    if entries.is_empty() && !end.eof {
         let f = Fail::new(Nfsstat3::NFS3ERR_TOOSMALL, "count too small for one entry");
         return fail(f, dir_attributes);
     }
-    let eof = page.eof && entries.len() == total;
     Readdir3res::NFS3_OK(Readdir3resok {
         dir_attributes,
-        cookieverf: page.verifier,
-        reply: Dirlist3 { entries, eof },
+        cookieverf: end.verifier,
+        reply: Dirlist3 {
+            entries,
+            eof: end.eof,
+        },
     })
 }
 
-pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args) -> Readdirplus3res {
-    let fail = |f: Fail, dir_attributes| {
+/// READDIRPLUS's page: entries while they fit in both maxcount and dircount,
+/// encoded as they come (no per-entry structures to build, then pack).
+struct Plus<'k> {
+    key: &'k HandleKey,
+    export_id: u32,
+    /// The encoded entries, each with its "value follows" word.
+    body: BytesMut,
+    entries: usize,
+    used: usize,
+    dir_used: usize,
+    budget: usize,
+    dircount: usize,
+    /// Expected size of an entry's handle (the directory's own), to judge
+    /// an entry by its name before the backend stats it.
+    fh_guess: usize,
+}
+
+impl Plus<'_> {
+    /// What an entry encodes to: exactly what `push` writes.
+    fn size(dsize: usize, with_attr: bool, fh: Option<usize>) -> usize {
+        4 + dsize + 4 + if with_attr { FATTR3 } else { 0 } + 4 + fh.map_or(0, |l| 4 + padded(l))
+    }
+}
+
+impl DirSink for Plus<'_> {
+    fn room_for(&mut self, name: &[u8]) -> bool {
+        let dsize = dir_size(name);
+        self.entries < MAX_PAGE
+            && self.dir_used + dsize <= self.dircount
+            && self.used + Self::size(dsize, true, Some(self.fh_guess)) <= self.budget
+    }
+
+    fn push(&mut self, e: DirItem<'_>) -> bool {
+        let dsize = dir_size(e.name);
+        let fh = e
+            .plus
+            .as_ref()
+            .map(|(fid, _)| self.key.seal(self.export_id, fid));
+        let size = Self::size(dsize, e.plus.is_some(), fh.as_ref().map(|h| h.len()));
+        if self.used + size > self.budget
+            || self.dir_used + dsize > self.dircount
+            || self.entries >= MAX_PAGE
+        {
+            return false;
+        }
+        self.used += size;
+        self.dir_used += dsize;
+        self.entries += 1;
+        let out = &mut self.body;
+        out.put_u32(1);
+        out.put_u64(e.fileid);
+        xdr::pack_opaque(e.name, out);
+        out.put_u64(e.cookie);
+        match &e.plus {
+            Some((_, a)) => {
+                out.put_u32(1);
+                attr::fattr3(a).pack(out);
+            }
+            None => out.put_u32(0),
+        }
+        match &fh {
+            Some(h) => {
+                out.put_u32(1);
+                xdr::pack_opaque(h.as_bytes(), out);
+            }
+            None => out.put_u32(0),
+        }
+        true
+    }
+}
+
+/// READDIRPLUS, its reply encoded into `out`.
+pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args, out: &mut BytesMut) {
+    let fail = |f: Fail, dir_attributes, out: &mut BytesMut| {
         log_fail(ctx, &f);
-        Readdirplus3res::Default(f.status, Readdirplus3resfail { dir_attributes })
+        Readdirplus3res::Default(f.status, Readdirplus3resfail { dir_attributes }).pack(out);
     };
     let t = match n.resolve(ctx, &args.dir) {
         Ok(t) => t,
-        Err(f) => return fail(f, None),
+        Err(f) => return fail(f, None, out),
     };
     let maxcount = args.maxcount as usize;
     // dircount 0 would allow nothing at all; read it as "no separate bound".
@@ -91,68 +201,46 @@ pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args) ->
         d => d,
     };
     let budget = maxcount.saturating_sub(FIXED);
-    // Each entry asked for costs the backend a stat, so ask for about what
-    // fits: a typical entry with attributes and handle takes over 128 bytes.
-    let max_entries = (maxcount / 128).min(dircount / 24).clamp(1, MAX_PAGE);
     let (cookie, verf) = (args.cookie, args.cookieverf);
     let b = t.export.backend.clone();
     let key = n.key.clone();
     let export_id = t.export.id;
     let (r, dir_attributes) = n
         .run(move || {
+            let mut sink = Plus {
+                key: &key,
+                export_id,
+                body: BytesMut::with_capacity(budget.min(1 << 20)),
+                entries: 0,
+                used: 0,
+                dir_used: 0,
+                budget,
+                dircount,
+                fh_guess: key.seal(export_id, &t.fid).len(),
+            };
             let r = b
-                .readdir(&t.cred, &t.fid, cookie, verf, max_entries, true)
-                .map(|page| {
-                    let total = page.entries.len();
-                    let (mut dir_used, mut used) = (0, 0);
-                    let mut entries = Vec::with_capacity(total);
-                    for e in page.entries {
-                        let dsize = dir_size(&e);
-                        let (name_attributes, name_handle) = match &e.plus {
-                            Some((fid, a)) => {
-                                (Some(attr::fattr3(a)), Some(seal(&key, export_id, fid)))
-                            }
-                            None => (None, None),
-                        };
-                        let size = 4
-                            + dsize
-                            + 4
-                            + name_attributes.as_ref().map_or(0, |_| 84)
-                            + 4
-                            + name_handle.as_ref().map_or(0, |h| 4 + padded(h.data.len()));
-                        if used + size > budget || dir_used + dsize > dircount {
-                            break;
-                        }
-                        used += size;
-                        dir_used += dsize;
-                        entries.push(Entryplus3 {
-                            fileid: e.fileid,
-                            name: e.name.into(),
-                            cookie: e.cookie,
-                            name_attributes,
-                            name_handle,
-                        });
-                    }
-                    let eof = page.eof && entries.len() == total;
-                    (entries, total, eof, page.verifier)
-                });
+                .readdir_into(&t.cred, &t.fid, cookie, verf, true, &mut sink)
+                .map(|end| (sink.body, sink.entries, end));
             (r, attr::post_op(&*b, &t.fid))
         })
         .await;
-    let (entries, total, eof, cookieverf) = match r {
+    let (body, entries, end) = match r {
         Ok(p) => p,
-        Err(e) => return fail(e.into(), dir_attributes),
+        Err(e) => return fail(e.into(), dir_attributes, out),
     };
-    if entries.is_empty() && total > 0 {
+    if entries == 0 && !end.eof {
         let f = Fail::new(
             Nfsstat3::NFS3ERR_TOOSMALL,
             "dircount/maxcount too small for one entry",
         );
-        return fail(f, dir_attributes);
+        return fail(f, dir_attributes, out);
     }
-    Readdirplus3res::NFS3_OK(Readdirplus3resok {
-        dir_attributes,
-        cookieverf,
-        reply: Dirlistplus3 { entries, eof },
-    })
+    // Readdirplus3resok: dir_attributes, cookieverf, the entry list (ended
+    // by a "no value follows" word), eof.
+    Nfsstat3::NFS3_OK.pack(out);
+    dir_attributes.pack(out);
+    out.put_slice(&end.verifier);
+    out.put_slice(&body);
+    out.put_u32(0);
+    end.eof.pack(out);
 }

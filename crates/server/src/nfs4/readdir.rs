@@ -11,7 +11,8 @@ use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Attr, HandleKey};
 
-/// Most entries asked of the backend per READDIR.
+/// Most entries in one READDIR reply, whatever maxcount: one call holds a
+/// pool thread for a stat per entry.
 const MAX_ENTRIES: usize = 1024;
 
 /// What encoding an entry needs, owned so it can move to the pool.
@@ -219,22 +220,11 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
                 .into_iter()
                 .filter_map(|(name, id)| c.snap.exports.get(id).map(|e| (name, e.clone())))
                 .collect();
-            let max_entries = (maxcount / 32).clamp(1, MAX_ENTRIES);
             let mut buf = std::mem::take(out);
             let (buf, r) = n
                 .run(move || {
                     let r = fill(
-                        &enc,
-                        &*b,
-                        &cred,
-                        &fid,
-                        export_id,
-                        fsid,
-                        &roots,
-                        &a,
-                        maxcount,
-                        max_entries,
-                        &mut buf,
+                        &enc, &*b, &cred, &fid, export_id, fsid, &roots, &a, maxcount, &mut buf,
                     );
                     (buf, r)
                 })
@@ -242,6 +232,75 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
             *out = buf;
             r
         }
+    }
+}
+
+/// Encodes each entry as the backend hands it over; the first that does not
+/// fit ends the page.
+struct Sink<'a> {
+    enc: &'a Enc,
+    export_id: u32,
+    fsid: Fsid4,
+    /// Names that lead to other exports: the export, its root fid and the
+    /// root's attributes (None if they could not be had: the name is skipped).
+    roots: &'a [(Vec<u8>, u32, vfs::Fid, Option<Attr>)],
+    out: &'a mut BytesMut,
+    limit: usize,
+    any: bool,
+    /// Entries encoded.
+    seen: usize,
+}
+
+impl vfs::DirSink for Sink<'_> {
+    fn room_for(&mut self, _name: &[u8]) -> bool {
+        self.seen < MAX_ENTRIES
+    }
+
+    fn push(&mut self, e: vfs::DirItem<'_>) -> bool {
+        if self.seen >= MAX_ENTRIES {
+            return false;
+        }
+        if e.name == b"." || e.name == b".." {
+            return true;
+        }
+        let enc = self.enc;
+        let ok = if let Some((_, id, root, at)) = self.roots.iter().find(|r| r.0 == e.name) {
+            let Some(at) = at else { return true };
+            let fh = enc.want_fh.then(|| enc.key.seal(*id, root));
+            enc.entry(
+                self.out,
+                self.limit,
+                Entry {
+                    cookie: e.cookie,
+                    name: e.name,
+                    attr: at,
+                    fh: fh.as_ref().map_or(&[][..], |h| h.as_bytes()),
+                    fsid: export_fsid(*id),
+                    mounted_on: e.fileid,
+                },
+            )
+        } else {
+            // An entry that vanished between listing and stat is skipped.
+            let Some((fid, at)) = &e.plus else {
+                return true;
+            };
+            let fh = enc.want_fh.then(|| enc.key.seal(self.export_id, fid));
+            enc.entry(
+                self.out,
+                self.limit,
+                Entry {
+                    cookie: e.cookie,
+                    name: e.name,
+                    attr: at,
+                    fh: fh.as_ref().map_or(&[][..], |h| h.as_bytes()),
+                    fsid: self.fsid.clone(),
+                    mounted_on: at.fileid,
+                },
+            )
+        };
+        self.any |= ok;
+        self.seen += ok as usize;
+        ok
     }
 }
 
@@ -256,62 +315,38 @@ fn fill(
     roots: &[(Vec<u8>, Arc<crate::export::Export>)],
     a: &Readdir4args,
     maxcount: usize,
-    max_entries: usize,
     out: &mut BytesMut,
 ) -> Result<(), Fail> {
-    let page = b.readdir(cred, dir, a.cookie, a.cookieverf, max_entries, true)?;
-    let mut res = Listing::begin(out, maxcount, &page.verifier);
-    let limit = res.limit;
-    let mut eof = page.eof;
-    for e in &page.entries {
-        if e.name == b"." || e.name == b".." {
-            continue;
-        }
-        let ok = if let Some((_, ex)) = roots.iter().find(|(n, _)| *n == e.name) {
+    // The other exports' roots first: the backend lists as the caller.
+    let roots: Vec<_> = roots
+        .iter()
+        .map(|(name, ex)| {
             let root = ex.backend.root();
-            let Ok(at) = ex.backend.getattr(&root) else {
-                continue;
-            };
-            let fh = if enc.want_fh {
-                enc.key.seal(ex.id, &root).as_bytes().to_vec()
-            } else {
-                Vec::new()
-            };
-            enc.entry(
-                out,
-                limit,
-                Entry {
-                    cookie: e.cookie,
-                    name: &e.name,
-                    attr: &at,
-                    fh: &fh,
-                    fsid: export_fsid(ex.id),
-                    mounted_on: e.fileid,
-                },
-            )
-        } else {
-            // An entry that vanished between listing and stat is skipped.
-            let Some((fid, at)) = &e.plus else { continue };
-            let fh = enc.want_fh.then(|| enc.key.seal(export_id, fid));
-            let fh = fh.as_ref().map_or(&[][..], |h| h.as_bytes());
-            enc.entry(
-                out,
-                limit,
-                Entry {
-                    cookie: e.cookie,
-                    name: &e.name,
-                    attr: at,
-                    fh,
-                    fsid: fsid.clone(),
-                    mounted_on: at.fileid,
-                },
-            )
-        };
-        if !ok {
-            eof = false;
-            break;
+            (name.clone(), ex.id, root, ex.backend.getattr(&root).ok())
+        })
+        .collect();
+    // The verifier is known only at the end: write a placeholder.
+    let mut res = Listing::begin(out, maxcount, &[0; 8]);
+    let mut sink = Sink {
+        enc,
+        export_id,
+        fsid,
+        roots: &roots,
+        out,
+        limit: res.limit,
+        any: false,
+        seen: 0,
+    };
+    let end = b.readdir_into(cred, dir, a.cookie, a.cookieverf, true, &mut sink);
+    res.any = sink.any;
+    let end = match end {
+        Ok(end) => end,
+        Err(e) => {
+            out.truncate(res.start);
+            return Err(e.into());
         }
-        res.any = true;
-    }
-    res.finish(out, eof)
+    };
+    // OP_READDIR, status, then the verifier.
+    out[res.start + 8..res.start + 16].copy_from_slice(&end.verifier);
+    res.finish(out, end.eof)
 }

@@ -71,20 +71,42 @@
 //!
 //! # Readdir
 //! Cookies are the `d_off` values from `getdents64` (hash positions on ext4,
-//! stable while the directory changes); a page resumes with `lseek(cookie)`,
-//! never re-reading from the start. The verifier is constant zero and ignored
-//! (cookies don't go stale). `.` and `..` are listed; `..` of the root is the
-//! root. (A 64-bit ext4 hash collision split across pages could repeat an
-//! entry; knfsd shares this.)
+//! stable while the directory changes). The verifier is constant zero and
+//! ignored (cookies don't go stale). `.` and `..` are listed; `..` of the
+//! root is the root. (A 64-bit ext4 hash collision split across pages could
+//! repeat an entry on a fresh open; knfsd shares this.)
+//!
+//! Entries go to the caller's [`DirSink`], which ends the page at the first
+//! entry that does not fit, judged by name before anything is done for it:
+//! no entry is stat'ed and thrown away. With `plus`, each entry costs a
+//! `name_to_handle_at` and an `fstatat` by name (two lookups, but cheaper than
+//! opening the entry); the inode numbers must match the dirent's, else the
+//! name was replaced meanwhile and the entry goes without handle/attributes.
+//!
+//! Directory streams ([`dirs`]): a page that did not reach the end leaves its
+//! directory open (O_RDONLY, opened by handle) with the dirents already read
+//! but not delivered, filed under (dir fid, cookie of the last entry sent).
+//! The next page with that cookie continues from it, without reopening by
+//! handle, seeking or ext4 rebuilding its htree position; any other cookie
+//! opens afresh and `lseek`s to it. A stream is taken out of the cache while
+//! a page is read, so concurrent listings never share one; at most
+//! [`dirs::DIR_STREAMS`] are kept (LRU), each closed after
+//! [`dirs::DIR_STREAM_IDLE`] unused, and none after eof. The caller's R
+//! permission on the directory is checked on every page all the same.
+//! Buffered dirents may be a few seconds old: an entry removed since can
+//! still be listed (without attributes with `plus`), as it could be had it
+//! been removed right after the reply.
 //!
 //! # Exclusive create
 //! `O_CREAT|O_EXCL`, then the verifier goes into mtime (first 4 bytes) and
 //! atime (last 4), each masked to 31 bits, as knfsd does.
 
+mod dirs;
 mod perm;
 mod sys;
 
 use crate::nowait;
+use dirs::{DirStream, DirStreams};
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -93,8 +115,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred,
-    DirEntry, DirPage, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
+    DirItem, DirSink, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
 };
 
 /// How many data descriptors stay open.
@@ -138,6 +160,8 @@ pub struct LocalFs {
     /// The kernel's access decisions per (object, caller): most calls need
     /// no credential switch (see `perm`).
     perms: perm::PermCache,
+    /// Directory streams between READDIR pages.
+    dirs: DirStreams,
 }
 
 impl std::fmt::Debug for LocalFs {
@@ -244,6 +268,7 @@ impl LocalFs {
             cache: FdCache::new(FD_CACHE_SIZE),
             paths: FdCache::new(PATH_CACHE_SIZE),
             perms: perm::PermCache::new(PERM_CACHE_SIZE),
+            dirs: DirStreams::new(dirs::DIR_STREAMS, dirs::DIR_STREAM_IDLE),
         })
     }
 
@@ -1122,79 +1147,80 @@ impl Backend for LocalFs {
         sys::link_fd(fd.as_fd(), dfd.as_fd(), &c).map_err(io_err)
     }
 
-    fn readdir(
+    fn readdir_into(
         &self,
         cred: &Cred,
         dir: &Fid,
         cookie: u64,
         _verifier: [u8; 8],
-        max_entries: usize,
         plus: bool,
-    ) -> Result<DirPage, FsError> {
+        sink: &mut dyn DirSink,
+    ) -> Result<DirEnd, FsError> {
         nowait::forbid()?;
-        if max_entries == 0 {
-            return Err(FsError::TooSmall);
+        let mut stream = match self.dirs.take(dir, cookie) {
+            Some(s) => s,
+            None => {
+                let (fd, _) = self.open_fid(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+                sys::lseek_set(fd.as_fd(), cookie).map_err(|e| match e.raw_os_error() {
+                    Some(libc::EINVAL) => FsError::BadCookie,
+                    _ => io_err(e),
+                })?;
+                DirStream::new(fd)
+            }
+        };
+        // A kept stream's directory may have been removed since.
+        let dst = sys::fstat(stream.fd()).map_err(io_err)?;
+        if dst.st_nlink == 0 {
+            return Err(FsError::Stale);
         }
-        let (dfd, dst) = self.open_fid(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let _g = self.as_user(cred)?;
-        if !self.may(dfd.as_fd(), libc::R_OK) {
+        let g = self.as_user(cred)?;
+        // Checked on every page, kept stream or not.
+        if !self.may(stream.fd(), libc::R_OK) {
             return Err(FsError::Acces);
         }
-        sys::lseek_set(dfd.as_fd(), cookie).map_err(|e| match e.raw_os_error() {
-            Some(libc::EINVAL) => FsError::BadCookie,
-            _ => io_err(e),
-        })?;
-        let mut page = DirPage {
-            entries: Vec::with_capacity(max_entries.min(1024)),
-            eof: false,
-            verifier: [0; 8],
-        };
         let parent_ino = if self.is_root(&dst) { dst.st_ino } else { 0 };
-        let mut buf = vec![0u8; 32 * 1024];
-        'outer: loop {
-            let n = sys::getdents64(dfd.as_fd(), &mut buf).map_err(io_err)?;
-            if n == 0 {
-                page.eof = true;
-                break;
+        let mut last = cookie;
+        let eof = loop {
+            if !stream.fill().map_err(io_err)? {
+                break true;
             }
-            if page.entries.len() >= max_entries {
-                // We filled the page exactly at a buffer end: more remain.
-                break;
+            let d = stream.current();
+            if !sink.room_for(d.name) {
+                break false;
             }
-            let mut pos = 0;
-            while pos < n {
-                // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name.
-                let ino = u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap());
-                let off = u64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap());
-                let reclen = u16::from_ne_bytes(buf[pos + 16..pos + 18].try_into().unwrap());
-                let name_field = &buf[pos + 19..pos + reclen as usize];
-                let len = name_field.iter().position(|&b| b == 0).unwrap_or(0);
-                let name = &name_field[..len];
-                pos += reclen as usize;
-                if page.entries.len() >= max_entries {
-                    break 'outer;
-                }
-                let fileid = match name {
-                    b"." => dst.st_ino,
-                    b".." if parent_ino != 0 => parent_ino,
-                    _ => ino,
-                };
-                let plus = if plus {
-                    // The name is NUL-terminated in the dirent: no copy needed.
-                    let cname = CStr::from_bytes_with_nul(&name_field[..=len]).ok();
-                    cname.and_then(|c| self.readdir_plus(dfd.as_fd(), &dst, dir, c, ino))
-                } else {
-                    None
-                };
-                page.entries.push(DirEntry {
-                    name: name.to_vec(),
-                    fileid,
-                    cookie: off,
-                    plus,
-                });
+            let fileid = match d.name {
+                b"." => dst.st_ino,
+                b".." if parent_ino != 0 => parent_ino,
+                _ => d.ino,
+            };
+            let plus = if plus {
+                // The name is NUL-terminated in the dirent: no copy needed.
+                let cname = d.name_nul.and_then(|n| CStr::from_bytes_with_nul(n).ok());
+                cname.and_then(|c| self.readdir_plus(stream.fd(), &dst, dir, c, d.ino))
+            } else {
+                None
+            };
+            let item = DirItem {
+                name: d.name,
+                fileid,
+                cookie: d.off,
+                plus,
+            };
+            if !sink.push(item) {
+                break false;
             }
+            last = d.off;
+            stream.advance();
+        };
+        drop(g);
+        // The client comes back with the last cookie it got; at eof it won't.
+        if !eof {
+            self.dirs.put(*dir, last, stream);
         }
-        Ok(page)
+        Ok(DirEnd {
+            eof,
+            verifier: [0; 8],
+        })
     }
 
     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
