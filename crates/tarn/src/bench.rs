@@ -944,13 +944,10 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
         };
         conns.push((name.as_str(), c));
     }
-    let fx4 = if ops.iter().any(|o| nfs4::OPS.contains(o)) {
-        Some(Arc::new(
-            nfs4::setup(a.server, &a.export, a.uid, a.gid).await?,
-        ))
-    } else {
-        None
-    };
+    // The NFSv4 session is made when its first workload comes: set up
+    // earlier, its lease could run out during the NFSv3 runs (Ganesha then
+    // answers NFS4ERR_EXPIRED).
+    let mut fx4: Option<Arc<nfs4::Fixture4>> = None;
     let header = format!(
         "tarn bench: server {} export {} connections {} {:.1}s per run, file {} MiB, {} entries, {} files{}",
         a.server,
@@ -975,6 +972,11 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     }
     let mut made = Vec::new();
     for op in &ops {
+        if nfs4::OPS.contains(op) && fx4.is_none() {
+            fx4 = Some(Arc::new(
+                nfs4::setup(a.server, &a.export, a.uid, a.gid).await?,
+            ));
+        }
         for &n in &levels {
             let n = n.max(1);
             let mut sys_rate = None;
