@@ -23,7 +23,7 @@ if [ "${1:-}" != "--inner" ]; then
   if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
   [ "$(id -u)" = 0 ] || { echo "compare-ganesha: run as root" >&2; exit 1; }
   need=()
-  for p in nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux; do
+  for p in nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux e2fsprogs; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then
@@ -70,6 +70,7 @@ cleanup() {
   local i
   for ((i=${#PIDS[@]}-1; i>=0; i--)); do stop "${PIDS[$i]}"; done
   if [ -n "${RESULTS_DIR:-}" ]; then mkdir -p "$RESULTS_DIR"; cp "$WORK"/*.json "$WORK"/ganesha.log "$RESULTS_DIR"/ 2>/dev/null || true; fi
+  for m in "$WORK"/*/export; do mountpoint -q "$m" && umount "$m"; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -89,7 +90,19 @@ for _ in $(seq 50); do [ -S /run/rpcbind.sock ] && break; sleep 0.1; done
 
 # ---- NFS-Ganesha ----
 GP=2049 GMP=20048
-mkdir -p "$WORK/ganesha/export" "$WORK/ganesha/recovery"
+# Each server's export is a fresh ext4 filesystem of its own (a sparse image
+# on a loop device), so neither inherits the other's state: ext4 allocates
+# inodes slowly next to many recently deleted ones, which made whichever
+# server ran second create files at half speed.
+fresh_fs() { # fresh_fs DIR
+  mkdir -p "$1"
+  if truncate -s "${IMAGE_SIZE:-8G}" "$1.img" && mkfs.ext4 -q -F "$1.img" && mount -o loop "$1.img" "$1"; then
+    return 0
+  fi
+  echo "compare-ganesha: no loop device; $1 stays a plain directory" >&2
+}
+fresh_fs "$WORK/ganesha/export"
+mkdir -p "$WORK/ganesha/recovery"
 chmod 0777 "$WORK/ganesha/export"
 cat > "$WORK/ganesha/ganesha.conf" <<EOF
 NFS_CORE_PARAM {
@@ -126,11 +139,11 @@ echo "compare-ganesha: $(ganesha.nfsd -v 2>&1 | head -1 | tr -s ' ') pid $GPID o
 "$BIN" bench --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench \
   --server-pid $GPID --label ganesha --json --keep "${sizes[@]}" "${ops[@]}" "$@" > "$WORK/ganesha.json"
 stop $GPID
-rm -rf "$WORK/ganesha/export"
 
 # ---- Tarn ----
 TP=2050
-mkdir -p "$WORK/tarn/export" "$WORK/tarn/state"
+fresh_fs "$WORK/tarn/export"
+mkdir -p "$WORK/tarn/state"
 chmod 0777 "$WORK/tarn/export"
 "$BIN" serve "$WORK/tarn/export" --listen 127.0.0.1:$TP --state-dir "$WORK/tarn/state" --log-level warn \
   > "$WORK/tarn.out" 2> "$WORK/tarn.log" & TPID=$!
