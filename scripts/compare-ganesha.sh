@@ -14,6 +14,10 @@
 # and the temporary directory removed. --quick: 0.5 s phases, small sizes (CI).
 # Further options go to both `tarn bench` runs (e.g. --connections 4,
 # --inflight 1,16,64, --ops getattr,read4k). RESULTS_DIR=DIR keeps the JSON.
+# Then, unless KRB5P=0, krb5p rows: a throwaway MIT realm (scripts/kdc.sh)
+# inside the namespaces, both servers accepting krb5p with the same keytab,
+# and the read workloads (null, getattr, read4k, read1m at 1 and 16 in flight)
+# as nobody@TARN.BENCH (the local user nobody on both servers; reads only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TARN_BIN:-$PWD/target/release/tarn}
@@ -23,7 +27,9 @@ if [ "${1:-}" != "--inner" ]; then
   if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
   [ "$(id -u)" = 0 ] || { echo "compare-ganesha: run as root" >&2; exit 1; }
   need=()
-  for p in nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux e2fsprogs; do
+  pkgs=(nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux e2fsprogs)
+  [ "${KRB5P:-1}" = 0 ] || pkgs+=(krb5-kdc krb5-admin-server krb5-user)
+  for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then
@@ -88,6 +94,37 @@ wait_port() { # wait_port PORT PID LOG
 rpcbind -w -f & PIDS+=($!)
 for _ in $(seq 50); do [ -S /run/rpcbind.sock ] && break; sleep 0.1; done
 
+# ---- a Kerberos realm for the krb5p rows ----
+krb5p=${KRB5P:-1}
+if [ "$krb5p" = 1 ]; then
+  # shellcheck source=scripts/kdc.sh
+  . scripts/kdc.sh
+  K=$WORK/kdc
+  mkdir -p "$K"
+  if kdc_start "$K" TARN.BENCH 127.0.0.1 8888 && PIDS+=("$KDC_PID") &&
+     kdc_addprinc TARN.BENCH nfs/localhost && kdc_ktadd TARN.BENCH "$K/nfs.keytab" nfs/localhost &&
+     kdc_addprinc TARN.BENCH nobody benchpw && kdc_kinit TARN.BENCH nobody benchpw "$K/ccache"; then
+    export KRB5_CONFIG=$K/krb5.conf KRB5CCNAME=FILE:$K/ccache
+  else
+    [ -z "$KDC_PID" ] || PIDS+=("$KDC_PID")
+    echo "compare-ganesha: no Kerberos realm, so no krb5p rows" >&2
+    krb5p=0
+  fi
+fi
+krb5p_run() { # krb5p_run LABEL BENCH-ARGS...: appends krb5p rows to LABEL.json
+  local label=$1 n; shift
+  [ "$krb5p" = 1 ] || return 0
+  # One bench per level, each bounded: a server that drops GSS calls leaves
+  # the bench waiting (it does not retransmit), and the rows of the other
+  # level should survive that. (Ganesha 4.3 did, at 16 in flight.)
+  for n in 1 16; do
+    timeout -k 5 "$((quick ? 40 : 120))" \
+      "$BIN" bench "$@" --label "$label" --json --keep --sec krb5p --gss-target nfs@localhost \
+      --ops null,getattr,read4k,read1m --inflight $n "${sizes[@]}" >> "$WORK/$label.json" ||
+      echo "compare-ganesha: krb5p at $n in flight against $label did not finish (rows that did are kept)" >&2
+  done
+}
+
 # ---- NFS-Ganesha ----
 GP=2049 GMP=20048
 # Each server's export is a fresh ext4 filesystem of its own (a sparse image
@@ -131,6 +168,16 @@ EXPORT {
 }
 LOG { Default_Log_Level = EVENT; }
 EOF
+if [ "$krb5p" = 1 ]; then
+  sed -i 's/SecType = sys;/SecType = sys, krb5p;/' "$WORK/ganesha/ganesha.conf"
+  cat >> "$WORK/ganesha/ganesha.conf" <<EOF
+NFS_KRB5 {
+    PrincipalName = "nfs@localhost";
+    KeytabPath = $K/nfs.keytab;
+    Active_krb5 = true;
+}
+EOF
+fi
 ganesha.nfsd -F -L "$WORK/ganesha.log" -f "$WORK/ganesha/ganesha.conf" -p "$WORK/ganesha/ganesha.pid" & GPID=$!
 PIDS+=($GPID)
 wait_port $GP $GPID "$WORK/ganesha.log"
@@ -138,6 +185,7 @@ wait_port $GMP $GPID "$WORK/ganesha.log"
 echo "compare-ganesha: $(ganesha.nfsd -v 2>&1 | head -1 | tr -s ' ') pid $GPID on 127.0.0.1:$GP (mount $GMP)" >&2
 "$BIN" bench --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench \
   --server-pid $GPID --label ganesha --json --keep "${sizes[@]}" "${ops[@]}" "$@" > "$WORK/ganesha.json"
+krb5p_run ganesha --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench --server-pid $GPID
 stop $GPID
 
 # ---- Tarn ----
@@ -145,12 +193,15 @@ TP=2050
 fresh_fs "$WORK/tarn/export"
 mkdir -p "$WORK/tarn/state"
 chmod 0777 "$WORK/tarn/export"
-"$BIN" serve "$WORK/tarn/export" --listen 127.0.0.1:$TP --state-dir "$WORK/tarn/state" --log-level warn \
+tarn_sec=()
+[ "$krb5p" = 1 ] && tarn_sec=(--sec sys,krb5p --keytab "$K/nfs.keytab")
+"$BIN" serve "$WORK/tarn/export" --listen 127.0.0.1:$TP --state-dir "$WORK/tarn/state" --log-level warn "${tarn_sec[@]}" \
   > "$WORK/tarn.out" 2> "$WORK/tarn.log" & TPID=$!
 PIDS+=($TPID)
 wait_port $TP $TPID "$WORK/tarn.log"
 echo "compare-ganesha: tarn pid $TPID on 127.0.0.1:$TP" >&2
 "$BIN" bench --server 127.0.0.1:$TP --server-pid $TPID --label tarn --json --keep "${sizes[@]}" "${ops[@]}" "$@" > "$WORK/tarn.json"
+krb5p_run tarn --server 127.0.0.1:$TP --server-pid $TPID
 stop $TPID
 
 echo

@@ -144,7 +144,12 @@ pub fn print(specs: &[String]) -> Result<(), String> {
     }
     let (la, ra) = load(&specs[0])?;
     let (lb, rb) = load(&specs[1])?;
-    let key = |r: &Row| (string(r, "op"), num(r, "inflight").unwrap_or(0.0) as u64);
+    // The workload's name, with its flavor unless AUTH_SYS ("read1m krb5p").
+    let workload = |r: &Row| match string(r, "sec").as_str() {
+        "" | "sys" => string(r, "op"),
+        sec => format!("{} {sec}", string(r, "op")),
+    };
+    let key = |r: &Row| (workload(r), num(r, "inflight").unwrap_or(0.0) as u64);
     let index: HashMap<_, _> = rb.iter().map(|r| (key(r), r)).collect();
     let short = |s: &str| s.chars().take(7).collect::<String>();
     let (a1, b1) = (short(&la), short(&lb));
@@ -170,7 +175,7 @@ pub fn print(specs: &[String]) -> Result<(), String> {
         );
         println!(
             "{:<17} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
-            string(r, "op"),
+            workload(r),
             key(r).1,
             unit,
             fmt_num(va),
