@@ -139,6 +139,23 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 }
 
 pub fn print(specs: &[String]) -> Result<(), String> {
+    for line in table(specs)? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// One row of the table's columns.
+fn line(c: [&str; 13]) -> String {
+    format!(
+        "{:<17} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12]
+    )
+}
+
+/// The side-by-side table's lines.
+fn table(specs: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
     if specs.len() != 2 {
         return Err("--compare wants exactly two LABEL=FILE".into());
     }
@@ -155,14 +172,24 @@ pub fn print(specs: &[String]) -> Result<(), String> {
     let (a1, b1) = (short(&la), short(&lb));
     let initial = |s: &str| s.chars().next().unwrap_or('?').to_uppercase().to_string();
     let rname = format!("{}/{}", initial(&la), initial(&lb));
-    println!(
-        "{:<17} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
-        "", "", "", "", "", "", "p50 us", "", "p99 us", "", "server", "cpu us/op", ""
-    );
-    println!(
-        "{:<17} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
-        "workload", "infl", "unit", a1, b1, rname, a1, b1, a1, b1, a1, b1, rname,
-    );
+    out.push(line([
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "p50 us",
+        "",
+        "p99 us",
+        "",
+        "server",
+        "cpu us/op",
+        "",
+    ]));
+    out.push(line([
+        "workload", "infl", "unit", &a1, &b1, &rname, &a1, &b1, &a1, &b1, &a1, &b1, &rname,
+    ]));
     for r in &ra {
         let Some(o) = index.get(&key(r)) else {
             continue;
@@ -173,33 +200,60 @@ pub fn print(specs: &[String]) -> Result<(), String> {
             num(r, "server_cpu_us_per_op"),
             num(o, "server_cpu_us_per_op"),
         );
-        println!(
-            "{:<17} {:>4} {:>9} {:>10} {:>10} {:>7} | {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>9} {:>7}",
-            workload(r),
-            key(r).1,
+        out.push(line([
+            &workload(r),
+            &key(r).1.to_string(),
             unit,
-            fmt_num(va),
-            fmt_num(vb),
-            ratio(va, vb),
-            fmt_us(num(r, "p50_us")),
-            fmt_us(num(o, "p50_us")),
-            fmt_us(num(r, "p99_us")),
-            fmt_us(num(o, "p99_us")),
-            fmt_num(ca),
-            fmt_num(cb),
-            ratio(ca, cb),
-        );
+            &fmt_num(va),
+            &fmt_num(vb),
+            &ratio(va, vb),
+            &fmt_us(num(r, "p50_us")),
+            &fmt_us(num(o, "p50_us")),
+            &fmt_us(num(r, "p99_us")),
+            &fmt_us(num(o, "p99_us")),
+            &fmt_num(ca),
+            &fmt_num(cb),
+            &ratio(ca, cb),
+        ]));
     }
-    println!(
+    out.push(format!(
         "{rname} = {la}/{lb}: throughput (higher is better for {la}); cpu (lower is better). \
 readdirplus: latency and cpu per whole listing; create: per file (CREATE+WRITE+COMMIT)."
-    );
-    Ok(())
+    ));
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_pair_up_by_workload_level_and_flavor() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = |label: &str, sec: &str, rate: f64| {
+            format!(
+                r#"{{"label":"{label}","sec":"{sec}","op":"read1m","inflight":1,"mb_per_s":{rate},"p50_us":10,"p99_us":20,"server_cpu_us_per_op":5}}"#
+            )
+        };
+        let write = |name: &str, lines: &[String]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, lines.join("\n")).unwrap();
+            p.display().to_string()
+        };
+        let a = write(
+            "a.json",
+            &[row("a", "sys", 300.0), row("a", "krb5p", 200.0)],
+        );
+        let b = write(
+            "b.json",
+            &[row("b", "krb5p", 100.0), row("b", "sys", 300.0)],
+        );
+        let t = table(&[format!("a={a}"), format!("b={b}")]).unwrap();
+        let sys = t.iter().find(|l| l.starts_with("read1m ")).unwrap();
+        let krb = t.iter().find(|l| l.starts_with("read1m krb5p")).unwrap();
+        assert!(sys.contains("1.00x"), "{sys}");
+        assert!(krb.contains("2.00x"), "{krb}");
+    }
 
     #[test]
     fn parses_bench_json() {
