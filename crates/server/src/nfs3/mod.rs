@@ -244,13 +244,22 @@ impl Nfs3 {
         out: &mut BytesMut,
     ) -> Result<(), CallError> {
         macro_rules! call {
-            ($args:ty, $handler:path) => {{
-                let a = <$args>::unpack(&mut args).map_err(|e| {
+            (@args $args:ty) => {
+                <$args>::unpack(&mut args).map_err(|e| {
                     if ctx.client.log_allowed() {
                         warn!(peer = %ctx.peer, xid = ctx.xid, procedure = proc_name(ctx.proc_), error = %e, "GARBAGE_ARGS");
                     }
                     CallError::GarbageArgs
-                })?;
+                })?
+            };
+            // A handler that encodes its reply into `out` itself (READ's data,
+            // READDIRPLUS's entries as they come).
+            (@into $args:ty, $handler:path) => {{
+                let a = call!(@args $args);
+                $handler(self, ctx, a, out).await;
+            }};
+            ($args:ty, $handler:path) => {{
+                let a = call!(@args $args);
                 let res = $handler(self, ctx, a).await;
                 res.pack(out);
             }};
@@ -262,10 +271,7 @@ impl Nfs3 {
             NFSPROC3_LOOKUP => call!(Lookup3args, lookup::lookup),
             NFSPROC3_ACCESS => call!(Access3args, access::access),
             NFSPROC3_READLINK => call!(Readlink3args, readlink::readlink),
-            NFSPROC3_READ => {
-                let a = Read3args::unpack(&mut args).map_err(|_| CallError::GarbageArgs)?;
-                read::read(self, ctx, a, out).await;
-            }
+            NFSPROC3_READ => call!(@into Read3args, read::read),
             NFSPROC3_WRITE => call!(Write3args, write::write),
             NFSPROC3_CREATE => call!(Create3args, create::create),
             NFSPROC3_MKDIR => call!(Mkdir3args, create::mkdir),
@@ -276,16 +282,7 @@ impl Nfs3 {
             NFSPROC3_RENAME => call!(Rename3args, rename::rename),
             NFSPROC3_LINK => call!(Link3args, link::link),
             NFSPROC3_READDIR => call!(Readdir3args, readdir::readdir),
-            NFSPROC3_READDIRPLUS => {
-                // Encodes its reply itself, entry by entry.
-                let a = Readdirplus3args::unpack(&mut args).map_err(|e| {
-                    if ctx.client.log_allowed() {
-                        warn!(peer = %ctx.peer, xid = ctx.xid, procedure = proc_name(ctx.proc_), error = %e, "GARBAGE_ARGS");
-                    }
-                    CallError::GarbageArgs
-                })?;
-                readdir::readdirplus(self, ctx, a, out).await;
-            }
+            NFSPROC3_READDIRPLUS => call!(@into Readdirplus3args, readdir::readdirplus),
             NFSPROC3_FSSTAT => call!(Fsstat3args, fsinfo::fsstat),
             NFSPROC3_FSINFO => call!(Fsinfo3args, fsinfo::fsinfo),
             NFSPROC3_PATHCONF => call!(Pathconf3args, fsinfo::pathconf),
