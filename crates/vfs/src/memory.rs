@@ -794,13 +794,15 @@ impl Backend for MemFs {
                     .map(|(&c, (n, ino))| (n.as_slice(), *ino, c)),
             );
             for (name, ino, c) in it {
-                let item = DirItem {
-                    name,
-                    fileid: ino,
-                    cookie: c,
-                    plus: (plus && may_lookup).then(|| (s.fid(ino), s.node(ino).attr.clone())),
-                };
-                if !sink.room_for(name) || !sink.push(item) {
+                // The sink is asked before the entry's attributes are made.
+                let taken = sink.room_for(name)
+                    && sink.push(DirItem {
+                        name,
+                        fileid: ino,
+                        cookie: c,
+                        plus: (plus && may_lookup).then(|| (s.fid(ino), s.node(ino).attr.clone())),
+                    });
+                if !taken {
                     return Ok(DirEnd {
                         eof: false,
                         verifier: [0; 8],

@@ -1260,8 +1260,8 @@ impl LocalFs {
     ) -> Result<(usize, bool), FsError> {
         let (d, st) = self.data_fd(fid)?;
         let fd = d.fd.as_fd();
-        // Once allowed, reading as root reads the same bytes.
         // The owner may always read (see the module docs): no need to ask.
+        // Anyone allowed reads as root, which reads the same bytes.
         if cred.uid != st.st_uid {
             let a = self.allowed(cred, fid, fd, &st, &[libc::R_OK, libc::X_OK])?;
             if !(a.may(libc::R_OK) || a.may(libc::X_OK)) {
