@@ -44,6 +44,13 @@ fn guarded(mode: u32) -> CreateHow {
     CreateHow::Guarded(SetAttr::mode(mode))
 }
 
+/// A file `name` in `dir`, created by root with `mode` and holding `data`.
+fn root_file(fs: &LocalFs, dir: &Fid, name: &[u8], mode: u32, data: &[u8]) -> Fid {
+    let (f, _) = fs.create(&root(), dir, name, &guarded(mode)).unwrap();
+    fs.write(&root(), &f, 0, data, Stable::Unstable).unwrap();
+    f
+}
+
 #[test]
 fn create_write_read_commit() {
     let (_d, fs) = setup();
@@ -245,8 +252,7 @@ fn namespace_ops() {
 fn stale_after_delete() {
     let (_d, fs) = setup();
     let r = fs.root();
-    let (f, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
-    fs.write(&root(), &f, 0, b"x", Stable::Unstable).unwrap(); // now cached
+    let f = root_file(&fs, &r, b"f", 0o644, b"x"); // now cached
     assert_eq!(fs.cache.len(), 1);
     fs.remove(&root(), &r, b"f").unwrap();
     assert_eq!(fs.getattr(&f), Err(FsError::Stale));
@@ -379,9 +385,7 @@ fn permissions_as_caller() {
     }
     let (_d, fs) = setup();
     let r = fs.root();
-    let (secret, _) = fs.create(&root(), &r, b"secret", &guarded(0o600)).unwrap();
-    fs.write(&root(), &secret, 0, b"top", Stable::Unstable)
-        .unwrap();
+    let secret = root_file(&fs, &r, b"secret", 0o600, b"top");
     let mut b = [0u8; 8];
     assert_eq!(fs.read(&user(), &secret, 0, &mut b), Err(FsError::Acces));
     assert_eq!(
@@ -497,9 +501,7 @@ fn fd_cache_is_bounded() {
 fn removing_a_file_closes_its_cached_descriptors() {
     let (_d, fs) = setup();
     let r = fs.root();
-    let (fid, _) = fs.create(&root(), &r, b"big", &guarded(0o644)).unwrap();
-    fs.write(&root(), &fid, 0, b"data", Stable::Unstable)
-        .unwrap();
+    let fid = root_file(&fs, &r, b"big", 0o644, b"data");
     fs.getattr(&fid).unwrap();
     assert!(fs.paths.get(&fid).is_some() && fs.cache.get(&fid).is_some());
     fs.remove(&root(), &r, b"big").unwrap();
@@ -522,8 +524,7 @@ fn credential_switch_is_per_thread() {
     }
     let (_d, fs) = setup();
     let r = fs.root();
-    let (f, _) = fs.create(&root(), &r, b"s", &guarded(0o600)).unwrap();
-    fs.write(&root(), &f, 0, b"abc", Stable::Unstable).unwrap();
+    let f = root_file(&fs, &r, b"s", 0o600, b"abc");
     // Root and user calls interleave on different threads; if the switch
     // leaked across threads, root reads would fail or user reads succeed.
     std::thread::scope(|s| {
@@ -547,9 +548,7 @@ fn credential_switch_is_per_thread() {
 fn nowait_mode_does_only_what_cannot_block() {
     let (_d, fs) = setup();
     let r = fs.root();
-    let (fid, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
-    fs.write(&root(), &fid, 0, b"cached data", Stable::Unstable)
-        .unwrap();
+    let fid = root_file(&fs, &r, b"f", 0o644, b"cached data");
     // Cached descriptor, dentry and page: all inline.
     assert!(nowait::attempt(|| fs.getattr(&fid)).unwrap().is_ok());
     let got =
@@ -604,8 +603,7 @@ fn remembered_access_follows_permission_changes() {
     let mut b = [0u8; 8];
     // Production settings first: a file changed moments ago is never
     // remembered, so a chmod right after a read is obeyed.
-    let (f, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
-    fs.write(&root(), &f, 0, b"abc", Stable::Unstable).unwrap();
+    let f = root_file(&fs, &r, b"f", 0o644, b"abc");
     assert_eq!(fs.read(&user(), &f, 0, &mut b).unwrap(), (3, true));
     fs.setattr(&root(), &f, &SetAttr::mode(0o600)).unwrap();
     assert_eq!(fs.read(&user(), &f, 0, &mut b), Err(FsError::Acces));
@@ -713,9 +711,7 @@ fn writes_clear_suid_as_the_caller_would() {
 fn read_append_fills_only_what_it_read() {
     let (_d, fs) = setup();
     let r = fs.root();
-    let (f, _) = fs.create(&root(), &r, b"f", &guarded(0o644)).unwrap();
-    fs.write(&root(), &f, 0, b"0123456789", Stable::Unstable)
-        .unwrap();
+    let f = root_file(&fs, &r, b"f", 0o644, b"0123456789");
     let mut buf = bytes::BytesMut::from(&b"head"[..]);
     assert_eq!(
         fs.read_append(&root(), &f, 2, 4, &mut buf).unwrap(),
@@ -734,8 +730,7 @@ fn read_append_fills_only_what_it_read() {
     );
     // A refused read leaves the buffer as it was.
     if running_as_root() {
-        let (s, _) = fs.create(&root(), &r, b"s", &guarded(0o600)).unwrap();
-        fs.write(&root(), &s, 0, b"x", Stable::Unstable).unwrap();
+        let s = root_file(&fs, &r, b"s", 0o600, b"x");
         assert_eq!(
             fs.read_append(&user(), &s, 0, 4, &mut buf),
             Err(FsError::Acces)
