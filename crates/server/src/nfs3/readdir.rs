@@ -162,23 +162,23 @@ impl DirSink for Plus<'_> {
         self.dir_used += dsize;
         self.entries += 1;
         let out = &mut self.body;
-        out.put_u32(1);
-        out.put_u64(e.fileid);
+        xdr::put_word(out, 1u32.to_be_bytes());
+        xdr::put_word(out, e.fileid.to_be_bytes());
         xdr::pack_opaque(e.name, out);
-        out.put_u64(e.cookie);
+        xdr::put_word(out, e.cookie.to_be_bytes());
         match &e.plus {
             Some((_, a)) => {
-                out.put_u32(1);
+                xdr::put_word(out, 1u32.to_be_bytes());
                 attr::fattr3(a).pack(out);
             }
-            None => out.put_u32(0),
+            None => xdr::put_word(out, 0u32.to_be_bytes()),
         }
         match &fh {
             Some(h) => {
-                out.put_u32(1);
+                xdr::put_word(out, 1u32.to_be_bytes());
                 xdr::pack_opaque(h.as_bytes(), out);
             }
-            None => out.put_u32(0),
+            None => xdr::put_word(out, 0u32.to_be_bytes()),
         }
         true
     }

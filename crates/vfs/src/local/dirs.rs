@@ -28,6 +28,8 @@ pub struct DirStream {
     /// getdents64 returned 0: nothing follows the buffer.
     at_end: bool,
     idle_since: Instant,
+    /// The pass so far, if it started at the first entry and may be kept.
+    pub recording: Option<super::listings::Recording>,
 }
 
 /// One raw dirent of a [`DirStream`].
@@ -50,6 +52,7 @@ impl DirStream {
             len: 0,
             at_end: false,
             idle_since: Instant::now(),
+            recording: None,
         }
     }
 
@@ -74,28 +77,41 @@ impl DirStream {
         Ok(n > 0)
     }
 
-    /// The next dirent, not consumed; call after [`DirStream::fill`] said
-    /// there is one.
-    pub fn current(&self) -> Dirent<'_> {
-        let b = &self.buf[self.pos..self.len];
-        // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name.
-        let ino = u64::from_ne_bytes(b[0..8].try_into().unwrap());
-        let off = u64::from_ne_bytes(b[8..16].try_into().unwrap());
-        let reclen = u16::from_ne_bytes(b[16..18].try_into().unwrap()) as usize;
-        let field = &b[19..reclen];
-        let len = field.iter().position(|&c| c == 0).unwrap_or(field.len());
-        Dirent {
-            ino,
-            off,
-            name: &field[..len],
-            name_nul: field.get(..=len),
-        }
+    /// The directory, the next dirent (not consumed; call after
+    /// [`DirStream::fill`] said there is one) and the recording, borrowed
+    /// together.
+    pub fn current_recording(
+        &mut self,
+    ) -> (
+        BorrowedFd<'_>,
+        Dirent<'_>,
+        &mut Option<super::listings::Recording>,
+    ) {
+        use std::os::fd::AsFd;
+        let d = dirent(&self.buf[self.pos..self.len]);
+        (self.fd.as_fd(), d, &mut self.recording)
     }
 
-    /// Consumes the dirent [`DirStream::current`] returned.
+    /// Consumes the dirent [`DirStream::current_recording`] returned.
     pub fn advance(&mut self) {
         let b = &self.buf[self.pos..];
         self.pos += u16::from_ne_bytes(b[16..18].try_into().unwrap()) as usize;
+    }
+}
+
+/// The first dirent of `b`: struct linux_dirent64 is u64 ino, i64 off, u16
+/// reclen, u8 type, then the name.
+fn dirent(b: &[u8]) -> Dirent<'_> {
+    let ino = u64::from_ne_bytes(b[0..8].try_into().unwrap());
+    let off = u64::from_ne_bytes(b[8..16].try_into().unwrap());
+    let reclen = u16::from_ne_bytes(b[16..18].try_into().unwrap()) as usize;
+    let field = &b[19..reclen];
+    let len = field.iter().position(|&c| c == 0).unwrap_or(field.len());
+    Dirent {
+        ino,
+        off,
+        name: &field[..len],
+        name_nul: field.get(..=len),
     }
 }
 

@@ -97,11 +97,19 @@
 //! still be listed (without attributes with `plus`), as it could be had it
 //! been removed right after the reply.
 //!
+//! Kept listings ([`listings`]): a pass read in full from cookie 0 is kept
+//! in memory with its entries' handles and attributes, and answers later
+//! pages without syscalls while fanotify ([`changes`]) reports nothing about
+//! the directory since the pass began; an entry's handle and attributes are
+//! fetched again once that object has an event.
+//!
 //! # Exclusive create
 //! `O_CREAT|O_EXCL`, then the verifier goes into mtime (first 4 bytes) and
 //! atime (last 4), each masked to 31 bits, as knfsd does.
 
+mod changes;
 mod dirs;
+mod listings;
 mod perm;
 mod sys;
 
@@ -162,6 +170,10 @@ pub struct LocalFs {
     perms: perm::PermCache,
     /// Directory streams between READDIR pages.
     dirs: DirStreams,
+    /// What changed on the export's filesystem, and since when.
+    changes: changes::Changes,
+    /// Directory listings read in full, with their entries' attributes.
+    listings: listings::Listings,
 }
 
 impl std::fmt::Debug for LocalFs {
@@ -256,7 +268,16 @@ impl LocalFs {
         } else {
             Vec::new()
         };
+        let changes = changes::Changes::new(root_fd.as_fd(), &root_fid).unwrap_or_else(|why| {
+            tracing::info!(
+                "{}: directory listings are not kept in memory ({why})",
+                root.display()
+            );
+            changes::Changes::disabled()
+        });
         Ok(LocalFs {
+            changes,
+            listings: listings::Listings::new(listings::LISTED_ENTRIES),
             root: root_fd,
             root_fid,
             root_ino: st.st_ino,
@@ -652,13 +673,18 @@ impl Drop for CredGuard<'_> {
 }
 
 fn encode_fid(kh: &sys::KernelHandle) -> Option<Fid> {
-    if !(0..=255).contains(&kh.htype) || kh.len + 1 > Fid::MAX_LEN {
+    fid_of(kh.htype, &kh.bytes[..kh.len])
+}
+
+/// Our fid of a kernel handle: one byte of type, then the handle.
+fn fid_of(htype: i32, handle: &[u8]) -> Option<Fid> {
+    if !(0..=255).contains(&htype) || handle.len() + 1 > Fid::MAX_LEN {
         return None;
     }
     let mut b = [0u8; Fid::MAX_LEN];
-    b[0] = kh.htype as u8;
-    b[1..=kh.len].copy_from_slice(&kh.bytes[..kh.len]);
-    Fid::new(&b[..=kh.len])
+    b[0] = htype as u8;
+    b[1..=handle.len()].copy_from_slice(handle);
+    Fid::new(&b[..=handle.len()])
 }
 
 fn file_type(st: &libc::stat) -> FileType {
@@ -1161,6 +1187,9 @@ impl Backend for LocalFs {
         sink: &mut dyn DirSink,
     ) -> Result<DirEnd, FsError> {
         nowait::forbid()?;
+        if let Some(end) = self.readdir_kept(cred, dir, cookie, plus, sink)? {
+            return Ok(end);
+        }
         let mut stream = match self.dirs.take(dir, cookie) {
             Some(s) => s,
             None => {
@@ -1169,7 +1198,12 @@ impl Backend for LocalFs {
                     Some(libc::EINVAL) => FsError::BadCookie,
                     _ => io_err(e),
                 })?;
-                DirStream::new(fd)
+                let mut s = DirStream::new(fd);
+                // A pass from the start may be kept (see `listings`).
+                if cookie == 0 && self.changes.following() {
+                    s.recording = Some(self.listings.record(self.changes.sync()));
+                }
+                s
             }
         };
         // A kept stream's directory may have been removed since.
@@ -1177,6 +1211,8 @@ impl Backend for LocalFs {
         if dst.st_nlink == 0 {
             return Err(FsError::Stale);
         }
+        // Answers recorded on this page are current as of here.
+        let page_seq = stream.recording.as_ref().map(|_| self.changes.sync());
         let g = self.as_user(cred)?;
         // Checked on every page, kept stream or not.
         if !self.may(stream.fd(), libc::R_OK) {
@@ -1188,7 +1224,7 @@ impl Backend for LocalFs {
             if !stream.fill().map_err(io_err)? {
                 break true;
             }
-            let d = stream.current();
+            let (dfd, d, recording) = stream.current_recording();
             if !sink.room_for(d.name) {
                 break false;
             }
@@ -1200,10 +1236,11 @@ impl Backend for LocalFs {
             let plus = if plus {
                 // The name is NUL-terminated in the dirent: no copy needed.
                 let cname = d.name_nul.and_then(|n| CStr::from_bytes_with_nul(n).ok());
-                cname.and_then(|c| self.readdir_plus(stream.fd(), &dst, dir, c, d.ino))
+                cname.and_then(|c| self.readdir_plus(dfd, &dst, dir, c, d.ino))
             } else {
                 None
             };
+            let kept = recording.as_ref().map(|_| plus.clone());
             let item = DirItem {
                 name: d.name,
                 fileid,
@@ -1213,12 +1250,25 @@ impl Backend for LocalFs {
             if !sink.push(item) {
                 break false;
             }
+            if let (Some(r), Some(kept), Some(seq)) = (recording.as_mut(), kept, page_seq) {
+                if !r.push(d.name, d.ino, d.off, kept, seq) {
+                    *recording = None;
+                }
+            }
             last = d.off;
             stream.advance();
         };
         drop(g);
-        // The client comes back with the last cookie it got; at eof it won't.
-        if !eof {
+        if eof {
+            if let Some(r) = stream.recording.take() {
+                // Kept only if nothing in the directory changed during the pass.
+                self.changes.sync();
+                if self.changes.unchanged(dir, r.seq()) {
+                    self.listings.put(*dir, r, dst);
+                }
+            }
+        } else {
+            // The client comes back with the last cookie it got; at eof it won't.
             self.dirs.put(*dir, last, stream);
         }
         Ok(DirEnd {
@@ -1284,6 +1334,114 @@ impl LocalFs {
             }
         }
         Ok((n, offset + n as u64 >= size))
+    }
+
+    /// A page from the kept listing of `dir` (see `listings`); `None` when
+    /// there is none that is current, or the caller's permission to read
+    /// and search the directory is not known without asking the kernel:
+    /// then the directory is read.
+    fn readdir_kept(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        cookie: u64,
+        plus: bool,
+        sink: &mut dyn DirSink,
+    ) -> Result<Option<DirEnd>, FsError> {
+        if !self.changes.following() || !self.switch_creds {
+            return Ok(None);
+        }
+        let Some(kept) = self.listings.get(dir) else {
+            return Ok(None);
+        };
+        let seq = self.changes.sync();
+        let l = kept.read().unwrap();
+        if !self.changes.unchanged(dir, l.seq) {
+            drop(l);
+            self.listings.remove(dir, &kept);
+            return Ok(None);
+        }
+        let Some(start) = l.start_after(cookie) else {
+            return Ok(None);
+        };
+        // The directory is as it was at the end of the pass, so remembered
+        // permission decisions about it hold. Entries' handles and
+        // attributes stand for lookups, which need search permission only,
+        // so those not kept are fetched as root.
+        let mut dfd = None;
+        let allowed = match self.perms.get(dir, cred, &l.dst) {
+            Some(a) => a,
+            None => {
+                let (fd, st) = self.open_dir(dir)?;
+                let a = self.allowed(cred, dir, fd.as_fd(), &st, &[libc::R_OK, libc::X_OK])?;
+                dfd = Some(fd);
+                a
+            }
+        };
+        if !allowed.may(libc::R_OK) || (plus && !allowed.may(libc::X_OK)) {
+            // Read the directory, which answers as the caller would be.
+            return Ok(None);
+        }
+        let mut fetched = Vec::new();
+        let mut i = start;
+        let eof = loop {
+            if i == l.len() {
+                break true;
+            }
+            let (slot, name_nul) = (l.slot(i), l.name_nul(i));
+            let name = &name_nul[..name_nul.len() - 1];
+            if !sink.room_for(name) {
+                break false;
+            }
+            let fileid = match name {
+                b"." => l.dst.st_ino,
+                b".." if self.is_root(&l.dst) => l.dst.st_ino,
+                _ => slot.ino,
+            };
+            let answer = match (&slot.plus, name) {
+                _ if !plus => None,
+                (_, b".") => Some((*dir, to_attr(&l.dst))),
+                (Some((fid, attr)), _) if self.changes.unchanged(fid, slot.plus_seq) => {
+                    Some((*fid, attr.clone()))
+                }
+                _ => {
+                    if dfd.is_none() {
+                        dfd = Some(self.open_dir(dir)?.0);
+                    }
+                    let fd = dfd.as_ref().unwrap().as_fd();
+                    let c = CStr::from_bytes_with_nul(name_nul).ok();
+                    let a = c.and_then(|c| self.readdir_plus(fd, &l.dst, dir, c, slot.ino));
+                    if let Some(a) = &a {
+                        fetched.push((i, a.clone()));
+                    }
+                    a
+                }
+            };
+            let item = DirItem {
+                name,
+                fileid,
+                cookie: slot.cookie,
+                plus: answer,
+            };
+            if !sink.push(item) {
+                break false;
+            }
+            i += 1;
+        };
+        drop(l);
+        if !fetched.is_empty() {
+            let mut l = kept.write().unwrap();
+            for (i, a) in fetched {
+                let s = l.slot_mut(i);
+                s.plus = Some(a);
+                s.plus_seq = seq;
+            }
+        }
+        self.listings.served_one();
+        Ok(Some(DirEnd {
+            eof,
+            verifier: [0; 8],
+        }))
     }
 
     /// Fid and attributes of one readdir entry, as the caller; `None` if it

@@ -419,6 +419,70 @@ pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     .map(|n| n as usize)
 }
 
+/// fanotify_init for a notification-only group that reports file handles
+/// (FAN_REPORT_FID); non-blocking reads.
+pub fn fanotify_fid_group() -> io::Result<OwnedFd> {
+    let flags =
+        libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_FID;
+    // SAFETY: no pointer arguments.
+    let fd = cvt(unsafe { libc::fanotify_init(flags, libc::O_RDONLY as libc::c_uint) })?;
+    // SAFETY: the kernel just returned this new descriptor; we are its only owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// fanotify_mark(group, flags, mask, fd, NULL): marks the object of `fd`
+/// (or, with FAN_MARK_FILESYSTEM, its whole filesystem).
+pub fn fanotify_mark(
+    group: BorrowedFd<'_>,
+    flags: libc::c_uint,
+    mask: u64,
+    fd: BorrowedFd<'_>,
+) -> io::Result<()> {
+    // SAFETY: a NULL path means "the object of fd"; no other pointers.
+    cvt(unsafe {
+        libc::fanotify_mark(
+            group.as_raw_fd(),
+            flags,
+            mask,
+            fd.as_raw_fd(),
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// read(2) into `buf`; a non-blocking descriptor with nothing to read gives
+/// `Ok(0)`.
+pub fn read_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is valid for writes of buf.len() bytes.
+        let r = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Whether `fd` reports an exceptional condition (POLLPRI or POLLERR) now,
+/// without waiting; for `/proc/self/mountinfo` that means the mount table
+/// changed since the last call.
+pub fn poll_pri(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; zero timeout.
+    cvt(unsafe { libc::poll(&mut p, 1, 0) })?;
+    Ok(p.revents & (libc::POLLPRI | libc::POLLERR) != 0)
+}
+
 pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
     let mut st = MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: valid out-pointer.
@@ -510,8 +574,8 @@ pub fn pread_append(
     Ok(n)
 }
 
-/// An all-zero `stat`, for tests that make up attributes.
-#[cfg(test)]
+/// An all-zero `stat`: a placeholder, and for tests that make up
+/// attributes.
 pub fn zero_stat() -> libc::stat {
     // SAFETY: libc::stat is plain integers; all-zero is a valid value.
     unsafe { MaybeUninit::zeroed().assume_init() }

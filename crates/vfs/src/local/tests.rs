@@ -738,3 +738,132 @@ fn read_append_fills_only_what_it_read() {
         assert_eq!(&buf[..], b"head234589");
     }
 }
+
+/// Every entry of a READDIRPLUS listing of `dir`, checked against a fresh
+/// LOOKUP of its name (which asks the kernel): same handle, same attributes
+/// but for the access time.
+fn assert_listing_fresh(fs: &LocalFs, dir: &Fid) -> usize {
+    let p = fs.readdir(&root(), dir, 0, [0; 8], 100_000, true).unwrap();
+    assert!(p.eof);
+    let mut n = 0;
+    for e in &p.entries {
+        if e.name == b"." || e.name == b".." {
+            continue;
+        }
+        let name = String::from_utf8_lossy(&e.name);
+        let (fid, mut attr) = e
+            .plus
+            .clone()
+            .unwrap_or_else(|| panic!("{name}: no attributes"));
+        let (want_fid, want) = fs.lookup(&root(), dir, &e.name).unwrap();
+        attr.atime = want.atime;
+        assert_eq!(fid, want_fid, "{name}: handle");
+        assert_eq!(attr, want, "{name}: attributes");
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn listed_attributes_follow_every_change() {
+    let (d, fs) = setup();
+    if !fs.changes.following() {
+        eprintln!("skipped: listings are not kept here (needs root and fanotify)");
+        return;
+    }
+    let r = fs.root();
+    let p = |s: &str| d.path().join(s);
+    std::fs::create_dir(p("d")).unwrap();
+    std::fs::create_dir(p("other")).unwrap();
+    for n in ["a", "b", "c", "t"] {
+        std::fs::write(p(&format!("d/{n}")), n).unwrap();
+    }
+    std::fs::create_dir(p("d/sub")).unwrap();
+    let (dir, _) = fs.lookup(&root(), &r, b"d").unwrap();
+    assert_eq!(assert_listing_fresh(&fs, &dir), 5);
+    let served = fs.listings.served();
+    assert_eq!(assert_listing_fresh(&fs, &dir), 5);
+    assert_eq!(
+        fs.listings.served(),
+        served + 1,
+        "the second listing is served from memory"
+    );
+
+    // Each change, made locally or through the backend, shows at once.
+    type Change<'a> = Box<dyn Fn() + 'a>;
+    let changes: Vec<(&str, Change)> = vec![
+        (
+            "append",
+            Box::new(|| std::fs::write(p("d/a"), "longer").unwrap()),
+        ),
+        (
+            "chmod",
+            Box::new(|| {
+                std::fs::set_permissions(p("d/b"), std::fs::Permissions::from_mode(0o600)).unwrap()
+            }),
+        ),
+        (
+            "rename",
+            Box::new(|| std::fs::rename(p("d/c"), p("d/c2")).unwrap()),
+        ),
+        (
+            "entry in a subdirectory",
+            Box::new(|| std::fs::write(p("d/sub/x"), "x").unwrap()),
+        ),
+        (
+            "hard link elsewhere",
+            Box::new(|| std::fs::hard_link(p("d/a"), p("other/a")).unwrap()),
+        ),
+        (
+            "write through the other link",
+            Box::new(|| std::fs::write(p("other/a"), "through the other name").unwrap()),
+        ),
+        (
+            "truncate",
+            Box::new(|| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p("d/t"))
+                    .unwrap()
+                    .set_len(1)
+                    .unwrap()
+            }),
+        ),
+        (
+            "times",
+            Box::new(|| {
+                let f = std::fs::File::options().write(true).open(p("d/t")).unwrap();
+                f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+                    .unwrap()
+            }),
+        ),
+        (
+            "replace by a new file",
+            Box::new(|| {
+                std::fs::remove_file(p("d/b")).unwrap();
+                std::fs::write(p("d/b"), "new b").unwrap();
+            }),
+        ),
+        (
+            "rename over",
+            Box::new(|| {
+                std::fs::write(p("other/n"), "newer").unwrap();
+                std::fs::rename(p("other/n"), p("d/t")).unwrap();
+            }),
+        ),
+        (
+            "write through the backend",
+            Box::new(|| {
+                let (f, _) = fs.lookup(&root(), &dir, b"a").unwrap();
+                fs.write(&root(), &f, 100, b"x", Stable::Unstable).unwrap();
+            }),
+        ),
+    ];
+    for (what, change) in changes {
+        // Served from the cache first, so the change has something to undo.
+        assert_listing_fresh(&fs, &dir);
+        change();
+        eprintln!("after {what}");
+        assert_listing_fresh(&fs, &dir);
+    }
+}
