@@ -80,6 +80,58 @@ fn list_10000_entry_directory_completely() {
     assert_eq!(names.len(), 10_000, "every entry listed");
 }
 
+/// `nfs-ls` of `path`: name -> (mode, size) for each listed entry.
+fn ls(s: &TestServer, path: &str) -> std::collections::BTreeMap<String, (String, u64)> {
+    let out = libnfs("nfs-ls", &[&s.url(path)]);
+    assert!(
+        out.status.success(),
+        "nfs-ls: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.log_text()
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 6).then(|| (f[5].to_string(), (f[0].to_string(), f[4].parse().unwrap())))
+        })
+        .collect()
+}
+
+/// The server keeps a listing read in full in memory (when it may watch the
+/// filesystem with fanotify): later listings must still show every change
+/// made directly in the exported directory, at once.
+#[test]
+fn repeated_listings_show_local_changes_at_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = TestServer::start();
+    let dir = s.export.join("watched");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..3_000 {
+        std::fs::write(dir.join(format!("f{i:04}")), b"x").unwrap();
+    }
+    let first = ls(&s, "/watched");
+    assert_eq!(first.len(), 3_000);
+    assert_eq!(first["f0001"], ("-rw-r--r--".to_string(), 1));
+    assert_eq!(ls(&s, "/watched"), first, "the same listing again");
+
+    // Entries change, the directory does not.
+    std::fs::write(dir.join("f0001"), b"grown to 17 bytes").unwrap();
+    std::fs::set_permissions(dir.join("f0002"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let second = ls(&s, "/watched");
+    assert_eq!(second["f0001"].1, 17, "size after a local write");
+    assert_eq!(second["f0002"].0, "-rw-------", "mode after a local chmod");
+    assert_eq!(second["f0003"], first["f0003"]);
+
+    // The directory changes.
+    std::fs::remove_file(dir.join("f0003")).unwrap();
+    std::fs::write(dir.join("new"), b"abc").unwrap();
+    let third = ls(&s, "/watched");
+    assert!(!third.contains_key("f0003"), "a removed entry is gone");
+    assert_eq!(third["new"].1, 3, "a created entry is listed");
+    assert_eq!(third.len(), 3_000);
+}
+
 #[test]
 fn create_nested_read_and_errors_reach_the_client() {
     let s = TestServer::start();
