@@ -110,6 +110,17 @@ fn repeated_listings_show_local_changes_at_once() {
     for i in 0..3_000 {
         std::fs::write(dir.join(format!("f{i:04}")), b"x").unwrap();
     }
+    let cat = |name: &str| {
+        let out = libnfs("nfs-cat", &[&s.url(&format!("/watched/{name}"))]);
+        assert!(
+            out.status.success(),
+            "nfs-cat {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(cat("f0001"), "x");
+    assert_eq!(cat("f0001"), "x", "looked up again");
     let first = ls(&s, "/watched");
     assert_eq!(first.len(), 3_000);
     assert_eq!(first["f0001"], ("-rw-r--r--".to_string(), 1));
@@ -122,6 +133,19 @@ fn repeated_listings_show_local_changes_at_once() {
     assert_eq!(second["f0001"].1, 17, "size after a local write");
     assert_eq!(second["f0002"].0, "-rw-------", "mode after a local chmod");
     assert_eq!(second["f0003"], first["f0003"]);
+    assert_eq!(
+        cat("f0001"),
+        "grown to 17 bytes",
+        "looked up after a local write"
+    );
+    assert_eq!(cat("f0004"), "x");
+    std::fs::remove_file(dir.join("f0004")).unwrap();
+    std::fs::write(dir.join("f0004"), b"another file of that name").unwrap();
+    assert_eq!(
+        cat("f0004"),
+        "another file of that name",
+        "the name's new object"
+    );
 
     // The directory changes.
     std::fs::remove_file(dir.join("f0003")).unwrap();

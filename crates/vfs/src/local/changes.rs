@@ -121,7 +121,8 @@ impl Changes {
         let mounts = sys::open_path(c"/proc/self/mountinfo", libc::O_RDONLY)
             .map_err(|e| format!("opening /proc/self/mountinfo: {e}"))?;
         // Changes before now are not news.
-        sys::poll_pri(mounts.as_fd()).map_err(|e| format!("polling /proc/self/mountinfo: {e}"))?;
+        sys::poll_now([(mounts.as_fd(), libc::POLLPRI)])
+            .map_err(|e| format!("polling /proc/self/mountinfo: {e}"))?;
         let mut c = Changes::with_group(Some(group), true);
         c.mounts = Some(mounts);
         *c.reader.lock().unwrap() = vec![0; READ_BUF];
@@ -133,10 +134,35 @@ impl Changes {
     }
 
     /// Applies every event queued so far.
+    ///
+    /// One `poll` without the lock when nothing happened: the lock is then
+    /// only taken and released, which waits for a reader that dequeued
+    /// events before our poll and is still applying them. (A mount table
+    /// change is seen by one poll only; a sync in the microseconds before
+    /// that poller applies it may miss it.)
     pub fn sync(&self) -> Snapshot {
+        let (Some(group), Some(mounts)) = (&self.group, &self.mounts) else {
+            return Snapshot(self.seq.load(Ordering::Relaxed));
+        };
+        let ready = sys::poll_now([
+            (group.as_fd(), libc::POLLIN),
+            (mounts.as_fd(), libc::POLLPRI),
+        ]);
         let mut buf = self.reader.lock().unwrap();
-        if let Some(group) = &self.group {
-            self.read_queued(group.as_fd(), &mut buf);
+        match ready {
+            Ok([events, mount]) => {
+                if mount & (libc::POLLPRI | libc::POLLERR) != 0 {
+                    self.changed_all();
+                }
+                if events != 0 {
+                    self.read_queued(group.as_fd(), &mut buf);
+                }
+            }
+            Err(e) => {
+                tracing::warn!("polling fanotify: {e}; forgetting kept listings");
+                self.changed_all();
+                self.read_queued(group.as_fd(), &mut buf);
+            }
         }
         Snapshot(self.seq.load(Ordering::Relaxed))
     }
@@ -151,11 +177,6 @@ impl Changes {
 
     /// Reads the group until it is empty; called under `reader`.
     fn read_queued(&self, group: BorrowedFd<'_>, buf: &mut [u8]) {
-        if let Some(m) = &self.mounts {
-            if sys::poll_pri(m.as_fd()).unwrap_or(true) {
-                self.changed_all();
-            }
-        }
         loop {
             match sys::read_nonblocking(group, buf) {
                 Ok(0) => break,
@@ -186,6 +207,18 @@ impl Changes {
         let seq = self.seq.load(Ordering::Relaxed) + 1;
         self.seq.store(seq, Ordering::Relaxed);
         self.touched[seq_shard(fid)].store(seq, Ordering::Relaxed);
+    }
+
+    /// Follows changes that only tests report ([`Changes::changed_for_tests`]).
+    #[cfg(test)]
+    pub fn following_nothing_for_tests() -> Changes {
+        Changes::with_group(None, true)
+    }
+
+    #[cfg(test)]
+    pub fn changed_for_tests(&self, fid: &Fid) {
+        let _g = self.reader.lock().unwrap();
+        self.changed(fid);
     }
 
     fn changed_all(&self) {

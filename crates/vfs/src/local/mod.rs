@@ -109,6 +109,7 @@
 
 mod changes;
 mod dirs;
+mod known;
 mod listings;
 mod perm;
 mod sys;
@@ -174,6 +175,8 @@ pub struct LocalFs {
     changes: changes::Changes,
     /// Directory listings read in full, with their entries' attributes.
     listings: listings::Listings,
+    /// LOOKUP answers and directories' attributes.
+    known: known::Known,
 }
 
 impl std::fmt::Debug for LocalFs {
@@ -278,6 +281,7 @@ impl LocalFs {
         Ok(LocalFs {
             changes,
             listings: listings::Listings::new(listings::LISTED_ENTRIES),
+            known: known::Known::new(known::KNOWN_NAMES),
             root: root_fd,
             root_fid,
             root_ino: st.st_ino,
@@ -423,6 +427,68 @@ impl LocalFs {
         Ok((fid, attr))
     }
 
+    /// LOOKUP from kept answers (see `known`), fetching and keeping what is
+    /// missing; `None` when changes are not followed (or for `.` and `..`):
+    /// then the plain path answers.
+    #[allow(clippy::type_complexity)]
+    fn lookup_known(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+    ) -> Option<(Result<(Fid, Attr), FsError>, Option<Attr>)> {
+        if !self.changes.following() || !self.switch_creds || name == b".." || name == b"." {
+            return None;
+        }
+        let seq = self.changes.sync();
+        let (mut dfd, dst) = match self.known.get(&self.changes, dir, b"") {
+            Some((_, st)) => (None, st),
+            None => match self.open_dir(dir) {
+                Ok((fd, st)) => {
+                    self.known.put(dir, b"", *dir, st, seq);
+                    (Some(fd), st)
+                }
+                Err(e) => return Some((Err(e), None)),
+            },
+        };
+        let search = match self.perms.get(dir, cred, &dst) {
+            Some(a) => a,
+            None => {
+                let asked = (|| {
+                    let (fd, st) = self.open_dir(dir)?;
+                    let a = self.allowed(cred, dir, fd.as_fd(), &st, &[libc::X_OK])?;
+                    dfd = Some(fd);
+                    Ok(a)
+                })();
+                match asked {
+                    Ok(a) => a,
+                    Err(e) => return Some((Err(e), Some(to_attr(&dst)))),
+                }
+            }
+        };
+        let dir_attr = Some(to_attr(&dst));
+        if !search.may(libc::X_OK) {
+            return Some((Err(FsError::Acces), dir_attr));
+        }
+        if let Some((fid, st)) = self.known.get(&self.changes, dir, name) {
+            return Some((Ok((fid, to_attr(&st))), dir_attr));
+        }
+        let fetched = (|| {
+            let dfd = match dfd.take() {
+                Some(fd) => fd,
+                None => self.open_dir(dir)?.0,
+            };
+            let c = sys::cstr(name).map_err(io_err)?;
+            let fd = self.open_child(dfd.as_fd(), &c)?;
+            let (fid, st) = self.fid_stat(fd.as_fd())?;
+            // As in `lookup_in`: the client is about to use it.
+            self.paths.insert(fid, Arc::new(fd));
+            self.known.put(dir, name, fid, st, seq);
+            Ok((fid, to_attr(&st)))
+        })();
+        Some((fetched, dir_attr))
+    }
+
     /// ACCESS on an already opened object (see [`Backend::access`]).
     fn access_on(
         &self,
@@ -518,9 +584,13 @@ impl LocalFs {
     }
 
     fn fid_attr(&self, fd: BorrowedFd<'_>) -> Result<(Fid, Attr), FsError> {
+        self.fid_stat(fd).map(|(fid, st)| (fid, to_attr(&st)))
+    }
+
+    fn fid_stat(&self, fd: BorrowedFd<'_>) -> Result<(Fid, libc::stat), FsError> {
         let fid = self.fid_of(fd)?;
         let st = sys::fstat(fd).map_err(io_err)?;
-        Ok((fid, to_attr(&st)))
+        Ok((fid, st))
     }
 
     /// A cached read/write (or read-only) descriptor of a regular file.
@@ -832,6 +902,9 @@ impl Backend for LocalFs {
     ) -> (Result<(Fid, Attr), FsError>, Option<Attr>) {
         if let Err(e) = check_name(name) {
             return (Err(e), self.getattr(dir).ok());
+        }
+        if let Some(r) = self.lookup_known(cred, dir, name) {
+            return r;
         }
         match self.open_dir(dir) {
             Ok((dfd, dst)) => (

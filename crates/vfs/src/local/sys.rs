@@ -469,18 +469,17 @@ pub fn read_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize>
     }
 }
 
-/// Whether `fd` reports an exceptional condition (POLLPRI or POLLERR) now,
-/// without waiting; for `/proc/self/mountinfo` that means the mount table
-/// changed since the last call.
-pub fn poll_pri(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut p = libc::pollfd {
+/// poll(2) with a zero timeout: for each `(fd, events)`, the events it
+/// reports now.
+pub fn poll_now<const N: usize>(fds: [(BorrowedFd<'_>, i16); N]) -> io::Result<[i16; N]> {
+    let mut p = fds.map(|(fd, events)| libc::pollfd {
         fd: fd.as_raw_fd(),
-        events: libc::POLLPRI,
+        events,
         revents: 0,
-    };
-    // SAFETY: one valid pollfd; zero timeout.
-    cvt(unsafe { libc::poll(&mut p, 1, 0) })?;
-    Ok(p.revents & (libc::POLLPRI | libc::POLLERR) != 0)
+    });
+    // SAFETY: N valid pollfds; zero timeout.
+    cvt(unsafe { libc::poll(p.as_mut_ptr(), N as libc::nfds_t, 0) })?;
+    Ok(p.map(|p| p.revents))
 }
 
 pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
