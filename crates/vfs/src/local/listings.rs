@@ -101,8 +101,12 @@ impl Recording {
         plus: Option<(Fid, Attr)>,
         plus_seq: Snapshot,
     ) -> bool {
-        if self.budget.fetch_sub(1, Ordering::Relaxed) == 0 {
-            self.budget.fetch_add(1, Ordering::Relaxed);
+        let take = |b: usize| b.checked_sub(1);
+        if self
+            .budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, take)
+            .is_err()
+        {
             return false;
         }
         let l = &mut self.listing;
