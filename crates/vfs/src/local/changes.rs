@@ -228,14 +228,19 @@ impl Changes {
     }
 }
 
-/// FNV-1a of the fid: a few bytes, hashed on every kept answer used. A
-/// collision only costs a refetch, so it need not resist crafted input.
+/// A hash of the fid, computed on every kept answer used. A collision only
+/// costs a refetch, so it need not resist crafted input.
 fn seq_shard(fid: &Fid) -> usize {
+    fnv1a(fid.as_bytes().iter().copied()) as usize % SEQ_SHARDS
+}
+
+/// FNV-1a, folded: cheap for the few bytes of a fid and a name.
+pub fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in fid.as_bytes() {
+    for b in bytes {
         h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
     }
-    (h ^ (h >> 32)) as usize % SEQ_SHARDS
+    h ^ (h >> 32)
 }
 
 /// Opens the root with an inode mark for FAN_OPEN on it and checks that the

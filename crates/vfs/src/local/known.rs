@@ -73,14 +73,11 @@ impl Known {
     }
 }
 
-/// FNV-1a over the directory's fid and the name. Two keys that collide
-/// share a place (the later one wins), never an answer: entries keep both.
+/// A hash of the directory's fid and the name. Two keys that collide share
+/// a place (the later one wins), never an answer: entries keep both.
 fn key(dir: &Fid, name: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in dir.as_bytes().iter().chain([0xff].iter()).chain(name) {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^ (h >> 29)
+    let sep = [0xff];
+    super::changes::fnv1a(dir.as_bytes().iter().chain(&sep).chain(name).copied())
 }
 
 #[cfg(test)]
