@@ -145,13 +145,24 @@ impl TestServer {
     /// SIGTERM, then wait (the server answers calls in flight and syncs).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // A wrapper (unshare) runs the server as its child, and neither
+            // passes SIGTERM on nor reliably takes the server down with it:
+            // the kernel clears a parent-death signal when the server
+            // changes its fs credentials. So signal every process by PID.
+            let tree = descendants(c.id());
+            for &p in tree.iter().rev() {
+                send_signal(p, "TERM");
+            }
             send_signal(c.id(), "TERM");
             let t = Instant::now();
             while t.elapsed() < Duration::from_secs(20) {
-                if c.try_wait().unwrap().is_some() {
+                if c.try_wait().unwrap().is_some() && !tree.iter().any(|&p| running(p)) {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(20));
+            }
+            for &p in &tree {
+                send_signal(p, "KILL");
             }
             let _ = c.kill();
             let _ = c.wait();
@@ -161,6 +172,9 @@ impl TestServer {
     /// SIGKILL: a crash.
     pub fn crash(&mut self) {
         if let Some(mut c) = self.child.take() {
+            for p in descendants(c.id()) {
+                send_signal(p, "KILL");
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -172,6 +186,34 @@ impl TestServer {
             .as_mut()
             .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
+}
+
+/// `pid`'s descendants, parents before their children.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for k in kids.split_whitespace().filter_map(|k| k.parse().ok()) {
+                out.push(k);
+                next.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `pid` exists and is not a zombie.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
 }
 
 fn send_signal(pid: u32, sig: &str) {
