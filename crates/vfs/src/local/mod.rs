@@ -101,7 +101,9 @@
 //! in memory with its entries' handles and attributes, and answers later
 //! pages without syscalls while fanotify ([`changes`]) reports nothing about
 //! the directory since the pass began; an entry's handle and attributes are
-//! fetched again once that object has an event.
+//! fetched again once that object has an event. LOOKUP answers, and the
+//! attributes of the directories looked up in, are kept the same way
+//! ([`known`]).
 //!
 //! # Exclusive create
 //! `O_CREAT|O_EXCL`, then the verifier goes into mtime (first 4 bytes) and
