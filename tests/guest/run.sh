@@ -12,6 +12,8 @@
 #   TARN_LOG_LEVEL=info,server::nlm=debug  TARN_EXTRA_ARGS=""  more `tarn serve` options
 #                         (--state-dir <case dir>/state is added when the binary supports it)
 #   TARN_GRACE=5          tarn serve --grace (restart-lock waits it out)
+#   GUEST_FULL=1          run every case at full size (scripts/test.sh --full); default: the CI
+#                         set (cases marked `ci`, with the smaller CI_KNOBS workload, see below)
 #   CASES_MATCH=<regex>   only run cases whose name matches (others: SKIP ... filtered out)
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
 #   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
@@ -26,7 +28,12 @@ TARN_BIN=${TARN_BIN:-$REPO/target/release/tarn}
 CASE_TIMEOUT=${CASE_TIMEOUT:-1200}
 TARN_ADDR=10.77.0.1 TARN_PORT=2049
 
-# ---- cases: one line each:  on|off | server | NFS version | sec flavour | extra steps | reason ------
+# ---- cases: one line each:  ci|full|off | server | NFS version | sec flavour | extra steps | reason ---
+# ci: runs in the test command (CI) and in the full run; full: only with GUEST_FULL=1
+# (scripts/test.sh --full); off: never (the reason says why).  The CI set keeps one boot of the
+# kernel client per NFSv3, 4.1, 4.2 and krb5p with the locking steps, inside CI's time budget on a
+# 2-core machine that may be several times slower at emulation than a quiet one; the full matrix
+# (knfsd as a reference, NFSv4.0, every krb5 flavor) and the full-size workload run with --full.
 # extra steps (Tarn cases only, comma-separated): mixed = `mixed-locks` (the same export mounted a
 # second time with the other protocol, an NFSv3/NLM lock against an NFSv4.1 LOCK); restart =
 # `restart-lock` (Tarn is SIGKILLed and restarted while the guest holds an fcntl lock; the kernel
@@ -37,18 +44,18 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # below in README.md), and a shorter step timeout so that a stalled large write (seen with this
 # client against NFS-Ganesha at krb5i/krb5p) fails its step instead of eating the CI budget.
 CASES='
-on  | knfsd | 3   | sys   |               |
-on  | knfsd | 4.1 | sys   |               |
-on  | tarn  | 3   | sys   | mixed,restart |
-on  | tarn  | 4.0 | sys   | mixed,restart |
-on  | tarn  | 4.1 | sys   | mixed,restart |
-on  | tarn  | 4.2 | sys   | mixed,restart |
-on  | tarn  | 3   | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
-on  | tarn  | 3   | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
-on  | tarn  | 3   | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
-on  | tarn  | 4.1 | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
-on  | tarn  | 4.1 | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
-on  | tarn  | 4.1 | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+full | knfsd | 3   | sys   |               | reference server, not Tarn: full run only
+full | knfsd | 4.1 | sys   |               | reference server, not Tarn: full run only
+ci   | tarn  | 3   | sys   | mixed,restart |
+full | tarn  | 4.0 | sys   | mixed,restart |
+ci   | tarn  | 4.1 | sys   | mixed,restart |
+ci   | tarn  | 4.2 | sys   |               | CI: common workload only (4.1 has the locking steps)
+full | tarn  | 3   | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+full | tarn  | 3   | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+full | tarn  | 3   | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+full | tarn  | 4.1 | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+full | tarn  | 4.1 | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+ci   | tarn  | 4.1 | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
@@ -59,6 +66,15 @@ on  | tarn  | 4.1 | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks
 #          mounted WITHOUT nolock, locks go through NLM to Tarn.  Tarn runs with --grace $TARN_GRACE.
 KRB5_KNOBS=TREE_N=2000,STEP_TIMEOUT=300     # the krb5 cases' workload knobs (see above)
 CASES=${CASES//KRB5_KNOBS/$KRB5_KNOBS}
+# The CI set's workload: a tenth of the tree and a quarter of the big file.  The knobs are exported
+# (so they also cap a case's own knobs); a variable already set in the caller's environment wins.  Each step still crosses the paths it tests (many
+# directories, files larger than rsize/wsize, fio with verification); the full-size numbers are
+# the full run's.
+GUEST_FULL=${GUEST_FULL:-0}
+CI_KNOBS=${CI_KNOBS:-TREE_N=1000 BIG_MB=64 FIO_MB=16 FIO_RUNTIME=5 STEP_TIMEOUT=300}
+if [ "$GUEST_FULL" != 1 ]; then
+  for w in $CI_KNOBS; do v=${w%%=*}; [ -z "${!v:-}" ] && export "$w"; done
+fi
 #   krb5 cases: as tarn, plus a KDC in the namespace; the guest mounts tarn-server.lab:/ (see krb5.sh).
 TARN_MOUNT_OPTS="proto=tcp,port=$TARN_PORT,mountport=$TARN_PORT,mountproto=tcp"
 TARN_MOUNT_OPTS4="proto=tcp,port=$TARN_PORT"
@@ -294,7 +310,9 @@ while IFS='|' read -r on server vers sec extras reason; do
   extras=$(echo $extras); reason=$(echo $reason)
   [ -n "$on" ] || continue
   name="$server v$vers"; [ "$sec" != sys ] && name="$name $sec"
-  if [ "$on" != on ]; then SKIPS+=("SKIP $name: $reason"); echo "SKIP $name: $reason"; continue; fi
+  if [ "$on" = off ]; then SKIPS+=("SKIP $name: $reason"); echo "SKIP $name: $reason"; continue; fi
+  if [ "$on" = full ] && [ "$GUEST_FULL" != 1 ]; then
+    SKIPS+=("SKIP $name: full run only (scripts/test.sh --full)"); echo "${SKIPS[-1]}"; continue; fi
   if [ -n "${CASES_MATCH:-}" ] && ! [[ $name =~ $CASES_MATCH ]]; then
     SKIPS+=("SKIP $name: filtered out by CASES_MATCH=$CASES_MATCH"); echo "${SKIPS[-1]}"; continue; fi
   if [ "$server" = tarn ] && [ ! -x "$TARN_BIN" ]; then
