@@ -62,6 +62,12 @@ impl Assembler {
             self.partial.extend_from_slice(&frag);
         }
     }
+
+    /// Whether part of a record has arrived (in `buf` or in earlier
+    /// fragments) and the rest is awaited.
+    pub fn mid_record(&self, buf: &[u8]) -> bool {
+        !buf.is_empty() || !self.partial.is_empty()
+    }
 }
 
 /// Reserves the record mark at the start of a reply buffer.
@@ -100,6 +106,25 @@ mod tests {
         assert_eq!(&a.next(&mut buf).unwrap().unwrap()[..], b"abcde");
         assert_eq!(&a.next(&mut buf).unwrap().unwrap()[..], b"x");
         assert_eq!(a.next(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn mid_record_between_fragments_and_inside_one() {
+        let mut a = Assembler::new(100);
+        let mut buf = BytesMut::new();
+        assert!(!a.mid_record(&buf));
+        // A whole first fragment taken in: the record is still open.
+        buf.extend_from_slice(&frag(b"abc", false));
+        assert_eq!(a.next(&mut buf).unwrap(), None);
+        assert!(buf.is_empty() && a.mid_record(&buf));
+        // Half of the last fragment.
+        let last = frag(b"defg", true);
+        buf.extend_from_slice(&last[..6]);
+        assert_eq!(a.next(&mut buf).unwrap(), None);
+        assert!(a.mid_record(&buf));
+        buf.extend_from_slice(&last[6..]);
+        assert_eq!(&a.next(&mut buf).unwrap().unwrap()[..], b"abcdefg");
+        assert!(!a.mid_record(&buf));
     }
 
     #[test]

@@ -187,7 +187,19 @@ pub async fn serve_connection<S: Service>(
                         }
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    if asm.mid_record(&buf) {
+                        // A client that writes one record in several segments
+                        // without TCP_NODELAY (pynfs sends 2 KiB fragments)
+                        // holds the rest back until this part is ACKed, and
+                        // the kernel would delay that ACK by up to 40 ms:
+                        // ask for it now. The flag does not stick, so it is
+                        // set at each partial read; whole-record clients
+                        // never pay the syscall.
+                        let _ = socket2::SockRef::from(rd.as_ref()).set_tcp_quickack(true);
+                    }
+                    break;
+                }
                 Err(e) => {
                     server
                         .metrics
