@@ -33,7 +33,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve DIR (default ./export, created if missing) over NFSv3 with MOUNT on one port.
+    /// Serve DIR (default ./export, created if missing) on one port: NFSv3 with MOUNT, NLM and NSM, and NFSv4.0/4.1/4.2.
     Serve {
         /// The directory to export when no --config is given.
         dir: Option<PathBuf>,
