@@ -650,11 +650,10 @@ fn load_ids(path: &Path) -> Result<ExportIds, String> {
     }
 }
 
-/// Writes the map whole, then renames it into place: a crash leaves the old one.
+/// Replaces the map whole and durably: a crash leaves the old one or the
+/// new one, and clients' handles depend on it.
 fn save_ids(path: &Path, ids: &ExportIds) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, ids.render())
-        .and_then(|()| std::fs::rename(&tmp, path))
+    vfs::durable::replace(path, ids.render().as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
