@@ -5,6 +5,7 @@ mod bench;
 mod config;
 mod keytab;
 mod rpcbind;
+mod statelock;
 
 use clap::{Parser, Subcommand};
 
@@ -435,6 +436,9 @@ fn serve(
         };
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
+    // Before anything in the directory is read or written.
+    let state_lock = statelock::acquire(&state_dir)?;
+    info!(lock = %state_lock.path.display(), "state directory is this server's");
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
