@@ -2,7 +2,7 @@
 # Side-by-side benchmark of Tarn against NFS-Ganesha (Debian's nfs-ganesha +
 # nfs-ganesha-vfs) on loopback, same machine, same run (issue 7).
 #
-#   sudo ./scripts/compare-ganesha.sh [--quick] [tarn bench options...]
+#   ./scripts/compare-ganesha.sh [--quick] [tarn bench options...]
 #
 # Installs Ganesha if missing, builds target/release/tarn if missing, then in a
 # private network + mount namespace (its own lo with 127.0.0.2 added, which
@@ -21,11 +21,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TARN_BIN:-$PWD/target/release/tarn}
+[ "$(id -u)" = 0 ] || exec sudo -E "$0" "$@"
 
 if [ "${1:-}" != "--inner" ]; then
   quick=0
   if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
-  [ "$(id -u)" = 0 ] || { echo "compare-ganesha: run as root" >&2; exit 1; }
   need=()
   pkgs=(nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux e2fsprogs)
   [ "${KRB5P:-1}" = 0 ] || pkgs+=(krb5-kdc krb5-admin-server krb5-user)

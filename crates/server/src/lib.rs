@@ -9,6 +9,7 @@ pub mod mount;
 pub mod nfs3;
 pub mod nfs4;
 pub mod nlm;
+pub mod nss;
 pub mod pool;
 pub mod principal;
 pub mod service;

@@ -48,6 +48,17 @@ impl Mount {
                     .map_err(|_| CallError::GarbageArgs)?
                     .0;
                 let shown = String::from_utf8_lossy(&path).into_owned();
+                if path.is_empty() && ctx.client.log_allowed() {
+                    // Answered as "/", like knfsd's mountd. libnfs sends it for
+                    // nfs://HOST/FILE (its export is the URL path before the
+                    // last '/') and then gives up on its own with "mount_cb:
+                    // (null)" unless auto-traverse-mounts=0: say what works.
+                    info!(
+                        peer = %ctx.peer,
+                        "MNT of an empty path, answered as \"/\"; libnfs cannot use an empty export: \
+                         use nfs://HOST//FILE or nfs://HOST/EXPORT-DIRECTORY/FILE"
+                    );
+                }
                 let snap = nfs.live.load_full();
                 let found = snap
                     .exports

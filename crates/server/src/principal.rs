@@ -7,8 +7,9 @@
 //! 3. machine principals (`nfs/host@REALM`, `host/...`, `root/...`) map to
 //!    `machine` (uid 0 by default, then squashed per export like any root;
 //!    Linux nfsd maps them to nobody instead — `machine_principals`);
-//! 4. `user@REALM` is the local user of that name (passwd and group files);
-//!    anything else is anonymous.
+//! 4. `user@REALM` is the local user of that name, as the system's name
+//!    service knows it (files, LDAP, SSSD: [`crate::nss`]), with the groups
+//!    getgrouplist(3) gives; anything else is anonymous.
 
 use rpc::gss::Ids;
 use std::collections::HashMap;
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// What a statically mapped principal becomes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MapTo {
-    /// A local user, looked up in passwd/group when a context is made.
+    /// A local user, looked up when a context is made.
     User(String),
     Ids(Ids),
     Anonymous,
@@ -55,8 +56,9 @@ impl MapTo {
 
 #[derive(Debug, Clone)]
 pub struct PrincipalMap {
-    pub passwd: PathBuf,
-    pub group: PathBuf,
+    /// passwd(5) and group(5) files to read users from instead of the name
+    /// service (tests).
+    pub files: Option<(PathBuf, PathBuf)>,
     /// What machine principals map to (default root, squashed per export;
     /// Linux nfsd maps them to nobody instead: set None for that).
     pub machine: Option<Ids>,
@@ -69,8 +71,7 @@ pub struct PrincipalMap {
 impl Default for PrincipalMap {
     fn default() -> Self {
         PrincipalMap {
-            passwd: "/etc/passwd".into(),
-            group: "/etc/group".into(),
+            files: None,
             machine: Some(Ids {
                 uid: 0,
                 gid: 0,
@@ -105,8 +106,11 @@ impl PrincipalMap {
     }
 
     fn user(&self, name: &str) -> Option<Ids> {
-        let passwd = std::fs::read_to_string(&self.passwd).ok()?;
-        let group = std::fs::read_to_string(&self.group).unwrap_or_default();
+        let Some((passwd, group)) = &self.files else {
+            return system_user(crate::nss::Nss::system(), name);
+        };
+        let passwd = std::fs::read_to_string(passwd).ok()?;
+        let group = std::fs::read_to_string(group).unwrap_or_default();
         lookup(&passwd, &group, name)
     }
 }
@@ -136,6 +140,23 @@ fn default_realm_in(text: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The user `name` from the name service, with its other groups (at most
+/// 16, as AUTH_SYS carries).
+pub fn system_user(nss: &crate::nss::Nss, name: &str) -> Option<Ids> {
+    let u = nss.user_by_name(name)?;
+    let gids = nss
+        .groups_of(&u.name, u.gid)
+        .into_iter()
+        .filter(|&g| g != u.gid)
+        .take(16)
+        .collect();
+    Some(Ids {
+        uid: u.uid,
+        gid: u.gid,
+        gids,
+    })
 }
 
 /// The user `name` in passwd(5) text, with the groups that list it in group(5) text.
@@ -176,6 +197,10 @@ mod tests {
         assert_eq!(m.map("nfs/client.example@EXAMPLE").unwrap().uid, 0);
         assert_eq!(m.map("HTTP/web@EXAMPLE"), None);
         assert_eq!(m.map("root@EXAMPLE").map(|i| i.uid), Some(0));
+        // From the name service: root and nobody exist on every system.
+        let nobody = crate::nss::Nss::system().user_by_name("nobody").unwrap();
+        assert_eq!(m.map("nobody@EXAMPLE").map(|i| i.uid), Some(nobody.uid));
+        assert_eq!(m.map("no-such-user-tarn-test@EXAMPLE"), None);
     }
 
     #[test]
@@ -189,8 +214,7 @@ mod tests {
         .unwrap();
         std::fs::write(&gr, "users:x:100:\n").unwrap();
         let mut m = PrincipalMap {
-            passwd: pw,
-            group: gr,
+            files: Some((pw, gr)),
             machine: None,
             local_realms: vec!["EXAMPLE.COM".into()],
             ..Default::default()

@@ -5,6 +5,7 @@ mod bench;
 mod config;
 mod keytab;
 mod rpcbind;
+mod statelock;
 
 use clap::{Parser, Subcommand};
 
@@ -33,7 +34,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve DIR (default ./export, created if missing) over NFSv3 with MOUNT on one port.
+    /// Serve DIR (default ./export, created if missing) on one port: NFSv3 with MOUNT, NLM and NSM, and NFSv4.0/4.1/4.2.
     Serve {
         /// The directory to export when no --config is given.
         dir: Option<PathBuf>,
@@ -435,6 +436,9 @@ fn serve(
         };
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
+    // Before anything in the directory is read or written.
+    let state_lock = statelock::acquire(&state_dir)?;
+    info!(lock = %state_lock.path.display(), "state directory is this server's");
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
@@ -650,11 +654,10 @@ fn load_ids(path: &Path) -> Result<ExportIds, String> {
     }
 }
 
-/// Writes the map whole, then renames it into place: a crash leaves the old one.
+/// Replaces the map whole and durably: a crash leaves the old one or the
+/// new one, and clients' handles depend on it.
 fn save_ids(path: &Path, ids: &ExportIds) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, ids.render())
-        .and_then(|()| std::fs::rename(&tmp, path))
+    vfs::durable::replace(path, ids.render().as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

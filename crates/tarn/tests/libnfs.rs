@@ -202,3 +202,78 @@ fn create_nested_read_and_errors_reach_the_client() {
         "nfs-cat of a 0600 root file said: {err}"
     );
 }
+
+/// libnfs splits nfs://SERVER/PATH at its last '/': what comes before is the
+/// export it MNTs, the rest the file. With one slash and a bare name the
+/// export is empty, which libnfs (4.0 to 6.x, nfs3_mount_3_cb) refuses by
+/// itself after a successful MNT unless auto-traverse-mounts=0; the forms
+/// that name the export work: the exported directory (as with knfsd), or
+/// "/" (nfs://HOST//FILE, what `TestServer::url` makes).
+#[test]
+fn one_slash_urls_name_the_export() {
+    let s = TestServer::start();
+    let p = s.port();
+    let opts = format!("nfsport={p}&mountport={p}&uid=1000&gid=1000");
+    let dir = s.export.canonicalize().unwrap();
+    let dir = dir.to_str().unwrap();
+    let src = s.state.join("one.txt");
+    std::fs::write(&src, b"one slash\n").unwrap();
+
+    let url = format!("nfs://127.0.0.1{dir}/one.txt?{opts}");
+    let out = libnfs("nfs-cp", &[src.to_str().unwrap(), &url]);
+    assert!(
+        out.status.success(),
+        "nfs-cp to {url}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.log_text()
+    );
+    assert_eq!(
+        std::fs::read(s.export.join("one.txt")).unwrap(),
+        b"one slash\n"
+    );
+    let out = libnfs("nfs-cat", &[&url]);
+    assert_eq!(out.stdout, b"one slash\n", "nfs-cat {url}");
+    let listing = libnfs("nfs-ls", &[&format!("nfs://127.0.0.1{dir}?{opts}")]);
+    assert!(
+        String::from_utf8_lossy(&listing.stdout).contains("one.txt"),
+        "nfs-ls of the export directory: {}{}",
+        String::from_utf8_lossy(&listing.stdout),
+        String::from_utf8_lossy(&listing.stderr)
+    );
+    let listing = libnfs("nfs-ls", &[&format!("nfs://127.0.0.1/?{opts}")]);
+    assert!(
+        String::from_utf8_lossy(&listing.stdout).contains("one.txt"),
+        "nfs-ls nfs://127.0.0.1/: {}{}",
+        String::from_utf8_lossy(&listing.stdout),
+        String::from_utf8_lossy(&listing.stderr)
+    );
+
+    // A bare name: MNT "" is answered as the root (knfsd's mountd does the
+    // same), which libnfs uses when told not to walk the export list.
+    let bare = format!("nfs://127.0.0.1/two.txt?{opts}&auto-traverse-mounts=0");
+    let out = libnfs("nfs-cp", &[src.to_str().unwrap(), &bare]);
+    assert!(
+        out.status.success(),
+        "nfs-cp to {bare}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(s.export.join("two.txt")).unwrap(),
+        b"one slash\n"
+    );
+    // Without that option libnfs gives up with "mount_cb: (null)"; the
+    // server's log says which URLs work.
+    let plain = format!("nfs://127.0.0.1/three.txt?{opts}");
+    let _ = libnfs("nfs-cp", &[src.to_str().unwrap(), &plain]);
+    let t = std::time::Instant::now();
+    while !s.log_text().contains("libnfs cannot use an empty export")
+        && t.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        s.log_text().contains("nfs://HOST//FILE"),
+        "the log explains an empty MNT path: {}",
+        s.log_text()
+    );
+}

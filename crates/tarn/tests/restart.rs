@@ -125,3 +125,61 @@ fn sigterm_answers_and_stops_cleanly() {
     );
     assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"unstable data");
 }
+
+#[test]
+fn a_second_server_on_the_same_state_directory_refuses_to_start() {
+    let mut s = TestServer::start();
+    let first_pid = s.child.as_ref().unwrap().id();
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args([
+            "serve",
+            s.export.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--state-dir",
+            s.state.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = second.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second server is still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = second.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success(), "second server exited 0; stderr: {err}");
+    assert!(
+        err.contains(&s.state.display().to_string()) && err.contains(&format!("PID {first_pid}")),
+        "the refusal names the directory and the holder: {err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "it must not announce itself"
+    );
+    // The first still serves, and still owns its admin socket.
+    assert!(s.alive());
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    mnt_root(&mut c);
+    assert!(s.admin_socket().exists());
+    let stats = tarn(&[
+        "stats",
+        "--socket",
+        s.admin_socket().to_str().unwrap(),
+        "--count",
+        "1",
+        "--interval",
+        "0.1",
+    ]);
+    assert!(!stats.is_empty());
+    s.stop();
+}

@@ -14,8 +14,7 @@
 //! export) may come back.
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Read};
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
@@ -110,18 +109,10 @@ impl HandleKey {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let mut k = [0u8; Self::KEY_LEN];
                 rand::Rng::fill(&mut rand::rngs::OsRng, &mut k[..]);
-                // create_new: if another process raced us, use its key instead.
-                match fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(path)
-                {
-                    Ok(mut f) => {
-                        f.write_all(&k)?;
-                        f.sync_all()?;
-                        Ok(Self::from_bytes(&k))
-                    }
+                // Never replaces a key: if another process raced us, use its
+                // key instead. Durable, and never seen half-written.
+                match crate::durable::create_new(path, &k, 0o600) {
+                    Ok(()) => Ok(Self::from_bytes(&k)),
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                         Self::read_key(&mut fs::File::open(path)?, path)
                     }

@@ -73,6 +73,7 @@
 
 use std::fmt;
 
+pub mod durable;
 pub mod handle;
 pub mod local;
 pub mod memory;

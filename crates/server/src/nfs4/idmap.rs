@@ -5,10 +5,9 @@
 //! default, so numbers always work in both directions; names are only sent
 //! when the export asks for them and only for ids that have an entry.
 //!
-//! The crate has no `unsafe`, so instead of `getpwuid_r` and friends the
-//! tables are read from `/etc/passwd` and `/etc/group` once, when the map is
-//! built. Lookups are then lock-free HashMap hits; a server that wants to see
-//! new accounts builds a new `IdMap` (for example on an export reload).
+//! Names come from the system's name service ([`crate::nss`]: files, LDAP,
+//! SSSD), cached with a TTL, so directory users map like local ones and new
+//! accounts are seen without a restart. Tests give fixed tables instead.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -55,21 +54,43 @@ impl Table {
     }
 }
 
+/// Where names come from.
+enum Accounts {
+    System(&'static crate::nss::Nss),
+    Tables { users: Table, groups: Table },
+}
+
 /// Maps uids/gids to NFSv4 owner strings and back for one server.
-#[derive(Debug)]
 pub struct IdMap {
     domain: String,
     use_names: bool,
-    users: Table,
-    groups: Table,
+    accounts: Accounts,
+}
+
+impl std::fmt::Debug for IdMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdMap")
+            .field("domain", &self.domain)
+            .field("use_names", &self.use_names)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    User,
+    Group,
 }
 
 impl IdMap {
-    /// Reads `/etc/passwd` and `/etc/group` now; a missing or unreadable
-    /// file just means every id is sent and accepted as a number.
+    /// Names from the system's name service; an id or a name it does not
+    /// know is sent and accepted as a number.
     pub fn new(domain: &str, use_names: bool) -> IdMap {
-        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-        IdMap::from_tables(domain, use_names, &read("/etc/passwd"), &read("/etc/group"))
+        IdMap {
+            domain: domain.to_string(),
+            use_names,
+            accounts: Accounts::System(crate::nss::Nss::system()),
+        }
     }
 
     /// Builds the map from passwd- and group-format text (for tests, and for
@@ -78,8 +99,10 @@ impl IdMap {
         IdMap {
             domain: domain.to_string(),
             use_names,
-            users: Table::parse(passwd, domain),
-            groups: Table::parse(group, domain),
+            accounts: Accounts::Tables {
+                users: Table::parse(passwd, domain),
+                groups: Table::parse(group, domain),
+            },
         }
     }
 
@@ -89,51 +112,75 @@ impl IdMap {
 
     /// "name@domain" if names are in use and the uid has an entry, else "1000".
     pub fn owner(&self, uid: u32) -> Bytes {
-        self.string(&self.users, uid)
+        self.string(Kind::User, uid)
     }
 
     pub fn group(&self, gid: u32) -> Bytes {
-        self.string(&self.groups, gid)
+        self.string(Kind::Group, gid)
     }
 
     /// The owner string for `uid`, as XDR (length, bytes, padding), written
     /// straight into `out` without a temporary.
     pub fn pack_owner(&self, uid: u32, out: &mut BytesMut) {
-        self.pack(&self.users, uid, out)
+        self.pack(Kind::User, uid, out)
     }
 
     pub fn pack_group(&self, gid: u32, out: &mut BytesMut) {
-        self.pack(&self.groups, gid, out)
+        self.pack(Kind::Group, gid, out)
     }
 
     /// Accepts "1000", "name@domain" (domain compared case-insensitively) and
     /// a bare "name"; anything else is NFS4ERR_BADOWNER.
     pub fn uid(&self, s: &[u8]) -> Result<u32, Nfsstat4> {
-        self.id(&self.users, s)
+        self.id(Kind::User, s)
     }
 
     pub fn gid(&self, s: &[u8]) -> Result<u32, Nfsstat4> {
-        self.id(&self.groups, s)
+        self.id(Kind::Group, s)
     }
 
-    fn named<'a>(&self, t: &'a Table, id: u32) -> Option<&'a Bytes> {
-        if self.use_names {
-            t.by_id.get(&id)
-        } else {
-            None
+    /// "name@domain" for `id`, if names are in use and it has one.
+    fn named(&self, kind: Kind, id: u32) -> Option<Bytes> {
+        if !self.use_names {
+            return None;
+        }
+        match (&self.accounts, kind) {
+            (Accounts::Tables { users, .. }, Kind::User) => users.by_id.get(&id).cloned(),
+            (Accounts::Tables { groups, .. }, Kind::Group) => groups.by_id.get(&id).cloned(),
+            (Accounts::System(nss), Kind::User) => nss
+                .user_by_uid(id)
+                .map(|u| Bytes::from(format!("{}@{}", u.name, self.domain))),
+            (Accounts::System(nss), Kind::Group) => nss
+                .group_by_gid(id)
+                .map(|g| Bytes::from(format!("{}@{}", g.name, self.domain))),
         }
     }
 
-    fn string(&self, t: &Table, id: u32) -> Bytes {
-        match self.named(t, id) {
-            Some(b) => b.clone(),
+    /// The id named `name` (without the domain).
+    fn by_name(&self, kind: Kind, name: &[u8]) -> Option<u32> {
+        match (&self.accounts, kind) {
+            (Accounts::Tables { users, .. }, Kind::User) => users.by_name.get(name).copied(),
+            (Accounts::Tables { groups, .. }, Kind::Group) => groups.by_name.get(name).copied(),
+            (Accounts::System(nss), kind) => {
+                let name = std::str::from_utf8(name).ok()?;
+                match kind {
+                    Kind::User => nss.user_by_name(name).map(|u| u.uid),
+                    Kind::Group => nss.group_by_name(name).map(|g| g.gid),
+                }
+            }
+        }
+    }
+
+    fn string(&self, kind: Kind, id: u32) -> Bytes {
+        match self.named(kind, id) {
+            Some(b) => b,
             None => Bytes::from(id.to_string()),
         }
     }
 
-    fn pack(&self, t: &Table, id: u32, out: &mut BytesMut) {
-        match self.named(t, id) {
-            Some(b) => xdr::pack_opaque(b, out),
+    fn pack(&self, kind: Kind, id: u32, out: &mut BytesMut) {
+        match self.named(kind, id) {
+            Some(b) => xdr::pack_opaque(&b, out),
             None => {
                 // A u32 has at most 10 digits: format on the stack.
                 let mut buf = [0u8; 10];
@@ -145,7 +192,7 @@ impl IdMap {
         }
     }
 
-    fn id(&self, t: &Table, s: &[u8]) -> Result<u32, Nfsstat4> {
+    fn id(&self, kind: Kind, s: &[u8]) -> Result<u32, Nfsstat4> {
         if let Some(id) = numeric(s) {
             return Ok(id);
         }
@@ -158,7 +205,7 @@ impl IdMap {
             }
             None => s,
         };
-        if let Some(&id) = t.by_name.get(name) {
+        if let Some(id) = self.by_name(kind, name) {
             return Ok(id);
         }
         // "1000@domain" is what some idmappers send for an id without a name.
@@ -241,6 +288,20 @@ weird:x:notanumber:0::/:/bin/sh
             assert_eq!(m.gid(b"staff"), Ok(50));
             assert_eq!(m.gid(b"50"), Ok(50));
         }
+    }
+
+    #[test]
+    fn system_accounts_come_from_the_name_service() {
+        let m = IdMap::new("example.com", true);
+        assert_eq!(&m.owner(0)[..], b"root@example.com");
+        assert_eq!(m.uid(b"root@example.com"), Ok(0));
+        assert_eq!(m.uid(b"root"), Ok(0));
+        assert_eq!(
+            m.uid(b"no-such-user-tarn-test"),
+            Err(Nfsstat4::NFS4ERR_BADOWNER)
+        );
+        assert_eq!(&m.owner(4_000_000_123)[..], b"4000000123");
+        assert_eq!(&IdMap::new("example.com", false).owner(0)[..], b"0");
     }
 
     #[test]

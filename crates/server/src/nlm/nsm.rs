@@ -14,7 +14,7 @@
 
 use super::*;
 use proto::nsm::*;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 pub struct Nsm {
@@ -47,7 +47,7 @@ impl Nsm {
         } else {
             old.wrapping_add(2)
         };
-        write_durably(dir, "state", format!("{state}\n").as_bytes())?;
+        vfs::durable::replace(&path, format!("{state}\n").as_bytes())?;
         let nsm = Nsm {
             dir: Some(dir.to_path_buf()),
             state,
@@ -75,21 +75,14 @@ impl Nsm {
         let Some(p) = self.host_path(name) else {
             return Ok(());
         };
-        write_durably(
-            p.parent().unwrap(),
-            p.file_name().unwrap(),
-            addr.to_string().as_bytes(),
-        )
+        vfs::durable::replace(&p, addr.to_string().as_bytes())
     }
 
     pub fn forget(&self, name: &[u8]) -> io::Result<()> {
         let Some(p) = self.host_path(name) else {
             return Ok(());
         };
-        match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        vfs::durable::remove(&p)
     }
 
     /// The recorded hosts: (caller_name, address).
@@ -122,18 +115,6 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
         .collect()
-}
-
-/// Writes `dir/name` through a temporary file, a sync and a rename, then
-/// syncs the directory: after a crash the file is old or new, never torn.
-fn write_durably(dir: &Path, name: impl AsRef<Path>, data: &[u8]) -> io::Result<()> {
-    let name = name.as_ref();
-    let tmp = dir.join(format!(".{}.tmp", name.display()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 impl Nlm {

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use std::collections::HashSet;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -70,17 +70,12 @@ impl Recovery {
     }
 
     fn write(&self, set: &HashSet<Bytes>) -> io::Result<()> {
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut text = String::with_capacity(set.len() * 33);
         for o in set {
-            writeln!(f, "{}", hex(o))?;
+            text.push_str(&hex(o));
+            text.push('\n');
         }
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        vfs::durable::replace(&self.path, text.as_bytes())
     }
 }
 
