@@ -170,8 +170,8 @@ opnums!(
     OP_ILLEGAL
 );
 
-/// Operations allowed without SEQUENCE in NFSv4.1, each only as the sole
-/// operation (RFC 8881 §2.10.6.2 and the op descriptions).
+/// Operations allowed without SEQUENCE in NFSv4.1, each then only as the
+/// sole operation (RFC 8881 §15.1.3.3 and the op descriptions).
 fn sessionless(op: u32) -> bool {
     matches!(
         op,
@@ -392,6 +392,13 @@ impl Nfs4 {
                 break;
             }
             // Session rules: SEQUENCE first, or one sessionless op alone.
+            // After a SEQUENCE, EXCHANGE_ID (RFC 8881 §18.35.3: "MAY be
+            // sent in a COMPOUND procedure that starts with SEQUENCE"),
+            // CREATE_SESSION (§18.36.3: "with or without a preceding
+            // SEQUENCE"), DESTROY_SESSION (§18.37.3) and DESTROY_CLIENTID
+            // (§18.50.3) run like any other operation; NOT_ONLY_OP is only
+            // for a COMPOUND that does not start with SEQUENCE (§15.1.3.3).
+            // BIND_CONN_TO_SESSION "MUST be the only operation" (§18.34.3).
             if minor > 0 {
                 let refuse = if i == 0 {
                     if op == OP_SEQUENCE {
@@ -403,7 +410,7 @@ impl Nfs4 {
                     }
                 } else if op == OP_SEQUENCE {
                     Some(Nfsstat4::NFS4ERR_SEQUENCE_POS)
-                } else if sessionless(op) && op != OP_DESTROY_SESSION && op != OP_DESTROY_CLIENTID {
+                } else if op == OP_BIND_CONN_TO_SESSION {
                     Some(Nfsstat4::NFS4ERR_NOT_ONLY_OP)
                 } else if c
                     .slot
