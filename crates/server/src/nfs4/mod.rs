@@ -444,7 +444,7 @@ impl Nfs4 {
                 }
             };
             if op == OP_SEQUENCE {
-                match session::sequence(&mut c, a, args_sum, args_len, out) {
+                match session::sequence(&mut c, a, args_sum, args_len, out.len() - start, out) {
                     session::Seq::Go => {}
                     session::Seq::Replay(r) => {
                         if let Some(m) = &self.metrics {
@@ -472,18 +472,26 @@ impl Nfs4 {
                     out.put_u32(op);
                     out.put_u32(Nfsstat4::NFS4ERR_WRONGSEC as u32);
                 }
-                // RFC 8881 §2.10.6.4: a reply sa_cachethis asks to cache that
-                // outgrows ca_maxresponsesize_cached ends, in place of the
-                // result that overflowed, with REP_TOO_BIG_TO_CACHE, and is
-                // cached like that (a retry must not run it again).
-                if c.cachethis
-                    && c.slot
-                        .as_ref()
-                        .is_some_and(|s| out.len() - start > cache_limit(s))
-                {
+                // RFC 8881 §2.10.6.4: a reply that outgrows the session's
+                // ca_maxresponsesize ends, in place of the result that
+                // overflowed, with REP_TOO_BIG; one sa_cachethis asks to
+                // cache that outgrows ca_maxresponsesize_cached, with
+                // REP_TOO_BIG_TO_CACHE, and is cached like that (a retry
+                // must not run it again). Only the COMPOUND is measured.
+                let over = c.slot.as_ref().and_then(|s| {
+                    let (fore, len) = (&s.session().fore, out.len() - start);
+                    if len > fore.ca_maxresponsesize as usize {
+                        Some(Nfsstat4::NFS4ERR_REP_TOO_BIG)
+                    } else if c.cachethis && len > fore.ca_maxresponsesize_cached as usize {
+                        Some(Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE)
+                    } else {
+                        None
+                    }
+                });
+                if let Some(s) = over {
                     out.truncate(at);
                     out.put_u32(op);
-                    out.put_u32(Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE as u32);
+                    out.put_u32(s as u32);
                 }
             }
             done += 1;
@@ -636,12 +644,6 @@ impl Nfs4 {
             v40::after(c, k, &out[start..]);
         }
     }
-}
-
-/// Most bytes of one reply a slot caches (never below 1 KiB, whatever the
-/// client asked for).
-fn cache_limit(slot: &state::session::SlotGuard) -> usize {
-    (slot.session().fore.ca_maxresponsesize_cached as usize).max(1024)
 }
 
 fn set_status(out: &mut BytesMut, start: usize, s: Nfsstat4) {

@@ -223,12 +223,14 @@ pub enum Seq {
 }
 
 /// `args_len`: the size of the COMPOUND's arguments, checked against the
-/// session's ca_maxrequestsize.
+/// session's ca_maxrequestsize; `reply_len`: the reply's size so far (its
+/// header), to which SEQUENCE's result adds.
 pub fn sequence(
     c: &mut Compound<'_>,
     a: NfsArgop4,
     args_sum: u64,
     args_len: usize,
+    reply_len: usize,
     out: &mut BytesMut,
 ) -> Seq {
     let NfsArgop4::OP_SEQUENCE(a) = a else {
@@ -252,6 +254,27 @@ pub fn sequence(
             out,
             Nfsstat4::NFS4ERR_REQ_TOO_BIG,
             "request larger than ca_maxrequestsize",
+        );
+    }
+    // §2.10.6.4 and §18.46.3: a reply that cannot fit ca_maxresponsesize
+    // (or, with sa_cachethis, ca_maxresponsesize_cached) even with SEQUENCE
+    // alone gets REP_TOO_BIG (REP_TOO_BIG_TO_CACHE) on SEQUENCE, before the
+    // slot is used, as for REQ_TOO_BIG.
+    let reply = reply_len + SEQUENCE_RESULT;
+    if reply > session.fore.ca_maxresponsesize as usize {
+        return failed(
+            c,
+            out,
+            Nfsstat4::NFS4ERR_REP_TOO_BIG,
+            "not even SEQUENCE's reply fits ca_maxresponsesize",
+        );
+    }
+    if a.sa_cachethis && reply > session.fore.ca_maxresponsesize_cached as usize {
+        return failed(
+            c,
+            out,
+            Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE,
+            "not even SEQUENCE's reply fits ca_maxresponsesize_cached",
         );
     }
     let guard = match session.begin(a.sa_slotid, a.sa_sequenceid, args_sum) {
