@@ -11,6 +11,8 @@ pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
     let status = match c.n.open_fh(c, &a.object.0) {
         Ok(fh) => {
             c.cur = Some(Cur::with_wire(fh, a.object.0));
+            // §16.2.3.1.2, as in Compound::set_cur.
+            c.cur_sid = Some(super::compound::ANONYMOUS);
             Nfsstat4::NFS4_OK
         }
         Err(f) => {
