@@ -616,7 +616,7 @@ impl Nfs4 {
                     Err(f) => f.status,
                 },
             }),
-            A::OP_SECINFO_NO_NAME(a) => R::OP_SECINFO_NO_NAME(secinfo::secinfo_no_name(c, a)),
+            A::OP_SECINFO_NO_NAME(a) => R::OP_SECINFO_NO_NAME(secinfo::secinfo_no_name(c, a).await),
             A::OP_TEST_STATEID(a) => R::OP_TEST_STATEID(match c.clientid() {
                 Ok(id) => TestStateid4res::NFS4_OK(TestStateid4resok {
                     tsr_status_codes: a
