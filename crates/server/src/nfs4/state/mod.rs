@@ -226,6 +226,19 @@ impl State {
         }
     }
 
+    /// Whether `client` may take new (non-reclaim) locking state. RFC 8881
+    /// §18.51.3: an NFSv4.1 client with a new client ID MUST send
+    /// RECLAIM_COMPLETE (even with nothing to reclaim) before such an
+    /// operation, which otherwise gets NFS4ERR_GRACE; the rule is the
+    /// client's, whether or not the server is in its grace period.
+    pub fn reclaim_done(&self, client: u64) -> Result<(), Nfsstat4> {
+        let i = self.inner.lock().unwrap();
+        match i.clients.get(&client) {
+            Some(c) if c.minor > 0 && !c.reclaim_complete => Err(Nfsstat4::NFS4ERR_GRACE),
+            _ => Ok(()),
+        }
+    }
+
     // ---- ids -------------------------------------------------------------
 
     fn next_id(i: &mut Inner) -> u64 {
