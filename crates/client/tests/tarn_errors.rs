@@ -190,15 +190,15 @@ fn session_placement_rules() {
         );
         // After SEQUENCE it runs like any other operation (RFC 8881
         // §18.35.3: "EXCHANGE_ID MAY be sent in a COMPOUND procedure that
-        // starts with SEQUENCE"): the same owner and verifier name the
-        // session's own confirmed client.
+        // starts with SEQUENCE"): `o` is a new client owner, so it gets a
+        // new, unconfirmed client ID (§18.35.4 case 1).
         let r = s.call_raw(vec![ex, NfsArgop4::OP_PUTROOTFH]).await.unwrap();
         assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
         let NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) = &r.resarray[1] else {
             panic!("{r:?}")
         };
-        assert_eq!(ok.eir_clientid, s.clientid());
-        assert_ne!(ok.eir_flags & EXCHGID4_FLAG_CONFIRMED_R, 0);
+        assert_ne!(ok.eir_clientid, s.clientid());
+        assert_eq!(ok.eir_flags & EXCHGID4_FLAG_CONFIRMED_R, 0);
         // BIND_CONN_TO_SESSION stays alone (§18.34.3), SEQUENCE or not.
         let r = s
             .call_raw(vec![NfsArgop4::OP_BIND_CONN_TO_SESSION(
