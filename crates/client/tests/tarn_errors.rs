@@ -1456,6 +1456,60 @@ fn reclaim_after_restart_in_grace() {
     });
 }
 
+/// RFC 8881 §18.51.3: a client with a new client ID gets GRACE for new
+/// locking state until its RECLAIM_COMPLETE, even when the server is not in
+/// a grace period; §16.2.3.1.2: PUTFH makes the current stateid all zeros.
+#[test]
+fn reclaim_complete_before_new_state_and_current_stateid_after_putfh() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = reclaiming_session(t.addr, &SessionOptions::default()).await;
+        let r = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_GRACE);
+        s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
+            rca_one_fs: false,
+        })])
+        .await
+        .expect("RECLAIM_COMPLETE");
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .expect("OPEN after RECLAIM_COMPLETE");
+
+        // PUTFH, CLOSE(current stateid): the current stateid is (0, 0)
+        // there, which names no open.
+        let current = Stateid4 {
+            seqid: 1,
+            other: [0; 12],
+        };
+        let r = s
+            .call(vec![
+                putfh(&o.fh),
+                NfsArgop4::OP_CLOSE(Close4args {
+                    seqid: 0,
+                    open_stateid: current,
+                }),
+            ])
+            .await;
+        assert_eq!(err(r), NFS4ERR_BAD_STATEID);
+        s.close(&o.fh, &o.stateid)
+            .await
+            .expect("CLOSE by its stateid");
+    });
+}
+
 #[test]
 fn grace_ends_when_its_time_is_up() {
     let mut t = Tarn::start(&[]);
