@@ -188,8 +188,28 @@ fn session_placement_rules() {
             statuses(&r),
             [(NfsOpnum4::OP_EXCHANGE_ID, NFS4ERR_NOT_ONLY_OP)]
         );
-        // ... and after SEQUENCE, as a second operation.
-        let r = s.call_raw(vec![ex]).await.unwrap();
+        // After SEQUENCE it runs like any other operation (RFC 8881
+        // §18.35.3: "EXCHANGE_ID MAY be sent in a COMPOUND procedure that
+        // starts with SEQUENCE"): `o` is a new client owner, so it gets a
+        // new, unconfirmed client ID (§18.35.4 case 1).
+        let r = s.call_raw(vec![ex, NfsArgop4::OP_PUTROOTFH]).await.unwrap();
+        assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
+        let NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) = &r.resarray[1] else {
+            panic!("{r:?}")
+        };
+        assert_ne!(ok.eir_clientid, s.clientid());
+        assert_eq!(ok.eir_flags & EXCHGID4_FLAG_CONFIRMED_R, 0);
+        // BIND_CONN_TO_SESSION stays alone (§18.34.3), SEQUENCE or not.
+        let r = s
+            .call_raw(vec![NfsArgop4::OP_BIND_CONN_TO_SESSION(
+                BindConnToSession4args {
+                    bctsa_sessid: s.sessionid(),
+                    bctsa_dir: ChannelDirFromClient4::CDFC4_FORE,
+                    bctsa_use_conn_in_rdma_mode: false,
+                },
+            )])
+            .await
+            .unwrap();
         assert_eq!(r.status, NFS4ERR_NOT_ONLY_OP);
     });
 }
@@ -1433,6 +1453,60 @@ fn reclaim_after_restart_in_grace() {
             ])
             .await;
         assert_eq!(err(r), NFS4ERR_NO_GRACE);
+    });
+}
+
+/// RFC 8881 §18.51.3: a client with a new client ID gets GRACE for new
+/// locking state until its RECLAIM_COMPLETE, even when the server is not in
+/// a grace period; §16.2.3.1.2: PUTFH makes the current stateid all zeros.
+#[test]
+fn reclaim_complete_before_new_state_and_current_stateid_after_putfh() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let s = reclaiming_session(t.addr, &SessionOptions::default()).await;
+        let r = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_GRACE);
+        s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
+            rca_one_fs: false,
+        })])
+        .await
+        .expect("RECLAIM_COMPLETE");
+        let o = open(
+            &s,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await
+        .expect("OPEN after RECLAIM_COMPLETE");
+
+        // PUTFH, CLOSE(current stateid): the current stateid is (0, 0)
+        // there, which names no open.
+        let current = Stateid4 {
+            seqid: 1,
+            other: [0; 12],
+        };
+        let r = s
+            .call(vec![
+                putfh(&o.fh),
+                NfsArgop4::OP_CLOSE(Close4args {
+                    seqid: 0,
+                    open_stateid: current,
+                }),
+            ])
+            .await;
+        assert_eq!(err(r), NFS4ERR_BAD_STATEID);
+        s.close(&o.fh, &o.stateid)
+            .await
+            .expect("CLOSE by its stateid");
     });
 }
 

@@ -14,6 +14,12 @@ use rpc::CallContext;
 use std::sync::{Arc, OnceLock};
 use vfs::{Cred, Fid};
 
+/// The all-zeros special stateid.
+pub const ANONYMOUS: Stateid4 = Stateid4 {
+    seqid: 0,
+    other: [0; 12],
+};
+
 /// Export id carried in the handles of pseudo filesystem directories.
 pub const PSEUDO_EXPORT: u32 = u32::MAX;
 
@@ -134,11 +140,16 @@ impl<'a> Compound<'a> {
         Ok(t)
     }
 
+    /// Makes `fh` current. RFC 8881 §16.2.3.1.2: an operation that sets
+    /// the current filehandle but returns no stateid (LOOKUP, PUTROOTFH,
+    /// CREATE...) sets the current stateid to the all-zeros one; OPEN sets
+    /// its own after this.
     pub fn set_cur(&mut self, fh: Fh) {
         if let Fh::Obj { export, .. } = &fh {
             self.ctx.set_export(export.id);
         }
         self.cur = Some(Cur::new(fh));
+        self.cur_sid = Some(ANONYMOUS);
     }
 
     /// The stateid an operation names, resolving the 4.1 "current stateid".

@@ -11,6 +11,8 @@ pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
     let status = match c.n.open_fh(c, &a.object.0) {
         Ok(fh) => {
             c.cur = Some(Cur::with_wire(fh, a.object.0));
+            // §16.2.3.1.2, as in Compound::set_cur.
+            c.cur_sid = Some(super::compound::ANONYMOUS);
             Nfsstat4::NFS4_OK
         }
         Err(f) => {
@@ -164,7 +166,8 @@ pub async fn lookupp(c: &mut Compound<'_>) -> Lookupp4res {
     Lookupp4res { status }
 }
 
-async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
+/// The parent of the current filehandle.
+pub async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
     let n = c.n;
     match &c.cur()?.fh {
         Fh::Pseudo(0) => Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "the root has no parent")),
@@ -189,7 +192,19 @@ async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
             }
             let (b, cred, dir) = (export.backend.clone(), c.access(export)?.cred.clone(), *fid);
             let (fid, _) = n
-                .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, b".."))
+                .run_fast(&*b.clone(), move || {
+                    b.lookup(&cred, &dir, b"..").map_err(|e| match e {
+                        // RFC 8881 §18.14.3: a symbolic link as the current
+                        // filehandle is NFS4ERR_SYMLINK, not NOTDIR.
+                        vfs::FsError::NotDir
+                            if b.getattr(&dir)
+                                .is_ok_and(|a| matches!(a.ftype, vfs::FileType::Symlink)) =>
+                        {
+                            vfs::FsError::Loop
+                        }
+                        e => e,
+                    })
+                })
                 .await?;
             Ok(Fh::Obj {
                 export: export.clone(),

@@ -127,6 +127,9 @@ fn take_lock(
             "grace period: only reclaims are allowed",
         )
         .into());
+    } else {
+        st.reclaim_done(owner.client)
+            .map_err(|s| Fail::new(s, "no RECLAIM_COMPLETE yet (RFC 8881 §18.51.3)"))?;
     }
     st.locks
         .lock(key, owner, kind(a.locktype), a.offset, a.length)

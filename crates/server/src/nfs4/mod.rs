@@ -170,8 +170,8 @@ opnums!(
     OP_ILLEGAL
 );
 
-/// Operations allowed without SEQUENCE in NFSv4.1, each only as the sole
-/// operation (RFC 8881 §2.10.6.2 and the op descriptions).
+/// Operations allowed without SEQUENCE in NFSv4.1, each then only as the
+/// sole operation (RFC 8881 §15.1.3.3 and the op descriptions).
 fn sessionless(op: u32) -> bool {
     matches!(
         op,
@@ -392,6 +392,13 @@ impl Nfs4 {
                 break;
             }
             // Session rules: SEQUENCE first, or one sessionless op alone.
+            // After a SEQUENCE, EXCHANGE_ID (RFC 8881 §18.35.3: "MAY be
+            // sent in a COMPOUND procedure that starts with SEQUENCE"),
+            // CREATE_SESSION (§18.36.3: "with or without a preceding
+            // SEQUENCE"), DESTROY_SESSION (§18.37.3) and DESTROY_CLIENTID
+            // (§18.50.3) run like any other operation; NOT_ONLY_OP is only
+            // for a COMPOUND that does not start with SEQUENCE (§15.1.3.3).
+            // BIND_CONN_TO_SESSION "MUST be the only operation" (§18.34.3).
             if minor > 0 {
                 let refuse = if i == 0 {
                     if op == OP_SEQUENCE {
@@ -403,7 +410,7 @@ impl Nfs4 {
                     }
                 } else if op == OP_SEQUENCE {
                     Some(Nfsstat4::NFS4ERR_SEQUENCE_POS)
-                } else if sessionless(op) && op != OP_DESTROY_SESSION && op != OP_DESTROY_CLIENTID {
+                } else if op == OP_BIND_CONN_TO_SESSION {
                     Some(Nfsstat4::NFS4ERR_NOT_ONLY_OP)
                 } else if c
                     .slot
@@ -437,7 +444,7 @@ impl Nfs4 {
                 }
             };
             if op == OP_SEQUENCE {
-                match session::sequence(&mut c, a, args_sum, args_len, out) {
+                match session::sequence(&mut c, a, args_sum, args_len, out.len() - start, out) {
                     session::Seq::Go => {}
                     session::Seq::Replay(r) => {
                         if let Some(m) = &self.metrics {
@@ -465,18 +472,26 @@ impl Nfs4 {
                     out.put_u32(op);
                     out.put_u32(Nfsstat4::NFS4ERR_WRONGSEC as u32);
                 }
-                // RFC 8881 §2.10.6.4: a reply sa_cachethis asks to cache that
-                // outgrows ca_maxresponsesize_cached ends, in place of the
-                // result that overflowed, with REP_TOO_BIG_TO_CACHE, and is
-                // cached like that (a retry must not run it again).
-                if c.cachethis
-                    && c.slot
-                        .as_ref()
-                        .is_some_and(|s| out.len() - start > cache_limit(s))
-                {
+                // RFC 8881 §2.10.6.4: a reply that outgrows the session's
+                // ca_maxresponsesize ends, in place of the result that
+                // overflowed, with REP_TOO_BIG; one sa_cachethis asks to
+                // cache that outgrows ca_maxresponsesize_cached, with
+                // REP_TOO_BIG_TO_CACHE, and is cached like that (a retry
+                // must not run it again). Only the COMPOUND is measured.
+                let over = c.slot.as_ref().and_then(|s| {
+                    let (fore, len) = (&s.session().fore, out.len() - start);
+                    if len > fore.ca_maxresponsesize as usize {
+                        Some(Nfsstat4::NFS4ERR_REP_TOO_BIG)
+                    } else if c.cachethis && len > fore.ca_maxresponsesize_cached as usize {
+                        Some(Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE)
+                    } else {
+                        None
+                    }
+                });
+                if let Some(s) = over {
                     out.truncate(at);
                     out.put_u32(op);
-                    out.put_u32(Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE as u32);
+                    out.put_u32(s as u32);
                 }
             }
             done += 1;
@@ -592,12 +607,16 @@ impl Nfs4 {
             A::OP_CREATE_SESSION(a) => R::OP_CREATE_SESSION(session::create_session(c, a).await),
             A::OP_DESTROY_SESSION(a) => R::OP_DESTROY_SESSION(session::destroy_session(c, a)),
             A::OP_FREE_STATEID(a) => R::OP_FREE_STATEID(FreeStateid4res {
-                fsr_status: match c.clientid() {
-                    Ok(id) => self.state.free_stateid(id, &a.fsa_stateid),
+                // The current stateid is resolved too (§16.2.3.1.2).
+                fsr_status: match c
+                    .clientid()
+                    .and_then(|id| c.stateid(&a.fsa_stateid).map(|sid| (id, sid)))
+                {
+                    Ok((id, sid)) => self.state.free_stateid(id, &sid),
                     Err(f) => f.status,
                 },
             }),
-            A::OP_SECINFO_NO_NAME(a) => R::OP_SECINFO_NO_NAME(secinfo::secinfo_no_name(c, a)),
+            A::OP_SECINFO_NO_NAME(a) => R::OP_SECINFO_NO_NAME(secinfo::secinfo_no_name(c, a).await),
             A::OP_TEST_STATEID(a) => R::OP_TEST_STATEID(match c.clientid() {
                 Ok(id) => TestStateid4res::NFS4_OK(TestStateid4resok {
                     tsr_status_codes: a
@@ -629,12 +648,6 @@ impl Nfs4 {
             v40::after(c, k, &out[start..]);
         }
     }
-}
-
-/// Most bytes of one reply a slot caches (never below 1 KiB, whatever the
-/// client asked for).
-fn cache_limit(slot: &state::session::SlotGuard) -> usize {
-    (slot.session().fore.ca_maxresponsesize_cached as usize).max(1024)
 }
 
 fn set_status(out: &mut BytesMut, start: usize, s: Nfsstat4) {

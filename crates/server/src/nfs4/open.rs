@@ -166,6 +166,10 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
             Nfsstat4::NFS4ERR_GRACE,
             "grace period: only reclaims are allowed",
         ));
+    } else {
+        c.n.state
+            .reclaim_done(clientid)
+            .map_err(|s| Fail::new(s, "no RECLAIM_COMPLETE yet (RFC 8881 §18.51.3)"))?;
     }
     let (export, cur, cred) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let creating = matches!(a.openhow, Openflag4::OPEN4_CREATE(_));

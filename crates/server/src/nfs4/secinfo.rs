@@ -2,7 +2,7 @@
 //! (the export's `sec=` list); and where NFS4ERR_WRONGSEC is due.
 
 use super::compound::{Compound, Fh};
-use super::fh::lookup_fh;
+use super::fh::{lookup_fh, lookupp_fh};
 use super::log_fail;
 use crate::export::Flavor;
 use proto::nfs4::*;
@@ -77,9 +77,22 @@ pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
     }
 }
 
-pub fn secinfo_no_name(c: &mut Compound<'_>, _a: SecinfoNoName4args) -> Secinfo4res {
-    let Some(cur) = c.cur.take() else {
-        return Secinfo4res::Default(Nfsstat4::NFS4ERR_NOFILEHANDLE);
+/// RFC 8881 §18.45.3: the flavors of the current filehandle, or with
+/// SECINFO_STYLE4_PARENT of its parent (NFS4ERR_NOENT at the root, as for
+/// LOOKUPP); either way the current filehandle is consumed.
+pub async fn secinfo_no_name(c: &mut Compound<'_>, a: SecinfoNoName4args) -> Secinfo4res {
+    let fh = match a {
+        SecinfoStyle4::SECINFO_STYLE4_CURRENT_FH => c.cur().map(|cur| cur.fh.clone()),
+        SecinfoStyle4::SECINFO_STYLE4_PARENT => lookupp_fh(c).await,
     };
-    Secinfo4res::NFS4_OK(flavors(&cur.fh))
+    match fh {
+        Ok(fh) => {
+            c.cur = None;
+            Secinfo4res::NFS4_OK(flavors(&fh))
+        }
+        Err(f) => {
+            log_fail(c, "OP_SECINFO_NO_NAME", &f);
+            Secinfo4res::Default(f.status)
+        }
+    }
 }

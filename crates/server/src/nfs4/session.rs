@@ -14,7 +14,18 @@ use xdr::Pack;
 const EXCHGID4_FLAG_USE_NON_PNFS: u32 = 0x10000;
 const EXCHGID4_FLAG_UPD_CONFIRMED_REC_A: u32 = 0x4000_0000;
 const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
+/// The eia_flags bits RFC 8881 §18.35.1 defines for a client to send:
+/// MOVED_REFER, MOVED_MIGR, BIND_PRINC_STATEID, the three USE_* roles and
+/// UPD_CONFIRMED_REC_A (CONFIRMED_R is the server's alone).
+const EXCHGID4_FLAG_MASK_A: u32 = 0x4007_0103;
+/// EXCHGID4_FLAG_SUPP_FENCE_OPS, which RFC 7862 (NFSv4.2) adds.
+const EXCHGID4_FLAG_SUPP_FENCE_OPS: u32 = 0x4;
 const CREATE_SESSION4_FLAG_CONN_BACK_CHAN: u32 = 0x2;
+/// PERSIST, CONN_BACK_CHAN and CONN_RDMA (RFC 8881 §18.36.1).
+const CREATE_SESSION4_FLAG_MASK: u32 = 0x7;
+/// The size of a successful SEQUENCE result: operation, status, session
+/// id, four counters and the status flags.
+const SEQUENCE_RESULT: usize = 4 + 4 + 16 + 4 * 5;
 
 /// Who is asking, for the client-owner rules: the RPC credential (the
 /// Kerberos principal under RPCSEC_GSS, whatever its service).
@@ -31,6 +42,18 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
         log_fail(c, "OP_EXCHANGE_ID", &f);
         ExchangeId4res::Default(f.status)
     };
+    // RFC 8881 §18.35.3: bits not defined for eia_flags (CONFIRMED_R among
+    // them) MUST get NFS4ERR_INVAL.
+    let defined = match c.minor {
+        1 => EXCHGID4_FLAG_MASK_A,
+        _ => EXCHGID4_FLAG_MASK_A | EXCHGID4_FLAG_SUPP_FENCE_OPS,
+    };
+    if a.eia_flags & !defined != 0 {
+        return fail(
+            c,
+            Fail::new(Nfsstat4::NFS4ERR_INVAL, "undefined bits in eia_flags"),
+        );
+    }
     if !matches!(a.eia_state_protect, StateProtect4A::SP4_NONE) {
         // Machine-credential and SSV state protection need GSS.
         return fail(
@@ -111,8 +134,19 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
         log_fail(c, "OP_CREATE_SESSION", &f);
         CreateSession4res::Default(f.status)
     };
+    if a.csa_flags & !CREATE_SESSION4_FLAG_MASK != 0 {
+        return fail(
+            c,
+            Fail::new(Nfsstat4::NFS4ERR_INVAL, "undefined bits in csa_flags"),
+        );
+    }
     let st = &c.n.state;
-    match st.create_session_seq(a.csa_clientid, a.csa_sequence) {
+    match st.create_session_seq(
+        a.csa_clientid,
+        a.csa_sequence,
+        &principal(c),
+        Instant::now(),
+    ) {
         Ok(None) => {}
         Ok(Some(cached)) => {
             // A retry of the last CREATE_SESSION: the same answer again.
@@ -126,8 +160,15 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
             )
         }
     }
-    if a.csa_fore_chan_attrs.ca_maxrequestsize < 256
-        || a.csa_fore_chan_attrs.ca_maxresponsesize < 256
+    // Either channel must carry at least a SEQUENCE (or CB_SEQUENCE) and
+    // one operation; the back channel is checked although Tarn sends no
+    // callbacks yet, so a session never promises one it cannot use.
+    let (fore, back) = (&a.csa_fore_chan_attrs, &a.csa_back_chan_attrs);
+    if fore.ca_maxrequestsize < 256
+        || fore.ca_maxresponsesize < 256
+        || back.ca_maxrequestsize < 256
+        || back.ca_maxresponsesize < 256
+        || back.ca_maxoperations < 2
     {
         return fail(
             c,
@@ -182,12 +223,14 @@ pub enum Seq {
 }
 
 /// `args_len`: the size of the COMPOUND's arguments, checked against the
-/// session's ca_maxrequestsize.
+/// session's ca_maxrequestsize; `reply_len`: the reply's size so far (its
+/// header), to which SEQUENCE's result adds.
 pub fn sequence(
     c: &mut Compound<'_>,
     a: NfsArgop4,
     args_sum: u64,
     args_len: usize,
+    reply_len: usize,
     out: &mut BytesMut,
 ) -> Seq {
     let NfsArgop4::OP_SEQUENCE(a) = a else {
@@ -211,6 +254,27 @@ pub fn sequence(
             out,
             Nfsstat4::NFS4ERR_REQ_TOO_BIG,
             "request larger than ca_maxrequestsize",
+        );
+    }
+    // §2.10.6.4 and §18.46.3: a reply that cannot fit ca_maxresponsesize
+    // (or, with sa_cachethis, ca_maxresponsesize_cached) even with SEQUENCE
+    // alone gets REP_TOO_BIG (REP_TOO_BIG_TO_CACHE) on SEQUENCE, before the
+    // slot is used, as for REQ_TOO_BIG.
+    let reply = reply_len + SEQUENCE_RESULT;
+    if reply > session.fore.ca_maxresponsesize as usize {
+        return failed(
+            c,
+            out,
+            Nfsstat4::NFS4ERR_REP_TOO_BIG,
+            "not even SEQUENCE's reply fits ca_maxresponsesize",
+        );
+    }
+    if a.sa_cachethis && reply > session.fore.ca_maxresponsesize_cached as usize {
+        return failed(
+            c,
+            out,
+            Nfsstat4::NFS4ERR_REP_TOO_BIG_TO_CACHE,
+            "not even SEQUENCE's reply fits ca_maxresponsesize_cached",
         );
     }
     let guard = match session.begin(a.sa_slotid, a.sa_sequenceid, args_sum) {

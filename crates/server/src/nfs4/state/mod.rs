@@ -226,6 +226,19 @@ impl State {
         }
     }
 
+    /// Whether `client` may take new (non-reclaim) locking state. RFC 8881
+    /// §18.51.3: an NFSv4.1 client with a new client ID MUST send
+    /// RECLAIM_COMPLETE (even with nothing to reclaim) before such an
+    /// operation, which otherwise gets NFS4ERR_GRACE; the rule is the
+    /// client's, whether or not the server is in its grace period.
+    pub fn reclaim_done(&self, client: u64) -> Result<(), Nfsstat4> {
+        let i = self.inner.lock().unwrap();
+        match i.clients.get(&client) {
+            Some(c) if c.minor > 0 && !c.reclaim_complete => Err(Nfsstat4::NFS4ERR_GRACE),
+            _ => Ok(()),
+        }
+    }
+
     // ---- ids -------------------------------------------------------------
 
     fn next_id(i: &mut Inner) -> u64 {
@@ -250,8 +263,8 @@ impl State {
 
     // ---- clients ---------------------------------------------------------
 
-    /// EXCHANGE_ID (RFC 8881 §18.35.5, the cases that matter without SSV):
-    /// returns (clientid, sequenceid, confirmed).
+    /// EXCHANGE_ID, by the case table of RFC 8881 §18.35.4 (numbers
+    /// below): returns (clientid, sequenceid, confirmed).
     pub fn exchange_id(
         &self,
         owner: &Bytes,
@@ -265,29 +278,52 @@ impl State {
         let (conf, unconf) = i.owners.get(owner).copied().unwrap_or((None, None));
         if let Some(cid) = conf {
             let c = &i.clients[&cid];
-            let expired = now.duration_since(c.renewed) > self.lease;
-            if c.principal != principal && c.holds_state() && !expired {
-                return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
-            }
-            if c.verifier == verifier && c.principal == principal {
-                // Case 2 (or an update): the same incarnation of the client.
+            let (same_princ, same_verf) = (c.principal == principal, c.verifier == verifier);
+            if update {
+                // 9 (wrong principal), 8 (wrong verifier), 6 (update: the
+                // record is left as it is; nothing in it can change yet).
+                if !same_princ {
+                    return Err(Nfsstat4::NFS4ERR_PERM);
+                }
+                if !same_verf {
+                    return Err(Nfsstat4::NFS4ERR_NOT_SAME);
+                }
                 return Ok((cid, c.cs_seq, true));
             }
-            if update {
-                return Err(Nfsstat4::NFS4ERR_NOT_SAME);
+            if !same_princ {
+                // 3, client collision: refused while the other client has
+                // state (its sessions count: DESTROY_CLIENTID, §18.50.3,
+                // counts them as the client ID's) and an unexpired lease;
+                // otherwise its record and state go now, as in case 1.
+                // (SETCLIENTID, NFSv4.0, keeps them until the new record is
+                // confirmed.)
+                let expired = now.duration_since(c.renewed) > self.lease;
+                if !expired && (c.holds_state() || !c.sessions.is_empty()) {
+                    return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
+                }
+                if minor > 0 {
+                    self.purge(&mut i, cid);
+                }
+            } else if same_verf {
+                // 2: the same incarnation asking again.
+                return Ok((cid, c.cs_seq, true));
             }
-            // Case 5: the client rebooted; its old state goes when the new
-            // record is confirmed by CREATE_SESSION.
+            // 5, client restart: the old incarnation's state goes when the
+            // new record is confirmed by CREATE_SESSION.
         } else if update {
+            // 7: nothing to update; an unconfirmed record stays.
             return Err(Nfsstat4::NFS4ERR_NOENT);
         }
+        // 4: an unconfirmed record is replaced by a new client ID, whatever
+        // its verifier and principal (a retry gets a new one too). A
+        // repeated SETCLIENTID (NFSv4.0) still gets its unconfirmed record.
         if let Some(u) = unconf {
             if let Some(c) = i.clients.get(&u) {
-                if c.verifier == verifier && c.principal == principal {
+                if minor == 0 && c.verifier == verifier && c.principal == principal {
                     return Ok((u, c.cs_seq, false));
                 }
             }
-            i.clients.remove(&u);
+            self.purge(&mut i, u);
         }
         let id = self.new_clientid(&mut i);
         i.clients.insert(
@@ -319,15 +355,36 @@ impl State {
         Ok((id, 1, false))
     }
 
-    /// The client's CREATE_SESSION sequence check (RFC 8881 §18.36.4):
-    /// Ok(None) for a new request, Ok(Some(reply)) for a retry to answer from
-    /// the cache.
-    pub fn create_session_seq(&self, clientid: u64, seq: u32) -> Result<Option<Bytes>, Nfsstat4> {
-        let i = self.inner.lock().unwrap();
+    /// The client's CREATE_SESSION checks before a session is made (RFC 8881
+    /// §18.36.4 phases 1 to 3): Ok(None) for a new request, Ok(Some(reply))
+    /// for a retry to answer from the cache.
+    pub fn create_session_seq(
+        &self,
+        clientid: u64,
+        seq: u32,
+        principal: &str,
+        now: Instant,
+    ) -> Result<Option<Bytes>, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
         let c = i
             .clients
             .get(&clientid)
             .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
+        if !c.confirmed {
+            // An unconfirmed record lives one lease (§18.35.4: it is
+            // removed when not confirmed in time): after that the client ID
+            // is stale, whatever the reaper has got to.
+            if now.duration_since(c.renewed) > self.lease {
+                self.purge(&mut i, clientid);
+                return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
+            }
+            // Phase 3, unsuccessful confirmation: another principal than
+            // the one that sent EXCHANGE_ID. Nothing changes, so a retry
+            // gets the same answer.
+            if c.principal != principal {
+                return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
+            }
+        }
         if seq == c.cs_seq {
             return Ok(None);
         }
