@@ -128,7 +128,10 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
                 name.to_vec(),
             );
             let r = n
-                .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, &name))
+                .run_fast(&*b.clone(), move || {
+                    b.lookup(&cred, &dir, &name)
+                        .map_err(|e| symlink_not_dir(&*b, &dir, e))
+                })
                 .await;
             let (fid, _) = r?;
             Ok(Fh::Obj {
@@ -136,6 +139,21 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
                 fid,
             })
         }
+    }
+}
+
+/// RFC 8881 §18.14.3 / §18.15.3 (RFC 7530 §16.15.5 / §16.16.5): LOOKUP or
+/// LOOKUPP with a symbolic link as the current filehandle is
+/// NFS4ERR_SYMLINK (`FsError::Loop`), not NOTDIR: the client may follow it.
+fn symlink_not_dir(b: &dyn vfs::Backend, dir: &vfs::Fid, e: vfs::FsError) -> vfs::FsError {
+    match e {
+        vfs::FsError::NotDir
+            if b.getattr(dir)
+                .is_ok_and(|a| matches!(a.ftype, vfs::FileType::Symlink)) =>
+        {
+            vfs::FsError::Loop
+        }
+        e => e,
     }
 }
 
@@ -193,17 +211,8 @@ pub async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
             let (b, cred, dir) = (export.backend.clone(), c.access(export)?.cred.clone(), *fid);
             let (fid, _) = n
                 .run_fast(&*b.clone(), move || {
-                    b.lookup(&cred, &dir, b"..").map_err(|e| match e {
-                        // RFC 8881 §18.14.3: a symbolic link as the current
-                        // filehandle is NFS4ERR_SYMLINK, not NOTDIR.
-                        vfs::FsError::NotDir
-                            if b.getattr(&dir)
-                                .is_ok_and(|a| matches!(a.ftype, vfs::FileType::Symlink)) =>
-                        {
-                            vfs::FsError::Loop
-                        }
-                        e => e,
-                    })
+                    b.lookup(&cred, &dir, b"..")
+                        .map_err(|e| symlink_not_dir(&*b, &dir, e))
                 })
                 .await?;
             Ok(Fh::Obj {
