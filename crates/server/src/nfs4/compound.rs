@@ -134,11 +134,15 @@ impl<'a> Compound<'a> {
         Ok(t)
     }
 
+    /// A new current filehandle; the current stateid, which named state of
+    /// the old one, is unset until an operation sets it again (RFC 8881
+    /// §16.2.3.1.2), so a later use of it is NFS4ERR_BAD_STATEID.
     pub fn set_cur(&mut self, fh: Fh) {
         if let Fh::Obj { export, .. } = &fh {
             self.ctx.set_export(export.id);
         }
         self.cur = Some(Cur::new(fh));
+        self.cur_sid = None;
     }
 
     /// The stateid an operation names, resolving the 4.1 "current stateid".

@@ -11,6 +11,8 @@ pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
     let status = match c.n.open_fh(c, &a.object.0) {
         Ok(fh) => {
             c.cur = Some(Cur::with_wire(fh, a.object.0));
+            // As in [`Compound::set_cur`]: the current stateid goes with the old handle.
+            c.cur_sid = None;
             Nfsstat4::NFS4_OK
         }
         Err(f) => {

@@ -592,8 +592,12 @@ impl Nfs4 {
             A::OP_CREATE_SESSION(a) => R::OP_CREATE_SESSION(session::create_session(c, a).await),
             A::OP_DESTROY_SESSION(a) => R::OP_DESTROY_SESSION(session::destroy_session(c, a)),
             A::OP_FREE_STATEID(a) => R::OP_FREE_STATEID(FreeStateid4res {
-                fsr_status: match c.clientid() {
-                    Ok(id) => self.state.free_stateid(id, &a.fsa_stateid),
+                // The current stateid may name what to free (RFC 8881 §16.2.3.1.2).
+                fsr_status: match c
+                    .clientid()
+                    .and_then(|id| Ok((id, c.stateid(&a.fsa_stateid)?)))
+                {
+                    Ok((id, sid)) => self.state.free_stateid(id, &sid),
                     Err(f) => f.status,
                 },
             }),
