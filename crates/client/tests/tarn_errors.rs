@@ -817,6 +817,53 @@ fn share_deny_blocks_other_owners() {
     });
 }
 
+#[test]
+fn share_deny_holds_against_anonymous_io() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let a = session(t.addr).await;
+        let oa = open(
+            &a,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_WRITE,
+        )
+        .await
+        .unwrap();
+        let anon = Stateid4 {
+            seqid: 0,
+            other: [0; 12],
+        };
+        let data = || Bytes::from_static(b"x");
+        // RFC 8881 §8.2.3: anonymous I/O an open denies is refused.
+        let r = a
+            .write(&anon, &oa.fh, 0, data(), StableHow4::FILE_SYNC4)
+            .await;
+        assert_eq!(err(r), NFS4ERR_LOCKED, "anonymous WRITE under DENY_WRITE");
+        a.read(&anon, &oa.fh, 0, 10)
+            .await
+            .expect("reading is not denied");
+        a.write(&oa.stateid, &oa.fh, 0, data(), StableHow4::FILE_SYNC4)
+            .await
+            .expect("the open's own WRITE");
+        // The same owner's own deny counts too (RFC 8881 §9.7).
+        let r = open(
+            &a,
+            "f",
+            OWNER_A,
+            OPEN4_SHARE_ACCESS_WRITE,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await;
+        assert_eq!(err(r), NFS4ERR_SHARE_DENIED);
+        a.close(&oa.fh, &oa.stateid).await.unwrap();
+        a.write(&anon, &oa.fh, 0, data(), StableHow4::FILE_SYNC4)
+            .await
+            .expect("the deny went with the CLOSE");
+    });
+}
+
 fn test_stateid(ids: &[Stateid4]) -> NfsArgop4 {
     NfsArgop4::OP_TEST_STATEID(TestStateid4args {
         ts_stateids: ids.to_vec(),

@@ -2,10 +2,12 @@
 //! manager NLM shares, so NFSv3 and NFSv4 locks on one file conflict.
 
 use super::compound::{file_key, Compound};
+use super::state::SeqOwner;
 use super::{log_fail, Fail};
 use crate::locks::{Conflict, LockKind, OwnerKey};
 use proto::nfs4::*;
 use std::time::Instant;
+use vfs::FileType;
 
 fn kind(t: NfsLockType4) -> LockKind {
     match t {
@@ -104,6 +106,17 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
         // A lock owner introduced by a LOCK that failed keeps no stateid.
         st.free_stateid(owner.client, &Stateid4 { seqid: 0, other });
     }
+    if let (Ok(()), 0, Locker4::TRUE(o)) = (&r, c.minor, &a.locker) {
+        // NFSv4.0: the lock owner's own seqids start here.
+        st.seq_begin(
+            owner.client,
+            SeqOwner {
+                owner: owner.owner.clone(),
+                lock: true,
+            },
+            o.lock_seqid,
+        );
+    }
     r.map(|()| st.bump(&other))
 }
 
@@ -137,10 +150,30 @@ fn take_lock(
 }
 
 pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
-    let r = (|| {
+    let r = async {
         check_range(a.offset, a.length)?;
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        // Only regular files have byte-range locks (RFC 7530 §16.11.5):
+        // a directory is ISDIR, anything else INVAL.
+        let b = export.backend.clone();
+        let ftype =
+            c.n.run_fast(&*export.backend, move || b.getattr(&fid))
+                .await;
+        match ftype.map_err(Fail::from)?.ftype {
+            FileType::Regular => {}
+            FileType::Directory => {
+                return Err(Fail::new(Nfsstat4::NFS4ERR_ISDIR, "LOCKT on a directory").into())
+            }
+            _ => {
+                return Err(
+                    Fail::new(Nfsstat4::NFS4ERR_INVAL, "LOCKT on a non-regular file").into(),
+                )
+            }
+        }
         let clientid = if c.minor == 0 {
+            // A 4.0 clientid: stale from another server instance, and a
+            // live one's lease is renewed (RFC 7530 §9.5).
+            c.n.state.renew(a.owner.clientid, Instant::now())?;
             a.owner.clientid
         } else {
             c.clientid()?
@@ -165,7 +198,8 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
                 a.length,
             )
             .map_err(LockErr::Denied)
-    })();
+    }
+    .await;
     match r {
         Ok(()) => Lockt4res::NFS4_OK,
         Err(LockErr::Denied(d)) => Lockt4res::NFS4ERR_DENIED(denied(d)),

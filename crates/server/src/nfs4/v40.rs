@@ -78,13 +78,21 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
     Renew4res { status }
 }
 
-/// Never requested by Tarn; answered with the open stateid as it is.
+/// Never requested by Tarn; answered with the open stateid as it is, once
+/// it passes the checks every stateid does (bad, stale, old).
 pub fn open_confirm(c: &mut Compound<'_>, a: OpenConfirm4args) -> OpenConfirm4res {
-    match c.n.state.owner_client(&a.open_stateid) {
-        Some(_) => OpenConfirm4res::NFS4_OK(OpenConfirm4resok {
+    let r = c.obj(Nfsstat4::NFS4ERR_ISDIR).and_then(|(export, fid, _)| {
+        let key = super::compound::file_key(&export, &fid);
+        Ok(c.n.state.check_open(&a.open_stateid, &key, c.minor)?)
+    });
+    match r {
+        Ok(()) => OpenConfirm4res::NFS4_OK(OpenConfirm4resok {
             open_stateid: a.open_stateid,
         }),
-        None => OpenConfirm4res::Default(Nfsstat4::NFS4ERR_BAD_STATEID),
+        Err(f) => {
+            log_fail(c, "OP_OPEN_CONFIRM", &f);
+            OpenConfirm4res::Default(f.status)
+        }
     }
 }
 

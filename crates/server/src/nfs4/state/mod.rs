@@ -100,6 +100,10 @@ pub enum Kind {
         owner: Bytes,
         access: u32,
         deny: u32,
+        /// The (access, deny) pairs of the OPENs in effect, one bit each
+        /// (see [`mode_bit`]): OPEN_DOWNGRADE may only go to the union of
+        /// some of them.
+        modes: u16,
         /// Lock stateids opened through this open.
         locks: Vec<Other>,
     },
@@ -700,12 +704,11 @@ impl State {
             .get(&(owner.clone(), file))
             .copied();
         // Share reservations: another open's deny bits against our access,
-        // our deny bits against another open's access.
+        // our deny bits against another open's access. RFC 7530 §9.9 (and
+        // RFC 8881 §9.7): "with no exception for an existing OPEN for the
+        // same open-owner", so the owner's own open counts too.
         if let Some(list) = i.files.get(&file) {
             for o in list {
-                if Some(*o) == existing {
-                    continue;
-                }
                 if let Some(Stateful {
                     kind:
                         Kind::Open {
@@ -724,11 +727,15 @@ impl State {
             let st = i.stateids.get_mut(&o).expect("indexed open exists");
             st.seqid = st.seqid.wrapping_add(1);
             if let Kind::Open {
-                access: a, deny: d, ..
+                access: a,
+                deny: d,
+                modes,
+                ..
             } = &mut st.kind
             {
                 *a |= access;
                 *d |= deny;
+                *modes |= mode_bit(access, deny);
             }
             return Ok(Stateid4 {
                 seqid: st.seqid,
@@ -746,6 +753,7 @@ impl State {
                     owner: owner.clone(),
                     access,
                     deny,
+                    modes: mode_bit(access, deny),
                     locks: Vec::new(),
                 },
             },
@@ -765,6 +773,13 @@ impl State {
         file: Option<&FileKey>,
         minor: u32,
     ) -> Result<&'a mut Stateful, Nfsstat4> {
+        // RFC 7530 §9.1.4.3: a special stateid where no special stateid is
+        // allowed is bad; it does not come from another server instance.
+        if sid.other == [0; 12] || sid.other == [0xff; 12] {
+            return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
+        }
+        // The epoch says which server instance issued it: another one's is
+        // stale; an unknown one of ours was never issued (or is gone): bad.
         let stale = u32::from_be_bytes(sid.other[..4].try_into().unwrap()) != self.epoch;
         if i.revoked.contains_key(&sid.other) {
             return Err(Nfsstat4::NFS4ERR_EXPIRED);
@@ -798,25 +813,75 @@ impl State {
         write: bool,
         minor: u32,
     ) -> Result<Checked, Nfsstat4> {
+        let want = if write { ACCESS_WRITE } else { ACCESS_READ };
+        let mut i = self.inner.lock().unwrap();
         if is_special(sid) {
+            // RFC 7530 §9.1.4.3 (RFC 8881 §8.2.3): I/O with the anonymous
+            // stateid is refused when an open denies that access; the READ
+            // bypass stateid MAY read anyway (it is anonymous for writes).
+            let bypass = !write && sid.seqid == u32::MAX;
+            if !bypass {
+                Self::share_denied(&i, file, want, None)?;
+            }
             return Ok(Checked::Special);
         }
-        let mut i = self.inner.lock().unwrap();
         let st = self.lookup(&mut i, sid, Some(file), minor)?;
-        let open = match &st.kind {
-            Kind::Open { access, .. } => *access,
-            Kind::Lock { open, .. } => {
-                let open = *open;
-                match i.stateids.get(&open).map(|s| &s.kind) {
-                    Some(Kind::Open { access, .. }) => *access,
-                    _ => return Err(Nfsstat4::NFS4ERR_BAD_STATEID),
-                }
-            }
+        let open_other = match &st.kind {
+            Kind::Open { .. } => sid.other,
+            Kind::Lock { open, .. } => *open,
         };
-        if write && open & ACCESS_WRITE == 0 {
+        let access = match i.stateids.get(&open_other).map(|s| &s.kind) {
+            Some(Kind::Open { access, .. }) => *access,
+            _ => return Err(Nfsstat4::NFS4ERR_BAD_STATEID),
+        };
+        if write && access & ACCESS_WRITE == 0 {
             return Err(Nfsstat4::NFS4ERR_OPENMODE);
         }
+        // A READ through a write-only open is allowed, but its open's share
+        // check never covered reading: another open denying reads wins.
+        if access & want == 0 {
+            Self::share_denied(&i, file, want, Some(open_other))?;
+        }
         Ok(Checked::Granted)
+    }
+
+    /// NFS4ERR_LOCKED when an open of `file` other than `except` denies
+    /// the `want` access (RFC 7530 §9.9: a READ or WRITE that conflicts
+    /// with a share reservation).
+    fn share_denied(
+        i: &Inner,
+        file: &FileKey,
+        want: u32,
+        except: Option<Other>,
+    ) -> Result<(), Nfsstat4> {
+        let Some(list) = i.files.get(file) else {
+            return Ok(());
+        };
+        for o in list {
+            if Some(*o) == except {
+                continue;
+            }
+            if let Some(Stateful {
+                kind: Kind::Open { deny, .. },
+                ..
+            }) = i.stateids.get(o)
+            {
+                if deny & want != 0 {
+                    return Err(Nfsstat4::NFS4ERR_LOCKED);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks an open stateid of `file` as OPEN_CONFIRM presents it: the
+    /// same bad, stale and old answers as every other stateid.
+    pub fn check_open(&self, sid: &Stateid4, file: &FileKey, minor: u32) -> Result<(), Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        match self.lookup(&mut i, sid, Some(file), minor)?.kind {
+            Kind::Open { .. } => Ok(()),
+            Kind::Lock { .. } => Err(Nfsstat4::NFS4ERR_BAD_STATEID),
+        }
     }
 
     /// The client an open or lock stateid belongs to (for lease renewal in 4.0).
@@ -885,15 +950,24 @@ impl State {
         let mut i = self.inner.lock().unwrap();
         let st = self.lookup(&mut i, sid, Some(file), minor)?;
         let Kind::Open {
-            access: a, deny: d, ..
+            access: a,
+            deny: d,
+            modes,
+            ..
         } = &mut st.kind
         else {
             return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
         };
-        // The new bits must be a subset of what the open holds.
-        if access == 0 || access & !*a != 0 || deny & !*d != 0 {
+        // RFC 7530 §16.19.4 (RFC 8881 §18.18.3): the new bits must be
+        // exactly the union of some subset of the OPENs in effect. The
+        // OPENs within the new bits are the largest such subset: the
+        // downgrade is valid iff their union is the new bits.
+        let within = downgrade_within(*modes, access, deny);
+        if access == 0 || union_of(within) != (access, deny) {
             return Err(Nfsstat4::NFS4ERR_INVAL);
         }
+        // The OPENs outside the new bits are no longer in effect.
+        *modes = within;
         *a = access;
         *d = deny;
         st.seqid = st.seqid.wrapping_add(1);
@@ -921,6 +995,11 @@ impl State {
             return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
         }
         if owner.client != client {
+            // A lock owner's clientid from another server instance is
+            // stale (RFC 7530 §16.10.5), whatever the open stateid says.
+            if !self.is_current_epoch_clientid(owner.client) {
+                return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
+            }
             return Err(Nfsstat4::NFS4ERR_INVAL);
         }
         if let Some(o) = i.clients[&client]
@@ -1082,6 +1161,17 @@ impl State {
         }
     }
 
+    /// NFSv4.0 LOCK with open_to_lock_owner: the lock owner's sequence
+    /// starts at that request's lock_seqid (RFC 7530 §16.10.4), so its next
+    /// LOCK or LOCKU must carry lock_seqid + 1. The request itself was
+    /// sequenced (and its reply kept) by the open owner.
+    pub fn seq_begin(&self, client: u64, owner: SeqOwner, seqid: u32) {
+        let mut i = self.inner.lock().unwrap();
+        if let Some(c) = i.clients.get_mut(&client) {
+            c.seqids.insert(owner, (seqid, None));
+        }
+    }
+
     /// Records an owner's request as done, with its reply for a retransmission.
     pub fn seq_done(&self, client: u64, owner: SeqOwner, seqid: u32, reply: Bytes) {
         let mut i = self.inner.lock().unwrap();
@@ -1110,6 +1200,39 @@ impl State {
             i.files.len(),
         )
     }
+}
+
+/// The bit of an OPEN's (access, deny) pair in [`Kind::Open`]'s `modes`.
+fn mode_bit(access: u32, deny: u32) -> u16 {
+    1 << ((access & ACCESS_BOTH) * 4 + (deny & ACCESS_BOTH))
+}
+
+/// The pairs of `modes` whose access and deny lie within (access, deny).
+fn downgrade_within(modes: u16, access: u32, deny: u32) -> u16 {
+    let mut keep = 0;
+    for a in 1..=ACCESS_BOTH {
+        for d in 0..=ACCESS_BOTH {
+            let bit = mode_bit(a, d);
+            if modes & bit != 0 && a & !access == 0 && d & !deny == 0 {
+                keep |= bit;
+            }
+        }
+    }
+    keep
+}
+
+/// The union (access, deny) of the pairs in `modes`.
+fn union_of(modes: u16) -> (u32, u32) {
+    let (mut access, mut deny) = (0, 0);
+    for a in 1..=ACCESS_BOTH {
+        for d in 0..=ACCESS_BOTH {
+            if modes & mode_bit(a, d) != 0 {
+                access |= a;
+                deny |= d;
+            }
+        }
+    }
+    (access, deny)
 }
 
 /// The anonymous stateid (all zeros) and the READ bypass stateid (all ones).
