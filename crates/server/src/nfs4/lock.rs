@@ -6,6 +6,7 @@ use super::{log_fail, Fail};
 use crate::locks::{Conflict, LockKind, OwnerKey};
 use proto::nfs4::*;
 use std::time::Instant;
+use vfs::FileType;
 
 fn kind(t: NfsLockType4) -> LockKind {
     match t {
@@ -134,6 +135,10 @@ fn take_lock(
 }
 
 pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
+    if let Err(f) = lockable(c).await {
+        log_fail(c, "OP_LOCKT", &f);
+        return Lockt4res::Default(f.status);
+    }
     let r = (|| {
         check_range(a.offset, a.length)?;
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
@@ -207,4 +212,24 @@ pub fn release_lockowner(c: &mut Compound<'_>, a: ReleaseLockowner4args) -> Rele
         Nfsstat4::NFS4_OK
     };
     ReleaseLockowner4res { status }
+}
+
+/// Only regular files hold byte-range locks. LOCK needs an open stateid,
+/// which only regular files get, but LOCKT names just the current
+/// filehandle, so it checks the type itself: a directory is NFS4ERR_ISDIR,
+/// a symlink NFS4ERR_SYMLINK, anything else NFS4ERR_WRONG_TYPE
+/// (RFC 8881 §15.1.2), which NFSv4.0 lacks: NFS4ERR_INVAL there
+/// (RFC 7530 §13.1). The Linux server answers the same.
+async fn lockable(c: &Compound<'_>) -> Result<(), Fail> {
+    let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+    let b = export.backend.clone();
+    let attr = c.n.run_fast(&*b.clone(), move || b.getattr(&fid)).await?;
+    let (status, why) = match attr.ftype {
+        FileType::Regular => return Ok(()),
+        FileType::Directory => (Nfsstat4::NFS4ERR_ISDIR, "LOCKT on a directory"),
+        FileType::Symlink => (Nfsstat4::NFS4ERR_SYMLINK, "LOCKT on a symbolic link"),
+        _ if c.minor == 0 => (Nfsstat4::NFS4ERR_INVAL, "LOCKT on a special file"),
+        _ => (Nfsstat4::NFS4ERR_WRONG_TYPE, "LOCKT on a special file"),
+    };
+    Err(Fail::new(status, why))
 }
