@@ -6,6 +6,7 @@ use super::compound::{Compound, Cur, Fh};
 use super::pseudo::{MountedOn, Target};
 use super::{log_fail, Fail};
 use proto::nfs4::*;
+use vfs::{Backend, Fid, FileType, FsError};
 
 pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
     let status = match c.n.open_fh(c, &a.object.0) {
@@ -126,7 +127,10 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
                 name.to_vec(),
             );
             let r = n
-                .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, &name))
+                .run_fast(&*b.clone(), move || {
+                    b.lookup(&cred, &dir, &name)
+                        .map_err(|e| from_non_dir(&*b, &dir, e))
+                })
                 .await;
             let (fid, _) = r?;
             Ok(Fh::Obj {
@@ -135,6 +139,20 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
             })
         }
     }
+}
+
+/// LOOKUP or LOOKUPP from a symbolic link is NFS4ERR_SYMLINK, from any
+/// other non-directory NFS4ERR_NOTDIR (RFC 7530 §16.13, RFC 8881 §18.13.3;
+/// the Linux server answers LOOKUPP the same way), so a client knows to
+/// follow the link itself. Only a failed lookup pays for the stat.
+fn from_non_dir(b: &dyn Backend, dir: &Fid, e: FsError) -> Fail {
+    if e == FsError::NotDir && b.getattr(dir).is_ok_and(|a| a.ftype == FileType::Symlink) {
+        return Fail::new(
+            Nfsstat4::NFS4ERR_SYMLINK,
+            "the current filehandle is a symbolic link",
+        );
+    }
+    e.into()
 }
 
 fn export_root(c: &Compound<'_>, id: u32) -> Result<Fh, Fail> {
@@ -189,7 +207,10 @@ async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
             }
             let (b, cred, dir) = (export.backend.clone(), c.access(export)?.cred.clone(), *fid);
             let (fid, _) = n
-                .run_fast(&*b.clone(), move || b.lookup(&cred, &dir, b".."))
+                .run_fast(&*b.clone(), move || {
+                    b.lookup(&cred, &dir, b"..")
+                        .map_err(|e| from_non_dir(&*b, &dir, e))
+                })
                 .await?;
             Ok(Fh::Obj {
                 export: export.clone(),
