@@ -103,9 +103,14 @@ pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) 
         let n = c.n;
         c.ctx.client.record_getattr(&cur.wire(n));
     }
-    let fetched = match attr::check_get_request(&a.attr_request) {
+    // Without a current filehandle that is the error, whatever was asked.
+    let checked = c.cur().and_then(|_| {
+        attr::check_get_request(&a.attr_request)
+            .map_err(|s| Fail::new(s, "write-only attribute requested"))
+    });
+    let fetched = match checked {
         Ok(()) => fetch(c, &a.attr_request).await,
-        Err(s) => Err(Fail::new(s, "write-only attribute requested")),
+        Err(f) => Err(f),
     };
     match fetched {
         Ok(f) => {
