@@ -132,6 +132,10 @@ const SETTABLE: Mask = mask_of(&[
 /// server does, so a client never relies on them being set atomically).
 const EXCLCREAT: Mask = mask_of(&[FATTR4_SIZE, FATTR4_MODE, FATTR4_OWNER, FATTR4_OWNER_GROUP]);
 
+const fn or(a: Mask, b: Mask) -> Mask {
+    [a[0] | b[0], a[1] | b[1], a[2] | b[2]]
+}
+
 const fn or4(a: Mask, b: Mask, c: Mask, d: Mask) -> Mask {
     [
         a[0] | b[0] | c[0] | d[0],
@@ -141,6 +145,34 @@ const fn or4(a: Mask, b: Mask, c: Mask, d: Mask) -> Mask {
 }
 
 const SUPPORTED: Mask = or4(PER_FS, PER_OBJECT, FSSTAT, WRITE_ONLY);
+
+/// Bits `lo..=hi`.
+const fn range(lo: u32, hi: u32) -> Mask {
+    let mut m = [0u32; WORDS];
+    let mut b = lo;
+    while b <= hi {
+        m[(b / 32) as usize] |= 1 << (b % 32);
+        b += 1;
+    }
+    m
+}
+
+/// Attributes NFSv4.1 added (RFC 8881 §5.6-5.7: dir_notif_delay, 56,
+/// through fs_charset_cap, 76) and those NFSv4.2 and its extensions added
+/// (RFC 7862 §12: clone_blksize, 77, onwards). A minor version's
+/// supported_attrs must not name attributes of a later one, which its
+/// clients do not know (RFC 7530 §5 lists all of NFSv4.0's).
+const NEW_IN_41: Mask = range(56, 76);
+const NEW_IN_42: Mask = range(77, WORDS as u32 * 32 - 1);
+
+/// What Tarn supports in `minor`.
+const fn supported(minor: u32) -> Mask {
+    match minor {
+        0 => and(SUPPORTED, not(or(NEW_IN_41, NEW_IN_42))),
+        1 => and(SUPPORTED, not(NEW_IN_42)),
+        _ => SUPPORTED,
+    }
+}
 
 /// The first [`WORDS`] words of a client's bitmap; later words hold no bit
 /// Tarn supports.
@@ -222,11 +254,14 @@ pub struct AttrSource<'a> {
     /// rdattr_error and the attributes that do not depend on the object are
     /// encoded, and `attr`, `fh` and `fsstat` are not looked at.
     pub rdattr_error: Option<Nfsstat4>,
+    /// The COMPOUND's minor version: attributes of later minor versions are
+    /// neither listed in supported_attrs nor returned.
+    pub minor: u32,
 }
 
-/// The bitmap of attributes Tarn supports.
-pub fn supported_attrs() -> Bitmap4 {
-    to_bitmap(&SUPPORTED)
+/// The bitmap of attributes Tarn supports in minor version `minor`.
+pub fn supported_attrs(minor: u32) -> Bitmap4 {
+    to_bitmap(&supported(minor))
 }
 
 /// Attributes a client may set in an EXCLUSIVE4_1 create.
@@ -270,7 +305,7 @@ pub fn ftype4(t: FileType) -> NfsFtype4 {
 
 /// What will be encoded for `request`: known, readable and available bits.
 fn result_mask(request: &[u32], src: &AttrSource) -> Mask {
-    let mut m = and(and(prefix(request), SUPPORTED), not(WRITE_ONLY));
+    let mut m = and(and(prefix(request), supported(src.minor)), not(WRITE_ONLY));
     if src.rdattr_error.is_some() {
         m = and(m, PER_FS);
     } else if src.fsstat.is_none() {
@@ -318,7 +353,7 @@ fn encode_attr(bit: u32, src: &AttrSource, out: &mut BytesMut) {
     // result_mask keeps these bits only when fsstat is present.
     let fs = || src.fsstat.copied().unwrap_or_default();
     match bit {
-        FATTR4_SUPPORTED_ATTRS => pack_mask(&SUPPORTED, out),
+        FATTR4_SUPPORTED_ATTRS => pack_mask(&supported(src.minor), out),
         FATTR4_TYPE => ftype4(a.ftype).pack(out),
         FATTR4_FH_EXPIRE_TYPE => out.put_u32(FH4_PERSISTENT),
         FATTR4_CHANGE => out.put_u64(change(a)),
@@ -431,12 +466,12 @@ fn skip_attr(bit: u32, d: &mut Decoder) -> xdr::Result<()> {
     Ok(())
 }
 
-/// Checks a client's bitmap against what Tarn supports: unknown or
-/// unsupported bits, in any word, are NFS4ERR_ATTRNOTSUPP.
-fn client_mask(bm: &[u32]) -> Result<Mask, Nfsstat4> {
+/// Checks a client's bitmap against what Tarn supports in `minor`: unknown
+/// or unsupported bits, in any word, are NFS4ERR_ATTRNOTSUPP.
+fn client_mask(bm: &[u32], minor: u32) -> Result<Mask, Nfsstat4> {
     let m = prefix(bm);
-    let unsupported =
-        and(m, not(SUPPORTED)).iter().any(|&w| w != 0) || bm.iter().skip(WORDS).any(|&w| w != 0);
+    let unsupported = and(m, not(supported(minor))).iter().any(|&w| w != 0)
+        || bm.iter().skip(WORDS).any(|&w| w != 0);
     if unsupported {
         return Err(Nfsstat4::NFS4ERR_ATTRNOTSUPP);
     }
@@ -468,13 +503,14 @@ fn set_time(s: Settime4) -> Result<SetTime, Nfsstat4> {
 /// The attributes of a SETATTR, CREATE or OPEN as a backend `SetAttr`, and
 /// the bitmap of what it sets (SETATTR's attrsset).
 ///
-/// Errors, checked in this order: a bit Tarn does not support is
+/// Errors, checked in this order: a bit Tarn does not support in `minor` is
 /// NFS4ERR_ATTRNOTSUPP; a supported read-only one NFS4ERR_INVAL; values that
 /// do not decode, or bytes left over, NFS4ERR_BADXDR; a time with nseconds
-/// out of range NFS4ERR_INVAL; an owner or group without an id
+/// out of range NFS4ERR_INVAL; a size beyond [`MAXFILESIZE`] NFS4ERR_FBIG;
+/// an empty owner or group NFS4ERR_INVAL; an owner or group without an id
 /// NFS4ERR_BADOWNER.
-pub fn decode_set(f: &Fattr4, idmap: &IdMap) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
-    let m = client_mask(&f.attrmask)?;
+pub fn decode_set(f: &Fattr4, idmap: &IdMap, minor: u32) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
+    let m = client_mask(&f.attrmask, minor)?;
     if and(m, not(SETTABLE)).iter().any(|&w| w != 0) {
         return Err(Nfsstat4::NFS4ERR_INVAL);
     }
@@ -506,6 +542,19 @@ pub fn decode_set(f: &Fattr4, idmap: &IdMap) -> Result<(SetAttr, Bitmap4), Nfsst
     if let Some(t) = mtime {
         set.mtime = set_time(t)?;
     }
+    // maxfilesize is what the client was told it may use; a larger size
+    // (say U64_MAX, which no backend's signed offsets can hold) grows the
+    // file past the server's limit: NFS4ERR_FBIG (RFC 8881 §15.1, RFC 7530
+    // §13.1), not merely an invalid argument.
+    if set.size.is_some_and(|s| s > MAXFILESIZE) {
+        return Err(Nfsstat4::NFS4ERR_FBIG);
+    }
+    // An empty string names no principal at all: it is malformed, not an
+    // unknown user (the Linux server answers the same).
+    if owner.as_ref().is_some_and(|s| s.is_empty()) || group.as_ref().is_some_and(|s| s.is_empty())
+    {
+        return Err(Nfsstat4::NFS4ERR_INVAL);
+    }
     if let Some(s) = owner {
         set.uid = Some(idmap.uid(&s)?);
     }
@@ -524,7 +573,7 @@ pub fn decode_set(f: &Fattr4, idmap: &IdMap) -> Result<(SetAttr, Bitmap4), Nfsst
 /// (checked to the end even after a mismatch), NFS4ERR_SERVERFAULT if `src`
 /// lacks the fsstat the bitmap needs.
 pub fn verify(f: &Fattr4, src: &AttrSource) -> Result<bool, Nfsstat4> {
-    let m = client_mask(&f.attrmask)?;
+    let m = client_mask(&f.attrmask, src.minor)?;
     if bitmap_has(&m, FATTR4_RDATTR_ERROR) || and(m, WRITE_ONLY).iter().any(|&w| w != 0) {
         return Err(Nfsstat4::NFS4ERR_INVAL);
     }

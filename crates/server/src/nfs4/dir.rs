@@ -46,7 +46,7 @@ pub async fn create(c: &mut Compound<'_>, a: Create4args) -> Create4res {
 async fn do_create(c: &mut Compound<'_>, a: Create4args) -> Result<Create4resok, Fail> {
     check_name(&a.objname)?;
     let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
-    let (set, attrset) = attr::decode_set(&a.createattrs, &c.n.idmap)
+    let (set, attrset) = attr::decode_set(&a.createattrs, &c.n.idmap, c.minor)
         .map_err(|s| Fail::new(s, "create attributes could not be decoded"))?;
     let b = export.backend.clone();
     let name = a.objname.clone();

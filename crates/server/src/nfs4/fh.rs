@@ -6,6 +6,7 @@ use super::compound::{Compound, Cur, Fh};
 use super::pseudo::{MountedOn, Target};
 use super::{log_fail, Fail};
 use proto::nfs4::*;
+use vfs::{Backend, Fid, FileType, FsError};
 
 pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
     let status = match c.n.open_fh(c, &a.object.0) {
@@ -130,7 +131,7 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
             let r = n
                 .run_fast(&*b.clone(), move || {
                     b.lookup(&cred, &dir, &name)
-                        .map_err(|e| symlink_not_dir(&*b, &dir, e))
+                        .map_err(|e| from_non_dir(&*b, &dir, e))
                 })
                 .await;
             let (fid, _) = r?;
@@ -142,19 +143,18 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
     }
 }
 
-/// RFC 8881 §18.14.3 / §18.15.3 (RFC 7530 §16.15.5 / §16.16.5): LOOKUP or
-/// LOOKUPP with a symbolic link as the current filehandle is
-/// NFS4ERR_SYMLINK (`FsError::Loop`), not NOTDIR: the client may follow it.
-fn symlink_not_dir(b: &dyn vfs::Backend, dir: &vfs::Fid, e: vfs::FsError) -> vfs::FsError {
-    match e {
-        vfs::FsError::NotDir
-            if b.getattr(dir)
-                .is_ok_and(|a| matches!(a.ftype, vfs::FileType::Symlink)) =>
-        {
-            vfs::FsError::Loop
-        }
-        e => e,
+/// LOOKUP or LOOKUPP from a symbolic link is NFS4ERR_SYMLINK, from any
+/// other non-directory NFS4ERR_NOTDIR (RFC 7530 §16.13, RFC 8881 §18.13.3;
+/// the Linux server answers LOOKUPP the same way), so a client knows to
+/// follow the link itself. Only a failed lookup pays for the stat.
+fn from_non_dir(b: &dyn Backend, dir: &Fid, e: FsError) -> Fail {
+    if e == FsError::NotDir && b.getattr(dir).is_ok_and(|a| a.ftype == FileType::Symlink) {
+        return Fail::new(
+            Nfsstat4::NFS4ERR_SYMLINK,
+            "the current filehandle is a symbolic link",
+        );
     }
+    e.into()
 }
 
 fn export_root(c: &Compound<'_>, id: u32) -> Result<Fh, Fail> {
@@ -212,7 +212,7 @@ pub async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
             let (fid, _) = n
                 .run_fast(&*b.clone(), move || {
                     b.lookup(&cred, &dir, b"..")
-                        .map_err(|e| symlink_not_dir(&*b, &dir, e))
+                        .map_err(|e| from_non_dir(&*b, &dir, e))
                 })
                 .await?;
             Ok(Fh::Obj {

@@ -19,7 +19,7 @@ pub struct Fetched {
 }
 
 impl Fetched {
-    pub fn source<'a>(&'a self, n: &'a Nfs4, fh: &'a [u8]) -> AttrSource<'a> {
+    pub fn source<'a>(&'a self, n: &'a Nfs4, fh: &'a [u8], minor: u32) -> AttrSource<'a> {
         AttrSource {
             attr: &self.attr,
             fh,
@@ -30,6 +30,7 @@ impl Fetched {
             idmap: &n.idmap,
             read_only: self.read_only,
             rdattr_error: None,
+            minor,
         }
     }
 }
@@ -102,7 +103,16 @@ pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) 
         let n = c.n;
         c.ctx.client.record_getattr(&cur.wire(n));
     }
-    match fetch(c, &a.attr_request).await {
+    // Without a current filehandle that is the error, whatever was asked.
+    let checked = c.cur().and_then(|_| {
+        attr::check_get_request(&a.attr_request)
+            .map_err(|s| Fail::new(s, "write-only attribute requested"))
+    });
+    let fetched = match checked {
+        Ok(()) => fetch(c, &a.attr_request).await,
+        Err(f) => Err(f),
+    };
+    match fetched {
         Ok(f) => {
             let n = c.n;
             let fh = if attr::bitmap_has(&a.attr_request, FATTR4_FILEHANDLE) {
@@ -111,7 +121,7 @@ pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) 
                 Bytes::new()
             };
             out.put_u32(Nfsstat4::NFS4_OK as u32);
-            attr::encode_into(&a.attr_request, &f.source(n, &fh), out);
+            attr::encode_into(&a.attr_request, &f.source(n, &fh, c.minor), out);
         }
         Err(f) => {
             log_fail(c, "OP_GETATTR", &f);
@@ -138,7 +148,7 @@ pub async fn setattr(c: &mut Compound<'_>, a: Setattr4args) -> Setattr4res {
 
 async fn do_setattr(c: &mut Compound<'_>, a: Setattr4args) -> Result<Bitmap4, Fail> {
     let (export, fid, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
-    let (set, attrsset) = attr::decode_set(&a.obj_attributes, &c.n.idmap)
+    let (set, attrsset) = attr::decode_set(&a.obj_attributes, &c.n.idmap, c.minor)
         .map_err(|s| Fail::new(s, "attributes could not be decoded or set"))?;
     if set.size.is_some() {
         // A size change is a write: the stateid must allow it.
@@ -181,7 +191,7 @@ async fn compare(c: &mut Compound<'_>, want: &Fattr4) -> Result<bool, Fail> {
     let f = fetch(c, &want.attrmask).await?;
     let n = c.n;
     let fh = c.cur.as_mut().map(|cur| cur.wire(n)).unwrap_or_default();
-    attr::verify(want, &f.source(n, &fh))
+    attr::verify(want, &f.source(n, &fh, c.minor))
         .map_err(|s| Fail::new(s, "attributes to compare are malformed or unsupported"))
 }
 
@@ -195,21 +205,48 @@ pub async fn access(c: &mut Compound<'_>, a: Access4args) -> Access4res {
     }
 }
 
+/// The ACCESS bits that mean something for an object of type `t`: LOOKUP
+/// and DELETE only for a directory, EXECUTE only for a non-directory
+/// (RFC 7530 §16.1, RFC 8881 §18.1.3). `supported` holds only these, as
+/// the Linux server's does, so a client never reads "allowed" into a bit
+/// that cannot apply; the Linux client asks LOOKUP of directories and
+/// EXECUTE of files, so it always gets what it asks.
+fn meaningful(t: FileType) -> u32 {
+    let common = Access::READ | Access::MODIFY | Access::EXTEND;
+    match t {
+        FileType::Directory => (common | Access::LOOKUP | Access::DELETE).bits(),
+        _ => (common | Access::EXECUTE).bits(),
+    }
+}
+
 async fn do_access(c: &Compound<'_>, want: u32) -> Result<(u32, u32), Fail> {
     // ACCESS4_* bits 0x01..0x20 equal NFSv3's; the NFSv4.2 xattr bits are
     // not supported.
-    let supported = want & Access::ALL.bits();
+    let want = want & Access::ALL.bits();
     match &c.cur()?.fh {
-        Fh::Pseudo(_) => Ok((
-            supported,
-            supported & (Access::READ | Access::LOOKUP | Access::EXECUTE).bits(),
-        )),
+        Fh::Pseudo(_) => {
+            let supported = want & meaningful(FileType::Directory);
+            Ok((
+                supported,
+                supported & (Access::READ | Access::LOOKUP).bits(),
+            ))
+        }
         Fh::Obj { export, fid } => {
             let access = c.access(export)?;
             let (b, f, cred) = (export.backend.clone(), *fid, access.cred.clone());
-            let got =
-                c.n.run_fast(&*b.clone(), move || b.access(&cred, &f, Access(supported)))
-                    .await?;
+            let (got, ftype) =
+                c.n.run_fast(&*b.clone(), move || {
+                    // One stat gives both the permissions and the type.
+                    let (r, at) = b.access_with_attr(&cred, &f, Access(want));
+                    let got = r?;
+                    let ftype = match at {
+                        Some(a) => a.ftype,
+                        None => b.getattr(&f)?.ftype,
+                    };
+                    Ok::<_, vfs::FsError>((got, ftype))
+                })
+                .await?;
+            let supported = want & meaningful(ftype);
             let mut bits = got.bits() & supported;
             if !access.rw {
                 bits &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();

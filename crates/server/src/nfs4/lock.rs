@@ -150,26 +150,13 @@ fn take_lock(
 }
 
 pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
-    let r = async {
+    if let Err(f) = lockable(c).await {
+        log_fail(c, "OP_LOCKT", &f);
+        return Lockt4res::Default(f.status);
+    }
+    let r = (|| {
         check_range(a.offset, a.length)?;
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
-        // Only regular files have byte-range locks (RFC 7530 §16.11.5):
-        // a directory is ISDIR, anything else INVAL.
-        let b = export.backend.clone();
-        let ftype =
-            c.n.run_fast(&*export.backend, move || b.getattr(&fid))
-                .await;
-        match ftype.map_err(Fail::from)?.ftype {
-            FileType::Regular => {}
-            FileType::Directory => {
-                return Err(Fail::new(Nfsstat4::NFS4ERR_ISDIR, "LOCKT on a directory").into())
-            }
-            _ => {
-                return Err(
-                    Fail::new(Nfsstat4::NFS4ERR_INVAL, "LOCKT on a non-regular file").into(),
-                )
-            }
-        }
         let clientid = if c.minor == 0 {
             // A 4.0 clientid: stale from another server instance, and a
             // live one's lease is renewed (RFC 7530 §9.5).
@@ -198,8 +185,7 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
                 a.length,
             )
             .map_err(LockErr::Denied)
-    }
-    .await;
+    })();
     match r {
         Ok(()) => Lockt4res::NFS4_OK,
         Err(LockErr::Denied(d)) => Lockt4res::NFS4ERR_DENIED(denied(d)),
@@ -244,4 +230,24 @@ pub fn release_lockowner(c: &mut Compound<'_>, a: ReleaseLockowner4args) -> Rele
         Nfsstat4::NFS4_OK
     };
     ReleaseLockowner4res { status }
+}
+
+/// Only regular files hold byte-range locks. LOCK needs an open stateid,
+/// which only regular files get, but LOCKT names just the current
+/// filehandle, so it checks the type itself: a directory is NFS4ERR_ISDIR,
+/// a symlink NFS4ERR_SYMLINK, anything else NFS4ERR_WRONG_TYPE
+/// (RFC 8881 §15.1.2), which NFSv4.0 lacks: NFS4ERR_INVAL there
+/// (RFC 7530 §13.1). The Linux server answers the same.
+async fn lockable(c: &Compound<'_>) -> Result<(), Fail> {
+    let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+    let b = export.backend.clone();
+    let attr = c.n.run_fast(&*b.clone(), move || b.getattr(&fid)).await?;
+    let (status, why) = match attr.ftype {
+        FileType::Regular => return Ok(()),
+        FileType::Directory => (Nfsstat4::NFS4ERR_ISDIR, "LOCKT on a directory"),
+        FileType::Symlink => (Nfsstat4::NFS4ERR_SYMLINK, "LOCKT on a symbolic link"),
+        _ if c.minor == 0 => (Nfsstat4::NFS4ERR_INVAL, "LOCKT on a special file"),
+        _ => (Nfsstat4::NFS4ERR_WRONG_TYPE, "LOCKT on a special file"),
+    };
+    Err(Fail::new(status, why))
 }

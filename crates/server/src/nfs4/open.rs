@@ -23,8 +23,11 @@ pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
     }
 }
 
-/// Refuses non-regular files the way RFC 8881 §18.16.3 asks.
-fn regular(a: &Attr) -> Result<(), Fail> {
+/// Refuses non-regular files: a directory is NFS4ERR_ISDIR and a symlink
+/// NFS4ERR_SYMLINK in every minor version; any other type is
+/// NFS4ERR_SYMLINK in NFSv4.0 (RFC 7530 §16.16, which has no better
+/// error) and NFS4ERR_WRONG_TYPE from NFSv4.1 on (RFC 8881 §18.16.3).
+fn regular(a: &Attr, minor: u32) -> Result<(), Fail> {
     match a.ftype {
         FileType::Regular => Ok(()),
         FileType::Directory => Err(Fail::new(Nfsstat4::NFS4ERR_ISDIR, "OPEN of a directory")),
@@ -32,7 +35,14 @@ fn regular(a: &Attr) -> Result<(), Fail> {
             Nfsstat4::NFS4ERR_SYMLINK,
             "OPEN of a symbolic link",
         )),
-        _ => Err(Fail::new(Nfsstat4::NFS4ERR_INVAL, "OPEN of a special file")),
+        _ if minor == 0 => Err(Fail::new(
+            Nfsstat4::NFS4ERR_SYMLINK,
+            "OPEN of a special file",
+        )),
+        _ => Err(Fail::new(
+            Nfsstat4::NFS4ERR_WRONG_TYPE,
+            "OPEN of a special file",
+        )),
     }
 }
 
@@ -70,12 +80,13 @@ fn open_by_name(
     name: &[u8],
     how: Option<(CreateHow, Option<SetAttr>, Bitmap4)>,
     access: u32,
+    minor: u32,
 ) -> Result<Opened, Fail> {
     let before = change(b, dir);
     let mut created = false;
     let (fid, attrset) = match b.lookup(cred, dir, name) {
         Ok((fid, a)) => {
-            regular(&a)?;
+            regular(&a, minor)?;
             let attrset = match &how {
                 Some((CreateHow::Guarded(_), ..)) => {
                     return Err(Fail::new(
@@ -89,20 +100,22 @@ fn open_by_name(
                     b.create(cred, dir, name, h)?;
                     Vec::new()
                 }
-                Some((CreateHow::Unchecked(set), _, bits)) if set.size.is_some() => {
+                // UNCHECKED4 on an existing file ignores createattrs, except
+                // that size 0 truncates it (RFC 7530 §16.16, RFC 8881
+                // §18.16.3): an O_CREAT|O_TRUNC open. Any other size or
+                // attribute would change a file the caller did not create.
+                Some((CreateHow::Unchecked(set), ..)) if set.size == Some(0) => {
                     may_open(b, cred, &fid, access | ACCESS_WRITE)?;
                     b.setattr(
                         cred,
                         &fid,
                         &SetAttr {
-                            size: set.size,
+                            size: Some(0),
                             ..SetAttr::default()
                         },
                     )?;
                     let mut s = Vec::new();
-                    if attr::bitmap_has(bits, FATTR4_SIZE) {
-                        attr::bitmap_set(&mut s, FATTR4_SIZE);
-                    }
+                    attr::bitmap_set(&mut s, FATTR4_SIZE);
                     s
                 }
                 _ => Vec::new(),
@@ -177,6 +190,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         return Err(Fail::new(Nfsstat4::NFS4ERR_ROFS, "export is read-only"));
     }
     let b = export.backend.clone();
+    let minor = c.minor;
     let opened = match a.claim {
         OpenClaim4::CLAIM_NULL(name) => {
             super::fh::check_name(&name)?;
@@ -194,11 +208,11 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
                 // Opening an existing file is a lookup and a permission
                 // check: inline when nothing waits for the disk.
                 c.n.run_fast(&*b.clone(), move || {
-                    open_by_name(&*b, &cred, &cur, &name, None, access)
+                    open_by_name(&*b, &cred, &cur, &name, None, access, minor)
                 })
                 .await?
             } else {
-                c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access))
+                c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access, minor))
                     .await?
             }
         }
@@ -206,7 +220,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
             let fid = cur;
             c.n.run(move || {
                 let a = b.getattr(&fid)?;
-                regular(&a)?;
+                regular(&a, minor)?;
                 may_open(&*b, &cred, &fid, access)?;
                 Ok::<_, Fail>(())
             })
@@ -257,7 +271,7 @@ fn create_how(
     h: Createhow4,
 ) -> Result<(CreateHow, Option<SetAttr>, Bitmap4), Fail> {
     let dec = |f: &Fattr4| {
-        attr::decode_set(f, &c.n.idmap)
+        attr::decode_set(f, &c.n.idmap, c.minor)
             .map_err(|s| Fail::new(s, "create attributes could not be decoded"))
     };
     Ok(match h {

@@ -22,6 +22,7 @@ struct Enc {
     lease: u32,
     request: Vec<u32>,
     want_fh: bool,
+    minor: u32,
 }
 
 /// One directory entry to encode.
@@ -52,6 +53,7 @@ impl Enc {
             idmap: &self.idmap,
             read_only: false,
             rdattr_error: None,
+            minor: self.minor,
         };
         attr::encode_into(&self.request, &src, out);
         if out.len() > limit {
@@ -64,6 +66,11 @@ impl Enc {
 
 /// A READDIR result being written: where it starts, the byte limit of its
 /// entries, and whether any entry fit.
+///
+/// maxcount bounds the READDIR4resok (RFC 8881 §18.23.3, RFC 7530
+/// §16.24): the cookie verifier, the entries and the end-of-list and eof
+/// words, but not the operation number and status before them. So even an
+/// empty directory needs 16 bytes.
 struct Listing {
     start: usize,
     limit: usize,
@@ -78,15 +85,18 @@ impl Listing {
         out.put_slice(verifier);
         Listing {
             start,
-            // The end-of-list and eof words must fit too.
-            limit: start + maxcount.saturating_sub(8),
+            // The resok starts after the op and status words (8 bytes);
+            // its end-of-list and eof words (8 more) must fit after the
+            // entries.
+            limit: start + maxcount,
             any: false,
         }
     }
 
     /// Ends the list; `eof` is false when an entry did not fit.
     fn finish(self, out: &mut BytesMut, eof: bool) -> Result<(), Fail> {
-        if !self.any && !eof {
+        // Nothing fit, not even the end words after the verifier.
+        if !self.any && (!eof || out.len() > self.limit) {
             out.truncate(self.start);
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_TOOSMALL,
@@ -123,6 +133,7 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
         lease: n.cfg.lease.as_secs() as u32,
         want_fh: attr::bitmap_has(&a.attr_request, FATTR4_FILEHANDLE),
         request: a.attr_request.clone(),
+        minor: c.minor,
     };
     // The reply so far, then this result; maxcount bounds the result.
     let maxcount = (a.maxcount as usize).min(super::MAX_IO as usize);

@@ -56,6 +56,8 @@ fn src<'a>(a: &'a Attr, m: &'a IdMap, fs: Option<&'a FsStat>) -> AttrSource<'a> 
         idmap: m,
         read_only: false,
         rdattr_error: None,
+        // NFSv4.1: every attribute Tarn has; minor-version tests set their own.
+        minor: 1,
     }
 }
 
@@ -186,11 +188,13 @@ fn supported_bitmap_is_the_documented_set() {
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 26, 27, 28,
         29, 30, 31, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45, 47, 48, 51, 52, 53, 54, 55, 75,
     ];
-    let sup = supported_attrs();
-    assert_eq!(sup, req(want));
-    // Never claimed: acl, fs_locations, time_create, sec_label, layouts.
-    for bit in [12, 24, 50, 62, 64, 80] {
-        assert!(!bitmap_has(&sup, bit), "{bit}");
+    for minor in [1, 2] {
+        let sup = supported_attrs(minor);
+        assert_eq!(sup, req(want), "minor {minor}");
+        // Never claimed: acl, fs_locations, time_create, sec_label, layouts.
+        for bit in [12, 24, 50, 62, 64, 80] {
+            assert!(!bitmap_has(&sup, bit), "{bit}");
+        }
     }
     assert_eq!(
         suppattr_exclcreat(),
@@ -199,7 +203,56 @@ fn supported_bitmap_is_the_documented_set() {
     // The supported_attrs attribute carries the same bitmap.
     let (a, m) = (attr(), idmap(false));
     let f = encode(&req(&[FATTR4_SUPPORTED_ATTRS]), &src(&a, &m, None));
-    assert_eq!(f.attr_vals, xdr::to_bytes(&sup));
+    assert_eq!(f.attr_vals, xdr::to_bytes(&supported_attrs(1)));
+}
+
+/// A minor version's supported_attrs names no attribute a later one added:
+/// 4.0 ends at mounted_on_fileid (55), 4.1 at fs_charset_cap (76).
+#[test]
+fn supported_attrs_follow_the_minor_version() {
+    let v40 = supported_attrs(0);
+    let mut want = supported_attrs(1);
+    // suppattr_exclcreat (75) is 4.1's only attribute in the third word.
+    assert_eq!(want[2], 1 << (FATTR4_SUPPATTR_EXCLCREAT - 64));
+    want.truncate(2);
+    assert_eq!(v40, want);
+    for bit in 56..96 {
+        assert!(!bitmap_has(&v40, bit), "4.0 lists {bit}");
+    }
+    for minor in [1, 2] {
+        let sup = supported_attrs(minor);
+        assert!(bitmap_has(&sup, FATTR4_SUPPATTR_EXCLCREAT));
+    }
+    for bit in 77..96 {
+        assert!(!bitmap_has(&supported_attrs(1), bit), "4.1 lists {bit}");
+    }
+
+    let (a, m) = (attr(), idmap(false));
+    let mut s = src(&a, &m, None);
+    s.minor = 0;
+    // The attribute's value is the minor version's set too.
+    let f = encode(&req(&[FATTR4_SUPPORTED_ATTRS]), &s);
+    assert_eq!(f.attr_vals, xdr::to_bytes(&v40));
+    // A later version's attribute is left out like an unknown one...
+    let request = req(&[FATTR4_SIZE, FATTR4_SUPPATTR_EXCLCREAT]);
+    assert_eq!(encode(&request, &s).attrmask, req(&[FATTR4_SIZE]));
+    assert_eq!(packed(&request, &s), {
+        let mut out = BytesMut::new();
+        encode_into(&req(&[FATTR4_SIZE]), &s, &mut out);
+        out.to_vec()
+    });
+    // ...and is unsupported where a client gives a value.
+    let f = fattr(&[FATTR4_SUPPATTR_EXCLCREAT], "00000000");
+    assert_eq!(verify(&f, &s), Err(Nfsstat4::NFS4ERR_ATTRNOTSUPP));
+    assert_eq!(
+        decode_set(&f, &m, 0).unwrap_err(),
+        Nfsstat4::NFS4ERR_ATTRNOTSUPP
+    );
+    // In 4.1 it is known, and read-only.
+    assert_eq!(decode_set(&f, &m, 1).unwrap_err(), Nfsstat4::NFS4ERR_INVAL);
+    // The settable attributes are all 4.0 ones.
+    let f = fattr(&[FATTR4_SIZE], "00000000 00000005");
+    assert_eq!(decode_set(&f, &m, 0).unwrap().0.size, Some(5));
 }
 
 #[test]
@@ -242,7 +295,7 @@ fn everything_requested_is_well_formed() {
     let (a, m, fs) = (attr(), idmap(true), FSSTAT_VAL);
     let s = src(&a, &m, Some(&fs));
     let f = encode(&[u32::MAX; 8], &s);
-    let mut want = supported_attrs();
+    let mut want = supported_attrs(1);
     for bit in [FATTR4_TIME_ACCESS_SET, FATTR4_TIME_MODIFY_SET] {
         want[(bit / 32) as usize] &= !(1 << (bit % 32));
     }
@@ -396,7 +449,7 @@ fn bitmap_helpers() {
 // ---- decode_set ----
 
 fn set_ok(f: &Fattr4) -> SetAttr {
-    let (set, bm) = decode_set(f, &idmap(false)).unwrap();
+    let (set, bm) = decode_set(f, &idmap(false), 1).unwrap();
     assert_eq!(bm, to_bitmap(&prefix(&f.attrmask)));
     set
 }
@@ -465,7 +518,7 @@ fn decode_set_everything_at_once() {
          00000001 00000000 0000000a 00000014
          00000000",
     );
-    let (set, bm) = decode_set(&f, &idmap(false)).unwrap();
+    let (set, bm) = decode_set(&f, &idmap(false), 1).unwrap();
     assert_eq!(
         set,
         SetAttr {
@@ -491,18 +544,18 @@ fn decode_set_everything_at_once() {
 
 #[test]
 fn decode_set_empty_and_padded_bitmaps() {
-    let (set, bm) = decode_set(&fattr(&[], ""), &idmap(false)).unwrap();
+    let (set, bm) = decode_set(&fattr(&[], ""), &idmap(false), 1).unwrap();
     assert_eq!((set, bm), (SetAttr::default(), vec![]));
     let f = Fattr4 {
         attrmask: vec![1 << 4, 0, 0, 0, 0],
         attr_vals: Bytes::from(hex("00000000 00000005")),
     };
-    let (set, bm) = decode_set(&f, &idmap(false)).unwrap();
+    let (set, bm) = decode_set(&f, &idmap(false), 1).unwrap();
     assert_eq!((set.size, bm), (Some(5), vec![1 << 4]));
 }
 
 fn set_err(f: &Fattr4) -> Nfsstat4 {
-    decode_set(f, &idmap(true)).unwrap_err()
+    decode_set(f, &idmap(true), 1).unwrap_err()
 }
 
 #[test]
@@ -594,13 +647,56 @@ fn decode_set_bad_time_and_owner() {
     let cases: &[(u32, &str)] = &[
         (FATTR4_OWNER, "00000006 6e6f626f 64790000"),
         (FATTR4_OWNER, "0000000f 616c6963 65406f74 6865722e 6f726700"),
-        (FATTR4_OWNER, "00000000"),
         (FATTR4_OWNER_GROUP, "00000005 616c6963 65000000"),
     ];
     for (bit, vals) in cases {
         let f = fattr(&[*bit], vals);
         assert_eq!(set_err(&f), Nfsstat4::NFS4ERR_BADOWNER, "{vals}");
     }
+}
+
+/// An empty owner or group names nobody: malformed (NFS4ERR_INVAL), not an
+/// unknown principal (NFS4ERR_BADOWNER), with or without names in use.
+#[test]
+fn decode_set_empty_owner_is_inval() {
+    for use_names in [false, true] {
+        let m = idmap(use_names);
+        for bits in [&[FATTR4_OWNER][..], &[FATTR4_OWNER_GROUP]] {
+            let f = fattr(bits, "00000000");
+            assert_eq!(
+                decode_set(&f, &m, 1).unwrap_err(),
+                Nfsstat4::NFS4ERR_INVAL,
+                "{bits:?} {use_names}"
+            );
+        }
+        // Beside a good group, the empty owner still fails the whole set.
+        let f = fattr(
+            &[FATTR4_OWNER, FATTR4_OWNER_GROUP],
+            "00000000 00000002 35300000",
+        );
+        assert_eq!(decode_set(&f, &m, 0).unwrap_err(), Nfsstat4::NFS4ERR_INVAL);
+    }
+    // Garbage is still reported as garbage first.
+    assert_eq!(
+        set_err(&fattr(&[FATTR4_OWNER], "00000000 00000000")),
+        Nfsstat4::NFS4ERR_BADXDR
+    );
+}
+
+/// A size past maxfilesize is NFS4ERR_FBIG; maxfilesize itself is allowed.
+#[test]
+fn decode_set_size_beyond_maxfilesize_is_fbig() {
+    let m = idmap(false);
+    for size in [MAXFILESIZE + 1, u64::MAX] {
+        let f = fattr(&[FATTR4_SIZE], &format!("{size:016x}"));
+        assert_eq!(
+            decode_set(&f, &m, 0).unwrap_err(),
+            Nfsstat4::NFS4ERR_FBIG,
+            "{size}"
+        );
+    }
+    let f = fattr(&[FATTR4_SIZE], &format!("{MAXFILESIZE:016x}"));
+    assert_eq!(decode_set(&f, &m, 0).unwrap().0.size, Some(MAXFILESIZE));
 }
 
 // ---- verify ----
@@ -716,7 +812,7 @@ proptest! {
         };
         let f = Fattr4 { attrmask: mask, attr_vals: Bytes::from(vals) };
         let m = idmap(true);
-        let _ = decode_set(&f, &m);
+        let _ = decode_set(&f, &m, 1);
         let (a, fs) = (attr(), FSSTAT_VAL);
         let _ = verify(&f, &src(&a, &m, Some(&fs)));
         let _ = verify(&f, &src(&a, &m, None));
@@ -724,7 +820,8 @@ proptest! {
 
     #[test]
     fn decode_set_round_trip(
-        size: u64, mode in 0u32..0o10000, uid: u32, gid: u32,
+        // Larger sizes are NFS4ERR_FBIG: decode_set_size_beyond_maxfilesize_is_fbig.
+        size in 0..=MAXFILESIZE, mode in 0u32..0o10000, uid: u32, gid: u32,
         asecs: i64, ansecs in 0u32..1_000_000_000, mserver: bool,
     ) {
         let m = idmap(false);
@@ -741,7 +838,7 @@ proptest! {
         };
         mt.pack(&mut vals);
         let f = Fattr4 { attrmask: to_bitmap(&SETTABLE), attr_vals: vals.freeze() };
-        let (set, bm) = decode_set(&f, &m).unwrap();
+        let (set, bm) = decode_set(&f, &m, 1).unwrap();
         prop_assert_eq!(bm, to_bitmap(&SETTABLE));
         prop_assert_eq!(set, SetAttr {
             size: Some(size), mode: Some(mode), uid: Some(uid), gid: Some(gid),
