@@ -82,7 +82,22 @@ pub struct Nfs4 {
     pub recovery: Option<state::recovery::Recovery>,
     /// Per-operation counters (the COMPOUND itself is counted by the RPC layer).
     pub metrics: Option<Arc<metrics::Metrics>>,
+    /// NFSv4.0 replies of COMPOUNDs that ran a non-idempotent operation
+    /// outside the owner seqid rules (see [`replay_worthy`]).
+    v40_replies: rpc::drc::Drc,
 }
+
+/// Operations that must not run twice and that NFSv4.0 does not protect
+/// with an owner seqid: a retransmitted CREATE would fail with EXIST, a
+/// REMOVE with NOENT. NFSv4.1 has the session slots; the RPC layer's DRC
+/// does not see inside a COMPOUND, so 4.0 keeps its own, like knfsd's DRC
+/// and Ganesha's do for 4.0.
+fn replay_worthy(op: u32) -> bool {
+    matches!(op, OP_CREATE | OP_LINK | OP_REMOVE | OP_RENAME)
+}
+
+/// Replies kept per client address for NFSv4.0 retransmissions.
+const V40_REPLIES_PER_CLIENT: usize = 256;
 
 /// An NFSv4 error together with why, for the log line.
 #[derive(Debug, Clone, Copy)]
@@ -167,6 +182,10 @@ opnums!(
     OP_RELEASE_LOCKOWNER,
     OP_RECLAIM_COMPLETE,
     OP_CLONE,
+    OP_CREATE,
+    OP_LINK,
+    OP_REMOVE,
+    OP_RENAME,
     OP_ILLEGAL
 );
 
@@ -232,6 +251,7 @@ impl Nfs4 {
             },
             recovery,
             metrics: None,
+            v40_replies: rpc::drc::Drc::new(V40_REPLIES_PER_CLIENT),
         }
     }
 
@@ -369,6 +389,21 @@ impl Nfs4 {
             ctx.set_status(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32);
             return Ok(());
         }
+        let v40_key = (minor == 0).then_some(rpc::drc::Key {
+            xid: ctx.xid,
+            prog: ctx.prog,
+            vers: ctx.vers,
+            proc_: ctx.proc_,
+            args_sum,
+            gss_ctx: 0,
+        });
+        if let Some(r) = v40_key.and_then(|k| self.v40_replies.get(ctx.peer.ip(), &k)) {
+            out.truncate(start);
+            out.extend_from_slice(&r);
+            ctx.set_status(u32::from_be_bytes(r[..4].try_into().unwrap()));
+            return Ok(());
+        }
+        let mut keep_reply = false;
         let mut c = Compound::new(self, ctx, minor);
         let mut done = 0u32;
         let mut status = Nfsstat4::NFS4_OK;
@@ -463,6 +498,7 @@ impl Nfs4 {
                     }
                 }
             } else {
+                keep_reply |= replay_worthy(op);
                 self.op(&mut c, op, a, out).await;
                 if !c.snap.exports.flavor_everywhere(&ctx.auth)
                     && out[at + 4..at + 8] == [0; 4]
@@ -516,6 +552,10 @@ impl Nfs4 {
         set_status(out, start, status);
         out[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         ctx.set_status(status as u32);
+        if let (Some(k), true) = (v40_key, keep_reply) {
+            self.v40_replies
+                .insert(ctx.peer.ip(), k, Bytes::copy_from_slice(&out[start..]));
+        }
         if let Some(slot) = c.slot.take() {
             // Bounded by the check after each operation (plus one status).
             let reply = c.cachethis.then(|| Bytes::copy_from_slice(&out[start..]));
