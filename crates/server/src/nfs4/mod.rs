@@ -50,6 +50,8 @@ pub struct Nfs4Config {
     pub id_names: bool,
     /// Most slots a session gets.
     pub max_slots: u32,
+    /// How long, and how many, lapsed clients keep their state.
+    pub courtesy: state::Courtesy,
 }
 
 impl Default for Nfs4Config {
@@ -60,6 +62,7 @@ impl Default for Nfs4Config {
             domain: "localdomain".into(),
             id_names: false,
             max_slots: 128,
+            courtesy: state::Courtesy::default(),
         }
     }
 }
@@ -204,7 +207,19 @@ impl Nfs4 {
         cfg: Nfs4Config,
         recovery: Option<state::recovery::Recovery>,
     ) -> Nfs4 {
-        let state = Arc::new(state::State::new(cfg.lease, locks));
+        let state = Arc::new(state::State::with_courtesy(
+            cfg.lease,
+            locks.clone(),
+            cfg.courtesy,
+        ));
+        // A lock request (NFSv4 or NLM) refused because of a courteous
+        // client's lock expires that client and tries again. Weak: the
+        // state owns the lock manager, which owns the hook.
+        let weak = Arc::downgrade(&state);
+        locks.set_conflict_hook(Box::new(move |client| {
+            weak.upgrade()
+                .is_some_and(|s| s.expire_courteous(client, Instant::now()))
+        }));
         if let Some(r) = &recovery {
             state.start_grace(r.previous(), cfg.grace, Instant::now());
         }
@@ -235,27 +250,32 @@ impl Nfs4 {
         }
     }
 
-    /// Expires clients whose lease ran out, on a timer: their opens and
-    /// locks are released so others can proceed. Runs until the runtime stops.
+    /// The lease timer: clients whose lease ran out become courteous
+    /// (their state stays until someone needs it, see
+    /// [`state::Courtesy`]); it logs what the state core reports, removes
+    /// the recovery records of clients expired for real and keeps the
+    /// courteous-clients gauge. Woken at once when a conflict expired a
+    /// client. Runs until the runtime stops.
     pub fn spawn_reaper(&self) {
         let state = self.state.clone();
         let recovery = self.recovery.clone();
+        let metrics = self.metrics.clone();
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut t = tokio::time::interval(every);
             loop {
-                t.tick().await;
-                for id in state.expired_clients(Instant::now()) {
-                    if let Some(owner) = state.expire(id) {
-                        tracing::info!(
-                            clientid = format!("{id:016x}"),
-                            "NFSv4 client lease expired: its state is released"
-                        );
-                        if let Some(r) = &recovery {
-                            let r = r.clone();
-                            let _ = tokio::task::spawn_blocking(move || r.remove(&owner)).await;
-                        }
-                    }
+                tokio::select! {
+                    _ = t.tick() => {}
+                    _ = state.wake.notified() => {}
+                }
+                for e in state.reap(Instant::now()) {
+                    carry_out(e, &recovery).await;
+                }
+                if let Some(m) = &metrics {
+                    m.server.nfs4_courteous_clients.store(
+                        state.courteous_clients() as i64,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
             }
         });
@@ -518,6 +538,9 @@ impl Nfs4 {
         // NFSv4.0 open and lock owners sequence their requests themselves.
         let seq = if v40 { v40::sequenced(c, &a) } else { None };
         if let Some(k) = &seq {
+            // A stateful operation renews the lease (RFC 7530 §9.6) and
+            // brings a courteous client back with its state.
+            let _ = self.state.renew(k.0, Instant::now());
             if let Some(reply) = v40::before(c, op, k) {
                 out.extend_from_slice(&reply);
                 return;
@@ -628,6 +651,51 @@ impl Nfs4 {
         if let Some(k) = seq {
             v40::after(c, k, &out[start..]);
         }
+    }
+}
+
+/// Logs one change of the client table and updates the stable record.
+async fn carry_out(e: state::Event, recovery: &Option<state::recovery::Recovery>) {
+    use state::Event;
+    let id = |c: u64| format!("{c:016x}");
+    let (owner, add) = match e {
+        Event::Courteous { clientid } => {
+            tracing::info!(
+                clientid = id(clientid),
+                "NFSv4 client lease expired: courteous, its state is kept until another client needs it"
+            );
+            return;
+        }
+        Event::Reactivated { clientid } => {
+            tracing::info!(
+                clientid = id(clientid),
+                "courteous NFSv4 client is back: active again with its state"
+            );
+            return;
+        }
+        Event::Expired {
+            clientid,
+            owner,
+            why,
+            unrecord,
+        } => {
+            tracing::info!(
+                clientid = id(clientid),
+                reason = why.as_str(),
+                "NFSv4 client expired: its state is released"
+            );
+            if !unrecord {
+                return;
+            }
+            (owner, false)
+        }
+        Event::Recovered { owner, .. } => (owner, true),
+    };
+    if let Some(r) = recovery {
+        let r = r.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || if add { r.add(&owner) } else { r.remove(&owner) })
+                .await;
     }
 }
 

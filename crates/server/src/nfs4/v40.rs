@@ -1,8 +1,8 @@
 //! NFSv4.0 client life: SETCLIENTID, SETCLIENTID_CONFIRM, RENEW and
 //! OPEN_CONFIRM (RFC 7530 §16). Tarn never asks for OPEN_CONFIRM, so open
-//! owners need no confirmation step.
+//! owners need no confirmation step: every open owner is confirmed.
 
-use super::compound::Compound;
+use super::compound::{file_key, Compound};
 use super::session::principal;
 use super::state::{SeqCheck, SeqOwner};
 use super::{log_fail, Fail};
@@ -11,15 +11,13 @@ use proto::nfs4::*;
 use std::time::Instant;
 
 pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res {
-    let r = c.n.state.exchange_id(
+    let r = c.n.state.setclientid(
         &a.client.id,
         a.client.verifier,
         &principal(c),
-        false,
-        0,
         Instant::now(),
     );
-    match r.and_then(|(id, _, _)| c.n.state.confirm_verifier(id).map(|v| (id, v))) {
+    match r {
         Ok((clientid, setclientid_confirm)) => Setclientid4res::NFS4_OK(Setclientid4resok {
             clientid,
             setclientid_confirm,
@@ -30,6 +28,15 @@ pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res
                 "OP_SETCLIENTID",
                 &Fail::new(s, "client owner rules refused SETCLIENTID"),
             );
+            if s == Nfsstat4::NFS4ERR_CLID_INUSE {
+                // The union's CLID_INUSE arm carries the other client's
+                // callback address; Tarn keeps none, so it is empty (as
+                // knfsd sends it). Without the arm the reply is malformed.
+                return Setclientid4res::NFS4ERR_CLID_INUSE(Clientaddr4 {
+                    na_r_netid: Bytes::new(),
+                    na_r_addr: Bytes::new(),
+                });
+            }
             Setclientid4res::Default(s)
         }
     }
@@ -39,11 +46,12 @@ pub async fn setclientid_confirm(
     c: &mut Compound<'_>,
     a: SetclientidConfirm4args,
 ) -> SetclientidConfirm4res {
-    let status = match c
-        .n
-        .state
-        .confirm_v40(a.clientid, a.setclientid_confirm, Instant::now())
-    {
+    let status = match c.n.state.confirm_v40(
+        a.clientid,
+        a.setclientid_confirm,
+        &principal(c),
+        Instant::now(),
+    ) {
         Ok(newly) => {
             if newly {
                 if let (Some(rec), Some(owner)) =
@@ -78,14 +86,24 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
     Renew4res { status }
 }
 
-/// Never requested by Tarn; answered with the open stateid as it is.
+/// Never requested by Tarn (OPEN never sets OPEN4_RESULT_CONFIRM), so the
+/// open owner is always confirmed already, and RFC 7530 §16.18.5 answers
+/// that with NFS4ERR_BAD_STATEID, as knfsd does; the current filehandle
+/// and the stateid are checked first for their own errors.
 pub fn open_confirm(c: &mut Compound<'_>, a: OpenConfirm4args) -> OpenConfirm4res {
-    match c.n.state.owner_client(&a.open_stateid) {
-        Some(_) => OpenConfirm4res::NFS4_OK(OpenConfirm4resok {
-            open_stateid: a.open_stateid,
-        }),
-        None => OpenConfirm4res::Default(Nfsstat4::NFS4ERR_BAD_STATEID),
-    }
+    let r = (|| {
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let sid = c.stateid(&a.open_stateid)?;
+        c.n.state
+            .open_stateid_on(&sid, &file_key(&export, &fid), c.minor)?;
+        Err::<(), _>(Fail::new(
+            Nfsstat4::NFS4ERR_BAD_STATEID,
+            "open owner already confirmed (Tarn never asks for OPEN_CONFIRM)",
+        ))
+    })();
+    let f = r.expect_err("always refused");
+    log_fail(c, "OP_OPEN_CONFIRM", &f);
+    OpenConfirm4res::Default(f.status)
 }
 
 /// The owner and seqid an NFSv4.0 operation is sequenced by, if any.
