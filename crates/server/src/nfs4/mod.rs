@@ -195,6 +195,45 @@ fn max_op(minor: u32) -> u32 {
     }
 }
 
+/// The minor version of a COMPOUND's arguments (after the tag), if they
+/// are well-formed that far.
+pub fn minor_version(args: &[u8]) -> Option<u32> {
+    let word = |at: usize| Some(u32::from_be_bytes(args.get(at..at + 4)?.try_into().ok()?));
+    let tag = word(0)? as usize;
+    word(4usize.checked_add(tag.checked_next_multiple_of(4)?)?)
+}
+
+/// NFSv4.0 operations that change files or state: a COMPOUND with one of
+/// them keeps its reply in the duplicate request cache, so a
+/// retransmission gets the reply instead of running again.
+fn changes_something(op: u32) -> bool {
+    use NfsOpnum4 as O;
+    [
+        O::OP_CLOSE,
+        O::OP_CREATE,
+        O::OP_LINK,
+        O::OP_LOCK,
+        O::OP_LOCKU,
+        O::OP_OPEN,
+        O::OP_OPEN_CONFIRM,
+        O::OP_OPEN_DOWNGRADE,
+        O::OP_REMOVE,
+        O::OP_RENAME,
+        O::OP_SETATTR,
+        O::OP_SETCLIENTID,
+        O::OP_SETCLIENTID_CONFIRM,
+        O::OP_WRITE,
+        O::OP_RELEASE_LOCKOWNER,
+    ]
+    .iter()
+    .any(|o| *o as u32 == op)
+}
+
+/// Largest NFSv4.0 reply kept in the duplicate request cache: replies of
+/// changing operations are small; a big one (a READ in the same COMPOUND)
+/// would only crowd the cache.
+const DRC_MAX_REPLY: usize = 16 << 10;
+
 /// Most operations one COMPOUND may carry before a session bounds it.
 pub const MAX_OPS: u32 = 256;
 
@@ -392,10 +431,12 @@ impl Nfs4 {
         let mut c = Compound::new(self, ctx, minor);
         let mut done = 0u32;
         let mut status = Nfsstat4::NFS4_OK;
+        let mut changing = false;
         for i in 0..nops {
             // Peek at the operation number so an unknown one becomes
             // OP_ILLEGAL instead of failing the whole call.
             let op = args.clone().u32().unwrap_or(OP_ILLEGAL);
+            changing |= changes_something(op);
             let at = out.len();
             if op > max_op(minor) || op < OP_ACCESS {
                 out.put_u32(OP_ILLEGAL);
@@ -521,6 +562,9 @@ impl Nfs4 {
         set_status(out, start, status);
         out[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         ctx.set_status(status as u32);
+        if minor == 0 && (!changing || out.len() - start > DRC_MAX_REPLY) {
+            ctx.skip_cache();
+        }
         if let Some(slot) = c.slot.take() {
             // Bounded by the check after each operation (plus one status).
             let reply = c.cachethis.then(|| Bytes::copy_from_slice(&out[start..]));
