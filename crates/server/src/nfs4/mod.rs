@@ -718,6 +718,19 @@ async fn carry_out(e: state::Event, recovery: &Option<state::recovery::Recovery>
             return;
         }
         Event::Expired {
+            why: state::Why::Unconfirmed,
+            clientid,
+            ..
+        } => {
+            // Routine (a client that never finished SETCLIENTID or
+            // EXCHANGE_ID); it held nothing and was never recorded.
+            tracing::debug!(
+                clientid = id(clientid),
+                "unconfirmed NFSv4 client record dropped after a lease"
+            );
+            return;
+        }
+        Event::Expired {
             clientid,
             owner,
             why,

@@ -165,6 +165,9 @@ pub enum Why {
     LockWaiters,
     /// No state, silent for ten leases: the record is forgotten.
     Silent,
+    /// An unconfirmed record not confirmed within a lease (RFC 8881
+    /// §18.35.4, RFC 7530 §16.33.5: it SHOULD be removed).
+    Unconfirmed,
 }
 
 impl Why {
@@ -175,6 +178,7 @@ impl Why {
             Why::TooManyCourteous => "too many courteous clients",
             Why::LockWaiters => "its locks block a waiting lock request",
             Why::Silent => "silent for ten leases with no state",
+            Why::Unconfirmed => "never confirmed within a lease",
         }
     }
 }
@@ -778,7 +782,7 @@ impl State {
             return;
         };
         let (owner, unrecord) = (c.owner.clone(), c.confirmed);
-        if c.minor == 0 || why == Why::Silent {
+        if c.minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed) {
             self.purge(i, clientid);
         } else {
             self.revoke_all(i, clientid, now);
@@ -822,6 +826,8 @@ impl State {
                 } else {
                     courteous.push((since, c.id));
                 }
+            } else if !c.confirmed {
+                expire.push((c.id, Why::Unconfirmed));
             } else if silent > self.lease * 10 {
                 expire.push((c.id, Why::Silent));
             }
