@@ -481,7 +481,8 @@ fn handle_record<S: Service>(
             },
         };
         let mut drc_key = drc_key;
-        let cacheable = ctx.proc_ != 0
+        let cacheable = gss.is_some()
+            && ctx.proc_ != 0
             && server
                 .svc
                 .cacheable(ctx.prog, ctx.vers, ctx.proc_, &args.rest());

@@ -50,10 +50,10 @@ pub struct Client {
     pub reclaim_complete: bool,
     /// NFSv4.0: SETCLIENTID_CONFIRM's verifier.
     pub confirm_verf: [u8; 8],
-    /// NFSv4.0: the verifier of a SETCLIENTID that re-presented this
-    /// confirmed client (same verifier: RFC 7530 §16.33.5 case 2, a
-    /// callback update), the unconfirmed record `{v, x, c, k, t}` that
-    /// shares this record's clientid. Confirming it keeps all state.
+    /// NFSv4.0: the confirm verifier `t` of a pending callback update (RFC
+    /// 7530 §16.33.5 case 2: SETCLIENTID with this record's own verifier
+    /// makes the unconfirmed `{v, x, c, k, t}` that shares its clientid).
+    /// Confirming with it keeps all state.
     cb_update: Option<[u8; 8]>,
     /// Since when the lease has run out while the client still held
     /// state: a courteous client (see [`Courtesy`]). Its state stays until
@@ -126,10 +126,10 @@ pub struct Stateful {
 }
 
 /// Bounds on keeping a lapsed client's state (a courteous server, as
-/// Linux's knfsd since 5.19). RFC 8881 §8.3 / RFC 7530 §9.6.3 let a server
-/// keep the state of a client whose lease ran out as long as no other
-/// client is refused because of it; a client that lost its network for a
-/// few minutes then finds its opens and locks intact.
+/// Linux's knfsd since 5.19). RFC 8881 §8.4.3 and RFC 7530 §9.6.3 allow
+/// such "courtesy locks": the state of a client whose lease ran out may
+/// stay as long as no other client is refused because of it; a client that
+/// lost its network for a few minutes then finds its opens and locks intact.
 #[derive(Clone, Copy, Debug)]
 pub struct Courtesy {
     /// Longest a client stays courteous before its state goes anyway
