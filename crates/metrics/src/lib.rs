@@ -147,6 +147,9 @@ pub struct ServerCounters {
     pub bad_calls: AtomicU64,
     /// NFSv4.1 retransmissions answered from their slot's reply cache.
     pub slot_replays: AtomicU64,
+    /// NFSv4 clients whose lease ran out but whose state is kept until
+    /// another client needs it (courteous clients), set by the lease timer.
+    pub nfs4_courteous_clients: AtomicI64,
     /// Auth cache, copied from its shards once a second.
     pub auth_cache_hits: AtomicU64,
     pub auth_cache_misses: AtomicU64,

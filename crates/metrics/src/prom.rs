@@ -352,6 +352,12 @@ impl Collector for SnapCollector {
             "NFSv4.1 retransmissions answered from their slot's reply cache",
             one(v.slot_replays),
         )?;
+        gauge(
+            &mut enc,
+            "tarn_nfs4_courteous_clients",
+            "NFSv4 clients whose lease ran out, their state kept until another client needs it",
+            [(vec![], v.nfs4_courteous_clients)],
+        )?;
         counter(
             &mut enc,
             "tarn_auth_cache_hits",

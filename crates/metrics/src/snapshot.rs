@@ -115,6 +115,8 @@ pub struct ServerSnap {
     pub drc_in_progress: u64,
     pub bad_calls: u64,
     pub slot_replays: u64,
+    #[serde(default)]
+    pub nfs4_courteous_clients: i64,
     pub auth_cache_hits: u64,
     pub auth_cache_misses: u64,
     pub auth_cache_evictions: u64,
@@ -261,6 +263,7 @@ impl Metrics {
             drc_in_progress: s.drc_in_progress.load(Relaxed),
             bad_calls: s.bad_calls.load(Relaxed),
             slot_replays: s.slot_replays.load(Relaxed),
+            nfs4_courteous_clients: s.nfs4_courteous_clients.load(Relaxed),
             auth_cache_hits: s.auth_cache_hits.load(Relaxed),
             auth_cache_misses: s.auth_cache_misses.load(Relaxed),
             auth_cache_evictions: s.auth_cache_evictions.load(Relaxed),

@@ -129,11 +129,20 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
         .collect();
     rows.sort_by(|x, y| y.calls.cmp(&x.calls).then(x.addr.cmp(&y.addr)));
     let mut out = String::new();
-    let _ = writeln!(
+    let _ = write!(
         out,
         "tarn top: {} clients, {} connections, uptime {:.0} s, interval {:.1} s",
         b.server.clients, b.server.connections_open, b.uptime_s, dt
     );
+    // Shown only when there are some, so the usual header stays short.
+    if b.server.nfs4_courteous_clients > 0 {
+        let _ = write!(
+            out,
+            ", {} courteous NFSv4 clients",
+            b.server.nfs4_courteous_clients
+        );
+    }
+    out.push('\n');
     let _ = writeln!(
         out,
         "{:<40} {:>10} {:>10} {:>10} {:>13} {:>8} {:>6}  top op",

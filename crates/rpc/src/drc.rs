@@ -121,28 +121,6 @@ impl Drc {
     }
 
     /// Forgets a call that produced no reply, so a retransmission is executed.
-    /// The reply recorded for `key`, if any (no entry is made): for callers
-    /// that learn only while executing whether a reply is worth keeping.
-    pub fn get(&self, ip: IpAddr, key: &Key) -> Option<Bytes> {
-        let shard = self.shard(&ip).lock().unwrap();
-        shard.get(&ip)?.entries.get(key)?.clone()
-    }
-
-    /// Records `reply` for `key` after the fact, evicting the client's
-    /// oldest entry when full (see [`Drc::get`]).
-    pub fn insert(&self, ip: IpAddr, key: Key, reply: Bytes) {
-        let mut shard = self.shard(&ip).lock().unwrap();
-        let c = shard.entry(ip).or_default();
-        if c.entries.insert(key, Some(reply)).is_none() {
-            if c.order.len() >= self.per_client {
-                if let Some(old) = c.order.pop_front() {
-                    c.entries.remove(&old);
-                }
-            }
-            c.order.push_back(key);
-        }
-    }
-
     pub fn abandon(&self, ip: IpAddr, key: Key) {
         let mut shard = self.shard(&ip).lock().unwrap();
         if let Some(c) = shard.get_mut(&ip) {
@@ -191,21 +169,5 @@ mod tests {
         }
         assert_eq!(d.lookup(ip, key(0)), Lookup::New, "oldest evicted");
         assert!(matches!(d.lookup(ip, key(2)), Lookup::Done(_)));
-    }
-
-    #[test]
-    fn replies_recorded_after_the_fact_are_found_and_bounded() {
-        let d = Drc::new(2);
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        assert_eq!(d.get(ip, &key(1)), None, "get makes no entry");
-        assert_eq!(d.get(ip, &key(1)), None);
-        d.insert(ip, key(1), Bytes::from_static(b"a"));
-        d.insert(ip, key(1), Bytes::from_static(b"b"));
-        assert_eq!(d.get(ip, &key(1)), Some(Bytes::from_static(b"b")));
-        d.insert(ip, key(2), Bytes::new());
-        d.insert(ip, key(3), Bytes::new());
-        assert_eq!(d.get(ip, &key(1)), None, "oldest evicted");
-        assert!(d.get(ip, &key(3)).is_some());
-        assert_eq!(d.get("10.0.0.2".parse().unwrap(), &key(3)), None);
     }
 }

@@ -8,7 +8,7 @@ use proto::rpc::{
     RejectedReply, ReplyBody, RpcMsg, RpcMsgBody, AUTH_NONE,
 };
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use xdr::{Decoder, Pack, Unpack};
 
@@ -31,6 +31,8 @@ pub struct CallContext {
     status: AtomicU32,
     /// The export the call touched (`u32::MAX` = none), set where the file handle is resolved.
     export: AtomicU32,
+    /// The program asked that its reply not be kept in the duplicate request cache.
+    skip_cache: AtomicBool,
 }
 
 impl CallContext {
@@ -56,6 +58,7 @@ impl CallContext {
             client,
             status: AtomicU32::new(0),
             export: AtomicU32::new(u32::MAX),
+            skip_cache: AtomicBool::new(false),
         }
     }
 
@@ -67,6 +70,16 @@ impl CallContext {
 
     pub fn status(&self) -> u32 {
         self.status.load(Relaxed)
+    }
+
+    /// Keeps this call's reply out of the duplicate request cache (it
+    /// changed nothing, so a retransmission may simply run again).
+    pub fn skip_cache(&self) {
+        self.skip_cache.store(true, Relaxed);
+    }
+
+    pub fn cache_skipped(&self) -> bool {
+        self.skip_cache.load(Relaxed)
     }
 
     /// Records which export the call is about (for the per-export counters).

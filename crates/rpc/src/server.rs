@@ -36,6 +36,16 @@ pub trait Service: Send + Sync + 'static {
     /// procedures go through the duplicate request cache.
     fn idempotent(&self, prog: u32, vers: u32, proc_: u32) -> bool;
 
+    /// Whether this call goes through the duplicate request cache, given
+    /// its (unprotected) arguments: by default, when the procedure is not
+    /// idempotent. A program whose procedures differ by argument (the
+    /// NFSv4 COMPOUND's minor version) looks at them; after the call it
+    /// may still drop the entry ([`CallContext::skip_cache`]).
+    fn cacheable(&self, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> bool {
+        let _ = args;
+        !self.idempotent(prog, vers, proc_)
+    }
+
     /// A procedure's name, for logs.
     fn procedure_name(&self, prog: u32, vers: u32, proc_: u32) -> &'static str;
 
@@ -428,8 +438,12 @@ fn handle_record<S: Service>(
     // RPCSEC_GSS calls consult the DRC once verified and unwrapped: a
     // retransmission carries a new sequence number, so its protected
     // arguments differ, and its reply must be protected anew.
-    let cacheable = ctx.proc_ != 0 && !server.svc.idempotent(ctx.prog, ctx.vers, ctx.proc_);
-    let drc_key = if !cacheable || gss_call.is_some() {
+    let drc_key = if ctx.proc_ == 0
+        || gss_call.is_some()
+        || !server
+            .svc
+            .cacheable(ctx.prog, ctx.vers, ctx.proc_, &call.args.rest())
+    {
         None
     } else {
         let key = drc::Key {
@@ -479,6 +493,11 @@ fn handle_record<S: Service>(
             },
         };
         let mut drc_key = drc_key;
+        let cacheable = gss.is_some()
+            && ctx.proc_ != 0
+            && server
+                .svc
+                .cacheable(ctx.prog, ctx.vers, ctx.proc_, &args.rest());
         if let (Some(s), true) = (&gss, cacheable) {
             let key = drc::Key {
                 xid,
@@ -593,7 +612,7 @@ fn handle_record<S: Service>(
             } else {
                 reply.clone()
             };
-            match keep {
+            match keep.filter(|_| !ctx.cache_skipped()) {
                 Some(r) => server.drc.complete(ctx.peer.ip(), key, r),
                 None => server.drc.abandon(ctx.peer.ip(), key),
             }

@@ -56,7 +56,14 @@ fn expire_cost(st: &State, rounds: usize) -> f64 {
         for k in 0..10u64 {
             let f = file(u64::MAX - k);
             let open = st
-                .open(id, &Bytes::from_static(b"owner"), f, ACCESS_BOTH, 0)
+                .open(
+                    id,
+                    &Bytes::from_static(b"owner"),
+                    f,
+                    ACCESS_BOTH,
+                    0,
+                    Instant::now(),
+                )
                 .unwrap();
             let lo = OwnerKey {
                 client: id,
@@ -90,6 +97,7 @@ fn main() {
                 file(c * 100 + k),
                 ACCESS_BOTH,
                 0,
+                Instant::now(),
             )
             .unwrap();
         }

@@ -46,8 +46,17 @@ use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 use tokio::sync::oneshot;
+
+/// Asked when a request conflicts with a lock of another client (by client
+/// id): true if that client's state was just released (an NFSv4 courteous
+/// client, see `nfs4::state::Courtesy`), so the request is tried again.
+pub type ConflictHook = Box<dyn Fn(u64) -> bool + Send + Sync>;
+
+/// Most conflicting clients one request may clear (each try releases one
+/// whole client, so this only guards against a hook that misbehaves).
+const MAX_RESOLVE: usize = 4096;
 
 /// Identifies a lock owner globally: which protocol/client and the owner's
 /// opaque bytes. NFSv4: `client` = clientid, `owner` = lock_owner4 bytes.
@@ -331,6 +340,7 @@ pub struct LockManager {
     owners: Vec<Mutex<HashMap<u64, ClientIndex>>>,
     hasher: RandomState,
     next_wait: AtomicU64,
+    hook: RwLock<Option<ConflictHook>>,
 }
 
 impl Default for LockManager {
@@ -346,7 +356,28 @@ impl LockManager {
             owners: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
             next_wait: AtomicU64::new(1),
+            hook: RwLock::new(None),
         }
+    }
+
+    /// Installs the hook consulted on a conflict (the NFSv4 server's
+    /// courtesy rule); NLM and NFSv4 requests alike go through it.
+    pub fn set_conflict_hook(&self, hook: ConflictHook) {
+        *self.hook.write().unwrap() = Some(hook);
+    }
+
+    /// Whether the hook released the conflicting client. Called with no
+    /// shard held: the hook takes the NFSv4 state lock, which calls back
+    /// into this manager to release the client's locks.
+    fn resolve(&self, c: &Conflict, me: &OwnerKey) -> bool {
+        if c.owner.client == me.client {
+            return false;
+        }
+        self.hook
+            .read()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|h| h(c.owner.client))
     }
 
     fn file_shard(&self, f: &FileKey) -> &Mutex<HashMap<FileKey, FileState>> {
@@ -368,9 +399,17 @@ impl LockManager {
         offset: u64,
         length: u64,
     ) -> Result<(), Conflict> {
-        match self.lock_inner(file, owner, kind, offset, length, None) {
-            Outcome::Granted => Ok(()),
-            Outcome::Conflict(c, _) => Err(c),
+        let mut tries = 0;
+        loop {
+            match self.lock_inner(file, owner, kind, offset, length, None) {
+                Outcome::Granted => return Ok(()),
+                Outcome::Conflict(c, _) => {
+                    tries += 1;
+                    if tries > MAX_RESOLVE || !self.resolve(&c, owner) {
+                        return Err(c);
+                    }
+                }
+            }
         }
     }
 
@@ -385,6 +424,11 @@ impl LockManager {
         length: u64,
         mode: WaitMode,
     ) -> Attempt {
+        // Clear conflicts with courteous clients first; only a conflict
+        // that stays queues a waiter.
+        if self.lock(file, owner, kind, offset, length).is_ok() {
+            return Attempt::Granted;
+        }
         match self.lock_inner(file, owner, kind, offset, length, Some(mode)) {
             Outcome::Granted => Attempt::Granted,
             Outcome::Conflict(c, w) => Attempt::Queued(c, w.expect("queued when a mode is given")),
@@ -449,13 +493,24 @@ impl LockManager {
         let Some((s, e)) = span(offset, length) else {
             return Ok(());
         };
-        let files = self.file_shard(&file).lock().unwrap();
-        match files
-            .get(&file)
-            .and_then(|st| st.conflict(owner, s, e, kind))
-        {
-            Some(c) => Err(c),
-            None => Ok(()),
+        let mut tries = 0;
+        loop {
+            let found = {
+                let files = self.file_shard(&file).lock().unwrap();
+                files
+                    .get(&file)
+                    .and_then(|st| st.conflict(owner, s, e, kind))
+            };
+            match found {
+                None => return Ok(()),
+                Some(c) => {
+                    // As Linux's posix_test_lock: a courteous holder goes.
+                    tries += 1;
+                    if tries > MAX_RESOLVE || !self.resolve(&c, owner) {
+                        return Err(c);
+                    }
+                }
+            }
         }
     }
 
@@ -563,6 +618,29 @@ impl LockManager {
         files.iter().any(|f| {
             let shard = self.file_shard(f).lock().unwrap();
             shard.get(f).is_some_and(|st| st.owners.contains_key(owner))
+        })
+    }
+
+    /// Whether a lock of `client` keeps another owner's queued request
+    /// waiting. Cost: the client's files.
+    pub fn client_blocks_waiters(&self, client: u64) -> bool {
+        let idx = self.owner_shard(client).lock().unwrap();
+        let Some(owners) = idx.get(&client) else {
+            return false;
+        };
+        let files: HashSet<FileKey> = owners.values().flatten().copied().collect();
+        drop(idx);
+        files.into_iter().any(|f| {
+            let shard = self.file_shard(&f).lock().unwrap();
+            shard.get(&f).is_some_and(|st| {
+                st.waiters.iter().any(|w| {
+                    w.owner.client != client
+                        && st.owners.iter().any(|(o, list)| {
+                            o.client == client
+                                && find_conflict(list, w.start, w.last, w.kind).is_some()
+                        })
+                })
+            })
         })
     }
 

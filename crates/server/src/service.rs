@@ -48,6 +48,17 @@ impl Service for TarnService {
         }
     }
 
+    fn cacheable(&self, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> bool {
+        match prog {
+            // NFSv4.0 has no sessions: like knfsd's DRC it relies on the
+            // duplicate request cache, so a retransmitted CREATE or REMOVE
+            // is not run twice (RFC 7530 §3.1.1); the dispatcher drops the
+            // entry of a COMPOUND that changed nothing.
+            NFS_PROGRAM if vers == 4 => proc_ == 1 && crate::nfs4::minor_version(args) == Some(0),
+            _ => !self.idempotent(prog, vers, proc_),
+        }
+    }
+
     fn procedure_name(&self, prog: u32, vers: u32, proc_: u32) -> &'static str {
         match prog {
             NFS_PROGRAM if vers == 4 => match proc_ {

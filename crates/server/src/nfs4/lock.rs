@@ -84,6 +84,9 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
         Locker4::TRUE(o) => {
             let open = c.stateid(&o.open_stateid)?;
             let clientid = if c.minor == 0 {
+                // A clientid from an earlier server instance is STALE, one
+                // expired EXPIRED (RFC 7530 §16.10.5); a good one is renewed.
+                st.renew(o.lock_owner.clientid, now)?;
                 o.lock_owner.clientid
             } else {
                 c.clientid()?
@@ -158,9 +161,11 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
         check_range(a.offset, a.length)?;
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
         let clientid = if c.minor == 0 {
-            // A 4.0 clientid: stale from another server instance, and a
-            // live one's lease is renewed (RFC 7530 §9.5).
-            c.n.state.renew(a.owner.clientid, Instant::now())?;
+            // RFC 7530 §16.11.5: the owner's clientid must be valid
+            // (STALE_CLIENTID otherwise); using it renews the lease.
+            c.n.state
+                .renew(a.owner.clientid, Instant::now())
+                .map_err(|s| LockErr::Fail(s.into()))?;
             a.owner.clientid
         } else {
             c.clientid()?

@@ -50,6 +50,8 @@ pub struct Nfs4Config {
     pub id_names: bool,
     /// Most slots a session gets.
     pub max_slots: u32,
+    /// How long, and how many, lapsed clients keep their state.
+    pub courtesy: state::Courtesy,
 }
 
 impl Default for Nfs4Config {
@@ -60,6 +62,7 @@ impl Default for Nfs4Config {
             domain: "localdomain".into(),
             id_names: false,
             max_slots: 128,
+            courtesy: state::Courtesy::default(),
         }
     }
 }
@@ -82,22 +85,7 @@ pub struct Nfs4 {
     pub recovery: Option<state::recovery::Recovery>,
     /// Per-operation counters (the COMPOUND itself is counted by the RPC layer).
     pub metrics: Option<Arc<metrics::Metrics>>,
-    /// NFSv4.0 replies of COMPOUNDs that ran a non-idempotent operation
-    /// outside the owner seqid rules (see [`replay_worthy`]).
-    v40_replies: rpc::drc::Drc,
 }
-
-/// Operations that must not run twice and that NFSv4.0 does not protect
-/// with an owner seqid: a retransmitted CREATE would fail with EXIST, a
-/// REMOVE with NOENT. NFSv4.1 has the session slots; the RPC layer's DRC
-/// does not see inside a COMPOUND, so 4.0 keeps its own, like knfsd's DRC
-/// and Ganesha's do for 4.0.
-fn replay_worthy(op: u32) -> bool {
-    matches!(op, OP_CREATE | OP_LINK | OP_REMOVE | OP_RENAME)
-}
-
-/// Replies kept per client address for NFSv4.0 retransmissions.
-const V40_REPLIES_PER_CLIENT: usize = 256;
 
 /// An NFSv4 error together with why, for the log line.
 #[derive(Debug, Clone, Copy)]
@@ -182,10 +170,6 @@ opnums!(
     OP_RELEASE_LOCKOWNER,
     OP_RECLAIM_COMPLETE,
     OP_CLONE,
-    OP_CREATE,
-    OP_LINK,
-    OP_REMOVE,
-    OP_RENAME,
     OP_ILLEGAL
 );
 
@@ -211,6 +195,45 @@ fn max_op(minor: u32) -> u32 {
     }
 }
 
+/// The minor version of a COMPOUND's arguments (after the tag), if they
+/// are well-formed that far.
+pub fn minor_version(args: &[u8]) -> Option<u32> {
+    let word = |at: usize| Some(u32::from_be_bytes(args.get(at..at + 4)?.try_into().ok()?));
+    let tag = word(0)? as usize;
+    word(4usize.checked_add(tag.checked_next_multiple_of(4)?)?)
+}
+
+/// NFSv4.0 operations that change files or state: a COMPOUND with one of
+/// them keeps its reply in the duplicate request cache, so a
+/// retransmission gets the reply instead of running again.
+fn changes_something(op: u32) -> bool {
+    use NfsOpnum4 as O;
+    [
+        O::OP_CLOSE,
+        O::OP_CREATE,
+        O::OP_LINK,
+        O::OP_LOCK,
+        O::OP_LOCKU,
+        O::OP_OPEN,
+        O::OP_OPEN_CONFIRM,
+        O::OP_OPEN_DOWNGRADE,
+        O::OP_REMOVE,
+        O::OP_RENAME,
+        O::OP_SETATTR,
+        O::OP_SETCLIENTID,
+        O::OP_SETCLIENTID_CONFIRM,
+        O::OP_WRITE,
+        O::OP_RELEASE_LOCKOWNER,
+    ]
+    .iter()
+    .any(|o| *o as u32 == op)
+}
+
+/// Largest NFSv4.0 reply kept in the duplicate request cache: replies of
+/// changing operations are small; a big one (a READ in the same COMPOUND)
+/// would only crowd the cache.
+const DRC_MAX_REPLY: usize = 16 << 10;
+
 /// Most operations one COMPOUND may carry before a session bounds it.
 pub const MAX_OPS: u32 = 256;
 
@@ -223,7 +246,19 @@ impl Nfs4 {
         cfg: Nfs4Config,
         recovery: Option<state::recovery::Recovery>,
     ) -> Nfs4 {
-        let state = Arc::new(state::State::new(cfg.lease, locks));
+        let state = Arc::new(state::State::with_courtesy(
+            cfg.lease,
+            locks.clone(),
+            cfg.courtesy,
+        ));
+        // A lock request (NFSv4 or NLM) refused because of a courteous
+        // client's lock expires that client and tries again. Weak: the
+        // state owns the lock manager, which owns the hook.
+        let weak = Arc::downgrade(&state);
+        locks.set_conflict_hook(Box::new(move |client| {
+            weak.upgrade()
+                .is_some_and(|s| s.expire_courteous(client, Instant::now()))
+        }));
         if let Some(r) = &recovery {
             state.start_grace(r.previous(), cfg.grace, Instant::now());
         }
@@ -251,31 +286,35 @@ impl Nfs4 {
             },
             recovery,
             metrics: None,
-            v40_replies: rpc::drc::Drc::new(V40_REPLIES_PER_CLIENT),
         }
     }
 
-    /// Expires clients whose lease ran out, on a timer: their opens and
-    /// locks are released so others can proceed. Runs until the runtime stops.
+    /// The lease timer: clients whose lease ran out become courteous
+    /// (their state stays until someone needs it, see
+    /// [`state::Courtesy`]); it logs what the state core reports, removes
+    /// the recovery records of clients expired for real and keeps the
+    /// courteous-clients gauge. Woken at once when a conflict expired a
+    /// client. Runs until the runtime stops.
     pub fn spawn_reaper(&self) {
         let state = self.state.clone();
         let recovery = self.recovery.clone();
+        let metrics = self.metrics.clone();
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut t = tokio::time::interval(every);
             loop {
-                t.tick().await;
-                for id in state.expired_clients(Instant::now()) {
-                    if let Some(owner) = state.expire(id) {
-                        tracing::info!(
-                            clientid = format!("{id:016x}"),
-                            "NFSv4 client lease expired: its state is released"
-                        );
-                        if let Some(r) = &recovery {
-                            let r = r.clone();
-                            let _ = tokio::task::spawn_blocking(move || r.remove(&owner)).await;
-                        }
-                    }
+                tokio::select! {
+                    _ = t.tick() => {}
+                    _ = state.wake.notified() => {}
+                }
+                for e in state.reap(Instant::now()) {
+                    carry_out(e, &recovery).await;
+                }
+                if let Some(m) = &metrics {
+                    m.server.nfs4_courteous_clients.store(
+                        state.courteous_clients() as i64,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
             }
         });
@@ -389,28 +428,15 @@ impl Nfs4 {
             ctx.set_status(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32);
             return Ok(());
         }
-        let v40_key = (minor == 0).then_some(rpc::drc::Key {
-            xid: ctx.xid,
-            prog: ctx.prog,
-            vers: ctx.vers,
-            proc_: ctx.proc_,
-            args_sum,
-            gss_ctx: 0,
-        });
-        if let Some(r) = v40_key.and_then(|k| self.v40_replies.get(ctx.peer.ip(), &k)) {
-            out.truncate(start);
-            out.extend_from_slice(&r);
-            ctx.set_status(u32::from_be_bytes(r[..4].try_into().unwrap()));
-            return Ok(());
-        }
-        let mut keep_reply = false;
         let mut c = Compound::new(self, ctx, minor);
         let mut done = 0u32;
         let mut status = Nfsstat4::NFS4_OK;
+        let mut changing = false;
         for i in 0..nops {
             // Peek at the operation number so an unknown one becomes
             // OP_ILLEGAL instead of failing the whole call.
             let op = args.clone().u32().unwrap_or(OP_ILLEGAL);
+            changing |= changes_something(op);
             let at = out.len();
             if op > max_op(minor) || op < OP_ACCESS {
                 out.put_u32(OP_ILLEGAL);
@@ -498,7 +524,6 @@ impl Nfs4 {
                     }
                 }
             } else {
-                keep_reply |= replay_worthy(op);
                 self.op(&mut c, op, a, out).await;
                 if !c.snap.exports.flavor_everywhere(&ctx.auth)
                     && out[at + 4..at + 8] == [0; 4]
@@ -552,9 +577,8 @@ impl Nfs4 {
         set_status(out, start, status);
         out[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         ctx.set_status(status as u32);
-        if let (Some(k), true) = (v40_key, keep_reply) {
-            self.v40_replies
-                .insert(ctx.peer.ip(), k, Bytes::copy_from_slice(&out[start..]));
+        if minor == 0 && (!changing || out.len() - start > DRC_MAX_REPLY) {
+            ctx.skip_cache();
         }
         if let Some(slot) = c.slot.take() {
             // Bounded by the check after each operation (plus one status).
@@ -572,7 +596,11 @@ impl Nfs4 {
         let v40 = c.minor == 0;
         // NFSv4.0 open and lock owners sequence their requests themselves.
         let seq = if v40 { v40::sequenced(c, &a) } else { None };
+        let new_lock_owner = if v40 { v40::new_lock_owner(&a) } else { None };
         if let Some(k) = &seq {
+            // A stateful operation renews the lease (RFC 7530 §9.6) and
+            // brings a courteous client back with its state.
+            let _ = self.state.renew(k.0, Instant::now());
             if let Some(reply) = v40::before(c, op, k) {
                 out.extend_from_slice(&reply);
                 return;
@@ -687,6 +715,67 @@ impl Nfs4 {
         if let Some(k) = seq {
             v40::after(c, k, &out[start..]);
         }
+        if let Some(k) = new_lock_owner {
+            v40::after_new_lock_owner(c, k, &out[start..]);
+        }
+    }
+}
+
+/// Logs one change of the client table and updates the stable record.
+async fn carry_out(e: state::Event, recovery: &Option<state::recovery::Recovery>) {
+    use state::Event;
+    let id = |c: u64| format!("{c:016x}");
+    let (owner, add) = match e {
+        Event::Courteous { clientid } => {
+            tracing::info!(
+                clientid = id(clientid),
+                "NFSv4 client lease expired: courteous, its state is kept until another client needs it"
+            );
+            return;
+        }
+        Event::Reactivated { clientid } => {
+            tracing::info!(
+                clientid = id(clientid),
+                "courteous NFSv4 client is back: active again with its state"
+            );
+            return;
+        }
+        Event::Expired {
+            why: state::Why::Unconfirmed,
+            clientid,
+            ..
+        } => {
+            // Routine (a client that never finished SETCLIENTID or
+            // EXCHANGE_ID); it held nothing and was never recorded.
+            tracing::debug!(
+                clientid = id(clientid),
+                "unconfirmed NFSv4 client record dropped after a lease"
+            );
+            return;
+        }
+        Event::Expired {
+            clientid,
+            owner,
+            why,
+            unrecord,
+        } => {
+            tracing::info!(
+                clientid = id(clientid),
+                reason = why.as_str(),
+                "NFSv4 client expired: its state is released"
+            );
+            if !unrecord {
+                return;
+            }
+            (owner, false)
+        }
+        Event::Recovered { owner, .. } => (owner, true),
+    };
+    if let Some(r) = recovery {
+        let r = r.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || if add { r.add(&owner) } else { r.remove(&owner) })
+                .await;
     }
 }
 

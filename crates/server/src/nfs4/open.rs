@@ -249,6 +249,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         file_key(&export, &opened.fid),
         access,
         deny,
+        Instant::now(),
     )?;
     c.set_cur(Fh::Obj {
         export,

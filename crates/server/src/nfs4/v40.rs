@@ -1,8 +1,8 @@
 //! NFSv4.0 client life: SETCLIENTID, SETCLIENTID_CONFIRM, RENEW and
 //! OPEN_CONFIRM (RFC 7530 §16). Tarn never asks for OPEN_CONFIRM, so open
-//! owners need no confirmation step.
+//! owners need no confirmation step: every open owner is confirmed.
 
-use super::compound::Compound;
+use super::compound::{file_key, Compound};
 use super::session::principal;
 use super::state::{SeqCheck, SeqOwner};
 use super::{log_fail, Fail};
@@ -11,15 +11,13 @@ use proto::nfs4::*;
 use std::time::Instant;
 
 pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res {
-    let r = c.n.state.exchange_id(
+    let r = c.n.state.setclientid(
         &a.client.id,
         a.client.verifier,
         &principal(c),
-        false,
-        0,
         Instant::now(),
     );
-    match r.and_then(|(id, _, _)| c.n.state.confirm_verifier(id).map(|v| (id, v))) {
+    match r {
         Ok((clientid, setclientid_confirm)) => Setclientid4res::NFS4_OK(Setclientid4resok {
             clientid,
             setclientid_confirm,
@@ -30,6 +28,15 @@ pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res
                 "OP_SETCLIENTID",
                 &Fail::new(s, "client owner rules refused SETCLIENTID"),
             );
+            if s == Nfsstat4::NFS4ERR_CLID_INUSE {
+                // The union's CLID_INUSE arm carries the other client's
+                // callback address; Tarn keeps none, so it is empty (as
+                // knfsd sends it). Without the arm the reply is malformed.
+                return Setclientid4res::NFS4ERR_CLID_INUSE(Clientaddr4 {
+                    na_r_netid: Bytes::new(),
+                    na_r_addr: Bytes::new(),
+                });
+            }
             Setclientid4res::Default(s)
         }
     }
@@ -39,11 +46,12 @@ pub async fn setclientid_confirm(
     c: &mut Compound<'_>,
     a: SetclientidConfirm4args,
 ) -> SetclientidConfirm4res {
-    let status = match c
-        .n
-        .state
-        .confirm_v40(a.clientid, a.setclientid_confirm, Instant::now())
-    {
+    let status = match c.n.state.confirm_v40(
+        a.clientid,
+        a.setclientid_confirm,
+        &principal(c),
+        Instant::now(),
+    ) {
         Ok(newly) => {
             if newly {
                 if let (Some(rec), Some(owner)) =
@@ -78,22 +86,24 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
     Renew4res { status }
 }
 
-/// Never requested by Tarn; answered with the open stateid as it is, once
-/// it passes the checks every stateid does (bad, stale, old).
+/// Never requested by Tarn (OPEN never sets OPEN4_RESULT_CONFIRM), so the
+/// open owner is always confirmed already, and RFC 7530 §16.18.5 answers
+/// that with NFS4ERR_BAD_STATEID, as knfsd does; the current filehandle
+/// and the stateid are checked first for their own errors.
 pub fn open_confirm(c: &mut Compound<'_>, a: OpenConfirm4args) -> OpenConfirm4res {
-    let r = c.obj(Nfsstat4::NFS4ERR_ISDIR).and_then(|(export, fid, _)| {
-        let key = super::compound::file_key(&export, &fid);
-        Ok(c.n.state.check_open(&a.open_stateid, &key, c.minor)?)
-    });
-    match r {
-        Ok(()) => OpenConfirm4res::NFS4_OK(OpenConfirm4resok {
-            open_stateid: a.open_stateid,
-        }),
-        Err(f) => {
-            log_fail(c, "OP_OPEN_CONFIRM", &f);
-            OpenConfirm4res::Default(f.status)
-        }
-    }
+    let r = (|| {
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let sid = c.stateid(&a.open_stateid)?;
+        c.n.state
+            .check_open(&sid, &file_key(&export, &fid), c.minor)?;
+        Err::<(), _>(Fail::new(
+            Nfsstat4::NFS4ERR_BAD_STATEID,
+            "open owner already confirmed (Tarn never asks for OPEN_CONFIRM)",
+        ))
+    })();
+    let f = r.expect_err("always refused");
+    log_fail(c, "OP_OPEN_CONFIRM", &f);
+    OpenConfirm4res::Default(f.status)
 }
 
 /// The owner and seqid an NFSv4.0 operation is sequenced by, if any.
@@ -119,6 +129,26 @@ pub fn sequenced(c: &Compound<'_>, a: &NfsArgop4) -> Option<(u64, SeqOwner, u32)
             Locker4::FALSE(e) => by_stateid(&e.lock_stateid, e.lock_seqid),
         },
         NfsArgop4::OP_LOCKU(l) => by_stateid(&l.lock_stateid, l.seqid),
+        _ => None,
+    }
+}
+
+/// A LOCK that introduces a lock owner (open_to_lock_owner4) starts that
+/// owner's sequence at its `lock_seqid` (RFC 7530 §16.10.5): the owner,
+/// to record once the LOCK succeeded.
+pub fn new_lock_owner(a: &NfsArgop4) -> Option<(u64, SeqOwner, u32)> {
+    match a {
+        NfsArgop4::OP_LOCK(Lock4args {
+            locker: Locker4::TRUE(o),
+            ..
+        }) => Some((
+            o.lock_owner.clientid,
+            SeqOwner {
+                owner: o.lock_owner.owner.clone(),
+                lock: true,
+            },
+            o.lock_seqid,
+        )),
         _ => None,
     }
 }
@@ -169,4 +199,13 @@ pub fn after(c: &Compound<'_>, k: (u64, SeqOwner, u32), reply: &[u8]) {
     }
     c.n.state
         .seq_done(k.0, k.1, k.2, Bytes::copy_from_slice(reply));
+}
+
+/// After a LOCK that introduced a lock owner: its sequence starts, if
+/// the lock was granted (a failed LOCK keeps no lock owner).
+pub fn after_new_lock_owner(c: &Compound<'_>, k: (u64, SeqOwner, u32), reply: &[u8]) {
+    if reply.get(4..8) == Some(&[0; 4]) {
+        c.n.state
+            .seq_done(k.0, k.1, k.2, Bytes::copy_from_slice(reply));
+    }
 }

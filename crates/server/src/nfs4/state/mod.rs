@@ -50,6 +50,15 @@ pub struct Client {
     pub reclaim_complete: bool,
     /// NFSv4.0: SETCLIENTID_CONFIRM's verifier.
     pub confirm_verf: [u8; 8],
+    /// NFSv4.0: the confirm verifier `t` of a pending callback update (RFC
+    /// 7530 §16.33.5 case 2: SETCLIENTID with this record's own verifier
+    /// makes the unconfirmed `{v, x, c, k, t}` that shares its clientid).
+    /// Confirming with it keeps all state.
+    cb_update: Option<[u8; 8]>,
+    /// Since when the lease has run out while the client still held
+    /// state: a courteous client (see [`Courtesy`]). Its state stays until
+    /// another client needs it or a bound is reached; its return clears this.
+    courteous_since: Option<Instant>,
     /// NFSv4.0: the last seqid and reply of each open and lock owner.
     seqids: HashMap<SeqOwner, (u32, Option<Bytes>)>,
     /// NFSv4.1: stateids revoked when the lease expired, kept until the
@@ -120,6 +129,86 @@ pub struct Stateful {
     pub kind: Kind,
 }
 
+/// Bounds on keeping a lapsed client's state (a courteous server, as
+/// Linux's knfsd since 5.19). RFC 8881 §8.4.3 and RFC 7530 §9.6.3 allow
+/// such "courtesy locks": the state of a client whose lease ran out may
+/// stay as long as no other client is refused because of it; a client that
+/// lost its network for a few minutes then finds its opens and locks intact.
+#[derive(Clone, Copy, Debug)]
+pub struct Courtesy {
+    /// Longest a client stays courteous before its state goes anyway
+    /// (knfsd's NFSD_COURTESY_CLIENT_TIMEOUT: a day).
+    pub max_age: Duration,
+    /// Most courteous clients kept at once; beyond it the ones courteous
+    /// longest go first. A courteous client costs its record (about half
+    /// a KiB) plus its stateids and locks; 1024 of them stay within a few
+    /// MiB for typical clients, far more than a healthy site has lapsed at
+    /// once, and bounds what a crowd of vanished clients can pin.
+    pub max_clients: usize,
+}
+
+impl Default for Courtesy {
+    fn default() -> Self {
+        Courtesy {
+            max_age: Duration::from_secs(24 * 3600),
+            max_clients: 1024,
+        }
+    }
+}
+
+/// Why a client's state was released for real.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// Another client's OPEN, LOCK, LOCKT or NLM lock needed it.
+    Conflict,
+    /// Courteous longer than [`Courtesy::max_age`].
+    CourtesyTimeout,
+    /// More than [`Courtesy::max_clients`] courteous clients.
+    TooManyCourteous,
+    /// Its locks keep a queued (blocking) lock request waiting.
+    LockWaiters,
+    /// No state, silent for ten leases: the record is forgotten.
+    Silent,
+    /// An unconfirmed record not confirmed within a lease (RFC 8881
+    /// §18.35.4, RFC 7530 §16.33.5: it SHOULD be removed).
+    Unconfirmed,
+}
+
+impl Why {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Why::Conflict => "another client's request conflicts with its state",
+            Why::CourtesyTimeout => "courteous for longer than the bound",
+            Why::TooManyCourteous => "too many courteous clients",
+            Why::LockWaiters => "its locks block a waiting lock request",
+            Why::Silent => "silent for ten leases with no state",
+            Why::Unconfirmed => "never confirmed within a lease",
+        }
+    }
+}
+
+/// What changed in the client table, for the driver (the lease timer) to
+/// log and carry out: the state core does no I/O itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The lease ran out while the client held state: kept, courteous.
+    Courteous { clientid: u64 },
+    /// A courteous client came back before its state was needed.
+    Reactivated { clientid: u64 },
+    /// The client's state was released. `unrecord`: remove the owner's
+    /// stable recovery record, so it cannot reclaim what it lost after a
+    /// restart (RFC 8881 §8.4.3).
+    Expired {
+        clientid: u64,
+        owner: Bytes,
+        why: Why,
+        unrecord: bool,
+    },
+    /// An NFSv4.1 client whose state was revoked freed all of it: it holds
+    /// state normally again, so its recovery record comes back.
+    Recovered { clientid: u64, owner: Bytes },
+}
+
 #[derive(Default)]
 struct Inner {
     next: u64,
@@ -135,6 +224,8 @@ struct Inner {
     closed: HashMap<Other, (u64, SeqOwner)>,
     /// Stateids revoked by lease expiry → their client (see [`Client::revoked`]).
     revoked: HashMap<Other, u64>,
+    /// Changes for the driver, taken by [`State::reap`].
+    events: Vec<Event>,
 }
 
 pub struct State {
@@ -143,7 +234,11 @@ pub struct State {
     /// Distinguishes this server instance's ids from a previous one's.
     pub epoch: u32,
     pub lease: Duration,
+    pub courtesy: Courtesy,
     grace: Mutex<Grace>,
+    /// Wakes the lease timer when a conflict expired a client, so the log
+    /// line and the recovery record follow at once.
+    pub wake: tokio::sync::Notify,
 }
 
 /// Who may reclaim after a restart, and until when.
@@ -167,6 +262,10 @@ pub enum Checked {
 
 impl State {
     pub fn new(lease: Duration, locks: Arc<LockManager>) -> State {
+        Self::with_courtesy(lease, locks, Courtesy::default())
+    }
+
+    pub fn with_courtesy(lease: Duration, locks: Arc<LockManager>, courtesy: Courtesy) -> State {
         let epoch = (std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as u32)
@@ -179,7 +278,9 @@ impl State {
             locks,
             epoch,
             lease,
+            courtesy,
             grace: Mutex::new(Grace::default()),
+            wake: tokio::sync::Notify::new(),
         }
     }
 
@@ -254,11 +355,21 @@ impl State {
         ((self.epoch as u64) << 32) | (Self::next_id(i) & 0xffff_ffff)
     }
 
-    fn new_other(&self, i: &mut Inner) -> Other {
+    /// A stateid's `other`: this instance's epoch, the low half of its
+    /// client's id (as knfsd's stateids carry their clientid), a counter.
+    /// A stateid outliving its client then still names it, so NFSv4.0 can
+    /// answer NFS4ERR_EXPIRED rather than BAD_STATEID (RFC 7530 §9.6.3).
+    fn new_other(&self, i: &mut Inner, client: u64) -> Other {
         let mut o = [0u8; 12];
         o[..4].copy_from_slice(&self.epoch.to_be_bytes());
-        o[4..].copy_from_slice(&Self::next_id(i).to_be_bytes());
+        o[4..8].copy_from_slice(&(client as u32).to_be_bytes());
+        o[8..].copy_from_slice(&(Self::next_id(i) as u32).to_be_bytes());
         o
+    }
+
+    /// The client a stateid of this instance was issued to.
+    fn other_client(&self, other: &Other) -> u64 {
+        ((self.epoch as u64) << 32) | u32::from_be_bytes(other[4..8].try_into().unwrap()) as u64
     }
 
     pub fn is_current_epoch_clientid(&self, id: u64) -> bool {
@@ -329,7 +440,21 @@ impl State {
             }
             self.purge(&mut i, u);
         }
-        let id = self.new_clientid(&mut i);
+        let id = self.insert_client(&mut i, owner, verifier, principal, minor, now);
+        Ok((id, 1, false))
+    }
+
+    /// A new unconfirmed client record, the owner's newest.
+    fn insert_client(
+        &self,
+        i: &mut Inner,
+        owner: &Bytes,
+        verifier: [u8; 8],
+        principal: &str,
+        minor: u32,
+        now: Instant,
+    ) -> u64 {
+        let id = self.new_clientid(i);
         i.clients.insert(
             id,
             Client {
@@ -349,6 +474,8 @@ impl State {
                 renewed: now,
                 reclaim_complete: false,
                 confirm_verf: rand::random(),
+                cb_update: None,
+                courteous_since: None,
                 seqids: HashMap::new(),
                 last_closed: HashMap::new(),
                 revoked: HashSet::new(),
@@ -356,7 +483,56 @@ impl State {
             },
         );
         i.owners.entry(owner.clone()).or_default().1 = Some(id);
-        Ok((id, 1, false))
+        id
+    }
+
+    /// NFSv4.0 SETCLIENTID (RFC 7530 §16.33.5): returns the clientid and
+    /// the verifier SETCLIENTID_CONFIRM must present.
+    pub fn setclientid(
+        &self,
+        owner: &Bytes,
+        verifier: [u8; 8],
+        principal: &str,
+        now: Instant,
+    ) -> Result<(u64, [u8; 8]), Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let (conf, unconf) = i.owners.get(owner).copied().unwrap_or((None, None));
+        if let Some(cid) = conf {
+            let c = &i.clients[&cid];
+            // Another principal may not take over a client owner that holds
+            // state, nor may 4.0 take over a 4.1 client's owner that does.
+            if c.holds_state() && (c.principal != principal || c.minor != 0) {
+                return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
+            }
+        }
+        // Whatever the case, a new request replaces the unconfirmed record
+        // (cases 4 and 5: a new clientid and verifier every time).
+        if let Some(u) = unconf {
+            i.clients.remove(&u);
+            if let Some(e) = i.owners.get_mut(owner) {
+                e.1 = None;
+            }
+        }
+        if let Some(cid) = conf {
+            let c = i.clients.get_mut(&cid).expect("confirmed record exists");
+            c.cb_update = None;
+            if c.verifier == verifier && c.principal == principal {
+                // Case 2: the same incarnation updates its callback: the
+                // same clientid with a new confirm verifier; its state stays.
+                let t = loop {
+                    let t: [u8; 8] = rand::random();
+                    if t != c.confirm_verf && t != [0; 8] {
+                        break t;
+                    }
+                };
+                c.cb_update = Some(t);
+                return Ok((cid, t));
+            }
+            // Case 3: the client rebooted. A new record; the old one and its
+            // state go when the new one is confirmed.
+        }
+        let id = self.insert_client(&mut i, owner, verifier, principal, 0, now);
+        Ok((id, i.clients[&id].confirm_verf))
     }
 
     /// The client's CREATE_SESSION checks before a session is made (RFC 8881
@@ -420,8 +596,8 @@ impl State {
         c.cs_seq = c.cs_seq.wrapping_add(1);
         c.cs_reply = Some(reply);
         c.sessions.push(s.id);
-        c.renewed = now;
         i.sessions.insert(s.id, s);
+        Self::heard(&mut i, cid, now);
         Ok(self.confirm(&mut i, cid))
     }
 
@@ -457,13 +633,15 @@ impl State {
             .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)
     }
 
-    /// NFSv4.0 SETCLIENTID_CONFIRM: confirms the record (retiring an older
-    /// incarnation of the same client and its state). Returns whether it
-    /// was newly confirmed.
+    /// NFSv4.0 SETCLIENTID_CONFIRM (RFC 7530 §16.34.5): confirms the
+    /// record (retiring an older incarnation of the same client and its
+    /// state), applies a callback update, or accepts a retransmission.
+    /// Returns whether a record was newly confirmed.
     pub fn confirm_v40(
         &self,
         clientid: u64,
         verf: [u8; 8],
+        principal: &str,
         now: Instant,
     ) -> Result<bool, Nfsstat4> {
         let mut i = self.inner.lock().unwrap();
@@ -471,10 +649,26 @@ impl State {
             .clients
             .get_mut(&clientid)
             .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
-        if c.confirm_verf != verf {
+        let matches = c.confirm_verf == verf || (c.confirmed && c.cb_update == Some(verf));
+        if !matches {
+            // Case 5: no record {*, *, c, *, verf}.
             return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
         }
-        c.renewed = now;
+        if c.principal != principal {
+            return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
+        }
+        if c.confirmed {
+            // Case 1 (callback update: the record keeps its state) or
+            // case 4 (a retransmission of the confirmation).
+            if c.cb_update == Some(verf) {
+                c.confirm_verf = verf;
+                c.cb_update = None;
+            }
+            Self::heard(&mut i, clientid, now);
+            return Ok(false);
+        }
+        // Cases 2 and 3: confirm, retiring a previous incarnation.
+        Self::heard(&mut i, clientid, now);
         Ok(self.confirm(&mut i, clientid))
     }
 
@@ -516,15 +710,31 @@ impl State {
     }
 
     /// Renews a client's lease (SEQUENCE, RENEW, and any 4.0 stateful op).
+    /// A courteous client is active again with all its state.
     pub fn renew(&self, clientid: u64, now: Instant) -> Result<(), Nfsstat4> {
         let mut i = self.inner.lock().unwrap();
-        match i.clients.get_mut(&clientid) {
-            Some(c) => {
-                c.renewed = now;
+        match i.clients.get(&clientid) {
+            // RFC 7530 §16.33.5: an unconfirmed clientid is good for
+            // SETCLIENTID_CONFIRM only.
+            Some(c) if !c.confirmed => Err(Nfsstat4::NFS4ERR_STALE_CLIENTID),
+            Some(_) => {
+                Self::heard(&mut i, clientid, now);
                 Ok(())
             }
             None if self.is_current_epoch_clientid(clientid) => Err(Nfsstat4::NFS4ERR_EXPIRED),
             None => Err(Nfsstat4::NFS4ERR_STALE_CLIENTID),
+        }
+    }
+
+    /// A client was heard from: its lease starts again and, had it become
+    /// courteous, it is active again with everything it held.
+    fn heard(i: &mut Inner, clientid: u64, now: Instant) {
+        let Some(c) = i.clients.get_mut(&clientid) else {
+            return;
+        };
+        c.renewed = now;
+        if c.courteous_since.take().is_some() {
+            i.events.push(Event::Reactivated { clientid });
         }
     }
 
@@ -600,6 +810,135 @@ impl State {
         None
     }
 
+    /// Whether a client's state may be taken from it: it is courteous, or
+    /// its lease ran out and the lease timer has not marked it yet.
+    fn lapsed(&self, c: &Client, now: Instant) -> bool {
+        c.courteous_since.is_some()
+            || (c.confirmed
+                && c.holds_state()
+                && now.saturating_duration_since(c.renewed) > self.lease)
+    }
+
+    /// The conflict hook: another client's OPEN, LOCK, LOCKT or NLM lock
+    /// is refused because of `clientid`'s state. If that client is
+    /// courteous its state is released now (true: retry); an active
+    /// client keeps it (false).
+    pub fn expire_courteous(&self, clientid: u64, now: Instant) -> bool {
+        let mut i = self.inner.lock().unwrap();
+        match i.clients.get(&clientid) {
+            Some(c) if self.lapsed(c, now) => {}
+            _ => return false,
+        }
+        self.expire_now(&mut i, clientid, Why::Conflict, now);
+        self.wake.notify_one();
+        true
+    }
+
+    /// Releases a client's state for real: an NFSv4.0 client goes with
+    /// everything (its stateids then answer NFS4ERR_EXPIRED); an NFSv4.1
+    /// client keeps its record and sessions, its state revoked (see
+    /// [`State::expire`]), unless it is being forgotten for silence.
+    fn expire_now(&self, i: &mut Inner, clientid: u64, why: Why, now: Instant) {
+        let Some(c) = i.clients.get(&clientid) else {
+            return;
+        };
+        let (owner, unrecord) = (c.owner.clone(), c.confirmed);
+        if c.minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed) {
+            self.purge(i, clientid);
+        } else {
+            self.revoke_all(i, clientid, now);
+        }
+        i.events.push(Event::Expired {
+            clientid,
+            owner,
+            why,
+            unrecord,
+        });
+    }
+
+    /// The lease timer's walk (a background task, never on a request
+    /// path): clients whose lease ran out while holding state become
+    /// courteous; courteous clients past the bounds of [`Courtesy`], or
+    /// whose locks keep a queued lock request waiting, are expired for
+    /// real; clients without state silent for ten leases are forgotten.
+    /// Returns what happened since the last walk (conflict expiries and
+    /// reactivations included) for the driver to log and carry out.
+    pub fn reap(&self, now: Instant) -> Vec<Event> {
+        let mut i = self.inner.lock().unwrap();
+        let mut newly = Vec::new();
+        let mut expire = Vec::new();
+        let mut courteous: Vec<(Instant, u64)> = Vec::new();
+        for c in i.clients.values_mut() {
+            let silent = now.saturating_duration_since(c.renewed);
+            if silent <= self.lease {
+                continue;
+            }
+            if c.confirmed && c.holds_state() {
+                let since = *c.courteous_since.get_or_insert_with(|| {
+                    newly.push(c.id);
+                    now
+                });
+                if now.saturating_duration_since(since) > self.courtesy.max_age {
+                    expire.push((c.id, Why::CourtesyTimeout));
+                } else if self.locks.client_blocks_waiters(c.id) {
+                    // Nobody else would wake the waiter: knfsd expires such
+                    // a client too (nfs4_anylock_blockers).
+                    expire.push((c.id, Why::LockWaiters));
+                } else {
+                    courteous.push((since, c.id));
+                }
+            } else if !c.confirmed {
+                expire.push((c.id, Why::Unconfirmed));
+            } else if silent > self.lease * 10 {
+                expire.push((c.id, Why::Silent));
+            }
+        }
+        if courteous.len() > self.courtesy.max_clients {
+            courteous.sort();
+            let excess = courteous.len() - self.courtesy.max_clients;
+            expire.extend(
+                courteous[..excess]
+                    .iter()
+                    .map(|(_, id)| (*id, Why::TooManyCourteous)),
+            );
+        }
+        for clientid in newly {
+            i.events.push(Event::Courteous { clientid });
+        }
+        for (id, why) in expire {
+            self.expire_now(&mut i, id, why, now);
+        }
+        let mut events = std::mem::take(&mut i.events);
+        // A newer incarnation of the owner confirmed since: its record stays.
+        for e in &mut events {
+            if let Event::Expired {
+                clientid,
+                owner,
+                unrecord,
+                ..
+            } = e
+            {
+                if i.owners
+                    .get(owner)
+                    .and_then(|x| x.0)
+                    .is_some_and(|c| c != *clientid)
+                {
+                    *unrecord = false;
+                }
+            }
+        }
+        events
+    }
+
+    /// Courteous clients now (the metrics gauge).
+    pub fn courteous_clients(&self) -> usize {
+        let i = self.inner.lock().unwrap();
+        i.clients
+            .values()
+            .filter(|c| c.courteous_since.is_some())
+            .count()
+    }
+
     /// Revokes a client's opens and locks, remembering their ids.
     fn revoke_all(&self, i: &mut Inner, clientid: u64, now: Instant) {
         let Some(c) = i.clients.get_mut(&clientid) else {
@@ -609,6 +948,7 @@ impl State {
         c.open_index.clear();
         c.lock_index.clear();
         c.expired_at = Some(now);
+        c.courteous_since = None;
         c.revoked.extend(gone.iter().copied());
         for o in &gone {
             if let Some(st) = i.stateids.remove(o) {
@@ -630,12 +970,11 @@ impl State {
     /// SEQUENCE: renews the lease and returns the status flags, under one lock.
     pub fn renew_flags(&self, clientid: u64, now: Instant) -> Result<u32, Nfsstat4> {
         let mut i = self.inner.lock().unwrap();
-        let c = i
-            .clients
-            .get_mut(&clientid)
-            .ok_or(Nfsstat4::NFS4ERR_EXPIRED)?;
-        c.renewed = now;
-        Ok(c.status_flags())
+        if !i.clients.contains_key(&clientid) {
+            return Err(Nfsstat4::NFS4ERR_EXPIRED);
+        }
+        Self::heard(&mut i, clientid, now);
+        Ok(i.clients[&clientid].status_flags())
     }
 
     /// Removes a client and everything it owns: cost proportional to what
@@ -694,9 +1033,10 @@ impl State {
         file: FileKey,
         access: u32,
         deny: u32,
+        now: Instant,
     ) -> Result<Stateid4, Nfsstat4> {
         let mut i = self.inner.lock().unwrap();
-        if !i.clients.contains_key(&clientid) {
+        if !i.clients.get(&clientid).is_some_and(|c| c.confirmed) {
             return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
         }
         let existing = i.clients[&clientid]
@@ -707,9 +1047,11 @@ impl State {
         // our deny bits against another open's access. RFC 7530 §9.9 (and
         // RFC 8881 §9.7): "with no exception for an existing OPEN for the
         // same open-owner", so the owner's own open counts too.
+        let mut courteous = Vec::new();
         if let Some(list) = i.files.get(&file) {
             for o in list {
                 if let Some(Stateful {
+                    client,
                     kind:
                         Kind::Open {
                             access: a, deny: d, ..
@@ -718,10 +1060,23 @@ impl State {
                 }) = i.stateids.get(o)
                 {
                     if d & access != 0 || a & deny != 0 {
-                        return Err(Nfsstat4::NFS4ERR_SHARE_DENIED);
+                        // A courteous client's open gives way (below); an
+                        // active one's refuses, and then nobody is expired.
+                        match i.clients.get(client) {
+                            Some(c) if *client != clientid && self.lapsed(c, now) => {
+                                courteous.push(*client)
+                            }
+                            _ => return Err(Nfsstat4::NFS4ERR_SHARE_DENIED),
+                        }
                     }
                 }
             }
+        }
+        courteous.sort_unstable();
+        courteous.dedup();
+        for c in courteous {
+            self.expire_now(&mut i, c, Why::Conflict, now);
+            self.wake.notify_one();
         }
         if let Some(o) = existing {
             let st = i.stateids.get_mut(&o).expect("indexed open exists");
@@ -742,7 +1097,7 @@ impl State {
                 other: o,
             });
         }
-        let other = self.new_other(&mut i);
+        let other = self.new_other(&mut i, clientid);
         i.stateids.insert(
             other,
             Stateful {
@@ -784,13 +1139,18 @@ impl State {
         if i.revoked.contains_key(&sid.other) {
             return Err(Nfsstat4::NFS4ERR_EXPIRED);
         }
-        let Some(st) = i.stateids.get_mut(&sid.other) else {
+        if !i.stateids.contains_key(&sid.other) {
             return Err(if stale && minor == 0 {
                 Nfsstat4::NFS4ERR_STALE_STATEID
+            } else if minor == 0 && !i.clients.contains_key(&self.other_client(&sid.other)) {
+                // Its client's lease expired (or the client rebooted and
+                // confirmed anew): RFC 7530 §9.6.3 says EXPIRED.
+                Nfsstat4::NFS4ERR_EXPIRED
             } else {
                 Nfsstat4::NFS4ERR_BAD_STATEID
             });
-        };
+        }
+        let st = i.stateids.get_mut(&sid.other).expect("checked above");
         if file.is_some_and(|f| *f != st.file) {
             return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
         }
@@ -1009,7 +1369,7 @@ impl State {
             let o = *o;
             return Ok((o, i.stateids[&o].seqid));
         }
-        let other = self.new_other(&mut i);
+        let other = self.new_other(&mut i, client);
         i.stateids.insert(
             other,
             Stateful {
@@ -1088,6 +1448,12 @@ impl State {
             i.revoked.remove(&sid.other);
             if let Some(c) = i.clients.get_mut(&clientid) {
                 c.revoked.remove(&sid.other);
+                if c.revoked.is_empty() {
+                    // The client acknowledged the revocation: what it opens
+                    // from now on is reclaimable again after a restart.
+                    let owner = c.owner.clone();
+                    i.events.push(Event::Recovered { clientid, owner });
+                }
             }
             return Nfsstat4::NFS4_OK;
         }
