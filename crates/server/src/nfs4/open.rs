@@ -11,6 +11,7 @@ use std::time::Instant;
 use vfs::{Access, Attr, Backend, CreateHow, Cred, Fid, FileType, FsError, SetAttr};
 
 /// The server supports POSIX byte-range locks (RFC 8881 §18.16.4).
+const OPEN4_RESULT_CONFIRM: u32 = 0x2;
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 
 pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
@@ -256,10 +257,14 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         fid: opened.fid,
     });
     c.cur_sid = Some(sid.clone());
+    let mut rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
+    if c.minor == 0 && c.n.state.needs_open_confirm(clientid, &owner, reclaim) {
+        rflags |= OPEN4_RESULT_CONFIRM;
+    }
     Ok(Open4resok {
         stateid: sid,
         cinfo: opened.cinfo,
-        rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
+        rflags,
         attrset: opened.attrset,
         delegation: OpenDelegation4::OPEN_DELEGATE_NONE,
     })

@@ -86,24 +86,28 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
     Renew4res { status }
 }
 
-/// Never requested by Tarn (OPEN never sets OPEN4_RESULT_CONFIRM), so the
-/// open owner is always confirmed already, and RFC 7530 §16.18.5 answers
-/// that with NFS4ERR_BAD_STATEID, as knfsd does; the current filehandle
-/// and the stateid are checked first for their own errors.
+/// Confirms a new open owner's first OPEN (RFC 7530 §16.18): the stateid
+/// comes back with its seqid moved on. The current filehandle and the
+/// stateid are checked first for their own errors.
 pub fn open_confirm(c: &mut Compound<'_>, a: OpenConfirm4args) -> OpenConfirm4res {
     let r = (|| {
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
         let sid = c.stateid(&a.open_stateid)?;
-        c.n.state
-            .check_open(&sid, &file_key(&export, &fid), c.minor)?;
-        Err::<(), _>(Fail::new(
-            Nfsstat4::NFS4ERR_BAD_STATEID,
-            "open owner already confirmed (Tarn never asks for OPEN_CONFIRM)",
-        ))
+        Ok::<_, Fail>(
+            c.n.state
+                .open_confirm(&sid, &file_key(&export, &fid), c.minor)?,
+        )
     })();
-    let f = r.expect_err("always refused");
-    log_fail(c, "OP_OPEN_CONFIRM", &f);
-    OpenConfirm4res::Default(f.status)
+    match r {
+        Ok(sid) => {
+            c.cur_sid = Some(sid.clone());
+            OpenConfirm4res::NFS4_OK(OpenConfirm4resok { open_stateid: sid })
+        }
+        Err(f) => {
+            log_fail(c, "OP_OPEN_CONFIRM", &f);
+            OpenConfirm4res::Default(f.status)
+        }
+    }
 }
 
 /// The owner and seqid an NFSv4.0 operation is sequenced by, if any.

@@ -69,6 +69,9 @@ pub struct Client {
     /// NFSv4.0: each open owner's last closed stateid, so a retransmitted
     /// CLOSE still finds its owner (and gets the cached reply).
     last_closed: HashMap<SeqOwner, Other>,
+    /// NFSv4.0: open owners that confirmed their first OPEN (RFC 7530
+    /// §16.18); an owner not in here gets OPEN4_RESULT_CONFIRM.
+    confirmed_owners: HashSet<Bytes>,
 }
 
 /// An NFSv4.0 open owner (`lock == false`) or lock owner, within its client.
@@ -478,6 +481,7 @@ impl State {
                 courteous_since: None,
                 seqids: HashMap::new(),
                 last_closed: HashMap::new(),
+                confirmed_owners: HashSet::new(),
                 revoked: HashSet::new(),
                 expired_at: None,
             },
@@ -1242,6 +1246,53 @@ impl State {
             Kind::Open { .. } => Ok(()),
             Kind::Lock { .. } => Err(Nfsstat4::NFS4ERR_BAD_STATEID),
         }
+    }
+
+    /// NFSv4.0: whether an OPEN by `owner` must be confirmed with
+    /// OPEN_CONFIRM before its stateid is used (RFC 7530 §16.18.5: the
+    /// first OPEN of an open owner the server does not know as confirmed,
+    /// as knfsd asks). A reclaim (CLAIM_PREVIOUS) comes from an owner that
+    /// was confirmed before the restart: it is taken as confirmed, as knfsd
+    /// does. Sessions (4.1) confirm nothing this way.
+    pub fn needs_open_confirm(&self, clientid: u64, owner: &Bytes, reclaim: bool) -> bool {
+        let mut i = self.inner.lock().unwrap();
+        match i.clients.get_mut(&clientid) {
+            Some(c) if c.minor == 0 => {
+                if reclaim {
+                    c.confirmed_owners.insert(owner.clone());
+                }
+                !c.confirmed_owners.contains(owner)
+            }
+            _ => false,
+        }
+    }
+
+    /// NFSv4.0 OPEN_CONFIRM of an open stateid of `file` (checked as every
+    /// stateid is): its owner becomes confirmed and the stateid's seqid
+    /// moves on, so the OPEN's stateid is now old. An owner confirmed
+    /// already is NFS4ERR_BAD_STATEID (§16.18.5; knfsd answers the same).
+    pub fn open_confirm(
+        &self,
+        sid: &Stateid4,
+        file: &FileKey,
+        minor: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let mut i = self.inner.lock().unwrap();
+        let st = self.lookup(&mut i, sid, Some(file), minor)?;
+        let (client, owner) = match &st.kind {
+            Kind::Open { owner, .. } => (st.client, owner.clone()),
+            Kind::Lock { .. } => return Err(Nfsstat4::NFS4ERR_BAD_STATEID),
+        };
+        let c = i.clients.get_mut(&client).ok_or(Nfsstat4::NFS4ERR_EXPIRED)?;
+        if !c.confirmed_owners.insert(owner) {
+            return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
+        }
+        let st = i.stateids.get_mut(&sid.other).expect("found above");
+        st.seqid = st.seqid.wrapping_add(1);
+        Ok(Stateid4 {
+            seqid: st.seqid,
+            other: sid.other,
+        })
     }
 
     /// The client an open or lock stateid belongs to (for lease renewal in 4.0).
