@@ -104,7 +104,22 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
             (sid.other, owner, false)
         }
     };
-    let r = take_lock(c, &a, key, &owner, now);
+    // A write lock through an open that cannot write: POSIX refuses it
+    // (EBADF), and RFC 7530 §16.10.5 / RFC 8881 §18.10.4 name
+    // NFS4ERR_OPENMODE for it.
+    let r = if kind(a.locktype) == LockKind::Write
+        && st
+            .lock_open_access(&other)
+            .is_some_and(|acc| acc & super::state::ACCESS_WRITE == 0)
+    {
+        Err(Fail::new(
+            Nfsstat4::NFS4ERR_OPENMODE,
+            "write lock through an open without write access",
+        )
+        .into())
+    } else {
+        take_lock(c, &a, key, &owner, now)
+    };
     if r.is_err() && fresh {
         // A lock owner introduced by a LOCK that failed keeps no stateid.
         st.free_stateid(owner.client, &Stateid4 { seqid: 0, other });

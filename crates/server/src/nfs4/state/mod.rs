@@ -1283,7 +1283,10 @@ impl State {
             Kind::Open { owner, .. } => (st.client, owner.clone()),
             Kind::Lock { .. } => return Err(Nfsstat4::NFS4ERR_BAD_STATEID),
         };
-        let c = i.clients.get_mut(&client).ok_or(Nfsstat4::NFS4ERR_EXPIRED)?;
+        let c = i
+            .clients
+            .get_mut(&client)
+            .ok_or(Nfsstat4::NFS4ERR_EXPIRED)?;
         if !c.confirmed_owners.insert(owner) {
             return Err(Nfsstat4::NFS4ERR_BAD_STATEID);
         }
@@ -1293,6 +1296,18 @@ impl State {
             seqid: st.seqid,
             other: sid.other,
         })
+    }
+
+    /// The share access of the open a lock stateid was made through.
+    pub fn lock_open_access(&self, lock: &Other) -> Option<u32> {
+        let i = self.inner.lock().unwrap();
+        let Kind::Lock { open, .. } = &i.stateids.get(lock)?.kind else {
+            return None;
+        };
+        match &i.stateids.get(open)?.kind {
+            Kind::Open { access, .. } => Some(*access),
+            Kind::Lock { .. } => None,
+        }
     }
 
     /// The client an open or lock stateid belongs to (for lease renewal in 4.0).
