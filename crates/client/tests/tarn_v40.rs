@@ -96,13 +96,14 @@ fn nfs40_client_open_and_seqid_rules() {
         .await;
         assert_eq!(r.status, NFS4ERR_STALE_CLIENTID);
 
-        // First OPEN of a new owner: any seqid starts it; no OPEN_CONFIRM asked.
+        // First OPEN of a new owner: any seqid starts it, and the server
+        // asks for OPEN_CONFIRM (RFC 7530 §16.18.5).
         let (first, r) = c40(&conn, open(id, "owner-1", 10, "f")).await;
         assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
         let NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) = &r.resarray[1] else {
             panic!()
         };
-        assert_eq!(ok.rflags & 0x2, 0, "OPEN4_RESULT_CONFIRM not set");
+        assert_eq!(ok.rflags & 0x2, 0x2, "OPEN4_RESULT_CONFIRM set");
         let sid = ok.stateid.clone();
         let NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(fh)) = &r.resarray[2] else {
             panic!()
@@ -129,8 +130,31 @@ fn nfs40_client_open_and_seqid_rules() {
             (next.stateid.other, next.stateid.seqid),
             (sid.other, sid.seqid + 1)
         );
+        // OPEN_CONFIRM (the owner's seqid 12) moves the stateid on once more.
+        let (_, r) = c40(
+            &conn,
+            vec![
+                putfh(&fh),
+                NfsArgop4::OP_OPEN_CONFIRM(OpenConfirm4args {
+                    open_stateid: next.stateid.clone(),
+                    seqid: 12,
+                }),
+            ],
+        )
+        .await;
+        let NfsResop4::OP_OPEN_CONFIRM(OpenConfirm4res::NFS4_OK(confirmed)) = &r.resarray[1] else {
+            panic!("{:?}", statuses(&r))
+        };
+        assert_eq!(
+            (confirmed.open_stateid.other, confirmed.open_stateid.seqid),
+            (sid.other, sid.seqid + 2)
+        );
+        let next = Open4resok {
+            stateid: confirmed.open_stateid.clone(),
+            ..next.clone()
+        };
 
-        // LOCK with a new lock owner, sequenced by the open owner's seqid 12.
+        // LOCK with a new lock owner, sequenced by the open owner's seqid 13.
         let lock = |open_seqid: u32, sid: Stateid4| {
             vec![
                 putfh(&fh),
@@ -151,7 +175,7 @@ fn nfs40_client_open_and_seqid_rules() {
                 }),
             ]
         };
-        let (_, r) = c40(&conn, lock(12, next.stateid.clone())).await;
+        let (_, r) = c40(&conn, lock(13, next.stateid.clone())).await;
         let NfsResop4::OP_LOCK(Lock4res::NFS4_OK(l)) = &r.resarray[1] else {
             panic!("{:?}", statuses(&r))
         };
@@ -172,7 +196,7 @@ fn nfs40_client_open_and_seqid_rules() {
         )
         .await;
         assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
-        // CLOSE with the open owner's next seqid (13), then a stale retry of it is a replay.
+        // CLOSE with the open owner's next seqid (14), then a stale retry of it is a replay.
         let close = |seqid: u32, sid: Stateid4| {
             vec![
                 putfh(&fh),
@@ -182,9 +206,9 @@ fn nfs40_client_open_and_seqid_rules() {
                 }),
             ]
         };
-        let (a, r) = c40(&conn, close(13, next.stateid.clone())).await;
+        let (a, r) = c40(&conn, close(14, next.stateid.clone())).await;
         assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
-        let (b, _) = c40(&conn, close(13, next.stateid.clone())).await;
+        let (b, _) = c40(&conn, close(14, next.stateid.clone())).await;
         assert_eq!(a, b, "a retransmitted CLOSE gets the same reply");
     });
 }
