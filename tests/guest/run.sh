@@ -31,7 +31,7 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # ---- cases: one line each:  ci|full|off | server | NFS version | sec flavour | extra steps | reason ---
 # ci: runs in the test command (CI) and in the full run; full: only with GUEST_FULL=1
 # (scripts/test.sh --full); off: never (the reason says why).  The CI set keeps one boot of the
-# kernel client per NFSv3, 4.1, 4.2 and krb5p with the locking steps, inside CI's time budget on a
+# kernel client per NFSv3, 4.0, 4.1, 4.2 and krb5p with the locking steps, inside CI's time budget on a
 # 2-core machine that may be several times slower at emulation than a quiet one; the full matrix
 # (knfsd as a reference, NFSv4.0, every krb5 flavor) and the full-size workload run with --full.
 # extra steps (Tarn cases only, comma-separated): mixed = `mixed-locks` (the same export mounted a
@@ -47,7 +47,7 @@ CASES='
 full | knfsd | 3   | sys   |               | reference server, not Tarn: full run only
 full | knfsd | 4.1 | sys   |               | reference server, not Tarn: full run only
 ci   | tarn  | 3   | sys   | mixed,restart |
-full | tarn  | 4.0 | sys   | mixed,restart |
+ci   | tarn  | 4.0 | sys   | mixed,restart |
 ci   | tarn  | 4.1 | sys   | mixed,restart |
 ci   | tarn  | 4.2 | sys   |               | CI: common workload only (4.1 has the locking steps)
 full | tarn  | 3   | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
