@@ -1,7 +1,7 @@
 //! Storage backends for Tarn.
 //!
 //! This crate knows nothing about NFS wire formats or sockets: the `server`
-//! crate maps these types to NFSv3 (and later NFSv4) wire types. The
+//! crate maps these types to NFSv3 and NFSv4 wire types. The
 //! [`Backend`] trait is synchronous on purpose: the server runs each call on a
 //! bounded blocking pool, and the local backend switches *per-thread*
 //! credentials for the duration of a call, which only works if a call stays on
