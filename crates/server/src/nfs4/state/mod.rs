@@ -381,8 +381,9 @@ impl State {
 
     // ---- clients ---------------------------------------------------------
 
-    /// EXCHANGE_ID, by the case table of RFC 8881 §18.35.4 (numbers
-    /// below): returns (clientid, sequenceid, confirmed).
+    /// EXCHANGE_ID (NFSv4.1 and later; NFSv4.0's SETCLIENTID is
+    /// [`State::setclientid`]), by the case table of RFC 8881 §18.35.4
+    /// (numbers below): returns (clientid, sequenceid, confirmed).
     pub fn exchange_id(
         &self,
         owner: &Bytes,
@@ -413,15 +414,11 @@ impl State {
                 // state (its sessions count: DESTROY_CLIENTID, §18.50.3,
                 // counts them as the client ID's) and an unexpired lease;
                 // otherwise its record and state go now, as in case 1.
-                // (SETCLIENTID, NFSv4.0, keeps them until the new record is
-                // confirmed.)
                 let expired = now.duration_since(c.renewed) > self.lease;
                 if !expired && (c.holds_state() || !c.sessions.is_empty()) {
                     return Err(Nfsstat4::NFS4ERR_CLID_INUSE);
                 }
-                if minor > 0 {
-                    self.purge(&mut i, cid);
-                }
+                self.purge(&mut i, cid);
             } else if same_verf {
                 // 2: the same incarnation asking again.
                 return Ok((cid, c.cs_seq, true));
@@ -433,14 +430,8 @@ impl State {
             return Err(Nfsstat4::NFS4ERR_NOENT);
         }
         // 4: an unconfirmed record is replaced by a new client ID, whatever
-        // its verifier and principal (a retry gets a new one too). A
-        // repeated SETCLIENTID (NFSv4.0) still gets its unconfirmed record.
+        // its verifier and principal (a retry gets a new one too).
         if let Some(u) = unconf {
-            if let Some(c) = i.clients.get(&u) {
-                if minor == 0 && c.verifier == verifier && c.principal == principal {
-                    return Ok((u, c.cs_seq, false));
-                }
-            }
             self.purge(&mut i, u);
         }
         let id = self.insert_client(&mut i, owner, verifier, principal, minor, now);
@@ -512,10 +503,7 @@ impl State {
         // Whatever the case, a new request replaces the unconfirmed record
         // (cases 4 and 5: a new clientid and verifier every time).
         if let Some(u) = unconf {
-            i.clients.remove(&u);
-            if let Some(e) = i.owners.get_mut(owner) {
-                e.1 = None;
-            }
+            self.purge(&mut i, u);
         }
         if let Some(cid) = conf {
             let c = i.clients.get_mut(&cid).expect("confirmed record exists");
@@ -626,15 +614,6 @@ impl State {
             self.purge(i, old);
         }
         true
-    }
-
-    /// NFSv4.0: the verifier SETCLIENTID_CONFIRM must present.
-    pub fn confirm_verifier(&self, clientid: u64) -> Result<[u8; 8], Nfsstat4> {
-        let i = self.inner.lock().unwrap();
-        i.clients
-            .get(&clientid)
-            .map(|c| c.confirm_verf)
-            .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)
     }
 
     /// NFSv4.0 SETCLIENTID_CONFIRM (RFC 7530 §16.34.5): confirms the
@@ -1236,16 +1215,6 @@ impl State {
             }
         }
         Ok(())
-    }
-
-    /// Checks an open stateid of `file` as OPEN_CONFIRM presents it: the
-    /// same bad, stale and old answers as every other stateid.
-    pub fn check_open(&self, sid: &Stateid4, file: &FileKey, minor: u32) -> Result<(), Nfsstat4> {
-        let mut i = self.inner.lock().unwrap();
-        match self.lookup(&mut i, sid, Some(file), minor)?.kind {
-            Kind::Open { .. } => Ok(()),
-            Kind::Lock { .. } => Err(Nfsstat4::NFS4ERR_BAD_STATEID),
-        }
     }
 
     /// NFSv4.0: whether an OPEN by `owner` must be confirmed with
