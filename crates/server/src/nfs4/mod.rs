@@ -596,7 +596,6 @@ impl Nfs4 {
         let v40 = c.minor == 0;
         // NFSv4.0 open and lock owners sequence their requests themselves.
         let seq = if v40 { v40::sequenced(c, &a) } else { None };
-        let new_lock_owner = if v40 { v40::new_lock_owner(&a) } else { None };
         if let Some(k) = &seq {
             // A stateful operation renews the lease (RFC 7530 §9.6) and
             // brings a courteous client back with its state.
@@ -714,9 +713,6 @@ impl Nfs4 {
         r.pack(out);
         if let Some(k) = seq {
             v40::after(c, k, &out[start..]);
-        }
-        if let Some(k) = new_lock_owner {
-            v40::after_new_lock_owner(c, k, &out[start..]);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! NFSv4.0 client life: SETCLIENTID, SETCLIENTID_CONFIRM, RENEW and
-//! OPEN_CONFIRM (RFC 7530 §16). Tarn never asks for OPEN_CONFIRM, so open
-//! owners need no confirmation step: every open owner is confirmed.
+//! OPEN_CONFIRM (RFC 7530 §16), and the open and lock owners' seqids. A
+//! new open owner confirms its first OPEN with OPEN_CONFIRM.
 
 use super::compound::{file_key, Compound};
 use super::session::principal;
@@ -137,26 +137,6 @@ pub fn sequenced(c: &Compound<'_>, a: &NfsArgop4) -> Option<(u64, SeqOwner, u32)
     }
 }
 
-/// A LOCK that introduces a lock owner (open_to_lock_owner4) starts that
-/// owner's sequence at its `lock_seqid` (RFC 7530 §16.10.5): the owner,
-/// to record once the LOCK succeeded.
-pub fn new_lock_owner(a: &NfsArgop4) -> Option<(u64, SeqOwner, u32)> {
-    match a {
-        NfsArgop4::OP_LOCK(Lock4args {
-            locker: Locker4::TRUE(o),
-            ..
-        }) => Some((
-            o.lock_owner.clientid,
-            SeqOwner {
-                owner: o.lock_owner.owner.clone(),
-                lock: true,
-            },
-            o.lock_seqid,
-        )),
-        _ => None,
-    }
-}
-
 /// Before a sequenced operation: Some(reply) when it must not run (a
 /// replay, answered from the owner's last reply, or a bad seqid).
 pub fn before(c: &Compound<'_>, op: u32, k: &(u64, SeqOwner, u32)) -> Option<Bytes> {
@@ -203,13 +183,4 @@ pub fn after(c: &Compound<'_>, k: (u64, SeqOwner, u32), reply: &[u8]) {
     }
     c.n.state
         .seq_done(k.0, k.1, k.2, Bytes::copy_from_slice(reply));
-}
-
-/// After a LOCK that introduced a lock owner: its sequence starts, if
-/// the lock was granted (a failed LOCK keeps no lock owner).
-pub fn after_new_lock_owner(c: &Compound<'_>, k: (u64, SeqOwner, u32), reply: &[u8]) {
-    if reply.get(4..8) == Some(&[0; 4]) {
-        c.n.state
-            .seq_done(k.0, k.1, k.2, Bytes::copy_from_slice(reply));
-    }
 }
