@@ -138,7 +138,9 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
     r.map(|()| st.bump(&other))
 }
 
-/// The lease, grace and conflict checks of LOCK, then the lock itself.
+/// The grace and conflict checks of LOCK, then the lock itself. (An
+/// NFSv4.0 lease was renewed already: a new lock owner's clientid in
+/// `do_lock`, an existing lock stateid's client by the dispatcher.)
 fn take_lock(
     c: &Compound<'_>,
     a: &Lock4args,
@@ -147,9 +149,6 @@ fn take_lock(
     now: Instant,
 ) -> Result<(), LockErr> {
     let st = &c.n.state;
-    if c.minor == 0 {
-        st.renew(owner.client, now)?;
-    }
     if a.reclaim {
         st.may_reclaim(owner.client, now)?;
     } else if st.in_grace(now) {
