@@ -380,6 +380,24 @@ impl LockManager {
             .is_some_and(|h| h(c.owner.client))
     }
 
+    /// Runs `attempt` until it finds no conflict, or one whose holder the
+    /// hook does not release (as Linux's posix_lock_file and
+    /// posix_test_lock let a courteous holder go).
+    fn resolving(
+        &self,
+        me: &OwnerKey,
+        mut attempt: impl FnMut() -> Option<Conflict>,
+    ) -> Result<(), Conflict> {
+        for _ in 0..MAX_RESOLVE {
+            match attempt() {
+                None => return Ok(()),
+                Some(c) if !self.resolve(&c, me) => return Err(c),
+                Some(_) => {}
+            }
+        }
+        attempt().map_or(Ok(()), Err)
+    }
+
     fn file_shard(&self, f: &FileKey) -> &Mutex<HashMap<FileKey, FileState>> {
         &self.files[self.hasher.hash_one(f) as usize % SHARDS]
     }
@@ -399,18 +417,12 @@ impl LockManager {
         offset: u64,
         length: u64,
     ) -> Result<(), Conflict> {
-        let mut tries = 0;
-        loop {
+        self.resolving(owner, || {
             match self.lock_inner(file, owner, kind, offset, length, None) {
-                Outcome::Granted => return Ok(()),
-                Outcome::Conflict(c, _) => {
-                    tries += 1;
-                    if tries > MAX_RESOLVE || !self.resolve(&c, owner) {
-                        return Err(c);
-                    }
-                }
+                Outcome::Granted => None,
+                Outcome::Conflict(c, _) => Some(c),
             }
-        }
+        })
     }
 
     /// Like [`LockManager::lock`], but on conflict queues a waiter that is
@@ -493,25 +505,12 @@ impl LockManager {
         let Some((s, e)) = span(offset, length) else {
             return Ok(());
         };
-        let mut tries = 0;
-        loop {
-            let found = {
-                let files = self.file_shard(&file).lock().unwrap();
-                files
-                    .get(&file)
-                    .and_then(|st| st.conflict(owner, s, e, kind))
-            };
-            match found {
-                None => return Ok(()),
-                Some(c) => {
-                    // As Linux's posix_test_lock: a courteous holder goes.
-                    tries += 1;
-                    if tries > MAX_RESOLVE || !self.resolve(&c, owner) {
-                        return Err(c);
-                    }
-                }
-            }
-        }
+        self.resolving(owner, || {
+            let files = self.file_shard(&file).lock().unwrap();
+            files
+                .get(&file)
+                .and_then(|st| st.conflict(owner, s, e, kind))
+        })
     }
 
     /// Unlocks a range of `owner`'s locks, splitting as needed; unlocking
