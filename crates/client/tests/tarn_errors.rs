@@ -424,14 +424,7 @@ fn misordered_bad_slot_and_bad_session() {
 
 #[test]
 fn cached_retry_replays_the_same_bytes_and_creates_once() {
-    let maddr = format!(
-        "127.0.0.1:{}",
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    );
+    let maddr = format!("127.0.0.1:{}", testkdc::free_port());
     let t = Tarn::start(&["--metrics", &maddr]);
     run(async {
         let s = session(t.addr).await;

@@ -22,7 +22,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 
 /// Kills the server by PID when the test ends, however it ends.
@@ -51,12 +50,7 @@ fn tarn_nfs41() {
     std::fs::create_dir_all(&export).unwrap();
     std::fs::create_dir_all(&state).unwrap();
     std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("127.0.0.1:{}", testkdc::free_port());
     let log = std::fs::File::create(state.join("server.log")).unwrap();
     let mut child = Command::new(&bin)
         .args(["serve", export.to_str().unwrap(), "--listen", &addr])

@@ -24,6 +24,36 @@ pub const ENCTYPES: [(&str, u32); 4] = [
     ("aes128-cts-hmac-sha256-128", 19),
 ];
 
+/// A loopback port free for TCP and UDP, for a server a test starts.
+///
+/// Port 0 would hand out a port from the kernel's ephemeral range, and a
+/// client connection made by a parallel test can take that port as its
+/// source between the check and the server's bind (a CI run failed so).
+/// Ports below the ephemeral range (32768 on Linux) are never given to
+/// outgoing connections; each process walks them from its own offset, and
+/// the atomic counter keeps the threads of one test binary apart.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % SPAN,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN) as u16;
+        let tcp = std::net::TcpListener::bind(("127.0.0.1", port));
+        let udp = std::net::UdpSocket::bind(("127.0.0.1", port));
+        if tcp.is_ok() && udp.is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{}", LOW + SPAN)
+}
+
 /// For tests that change the process-wide GSS environment variables: hold
 /// it for the whole test.
 pub static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -70,11 +100,7 @@ impl Kdc {
             .tempdir()
             .unwrap();
         let d = dir.path().to_path_buf();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let all: Vec<String> = ENCTYPES.iter().map(|e| format!("{}:normal", e.0)).collect();
         let kdc_conf = d.join("kdc.conf");
         std::fs::write(

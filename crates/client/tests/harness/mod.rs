@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use client::nfs4::*;
 use proto::nfs4::*;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
@@ -29,13 +29,7 @@ pub struct Tarn {
     tmp: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use testkdc::free_port;
 
 impl Tarn {
     /// A server with `extra` flags (`--lease-time 2`, `--grace 5`, ...).

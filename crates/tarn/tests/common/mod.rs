@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,13 +16,7 @@ pub struct TestServer {
     _tmp: Option<tempfile::TempDir>,
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use testkdc::free_port;
 
 /// A fresh temporary export, writable by everyone (the server squashes root).
 pub fn temp_export() -> (tempfile::TempDir, PathBuf, PathBuf) {
