@@ -114,11 +114,9 @@ pub fn fh_hash(fh: &[u8]) -> u64 {
         let t: [u8; 8] = fh[fh.len() - 8..].try_into().unwrap();
         u64::from_le_bytes(t).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7
     } else {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in fh {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-        h
+        let mut h = fnv::FnvHasher::default();
+        std::hash::Hasher::write(&mut h, fh);
+        std::hash::Hasher::finish(&h)
     }
 }
 

@@ -48,11 +48,9 @@ pub struct Drc {
 
 /// A cheap checksum of the first bytes of the arguments (FNV-1a).
 pub fn args_sum(args: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in &args[..args.len().min(256)] {
-        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    h ^ args.len() as u64
+    let mut h = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut h, &args[..args.len().min(256)]);
+    std::hash::Hasher::finish(&h) ^ args.len() as u64
 }
 
 impl Drc {

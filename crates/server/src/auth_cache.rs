@@ -151,14 +151,11 @@ fn gids_of(auth: &Auth) -> &[u32] {
 fn hash_gids(g: &[u32]) -> u64 {
     // FNV-1a: tiny inputs (at most 16 groups), no per-process seed needed
     // since a collision only costs a recomputation.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = fnv::FnvHasher::default();
     for &x in g {
-        for b in x.to_le_bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+        std::hash::Hasher::write_u32(&mut h, x);
     }
-    h ^ g.len() as u64
+    std::hash::Hasher::finish(&h) ^ g.len() as u64
 }
 
 /// Blocking name lookups, run only on the background resolver thread.

@@ -806,61 +806,63 @@ fn fmt_us(us: u64) -> String {
     }
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+/// One line of `tarn bench --json`; `tarn bench --compare` reads them back.
+/// Absent numbers (no CPU figure, a rate over zero seconds) are null.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub(crate) struct Row {
+    pub label: String,
+    pub sec: String,
+    pub op: String,
+    pub unit: String,
+    pub inflight: u64,
+    pub connections: u64,
+    pub secs: Option<f64>,
+    pub ops: Option<f64>,
+    pub ops_per_s: Option<f64>,
+    pub mb_per_s: Option<f64>,
+    pub calls: u64,
+    pub entries: u64,
+    pub entries_per_s: Option<f64>,
+    pub dir_entries: u64,
+    /// readdirplus: seconds per whole listing.
+    pub listing_s: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub server_cpu_s: Option<f64>,
+    pub server_cpu_us_per_op: Option<f64>,
 }
 
 fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
-    let num = |v: f64| {
-        if v.is_finite() {
-            format!("{v:.3}")
-        } else {
-            "null".into()
-        }
-    };
-    let cpu = match r.cpu_secs {
-        Some(c) if r.ops > 0.0 => num(c * 1e6 / r.ops),
-        _ => "null".into(),
-    };
-    let listing = if r.op == "readdirplus" && r.ops > 0.0 {
-        num(r.secs * r.inflight as f64 / r.ops)
-    } else {
-        "null".into()
-    };
-    format!(
-        "{{\"label\":{},\"sec\":{},\"op\":{},\"unit\":{},\"inflight\":{},\"connections\":{},\"secs\":{},\
-\"ops\":{},\"ops_per_s\":{},\"mb_per_s\":{},\"calls\":{},\"entries\":{},\"entries_per_s\":{},\
-\"dir_entries\":{},\"listing_s\":{},\"p50_us\":{},\"p99_us\":{},\"server_cpu_s\":{},\"server_cpu_us_per_op\":{}}}",
-        json_str(&a.label),
-        json_str(&r.sec),
-        json_str(&r.op),
-        json_str(unit(&r.op)),
-        r.inflight,
-        a.connections.max(1),
-        num(r.secs),
-        num(r.ops),
-        num(r.ops / r.secs),
-        num(r.bytes as f64 / r.secs / 1e6),
-        r.calls,
-        r.entries,
-        num(r.entries as f64 / r.secs),
+    // Three decimals are plenty and keep the lines short.
+    let num = |v: f64| v.is_finite().then(|| (v * 1e3).round() / 1e3);
+    let row = Row {
+        label: a.label.clone(),
+        sec: r.sec.clone(),
+        op: r.op.clone(),
+        unit: unit(&r.op).into(),
+        inflight: r.inflight as u64,
+        connections: a.connections.max(1) as u64,
+        secs: num(r.secs),
+        ops: num(r.ops),
+        ops_per_s: num(r.ops / r.secs),
+        mb_per_s: num(r.bytes as f64 / r.secs / 1e6),
+        calls: r.calls,
+        entries: r.entries,
+        entries_per_s: num(r.entries as f64 / r.secs),
         dir_entries,
-        listing,
-        pct(&r.lat_us, 0.5),
-        pct(&r.lat_us, 0.99),
-        r.cpu_secs.map(num).unwrap_or_else(|| "null".into()),
-        cpu
-    )
+        listing_s: (r.op == "readdirplus" && r.ops > 0.0)
+            .then(|| num(r.secs * r.inflight as f64 / r.ops))
+            .flatten(),
+        p50_us: Some(pct(&r.lat_us, 0.5) as f64),
+        p99_us: Some(pct(&r.lat_us, 0.99) as f64),
+        server_cpu_s: r.cpu_secs.and_then(num),
+        server_cpu_us_per_op: r
+            .cpu_secs
+            .filter(|_| r.ops > 0.0)
+            .and_then(|c| num(c * 1e6 / r.ops)),
+    };
+    serde_json::to_string(&row).expect("a bench row serializes")
 }
 
 /// One workload at one in-flight level over `clients`, with the server's CPU time.

@@ -13,33 +13,16 @@
 //! - [`local`]: [`local::LocalFs`], a directory of the local filesystem, with
 //!   fids from the kernel's own file handles (`name_to_handle_at`).
 //! - [`memory`]: [`memory::MemFs`], an in-memory tree for server unit tests.
+//! - [`durable`]: small state files written so a crash leaves the old or
+//!   the new content (the server's state directory).
+//! - [`nowait`]: running a backend call inline on an async worker when it
+//!   cannot block on a disk.
 //!
 //! # The trait
-//! ```ignore
-//! pub trait Backend: Send + Sync {
-//!     fn root(&self) -> Fid;
-//!     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError>;
-//!     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError>;
-//!     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError>;
-//!     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError>;
-//!     fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError>;
-//!     fn read(&self, cred: &Cred, fid: &Fid, offset: u64, buf: &mut [u8]) -> Result<(usize, bool), FsError>;
-//!     fn write(&self, cred: &Cred, fid: &Fid, offset: u64, data: &[u8], stable: Stable) -> Result<(usize, Stable), FsError>;
-//!     fn commit(&self, fid: &Fid) -> Result<(), FsError>;
-//!     fn create(&self, cred: &Cred, dir: &Fid, name: &[u8], how: &CreateHow) -> Result<(Fid, Attr), FsError>;
-//!     fn mkdir(&self, cred: &Cred, dir: &Fid, name: &[u8], set: &SetAttr) -> Result<(Fid, Attr), FsError>;
-//!     fn symlink(&self, cred: &Cred, dir: &Fid, name: &[u8], target: &[u8], set: &SetAttr) -> Result<(Fid, Attr), FsError>;
-//!     fn mknod(&self, cred: &Cred, dir: &Fid, name: &[u8], ftype: FileType, rdev: (u32, u32), set: &SetAttr) -> Result<(Fid, Attr), FsError>;
-//!     fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-//!     fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-//!     fn rename(&self, cred: &Cred, from_dir: &Fid, from_name: &[u8], to_dir: &Fid, to_name: &[u8]) -> Result<(), FsError>;
-//!     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-//!     fn readdir_into(&self, cred: &Cred, dir: &Fid, cookie: u64, verifier: [u8; 8], plus: bool, sink: &mut dyn DirSink) -> Result<DirEnd, FsError>;
-//!     // provided: readdir(.., max_entries, plus) -> DirPage, on top of readdir_into
-//!     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError>;
-//!     fn sync_all(&self) -> Result<(), FsError>;
-//! }
-//! ```
+//! [`Backend`] is the whole contract: attributes, lookup and access (with
+//! combined forms that save a second call), read and write, namespace
+//! changes, directory listing into a [`DirSink`], `fsstat` and `sync_all`.
+//! Its method docs are the reference; they are not repeated here.
 //!
 //! Semantics shared by all backends:
 //! - Names are single path components: `/` or NUL in a name → [`FsError::Inval`],

@@ -1,93 +1,11 @@
 //! `tarn bench --compare A=FILE --compare B=FILE`: one side-by-side table of
 //! two `tarn bench --json` outputs (A is the server measured, B the reference).
 
+use super::Row;
 use std::collections::HashMap;
 
-type Row = HashMap<String, Val>;
-
-#[derive(Clone, Debug, PartialEq)]
-enum Val {
-    Str(String),
-    Num(f64),
-    Null,
-}
-
-/// Parses one flat JSON object of strings, numbers and nulls (what
-/// `tarn bench --json` prints).
 fn parse_line(line: &str) -> Result<Row, String> {
-    let bad = || format!("not a flat JSON object: {line}");
-    let s = line.trim();
-    let inner = s
-        .strip_prefix('{')
-        .and_then(|s| s.strip_suffix('}'))
-        .ok_or_else(bad)?;
-    let mut row = Row::new();
-    let mut it = inner.chars().peekable();
-    let read_str = |it: &mut std::iter::Peekable<std::str::Chars>| -> Result<String, String> {
-        let mut o = String::new();
-        while let Some(c) = it.next() {
-            match c {
-                '"' => return Ok(o),
-                '\\' => match it.next() {
-                    Some('u') => {
-                        let h: String = it.by_ref().take(4).collect();
-                        let v = u32::from_str_radix(&h, 16).map_err(|_| bad())?;
-                        o.push(char::from_u32(v).unwrap_or('?'));
-                    }
-                    Some('n') => o.push('\n'),
-                    Some('t') => o.push('\t'),
-                    Some(c) => o.push(c),
-                    None => break,
-                },
-                c => o.push(c),
-            }
-        }
-        Err(bad())
-    };
-    loop {
-        while it.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
-            it.next();
-        }
-        match it.next() {
-            None => return Ok(row),
-            Some('"') => {}
-            Some(_) => return Err(bad()),
-        }
-        let key = read_str(&mut it)?;
-        while it.peek().is_some_and(|c| c.is_whitespace() || *c == ':') {
-            it.next();
-        }
-        let val = if it.peek() == Some(&'"') {
-            it.next();
-            Val::Str(read_str(&mut it)?)
-        } else {
-            let mut t = String::new();
-            while it.peek().is_some_and(|c| *c != ',') {
-                t.push(it.next().unwrap_or(' '));
-            }
-            let t = t.trim();
-            if t == "null" {
-                Val::Null
-            } else {
-                Val::Num(t.parse().map_err(|_| bad())?)
-            }
-        };
-        row.insert(key, val);
-    }
-}
-
-fn num(r: &Row, k: &str) -> Option<f64> {
-    match r.get(k) {
-        Some(Val::Num(v)) => Some(*v),
-        _ => None,
-    }
-}
-
-fn string(r: &Row, k: &str) -> String {
-    match r.get(k) {
-        Some(Val::Str(s)) => s.clone(),
-        _ => String::new(),
-    }
+    serde_json::from_str(line).map_err(|e| format!("not a bench row ({e}): {line}"))
 }
 
 fn load(spec: &str) -> Result<(String, Vec<Row>), String> {
@@ -105,11 +23,11 @@ fn load(spec: &str) -> Result<(String, Vec<Row>), String> {
 
 /// The headline number of a row: (value, unit name); higher is better.
 fn metric(r: &Row) -> (Option<f64>, &'static str) {
-    match string(r, "op").as_str() {
-        "read1m" | "write1m" => (num(r, "mb_per_s"), "MB/s"),
-        "readdirplus" => (num(r, "entries_per_s"), "entries/s"),
-        "create" => (num(r, "ops_per_s"), "files/s"),
-        _ => (num(r, "ops_per_s"), "ops/s"),
+    match r.op.as_str() {
+        "read1m" | "write1m" => (r.mb_per_s, "MB/s"),
+        "readdirplus" => (r.entries_per_s, "entries/s"),
+        "create" => (r.ops_per_s, "files/s"),
+        _ => (r.ops_per_s, "ops/s"),
     }
 }
 
@@ -162,11 +80,11 @@ fn table(specs: &[String]) -> Result<Vec<String>, String> {
     let (la, ra) = load(&specs[0])?;
     let (lb, rb) = load(&specs[1])?;
     // The workload's name, with its flavor unless AUTH_SYS ("read1m krb5p").
-    let workload = |r: &Row| match string(r, "sec").as_str() {
-        "" | "sys" => string(r, "op"),
-        sec => format!("{} {sec}", string(r, "op")),
+    let workload = |r: &Row| match r.sec.as_str() {
+        "" | "sys" => r.op.clone(),
+        sec => format!("{} {sec}", r.op),
     };
-    let key = |r: &Row| (workload(r), num(r, "inflight").unwrap_or(0.0) as u64);
+    let key = |r: &Row| (workload(r), r.inflight);
     let index: HashMap<_, _> = rb.iter().map(|r| (key(r), r)).collect();
     let short = |s: &str| s.chars().take(7).collect::<String>();
     let (a1, b1) = (short(&la), short(&lb));
@@ -196,10 +114,7 @@ fn table(specs: &[String]) -> Result<Vec<String>, String> {
         };
         let (va, unit) = metric(r);
         let (vb, _) = metric(o);
-        let (ca, cb) = (
-            num(r, "server_cpu_us_per_op"),
-            num(o, "server_cpu_us_per_op"),
-        );
+        let (ca, cb) = (r.server_cpu_us_per_op, o.server_cpu_us_per_op);
         out.push(line([
             &workload(r),
             &key(r).1.to_string(),
@@ -207,10 +122,10 @@ fn table(specs: &[String]) -> Result<Vec<String>, String> {
             &fmt_num(va),
             &fmt_num(vb),
             &ratio(va, vb),
-            &fmt_us(num(r, "p50_us")),
-            &fmt_us(num(o, "p50_us")),
-            &fmt_us(num(r, "p99_us")),
-            &fmt_us(num(o, "p99_us")),
+            &fmt_us(r.p50_us),
+            &fmt_us(o.p50_us),
+            &fmt_us(r.p99_us),
+            &fmt_us(o.p99_us),
             &fmt_num(ca),
             &fmt_num(cb),
             &ratio(ca, cb),
@@ -257,11 +172,12 @@ mod tests {
 
     #[test]
     fn parses_bench_json() {
-        let r = parse_line(r#"{"label":"t\"a","op":"getattr","inflight":64,"x":null,"y":-1.5e3}"#)
+        let r = parse_line(r#"{"label":"t\"a","op":"getattr","inflight":64,"server_cpu_s":null,"p99_us":-1.5e3,"new_field":1}"#)
             .unwrap();
-        assert_eq!(string(&r, "label"), "t\"a");
-        assert_eq!(num(&r, "inflight"), Some(64.0));
-        assert_eq!(r.get("x"), Some(&Val::Null));
-        assert_eq!(num(&r, "y"), Some(-1500.0));
+        assert_eq!(r.label, "t\"a");
+        assert_eq!(r.inflight, 64);
+        assert_eq!(r.server_cpu_s, None);
+        assert_eq!(r.p99_us, Some(-1500.0));
+        assert!(parse_line("{\"inflight\":\"many\"}").is_err());
     }
 }

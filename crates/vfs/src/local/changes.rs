@@ -231,15 +231,16 @@ impl Changes {
 /// A hash of the fid, computed on every kept answer used. A collision only
 /// costs a refetch, so it need not resist crafted input.
 fn seq_shard(fid: &Fid) -> usize {
-    fnv1a(fid.as_bytes().iter().copied()) as usize % SEQ_SHARDS
+    fnv1a(&[fid.as_bytes()]) as usize % SEQ_SHARDS
 }
 
-/// FNV-1a, folded: cheap for the few bytes of a fid and a name.
-pub fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+/// FNV-1a over the parts, folded: cheap for the few bytes of a fid and a name.
+pub fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    for p in parts {
+        std::hash::Hasher::write(&mut h, p);
     }
+    let h = std::hash::Hasher::finish(&h);
     h ^ (h >> 32)
 }
 

@@ -76,8 +76,7 @@ impl Known {
 /// A hash of the directory's fid and the name. Two keys that collide share
 /// a place (the later one wins), never an answer: entries keep both.
 fn key(dir: &Fid, name: &[u8]) -> u64 {
-    let sep = [0xff];
-    super::changes::fnv1a(dir.as_bytes().iter().chain(&sep).chain(name).copied())
+    super::changes::fnv1a(&[dir.as_bytes(), &[0xff], name])
 }
 
 #[cfg(test)]
