@@ -1,8 +1,10 @@
 //! NFSv4.1/4.2 error cases against a real `tarn serve`, through Tarn's own
 //! client: the COMPOUND rules, session slots and the reply cache, stateids,
-//! byte-range locks (NFSv4 against NFSv4 and against NLM), lease expiry,
-//! and reclaim after a restart with a grace period. Every test starts its
-//! own server (killed by PID when it ends) on its own temporary directories.
+//! byte-range locks (NFSv4 against NFSv4 and against NLM), and reclaim
+//! after a real restart with a grace period. Lease and grace timing is
+//! tested in-process, on a manual clock, in crates/server/src/nfs4/tests/.
+//! Every test starts its own server (killed by PID when it ends) on its own
+//! temporary directories.
 //!
 //!   cargo build -p tarn && cargo test -p client --test tarn_errors
 //!
@@ -16,7 +18,6 @@ use client::nfs4::*;
 use harness::*;
 use proto::nfs4::*;
 use std::sync::Arc;
-use std::time::Duration;
 use Nfsstat4::*;
 
 const OWNER_A: &str = "open-a";
@@ -1221,99 +1222,11 @@ fn nfs4_and_nlm_locks_conflict() {
     });
 }
 
-// ---------------------------------------------------------------------------
-// 5. Lease expiry
-// ---------------------------------------------------------------------------
-
-#[test]
-fn expired_lease_revokes_locks_and_says_so() {
-    use NfsLockType4::*;
-    let t = Tarn::start(&["--lease-time", "2"]);
-    run(async {
-        let a = session(t.addr).await;
-        let b = session(t.addr).await;
-        let keep_b = b.spawn_renewal(Duration::from_millis(400));
-        let oa = open(
-            &a,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let ob = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        a.lock(
-            &oa.fh,
-            a.new_lock_owner(&oa.stateid, &owner(&a, "lock-a")),
-            WRITE_LT,
-            0,
-            10,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        let lb = owner(&b, "lock-b");
-        let d = b
-            .lock(&ob.fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 0, 10)
-            .await
-            .unwrap();
-        assert!(d.is_err(), "A still holds it");
-        // A goes silent. A server may keep an expired client's state until
-        // someone conflicts with it (RFC 8881 §8.3 allows a "courteous"
-        // server), so B polls rather than trusting one instant.
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let mut got = None;
-        for _ in 0..20 {
-            match b
-                .lock(&ob.fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 0, 10)
-                .await
-                .unwrap()
-            {
-                Ok(sid) => {
-                    got = Some(sid);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
-        assert!(got.is_some(), "B's LOCK succeeds once A's lease ran out");
-        // A keeps its session; its next SEQUENCE says all its state was
-        // revoked (RFC 8881 §18.46.3), and its stateids test EXPIRED until freed.
-        assert_eq!(
-            a.renew().await.unwrap() & 0x8,
-            0x8,
-            "SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED"
-        );
-        let r = a
-            .call(vec![NfsArgop4::OP_TEST_STATEID(TestStateid4args {
-                ts_stateids: vec![oa.stateid.clone()],
-            })])
-            .await
-            .unwrap();
-        let NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(t)) = &r[0] else {
-            panic!("{r:?}")
-        };
-        assert_eq!(t.tsr_status_codes, vec![NFS4ERR_EXPIRED]);
-        a.call(vec![NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
-            fsa_stateid: oa.stateid.clone(),
-        })])
-        .await
-        .unwrap();
-        keep_b.abort();
-    });
-}
+// Lease expiry, courtesy, grace length and RECLAIM_COMPLETE rules are tested
+// in-process on a manual clock: crates/server/src/nfs4/tests/.
 
 // ---------------------------------------------------------------------------
-// 6. Grace and recovery
+// 5. Grace and recovery after a real restart
 // ---------------------------------------------------------------------------
 
 fn open_args(owner: StateOwner4, claim: OpenClaim4, how: Openflag4) -> NfsArgop4 {
@@ -1493,91 +1406,6 @@ fn reclaim_after_restart_in_grace() {
             ])
             .await;
         assert_eq!(err(r), NFS4ERR_NO_GRACE);
-    });
-}
-
-/// RFC 8881 §18.51.3: a client with a new client ID gets GRACE for new
-/// locking state until its RECLAIM_COMPLETE, even when the server is not in
-/// a grace period; §16.2.3.1.2: PUTFH makes the current stateid all zeros.
-#[test]
-fn reclaim_complete_before_new_state_and_current_stateid_after_putfh() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = reclaiming_session(t.addr, &SessionOptions::default()).await;
-        let r = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
-        assert_eq!(err(r), NFS4ERR_GRACE);
-        s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
-            rca_one_fs: false,
-        })])
-        .await
-        .expect("RECLAIM_COMPLETE");
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("OPEN after RECLAIM_COMPLETE");
-
-        // PUTFH, CLOSE(current stateid): the current stateid is (0, 0)
-        // there, which names no open.
-        let current = Stateid4 {
-            seqid: 1,
-            other: [0; 12],
-        };
-        let r = s
-            .call(vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_CLOSE(Close4args {
-                    seqid: 0,
-                    open_stateid: current,
-                }),
-            ])
-            .await;
-        assert_eq!(err(r), NFS4ERR_BAD_STATEID);
-        s.close(&o.fh, &o.stateid)
-            .await
-            .expect("CLOSE by its stateid");
-    });
-}
-
-#[test]
-fn grace_ends_when_its_time_is_up() {
-    let mut t = Tarn::start(&[]);
-    run(client_with_state(t.addr, &owner_opts("gone-for-good", 7)));
-    t.restart(&["--grace", "2"]);
-    run(async {
-        let n = session(t.addr).await;
-        let r = open(
-            &n,
-            "g",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
-        assert_eq!(err(r), NFS4ERR_GRACE);
-        // The recorded client never comes back.
-        tokio::time::sleep(Duration::from_millis(2300)).await;
-        let og = open(
-            &n,
-            "g",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("normal OPEN after the grace period");
-        n.close(&og.fh, &og.stateid).await.unwrap();
     });
 }
 
