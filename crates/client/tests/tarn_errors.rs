@@ -51,13 +51,6 @@ async fn open(s: &Session, file: &str, owner: &str, access: u32, deny: u32) -> R
     .await
 }
 
-fn made_up_stateid() -> Stateid4 {
-    Stateid4 {
-        seqid: 1,
-        other: [0x5a; 12],
-    }
-}
-
 // ---------------------------------------------------------------------------
 // 1. COMPOUND level
 // ---------------------------------------------------------------------------
@@ -580,96 +573,9 @@ fn create_session_replay_and_destroy_clientid_while_busy() {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Stateids
+// 3. Stateids (made up, old, future and TEST_STATEID / FREE_STATEID are
+//    tested in-process: crates/server/src/nfs4/tests/stateids.rs)
 // ---------------------------------------------------------------------------
-
-#[test]
-fn bad_old_stateids_and_openmode() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
-        let o1 = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let fh = o1.fh.clone();
-        s.write(
-            &o1.stateid,
-            &fh,
-            0,
-            Bytes::from_static(b"hello"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-
-        // Made up: never issued. (In 4.1 STALE_STATEID is for a previous
-        // server instance; BAD_STATEID is the answer for a forgery.)
-        assert_eq!(
-            err(s.read(&made_up_stateid(), &fh, 0, 5).await),
-            NFS4ERR_BAD_STATEID
-        );
-
-        // A second OPEN by the same owner upgrades the same stateid.
-        let o2 = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        assert_eq!(o2.stateid.other, o1.stateid.other);
-        assert!(o2.stateid.seqid > o1.stateid.seqid);
-        assert_eq!(
-            err(s.read(&o1.stateid, &fh, 0, 5).await),
-            NFS4ERR_OLD_STATEID
-        );
-        assert_eq!(
-            &s.read(&o2.stateid, &fh, 0, 5).await.unwrap().data[..],
-            b"hello"
-        );
-        // seqid 0: "the current one" (RFC 8881 §8.2.2).
-        let cur = Stateid4 {
-            seqid: 0,
-            ..o1.stateid.clone()
-        };
-        s.read(&cur, &fh, 0, 5).await.unwrap();
-        // A seqid from the future is not old: it is bad.
-        let future = Stateid4 {
-            seqid: o2.stateid.seqid + 5,
-            ..o2.stateid.clone()
-        };
-        assert_eq!(err(s.read(&future, &fh, 0, 5).await), NFS4ERR_BAD_STATEID);
-
-        // WRITE through a read-only open.
-        let ro = open(
-            &s,
-            "f",
-            "open-ro",
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let r = s
-            .write(
-                &ro.stateid,
-                &fh,
-                0,
-                Bytes::from_static(b"x"),
-                StableHow4::FILE_SYNC4,
-            )
-            .await;
-        assert_eq!(err(r), NFS4ERR_OPENMODE);
-    });
-}
 
 #[test]
 fn close_twice_and_close_with_locks_held() {
@@ -855,96 +761,6 @@ fn share_deny_holds_against_anonymous_io() {
         a.write(&anon, &oa.fh, 0, data(), StableHow4::FILE_SYNC4)
             .await
             .expect("the deny went with the CLOSE");
-    });
-}
-
-fn test_stateid(ids: &[Stateid4]) -> NfsArgop4 {
-    NfsArgop4::OP_TEST_STATEID(TestStateid4args {
-        ts_stateids: ids.to_vec(),
-    })
-}
-
-fn free_stateid(id: &Stateid4) -> NfsArgop4 {
-    NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
-        fsa_stateid: id.clone(),
-    })
-}
-
-async fn tested(s: &Session, ids: &[Stateid4]) -> Vec<Nfsstat4> {
-    match &s.call(vec![test_stateid(ids)]).await.unwrap()[0] {
-        NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(ok)) => ok.tsr_status_codes.clone(),
-        r => panic!("{r:?}"),
-    }
-}
-
-#[test]
-fn test_stateid_and_free_stateid() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
-        let other = session(t.addr).await;
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let lo = s.new_owner("lock");
-        let l = s
-            .lock(
-                &o.fh,
-                s.new_lock_owner(&o.stateid, &lo),
-                NfsLockType4::WRITE_LT,
-                0,
-                1,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        let anon = Stateid4 {
-            seqid: 0,
-            other: [0; 12],
-        };
-        // Special stateids are never valid to TEST_STATEID (RFC 8881 §18.48.3).
-        assert_eq!(
-            tested(&s, &[o.stateid.clone(), l.clone(), made_up_stateid(), anon]).await,
-            [NFS4_OK, NFS4_OK, NFS4ERR_BAD_STATEID, NFS4ERR_BAD_STATEID]
-        );
-        // Another client's stateids are not its to test.
-        assert_eq!(
-            tested(&other, std::slice::from_ref(&o.stateid)).await,
-            [NFS4ERR_BAD_STATEID]
-        );
-
-        // Neither an open stateid nor a lock stateid holding a lock can be
-        // freed (RFC 8881 §18.38.3).
-        assert_eq!(
-            err(s.call(vec![free_stateid(&o.stateid)]).await),
-            NFS4ERR_LOCKS_HELD
-        );
-        assert_eq!(
-            err(s.call(vec![free_stateid(&l)]).await),
-            NFS4ERR_LOCKS_HELD
-        );
-        assert_eq!(
-            err(s.call(vec![free_stateid(&made_up_stateid())]).await),
-            NFS4ERR_BAD_STATEID
-        );
-        let l = s
-            .locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 1)
-            .await
-            .unwrap();
-        s.call(vec![free_stateid(&l)]).await.expect("FREE_STATEID");
-        assert_eq!(
-            tested(&s, &[l.clone(), o.stateid.clone()]).await,
-            [NFS4ERR_BAD_STATEID, NFS4_OK]
-        );
-        s.close(&o.fh, &o.stateid)
-            .await
-            .expect("CLOSE after FREE_STATEID");
     });
 }
 

@@ -10,6 +10,7 @@
 
 mod grace;
 mod lease;
+mod stateids;
 mod v40;
 
 use super::clock::ManualClock;

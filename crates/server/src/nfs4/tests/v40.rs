@@ -247,11 +247,27 @@ async fn unconfirmed_setclientid_is_dropped_after_a_lease() {
     assert_eq!(fx.confirm(id, v).await, NFS4ERR_STALE_CLIENTID);
 }
 
-/// After a restart the previous instance's client ids are stale.
+/// After a restart the previous instance's client ids and stateids are
+/// stale (RFC 7530 §9.1.4.3, §9.6.3): the client learns to recover, not
+/// that it sent garbage.
 #[tokio::test]
-async fn client_id_of_a_previous_instance_is_stale() {
+async fn ids_of_a_previous_instance_are_stale() {
     let mut fx = Fx::new(cfg(2, 90));
-    let id = fx.client40("before").await;
+    let (id, fh, osid, _) = client40_with_lock(&fx, "before").await;
     fx.restart(cfg(2, 90));
     assert_eq!(fx.renew40(id).await, NFS4ERR_STALE_CLIENTID);
+    let r = fx
+        .compound(
+            0,
+            vec![
+                putfh(&fh),
+                NfsArgop4::OP_READ(Read4args {
+                    stateid: osid,
+                    offset: 0,
+                    count: 1,
+                }),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4ERR_STALE_STATEID, "{:?}", statuses(&r));
 }
