@@ -229,3 +229,67 @@ async fn unconfirmed_client_is_dropped_after_a_lease() {
         .await;
     assert_eq!(r.status, NFS4ERR_STALE_CLIENTID);
 }
+
+/// An OPEN whose share reservation conflicts with a lapsed client's open
+/// takes that client's state too, as a LOCK does; before the lease runs
+/// out it is refused.
+#[tokio::test]
+async fn conflicting_open_takes_a_lapsed_clients_share_reservation() {
+    let fx = Fx::new(cfg(2, 90));
+    let a = fx.client("a").await;
+    let b = fx.client("b").await;
+    fx.open(&a, "f", "open-a", BOTH, OPEN4_SHARE_DENY_WRITE)
+        .await
+        .unwrap();
+    assert_eq!(
+        fx.open(&b, "f", "open-b", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_SHARE_DENIED
+    );
+    fx.pass(millis(1900), &[&b]).await;
+    assert_eq!(
+        fx.open(&b, "f", "open-b", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_SHARE_DENIED,
+        "A's lease has not run out"
+    );
+    fx.pass(millis(200), &[&b]).await;
+    fx.open(&b, "f", "open-b", BOTH, DENY_NONE)
+        .await
+        .expect("A's reservation went with its lease");
+    assert_eq!(
+        fx.renew(&a).await.unwrap() & ALL_STATE_REVOKED,
+        ALL_STATE_REVOKED
+    );
+}
+
+/// LOCKT is a conflict too: it frees a lapsed holder's range and then
+/// reports no lock.
+#[tokio::test]
+async fn lockt_against_a_lapsed_holder_frees_the_range() {
+    let fx = Fx::new(cfg(2, 90));
+    let t = a_locks_b_is_refused(&fx).await;
+    let lockt = || {
+        fx.call(
+            &t.b,
+            vec![
+                putfh(&t.ob.fh),
+                NfsArgop4::OP_LOCKT(Lockt4args {
+                    locktype: WRITE_LT,
+                    offset: 5,
+                    length: 1,
+                    owner: owner(t.b.clientid, "lock-b"),
+                }),
+            ],
+        )
+    };
+    assert_eq!(lockt().await.status, NFS4ERR_DENIED);
+    fx.pass(secs(3), &[&t.b]).await;
+    assert_eq!(lockt().await.status, NFS4_OK);
+    assert_eq!(
+        fx.tested(&t.a, std::slice::from_ref(&t.la)).await,
+        [NFS4ERR_EXPIRED]
+    );
+}
