@@ -244,9 +244,7 @@ impl Fx {
 
     /// One walk of the lease timer, as `spawn_reaper` runs it.
     pub async fn reap(&self) {
-        for e in self.n.state.reap(self.n.clock.now()) {
-            carry_out(e, &self.n.recovery).await;
-        }
+        self.n.lease_walk().await;
     }
 
     /// Lets `total` pass in steps of a quarter lease (the lease timer's
