@@ -1,8 +1,10 @@
 //! NFSv4.1/4.2 error cases against a real `tarn serve`, through Tarn's own
 //! client: the COMPOUND rules, session slots and the reply cache, stateids,
-//! byte-range locks (NFSv4 against NFSv4 and against NLM), lease expiry,
-//! and reclaim after a restart with a grace period. Every test starts its
-//! own server (killed by PID when it ends) on its own temporary directories.
+//! byte-range locks (NFSv4 against NFSv4 and against NLM), and reclaim
+//! after a real restart with a grace period. Lease and grace timing is
+//! tested in-process, on a manual clock, in crates/server/src/nfs4/tests/.
+//! Every test starts its own server (killed by PID when it ends) on its own
+//! temporary directories.
 //!
 //!   cargo build -p tarn && cargo test -p client --test tarn_errors
 //!
@@ -16,7 +18,6 @@ use client::nfs4::*;
 use harness::*;
 use proto::nfs4::*;
 use std::sync::Arc;
-use std::time::Duration;
 use Nfsstat4::*;
 
 const OWNER_A: &str = "open-a";
@@ -48,13 +49,6 @@ async fn open(s: &Session, file: &str, owner: &str, access: u32, deny: u32) -> R
         deny,
     )
     .await
-}
-
-fn made_up_stateid() -> Stateid4 {
-    Stateid4 {
-        seqid: 1,
-        other: [0x5a; 12],
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -579,96 +573,9 @@ fn create_session_replay_and_destroy_clientid_while_busy() {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Stateids
+// 3. Stateids (made up, old, future and TEST_STATEID / FREE_STATEID are
+//    tested in-process: crates/server/src/nfs4/tests/stateids.rs)
 // ---------------------------------------------------------------------------
-
-#[test]
-fn bad_old_stateids_and_openmode() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
-        let o1 = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let fh = o1.fh.clone();
-        s.write(
-            &o1.stateid,
-            &fh,
-            0,
-            Bytes::from_static(b"hello"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-
-        // Made up: never issued. (In 4.1 STALE_STATEID is for a previous
-        // server instance; BAD_STATEID is the answer for a forgery.)
-        assert_eq!(
-            err(s.read(&made_up_stateid(), &fh, 0, 5).await),
-            NFS4ERR_BAD_STATEID
-        );
-
-        // A second OPEN by the same owner upgrades the same stateid.
-        let o2 = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        assert_eq!(o2.stateid.other, o1.stateid.other);
-        assert!(o2.stateid.seqid > o1.stateid.seqid);
-        assert_eq!(
-            err(s.read(&o1.stateid, &fh, 0, 5).await),
-            NFS4ERR_OLD_STATEID
-        );
-        assert_eq!(
-            &s.read(&o2.stateid, &fh, 0, 5).await.unwrap().data[..],
-            b"hello"
-        );
-        // seqid 0: "the current one" (RFC 8881 §8.2.2).
-        let cur = Stateid4 {
-            seqid: 0,
-            ..o1.stateid.clone()
-        };
-        s.read(&cur, &fh, 0, 5).await.unwrap();
-        // A seqid from the future is not old: it is bad.
-        let future = Stateid4 {
-            seqid: o2.stateid.seqid + 5,
-            ..o2.stateid.clone()
-        };
-        assert_eq!(err(s.read(&future, &fh, 0, 5).await), NFS4ERR_BAD_STATEID);
-
-        // WRITE through a read-only open.
-        let ro = open(
-            &s,
-            "f",
-            "open-ro",
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let r = s
-            .write(
-                &ro.stateid,
-                &fh,
-                0,
-                Bytes::from_static(b"x"),
-                StableHow4::FILE_SYNC4,
-            )
-            .await;
-        assert_eq!(err(r), NFS4ERR_OPENMODE);
-    });
-}
 
 #[test]
 fn close_twice_and_close_with_locks_held() {
@@ -854,96 +761,6 @@ fn share_deny_holds_against_anonymous_io() {
         a.write(&anon, &oa.fh, 0, data(), StableHow4::FILE_SYNC4)
             .await
             .expect("the deny went with the CLOSE");
-    });
-}
-
-fn test_stateid(ids: &[Stateid4]) -> NfsArgop4 {
-    NfsArgop4::OP_TEST_STATEID(TestStateid4args {
-        ts_stateids: ids.to_vec(),
-    })
-}
-
-fn free_stateid(id: &Stateid4) -> NfsArgop4 {
-    NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
-        fsa_stateid: id.clone(),
-    })
-}
-
-async fn tested(s: &Session, ids: &[Stateid4]) -> Vec<Nfsstat4> {
-    match &s.call(vec![test_stateid(ids)]).await.unwrap()[0] {
-        NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(ok)) => ok.tsr_status_codes.clone(),
-        r => panic!("{r:?}"),
-    }
-}
-
-#[test]
-fn test_stateid_and_free_stateid() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
-        let other = session(t.addr).await;
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let lo = s.new_owner("lock");
-        let l = s
-            .lock(
-                &o.fh,
-                s.new_lock_owner(&o.stateid, &lo),
-                NfsLockType4::WRITE_LT,
-                0,
-                1,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        let anon = Stateid4 {
-            seqid: 0,
-            other: [0; 12],
-        };
-        // Special stateids are never valid to TEST_STATEID (RFC 8881 §18.48.3).
-        assert_eq!(
-            tested(&s, &[o.stateid.clone(), l.clone(), made_up_stateid(), anon]).await,
-            [NFS4_OK, NFS4_OK, NFS4ERR_BAD_STATEID, NFS4ERR_BAD_STATEID]
-        );
-        // Another client's stateids are not its to test.
-        assert_eq!(
-            tested(&other, std::slice::from_ref(&o.stateid)).await,
-            [NFS4ERR_BAD_STATEID]
-        );
-
-        // Neither an open stateid nor a lock stateid holding a lock can be
-        // freed (RFC 8881 §18.38.3).
-        assert_eq!(
-            err(s.call(vec![free_stateid(&o.stateid)]).await),
-            NFS4ERR_LOCKS_HELD
-        );
-        assert_eq!(
-            err(s.call(vec![free_stateid(&l)]).await),
-            NFS4ERR_LOCKS_HELD
-        );
-        assert_eq!(
-            err(s.call(vec![free_stateid(&made_up_stateid())]).await),
-            NFS4ERR_BAD_STATEID
-        );
-        let l = s
-            .locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 1)
-            .await
-            .unwrap();
-        s.call(vec![free_stateid(&l)]).await.expect("FREE_STATEID");
-        assert_eq!(
-            tested(&s, &[l.clone(), o.stateid.clone()]).await,
-            [NFS4ERR_BAD_STATEID, NFS4_OK]
-        );
-        s.close(&o.fh, &o.stateid)
-            .await
-            .expect("CLOSE after FREE_STATEID");
     });
 }
 
@@ -1221,99 +1038,11 @@ fn nfs4_and_nlm_locks_conflict() {
     });
 }
 
-// ---------------------------------------------------------------------------
-// 5. Lease expiry
-// ---------------------------------------------------------------------------
-
-#[test]
-fn expired_lease_revokes_locks_and_says_so() {
-    use NfsLockType4::*;
-    let t = Tarn::start(&["--lease-time", "2"]);
-    run(async {
-        let a = session(t.addr).await;
-        let b = session(t.addr).await;
-        let keep_b = b.spawn_renewal(Duration::from_millis(400));
-        let oa = open(
-            &a,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let ob = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        a.lock(
-            &oa.fh,
-            a.new_lock_owner(&oa.stateid, &owner(&a, "lock-a")),
-            WRITE_LT,
-            0,
-            10,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        let lb = owner(&b, "lock-b");
-        let d = b
-            .lock(&ob.fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 0, 10)
-            .await
-            .unwrap();
-        assert!(d.is_err(), "A still holds it");
-        // A goes silent. A server may keep an expired client's state until
-        // someone conflicts with it (RFC 8881 §8.3 allows a "courteous"
-        // server), so B polls rather than trusting one instant.
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let mut got = None;
-        for _ in 0..20 {
-            match b
-                .lock(&ob.fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 0, 10)
-                .await
-                .unwrap()
-            {
-                Ok(sid) => {
-                    got = Some(sid);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
-        assert!(got.is_some(), "B's LOCK succeeds once A's lease ran out");
-        // A keeps its session; its next SEQUENCE says all its state was
-        // revoked (RFC 8881 §18.46.3), and its stateids test EXPIRED until freed.
-        assert_eq!(
-            a.renew().await.unwrap() & 0x8,
-            0x8,
-            "SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED"
-        );
-        let r = a
-            .call(vec![NfsArgop4::OP_TEST_STATEID(TestStateid4args {
-                ts_stateids: vec![oa.stateid.clone()],
-            })])
-            .await
-            .unwrap();
-        let NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(t)) = &r[0] else {
-            panic!("{r:?}")
-        };
-        assert_eq!(t.tsr_status_codes, vec![NFS4ERR_EXPIRED]);
-        a.call(vec![NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
-            fsa_stateid: oa.stateid.clone(),
-        })])
-        .await
-        .unwrap();
-        keep_b.abort();
-    });
-}
+// Lease expiry, courtesy, grace length and RECLAIM_COMPLETE rules are tested
+// in-process on a manual clock: crates/server/src/nfs4/tests/.
 
 // ---------------------------------------------------------------------------
-// 6. Grace and recovery
+// 5. Grace and recovery after a real restart
 // ---------------------------------------------------------------------------
 
 fn open_args(owner: StateOwner4, claim: OpenClaim4, how: Openflag4) -> NfsArgop4 {
@@ -1493,91 +1222,6 @@ fn reclaim_after_restart_in_grace() {
             ])
             .await;
         assert_eq!(err(r), NFS4ERR_NO_GRACE);
-    });
-}
-
-/// RFC 8881 §18.51.3: a client with a new client ID gets GRACE for new
-/// locking state until its RECLAIM_COMPLETE, even when the server is not in
-/// a grace period; §16.2.3.1.2: PUTFH makes the current stateid all zeros.
-#[test]
-fn reclaim_complete_before_new_state_and_current_stateid_after_putfh() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = reclaiming_session(t.addr, &SessionOptions::default()).await;
-        let r = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
-        assert_eq!(err(r), NFS4ERR_GRACE);
-        s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
-            rca_one_fs: false,
-        })])
-        .await
-        .expect("RECLAIM_COMPLETE");
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("OPEN after RECLAIM_COMPLETE");
-
-        // PUTFH, CLOSE(current stateid): the current stateid is (0, 0)
-        // there, which names no open.
-        let current = Stateid4 {
-            seqid: 1,
-            other: [0; 12],
-        };
-        let r = s
-            .call(vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_CLOSE(Close4args {
-                    seqid: 0,
-                    open_stateid: current,
-                }),
-            ])
-            .await;
-        assert_eq!(err(r), NFS4ERR_BAD_STATEID);
-        s.close(&o.fh, &o.stateid)
-            .await
-            .expect("CLOSE by its stateid");
-    });
-}
-
-#[test]
-fn grace_ends_when_its_time_is_up() {
-    let mut t = Tarn::start(&[]);
-    run(client_with_state(t.addr, &owner_opts("gone-for-good", 7)));
-    t.restart(&["--grace", "2"]);
-    run(async {
-        let n = session(t.addr).await;
-        let r = open(
-            &n,
-            "g",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
-        assert_eq!(err(r), NFS4ERR_GRACE);
-        // The recorded client never comes back.
-        tokio::time::sleep(Duration::from_millis(2300)).await;
-        let og = open(
-            &n,
-            "g",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("normal OPEN after the grace period");
-        n.close(&og.fh, &og.stateid).await.unwrap();
     });
 }
 

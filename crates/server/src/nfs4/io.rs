@@ -21,7 +21,7 @@ fn check(
         .check_io(&sid, &file_key(export, fid), write, c.minor)?;
     if c.minor == 0 {
         if let Some(id) = c.n.state.owner_client(&sid) {
-            let _ = c.n.state.renew(id, std::time::Instant::now());
+            let _ = c.n.state.renew(id, c.n.clock.now());
         }
     }
     Ok(())

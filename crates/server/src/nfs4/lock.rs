@@ -79,7 +79,7 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
     let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let key = file_key(&export, &fid);
     let st = &c.n.state;
-    let now = Instant::now();
+    let now = c.n.clock.now();
     let (other, owner, fresh) = match &a.locker {
         Locker4::TRUE(o) => {
             let open = c.stateid(&o.open_stateid)?;
@@ -178,7 +178,7 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
             // RFC 7530 §16.11.5: the owner's clientid must be valid
             // (STALE_CLIENTID otherwise); using it renews the lease.
             c.n.state
-                .renew(a.owner.clientid, Instant::now())
+                .renew(a.owner.clientid, c.n.clock.now())
                 .map_err(|s| LockErr::Fail(s.into()))?;
             a.owner.clientid
         } else {
@@ -188,7 +188,7 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
             client: clientid,
             owner: a.owner.owner.clone(),
         };
-        if c.n.state.in_grace(Instant::now()) {
+        if c.n.state.in_grace(c.n.clock.now()) {
             return Err(LockErr::Fail(Fail::new(
                 Nfsstat4::NFS4ERR_GRACE,
                 "grace period",

@@ -9,6 +9,7 @@
 //! §16.2.3 says. Results are written straight into the reply.
 
 pub mod attr;
+pub mod clock;
 mod compound;
 mod dir;
 mod fh;
@@ -85,6 +86,9 @@ pub struct Nfs4 {
     pub recovery: Option<state::recovery::Recovery>,
     /// Per-operation counters (the COMPOUND itself is counted by the RPC layer).
     pub metrics: Option<Arc<metrics::Metrics>>,
+    /// The time for every lease, grace and courtesy decision (a manual
+    /// clock in tests).
+    pub clock: Arc<dyn clock::Clock>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -246,6 +250,27 @@ impl Nfs4 {
         cfg: Nfs4Config,
         recovery: Option<state::recovery::Recovery>,
     ) -> Nfs4 {
+        Self::with_clock(
+            live,
+            key,
+            pool,
+            locks,
+            cfg,
+            recovery,
+            Arc::new(clock::SystemClock),
+        )
+    }
+
+    /// [`Nfs4::new`] reading the time from `clock`.
+    pub fn with_clock(
+        live: Arc<Live>,
+        key: Arc<HandleKey>,
+        pool: Pool,
+        locks: Arc<crate::locks::LockManager>,
+        cfg: Nfs4Config,
+        recovery: Option<state::recovery::Recovery>,
+        clock: Arc<dyn clock::Clock>,
+    ) -> Nfs4 {
         let state = Arc::new(state::State::with_courtesy(
             cfg.lease,
             locks.clone(),
@@ -255,12 +280,13 @@ impl Nfs4 {
         // client's lock expires that client and tries again. Weak: the
         // state owns the lock manager, which owns the hook.
         let weak = Arc::downgrade(&state);
+        let hook_clock = clock.clone();
         locks.set_conflict_hook(Box::new(move |client| {
             weak.upgrade()
-                .is_some_and(|s| s.expire_courteous(client, Instant::now()))
+                .is_some_and(|s| s.expire_courteous(client, hook_clock.now()))
         }));
         if let Some(r) = &recovery {
-            state.start_grace(r.previous(), cfg.grace, Instant::now());
+            state.start_grace(r.previous(), cfg.grace, clock.now());
         }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -286,6 +312,7 @@ impl Nfs4 {
             },
             recovery,
             metrics: None,
+            clock,
         }
     }
 
@@ -299,6 +326,7 @@ impl Nfs4 {
         let state = self.state.clone();
         let recovery = self.recovery.clone();
         let metrics = self.metrics.clone();
+        let clock = self.clock.clone();
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut t = tokio::time::interval(every);
@@ -307,17 +335,15 @@ impl Nfs4 {
                     _ = t.tick() => {}
                     _ = state.wake.notified() => {}
                 }
-                for e in state.reap(Instant::now()) {
-                    carry_out(e, &recovery).await;
-                }
-                if let Some(m) = &metrics {
-                    m.server.nfs4_courteous_clients.store(
-                        state.courteous_clients() as i64,
-                        std::sync::atomic::Ordering::Relaxed,
-                    );
-                }
+                lease_walk(&state, &recovery, &metrics, clock.now()).await;
             }
         });
+    }
+
+    /// One walk of the lease timer now, without waiting for its tick
+    /// (tests drive time by hand and walk after each step).
+    pub async fn lease_walk(&self) {
+        lease_walk(&self.state, &self.recovery, &self.metrics, self.clock.now()).await;
     }
 
     /// The wire filehandle of `fh`.
@@ -490,6 +516,7 @@ impl Nfs4 {
                     break;
                 }
             }
+            // Service time for metrics: real time, not the lease clock.
             let t0 = Instant::now();
             let a = match NfsArgop4::unpack(&mut args) {
                 Ok(a) => a,
@@ -599,7 +626,7 @@ impl Nfs4 {
         if let Some(k) = &seq {
             // A stateful operation renews the lease (RFC 7530 §9.6) and
             // brings a courteous client back with its state.
-            let _ = self.state.renew(k.0, Instant::now());
+            let _ = self.state.renew(k.0, self.clock.now());
             if let Some(reply) = v40::before(c, op, k) {
                 out.extend_from_slice(&reply);
                 return;
@@ -714,6 +741,25 @@ impl Nfs4 {
         if let Some(k) = seq {
             v40::after(c, k, &out[start..]);
         }
+    }
+}
+
+/// What the lease timer does each time: the state core's walk at `now`,
+/// its events carried out, the courteous-clients gauge kept.
+async fn lease_walk(
+    state: &state::State,
+    recovery: &Option<state::recovery::Recovery>,
+    metrics: &Option<Arc<metrics::Metrics>>,
+    now: Instant,
+) {
+    for e in state.reap(now) {
+        carry_out(e, recovery).await;
+    }
+    if let Some(m) = metrics {
+        m.server.nfs4_courteous_clients.store(
+            state.courteous_clients() as i64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 }
 

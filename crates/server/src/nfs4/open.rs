@@ -7,7 +7,6 @@ use super::compound::{file_key, Compound, Fh};
 use super::state::{ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use super::{log_fail, Fail};
 use proto::nfs4::*;
-use std::time::Instant;
 use vfs::{Access, Attr, Backend, CreateHow, Cred, Fid, FileType, FsError, SetAttr};
 
 /// The server supports POSIX byte-range locks (RFC 8881 §18.16.4).
@@ -157,7 +156,7 @@ fn open_by_name(
 
 async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail> {
     let clientid = if c.minor == 0 {
-        c.n.state.renew(a.owner.clientid, Instant::now())?;
+        c.n.state.renew(a.owner.clientid, c.n.clock.now())?;
         a.owner.clientid
     } else {
         c.clientid()?
@@ -172,7 +171,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         ));
     }
     let reclaim = matches!(a.claim, OpenClaim4::CLAIM_PREVIOUS(_));
-    let now = Instant::now();
+    let now = c.n.clock.now();
     if reclaim {
         c.n.state.may_reclaim(clientid, now)?;
     } else if c.n.state.in_grace(now) {
@@ -250,7 +249,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         file_key(&export, &opened.fid),
         access,
         deny,
-        Instant::now(),
+        c.n.clock.now(),
     )?;
     c.set_cur(Fh::Obj {
         export,

@@ -8,7 +8,6 @@ use super::{log_fail, Fail};
 use bytes::{Bytes, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
-use std::time::Instant;
 use xdr::Pack;
 
 const EXCHGID4_FLAG_USE_NON_PNFS: u32 = 0x10000;
@@ -74,7 +73,7 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
         &principal(c),
         update,
         c.minor,
-        Instant::now(),
+        c.n.clock.now(),
     );
     match r {
         Ok((clientid, seq, confirmed)) => {
@@ -142,7 +141,7 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
         a.csa_clientid,
         a.csa_sequence,
         &principal(c),
-        Instant::now(),
+        c.n.clock.now(),
     ) {
         Ok(None) => {}
         Ok(Some(cached)) => {
@@ -195,7 +194,7 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
     };
     let res = CreateSession4res::NFS4_OK(ok);
     let session = Arc::new(Session::new(id, a.csa_clientid, fore, back, flags));
-    match st.add_session(session, xdr::to_bytes(&res), Instant::now()) {
+    match st.add_session(session, xdr::to_bytes(&res), c.n.clock.now()) {
         Ok(newly_confirmed) => {
             if newly_confirmed {
                 if let (Some(rec), Some(owner)) = (&c.n.recovery, st.client_owner(a.csa_clientid)) {
@@ -279,7 +278,7 @@ pub fn sequence(
         Ok(SlotUse::Replay(r)) => return Seq::Replay(r),
         Err(s) => return failed(c, out, s, "slot or sequence id refused"),
     };
-    let Ok(flags) = st.renew_flags(session.client, Instant::now()) else {
+    let Ok(flags) = st.renew_flags(session.client, c.n.clock.now()) else {
         return failed(
             c,
             out,
@@ -312,7 +311,7 @@ pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToS
         );
         return BindConnToSession4res::Default(Nfsstat4::NFS4ERR_BADSESSION);
     };
-    let _ = c.n.state.renew(s.client, Instant::now());
+    let _ = c.n.state.renew(s.client, c.n.clock.now());
     // Every connection can carry fore-channel calls; the back channel goes
     // along when the session has one.
     let dir = match a.bctsa_dir {

@@ -8,14 +8,13 @@ use super::state::{SeqCheck, SeqOwner};
 use super::{log_fail, Fail};
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
-use std::time::Instant;
 
 pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res {
     let r = c.n.state.setclientid(
         &a.client.id,
         a.client.verifier,
         &principal(c),
-        Instant::now(),
+        c.n.clock.now(),
     );
     match r {
         Ok((clientid, setclientid_confirm)) => Setclientid4res::NFS4_OK(Setclientid4resok {
@@ -50,7 +49,7 @@ pub async fn setclientid_confirm(
         a.clientid,
         a.setclientid_confirm,
         &principal(c),
-        Instant::now(),
+        c.n.clock.now(),
     ) {
         Ok(newly) => {
             if newly {
@@ -76,7 +75,7 @@ pub async fn setclientid_confirm(
 }
 
 pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
-    let status = match c.n.state.renew(a.clientid, Instant::now()) {
+    let status = match c.n.state.renew(a.clientid, c.n.clock.now()) {
         Ok(()) => Nfsstat4::NFS4_OK,
         Err(s) => {
             log_fail(c, "OP_RENEW", &Fail::new(s, "client unknown or expired"));

@@ -1,0 +1,275 @@
+//! Grace after a restart and the RECLAIM_COMPLETE rules (RFC 8881 §8.4.2,
+//! §18.51.3), on the manual clock. The restart is in-process ([`Fx::restart`]):
+//! same files, handle key and recovery record, new client table.
+
+use super::*;
+use NfsLockType4::*;
+
+/// A client that held an open and a lock on `f` before the server died;
+/// the handle of `f`.
+async fn client_with_state(fx: &Fx, owner_name: &str, verifier: u64) -> NfsFh4 {
+    let a = fx.reclaiming_client(owner_name, verifier).await;
+    assert_eq!(fx.call(&a, vec![reclaim_complete()]).await.status, NFS4_OK);
+    let oa = fx.open(&a, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
+    fx.lock(
+        &a,
+        &oa.fh,
+        WRITE_LT,
+        0,
+        10,
+        new_lock_owner(&oa.stateid, owner(a.clientid, "lock-a")),
+    )
+    .await
+    .expect("LOCK");
+    oa.fh
+}
+
+fn close(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
+    vec![
+        putfh(fh),
+        NfsArgop4::OP_CLOSE(Close4args {
+            seqid: 0,
+            open_stateid: sid.clone(),
+        }),
+    ]
+}
+
+fn reclaim_open(clientid: u64) -> NfsArgop4 {
+    open_args(
+        0,
+        owner(clientid, "open-a"),
+        BOTH,
+        DENY_NONE,
+        nocreate(),
+        claim_previous(),
+    )
+}
+
+/// Was `grace_ends_when_its_time_is_up` end to end (grace 2 s, sleep 2.3 s).
+#[tokio::test]
+async fn grace_ends_when_its_time_is_up() {
+    let mut fx = Fx::new(Nfs4Config::default());
+    client_with_state(&fx, "gone-for-good", 7).await;
+    fx.restart(cfg(90, 2));
+    let n = fx.client("n").await;
+    assert_eq!(
+        fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    // The recorded client never comes back.
+    fx.pass(millis(2300), &[&n]).await;
+    let og = fx
+        .open(&n, "g", "open-n", BOTH, DENY_NONE)
+        .await
+        .expect("normal OPEN after the grace period");
+    assert_eq!(
+        fx.call(&n, close(&og.fh, &og.stateid)).await.status,
+        NFS4_OK
+    );
+}
+
+/// Grace lasts its length to the millisecond, and a recorded client that
+/// comes back after it may no longer reclaim.
+#[tokio::test]
+async fn grace_lasts_its_length_then_reclaims_get_no_grace() {
+    let mut fx = Fx::new(Nfs4Config::default());
+    let fh = client_with_state(&fx, "late", 7).await;
+    fx.restart(cfg(90, 5));
+    let n = fx.client("n").await;
+    fx.advance(millis(4999));
+    assert_eq!(
+        fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    fx.advance(millis(1));
+    fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
+        .await
+        .expect("OPEN once grace is over");
+    let a = fx.reclaiming_client("late", 7).await;
+    let r = fx
+        .call(&a, vec![putfh(&fh), reclaim_open(a.clientid)])
+        .await;
+    assert_eq!(r.status, NFS4ERR_NO_GRACE, "{:?}", statuses(&r));
+}
+
+/// The in-process twin of `reclaim_after_restart_in_grace` (which stays
+/// end to end for the real restart): who may reclaim, what is refused
+/// while grace lasts, and RECLAIM_COMPLETE of the last recorded client
+/// ending it at once.
+#[tokio::test]
+async fn reclaim_in_grace_and_refusals() {
+    let mut fx = Fx::new(Nfs4Config::default());
+    let fh = client_with_state(&fx, "reclaimer", 0x1234).await;
+    fx.restart(cfg(90, 5));
+
+    // A new client may not create state during grace.
+    let n = fx.client("n").await;
+    assert_eq!(
+        fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    // A client the server never recorded cannot reclaim (RECLAIM_BAD, or
+    // NO_GRACE: both are right, RFC 8881 §18.16.3 / §15.1.9).
+    let u = fx.reclaiming_client("unknown", 1).await;
+    let r = fx
+        .call(&u, vec![putfh(&fh), reclaim_open(u.clientid)])
+        .await;
+    assert!(
+        matches!(r.status, NFS4ERR_RECLAIM_BAD | NFS4ERR_NO_GRACE),
+        "{:?}",
+        r.status
+    );
+    // The recorded client, same owner and verifier, reclaims its open and lock.
+    let a = fx.reclaiming_client("reclaimer", 0x1234).await;
+    let r = fx
+        .call(&a, vec![putfh(&fh), reclaim_open(a.clientid)])
+        .await;
+    let NfsResop4::OP_OPEN(Open4res::NFS4_OK(o)) = &r.resarray[2] else {
+        panic!("OPEN CLAIM_PREVIOUS: {:?}", statuses(&r))
+    };
+    let r = fx
+        .call(
+            &a,
+            vec![
+                putfh(&fh),
+                lock_args(
+                    WRITE_LT,
+                    true,
+                    0,
+                    10,
+                    new_lock_owner(&o.stateid, owner(a.clientid, "lock-a")),
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4_OK, "LOCK reclaim: {:?}", statuses(&r));
+    // Not a reclaim: still refused while grace lasts.
+    let r = fx
+        .call(
+            &a,
+            vec![
+                putfh(&fh),
+                open_args(
+                    0,
+                    owner(a.clientid, "other"),
+                    BOTH,
+                    DENY_NONE,
+                    nocreate(),
+                    OpenClaim4::CLAIM_FH,
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4ERR_GRACE);
+    // A reclaim LOCK with reclaim false is new state too.
+    let r = fx
+        .call(
+            &a,
+            vec![
+                putfh(&fh),
+                lock_args(
+                    WRITE_LT,
+                    false,
+                    20,
+                    10,
+                    new_lock_owner(&o.stateid, owner(a.clientid, "lock-a2")),
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4ERR_GRACE);
+
+    // The last recorded client is done: grace ends at once.
+    assert_eq!(fx.call(&a, vec![reclaim_complete()]).await.status, NFS4_OK);
+    assert_eq!(
+        fx.call(&a, vec![reclaim_complete()]).await.status,
+        NFS4ERR_COMPLETE_ALREADY
+    );
+    // Its own reclaims are over too (RFC 8881 §18.51.3).
+    let r = fx
+        .call(&a, vec![putfh(&fh), reclaim_open(a.clientid)])
+        .await;
+    assert_eq!(r.status, NFS4ERR_NO_GRACE);
+    let og = fx
+        .open(&n, "g", "open-n", BOTH, DENY_NONE)
+        .await
+        .expect("normal OPEN after grace");
+    assert_eq!(
+        fx.call(&n, close(&og.fh, &og.stateid)).await.status,
+        NFS4_OK
+    );
+    // The reclaimed lock holds against the new client.
+    fx.open(&n, "f", "open-n", BOTH, DENY_NONE).await.unwrap();
+    let r = fx
+        .call(
+            &n,
+            vec![
+                putfh(&fh),
+                NfsArgop4::OP_LOCKT(Lockt4args {
+                    locktype: WRITE_LT,
+                    offset: 5,
+                    length: 1,
+                    owner: owner(n.clientid, "lock-n"),
+                }),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4ERR_DENIED, "the reclaimed lock is held");
+    // And reclaiming is over for everyone.
+    let r = fx
+        .call(&u, vec![putfh(&fh), reclaim_open(u.clientid)])
+        .await;
+    assert_eq!(r.status, NFS4ERR_NO_GRACE);
+}
+
+/// RFC 8881 §18.51.3: a client with a new client ID gets GRACE for new
+/// locking state until its RECLAIM_COMPLETE, even when the server is not
+/// in a grace period; §16.2.3.1.2: PUTFH makes the current stateid all
+/// zeros. Was `reclaim_complete_before_new_state_and_current_stateid_after_putfh`
+/// end to end.
+#[tokio::test]
+async fn reclaim_complete_before_new_state_and_current_stateid_after_putfh() {
+    let fx = Fx::new(Nfs4Config::default());
+    let s = fx.reclaiming_client("fresh", 1).await;
+    assert_eq!(
+        fx.open(&s, "f", "open-a", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    assert_eq!(fx.call(&s, vec![reclaim_complete()]).await.status, NFS4_OK);
+    let o = fx
+        .open(&s, "f", "open-a", BOTH, DENY_NONE)
+        .await
+        .expect("OPEN after RECLAIM_COMPLETE");
+    // PUTFH, CLOSE(current stateid): the current stateid is (0, 0) there,
+    // which names no open.
+    let current = Stateid4 {
+        seqid: 1,
+        other: [0; 12],
+    };
+    let r = fx.call(&s, close(&o.fh, &current)).await;
+    assert_eq!(r.status, NFS4ERR_BAD_STATEID);
+    assert_eq!(
+        fx.call(&s, close(&o.fh, &o.stateid)).await.status,
+        NFS4_OK,
+        "CLOSE by its stateid"
+    );
+}
+
+/// Without a recorded client there is no grace period at all.
+#[tokio::test]
+async fn no_grace_without_recorded_clients() {
+    let mut fx = Fx::new(Nfs4Config::default());
+    fx.restart(cfg(90, 90));
+    let n = fx.client("n").await;
+    fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
+        .await
+        .expect("OPEN at once");
+}

@@ -1,0 +1,536 @@
+//! In-process NFSv4 tests: COMPOUND argument bytes go to
+//! [`Nfs4::dispatch`] as the RPC layer hands them over, against a MemFs
+//! export, with a [`ManualClock`] so leases and grace run out when a test
+//! says so instead of after a sleep. Helpers are named after the
+//! operations, so a test reads like the exchange it checks.
+//!
+//! A "restart" here ([`Fx::restart`]) builds a new server over the same
+//! files, handle key and recovery record, as a restarted process would;
+//! the real process restart stays in `crates/client/tests`.
+
+mod grace;
+mod lease;
+mod stateids;
+mod v40;
+
+use super::clock::ManualClock;
+use super::state::recovery::Recovery;
+use super::*;
+use crate::export::{Cidr, Export, Exports, Squash};
+use crate::locks::LockManager;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use Nfsstat4::*;
+
+pub const BOTH: u32 = OPEN4_SHARE_ACCESS_BOTH;
+pub const DENY_NONE: u32 = OPEN4_SHARE_DENY_NONE;
+
+/// One server over a MemFs export at `/`, driven by hand.
+pub struct Fx {
+    pub n: Nfs4,
+    pub clock: Arc<ManualClock>,
+    live: Arc<Live>,
+    key: Arc<HandleKey>,
+    cfg: Nfs4Config,
+    /// Holds the recovery record (`v4clients`) across restarts.
+    dir: tempfile::TempDir,
+    xid: AtomicU32,
+}
+
+/// A client's session (NFSv4.1+), one slot used in order.
+pub struct Sess {
+    pub clientid: u64,
+    pub id: Sessionid4,
+    seq: Cell<u32>,
+}
+
+/// A successful OPEN: the file's handle and the open stateid.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    pub fh: NfsFh4,
+    pub stateid: Stateid4,
+    pub rflags: u32,
+}
+
+pub fn cfg(lease_secs: u64, grace_secs: u64) -> Nfs4Config {
+    Nfs4Config {
+        lease: Duration::from_secs(lease_secs),
+        grace: Duration::from_secs(grace_secs),
+        ..Nfs4Config::default()
+    }
+}
+
+pub fn name(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+pub fn putfh(fh: &NfsFh4) -> NfsArgop4 {
+    NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })
+}
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+pub fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// Each result's operation number and status, read from its encoding
+/// (every result starts with both).
+pub fn statuses(r: &Compound4res) -> Vec<(u32, Nfsstat4)> {
+    r.resarray
+        .iter()
+        .map(|res| {
+            let b = xdr::to_bytes(res);
+            let word = |at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap());
+            (word(0), Nfsstat4::from_i32(word(4) as i32).unwrap())
+        })
+        .collect()
+}
+
+pub fn create() -> Openflag4 {
+    Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(Fattr4 {
+        attrmask: vec![],
+        attr_vals: Bytes::new(),
+    }))
+}
+
+pub fn nocreate() -> Openflag4 {
+    Openflag4::Default(Opentype4::OPEN4_NOCREATE)
+}
+
+pub fn claim_previous() -> OpenClaim4 {
+    OpenClaim4::CLAIM_PREVIOUS(OpenDelegationType4::OPEN_DELEGATE_NONE)
+}
+
+pub fn owner(clientid: u64, name: &str) -> StateOwner4 {
+    StateOwner4 {
+        clientid,
+        owner: self::name(name),
+    }
+}
+
+pub fn open_args(
+    seqid: u32,
+    owner: StateOwner4,
+    access: u32,
+    deny: u32,
+    how: Openflag4,
+    claim: OpenClaim4,
+) -> NfsArgop4 {
+    NfsArgop4::OP_OPEN(Open4args {
+        seqid,
+        share_access: access,
+        share_deny: deny,
+        owner,
+        openhow: how,
+        claim,
+    })
+}
+
+/// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
+pub fn new_lock_owner(open_stateid: &Stateid4, owner: StateOwner4) -> Locker4 {
+    Locker4::TRUE(OpenToLockOwner4 {
+        open_seqid: 0,
+        open_stateid: open_stateid.clone(),
+        lock_seqid: 0,
+        lock_owner: owner,
+    })
+}
+
+pub fn lock_args(
+    kind: NfsLockType4,
+    reclaim: bool,
+    offset: u64,
+    length: u64,
+    locker: Locker4,
+) -> NfsArgop4 {
+    NfsArgop4::OP_LOCK(Lock4args {
+        locktype: kind,
+        reclaim,
+        offset,
+        length,
+        locker,
+    })
+}
+
+pub fn reclaim_complete() -> NfsArgop4 {
+    NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args { rca_one_fs: false })
+}
+
+pub fn test_stateid(ids: &[Stateid4]) -> NfsArgop4 {
+    NfsArgop4::OP_TEST_STATEID(TestStateid4args {
+        ts_stateids: ids.to_vec(),
+    })
+}
+
+pub fn free_stateid(id: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
+        fsa_stateid: id.clone(),
+    })
+}
+
+pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_headerpadsize: 0,
+        ca_maxrequestsize: max,
+        ca_maxresponsesize: max,
+        ca_maxresponsesize_cached: cached,
+        ca_maxoperations: ops,
+        ca_maxrequests: slots,
+        ca_rdma_ird: vec![],
+    }
+}
+
+impl Fx {
+    /// A server that has just started with no clients on record.
+    pub fn new(cfg: Nfs4Config) -> Fx {
+        let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::new());
+        let export = Export::simple(
+            "/srv/test",
+            "/",
+            backend,
+            &["127.0.0.1/32".parse::<Cidr>().unwrap()],
+            false,
+            Squash::Root,
+        );
+        let live = Live::fixed(Exports::new(vec![export]));
+        let key = Arc::new(HandleKey::random());
+        let clock = Arc::new(ManualClock::new());
+        let dir = tempfile::tempdir().unwrap();
+        let n = Self::server(&live, &key, &cfg, &clock, &dir);
+        Fx {
+            n,
+            clock,
+            live,
+            key,
+            cfg,
+            dir,
+            xid: AtomicU32::new(1),
+        }
+    }
+
+    fn server(
+        live: &Arc<Live>,
+        key: &Arc<HandleKey>,
+        cfg: &Nfs4Config,
+        clock: &Arc<ManualClock>,
+        dir: &tempfile::TempDir,
+    ) -> Nfs4 {
+        let recovery = Recovery::open(&dir.path().join("v4clients")).unwrap();
+        Nfs4::with_clock(
+            live.clone(),
+            key.clone(),
+            Pool::new(2),
+            Arc::new(LockManager::new()),
+            cfg.clone(),
+            Some(recovery),
+            clock.clone(),
+        )
+    }
+
+    /// The server dies and starts again with `cfg` (its grace length):
+    /// the files, handle key and recovery record survive, the client
+    /// table and locks do not.
+    pub fn restart(&mut self, cfg: Nfs4Config) {
+        self.cfg = cfg;
+        self.n = Self::server(&self.live, &self.key, &self.cfg, &self.clock, &self.dir);
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+
+    /// One walk of the lease timer, as `spawn_reaper` runs it.
+    pub async fn reap(&self) {
+        self.n.lease_walk().await;
+    }
+
+    /// Lets `total` pass in steps of a quarter lease (the lease timer's
+    /// period), the timer walking after each step and `keep` renewing by
+    /// SEQUENCE, as a live client's renewal would.
+    pub async fn pass(&self, total: Duration, keep: &[&Sess]) {
+        let step = self.cfg.lease / 4;
+        let mut left = total;
+        while !left.is_zero() {
+            let d = step.min(left);
+            self.advance(d);
+            left -= d;
+            for s in keep {
+                self.renew(s).await.expect("renewal SEQUENCE");
+            }
+            self.reap().await;
+        }
+    }
+
+    /// The COMPOUND reply bytes for `ops`, dispatched as the RPC layer does.
+    pub async fn raw(&self, minor: u32, ops: Vec<NfsArgop4>) -> Bytes {
+        let args = xdr::to_bytes(&Compound4args {
+            tag: Bytes::from_static(b"in-process"),
+            minorversion: minor,
+            argarray: ops,
+        });
+        self.raw_bytes(args).await
+    }
+
+    pub async fn raw_bytes(&self, args: Bytes) -> Bytes {
+        let peer: std::net::SocketAddr = "127.0.0.1:900".parse().unwrap();
+        let ctx = CallContext::new(
+            self.xid.fetch_add(1, Ordering::Relaxed),
+            NFS4_PROGRAM,
+            4,
+            1,
+            rpc::Auth::Sys(rpc::AuthSys {
+                stamp: 0,
+                machinename: Bytes::from_static(b"test"),
+                uid: 1000,
+                gid: 1000,
+                gids: vec![],
+            }),
+            peer,
+            1,
+            metrics::ClientStats::detached(peer.ip()),
+        );
+        let mut out = BytesMut::new();
+        self.n
+            .dispatch(&ctx, Decoder::new(args), &mut out)
+            .await
+            .expect("COMPOUND dispatched");
+        out.freeze()
+    }
+
+    pub async fn compound(&self, minor: u32, ops: Vec<NfsArgop4>) -> Compound4res {
+        let raw = self.raw(minor, ops).await;
+        Compound4res::unpack(&mut Decoder::new(raw)).expect("COMPOUND reply decodes")
+    }
+
+    // ---- NFSv4.1 client and session ------------------------------------
+
+    pub async fn exchange_id(&self, owner: &str, verifier: u64) -> ExchangeId4resok {
+        let r = self
+            .compound(
+                1,
+                vec![NfsArgop4::OP_EXCHANGE_ID(ExchangeId4args {
+                    eia_clientowner: ClientOwner4 {
+                        co_verifier: verifier.to_be_bytes(),
+                        co_ownerid: name(owner),
+                    },
+                    eia_flags: 0,
+                    eia_state_protect: StateProtect4A::SP4_NONE,
+                    eia_client_impl_id: vec![],
+                })],
+            )
+            .await;
+        match &r.resarray[..] {
+            [NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok))] => ok.clone(),
+            _ => panic!("EXCHANGE_ID: {:?}", statuses(&r)),
+        }
+    }
+
+    pub async fn create_session(&self, clientid: u64, sequence: u32) -> Sess {
+        let r = self
+            .compound(
+                1,
+                vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
+                    csa_clientid: clientid,
+                    csa_sequence: sequence,
+                    csa_flags: 0,
+                    csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
+                    csa_back_chan_attrs: channel(4096, 2, 1, 0),
+                    csa_cb_program: 0x4000_0000,
+                    csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
+                })],
+            )
+            .await;
+        match &r.resarray[..] {
+            [NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok))] => Sess {
+                clientid,
+                id: ok.csr_sessionid,
+                seq: Cell::new(1),
+            },
+            _ => panic!("CREATE_SESSION: {:?}", statuses(&r)),
+        }
+    }
+
+    /// EXCHANGE_ID and CREATE_SESSION only: a client that may still reclaim.
+    pub async fn reclaiming_client(&self, owner: &str, verifier: u64) -> Sess {
+        let ex = self.exchange_id(owner, verifier).await;
+        self.create_session(ex.eir_clientid, ex.eir_sequenceid)
+            .await
+    }
+
+    /// A client with a session that has said RECLAIM_COMPLETE, free to
+    /// create state.
+    pub async fn client(&self, owner: &str) -> Sess {
+        let s = self.reclaiming_client(owner, 1).await;
+        let r = self.call(&s, vec![reclaim_complete()]).await;
+        assert_eq!(r.status, NFS4_OK, "RECLAIM_COMPLETE: {:?}", statuses(&r));
+        s
+    }
+
+    pub fn sequence(&self, s: &Sess) -> NfsArgop4 {
+        let seq = s.seq.get();
+        s.seq.set(seq + 1);
+        NfsArgop4::OP_SEQUENCE(Sequence4args {
+            sa_sessionid: s.id,
+            sa_sequenceid: seq,
+            sa_slotid: 0,
+            sa_highest_slotid: 0,
+            sa_cachethis: false,
+        })
+    }
+
+    /// SEQUENCE (slot 0, next seqid) then `ops`; the whole reply.
+    pub async fn call(&self, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
+        let mut all = vec![self.sequence(s)];
+        all.extend(ops);
+        self.compound(1, all).await
+    }
+
+    /// A SEQUENCE alone: renews the lease; its status flags.
+    pub async fn renew(&self, s: &Sess) -> Result<u32, Nfsstat4> {
+        let r = self.call(s, vec![]).await;
+        match &r.resarray[..] {
+            [NfsResop4::OP_SEQUENCE(Sequence4res::NFS4_OK(ok))] => Ok(ok.sr_status_flags),
+            _ => Err(r.status),
+        }
+    }
+
+    /// OPEN by name in the export root, creating the file if missing.
+    pub async fn open(
+        &self,
+        s: &Sess,
+        file: &str,
+        owner: &str,
+        access: u32,
+        deny: u32,
+    ) -> Result<Opened, Nfsstat4> {
+        let r = self
+            .call(
+                s,
+                vec![
+                    NfsArgop4::OP_PUTROOTFH,
+                    open_args(
+                        0,
+                        self::owner(s.clientid, owner),
+                        access,
+                        deny,
+                        create(),
+                        OpenClaim4::CLAIM_NULL(name(file)),
+                    ),
+                    NfsArgop4::OP_GETFH,
+                ],
+            )
+            .await;
+        opened(&r, 2).ok_or(r.status)
+    }
+
+    /// LOCK: the lock stateid, or the status (NFS4ERR_DENIED on a conflict).
+    pub async fn lock(
+        &self,
+        s: &Sess,
+        fh: &NfsFh4,
+        kind: NfsLockType4,
+        offset: u64,
+        length: u64,
+        locker: Locker4,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let r = self
+            .call(
+                s,
+                vec![putfh(fh), lock_args(kind, false, offset, length, locker)],
+            )
+            .await;
+        match r.resarray.last() {
+            Some(NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok))) => Ok(ok.lock_stateid.clone()),
+            _ => Err(r.status),
+        }
+    }
+
+    /// TEST_STATEID's answer for each of `ids`.
+    pub async fn tested(&self, s: &Sess, ids: &[Stateid4]) -> Vec<Nfsstat4> {
+        let r = self.call(s, vec![test_stateid(ids)]).await;
+        match r.resarray.last() {
+            Some(NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(t))) => {
+                t.tsr_status_codes.clone()
+            }
+            _ => panic!("TEST_STATEID: {:?}", statuses(&r)),
+        }
+    }
+
+    // ---- NFSv4.0 client --------------------------------------------------
+
+    /// SETCLIENTID: the client id and the confirm verifier.
+    pub async fn setclientid(&self, id: &str) -> (u64, Verifier4) {
+        let r = self
+            .compound(
+                0,
+                vec![NfsArgop4::OP_SETCLIENTID(Setclientid4args {
+                    client: NfsClientId4 {
+                        verifier: [7; 8],
+                        id: name(id),
+                    },
+                    callback: CbClient4 {
+                        cb_program: 0x4000_0000,
+                        cb_location: Netaddr4 {
+                            na_r_netid: name("tcp"),
+                            na_r_addr: name("127.0.0.1.0.0"),
+                        },
+                    },
+                    callback_ident: 1,
+                })],
+            )
+            .await;
+        match &r.resarray[..] {
+            [NfsResop4::OP_SETCLIENTID(Setclientid4res::NFS4_OK(ok))] => {
+                (ok.clientid, ok.setclientid_confirm)
+            }
+            _ => panic!("SETCLIENTID: {:?}", statuses(&r)),
+        }
+    }
+
+    pub async fn confirm(&self, clientid: u64, verifier: Verifier4) -> Nfsstat4 {
+        self.compound(
+            0,
+            vec![NfsArgop4::OP_SETCLIENTID_CONFIRM(SetclientidConfirm4args {
+                clientid,
+                setclientid_confirm: verifier,
+            })],
+        )
+        .await
+        .status
+    }
+
+    /// SETCLIENTID and SETCLIENTID_CONFIRM: a confirmed 4.0 client id.
+    pub async fn client40(&self, id: &str) -> u64 {
+        let (clientid, v) = self.setclientid(id).await;
+        assert_eq!(
+            self.confirm(clientid, v).await,
+            NFS4_OK,
+            "SETCLIENTID_CONFIRM"
+        );
+        clientid
+    }
+
+    pub async fn renew40(&self, clientid: u64) -> Nfsstat4 {
+        self.compound(0, vec![NfsArgop4::OP_RENEW(Renew4args { clientid })])
+            .await
+            .status
+    }
+}
+
+/// The OPEN at `at` and the GETFH after it, if both succeeded.
+pub fn opened(r: &Compound4res, at: usize) -> Option<Opened> {
+    match (r.resarray.get(at), r.resarray.get(at + 1)) {
+        (
+            Some(NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok))),
+            Some(NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(fh))),
+        ) => Some(Opened {
+            fh: fh.object.clone(),
+            stateid: ok.stateid.clone(),
+            rflags: ok.rflags,
+        }),
+        _ => None,
+    }
+}
