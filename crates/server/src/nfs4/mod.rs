@@ -26,6 +26,8 @@ pub mod state;
 mod v40;
 
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod tests;
 
 use crate::grace::Grace;

@@ -14,6 +14,9 @@
 
 pub mod session;
 
+#[cfg(test)]
+mod audit;
+
 use crate::grace::Grace as GracePeriod;
 use crate::locks::{FileKey, LockManager, OwnerKey};
 use bytes::Bytes;
