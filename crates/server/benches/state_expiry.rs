@@ -74,7 +74,7 @@ fn expire_cost(st: &State, rounds: usize) -> f64 {
         }
         let t = Instant::now();
         // Revokes its opens and locks (the record stays for its next SEQUENCE).
-        st.expire(id);
+        st.expire_at(id, Instant::now());
         samples.push(t.elapsed().as_nanos() as f64);
     }
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -83,10 +83,10 @@ fn expire_cost(st: &State, rounds: usize) -> f64 {
 
 fn main() {
     let rounds = 2000;
-    let empty = State::new(Duration::from_secs(90), Arc::new(LockManager::new()));
+    let empty = State::new(Duration::from_secs(90), Arc::new(LockManager::new()), 7);
     let base = expire_cost(&empty, rounds);
 
-    let full = State::new(Duration::from_secs(90), Arc::new(LockManager::new()));
+    let full = State::new(Duration::from_secs(90), Arc::new(LockManager::new()), 7);
     let t = Instant::now();
     for c in 0..10_000u64 {
         let id = client(&full, &format!("other-{c}"));

@@ -3,6 +3,7 @@
 
 pub mod auth_cache;
 pub mod export;
+pub mod grace;
 pub mod live;
 pub mod locks;
 pub mod mount;

@@ -524,9 +524,11 @@ fn serve(
         let pool = Pool::new(32);
         let locks = Arc::new(server::locks::LockManager::new());
         let recovery_path = state_dir.join("v4clients");
-        let recovery = server::nfs4::state::recovery::Recovery::open(&recovery_path)
+        let recovery = server::nfs4::recovery::Recovery::open(&recovery_path)
             .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
-        let mut nfs4 = server::nfs4::Nfs4::new(live.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery));
+        // One grace period for NLM and NFSv4: both end together.
+        let grace = server::grace::Grace::new(std::time::Instant::now(), cfg.nfs4.grace);
+        let mut nfs4 = server::nfs4::Nfs4::with_grace(live.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery), grace);
         if nfs4.state.in_grace(std::time::Instant::now()) {
             info!(seconds = cfg.nfs4.grace.as_secs(), "NFSv4 grace period: clients that held state may reclaim it");
         }
@@ -547,7 +549,7 @@ fn serve(
         let nlm = server::nlm::Nlm::new(
             locks,
             Arc::new(nsm),
-            server::nlm::NlmConfig { grace: cfg.nfs4.grace },
+            server::nlm::NlmConfig { grace },
             Arc::new(callback),
         );
         nlm.notify_restart(notify_hosts);

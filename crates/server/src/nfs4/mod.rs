@@ -20,14 +20,18 @@ mod lock;
 mod open;
 pub mod pseudo;
 mod readdir;
+pub mod recovery;
 mod secinfo;
 mod session;
 pub mod state;
 mod v40;
 
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod tests;
 
+use crate::grace::Grace;
 use crate::live::Live;
 use crate::pool::Pool;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -82,8 +86,12 @@ pub struct Nfs4 {
     pub server_owner: Bytes,
     /// When the server started: times of pseudo directories.
     pub boot: vfs::Timespec,
-    /// Stable record of clients holding state, for reclaim after a restart.
-    pub recovery: Option<state::recovery::Recovery>,
+    /// The one writer of the stable client records (reclaim after a
+    /// restart): carries out the state core's effects.
+    pub records: Arc<Records>,
+    /// Wakes the lease timer when the state core queued something outside
+    /// its walk (see [`state::Waker`]).
+    wake: Arc<tokio::sync::Notify>,
     /// Per-operation counters (the COMPOUND itself is counted by the RPC layer).
     pub metrics: Option<Arc<metrics::Metrics>>,
     /// The time for every lease, grace and courtesy decision (a manual
@@ -248,7 +256,22 @@ impl Nfs4 {
         pool: Pool,
         locks: Arc<crate::locks::LockManager>,
         cfg: Nfs4Config,
-        recovery: Option<state::recovery::Recovery>,
+        recovery: Option<recovery::Recovery>,
+    ) -> Nfs4 {
+        let grace = Grace::new(Instant::now(), cfg.grace);
+        Self::with_grace(live, key, pool, locks, cfg, recovery, grace)
+    }
+
+    /// Like [`Nfs4::new`], with the server's grace period (shared with
+    /// NLM) given.
+    pub fn with_grace(
+        live: Arc<Live>,
+        key: Arc<HandleKey>,
+        pool: Pool,
+        locks: Arc<crate::locks::LockManager>,
+        cfg: Nfs4Config,
+        recovery: Option<recovery::Recovery>,
+        grace: Grace,
     ) -> Nfs4 {
         Self::with_clock(
             live,
@@ -257,24 +280,28 @@ impl Nfs4 {
             locks,
             cfg,
             recovery,
+            grace,
             Arc::new(clock::SystemClock),
         )
     }
 
-    /// [`Nfs4::new`] reading the time from `clock`.
+    /// [`Nfs4::with_grace`] reading the time from `clock`.
+    #[allow(clippy::too_many_arguments)]
     pub fn with_clock(
         live: Arc<Live>,
         key: Arc<HandleKey>,
         pool: Pool,
         locks: Arc<crate::locks::LockManager>,
         cfg: Nfs4Config,
-        recovery: Option<state::recovery::Recovery>,
+        recovery: Option<recovery::Recovery>,
+        grace: Grace,
         clock: Arc<dyn clock::Clock>,
     ) -> Nfs4 {
         let state = Arc::new(state::State::with_courtesy(
             cfg.lease,
             locks.clone(),
             cfg.courtesy,
+            new_epoch(),
         ));
         // A lock request (NFSv4 or NLM) refused because of a courteous
         // client's lock expires that client and tries again. Weak: the
@@ -285,8 +312,13 @@ impl Nfs4 {
             weak.upgrade()
                 .is_some_and(|s| s.expire_courteous(client, hook_clock.now()))
         }));
+        let wake = Arc::new(tokio::sync::Notify::new());
+        {
+            let wake = wake.clone();
+            state.set_waker(Box::new(move || wake.notify_one()));
+        }
         if let Some(r) = &recovery {
-            state.start_grace(r.previous(), cfg.grace, clock.now());
+            state.start_grace(r.previous(), grace);
         }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -297,6 +329,12 @@ impl Nfs4 {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "tarn".into());
+        let records = Arc::new(Records {
+            state: state.clone(),
+            store: recovery,
+            pool: pool.clone(),
+            order: tokio::sync::Mutex::new(()),
+        });
         Nfs4 {
             live,
             key,
@@ -310,21 +348,29 @@ impl Nfs4 {
                 secs: now.as_secs() as i64,
                 nsecs: now.subsec_nanos(),
             },
-            recovery,
+            records,
+            wake,
             metrics: None,
             clock,
         }
     }
 
+    /// Carries out what the state core queued (see [`Records::apply`]).
+    pub async fn apply_effects(&self) {
+        self.records.apply().await;
+    }
+
     /// The lease timer: clients whose lease ran out become courteous
     /// (their state stays until someone needs it, see
-    /// [`state::Courtesy`]); it logs what the state core reports, removes
-    /// the recovery records of clients expired for real and keeps the
-    /// courteous-clients gauge. Woken at once when a conflict expired a
-    /// client. Runs until the runtime stops.
+    /// [`state::Courtesy`]); it logs what the state core reports, carries
+    /// out its effects (the recovery records of clients expired for real
+    /// go) and keeps the courteous-clients gauge. Woken at once when the
+    /// state core queued something outside the walk (a conflict expired a
+    /// client). Runs until the runtime stops.
     pub fn spawn_reaper(&self) {
         let state = self.state.clone();
-        let recovery = self.recovery.clone();
+        let records = self.records.clone();
+        let wake = self.wake.clone();
         let metrics = self.metrics.clone();
         let clock = self.clock.clone();
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
@@ -333,9 +379,9 @@ impl Nfs4 {
             loop {
                 tokio::select! {
                     _ = t.tick() => {}
-                    _ = state.wake.notified() => {}
+                    _ = wake.notified() => {}
                 }
-                lease_walk(&state, &recovery, &metrics, clock.now()).await;
+                lease_walk(&state, &records, &metrics, clock.now()).await;
             }
         });
     }
@@ -343,7 +389,7 @@ impl Nfs4 {
     /// One walk of the lease timer now, without waiting for its tick
     /// (tests drive time by hand and walk after each step).
     pub async fn lease_walk(&self) {
-        lease_walk(&self.state, &self.recovery, &self.metrics, self.clock.now()).await;
+        lease_walk(&self.state, &self.records, &self.metrics, self.clock.now()).await;
     }
 
     /// The wire filehandle of `fh`.
@@ -745,16 +791,18 @@ impl Nfs4 {
 }
 
 /// What the lease timer does each time: the state core's walk at `now`,
-/// its events carried out, the courteous-clients gauge kept.
+/// its events logged, its effects carried out, the courteous-clients
+/// gauge kept.
 async fn lease_walk(
     state: &state::State,
-    recovery: &Option<state::recovery::Recovery>,
+    records: &Records,
     metrics: &Option<Arc<metrics::Metrics>>,
     now: Instant,
 ) {
     for e in state.reap(now) {
-        carry_out(e, recovery).await;
+        report(e);
     }
+    records.apply().await;
     if let Some(m) = metrics {
         m.server.nfs4_courteous_clients.store(
             state.courteous_clients() as i64,
@@ -763,24 +811,90 @@ async fn lease_walk(
     }
 }
 
-/// Logs one change of the client table and updates the stable record.
-async fn carry_out(e: state::Event, recovery: &Option<state::recovery::Recovery>) {
+/// A server instance's epoch, the high half of its client ids and the
+/// first word of its stateids: the start time in seconds, mixed with a
+/// little randomness so two instances started in one second differ.
+fn new_epoch() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(1)
+        ^ rand::random::<u16>() as u32
+}
+
+/// The one writer of the durable client records: takes the effects the
+/// state core queued and carries them out in order.
+///
+/// Policy on failure: the change is logged (warn, with the client owner
+/// and the error) and the protocol operation that caused it still
+/// succeeds. The record's in-memory set already holds the change, so the
+/// next write that succeeds carries it; until then a restart may refuse a
+/// newly confirmed client's reclaims (NFS4ERR_RECLAIM_BAD, it starts
+/// afresh) or let a forgotten one reclaim what it no longer held (which
+/// only conflicts with locks taken since by others if they exist, and
+/// then is refused as any conflicting lock is).
+pub struct Records {
+    state: Arc<state::State>,
+    store: Option<recovery::Recovery>,
+    pool: Pool,
+    /// Held while effects are taken and carried out, so a handler and the
+    /// lease timer apply them in the order the state core queued them.
+    order: tokio::sync::Mutex<()>,
+}
+
+impl Records {
+    /// Carries out the queued effects; returns when they are on disk (a
+    /// handler awaits this before replying, e.g. to CREATE_SESSION).
+    pub async fn apply(&self) {
+        let _order = self.order.lock().await;
+        for e in self.state.take_effects() {
+            let (owner, persist) = match e {
+                state::Effect::PersistClient { owner } => (owner, true),
+                state::Effect::ForgetClient { owner } => (owner, false),
+            };
+            let Some(store) = self.store.clone() else {
+                continue;
+            };
+            let o = owner.clone();
+            // One small file write and fsync, on the pool.
+            let r = self
+                .pool
+                .run(move || {
+                    if persist {
+                        store.add(&o)
+                    } else {
+                        store.remove(&o)
+                    }
+                })
+                .await;
+            if let Err(e) = r {
+                let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
+                if persist {
+                    warn!(owner, error = %e, "could not record the NFSv4 client for reclaim after a restart; retried with the next record change");
+                } else {
+                    warn!(owner, error = %e, "could not remove the NFSv4 client's reclaim record; retried with the next record change");
+                }
+            }
+        }
+    }
+}
+
+/// Logs one change of the client table.
+fn report(e: state::Event) {
     use state::Event;
     let id = |c: u64| format!("{c:016x}");
-    let (owner, add) = match e {
+    match e {
         Event::Courteous { clientid } => {
             tracing::info!(
                 clientid = id(clientid),
                 "NFSv4 client lease expired: courteous, its state is kept until another client needs it"
             );
-            return;
         }
         Event::Reactivated { clientid } => {
             tracing::info!(
                 clientid = id(clientid),
                 "courteous NFSv4 client is back: active again with its state"
             );
-            return;
         }
         Event::Expired {
             why: state::Why::Unconfirmed,
@@ -793,31 +907,20 @@ async fn carry_out(e: state::Event, recovery: &Option<state::recovery::Recovery>
                 clientid = id(clientid),
                 "unconfirmed NFSv4 client record dropped after a lease"
             );
-            return;
         }
-        Event::Expired {
-            clientid,
-            owner,
-            why,
-            unrecord,
-        } => {
+        Event::Expired { clientid, why, .. } => {
             tracing::info!(
                 clientid = id(clientid),
                 reason = why.as_str(),
                 "NFSv4 client expired: its state is released"
             );
-            if !unrecord {
-                return;
-            }
-            (owner, false)
         }
-        Event::Recovered { owner, .. } => (owner, true),
-    };
-    if let Some(r) = recovery {
-        let r = r.clone();
-        let _ =
-            tokio::task::spawn_blocking(move || if add { r.add(&owner) } else { r.remove(&owner) })
-                .await;
+        Event::Recovered { clientid, .. } => {
+            tracing::debug!(
+                clientid = id(clientid),
+                "NFSv4 client freed its revoked state: recorded for reclaim again"
+            );
+        }
     }
 }
 

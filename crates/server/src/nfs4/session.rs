@@ -197,13 +197,8 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
     match st.add_session(session, xdr::to_bytes(&res), c.n.clock.now()) {
         Ok(newly_confirmed) => {
             if newly_confirmed {
-                if let (Some(rec), Some(owner)) = (&c.n.recovery, st.client_owner(a.csa_clientid)) {
-                    let rec = rec.clone();
-                    // One small file write and fsync, on the pool.
-                    if let Err(e) = c.n.run(move || rec.add(&owner)).await {
-                        tracing::warn!(error = %e, "could not record the client for recovery after a restart");
-                    }
-                }
+                // Recorded for reclaim before the client hears it is confirmed.
+                c.n.apply_effects().await;
             }
             res
         }
@@ -345,11 +340,8 @@ pub async fn destroy_clientid(
     a: DestroyClientid4args,
 ) -> DestroyClientid4res {
     let status = match c.n.state.destroy_clientid(a.dca_clientid) {
-        Ok(owner) => {
-            if let Some(rec) = &c.n.recovery {
-                let rec = rec.clone();
-                let _ = c.n.run(move || rec.remove(&owner)).await;
-            }
+        Ok(_) => {
+            c.n.apply_effects().await;
             Nfsstat4::NFS4_OK
         }
         Err(s) => {

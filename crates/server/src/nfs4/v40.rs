@@ -53,12 +53,7 @@ pub async fn setclientid_confirm(
     ) {
         Ok(newly) => {
             if newly {
-                if let (Some(rec), Some(owner)) =
-                    (&c.n.recovery, c.n.state.client_owner(a.clientid))
-                {
-                    let rec = rec.clone();
-                    let _ = c.n.run(move || rec.add(&owner)).await;
-                }
+                c.n.apply_effects().await;
             }
             Nfsstat4::NFS4_OK
         }

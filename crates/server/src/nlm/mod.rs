@@ -27,6 +27,7 @@ mod tests;
 
 pub use callback::{Callback, RpcCallback};
 
+use crate::grace::Grace;
 use crate::locks::{Conflict, FileKey, LockKind, LockManager, OwnerKey, NLM_CLIENT_BIT};
 use crate::nfs3::Nfs3;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -43,15 +44,16 @@ use xdr::{Decoder, Pack, Unpack};
 /// What the NLM service needs to be told at start.
 #[derive(Clone, Debug)]
 pub struct NlmConfig {
-    /// After a start, only reclaims are granted for this long, so clients
-    /// that held locks before the restart get them back first.
-    pub grace: Duration,
+    /// During the server's grace period (the one NFSv4 has too) only
+    /// reclaims are granted, so clients that held locks before the restart
+    /// get them back first.
+    pub grace: Grace,
 }
 
 impl Default for NlmConfig {
     fn default() -> Self {
         NlmConfig {
-            grace: Duration::from_secs(90),
+            grace: Grace::new(Instant::now(), Duration::from_secs(90)),
         }
     }
 }
@@ -87,7 +89,7 @@ struct BlockKey {
 pub struct Nlm {
     pub locks: Arc<LockManager>,
     pub nsm: Arc<nsm::Nsm>,
-    grace_until: Instant,
+    grace: Grace,
     hosts: Mutex<Hosts>,
     /// Blocked LOCKs waiting in the lock manager, by what names them.
     blocked: Mutex<HashMap<BlockKey, lock::Block>>,
@@ -110,7 +112,7 @@ impl Nlm {
         Arc::new(Nlm {
             locks,
             nsm,
-            grace_until: Instant::now() + cfg.grace,
+            grace: cfg.grace,
             hosts: Mutex::default(),
             blocked: Mutex::default(),
             callback,
@@ -118,7 +120,7 @@ impl Nlm {
     }
 
     pub fn in_grace(&self) -> bool {
-        Instant::now() < self.grace_until
+        self.grace.running(Instant::now())
     }
 
     /// Procedures that change state go through the duplicate request cache.

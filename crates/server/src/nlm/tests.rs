@@ -79,7 +79,9 @@ fn fixture_grace(grace: Duration) -> Fx {
     let nlm = Nlm::new(
         Arc::new(LockManager::new()),
         Arc::new(nsm::Nsm::in_memory(1)),
-        NlmConfig { grace },
+        NlmConfig {
+            grace: crate::grace::Grace::new(std::time::Instant::now(), grace),
+        },
         rec.clone(),
     );
     Fx {

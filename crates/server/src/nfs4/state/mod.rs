@@ -1,7 +1,10 @@
 //! NFSv4 state: clients, sessions, open and lock stateids, share
 //! reservations, leases and the grace period. Pure: no sockets, no disks,
-//! time passed in; the handlers in `super` call in with short critical
-//! sections and never hold the lock across a backend call.
+//! no clock (every timed decision takes `now`, the epoch is given at
+//! construction); what needs I/O comes out as [`Effect`]s that the driver
+//! (`super::Nfs4::apply_effects`) carries out. The handlers in `super` call
+//! in with short critical sections and never hold the lock across a backend
+//! call. A test (`purity.rs`) keeps it so.
 //!
 //! Ownership (DESIGN.md rule 2): every open and lock stateid belongs to its
 //! client (the client's `opens`/`locks` sets) and to its file (`files`);
@@ -9,9 +12,12 @@
 //! owns. The global maps are hash indexes for O(1) lookup by id, never
 //! scanned on a request path.
 
-pub mod recovery;
 pub mod session;
 
+#[cfg(test)]
+mod audit;
+
+use crate::grace::Grace as GracePeriod;
 use crate::locks::{FileKey, LockManager, OwnerKey};
 use bytes::Bytes;
 use proto::nfs4::{Nfsstat4, Sessionid4, Stateid4};
@@ -212,6 +218,24 @@ pub enum Event {
     Recovered { clientid: u64, owner: Bytes },
 }
 
+/// I/O a state transition needs, queued in order for the driver to carry
+/// out (see [`State::take_effects`]). The durable client records have this
+/// one writer: a client is recorded when it is confirmed (or recovers from a
+/// revocation) and forgotten when it is destroyed or its state is released
+/// for real, so after a restart exactly the recorded owners may reclaim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Record the client owner in stable storage.
+    PersistClient { owner: Bytes },
+    /// Remove the client owner's record.
+    ForgetClient { owner: Bytes },
+}
+
+/// Called when an effect or an event was queued outside the lease timer's
+/// walk (a conflict expired a courteous client, a revocation was freed), so
+/// the driver can carry it out at once.
+pub type Waker = Box<dyn Fn() + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     next: u64,
@@ -229,6 +253,8 @@ struct Inner {
     revoked: HashMap<Other, u64>,
     /// Changes for the driver, taken by [`State::reap`].
     events: Vec<Event>,
+    /// I/O for the driver, taken by [`State::take_effects`].
+    effects: Vec<Effect>,
 }
 
 pub struct State {
@@ -239,12 +265,14 @@ pub struct State {
     pub lease: Duration,
     pub courtesy: Courtesy,
     grace: Mutex<Grace>,
-    /// Wakes the lease timer when a conflict expired a client, so the log
-    /// line and the recovery record follow at once.
-    pub wake: tokio::sync::Notify,
+    /// The driver's wake-up (see [`Waker`]).
+    waker: Mutex<Option<Waker>>,
 }
 
-/// Who may reclaim after a restart, and until when.
+/// Who may reclaim after a restart, and until when. The period itself is
+/// the server's one [`GracePeriod`], shared with NLM; NFSv4's own rule is
+/// that it is over for NFSv4 once every recorded client has reclaimed (or
+/// when nobody was recorded).
 #[derive(Default)]
 struct Grace {
     until: Option<Instant>,
@@ -264,36 +292,57 @@ pub enum Checked {
 }
 
 impl State {
-    pub fn new(lease: Duration, locks: Arc<LockManager>) -> State {
-        Self::with_courtesy(lease, locks, Courtesy::default())
+    /// `epoch` tells this server instance's ids from a previous one's
+    /// (the driver derives it from the wall clock, see `super::new_epoch`);
+    /// its top bit is cleared, as bit 63 of a client id marks NLM hosts in
+    /// the shared lock manager.
+    pub fn new(lease: Duration, locks: Arc<LockManager>, epoch: u32) -> State {
+        Self::with_courtesy(lease, locks, Courtesy::default(), epoch)
     }
 
-    pub fn with_courtesy(lease: Duration, locks: Arc<LockManager>, courtesy: Courtesy) -> State {
-        let epoch = (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as u32)
-            .unwrap_or(1)
-            ^ rand::random::<u16>() as u32)
-            // Bit 63 of a client id marks NLM hosts in the shared lock manager.
-            & 0x7fff_ffff;
+    pub fn with_courtesy(
+        lease: Duration,
+        locks: Arc<LockManager>,
+        courtesy: Courtesy,
+        epoch: u32,
+    ) -> State {
         State {
             inner: Mutex::new(Inner::default()),
             locks,
-            epoch,
+            epoch: epoch & 0x7fff_ffff,
             lease,
             courtesy,
             grace: Mutex::new(Grace::default()),
-            wake: tokio::sync::Notify::new(),
+            waker: Mutex::new(None),
         }
+    }
+
+    /// Installs the driver's wake-up (see [`Waker`]).
+    pub fn set_waker(&self, w: Waker) {
+        *self.waker.lock().unwrap() = Some(w);
+    }
+
+    fn wake(&self) {
+        if let Some(w) = &*self.waker.lock().unwrap() {
+            w();
+        }
+    }
+
+    /// The I/O queued since the last call, oldest first, for the driver to
+    /// carry out in this order.
+    pub fn take_effects(&self) -> Vec<Effect> {
+        std::mem::take(&mut self.inner.lock().unwrap().effects)
     }
 
     // ---- grace -------------------------------------------------------
 
-    /// Starts a grace period for the client owners recorded before a restart.
-    pub fn start_grace(&self, owners: HashSet<Bytes>, length: Duration, now: Instant) {
+    /// Starts NFSv4's part of the server's grace period for the client
+    /// owners recorded before a restart. With none recorded, NFSv4 has
+    /// nobody to wait for and is not in grace at all.
+    pub fn start_grace(&self, owners: HashSet<Bytes>, period: GracePeriod) {
         let mut g = self.grace.lock().unwrap();
         if !owners.is_empty() {
-            g.until = Some(now + length);
+            g.until = Some(period.until());
         }
         g.reclaimable = owners;
     }
@@ -605,7 +654,7 @@ impl State {
         }
         c.confirmed = true;
         let owner = c.owner.clone();
-        let e = i.owners.entry(owner).or_default();
+        let e = i.owners.entry(owner.clone()).or_default();
         let old = e.0.replace(clientid);
         if e.1 == Some(clientid) {
             e.1 = None;
@@ -613,6 +662,7 @@ impl State {
         if let Some(old) = old.filter(|o| *o != clientid) {
             self.purge(i, old);
         }
+        i.effects.push(Effect::PersistClient { owner });
         true
     }
 
@@ -689,6 +739,13 @@ impl State {
         }
         let owner = c.owner.clone();
         self.purge(&mut i, clientid);
+        // An unconfirmed record destroyed leaves the owner's confirmed one
+        // (and its stable record) alone.
+        if i.owners.get(&owner).and_then(|e| e.0).is_none() {
+            i.effects.push(Effect::ForgetClient {
+                owner: owner.clone(),
+            });
+        }
         Ok(owner)
     }
 
@@ -777,10 +834,6 @@ impl State {
     /// losing its session. A 4.0 client, or one silent for ten leases, is
     /// removed with everything; then the client owner is returned, so its
     /// stable record can be dropped.
-    pub fn expire(&self, clientid: u64) -> Option<Bytes> {
-        self.expire_at(clientid, Instant::now())
-    }
-
     pub fn expire_at(&self, clientid: u64, now: Instant) -> Option<Bytes> {
         let mut i = self.inner.lock().unwrap();
         let c = i.clients.get(&clientid)?;
@@ -813,14 +866,15 @@ impl State {
             _ => return false,
         }
         self.expire_now(&mut i, clientid, Why::Conflict, now);
-        self.wake.notify_one();
+        drop(i);
+        self.wake();
         true
     }
 
     /// Releases a client's state for real: an NFSv4.0 client goes with
     /// everything (its stateids then answer NFS4ERR_EXPIRED); an NFSv4.1
     /// client keeps its record and sessions, its state revoked (see
-    /// [`State::expire`]), unless it is being forgotten for silence.
+    /// [`State::expire_at`]), unless it is being forgotten for silence.
     fn expire_now(&self, i: &mut Inner, clientid: u64, why: Why, now: Instant) {
         let Some(c) = i.clients.get(&clientid) else {
             return;
@@ -908,6 +962,22 @@ impl State {
                 {
                     *unrecord = false;
                 }
+            }
+        }
+        // The record changes the events call for, in their order.
+        for e in &events {
+            match e {
+                Event::Expired {
+                    owner,
+                    unrecord: true,
+                    ..
+                } => i.effects.push(Effect::ForgetClient {
+                    owner: owner.clone(),
+                }),
+                Event::Recovered { owner, .. } => i.effects.push(Effect::PersistClient {
+                    owner: owner.clone(),
+                }),
+                _ => {}
             }
         }
         events
@@ -1057,9 +1127,12 @@ impl State {
         }
         courteous.sort_unstable();
         courteous.dedup();
+        let woke = !courteous.is_empty();
         for c in courteous {
             self.expire_now(&mut i, c, Why::Conflict, now);
-            self.wake.notify_one();
+        }
+        if woke {
+            self.wake();
         }
         if let Some(o) = existing {
             let st = i.stateids.get_mut(&o).expect("indexed open exists");
@@ -1481,14 +1554,19 @@ impl State {
         let mut i = self.inner.lock().unwrap();
         if i.revoked.get(&sid.other) == Some(&clientid) {
             i.revoked.remove(&sid.other);
+            let mut recovered = None;
             if let Some(c) = i.clients.get_mut(&clientid) {
                 c.revoked.remove(&sid.other);
                 if c.revoked.is_empty() {
                     // The client acknowledged the revocation: what it opens
                     // from now on is reclaimable again after a restart.
-                    let owner = c.owner.clone();
-                    i.events.push(Event::Recovered { clientid, owner });
+                    recovered = Some(c.owner.clone());
                 }
+            }
+            if let Some(owner) = recovered {
+                i.events.push(Event::Recovered { clientid, owner });
+                drop(i);
+                self.wake();
             }
             return Nfsstat4::NFS4_OK;
         }
@@ -1648,3 +1726,6 @@ pub fn is_current(sid: &Stateid4) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod purity;

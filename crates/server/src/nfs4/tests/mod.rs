@@ -14,7 +14,7 @@ mod stateids;
 mod v40;
 
 use super::clock::ManualClock;
-use super::state::recovery::Recovery;
+use super::recovery::Recovery;
 use super::*;
 use crate::export::{Cidr, Export, Exports, Squash};
 use crate::locks::LockManager;
@@ -226,6 +226,7 @@ impl Fx {
             Arc::new(LockManager::new()),
             cfg.clone(),
             Some(recovery),
+            crate::grace::Grace::new(super::clock::Clock::now(clock.as_ref()), cfg.grace),
             clock.clone(),
         )
     }
