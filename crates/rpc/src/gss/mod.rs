@@ -565,7 +565,7 @@ impl GssServer {
         Ok(Self::with_cred(cfg, Some(cred)))
     }
 
-    fn with_cred(cfg: GssConfig, cred: Option<Cred>) -> Self {
+    pub(crate) fn with_cred(cfg: GssConfig, cred: Option<Cred>) -> Self {
         let boot = (unix_now() as u32 as u64 ^ std::process::id() as u64 ^ rand_u32() as u64) << 32;
         GssServer {
             cfg,

@@ -294,6 +294,85 @@ fn idempotent_calls_and_skipped_entries_are_not_cached() {
     );
 }
 
+/// An RPCSEC_GSS call (AUTH_NONE verifier; these are refused before it matters).
+fn gss_call(xid: u32, proc_: u32, gss_proc: proto::gss::RpcGssProcT, handle: &[u8]) -> Vec<u8> {
+    let cred = crate::gss::GssCred {
+        proc_: gss_proc,
+        seq: 1,
+        service: GssService::None,
+        handle: Bytes::copy_from_slice(handle),
+    }
+    .encode();
+    let mut out = BytesMut::new();
+    msg::encode_call(xid, PROG, 1, proc_, &cred, &mut out);
+    out.to_vec()
+}
+
+#[test]
+fn gss_calls_on_unknown_contexts_or_procedures_are_refused_at_admission() {
+    use proto::gss::RpcGssProcT::*;
+    let f = Fixture::new();
+    let g = GssServer::with_cred(Default::default(), None);
+    let p = Pipeline {
+        gss: Some(&g),
+        ..f.pipeline()
+    };
+    let at = Arrival {
+        peer: "192.0.2.7:800".parse().unwrap(),
+        conn_id: 1,
+        client: &f.client,
+        now: Instant::now(),
+    };
+    let admit = |rec: Vec<u8>| reply(p.admit(Bytes::from(rec), at));
+    // DATA on a handle this server never gave out.
+    let (r, why) = admit(gss_call(30, 1, RPCSEC_GSS_DATA, &[0; 8]));
+    assert_eq!(why, Answered::AuthError);
+    assert_eq!(
+        status(&r),
+        (30, ReplyStatus::AuthError(AuthStat::RPCSEC_GSS_CREDPROBLEM))
+    );
+    // INIT is a call to NULL only.
+    let (r, _) = admit(gss_call(31, 1, RPCSEC_GSS_INIT, &[]));
+    assert_eq!(
+        status(&r),
+        (31, ReplyStatus::AuthError(AuthStat::AUTH_BADCRED))
+    );
+    // Without GSS configured, the flavor itself is refused.
+    let (r, _) = reply(f.admit(gss_call(32, 1, RPCSEC_GSS_DATA, &[0; 8])));
+    assert_eq!(
+        status(&r),
+        (32, ReplyStatus::AuthError(AuthStat::AUTH_BADCRED))
+    );
+    assert_eq!(f.events(), [Event::BadCall, Event::BadCall, Event::BadCall]);
+}
+
+#[test]
+fn gss_init_with_garbage_arguments_gets_garbage_args_from_prepare() {
+    use proto::gss::RpcGssProcT::*;
+    let f = Fixture::new();
+    let g = GssServer::with_cred(Default::default(), None);
+    let p = Pipeline {
+        gss: Some(&g),
+        ..f.pipeline()
+    };
+    let at = Arrival {
+        peer: "192.0.2.7:800".parse().unwrap(),
+        conn_id: 1,
+        client: &f.client,
+        now: Instant::now(),
+    };
+    // INIT to NULL is admitted (even though proc 0) and answered by prepare.
+    let Decision::Run(a) = p.admit(Bytes::from(gss_call(33, 0, RPCSEC_GSS_INIT, &[])), at) else {
+        panic!("INIT not admitted")
+    };
+    let (r, why) = reply(p.prepare(a));
+    assert_eq!(why, Answered::GarbageArgs, "no init token");
+    assert_eq!(
+        status(&r),
+        (33, ReplyStatus::Accepted(AcceptStat::GARBAGE_ARGS))
+    );
+}
+
 /// The pipeline is pure: its sources use no runtime, socket, file or clock.
 #[test]
 fn pipeline_sources_do_no_io() {
