@@ -279,6 +279,41 @@ impl ClientStats {
     }
 }
 
+/// The per-peer handle every call carries ([`rpc::CallContext::client`]).
+impl rpc::PeerStats for ClientStats {
+    fn log_allowed(&self) -> bool {
+        ClientStats::log_allowed(self)
+    }
+
+    fn note_gss(&self, expires_unix: u64, principal: Option<&Arc<str>>) {
+        ClientStats::note_gss(self, expires_unix, principal)
+    }
+
+    fn gss_dropped(&self, why: rpc::gss::DropReason) {
+        match why {
+            rpc::gss::DropReason::SeqWindow => &self.gss_dropped_seq_window,
+            rpc::gss::DropReason::Replay => &self.gss_dropped_other,
+        }
+        .fetch_add(1, Relaxed);
+    }
+
+    fn record_getattr(&self, fh: &[u8]) {
+        ClientStats::record_getattr(self, fh)
+    }
+
+    fn record_write(&self, count: u32, sync: bool) {
+        ClientStats::record_write(self, count, sync)
+    }
+
+    fn auth_cache_miss(&self) {
+        self.auth_cache_misses.fetch_add(1, Relaxed);
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 struct Entry {
     stats: Arc<ClientStats>,
     last_calls: u64,

@@ -2,7 +2,8 @@
 //!
 //! The hot path pays nanoseconds: per-op and per-export counters live in a
 //! fixed array per shard (a shard per worker thread, cache-line aligned),
-//! indexed by the op's slot ([`ops::op_slot`]) and the export id; latency
+//! indexed by the op's slot (from the procedure tables, [`rpc::Program`])
+//! and the export id; latency
 //! goes into fixed log2 buckets; per-client counters hang off an `Arc`
 //! that a connection resolves once ([`client::ClientTable`]). No call
 //! allocates, locks or looks anything up to be counted. Readers (the
@@ -19,12 +20,15 @@ pub mod snapshot;
 pub mod tools;
 
 pub use client::{ClientStats, ClientTable};
+pub use rpc::observe::CallDone;
 pub use snapshot::Snapshot;
 
-use ops::{N_STATUS, OP_SLOTS};
+use ops::{OpNames, N_STATUS, OP_SLOTS};
+use rpc::observe::{Event, Observer, PeerStats};
 use std::cell::Cell;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Aligns its content to its own cache lines (128 bytes: adjacent-line prefetch).
@@ -183,19 +187,6 @@ pub struct FsUsage {
 type ExportProbe = Box<dyn Fn() -> Vec<(u32, String, Option<FsUsage>)> + Send + Sync>;
 type CacheProbe = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
 
-/// What one finished call adds to the counters.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallDone {
-    /// The reply's status (0 = OK; see [`ops::STATUSES`]).
-    pub status: u32,
-    /// The export the call touched, or `u32::MAX`.
-    pub export: u32,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    pub queue_ns: u64,
-    pub service_ns: u64,
-}
-
 pub struct Metrics {
     enabled: bool,
     started: Instant,
@@ -207,6 +198,9 @@ pub struct Metrics {
     caches: Mutex<Vec<(String, CacheProbe)>>,
     /// How often the distinct-file-handle sketches rotate.
     pub fh_window: Duration,
+    /// The names of the op slots, from the procedure tables of the
+    /// programs served ([`Metrics::set_programs`]).
+    names: OnceLock<OpNames>,
 }
 
 /// Default bound on the client table.
@@ -233,7 +227,22 @@ impl Metrics {
             exports: Mutex::new(None),
             caches: Mutex::new(Vec::new()),
             fh_window: Duration::from_secs(10),
+            names: OnceLock::new(),
         })
+    }
+
+    /// Names the op slots after these procedure tables (the first call wins).
+    pub fn set_programs(&self, programs: &[&'static rpc::Program]) {
+        let _ = self.names.set(ops::op_names(programs));
+    }
+
+    /// (program label, op label) of a slot, e.g. ("nfs3", "GETATTR").
+    pub fn op_name(&self, slot: usize) -> Option<(&'static str, &'static str)> {
+        self.names
+            .get_or_init(|| ops::op_names(&[]))
+            .get(slot)
+            .copied()
+            .flatten()
     }
 
     #[inline]
@@ -319,10 +328,13 @@ impl Metrics {
     /// by [`Metrics::call_end`]), so client and export totals are not
     /// counted twice.
     #[inline]
-    pub fn op_end(&self, slot: usize, client: &ClientStats, status: u32, service_ns: u64) {
+    pub fn op_end(&self, slot: usize, client: &dyn PeerStats, status: u32, service_ns: u64) {
         if !self.enabled {
             return;
         }
+        let Some(client) = client.as_any().downcast_ref::<ClientStats>() else {
+            return;
+        };
         let (sh, x) = self.shard();
         let o = &sh.ops[slot];
         add(x, &o.calls, 1);
@@ -399,6 +411,80 @@ impl Metrics {
     }
 }
 
+/// The RPC server reports to the metrics through this.
+impl Observer for Metrics {
+    fn connection_opened(&self, ip: IpAddr) -> Arc<dyn PeerStats> {
+        self.server.connections_total.fetch_add(1, Relaxed);
+        self.server.connections_open.fetch_add(1, Relaxed);
+        self.clients.connection_opened(ip)
+    }
+
+    fn connection_closed(&self, peer: &dyn PeerStats) {
+        if let Some(c) = peer.as_any().downcast_ref::<ClientStats>() {
+            c.connection_closed();
+        }
+        self.server.connections_open.fetch_sub(1, Relaxed);
+    }
+
+    fn timed(&self) -> bool {
+        self.enabled
+    }
+
+    fn count(&self, e: Event) {
+        let s = &self.server;
+        match e {
+            Event::BadCall => s.bad_calls.fetch_add(1, Relaxed),
+            Event::DrcHit => s.drc_hits.fetch_add(1, Relaxed),
+            Event::DrcInProgress => s.drc_in_progress.fetch_add(1, Relaxed),
+            Event::GssDroppedSeqWindow => s.gss_dropped_seq_window.fetch_add(1, Relaxed),
+            Event::GssDroppedBadChecksum => s.gss_dropped_bad_checksum.fetch_add(1, Relaxed),
+            Event::GssDroppedOther => s.gss_dropped_other.fetch_add(1, Relaxed),
+            Event::GssContextCreated => s.gss_contexts_created.fetch_add(1, Relaxed),
+            Event::GssContextExpired => s.gss_contexts_expired.fetch_add(1, Relaxed),
+            Event::GssContextsLive(n) => {
+                s.gss_contexts_live.fetch_add(n, Relaxed);
+                0
+            }
+        };
+    }
+
+    fn call_begin(&self, slot: Option<usize>, peer: &dyn PeerStats) {
+        if let Some(c) = peer.as_any().downcast_ref::<ClientStats>() {
+            Metrics::call_begin(self, slot, c);
+        }
+    }
+
+    fn call_end(&self, slot: Option<usize>, peer: &dyn PeerStats, d: &CallDone, begun: bool) {
+        if let Some(c) = peer.as_any().downcast_ref::<ClientStats>() {
+            Metrics::call_end(self, slot, c, d, begun);
+        }
+    }
+
+    fn add_cache_probe(&self, name: &str, f: Box<dyn Fn() -> (u64, u64) + Send + Sync>) {
+        Metrics::add_cache_probe(self, name, f);
+    }
+
+    fn programs(&self, programs: &'static [&'static rpc::Program]) {
+        self.set_programs(programs);
+    }
+}
+
+/// A procedure table for the tests (the real ones are the server's).
+#[cfg(test)]
+pub(crate) mod test_tables {
+    pub static NFS3: rpc::Program = rpc::Program {
+        prog: 100003,
+        vers: 3,
+        label: "nfs3",
+        slot_base: Some(0),
+        unknown: rpc::Procedure::new("NFSPROC3_UNKNOWN", "", true),
+        procs: &[
+            rpc::Procedure::new("NFSPROC3_NULL", "NULL", true),
+            rpc::Procedure::new("NFSPROC3_GETATTR", "GETATTR", true),
+        ],
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,8 +510,9 @@ mod tests {
     #[test]
     fn record_and_snapshot() {
         let m = Metrics::new(true);
+        m.set_programs(&[&test_tables::NFS3]);
         let c = m.clients.connection_opened("127.0.0.1".parse().unwrap());
-        let slot = ops::op_slot(ops::NFS_PROGRAM, 3, 1);
+        let slot = test_tables::NFS3.slot(1);
         for i in 0..10 {
             m.call_begin(slot, &c);
             m.call_end(

@@ -2,37 +2,26 @@
 //! procedure), so per-op counters are an array index, not a map lookup) and
 //! the names of reply statuses.
 //!
-//! NFSv4 counts the COMPOUND as a call (`NFS4_BASE`) and each operation in
-//! it in its own slot (`NFS4_OP_BASE + opnum`, see [`nfs4_op_slot`]);
-//! NFS4ERR_* share NFS3ERR_* values where they overlap, and the common
-//! NFSv4-only codes have their own names in [`STATUSES`].
+//! The slots and names of RPC procedures come from the servers' procedure
+//! tables ([`rpc::Program`], registered through
+//! [`rpc::Observer::programs`]); this module owns only the slot count and
+//! the NFSv4 operations inside COMPOUNDs, each in its own slot
+//! (`NFS4_OP_BASE + opnum`, see [`nfs4_op_slot`]). NFS4ERR_* share
+//! NFS3ERR_* values where they overlap, and the common NFSv4-only codes
+//! have their own names in [`STATUSES`].
 
-use std::sync::OnceLock;
+pub use rpc::observe::{
+    RPC_AUTH_ERROR, RPC_DROPPED, RPC_GARBAGE_ARGS, RPC_PROC_UNAVAIL, RPC_SYSTEM_ERR,
+};
 
-/// Number of op slots; every per-op array has this many entries.
-pub const OP_SLOTS: usize = NSM_BASE + NSM_PROCS as usize;
+/// Number of op slots; every per-op array has this many entries. The
+/// procedure tables place their programs around the NFSv4 operations
+/// (NFSv3, MOUNT v3 and NFSv4 below, NLM v4 and NSM v1 above).
+pub const OP_SLOTS: usize = 133;
 
-pub const NFS_PROGRAM: u32 = 100003;
-pub const MOUNT_PROGRAM: u32 = 100005;
-const NFS3_BASE: usize = 0;
-const NFS3_PROCS: u32 = 22;
-const MOUNT3_BASE: usize = 22;
-const MOUNT3_PROCS: u32 = 6;
-/// NFSv4 NULL and COMPOUND; per-operation counters inside COMPOUND are
-/// still to come.
-const NFS4_BASE: usize = 28;
-const NFS4_PROCS: u32 = 2;
 /// NFSv4 operations 0..=71 (0-2 are unused numbers; OP_ILLEGAL goes to 0).
-const NFS4_OP_BASE: usize = 30;
-const NFS4_OPS: usize = 72;
-
-/// NLM v4 (procedures 0..=23) and NSM v1 (0..=6), after the NFSv4 operations.
-pub const NLM_PROGRAM: u32 = 100021;
-pub const NSM_PROGRAM: u32 = 100024;
-const NLM_BASE: usize = NFS4_OP_BASE + NFS4_OPS;
-const NLM_PROCS: u32 = 24;
-const NSM_BASE: usize = NLM_BASE + NLM_PROCS as usize;
-const NSM_PROCS: u32 = 7;
+pub const NFS4_OP_BASE: usize = 30;
+pub const NFS4_OPS: usize = 72;
 
 /// The program label of operations inside COMPOUNDs: their calls are part
 /// of the COMPOUND's, so totals skip them.
@@ -49,75 +38,32 @@ pub fn nfs4_op_slot(opnum: u32) -> usize {
         }
 }
 
-pub const NFS3_GETATTR: usize = NFS3_BASE + 1;
-pub const NFS3_WRITE: usize = NFS3_BASE + 7;
+/// (program label, op label) of every slot that has a name.
+pub type OpNames = Vec<Option<(&'static str, &'static str)>>;
 
-/// The slot of a call, or None for programs without per-op counters.
-#[inline]
-pub fn op_slot(prog: u32, vers: u32, proc_: u32) -> Option<usize> {
-    match (prog, vers) {
-        (NFS_PROGRAM, 3) if proc_ < NFS3_PROCS => Some(NFS3_BASE + proc_ as usize),
-        (MOUNT_PROGRAM, 3) if proc_ < MOUNT3_PROCS => Some(MOUNT3_BASE + proc_ as usize),
-        (NFS_PROGRAM, 4) if proc_ < NFS4_PROCS => Some(NFS4_BASE + proc_ as usize),
-        (NLM_PROGRAM, 4) if proc_ < NLM_PROCS => Some(NLM_BASE + proc_ as usize),
-        (NSM_PROGRAM, 1) if proc_ < NSM_PROCS => Some(NSM_BASE + proc_ as usize),
-        _ => None,
+/// The names of the slots: the NFSv4 operations, and every procedure of
+/// `programs` whose table gives it a slot and a metric label.
+pub fn op_names(programs: &[&'static rpc::Program]) -> OpNames {
+    let mut v = vec![None; OP_SLOTS];
+    for op in 0..NFS4_OPS as i32 {
+        if let Some(o) = proto::nfs4::NfsOpnum4::from_i32(op) {
+            let n: &'static str = Box::leak(format!("{o:?}").into_boxed_str());
+            v[NFS4_OP_BASE + op as usize] =
+                Some((NFS4_OP_PROGRAM, n.strip_prefix("OP_").unwrap_or(n)));
+        }
     }
+    v[NFS4_OP_BASE] = Some((NFS4_OP_PROGRAM, "ILLEGAL"));
+    for p in programs {
+        for (n, proc_) in p.procs.iter().enumerate() {
+            if let (Some(slot), false) = (p.slot(n as u32), proc_.metric.is_empty()) {
+                if let Some(e) = v.get_mut(slot) {
+                    *e = Some((p.label, proc_.metric));
+                }
+            }
+        }
+    }
+    v
 }
-
-/// (program label, op label) of a slot, e.g. ("nfs3", "GETATTR").
-pub fn op_name(slot: usize) -> Option<(&'static str, &'static str)> {
-    static NAMES: OnceLock<Vec<Option<(&'static str, &'static str)>>> = OnceLock::new();
-    NAMES
-        .get_or_init(|| {
-            let mut v = vec![None; OP_SLOTS];
-            for p in 0..NFS3_PROCS {
-                if let Some(n) = proto::nfs3::nfs_program_procedure_name(3, p) {
-                    v[NFS3_BASE + p as usize] =
-                        Some(("nfs3", n.strip_prefix("NFSPROC3_").unwrap_or(n)));
-                }
-            }
-            for p in 0..MOUNT3_PROCS {
-                if let Some(n) = proto::mount::mount_program_procedure_name(3, p) {
-                    v[MOUNT3_BASE + p as usize] =
-                        Some(("mount3", n.strip_prefix("MOUNTPROC3_").unwrap_or(n)));
-                }
-            }
-            for op in 0..NFS4_OPS as i32 {
-                if let Some(o) = proto::nfs4::NfsOpnum4::from_i32(op) {
-                    let n: &'static str = Box::leak(format!("{o:?}").into_boxed_str());
-                    v[NFS4_OP_BASE + op as usize] =
-                        Some((NFS4_OP_PROGRAM, n.strip_prefix("OP_").unwrap_or(n)));
-                }
-            }
-            v[NFS4_OP_BASE] = Some((NFS4_OP_PROGRAM, "ILLEGAL"));
-            for p in 0..NLM_PROCS {
-                if let Some(n) = proto::nlm4::nlm_prog_procedure_name(4, p) {
-                    let n: &'static str =
-                        Box::leak(n.replace("NLMPROC4_", "NLM_").into_boxed_str());
-                    v[NLM_BASE + p as usize] = Some(("nlm4", n));
-                }
-            }
-            for p in 0..NSM_PROCS {
-                if let Some(n) = proto::nsm::sm_prog_procedure_name(1, p) {
-                    v[NSM_BASE + p as usize] = Some(("nsm", n));
-                }
-            }
-            v[NFS4_BASE] = Some(("nfs4", "NULL"));
-            v[NFS4_BASE + 1] = Some(("nfs4", "COMPOUND"));
-            v
-        })
-        .get(slot)
-        .copied()
-        .flatten()
-}
-
-/// Pseudo statuses for replies that are RPC-level errors, not program results.
-pub const RPC_PROC_UNAVAIL: u32 = 0x8000_0001;
-pub const RPC_GARBAGE_ARGS: u32 = 0x8000_0002;
-pub const RPC_SYSTEM_ERR: u32 = 0x8000_0003;
-pub const RPC_AUTH_ERROR: u32 = 0x8000_0004;
-pub const RPC_DROPPED: u32 = 0x8000_0005;
 
 /// Every status that gets its own error counter; anything else counts as OTHER.
 pub const STATUSES: &[(u32, &str)] = &[
@@ -199,33 +145,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_and_names() {
-        assert_eq!(op_slot(NFS_PROGRAM, 3, 1), Some(NFS3_GETATTR));
-        assert_eq!(op_name(NFS3_GETATTR), Some(("nfs3", "GETATTR")));
-        assert_eq!(op_name(NFS3_WRITE), Some(("nfs3", "WRITE")));
-        assert_eq!(
-            op_name(op_slot(MOUNT_PROGRAM, 3, 1).unwrap()),
-            Some(("mount3", "MNT"))
-        );
-        assert_eq!(
-            op_name(op_slot(NFS_PROGRAM, 4, 1).unwrap()),
-            Some(("nfs4", "COMPOUND"))
-        );
-        assert_eq!(op_slot(NFS_PROGRAM, 3, 22), None);
-        assert!(MOUNT3_BASE + MOUNT3_PROCS as usize <= OP_SLOTS);
-        assert_eq!(
-            op_name(op_slot(NLM_PROGRAM, 4, 2).unwrap()),
-            Some(("nlm4", "NLM_LOCK"))
-        );
-        assert_eq!(
-            op_name(op_slot(NSM_PROGRAM, 1, 6).unwrap()),
-            Some(("nsm", "SM_NOTIFY"))
-        );
-        assert_eq!(op_name(nfs4_op_slot(25)), Some((NFS4_OP_PROGRAM, "READ")));
-        assert_eq!(
-            op_name(nfs4_op_slot(10044)),
-            Some((NFS4_OP_PROGRAM, "ILLEGAL"))
-        );
+    fn nfs4_operations_and_tables_are_named() {
+        static T: rpc::Program = rpc::Program {
+            prog: 1,
+            vers: 1,
+            label: "t",
+            slot_base: Some(126),
+            unknown: rpc::Procedure::new("T_UNKNOWN", "", true),
+            procs: &[
+                rpc::Procedure::new("T_NULL", "NULL", true),
+                rpc::Procedure::new("T_HOLE", "", true),
+                rpc::Procedure::new("T_SET", "SET", false),
+            ],
+        };
+        let n = op_names(&[&T]);
+        assert_eq!(n.len(), OP_SLOTS);
+        assert_eq!(n[nfs4_op_slot(25)], Some((NFS4_OP_PROGRAM, "READ")));
+        assert_eq!(n[nfs4_op_slot(10044)], Some((NFS4_OP_PROGRAM, "ILLEGAL")));
+        assert_eq!(n[126], Some(("t", "NULL")));
+        assert_eq!(n[127], None, "a hole has no name");
+        assert_eq!(n[128], Some(("t", "SET")));
+        assert_eq!(n[0], None);
     }
 
     #[test]

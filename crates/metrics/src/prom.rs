@@ -481,6 +481,7 @@ mod tests {
     #[test]
     fn encodes() {
         let m = Metrics::new(true);
+        m.set_programs(&[&crate::test_tables::NFS3]);
         let c = m.clients.connection_opened("127.0.0.1".parse().unwrap());
         m.call_begin(Some(1), &c);
         m.call_end(

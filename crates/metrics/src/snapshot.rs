@@ -154,7 +154,7 @@ impl Metrics {
     pub fn snapshot(&self) -> Snapshot {
         let mut ops_v = Vec::new();
         for slot in 0..OP_SLOTS {
-            let Some((program, op)) = ops::op_name(slot) else {
+            let Some((program, op)) = self.op_name(slot) else {
                 continue;
             };
             let mut o = OpSnap {
@@ -196,7 +196,7 @@ impl Metrics {
                 for slot in 0..OP_SLOTS {
                     let n = c.op_calls(slot);
                     if n > 0 {
-                        if let Some((_, name)) = ops::op_name(slot) {
+                        if let Some((_, name)) = self.op_name(slot) {
                             ops_m.insert(name.to_string(), n);
                         }
                     }

@@ -8,17 +8,24 @@
 //! one connection concurrently, and sends replies in whatever order they
 //! finish. Non-idempotent procedures go through the [`drc`].
 //!
-//! The pure parts ([`record`], [`msg`], [`auth`], [`drc`]) never touch a
-//! socket and are tested with byte vectors.
+//! The pure parts ([`record`], [`msg`], [`auth`], [`drc`], [`program`] and
+//! the call [`pipeline`]) never touch a socket or a clock and are tested
+//! with byte vectors; [`server`] is the tokio driver around them. Counting
+//! goes through the [`observe`] traits, which the metrics implement.
 
 pub mod auth;
 pub mod client;
 pub mod drc;
 pub mod gss;
 pub mod msg;
+pub mod observe;
+pub mod pipeline;
+pub mod program;
 pub mod record;
 pub mod server;
 
 pub use auth::{Auth, AuthGss, AuthSys};
 pub use msg::{CallContext, CallError};
-pub use server::{serve_connection, Server, ServerConfig, Service};
+pub use observe::{CallDone, Event, NoObserver, Observer, PeerStats};
+pub use program::{Procedure, Program, Service};
+pub use server::{serve_connection, Server, ServerConfig};

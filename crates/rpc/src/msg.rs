@@ -1,8 +1,8 @@
 //! Call headers in, reply headers out (RFC 5531 section 9). Pure code.
 
 use crate::auth::Auth;
+use crate::observe::PeerStats;
 use bytes::{BufMut, Bytes, BytesMut};
-use metrics::ClientStats;
 use proto::rpc::{
     AcceptStat, AcceptedReply, AcceptedReplyReplyData, AuthStat, MismatchInfo, OpaqueAuth,
     RejectedReply, ReplyBody, RpcMsg, RpcMsgBody, AUTH_NONE,
@@ -25,7 +25,7 @@ pub struct CallContext {
     /// Identifies the connection, for per-connection state and logs.
     pub conn_id: u64,
     /// The client's statistics and log limiter, resolved once per connection.
-    pub client: Arc<ClientStats>,
+    pub client: Arc<dyn PeerStats>,
     /// The program-level status of the reply (0 = OK): only the program
     /// knows it. Set once per error reply; relaxed atomics, no lock.
     status: AtomicU32,
@@ -45,7 +45,7 @@ impl CallContext {
         auth: Auth,
         peer: SocketAddr,
         conn_id: u64,
-        client: Arc<ClientStats>,
+        client: Arc<dyn PeerStats>,
     ) -> Self {
         CallContext {
             xid,

@@ -13,6 +13,7 @@ pub mod nlm;
 pub mod nss;
 pub mod pool;
 pub mod principal;
+pub mod procedures;
 pub mod service;
 
 pub use export::{Export, Exports};

@@ -8,7 +8,6 @@ use crate::export::{Export, Exports};
 use crate::nfs4::pseudo::Pseudo;
 use arc_swap::{ArcSwap, Guard};
 use rpc::CallContext;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -35,7 +34,7 @@ impl Snapshot {
             || auth_cache::decide(&self.exports, names, ip, &ctx.auth, now),
         );
         if outcome == auth_cache::Outcome::Miss {
-            ctx.client.auth_cache_misses.fetch_add(1, Relaxed);
+            ctx.client.auth_cache_miss();
         }
         d
     }

@@ -28,12 +28,6 @@ impl Mount {
         }
     }
 
-    /// Every MOUNT procedure: MNT and UMNT only change the advisory mount
-    /// list, so repeating one is harmless.
-    pub fn idempotent(_proc: u32) -> bool {
-        true
-    }
-
     pub async fn dispatch(
         &self,
         nfs: &Nfs3,

@@ -5,7 +5,7 @@
 //! find its lockd and statd).
 
 use crate::mount::Mount;
-use crate::nfs3::{self, Nfs3};
+use crate::nfs3::Nfs3;
 use crate::nfs4::Nfs4;
 use crate::nlm::Nlm;
 use bytes::BytesMut;
@@ -22,30 +22,9 @@ pub struct TarnService {
 }
 
 impl Service for TarnService {
-    fn versions(&self, prog: u32) -> Option<(u32, u32)> {
-        match prog {
-            NFS_PROGRAM => Some((3, 4)),
-            MOUNT_PROGRAM => Some((3, 3)),
-            // Only version 4 (64-bit offsets): calls to 1 and 3 get
-            // PROG_MISMATCH 4..4, and the client retries with 4.
-            NLM_PROG => Some((4, 4)),
-            SM_PROG => Some((1, 1)),
-            _ => None,
-        }
-    }
-
-    fn idempotent(&self, prog: u32, vers: u32, proc_: u32) -> bool {
-        match prog {
-            // NFSv4.1 has exactly-once semantics through session slots; a
-            // COMPOUND never goes through the DRC.
-            NFS_PROGRAM if vers == 4 => true,
-            NFS_PROGRAM => Nfs3::idempotent(proc_),
-            NLM_PROG => Nlm::idempotent(proc_),
-            // SM_NOTIFY releases locks: done twice, it would release the
-            // reclaims made in between.
-            SM_PROG => proc_ != proto::nsm::SM_NOTIFY,
-            _ => Mount::idempotent(proc_),
-        }
+    /// Versions, idempotence, names and metric slots come from these.
+    fn programs(&self) -> &'static [&'static rpc::Program] {
+        crate::procedures::ALL
     }
 
     fn cacheable(&self, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> bool {
@@ -56,22 +35,6 @@ impl Service for TarnService {
             // entry of a COMPOUND that changed nothing.
             NFS_PROGRAM if vers == 4 => proc_ == 1 && crate::nfs4::minor_version(args) == Some(0),
             _ => !self.idempotent(prog, vers, proc_),
-        }
-    }
-
-    fn procedure_name(&self, prog: u32, vers: u32, proc_: u32) -> &'static str {
-        match prog {
-            NFS_PROGRAM if vers == 4 => match proc_ {
-                0 => "NFSPROC4_NULL",
-                1 => "NFSPROC4_COMPOUND",
-                _ => "NFSPROC4_UNKNOWN",
-            },
-            NFS_PROGRAM => nfs3::proc_name(proc_),
-            MOUNT_PROGRAM => proto::mount::mount_program_procedure_name(vers, proc_)
-                .unwrap_or("MOUNTPROC3_UNKNOWN"),
-            NLM_PROG => Nlm::proc_name(proc_),
-            SM_PROG => Nlm::nsm_proc_name(proc_),
-            _ => "unknown",
         }
     }
 

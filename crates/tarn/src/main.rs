@@ -555,7 +555,7 @@ fn serve(
         nlm.notify_restart(notify_hosts);
         let svc = TarnService { nfs3: Nfs3::new(live.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
         let rpc_cfg = rpc::ServerConfig { gss, ..Default::default() };
-        let server = rpc::Server::with_metrics(Arc::new(svc), rpc_cfg, metrics.clone());
+        let server = rpc::Server::with_observer(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
         if let Some(file) = config_file.clone() {

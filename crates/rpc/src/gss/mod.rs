@@ -22,11 +22,11 @@ pub mod lucid;
 pub mod window;
 
 use crate::msg::Call;
+use crate::observe::{Event, Observer};
 use bytes::{BufMut, Bytes, BytesMut};
 use krb5::{Cfx, Enctype, Key, Role};
 use libgssapi::credential::{Cred, CredUsage};
 use lucid::{Lucid, MitCtx};
-use metrics::ServerCounters;
 use proto::gss::{
     RpcGssCredVers1T, RpcGssInitRes, RpcGssIntegData, RpcGssPrivData, RpcGssProcT, RpcGssServiceT,
     RPCSEC_GSS_MAXSEQ, RPCSEC_GSS_VERS_1,
@@ -565,7 +565,7 @@ impl GssServer {
         Ok(Self::with_cred(cfg, Some(cred)))
     }
 
-    fn with_cred(cfg: GssConfig, cred: Option<Cred>) -> Self {
+    pub(crate) fn with_cred(cfg: GssConfig, cred: Option<Cred>) -> Self {
         let boot = (unix_now() as u32 as u64 ^ std::process::id() as u64 ^ rand_u32() as u64) << 32;
         GssServer {
             cfg,
@@ -592,16 +592,16 @@ impl GssServer {
         Some(c)
     }
 
-    fn remove(&self, h: u64, m: &ServerCounters) -> bool {
+    fn remove(&self, h: u64, m: &dyn Observer) -> bool {
         let gone = self.shard(h).lock().unwrap().map.remove(&h).is_some();
         if gone {
             self.live.fetch_sub(1, Relaxed);
-            m.gss_contexts_live.fetch_sub(1, Relaxed);
+            m.count(Event::GssContextsLive(-1));
         }
         gone
     }
 
-    fn insert(&self, ctx: Arc<GssCtx>, m: &ServerCounters) {
+    fn insert(&self, ctx: Arc<GssCtx>, m: &dyn Observer) {
         let per_shard = (self.cfg.max_contexts / SHARDS).max(1);
         let now = Instant::now();
         let mut evicted = 0;
@@ -630,13 +630,19 @@ impl GssServer {
             }
         }
         self.live.fetch_add(1 - evicted, Relaxed);
-        m.gss_contexts_live.fetch_add(1 - evicted, Relaxed);
+        m.count(Event::GssContextsLive(1 - evicted));
     }
 
     /// Classifies a call in the reader, before it is spawned: parses the
     /// credential, finds the context, refuses expired ones, and takes the
-    /// window snapshot. `Err` is the auth_stat to reply with at once.
-    pub fn classify(&self, call: &Call, m: &ServerCounters) -> Result<GssCall, AuthStat> {
+    /// window snapshot. `now` is when the call was read: expiry is judged
+    /// as of then. `Err` is the auth_stat to reply with at once.
+    pub fn classify(
+        &self,
+        call: &Call,
+        now: Instant,
+        m: &dyn Observer,
+    ) -> Result<GssCall, AuthStat> {
         let cred = GssCred::parse(&call.cred.body)?;
         match cred.proc_ {
             RpcGssProcT::RPCSEC_GSS_INIT => {
@@ -664,12 +670,12 @@ impl GssServer {
                 if ctx.peer.get().is_none() {
                     return Err(AuthStat::RPCSEC_GSS_CREDPROBLEM);
                 }
-                if ctx.expired(Instant::now()) {
+                if ctx.expired(now) {
                     // MIT keeps MIC and wrap working past the lifetime: the
                     // server must say so itself, and the client then
                     // establishes a new context.
                     if self.remove(ctx.handle, m) {
-                        m.gss_contexts_expired.fetch_add(1, Relaxed);
+                        m.count(Event::GssContextExpired);
                         debug!(principal = ?ctx.principal(), "GSS context expired");
                     }
                     return Err(AuthStat::RPCSEC_GSS_CREDPROBLEM);
@@ -694,18 +700,18 @@ impl GssServer {
         ctx: &GssCtx,
         header: &[u8],
         verf: &OpaqueAuth,
-        m: &ServerCounters,
+        m: &dyn Observer,
     ) -> bool {
         if ctx.verify_mic(header, &verf.body) {
             return true;
         }
         ctx.drops.bad_checksum.fetch_add(1, Relaxed);
-        m.gss_dropped_bad_checksum.fetch_add(1, Relaxed);
+        m.count(Event::GssDroppedBadChecksum);
         false
     }
 
     /// Ends a context (RPCSEC_GSS_DESTROY).
-    pub fn destroy(&self, ctx: &GssCtx, m: &ServerCounters) {
+    pub fn destroy(&self, ctx: &GssCtx, m: &dyn Observer) {
         self.remove(ctx.handle, m);
     }
 
@@ -717,7 +723,7 @@ impl GssServer {
         cred: &GssCred,
         ctx: Option<Arc<GssCtx>>,
         token: &[u8],
-        m: &ServerCounters,
+        m: &dyn Observer,
     ) -> (Option<OpaqueAuth>, RpcGssInitRes) {
         let fail = |major: u32, minor: u32| {
             (
@@ -815,7 +821,7 @@ impl GssServer {
         if fresh {
             self.insert(ctx.clone(), m);
         }
-        m.gss_contexts_created.fetch_add(1, Relaxed);
+        m.count(Event::GssContextCreated);
         info!(%principal, lifetime_s = lifetime.as_secs(), "RPCSEC_GSS context established");
         (
             Some(verf),

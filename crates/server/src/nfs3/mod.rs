@@ -221,22 +221,6 @@ impl Nfs3 {
         }
     }
 
-    pub fn idempotent(proc_: u32) -> bool {
-        !matches!(
-            proc_,
-            NFSPROC3_SETATTR
-                | NFSPROC3_WRITE
-                | NFSPROC3_CREATE
-                | NFSPROC3_MKDIR
-                | NFSPROC3_SYMLINK
-                | NFSPROC3_MKNOD
-                | NFSPROC3_REMOVE
-                | NFSPROC3_RMDIR
-                | NFSPROC3_RENAME
-                | NFSPROC3_LINK
-        )
-    }
-
     pub async fn dispatch(
         &self,
         ctx: &CallContext,
@@ -304,8 +288,9 @@ pub fn seal(key: &HandleKey, export_id: u32, fid: &Fid) -> NfsFh3 {
 /// Largest READ / WRITE payload (FSINFO rtmax / wtmax).
 pub const MAX_IO: u32 = 1 << 20;
 
+/// A procedure's name, for logs (from [`crate::procedures::NFS3`]).
 pub fn proc_name(proc_: u32) -> &'static str {
-    nfs_program_procedure_name(3, proc_).unwrap_or("NFSPROC3_UNKNOWN")
+    crate::procedures::NFS3.name(proc_)
 }
 
 /// The one place every NFSv3 error reply goes through: records its status

@@ -123,13 +123,9 @@ impl Nlm {
         self.grace.running(Instant::now())
     }
 
-    /// Procedures that change state go through the duplicate request cache.
-    pub fn idempotent(proc_: u32) -> bool {
-        matches!(proc_, NLMPROC4_NULL | NLMPROC4_TEST)
-    }
-
+    /// A procedure's name, for logs (from [`crate::procedures::NLM4`]).
     pub fn proc_name(proc_: u32) -> &'static str {
-        nlm_prog_procedure_name(4, proc_).unwrap_or("NLMPROC4_UNKNOWN")
+        crate::procedures::NLM4.name(proc_)
     }
 
     pub async fn dispatch(

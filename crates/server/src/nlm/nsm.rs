@@ -195,7 +195,8 @@ impl Nlm {
         Ok(())
     }
 
+    /// A procedure's name, for logs (from [`crate::procedures::NSM1`]).
     pub fn nsm_proc_name(proc_: u32) -> &'static str {
-        sm_prog_procedure_name(1, proc_).unwrap_or("SM_UNKNOWN")
+        crate::procedures::NSM1.name(proc_)
     }
 }
