@@ -22,6 +22,7 @@ pub mod pseudo;
 mod readdir;
 mod secinfo;
 mod session;
+mod sparse;
 pub mod state;
 mod v40;
 
@@ -726,6 +727,13 @@ impl Nfs4 {
             }
             A::OP_RECLAIM_COMPLETE(a) => {
                 R::OP_RECLAIM_COMPLETE(session::reclaim_complete(c, a).await)
+            }
+            A::OP_ALLOCATE(a) => R::OP_ALLOCATE(sparse::allocate(c, a).await),
+            A::OP_DEALLOCATE(a) => R::OP_DEALLOCATE(sparse::deallocate(c, a).await),
+            A::OP_SEEK(a) => R::OP_SEEK(sparse::seek(c, a).await),
+            A::OP_READ_PLUS(a) => {
+                sparse::read_plus(c, a, out).await;
+                return;
             }
             _ => {
                 // Defined but not (yet) implemented here, or belonging to
