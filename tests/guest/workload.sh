@@ -395,7 +395,7 @@ s_sparse() {
   cmp "$ref" "$f"
   rm -f "$f" "$ref"
   echo "INFO sparse: fallocate, punch-hole, SEEK_DATA/SEEK_HOLE and read-back checked; ops sent:" \
-       "$(awk '/^ *(ALLOCATE|DEALLOCATE|SEEK|READ_PLUS):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)"
+       "$(awk '/^[ \t]*(ALLOCATE|DEALLOCATE|SEEK|READ_PLUS):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)"
 }
 s_umount() {
   cd /; rm -rf "$W"

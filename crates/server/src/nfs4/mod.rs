@@ -659,7 +659,7 @@ impl Nfs4 {
             A::OP_OPENATTR(_) => R::OP_OPENATTR(Openattr4res {
                 status: Nfsstat4::NFS4ERR_NOTSUPP,
             }),
-            A::OP_OPEN_CONFIRM(a) => R::OP_OPEN_CONFIRM(v40::open_confirm(c, a)),
+            A::OP_OPEN_CONFIRM(a) if v40 => R::OP_OPEN_CONFIRM(v40::open_confirm(c, a)),
             A::OP_OPEN_DOWNGRADE(a) => R::OP_OPEN_DOWNGRADE(open::downgrade(c, a)),
             A::OP_PUTFH(a) => R::OP_PUTFH(fh::putfh(c, a)),
             A::OP_PUTPUBFH => R::OP_PUTPUBFH(Putpubfh4res {

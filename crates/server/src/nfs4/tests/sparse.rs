@@ -429,6 +429,35 @@ async fn known_but_unimplemented_ops_are_notsupp() {
                 adb_pattern: Bytes::from_static(b"abcd"),
             },
         }),
+        // NFSv4.0 only: RFC 8881 §18 has a 4.1 server answer NOTSUPP.
+        A::OP_OPEN_CONFIRM(OpenConfirm4args {
+            open_stateid: sid.clone(),
+            seqid: 1,
+        }),
+        A::OP_RENEW(Renew4args {
+            clientid: s.clientid,
+        }),
+        A::OP_SETCLIENTID(Setclientid4args {
+            client: NfsClientId4 {
+                verifier: [7; 8],
+                id: name("v40"),
+            },
+            callback: CbClient4 {
+                cb_program: 0x4000_0000,
+                cb_location: Netaddr4 {
+                    na_r_netid: name("tcp"),
+                    na_r_addr: name("127.0.0.1.0.0"),
+                },
+            },
+            callback_ident: 1,
+        }),
+        A::OP_SETCLIENTID_CONFIRM(SetclientidConfirm4args {
+            clientid: s.clientid,
+            setclientid_confirm: [0; 8],
+        }),
+        A::OP_RELEASE_LOCKOWNER(ReleaseLockowner4args {
+            lock_owner: owner(s.clientid, "o"),
+        }),
     ];
     for op in ops {
         let num = xdr::to_bytes(&op)[..4]
