@@ -355,6 +355,48 @@ s_fio() {
        "randrw ${FIO_RUNTIME}s x2 jobs: $(cut -d';' -f8 "$SCRATCH/fio2") read / $(cut -d';' -f49 "$SCRATCH/fio2") write IOPS"
   rm -rf "$W/fio"
 }
+# NFSv4.2 sparse files: fallocate -l (ALLOCATE), fallocate --punch-hole (DEALLOCATE),
+# SEEK_DATA/SEEK_HOLE (SEEK) through perl's sysseek (the image has perl-base, no python3;
+# whence 3 and 4 are SEEK_DATA and SEEK_HOLE), and the bytes read back after drop_caches
+# (READ, or READ_PLUS where the kernel uses it) against the same steps on a local file.
+# The mountstats op counts show what went over the wire.
+seek_at() {  # FILE d|h:OFFSET ... -> one offset (or ENXIO) per line
+  perl -e 'open(my $f, "<", shift) or die "$!\n";
+    for (@ARGV) { my ($w, $o) = split /:/; my $r = sysseek($f, $o, $w eq "d" ? 3 : 4);
+      print defined $r ? $r + 0 : ($!{ENXIO} ? "ENXIO" : "ERR $!"), "\n" }' "$@"
+}
+s_sparse() {
+  local f=$W/sparse ref=$SCRATCH/sparse M=1048576 K64=65536 got want
+  rm -f "$ref"
+  head -c $K64 /dev/urandom > "$SCRATCH/d1"; head -c $K64 /dev/urandom > "$SCRATCH/d2"
+  for t in "$f" "$ref"; do
+    fallocate -l 8M "$t"
+    test "$(stat -c %s "$t")" = $((8 * M))
+    dd if="$SCRATCH/d1" of="$t" bs=64k seek=16 conv=notrunc,fsync status=none  # at 1 MiB
+    dd if="$SCRATCH/d2" of="$t" bs=64k seek=80 conv=notrunc,fsync status=none  # at 5 MiB
+    # free everything else: data at [1M, 1M+64k) and [5M, 5M+64k) only
+    fallocate --punch-hole --offset 0 --length $M "$t"
+    fallocate --punch-hole --offset $((M + K64)) --length $((4 * M - K64)) "$t"
+    fallocate --punch-hole --offset $((5 * M + K64)) --length $((3 * M - K64)) "$t"
+    test "$(stat -c %s "$t")" = $((8 * M))
+  done
+  drop_caches
+  cmp "$ref" "$f"
+  test "$(sha256sum < "$f")" = "$(sha256sum < "$ref")"
+  want="$M 0 $((M + K64)) $((5 * M)) $((5 * M + K64)) ENXIO $((5 * M + K64)) ENXIO ENXIO"
+  got=$(seek_at "$f" d:0 h:0 h:$M d:$((M + K64)) h:$((5 * M)) d:$((5 * M + K64)) \
+        h:$((5 * M + K64)) d:$((8 * M)) h:$((8 * M)) | tr '\n' ' ')
+  echo "  seek: $got"
+  test "${got% }" = "$want"
+  # a punch inside the data, not page-aligned on either side: zeros there, nothing else changes
+  fallocate --punch-hole --offset $((M + 1000)) --length 5000 "$f"
+  fallocate --punch-hole --offset $((M + 1000)) --length 5000 "$ref"
+  drop_caches
+  cmp "$ref" "$f"
+  rm -f "$f" "$ref"
+  echo "INFO sparse: fallocate, punch-hole, SEEK_DATA/SEEK_HOLE and read-back checked; ops sent:" \
+       "$(awk '/^[ \t]*(ALLOCATE|DEALLOCATE|SEEK|READ_PLUS):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)"
+}
 s_umount() {
   cd /; rm -rf "$W"
   umount "$MNT"
@@ -362,7 +404,7 @@ s_umount() {
 }
 export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
-  s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount
+  s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse
 
 echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
      "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
@@ -370,6 +412,7 @@ step mount s_mount || summary                        # nothing else makes sense 
 STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links perms df locks"
 [ -n "${MIXED_VERS:-}" ] && STEPS="$STEPS mixed_locks"
 [ "${RESTART_LOCK:-0}" = 1 ] && STEPS="$STEPS restart_lock"
+[ "$VERS" = 4.2 ] && STEPS="$STEPS sparse"            # SEEK, ALLOCATE, DEALLOCATE are NFSv4.2
 for s in $STEPS fio; do
   step "${s//_/-}" "s_$s"; rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then     # a hung hard mount would hang every later step too

@@ -714,6 +714,39 @@ pub trait Backend: Send + Sync {
     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError>;
     /// Flush everything (syncfs), e.g. at shutdown.
     fn sync_all(&self) -> Result<(), FsError>;
+    /// The first offset at or after `offset` where `what` begins, as
+    /// lseek(2) SEEK_DATA/SEEK_HOLE answers: every file ends in an implicit
+    /// hole, so a hole is always found at or below the size. `NxIo` when
+    /// `offset` is at or past the end, or no data follows it. Needs read
+    /// permission.
+    fn seek(
+        &self,
+        _cred: &Cred,
+        _fid: &Fid,
+        _offset: u64,
+        _what: SeekWhat,
+    ) -> Result<u64, FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// Reserves space for `len` bytes at `offset` (fallocate(2) mode 0):
+    /// later writes there do not fail for lack of space, and the size
+    /// grows to cover the range. Needs write permission.
+    fn allocate(&self, _cred: &Cred, _fid: &Fid, _offset: u64, _len: u64) -> Result<(), FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// Frees `len` bytes at `offset` (fallocate(2) PUNCH_HOLE|KEEP_SIZE):
+    /// the range reads as zeros afterwards and the size does not change.
+    /// Needs write permission.
+    fn deallocate(&self, _cred: &Cred, _fid: &Fid, _offset: u64, _len: u64) -> Result<(), FsError> {
+        Err(FsError::NotSupp)
+    }
+}
+
+/// What [`Backend::seek`] looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekWhat {
+    Data,
+    Hole,
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
-    DirItem, DirSink, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable, Timespec,
 };
 
 const ROOT_INO: u64 = 1;
@@ -837,6 +837,116 @@ impl Backend for MemFs {
     fn sync_all(&self) -> Result<(), FsError> {
         Ok(())
     }
+
+    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
+        self.with(|s| {
+            let n = s.node(s.resolve(fid)?);
+            let v = file_data(n)?;
+            if !(is_owner(cred, &n.attr) || may(cred, &n.attr, R) || may(cred, &n.attr, X)) {
+                return Err(FsError::Acces);
+            }
+            let len = v.len() as u64;
+            if offset >= len {
+                return Err(FsError::NxIo);
+            }
+            let want_hole = what == SeekWhat::Hole;
+            let first = offset / HOLE_BLOCK;
+            for b in first..len.div_ceil(HOLE_BLOCK) {
+                let start = b * HOLE_BLOCK;
+                let block = &v[start as usize..(start + HOLE_BLOCK).min(len) as usize];
+                if block.iter().all(|&x| x == 0) == want_hole {
+                    return Ok(start.max(offset));
+                }
+            }
+            // No hole before the end: the implicit one at the end.
+            if want_hole {
+                Ok(len)
+            } else {
+                Err(FsError::NxIo)
+            }
+        })
+    }
+
+    fn allocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        self.with(|s| {
+            let n = s.node_mut(s.resolve(fid)?);
+            let end = range_end(offset, len)?;
+            let v = file_data_to_change(cred, n)?;
+            if (v.len() as u64) < end {
+                v.resize(end as usize, 0);
+                changed(cred, n);
+            }
+            Ok(())
+        })
+    }
+
+    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        self.with(|s| {
+            let n = s.node_mut(s.resolve(fid)?);
+            let end = range_end(offset, len)?;
+            let v = file_data_to_change(cred, n)?;
+            let size = v.len() as u64;
+            if offset < size {
+                v[offset as usize..end.min(size) as usize].fill(0);
+            }
+            changed(cred, n);
+            Ok(())
+        })
+    }
+}
+
+/// SEEK's holes: an aligned block of this size (or the last, shorter one)
+/// whose bytes are all zero is a hole. Nothing else is kept: space is not
+/// modelled, so ALLOCATE only extends the size (the new bytes are zeros and
+/// so holes, as unwritten extents are on ext4 and XFS) and DEALLOCATE writes
+/// zeros.
+const HOLE_BLOCK: u64 = 4096;
+
+/// A regular file's bytes, for reading.
+fn file_data(n: &Inode) -> Result<&Vec<u8>, FsError> {
+    match &n.data {
+        Data::File(v) => Ok(v),
+        _ if n.attr.ftype == FileType::Directory => Err(FsError::IsDir),
+        _ => Err(FsError::Inval),
+    }
+}
+
+/// A regular file's bytes once `cred` may write them.
+fn file_data_to_change<'a>(cred: &Cred, n: &'a mut Inode) -> Result<&'a mut Vec<u8>, FsError> {
+    if !(is_owner(cred, &n.attr) || may(cred, &n.attr, W)) {
+        return Err(FsError::Acces);
+    }
+    match &mut n.data {
+        Data::File(v) => Ok(v),
+        _ if n.attr.ftype == FileType::Directory => Err(FsError::IsDir),
+        _ => Err(FsError::Inval),
+    }
+}
+
+/// The end of an ALLOCATE or DEALLOCATE range, as fallocate(2) checks it.
+fn range_end(offset: u64, len: u64) -> Result<u64, FsError> {
+    if len == 0 {
+        return Err(FsError::Inval);
+    }
+    offset
+        .checked_add(len)
+        .filter(|&e| e <= MAX_FILE)
+        .ok_or(FsError::FBig)
+}
+
+/// After a change of a file's contents, as a WRITE does it: times, size,
+/// and suid/sgid cleared unless root made the change.
+fn changed(cred: &Cred, n: &mut Inode) {
+    if let Data::File(v) = &n.data {
+        n.attr.size = v.len() as u64;
+        n.attr.used = n.attr.size;
+    }
+    let t = now();
+    n.attr.mtime = t;
+    n.attr.ctime = t;
+    if cred.uid != 0 {
+        n.attr.mode &= !0o6000;
+    }
 }
 
 fn verifier_times(v: &[u8; 8]) -> (Timespec, Timespec) {
@@ -892,6 +1002,39 @@ mod tests {
             fs.getattr(&Fid::new(b"x").unwrap()),
             Err(FsError::BadHandle)
         );
+    }
+
+    #[test]
+    fn zero_blocks_are_holes_for_seek() {
+        let fs = MemFs::new();
+        let r = fs.root();
+        let how = CreateHow::Guarded(SetAttr::mode(0o644));
+        let (f, _) = fs.create(&root(), &r, b"s", &how).unwrap();
+        // Data in block 0 and at the start of block 3; 100 bytes of block 3.
+        fs.write(&root(), &f, 10, b"a", Stable::Unstable).unwrap();
+        fs.write(&root(), &f, 3 * 4096, &[b'b'; 100], Stable::Unstable)
+            .unwrap();
+        let size = 3 * 4096 + 100;
+        let seek = |off, what| fs.seek(&root(), &f, off, what);
+        assert_eq!(seek(0, SeekWhat::Data), Ok(0));
+        assert_eq!(seek(0, SeekWhat::Hole), Ok(4096));
+        assert_eq!(seek(5000, SeekWhat::Hole), Ok(5000));
+        assert_eq!(seek(5000, SeekWhat::Data), Ok(3 * 4096));
+        assert_eq!(seek(3 * 4096, SeekWhat::Hole), Ok(size));
+        assert_eq!(seek(size, SeekWhat::Hole), Err(FsError::NxIo));
+        // Punching block 3 leaves no data after block 0.
+        fs.deallocate(&root(), &f, 3 * 4096, 4096).unwrap();
+        assert_eq!(fs.getattr(&f).unwrap().size, size);
+        assert_eq!(seek(4096, SeekWhat::Data), Err(FsError::NxIo));
+        // ALLOCATE extends with zeros, which are holes here.
+        fs.allocate(&root(), &f, size, 1000).unwrap();
+        assert_eq!(fs.getattr(&f).unwrap().size, size + 1000);
+        assert_eq!(seek(4096, SeekWhat::Hole), Ok(4096));
+        assert_eq!(fs.allocate(&root(), &f, 0, 0), Err(FsError::Inval));
+        let user = Cred::user(1000, 1000);
+        assert_eq!(fs.allocate(&user, &f, 0, 1), Err(FsError::Acces));
+        assert_eq!(fs.deallocate(&user, &f, 0, 1), Err(FsError::Acces));
+        assert_eq!(fs.seek(&user, &f, 0, SeekWhat::Data), Ok(0));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use vfs::{Backend, Cred, Fid, Stable};
 
 /// Checks the stateid of a READ or WRITE; renews a 4.0 client's lease.
-fn check(
+pub(super) fn check(
     c: &Compound<'_>,
     sid: &Stateid4,
     export: &crate::export::Export,

@@ -23,6 +23,7 @@ mod readdir;
 pub mod recovery;
 mod secinfo;
 mod session;
+mod sparse;
 pub mod state;
 mod v40;
 
@@ -704,7 +705,7 @@ impl Nfs4 {
             A::OP_OPENATTR(_) => R::OP_OPENATTR(Openattr4res {
                 status: Nfsstat4::NFS4ERR_NOTSUPP,
             }),
-            A::OP_OPEN_CONFIRM(a) => R::OP_OPEN_CONFIRM(v40::open_confirm(c, a)),
+            A::OP_OPEN_CONFIRM(a) if v40 => R::OP_OPEN_CONFIRM(v40::open_confirm(c, a)),
             A::OP_OPEN_DOWNGRADE(a) => R::OP_OPEN_DOWNGRADE(open::downgrade(c, a)),
             A::OP_PUTFH(a) => R::OP_PUTFH(fh::putfh(c, a)),
             A::OP_PUTPUBFH => R::OP_PUTPUBFH(Putpubfh4res {
@@ -772,6 +773,13 @@ impl Nfs4 {
             }
             A::OP_RECLAIM_COMPLETE(a) => {
                 R::OP_RECLAIM_COMPLETE(session::reclaim_complete(c, a).await)
+            }
+            A::OP_ALLOCATE(a) => R::OP_ALLOCATE(sparse::allocate(c, a).await),
+            A::OP_DEALLOCATE(a) => R::OP_DEALLOCATE(sparse::deallocate(c, a).await),
+            A::OP_SEEK(a) => R::OP_SEEK(sparse::seek(c, a).await),
+            A::OP_READ_PLUS(a) => {
+                sparse::read_plus(c, a, out).await;
+                return;
             }
             _ => {
                 // Defined but not (yet) implemented here, or belonging to

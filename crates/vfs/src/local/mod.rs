@@ -127,7 +127,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
-    DirItem, DirSink, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable, Timespec,
 };
 
 /// How many data descriptors stay open.
@@ -984,29 +984,8 @@ impl Backend for LocalFs {
         stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
         nowait::forbid()?;
-        let (d, st) = self.data_fd(fid)?;
+        let (d, _g) = self.data_fd_to_change(cred, fid)?;
         let fd = d.fd.as_fd();
-        // The owner may always write (see the module docs): no need to ask.
-        if cred.uid != st.st_uid
-            && !self
-                .allowed(cred, fid, fd, &st, &[libc::W_OK])?
-                .may(libc::W_OK)
-        {
-            return Err(FsError::Acces);
-        }
-        // Writing clears suid (and group-executable sgid) unless the writer
-        // holds CAP_FSETID: write such files as the caller, all others as
-        // root (the result is the same and needs no switch).
-        let kills_privs = st.st_mode & libc::S_ISUID != 0
-            || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP);
-        let _g = if kills_privs {
-            Some(self.as_user(cred)?)
-        } else {
-            None
-        };
-        if !d.writable {
-            return Err(FsError::RoFs);
-        }
         let mut n = 0;
         while n < data.len() {
             match sys::pwrite(fd, &data[n..], offset + n as u64) {
@@ -1370,9 +1349,84 @@ impl Backend for LocalFs {
         nowait::forbid()?;
         sys::syncfs(self.root.as_fd()).map_err(io_err)
     }
+
+    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
+        nowait::forbid()?;
+        let (d, st) = self.data_fd(fid)?;
+        let fd = d.fd.as_fd();
+        self.check_read(cred, fid, fd, &st)?;
+        sys::lseek_data_hole(fd, offset, what == SeekWhat::Hole).map_err(io_err)
+    }
+
+    fn allocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        nowait::forbid()?;
+        let (d, _g) = self.data_fd_to_change(cred, fid)?;
+        sys::fallocate(d.fd.as_fd(), 0, offset, len).map_err(io_err)
+    }
+
+    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        nowait::forbid()?;
+        let (d, _g) = self.data_fd_to_change(cred, fid)?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        sys::fallocate(d.fd.as_fd(), mode, offset, len).map_err(io_err)
+    }
 }
 
 impl LocalFs {
+    /// READ's permission check (SEEK's too): read or execute permission.
+    /// The owner may always read (see the module docs): no need to ask.
+    /// Anyone allowed reads as root, which reads the same bytes.
+    fn check_read(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        fd: BorrowedFd<'_>,
+        st: &libc::stat,
+    ) -> Result<(), FsError> {
+        if cred.uid != st.st_uid {
+            let a = self.allowed(cred, fid, fd, st, &[libc::R_OK, libc::X_OK])?;
+            if !(a.may(libc::R_OK) || a.may(libc::X_OK)) {
+                return Err(FsError::Acces);
+            }
+        }
+        Ok(())
+    }
+
+    /// The data fd of `fid` for a change of its contents (WRITE, ALLOCATE,
+    /// DEALLOCATE) once the caller may write it, with the caller's
+    /// credentials switched in while the guard lives when the change
+    /// clears suid/sgid.
+    fn data_fd_to_change(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+    ) -> Result<(Arc<DataFd>, Option<CredGuard<'_>>), FsError> {
+        let (d, st) = self.data_fd(fid)?;
+        let fd = d.fd.as_fd();
+        // The owner may always write (see the module docs): no need to ask.
+        if cred.uid != st.st_uid
+            && !self
+                .allowed(cred, fid, fd, &st, &[libc::W_OK])?
+                .may(libc::W_OK)
+        {
+            return Err(FsError::Acces);
+        }
+        // Writing clears suid (and group-executable sgid) unless the writer
+        // holds CAP_FSETID: write such files as the caller, all others as
+        // root (the result is the same and needs no switch).
+        let kills_privs = st.st_mode & libc::S_ISUID != 0
+            || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP);
+        let g = if kills_privs {
+            Some(self.as_user(cred)?)
+        } else {
+            None
+        };
+        if !d.writable {
+            return Err(FsError::RoFs);
+        }
+        Ok((d, g))
+    }
+
     /// READ's checks and loop; `pread(fd, done, want, at)` reads the bytes
     /// from `done` up to `want` of the request at file offset `at`.
     fn read_with(
@@ -1385,14 +1439,7 @@ impl LocalFs {
     ) -> Result<(usize, bool), FsError> {
         let (d, st) = self.data_fd(fid)?;
         let fd = d.fd.as_fd();
-        // The owner may always read (see the module docs): no need to ask.
-        // Anyone allowed reads as root, which reads the same bytes.
-        if cred.uid != st.st_uid {
-            let a = self.allowed(cred, fid, fd, &st, &[libc::R_OK, libc::X_OK])?;
-            if !(a.may(libc::R_OK) || a.may(libc::X_OK)) {
-                return Err(FsError::Acces);
-            }
-        }
+        self.check_read(cred, fid, fd, &st)?;
         let size = st.st_size as u64;
         if offset >= size {
             return Ok((0, true));

@@ -405,6 +405,35 @@ pub fn lseek_set(fd: BorrowedFd<'_>, off: u64) -> io::Result<u64> {
     }
 }
 
+/// lseek(2) with SEEK_DATA or SEEK_HOLE: the offset found (ENXIO when
+/// there is none). Moves the fd's file position, which nothing here uses
+/// (reads and writes are positional).
+pub fn lseek_data_hole(fd: BorrowedFd<'_>, off: u64, hole: bool) -> io::Result<u64> {
+    let whence = if hole {
+        libc::SEEK_HOLE
+    } else {
+        libc::SEEK_DATA
+    };
+    let off = libc::off_t::try_from(off).map_err(|_| io::Error::from_raw_os_error(libc::ENXIO))?;
+    // SAFETY: plain fd call.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), off, whence) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+/// fallocate(2): `mode` 0 reserves space (and extends the size),
+/// PUNCH_HOLE|KEEP_SIZE frees it.
+pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, off: u64, len: u64) -> io::Result<()> {
+    let big = || io::Error::from_raw_os_error(libc::EFBIG);
+    let off = libc::off_t::try_from(off).map_err(|_| big())?;
+    let len = libc::off_t::try_from(len).map_err(|_| big())?;
+    // SAFETY: plain fd call.
+    cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off, len) }).map(drop)
+}
+
 /// Raw getdents64 into `buf`; returns bytes filled (0 = end of directory).
 pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf has buf.len() writable bytes.

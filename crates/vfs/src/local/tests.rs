@@ -881,3 +881,116 @@ fn listed_and_looked_up_attributes_follow_every_change() {
         assert_listing_fresh(&fs, &dir, &p("d"));
     }
 }
+
+/// A backend over a fresh directory in /var/tmp (a disk filesystem with
+/// real sparse files, where /tmp may be a tmpfs).
+fn setup_on_disk() -> (tempfile::TempDir, LocalFs) {
+    let d = tempfile::Builder::new()
+        .prefix("vfs-sparse")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fs = LocalFs::new(d.path()).unwrap();
+    (d, fs)
+}
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn seek_finds_data_and_holes_of_a_sparse_file() {
+    let (d, fs) = setup_on_disk();
+    let r = fs.root();
+    // 4 KiB of data, a hole to 1 MiB, 4 KiB of data, the implicit hole.
+    let f = root_file(&fs, &r, b"sparse", 0o644, &[b'a'; 4096]);
+    fs.write(&root(), &f, MIB, &[b'b'; 4096], Stable::FileSync)
+        .unwrap();
+    let size = MIB + 4096;
+    let meta = std::fs::metadata(d.path().join("sparse")).unwrap();
+    assert_eq!(meta.len(), size);
+    // The filesystem under /var/tmp must keep the hole for this test to mean anything.
+    assert!(std::os::unix::fs::MetadataExt::blocks(&meta) * 512 < MIB);
+    let seek = |off, what| fs.seek(&root(), &f, off, what);
+    assert_eq!(seek(0, SeekWhat::Data), Ok(0));
+    assert_eq!(seek(100, SeekWhat::Data), Ok(100));
+    assert_eq!(seek(0, SeekWhat::Hole), Ok(4096));
+    assert_eq!(seek(4096, SeekWhat::Hole), Ok(4096));
+    assert_eq!(seek(4096, SeekWhat::Data), Ok(MIB));
+    assert_eq!(seek(MIB - 1, SeekWhat::Data), Ok(MIB));
+    assert_eq!(seek(MIB, SeekWhat::Hole), Ok(size));
+    assert_eq!(seek(size - 1, SeekWhat::Data), Ok(size - 1));
+    // At or past the end there is nothing, not even the implicit hole.
+    assert_eq!(seek(size, SeekWhat::Data), Err(FsError::NxIo));
+    assert_eq!(seek(size, SeekWhat::Hole), Err(FsError::NxIo));
+    assert_eq!(seek(u64::MAX, SeekWhat::Data), Err(FsError::NxIo));
+    // A file that ends in a hole: no data after the last byte written.
+    fs.setattr(
+        &root(),
+        &f,
+        &SetAttr {
+            size: Some(3 * MIB),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(seek(MIB + 4096, SeekWhat::Data), Err(FsError::NxIo));
+    assert_eq!(seek(MIB + 4096, SeekWhat::Hole), Ok(MIB + 4096));
+}
+
+#[test]
+fn allocate_extends_and_deallocate_punches_a_hole() {
+    let (_d, fs) = setup_on_disk();
+    let r = fs.root();
+    let f = root_file(&fs, &r, b"f", 0o666, &[b'x'; 3 * 4096]);
+    // Punch the middle block: zeros there, a hole, the size unchanged.
+    fs.deallocate(&root(), &f, 4096, 4096).unwrap();
+    assert_eq!(fs.getattr(&f).unwrap().size, 3 * 4096);
+    let mut buf = vec![0u8; 3 * 4096];
+    assert_eq!(fs.read(&root(), &f, 0, &mut buf).unwrap(), (3 * 4096, true));
+    assert!(buf[..4096].iter().all(|&b| b == b'x'));
+    assert!(buf[4096..8192].iter().all(|&b| b == 0));
+    assert!(buf[8192..].iter().all(|&b| b == b'x'));
+    assert_eq!(fs.seek(&root(), &f, 0, SeekWhat::Hole), Ok(4096));
+    assert_eq!(fs.seek(&root(), &f, 4096, SeekWhat::Data), Ok(8192));
+    // Past the end: nothing to free, the size stays.
+    fs.deallocate(&root(), &f, 10 * 4096, 4096).unwrap();
+    assert_eq!(fs.getattr(&f).unwrap().size, 3 * 4096);
+    // ALLOCATE past the end extends the file with zeros.
+    fs.allocate(&root(), &f, 3 * 4096, 2 * 4096).unwrap();
+    let a = fs.getattr(&f).unwrap();
+    assert_eq!(a.size, 5 * 4096);
+    let mut tail = vec![1u8; 2 * 4096];
+    assert_eq!(
+        fs.read(&root(), &f, 3 * 4096, &mut tail).unwrap(),
+        (2 * 4096, true)
+    );
+    assert!(tail.iter().all(|&b| b == 0));
+    // Inside the file it changes nothing.
+    fs.allocate(&root(), &f, 0, 4096).unwrap();
+    assert_eq!(fs.getattr(&f).unwrap().size, 5 * 4096);
+    // A zero length is EINVAL, as fallocate(2) says.
+    assert_eq!(fs.allocate(&root(), &f, 0, 0), Err(FsError::Inval));
+    // A directory is not a file to allocate in.
+    assert_eq!(fs.seek(&root(), &r, 0, SeekWhat::Data), Err(FsError::IsDir));
+}
+
+#[test]
+fn allocate_and_deallocate_need_write_permission() {
+    if !running_as_root() {
+        return;
+    }
+    let (_d, fs) = setup_on_disk();
+    let r = fs.root();
+    let f = root_file(&fs, &r, b"ro", 0o644, &[b'x'; 8192]);
+    assert_eq!(fs.allocate(&user(), &f, 0, 16384), Err(FsError::Acces));
+    assert_eq!(fs.deallocate(&user(), &f, 0, 4096), Err(FsError::Acces));
+    assert_eq!(fs.getattr(&f).unwrap().size, 8192);
+    // Reading is allowed, so SEEK is too; not with no permission at all.
+    assert_eq!(fs.seek(&user(), &f, 0, SeekWhat::Hole), Ok(8192));
+    let g = root_file(&fs, &r, b"none", 0o600, b"x");
+    assert_eq!(fs.seek(&user(), &g, 0, SeekWhat::Data), Err(FsError::Acces));
+    // The owner may.
+    let (h, _) = fs.create(&user(), &r, b"mine", &guarded(0o444)).unwrap();
+    fs.allocate(&user(), &h, 0, 4096).unwrap();
+    fs.deallocate(&user(), &h, 0, 4096).unwrap();
+    assert_eq!(fs.getattr(&h).unwrap().size, 4096);
+}

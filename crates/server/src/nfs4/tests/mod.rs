@@ -10,6 +10,7 @@
 
 mod grace;
 mod lease;
+mod sparse;
 mod stateids;
 mod v40;
 
