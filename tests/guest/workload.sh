@@ -402,7 +402,8 @@ s_sparse() {
 # (Tarn copies at most 16 MiB per COPY; the client loops on the short counts), sha256 after
 # drop_caches, and COPY counted in /proc/self/mountstats. Then cp --reflink=always: succeeds
 # where the export's filesystem shares extents (the bytes checked), else fails cleanly
-# (EOPNOTSUPP from CLONE's NOTSUPP), never a hang.
+# (EOPNOTSUPP from CLONE's NOTSUPP), never a hang. The kernel stops sending CLONE to a server
+# after its first NOTSUPP (an earlier cp -a may have had it), so CLONE is counted, not required.
 op_count() { awk -v op="$1:" '$1==op{n+=$2} END{print n+0}' /proc/self/mountstats; }
 s_copy() {
   local mb=$(( BIG_MB < 40 ? BIG_MB : 40 )) c0 c1 k0 k1 a b rc
