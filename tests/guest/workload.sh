@@ -397,6 +397,42 @@ s_sparse() {
   echo "INFO sparse: fallocate, punch-hole, SEEK_DATA/SEEK_HOLE and read-back checked; ops sent:" \
        "$(awk '/^[ \t]*(ALLOCATE|DEALLOCATE|SEEK|READ_PLUS):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)"
 }
+# NFSv4.2 server-side copy: cp (coreutils >= 9 tries a reflink first, then copy_file_range,
+# which the kernel client turns into CLONE, then COPY) of a file bigger than one COPY call
+# (Tarn copies at most 16 MiB per COPY; the client loops on the short counts), sha256 after
+# drop_caches, and COPY counted in /proc/self/mountstats. Then cp --reflink=always: succeeds
+# where the export's filesystem shares extents (the bytes checked), else fails cleanly
+# (EOPNOTSUPP from CLONE's NOTSUPP), never a hang. The kernel stops sending CLONE to a server
+# after its first NOTSUPP (an earlier cp -a may have had it), so CLONE is counted, not required.
+op_count() { awk -v op="$1:" '$1==op{n+=$2} END{print n+0}' /proc/self/mountstats; }
+s_copy() {
+  local mb=$(( BIG_MB < 40 ? BIG_MB : 40 )) c0 c1 k0 k1 a b rc
+  head -c "${mb}M" /dev/urandom > "$SCRATCH/copysrc"
+  cp "$SCRATCH/copysrc" "$W/copysrc"; sync
+  drop_caches
+  c0=$(op_count COPY); k0=$(op_count CLONE)
+  a=$(now); cp "$W/copysrc" "$W/copydst"; b=$(now)
+  c1=$(op_count COPY); k1=$(op_count CLONE)
+  echo "  COPY calls $c0 -> $c1, CLONE calls $k0 -> $k1"
+  test "$c1" -gt "$c0"                                       # server-side copy went over the wire
+  drop_caches
+  test "$(sha256sum < "$W/copydst")" = "$(sha256sum < "$SCRATCH/copysrc")"
+  test "$(stat -c %s "$W/copydst")" = $((mb * 1048576))
+  echo "INFO copy: cp of ${mb} MiB in $(elapsed "$a" "$b")s by $((c1 - c0)) COPY calls" \
+       "(CLONE tried $((k1 - k0))x), sha256 verified"
+  rc=0; timeout 60 cp --reflink=always "$W/copysrc" "$W/clonedst" 2> "$SCRATCH/clone.err" || rc=$?
+  echo "  cp --reflink=always: rc=$rc $(head -c 200 "$SCRATCH/clone.err")"
+  test "$rc" != 124                                          # a clean answer, not a hang
+  if [ "$rc" = 0 ]; then
+    drop_caches
+    test "$(sha256sum < "$W/clonedst")" = "$(sha256sum < "$SCRATCH/copysrc")"
+    echo "INFO reflink: cp --reflink=always cloned (the export's filesystem shares extents)"
+  else
+    grep -qi 'not supported' "$SCRATCH/clone.err"
+    echo "INFO reflink: cp --reflink=always refused cleanly: $(head -c 120 "$SCRATCH/clone.err")"
+  fi
+  rm -f "$W/copysrc" "$W/copydst" "$W/clonedst" "$SCRATCH/copysrc" "$SCRATCH/clone.err"
+}
 s_umount() {
   cd /; rm -rf "$W"
   umount "$MNT"
@@ -404,7 +440,8 @@ s_umount() {
 }
 export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
-  s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse
+  s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse \
+  op_count s_copy
 
 echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
      "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
@@ -412,7 +449,7 @@ step mount s_mount || summary                        # nothing else makes sense 
 STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links perms df locks"
 [ -n "${MIXED_VERS:-}" ] && STEPS="$STEPS mixed_locks"
 [ "${RESTART_LOCK:-0}" = 1 ] && STEPS="$STEPS restart_lock"
-[ "$VERS" = 4.2 ] && STEPS="$STEPS sparse"            # SEEK, ALLOCATE, DEALLOCATE are NFSv4.2
+[ "$VERS" = 4.2 ] && STEPS="$STEPS sparse copy"       # SEEK, ALLOCATE, DEALLOCATE, COPY are NFSv4.2
 for s in $STEPS fio; do
   step "${s//_/-}" "s_$s"; rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then     # a hung hard mount would hang every later step too

@@ -274,7 +274,8 @@ fn unimplemented_operations_are_notsupp_and_the_server_keeps_serving() {
             assert_eq!(statuses(&r).last().copied(), Some((num, NFS4ERR_NOTSUPP)));
         }
 
-        // COPY in minor version 2, on a 4.2 session.
+        // COPY_NOTIFY (the source side of an inter-server copy, which Tarn
+        // does not offer) in minor version 2, on a 4.2 session.
         let s2 = session_with(
             t.addr,
             &SessionOptions {
@@ -283,24 +284,15 @@ fn unimplemented_operations_are_notsupp_and_the_server_keeps_serving() {
             },
         )
         .await;
-        let copy = NfsArgop4::OP_COPY(Copy4args {
-            ca_src_stateid: o.stateid.clone(),
-            ca_dst_stateid: o.stateid.clone(),
-            ca_src_offset: 0,
-            ca_dst_offset: 0,
-            ca_count: 1,
-            ca_consecutive: false,
-            ca_synchronous: true,
-            ca_source_server: vec![],
+        let notify = NfsArgop4::OP_COPY_NOTIFY(CopyNotify4args {
+            cna_src_stateid: o.stateid.clone(),
+            cna_destination_server: Netloc4::NL4_NAME(Bytes::from_static(b"elsewhere")),
         });
-        let r = s2
-            .call_raw(vec![putfh(&o.fh), NfsArgop4::OP_SAVEFH, putfh(&o.fh), copy])
-            .await
-            .unwrap();
+        let r = s2.call_raw(vec![putfh(&o.fh), notify]).await.unwrap();
         assert_eq!(r.status, NFS4ERR_NOTSUPP);
         assert_eq!(
             statuses(&r).last().copied(),
-            Some((NfsOpnum4::OP_COPY, NFS4ERR_NOTSUPP))
+            Some((NfsOpnum4::OP_COPY_NOTIFY, NFS4ERR_NOTSUPP))
         );
 
         // Still serving, on both sessions and a new connection.

@@ -6,6 +6,7 @@
 //! A measurement tool, not a test: numbers go into closing notes.
 
 mod compare;
+mod copy;
 mod nfs4;
 
 use bytes::Bytes;
@@ -95,6 +96,11 @@ pub struct BenchArgs {
     /// the first is the one measured, the second the reference) and exit.
     #[arg(long, num_args = 1)]
     compare: Vec<String>,
+    /// Instead of the workloads: copy a file of this size (K, M, G) on the
+    /// server by NFSv4.2 COPY and by READ+WRITE through this client, and
+    /// print the time and the bytes on the wire of each, and their ratio.
+    #[arg(long)]
+    copy: Option<String>,
 }
 
 const DATA_FILE: &[u8] = b"tarn-bench.dat";
@@ -779,7 +785,14 @@ pub fn main(a: BenchArgs) -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    match rt.block_on(bench(a)) {
+    let r = match &a.copy {
+        Some(size) => rt.block_on(async {
+            let size = parse_size(size)?;
+            copy::run(a.server, &a.export, a.uid, a.gid, size, a.keep).await
+        }),
+        None => rt.block_on(bench(a)),
+    };
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tarn bench: {e}");

@@ -740,6 +740,63 @@ pub trait Backend: Send + Sync {
     fn deallocate(&self, _cred: &Cred, _fid: &Fid, _offset: u64, _len: u64) -> Result<(), FsError> {
         Err(FsError::NotSupp)
     }
+    /// Copies up to `len` bytes of `src` at `src_off` into `dst` at
+    /// `dst_off` within this backend (copy_file_range(2)); returns the
+    /// bytes copied, fewer than `len` only where the source ends. Needs
+    /// read permission on `src` and write permission on `dst`; an
+    /// overlapping range of one file is `Inval`.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_range(
+        &self,
+        _cred: &Cred,
+        _src: &Fid,
+        _src_off: u64,
+        _dst: &Fid,
+        _dst_off: u64,
+        _len: u64,
+    ) -> Result<u64, FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// Makes `dst` at `dst_off` share `src`'s storage from `src_off` for
+    /// `len` bytes (0: to the source's end), as the FICLONERANGE ioctl
+    /// does; `NotSupp` where the backend cannot share storage. Permissions
+    /// as for [`Backend::copy_range`].
+    #[allow(clippy::too_many_arguments)]
+    fn clone_range(
+        &self,
+        _cred: &Cred,
+        _src: &Fid,
+        _src_off: u64,
+        _dst: &Fid,
+        _dst_off: u64,
+        _len: u64,
+    ) -> Result<(), FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// Passes an access-pattern hint for `len` bytes at `offset` (0: to
+    /// the end) to the backend's cache, as posix_fadvise(2); `NotSupp`
+    /// when the backend has no use for it. Needs read permission.
+    fn advise(
+        &self,
+        _cred: &Cred,
+        _fid: &Fid,
+        _offset: u64,
+        _len: u64,
+        _advice: Advice,
+    ) -> Result<(), FsError> {
+        Err(FsError::NotSupp)
+    }
+}
+
+/// A hint for [`Backend::advise`], as posix_fadvise(2) takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    Normal,
+    Sequential,
+    Random,
+    WillNeed,
+    DontNeed,
+    NoReuse,
 }
 
 /// What [`Backend::seek`] looks for.

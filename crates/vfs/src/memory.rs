@@ -893,6 +893,48 @@ impl Backend for MemFs {
             Ok(())
         })
     }
+
+    /// Copies the bytes. CLONE stays `NotSupp` (the default): nothing here
+    /// shares storage, and a clone that copies would claim what it is not.
+    fn copy_range(
+        &self,
+        cred: &Cred,
+        src: &Fid,
+        src_off: u64,
+        dst: &Fid,
+        dst_off: u64,
+        len: u64,
+    ) -> Result<u64, FsError> {
+        self.with(|s| {
+            let (si, di) = (s.resolve(src)?, s.resolve(dst)?);
+            let n = s.node(si);
+            let v = file_data(n)?;
+            if !(is_owner(cred, &n.attr) || may(cred, &n.attr, R) || may(cred, &n.attr, X)) {
+                return Err(FsError::Acces);
+            }
+            if si == di && len > 0 && src_off.abs_diff(dst_off) < len {
+                return Err(FsError::Inval);
+            }
+            let size = v.len() as u64;
+            let k = len.min(size.saturating_sub(src_off));
+            let bytes = v[src_off.min(size) as usize..(src_off.min(size) + k) as usize].to_vec();
+            let n = s.node_mut(di);
+            let end = dst_off
+                .checked_add(k)
+                .filter(|&e| e <= MAX_FILE)
+                .ok_or(FsError::FBig)?;
+            let v = file_data_to_change(cred, n)?;
+            if k == 0 {
+                return Ok(0);
+            }
+            if (v.len() as u64) < end {
+                v.resize(end as usize, 0);
+            }
+            v[dst_off as usize..end as usize].copy_from_slice(&bytes);
+            changed(cred, n);
+            Ok(k)
+        })
+    }
 }
 
 /// SEEK's holes: an aligned block of this size (or the last, shorter one)
@@ -1098,6 +1140,42 @@ mod tests {
         assert_eq!(
             fs.access(&u, &d, Access::ALL).unwrap(),
             Access::READ | Access::LOOKUP
+        );
+    }
+
+    #[test]
+    fn copy_range_copies_bytes_and_clone_is_notsupp() {
+        let fs = MemFs::new();
+        let r = fs.root();
+        let how = CreateHow::Guarded(SetAttr::mode(0o644));
+        let (a, _) = fs.create(&root(), &r, b"a", &how).unwrap();
+        let (b, _) = fs.create(&root(), &r, b"b", &how).unwrap();
+        fs.write(&root(), &a, 0, b"0123456789", Stable::Unstable)
+            .unwrap();
+        assert_eq!(fs.copy_range(&root(), &a, 2, &b, 3, 5), Ok(5));
+        assert_eq!(fs.copy_range(&root(), &a, 8, &b, 0, 100), Ok(2));
+        assert_eq!(fs.copy_range(&root(), &a, 10, &b, 0, 100), Ok(0));
+        let mut buf = [0u8; 16];
+        assert_eq!(fs.read(&root(), &b, 0, &mut buf).unwrap(), (8, true));
+        assert_eq!(&buf[..8], b"89\x0023456");
+        assert_eq!(fs.copy_range(&root(), &a, 0, &a, 5, 6), Err(FsError::Inval));
+        assert_eq!(fs.copy_range(&root(), &a, 0, &a, 10, 5), Ok(5));
+        assert_eq!(fs.copy_range(&root(), &r, 0, &b, 0, 5), Err(FsError::IsDir));
+        // Read on the source, write on the destination.
+        let u = Cred::user(1000, 1000);
+        let (secret, _) = fs
+            .create(
+                &root(),
+                &r,
+                b"secret",
+                &CreateHow::Guarded(SetAttr::mode(0o600)),
+            )
+            .unwrap();
+        assert_eq!(fs.copy_range(&u, &secret, 0, &b, 0, 1), Err(FsError::Acces));
+        assert_eq!(fs.copy_range(&u, &a, 0, &b, 0, 1), Err(FsError::Acces));
+        assert_eq!(
+            fs.clone_range(&root(), &a, 0, &b, 0, 0),
+            Err(FsError::NotSupp)
         );
     }
 }

@@ -11,6 +11,7 @@
 pub mod attr;
 pub mod clock;
 mod compound;
+mod copy;
 mod dir;
 mod fh;
 mod getattr;
@@ -781,6 +782,11 @@ impl Nfs4 {
                 sparse::read_plus(c, a, out).await;
                 return;
             }
+            A::OP_COPY(a) => R::OP_COPY(copy::copy(c, a).await),
+            A::OP_CLONE(a) => R::OP_CLONE(copy::clone(c, a).await),
+            A::OP_IO_ADVISE(a) => R::OP_IO_ADVISE(copy::io_advise(c, a).await),
+            A::OP_OFFLOAD_STATUS(a) => R::OP_OFFLOAD_STATUS(copy::offload_status(c, a)),
+            A::OP_OFFLOAD_CANCEL(a) => R::OP_OFFLOAD_CANCEL(copy::offload_cancel(c, a)),
             _ => {
                 // Defined but not (yet) implemented here, or belonging to
                 // another minor version: NOTSUPP, never a crash.

@@ -126,8 +126,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
-    DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable, Timespec,
+    check_name, check_new_name, check_rename_names, Access, Advice, Attr, Backend, CreateHow, Cred,
+    DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
+    Timespec,
 };
 
 /// How many data descriptors stay open.
@@ -1370,6 +1371,146 @@ impl Backend for LocalFs {
         let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         sys::fallocate(d.fd.as_fd(), mode, offset, len).map_err(io_err)
     }
+
+    fn copy_range(
+        &self,
+        cred: &Cred,
+        src: &Fid,
+        src_off: u64,
+        dst: &Fid,
+        dst_off: u64,
+        len: u64,
+    ) -> Result<u64, FsError> {
+        nowait::forbid()?;
+        let (s, sst) = self.data_fd(src)?;
+        self.check_read(cred, src, s.fd.as_fd(), &sst)?;
+        let (d, _g) = self.data_fd_to_change(cred, dst)?;
+        if src == dst && ranges_overlap(src_off, dst_off, len) {
+            return Err(FsError::Inval);
+        }
+        if src_off.checked_add(len).is_none() || dst_off.checked_add(len).is_none() {
+            return Err(FsError::FBig);
+        }
+        let (sfd, dfd) = (s.fd.as_fd(), d.fd.as_fd());
+        let mut n = 0u64;
+        while n < len {
+            let want = (len - n).min(1 << 30) as usize;
+            match sys::copy_file_range(sfd, src_off + n, dfd, dst_off + n, want) {
+                Ok(0) => break,
+                Ok(k) => n += k as u64,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // No copy_file_range between these two (an old kernel, a
+                // filesystem without it, a submount): copy by hand.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOSYS | libc::EXDEV | libc::EOPNOTSUPP)
+                    ) =>
+                {
+                    return copy_by_hand(sfd, src_off, dfd, dst_off, len, n);
+                }
+                Err(_) if n > 0 => break,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok(n)
+    }
+
+    fn clone_range(
+        &self,
+        cred: &Cred,
+        src: &Fid,
+        src_off: u64,
+        dst: &Fid,
+        dst_off: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        nowait::forbid()?;
+        let (s, sst) = self.data_fd(src)?;
+        self.check_read(cred, src, s.fd.as_fd(), &sst)?;
+        let (d, _g) = self.data_fd_to_change(cred, dst)?;
+        let span = if len == 0 {
+            (sst.st_size as u64).saturating_sub(src_off)
+        } else {
+            len
+        };
+        if src == dst && ranges_overlap(src_off, dst_off, span) {
+            return Err(FsError::Inval);
+        }
+        sys::clone_range(s.fd.as_fd(), src_off, d.fd.as_fd(), dst_off, len).map_err(|e| {
+            match e.raw_os_error() {
+                // ext4 and other filesystems without shared extents, a
+                // kernel without the ioctl, two filesystems.
+                Some(libc::EOPNOTSUPP | libc::ENOTTY | libc::EXDEV | libc::ENOSYS) => {
+                    FsError::NotSupp
+                }
+                _ => io_err(e),
+            }
+        })
+    }
+
+    fn advise(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        len: u64,
+        advice: Advice,
+    ) -> Result<(), FsError> {
+        nowait::forbid()?;
+        let (d, st) = self.data_fd(fid)?;
+        let fd = d.fd.as_fd();
+        self.check_read(cred, fid, fd, &st)?;
+        let a = match advice {
+            Advice::Normal => libc::POSIX_FADV_NORMAL,
+            Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+            Advice::Random => libc::POSIX_FADV_RANDOM,
+            Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
+            Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
+            Advice::NoReuse => libc::POSIX_FADV_NOREUSE,
+        };
+        sys::fadvise(fd, offset, len, a).map_err(io_err)
+    }
+}
+
+/// Whether `len` bytes at `a` and at `b` of one file share a byte.
+fn ranges_overlap(a: u64, b: u64, len: u64) -> bool {
+    len > 0 && a.abs_diff(b) < len
+}
+
+/// COPY's fallback where copy_file_range(2) cannot go: the rest of `len`
+/// bytes after the `done` already copied, by pread and pwrite through a
+/// buffer; the bytes copied in all.
+fn copy_by_hand(
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    dst: BorrowedFd<'_>,
+    dst_off: u64,
+    len: u64,
+    mut done: u64,
+) -> Result<u64, FsError> {
+    let mut buf = vec![0u8; (len - done).min(1 << 20) as usize];
+    while done < len {
+        let want = (len - done).min(buf.len() as u64) as usize;
+        let k = match sys::pread(src, &mut buf[..want], src_off + done) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(io_err(e)),
+        };
+        let mut w = 0;
+        while w < k {
+            match sys::pwrite(dst, &buf[w..k], dst_off + done + w as u64) {
+                Ok(m) => w += m,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) if done + w as u64 > 0 => return Ok(done + w as u64),
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        done += k as u64;
+    }
+    Ok(done)
 }
 
 impl LocalFs {

@@ -434,6 +434,63 @@ pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, off: u64, len: u64) -> i
     cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off, len) }).map(drop)
 }
 
+/// copy_file_range(2) of up to `len` bytes between two regular files at
+/// explicit offsets (the descriptors' own positions are not used); returns
+/// the bytes copied, 0 at the source's end.
+pub fn copy_file_range(
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    dst: BorrowedFd<'_>,
+    dst_off: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let big = || io::Error::from_raw_os_error(libc::EFBIG);
+    let mut off_in = libc::off64_t::try_from(src_off).map_err(|_| big())?;
+    let mut off_out = libc::off64_t::try_from(dst_off).map_err(|_| big())?;
+    // SAFETY: the two offsets are live locals the kernel updates in place.
+    cvt_long(unsafe {
+        libc::copy_file_range(
+            src.as_raw_fd(),
+            &mut off_in,
+            dst.as_raw_fd(),
+            &mut off_out,
+            len,
+            0,
+        ) as libc::c_long
+    })
+    .map(|n| n as usize)
+}
+
+/// The FICLONERANGE ioctl: `dst` at `dst_off` shares the extents of `src`
+/// from `src_off` for `len` bytes (0: to the source's end).
+pub fn clone_range(
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    dst: BorrowedFd<'_>,
+    dst_off: u64,
+    len: u64,
+) -> io::Result<()> {
+    let arg = libc::file_clone_range {
+        src_fd: src.as_raw_fd() as i64,
+        src_offset: src_off,
+        src_length: len,
+        dest_offset: dst_off,
+    };
+    // SAFETY: `arg` is a live struct of the type this ioctl reads.
+    cvt(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONERANGE, &arg) }).map(drop)
+}
+
+/// posix_fadvise(2) over `len` bytes at `off` (0: to the end).
+pub fn fadvise(fd: BorrowedFd<'_>, off: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+    let off = libc::off_t::try_from(off).unwrap_or(libc::off_t::MAX);
+    let len = libc::off_t::try_from(len).unwrap_or(0);
+    // SAFETY: plain fd call; it returns the error number instead of -1.
+    match unsafe { libc::posix_fadvise(fd.as_raw_fd(), off, len, advice) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
 /// Raw getdents64 into `buf`; returns bytes filled (0 = end of directory).
 pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf has buf.len() writable bytes.

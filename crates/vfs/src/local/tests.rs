@@ -994,3 +994,126 @@ fn allocate_and_deallocate_need_write_permission() {
     fs.deallocate(&user(), &h, 0, 4096).unwrap();
     assert_eq!(fs.getattr(&h).unwrap().size, 4096);
 }
+
+#[test]
+fn copy_range_copies_between_files_and_stops_at_the_end() {
+    let (_d, fs) = setup_on_disk();
+    let r = fs.root();
+    let data: Vec<u8> = (0..3 * MIB).map(|i| (i % 251) as u8).collect();
+    let src = root_file(&fs, &r, b"src", 0o644, &data);
+    let (dst, _) = fs.create(&root(), &r, b"dst", &guarded(0o644)).unwrap();
+    // A range into the middle of an empty file: zeros before it.
+    assert_eq!(fs.copy_range(&root(), &src, 100, &dst, 4096, MIB), Ok(MIB));
+    let mut buf = vec![1u8; (MIB + 4096) as usize];
+    assert_eq!(fs.read(&root(), &dst, 0, &mut buf).unwrap().0, buf.len());
+    assert!(buf[..4096].iter().all(|&b| b == 0));
+    assert_eq!(buf[4096..], data[100..100 + MIB as usize]);
+    // More than is left: a short count; at the end, none.
+    assert_eq!(
+        fs.copy_range(&root(), &src, 2 * MIB, &dst, 0, 5 * MIB),
+        Ok(MIB)
+    );
+    assert_eq!(fs.copy_range(&root(), &src, 3 * MIB, &dst, 0, 10), Ok(0));
+    // Within one file: apart is fine, overlapping is not.
+    assert_eq!(
+        fs.copy_range(&root(), &src, 0, &src, 3 * MIB, 4096),
+        Ok(4096)
+    );
+    assert_eq!(
+        fs.copy_range(&root(), &src, 0, &src, 100, 4096),
+        Err(FsError::Inval)
+    );
+    let mut tail = vec![0u8; 4096];
+    fs.read(&root(), &src, 3 * MIB, &mut tail).unwrap();
+    assert_eq!(tail, data[..4096]);
+    // Directories are no files.
+    assert_eq!(
+        fs.copy_range(&root(), &r, 0, &dst, 0, 1),
+        Err(FsError::IsDir)
+    );
+}
+
+#[test]
+fn copy_range_reads_as_read_and_writes_as_write() {
+    if !running_as_root() {
+        return;
+    }
+    let (_d, fs) = setup_on_disk();
+    let r = fs.root();
+    let readable = root_file(&fs, &r, b"readable", 0o644, b"data");
+    let secret = root_file(&fs, &r, b"secret", 0o600, b"data");
+    let (mine, _) = fs.create(&user(), &r, b"mine", &guarded(0o644)).unwrap();
+    assert_eq!(fs.copy_range(&user(), &readable, 0, &mine, 0, 4), Ok(4));
+    assert_eq!(
+        fs.copy_range(&user(), &secret, 0, &mine, 0, 4),
+        Err(FsError::Acces)
+    );
+    assert_eq!(
+        fs.copy_range(&user(), &mine, 0, &readable, 0, 4),
+        Err(FsError::Acces)
+    );
+    assert_eq!(
+        fs.clone_range(&user(), &mine, 0, &readable, 0, 0),
+        Err(FsError::Acces)
+    );
+}
+
+/// /var/tmp is ext4 here, which shares no extents: CLONE is NotSupp and
+/// says so cleanly. On a filesystem with reflinks the clone happens: set
+/// TARN_REFLINK_DIR to a directory on one (XFS made with `-m reflink=1` on
+/// a loop device, btrfs) and this test insists on it.
+#[test]
+fn clone_range_is_notsupp_without_reflinks() {
+    let reflinks = std::env::var_os("TARN_REFLINK_DIR");
+    let d = tempfile::Builder::new()
+        .prefix("vfs-clone")
+        .tempdir_in(reflinks.as_deref().unwrap_or("/var/tmp".as_ref()))
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fs = LocalFs::new(d.path()).unwrap();
+    let r = fs.root();
+    let data: Vec<u8> = (0..256u32 << 10).map(|i| (i % 253) as u8).collect();
+    let src = root_file(&fs, &r, b"src", 0o644, &data);
+    let (dst, _) = fs.create(&root(), &r, b"dst", &guarded(0o644)).unwrap();
+    match fs.clone_range(&root(), &src, 0, &dst, 0, 0) {
+        Err(FsError::NotSupp) if reflinks.is_none() => {
+            assert_eq!(fs.getattr(&dst).unwrap().size, 0)
+        }
+        Ok(()) => assert_eq!(std::fs::read(d.path().join("dst")).unwrap(), data),
+        other => panic!("clone: {other:?}"),
+    }
+    if reflinks.is_some() {
+        // A block-aligned range into the middle of another file.
+        fs.clone_range(&root(), &src, 4096, &dst, 65536, 8192)
+            .unwrap();
+        let got = std::fs::read(d.path().join("dst")).unwrap();
+        assert_eq!(got[65536..65536 + 8192], data[4096..4096 + 8192]);
+        assert_eq!(got[..65536], data[..65536]);
+    }
+    // One file's overlapping ranges are refused before the filesystem is asked.
+    assert_eq!(
+        fs.clone_range(&root(), &src, 0, &src, 4096, 8192),
+        Err(FsError::Inval)
+    );
+}
+
+#[test]
+fn advise_passes_hints_to_the_page_cache() {
+    let (_d, fs) = setup_on_disk();
+    let r = fs.root();
+    let f = root_file(&fs, &r, b"f", 0o644, &[1; 8192]);
+    for a in [
+        Advice::Normal,
+        Advice::Sequential,
+        Advice::Random,
+        Advice::WillNeed,
+        Advice::DontNeed,
+        Advice::NoReuse,
+    ] {
+        assert_eq!(fs.advise(&root(), &f, 0, 0, a), Ok(()), "{a:?}");
+    }
+    assert_eq!(
+        fs.advise(&root(), &r, 0, 0, Advice::WillNeed),
+        Err(FsError::IsDir)
+    );
+}

@@ -8,6 +8,7 @@
 //! files, handle key and recovery record, as a restarted process would;
 //! the real process restart stays in `crates/client/tests`.
 
+mod copy;
 mod grace;
 mod lease;
 mod sparse;

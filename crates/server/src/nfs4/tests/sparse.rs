@@ -404,18 +404,6 @@ async fn known_but_unimplemented_ops_are_notsupp() {
             cna_src_stateid: sid.clone(),
             cna_destination_server: Netloc4::NL4_NAME(name("elsewhere")),
         }),
-        A::OP_IO_ADVISE(IoAdvise4args {
-            iaa_stateid: sid.clone(),
-            iaa_offset: 0,
-            iaa_count: 1,
-            iaa_hints: vec![1 << IoAdviseType4::IO_ADVISE4_NORMAL as u32],
-        }),
-        A::OP_OFFLOAD_CANCEL(OffloadCancel4args {
-            oca_stateid: sid.clone(),
-        }),
-        A::OP_OFFLOAD_STATUS(OffloadStatus4args {
-            osa_stateid: sid.clone(),
-        }),
         A::OP_WRITE_SAME(WriteSame4args {
             wsa_stateid: sid.clone(),
             wsa_stable: StableHow4::UNSTABLE4,

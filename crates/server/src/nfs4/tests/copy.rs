@@ -1,0 +1,388 @@
+//! NFSv4.2 server-side copy in process: COPY's ranges (count 0 to the
+//! end, past the end, one file's overlapping ranges), its bound per call,
+//! its stateid and filehandle errors; CLONE (NOTSUPP on MemFs, which
+//! shares no storage); IO_ADVISE (MemFs takes no hint); OFFLOAD_STATUS
+//! and OFFLOAD_CANCEL for copies that never ran in the background.
+
+use super::super::copy::COPY_MAX;
+use super::*;
+
+/// SEQUENCE then `ops` in minor version 2.
+async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
+    let mut all = vec![fx.sequence(s)];
+    all.extend(ops);
+    fx.compound(2, all).await
+}
+
+/// Writes `data` at `offset` in WRITEs the fixture's session takes.
+async fn fill(fx: &Fx, s: &Sess, o: &Opened, offset: u64, data: &[u8]) {
+    for (i, chunk) in data.chunks(CHUNK).enumerate() {
+        let r = call42(
+            fx,
+            s,
+            vec![
+                putfh(&o.fh),
+                NfsArgop4::OP_WRITE(Write4args {
+                    stateid: o.stateid.clone(),
+                    offset: offset + (i * CHUNK) as u64,
+                    stable: StableHow4::FILE_SYNC4,
+                    data: Bytes::copy_from_slice(chunk),
+                }),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, NFS4_OK);
+    }
+}
+
+const CHUNK: usize = 256 << 10;
+
+/// The whole file, READ by READ.
+async fn contents(fx: &Fx, s: &Sess, o: &Opened) -> Vec<u8> {
+    let mut all = Vec::new();
+    loop {
+        let r = call42(
+            fx,
+            s,
+            vec![
+                putfh(&o.fh),
+                NfsArgop4::OP_READ(Read4args {
+                    stateid: o.stateid.clone(),
+                    offset: all.len() as u64,
+                    count: CHUNK as u32,
+                }),
+            ],
+        )
+        .await;
+        let Some(NfsResop4::OP_READ(Read4res::NFS4_OK(ok))) = r.resarray.last() else {
+            panic!("READ: {:?}", statuses(&r));
+        };
+        all.extend_from_slice(&ok.data);
+        if ok.eof {
+            return all;
+        }
+    }
+}
+
+fn copy_op(src: &Stateid4, dst: &Stateid4, src_off: u64, dst_off: u64, count: u64) -> NfsArgop4 {
+    NfsArgop4::OP_COPY(Copy4args {
+        ca_src_stateid: src.clone(),
+        ca_dst_stateid: dst.clone(),
+        ca_src_offset: src_off,
+        ca_dst_offset: dst_off,
+        ca_count: count,
+        ca_consecutive: true,
+        ca_synchronous: false,
+        ca_source_server: vec![],
+    })
+}
+
+fn clone_op(src: &Stateid4, dst: &Stateid4, src_off: u64, dst_off: u64, count: u64) -> NfsArgop4 {
+    NfsArgop4::OP_CLONE(Clone4args {
+        cl_src_stateid: src.clone(),
+        cl_dst_stateid: dst.clone(),
+        cl_src_offset: src_off,
+        cl_dst_offset: dst_off,
+        cl_count: count,
+    })
+}
+
+/// PUTFH src, SAVEFH, PUTFH dst, `op`: the last result.
+async fn from_to(fx: &Fx, s: &Sess, src: &Opened, dst: &Opened, op: NfsArgop4) -> Compound4res {
+    call42(
+        fx,
+        s,
+        vec![putfh(&src.fh), NfsArgop4::OP_SAVEFH, putfh(&dst.fh), op],
+    )
+    .await
+}
+
+/// COPY's result: the count copied, or the status.
+async fn copied(
+    fx: &Fx,
+    s: &Sess,
+    src: &Opened,
+    dst: &Opened,
+    src_off: u64,
+    dst_off: u64,
+    count: u64,
+) -> Result<u64, Nfsstat4> {
+    let op = copy_op(&src.stateid, &dst.stateid, src_off, dst_off, count);
+    let r = from_to(fx, s, src, dst, op).await;
+    match r.resarray.last() {
+        Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) => {
+            // Always done at once, whatever the client asked for: no
+            // callback to wait for, and a COMMIT makes it durable.
+            assert!(ok.cr_response.wr_callback_id.is_empty());
+            assert!(ok.cr_requirements.cr_synchronous);
+            assert_eq!(ok.cr_response.wr_committed, StableHow4::UNSTABLE4);
+            assert_eq!(ok.cr_response.wr_writeverf, fx.n.write_verf);
+            Ok(ok.cr_response.wr_count)
+        }
+        _ => Err(r.status),
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+async fn two_files(fx: &Fx) -> (Sess, Opened, Opened) {
+    let s = fx.client("c").await;
+    let a = fx.open(&s, "a", "o", BOTH, DENY_NONE).await.unwrap();
+    let b = fx.open(&s, "b", "o", BOTH, DENY_NONE).await.unwrap();
+    (s, a, b)
+}
+
+#[tokio::test]
+async fn copy_copies_ranges_and_count_zero_means_to_the_end() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    let src = pattern(100_000, 7);
+    fill(&fx, &s, &a, 0, &src).await;
+    // A middle range to a place past the destination's end: the gap
+    // reads as zeros.
+    assert_eq!(copied(&fx, &s, &a, &b, 1000, 500, 5000).await, Ok(5000));
+    let got = contents(&fx, &s, &b).await;
+    assert_eq!(got.len(), 5500);
+    assert!(got[..500].iter().all(|&x| x == 0));
+    assert_eq!(got[500..], src[1000..6000]);
+    // Count 0: from the offset to the source's end, over what was there.
+    assert_eq!(copied(&fx, &s, &a, &b, 90_000, 0, 0).await, Ok(10_000));
+    assert_eq!(contents(&fx, &s, &b).await, src[90_000..]);
+    // The whole file, then COMMIT in the same COMPOUND as Linux sends it.
+    let r = call42(
+        &fx,
+        &s,
+        vec![
+            putfh(&a.fh),
+            NfsArgop4::OP_SAVEFH,
+            putfh(&b.fh),
+            copy_op(&a.stateid, &b.stateid, 0, 0, 0),
+            NfsArgop4::OP_COMMIT(Commit4args {
+                offset: 0,
+                count: 0,
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
+    assert_eq!(contents(&fx, &s, &b).await, src);
+}
+
+#[tokio::test]
+async fn copy_past_the_source_end_is_inval() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    fill(&fx, &s, &a, 0, &pattern(1000, 1)).await;
+    // At the end: nothing to copy, and that is no error.
+    assert_eq!(copied(&fx, &s, &a, &b, 1000, 0, 0).await, Ok(0));
+    // RFC 7862 §15.2.3: a source range beyond the end is INVAL.
+    assert_eq!(
+        copied(&fx, &s, &a, &b, 1001, 0, 0).await,
+        Err(NFS4ERR_INVAL)
+    );
+    assert_eq!(
+        copied(&fx, &s, &a, &b, 500, 0, 501).await,
+        Err(NFS4ERR_INVAL)
+    );
+    assert_eq!(
+        copied(&fx, &s, &a, &b, 0, u64::MAX, 10).await,
+        Err(NFS4ERR_FBIG)
+    );
+    assert_eq!(contents(&fx, &s, &b).await, b"");
+}
+
+#[tokio::test]
+async fn copy_is_bounded_per_call_and_continues() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    let len = COPY_MAX as usize + 300_000;
+    let src = pattern(len, 3);
+    fill(&fx, &s, &a, 0, &src).await;
+    // A short count, which the client continues from.
+    assert_eq!(copied(&fx, &s, &a, &b, 0, 0, 0).await, Ok(COPY_MAX));
+    assert_eq!(
+        copied(&fx, &s, &a, &b, COPY_MAX, COPY_MAX, 0).await,
+        Ok(300_000)
+    );
+    assert!(contents(&fx, &s, &b).await == src);
+}
+
+#[tokio::test]
+async fn copy_within_one_file_refuses_overlapping_ranges() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, _) = two_files(&fx).await;
+    let src = pattern(8192, 9);
+    fill(&fx, &s, &a, 0, &src).await;
+    assert_eq!(
+        copied(&fx, &s, &a, &a, 0, 100, 4096).await,
+        Err(NFS4ERR_INVAL)
+    );
+    assert_eq!(
+        copied(&fx, &s, &a, &a, 100, 0, 0).await,
+        Err(NFS4ERR_INVAL),
+        "count 0 runs to the end, over the destination"
+    );
+    // Side by side is fine.
+    assert_eq!(copied(&fx, &s, &a, &a, 0, 8192, 8192).await, Ok(8192));
+    let got = contents(&fx, &s, &a).await;
+    assert_eq!(got[..8192], src);
+    assert_eq!(got[8192..], src);
+}
+
+#[tokio::test]
+async fn copy_checks_stateids_and_filehandles() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    fill(&fx, &s, &a, 0, b"source bytes").await;
+    let ro = fx
+        .open(&s, "b", "r", OPEN4_SHARE_ACCESS_READ, DENY_NONE)
+        .await
+        .unwrap();
+    // The destination is written: a read-only open's stateid may not.
+    let r = from_to(&fx, &s, &a, &ro, copy_op(&a.stateid, &ro.stateid, 0, 0, 0)).await;
+    assert_eq!(r.status, NFS4ERR_OPENMODE);
+    // Each stateid is checked against its own file.
+    let r = from_to(&fx, &s, &a, &b, copy_op(&b.stateid, &b.stateid, 0, 0, 0)).await;
+    assert_eq!(r.status, NFS4ERR_BAD_STATEID);
+    let mut bad = a.stateid.clone();
+    bad.other[0] ^= 0xff;
+    let r = from_to(&fx, &s, &a, &b, copy_op(&bad, &b.stateid, 0, 0, 0)).await;
+    assert_eq!(r.status, NFS4ERR_BAD_STATEID);
+    // The anonymous stateid reads and writes as READ's and WRITE's would.
+    let anon = super::super::compound::ANONYMOUS;
+    let r = from_to(&fx, &s, &a, &b, copy_op(&anon, &anon, 0, 0, 0)).await;
+    assert_eq!(r.status, NFS4_OK);
+    assert_eq!(contents(&fx, &s, &b).await, b"source bytes");
+    // No saved filehandle (the source), no current one (the destination).
+    let r = call42(&fx, &s, vec![putfh(&b.fh), copy_op(&anon, &anon, 0, 0, 0)]).await;
+    assert_eq!(r.status, NFS4ERR_NOFILEHANDLE);
+    let r = call42(&fx, &s, vec![copy_op(&anon, &anon, 0, 0, 0)]).await;
+    assert_eq!(r.status, NFS4ERR_NOFILEHANDLE);
+    // A directory is no source.
+    let r = call42(
+        &fx,
+        &s,
+        vec![
+            NfsArgop4::OP_PUTROOTFH,
+            NfsArgop4::OP_SAVEFH,
+            putfh(&b.fh),
+            copy_op(&anon, &anon, 0, 0, 0),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, NFS4ERR_ISDIR);
+    // The source on another server: not offered.
+    let mut op = copy_op(&a.stateid, &b.stateid, 0, 0, 0);
+    if let NfsArgop4::OP_COPY(c) = &mut op {
+        c.ca_source_server = vec![Netloc4::NL4_NAME(name("elsewhere"))];
+    }
+    let r = from_to(&fx, &s, &a, &b, op).await;
+    assert_eq!(r.status, NFS4ERR_NOTSUPP);
+}
+
+#[tokio::test]
+async fn clone_is_notsupp_where_nothing_shares_storage() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    fill(&fx, &s, &a, 0, &pattern(8192, 2)).await;
+    let r = from_to(&fx, &s, &a, &b, clone_op(&a.stateid, &b.stateid, 0, 0, 0)).await;
+    assert_eq!(r.status, NFS4ERR_NOTSUPP);
+    assert_eq!(statuses(&r).last(), Some(&(OP_CLONE, NFS4ERR_NOTSUPP)));
+    // Range and stateid errors come first, as for COPY.
+    let r = from_to(
+        &fx,
+        &s,
+        &a,
+        &b,
+        clone_op(&a.stateid, &b.stateid, 0, 0, 9000),
+    )
+    .await;
+    assert_eq!(r.status, NFS4ERR_INVAL);
+    let r = from_to(
+        &fx,
+        &s,
+        &a,
+        &a,
+        clone_op(&a.stateid, &a.stateid, 0, 10, 100),
+    )
+    .await;
+    assert_eq!(r.status, NFS4ERR_INVAL);
+    let r = from_to(&fx, &s, &a, &b, clone_op(&b.stateid, &b.stateid, 0, 0, 0)).await;
+    assert_eq!(r.status, NFS4ERR_BAD_STATEID);
+}
+
+#[tokio::test]
+async fn io_advise_answers_the_hints_taken() {
+    use IoAdviseType4::*;
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, _) = two_files(&fx).await;
+    let advise = |sid: &Stateid4| {
+        NfsArgop4::OP_IO_ADVISE(IoAdvise4args {
+            iaa_stateid: sid.clone(),
+            iaa_offset: 0,
+            iaa_count: 0,
+            iaa_hints: vec![
+                (1 << IO_ADVISE4_SEQUENTIAL as u32) | (1 << IO_ADVISE4_WILLNEED as u32),
+            ],
+        })
+    };
+    // MemFs has no cache to advise: accepted, no hint taken.
+    let r = call42(&fx, &s, vec![putfh(&a.fh), advise(&a.stateid)]).await;
+    match r.resarray.last() {
+        Some(NfsResop4::OP_IO_ADVISE(IoAdvise4res::NFS4_OK(ok))) => {
+            assert!(ok.ior_hints.iter().all(|&w| w == 0), "{:?}", ok.ior_hints)
+        }
+        _ => panic!("{:?}", statuses(&r)),
+    }
+    let mut bad = a.stateid.clone();
+    bad.other[0] ^= 0xff;
+    let r = call42(&fx, &s, vec![putfh(&a.fh), advise(&bad)]).await;
+    assert_eq!(r.status, NFS4ERR_BAD_STATEID);
+    let r = call42(&fx, &s, vec![advise(&a.stateid)]).await;
+    assert_eq!(r.status, NFS4ERR_NOFILEHANDLE);
+}
+
+#[tokio::test]
+async fn offload_status_and_cancel_know_no_copy() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, _) = two_files(&fx).await;
+    let ops = |sid: &Stateid4| {
+        [
+            NfsArgop4::OP_OFFLOAD_STATUS(OffloadStatus4args {
+                osa_stateid: sid.clone(),
+            }),
+            NfsArgop4::OP_OFFLOAD_CANCEL(OffloadCancel4args {
+                oca_stateid: sid.clone(),
+            }),
+        ]
+    };
+    for op in ops(&a.stateid) {
+        let r = call42(&fx, &s, vec![putfh(&a.fh), op.clone()]).await;
+        assert_eq!(r.status, NFS4ERR_BAD_STATEID);
+        assert_eq!(r.resarray.len(), 3, "a well-formed answer");
+        let r = call42(&fx, &s, vec![op]).await;
+        assert_eq!(r.status, NFS4ERR_NOFILEHANDLE);
+    }
+}
+
+#[tokio::test]
+async fn copy_ops_are_illegal_before_minor_version_2() {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    for op in [
+        copy_op(&a.stateid, &b.stateid, 0, 0, 0),
+        clone_op(&a.stateid, &b.stateid, 0, 0, 0),
+    ] {
+        let r = fx
+            .call(
+                &s,
+                vec![putfh(&a.fh), NfsArgop4::OP_SAVEFH, putfh(&b.fh), op],
+            )
+            .await;
+        assert_eq!(r.status, NFS4ERR_OP_ILLEGAL);
+    }
+}
