@@ -162,6 +162,8 @@ pub fn status(e: FsError) -> Nfsstat4 {
         FsError::BadCookie => NFS4ERR_BAD_COOKIE,
         FsError::BadType => NFS4ERR_BADTYPE,
         FsError::Loop => NFS4ERR_SYMLINK,
+        FsError::NoXattr => NFS4ERR_NOXATTR,
+        FsError::XattrTooBig => NFS4ERR_XATTR2BIG,
         FsError::WouldBlock => NFS4ERR_DELAY,
     }
 }
