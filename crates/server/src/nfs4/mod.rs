@@ -26,6 +26,7 @@ mod session;
 mod sparse;
 pub mod state;
 mod v40;
+mod xattr;
 
 #[cfg(test)]
 mod sim;
@@ -185,6 +186,7 @@ opnums!(
     OP_RELEASE_LOCKOWNER,
     OP_RECLAIM_COMPLETE,
     OP_CLONE,
+    OP_REMOVEXATTR,
     OP_ILLEGAL
 );
 
@@ -206,7 +208,8 @@ fn max_op(minor: u32) -> u32 {
     match minor {
         0 => OP_RELEASE_LOCKOWNER,
         1 => OP_RECLAIM_COMPLETE,
-        _ => OP_CLONE,
+        // RFC 7862's operations, then RFC 8276's extended attributes.
+        _ => OP_REMOVEXATTR,
     }
 }
 
@@ -783,6 +786,10 @@ impl Nfs4 {
                 sparse::read_plus(c, a, out).await;
                 return;
             }
+            A::OP_GETXATTR(a) => R::OP_GETXATTR(xattr::getxattr(c, a).await),
+            A::OP_SETXATTR(a) => R::OP_SETXATTR(xattr::setxattr(c, a).await),
+            A::OP_LISTXATTRS(a) => R::OP_LISTXATTRS(xattr::listxattrs(c, a).await),
+            A::OP_REMOVEXATTR(a) => R::OP_REMOVEXATTR(xattr::removexattr(c, a).await),
             _ => {
                 // Defined but not (yet) implemented here, or belonging to
                 // another minor version: NOTSUPP, never a crash.
@@ -943,7 +950,7 @@ pub fn op_name(op: u32) -> &'static str {
     static NAMES: std::sync::OnceLock<std::collections::HashMap<u32, &'static str>> =
         std::sync::OnceLock::new();
     let names = NAMES.get_or_init(|| {
-        (0..=OP_CLONE)
+        (0..=OP_REMOVEXATTR)
             .chain([OP_ILLEGAL])
             .filter_map(|n| {
                 NfsOpnum4::from_i32(n as i32)

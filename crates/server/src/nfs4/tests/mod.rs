@@ -13,6 +13,7 @@ mod lease;
 mod sparse;
 mod stateids;
 mod v40;
+mod xattr;
 
 use super::clock::ManualClock;
 use super::recovery::Recovery;
