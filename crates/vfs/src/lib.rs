@@ -799,7 +799,7 @@ pub enum XattrSet {
     Replace,
 }
 
-/// The namespace every NFSv4.2 extended attribute lives in (RFC 8276 §5.2:
+/// The namespace every NFSv4.2 extended attribute lives in (RFC 8276:
 /// the protocol's names are user attributes, without this prefix; Linux
 /// knfsd adds it the same way).
 pub const XATTR_USER_PREFIX: &[u8] = b"user.";

@@ -8,7 +8,7 @@
 //! for GETXATTR and LISTXATTRS, write for SETXATTR and REMOVEXATTR, which
 //! a read-only export refuses with ROFS first. An export whose backend has
 //! no user xattrs (xattr_support false), and the pseudo filesystem, answer
-//! NOTSUPP (RFC 8276 §8.4).
+//! NOTSUPP, as RFC 8276 has a server without xattr support answer.
 
 use super::compound::Compound;
 use super::dir::with_cinfo;
@@ -124,7 +124,7 @@ pub async fn listxattrs(c: &mut Compound<'_>, a: Listxattrs4args) -> Listxattrs4
 }
 
 /// The names from position `cookie` on that fit, with their XDR, in
-/// `maxcount` bytes of result (RFC 8276 §8.4.3.2: maxcount bounds the
+/// `maxcount` bytes of result (RFC 8276: maxcount bounds the
 /// whole LISTXATTRS4resok). The cookie returned is the position after
 /// the last name sent, so the next call resumes there; the backend lists
 /// names in a stable order. A cookie past the end is BAD_COOKIE; no room
