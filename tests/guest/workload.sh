@@ -433,6 +433,50 @@ s_copy() {
   fi
   rm -f "$W/copysrc" "$W/copydst" "$W/clonedst" "$SCRATCH/copysrc" "$SCRATCH/clone.err"
 }
+# NFSv4.2 extended attributes (RFC 8276): user.* set, get, list and remove through the kernel
+# client. The image has no attr package (setfattr/getfattr) and no python3, so perl-base's
+# syscall() makes the calls: x86_64 setxattr 188, getxattr 191, listxattr 194, removexattr 197;
+# FLAGS 1 = XATTR_CREATE, 2 = XATTR_REPLACE.
+xa() {  # set FILE NAME VALUE [FLAGS] | get FILE NAME | list FILE | remove FILE NAME
+  perl -e 'my ($op, $f, $n, $v, $fl) = @ARGV; my $b = "\0" x 65536; my $r;
+    if ($op eq "set") { $r = syscall(188, $f, $n, $v, length($v), ($fl // 0) + 0) }
+    elsif ($op eq "get") { $r = syscall(191, $f, $n, $b, 65536); print substr($b, 0, $r) if $r >= 0 }
+    elsif ($op eq "list") { $r = syscall(194, $f, $b, 65536);
+      print map { "$_\n" } split /\0/, substr($b, 0, $r) if $r > 0 }
+    elsif ($op eq "remove") { $r = syscall(197, $f, $n) }
+    else { die "xa: unknown op $op\n" }
+    if ($r < 0) { print STDERR "xa $op $n: $!\n"; exit 1 }' "$@"
+}
+s_xattr() {
+  local f=$W/xattr big
+  echo data > "$f"
+  xa set "$f" user.color blue
+  test "$(xa get "$f" user.color)" = blue
+  big=$(head -c 2000 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 4000 bytes
+  xa set "$f" user.big "$big"
+  must_fail xa set "$f" user.color red 1                      # CREATE of an existing one: EEXIST
+  must_fail xa set "$f" user.none red 2                       # REPLACE of a missing one: ENODATA
+  xa set "$f" user.color red 2
+  drop_caches
+  test "$(xa get "$f" user.color)" = red
+  test "$(xa get "$f" user.big)" = "$big"
+  test "$(xa list "$f" | grep '^user\.' | sort | tr '\n' ' ')" = "user.big user.color "
+  xa remove "$f" user.color
+  must_fail xa get "$f" user.color                            # ENODATA
+  must_fail xa remove "$f" user.color
+  test "$(xa list "$f" | grep '^user\.' | tr '\n' ' ')" = "user.big "
+  # someone else's 644 file: the unprivileged user reads and lists, but may not write
+  chmod 644 "$f"
+  test "$(as_user bash -c 'xa get "$1" user.big' - "$f")" = "$big"
+  must_fail as_user bash -c 'xa set "$1" user.mine x' - "$f"
+  must_fail as_user bash -c 'xa remove "$1" user.big' - "$f"
+  # directories carry them too
+  mkdir "$W/xattr-dir"; xa set "$W/xattr-dir" user.d yes
+  test "$(xa get "$W/xattr-dir" user.d)" = yes
+  rm -rf "$f" "$W/xattr-dir"
+  echo "INFO xattr: user.* set/get/list/remove, CREATE/REPLACE, permissions checked; ops sent:" \
+       "$(awk '/^[ \t]*(GETXATTR|SETXATTR|LISTXATTRS|REMOVEXATTR):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)"
+}
 s_umount() {
   cd /; rm -rf "$W"
   umount "$MNT"
@@ -441,7 +485,7 @@ s_umount() {
 export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
   s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse \
-  op_count s_copy
+  op_count s_copy xa s_xattr
 
 echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
      "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
@@ -450,6 +494,7 @@ STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links pe
 [ -n "${MIXED_VERS:-}" ] && STEPS="$STEPS mixed_locks"
 [ "${RESTART_LOCK:-0}" = 1 ] && STEPS="$STEPS restart_lock"
 [ "$VERS" = 4.2 ] && STEPS="$STEPS sparse copy"       # SEEK, ALLOCATE, DEALLOCATE, COPY are NFSv4.2
+[ "$VERS" = 4.2 ] && STEPS="$STEPS xattr"             # GETXATTR ... REMOVEXATTR are NFSv4.2 (RFC 8276)
 for s in $STEPS fio; do
   step "${s//_/-}" "s_$s"; rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then     # a hung hard mount would hang every later step too

@@ -16,12 +16,19 @@ pub use rpc::observe::{
 
 /// Number of op slots; every per-op array has this many entries. The
 /// procedure tables place their programs around the NFSv4 operations
-/// (NFSv3, MOUNT v3 and NFSv4 below, NLM v4 and NSM v1 above).
-pub const OP_SLOTS: usize = 133;
+/// (NFSv3, MOUNT v3 and NFSv4 below, NLM v4 and NSM v1 above), and the
+/// extended attribute operations come last.
+pub const OP_SLOTS: usize = 137;
 
 /// NFSv4 operations 0..=71 (0-2 are unused numbers; OP_ILLEGAL goes to 0).
 pub const NFS4_OP_BASE: usize = 30;
 pub const NFS4_OPS: usize = 72;
+
+/// The extended attribute operations of RFC 8276 (72..=75), which came
+/// after the slots above were laid out: placed after NSM's so no existing
+/// slot moves.
+pub const NFS4_XATTR_OP_BASE: usize = 133;
+pub const NFS4_XATTR_OPS: std::ops::Range<usize> = 72..76;
 
 /// The program label of operations inside COMPOUNDs: their calls are part
 /// of the COMPOUND's, so totals skip them.
@@ -30,12 +37,14 @@ pub const NFS4_OP_PROGRAM: &str = "nfs4op";
 /// The slot of an NFSv4 operation inside a COMPOUND.
 #[inline]
 pub fn nfs4_op_slot(opnum: u32) -> usize {
-    NFS4_OP_BASE
-        + if (opnum as usize) < NFS4_OPS {
-            opnum as usize
-        } else {
-            0
-        }
+    let op = opnum as usize;
+    if op < NFS4_OPS {
+        NFS4_OP_BASE + op
+    } else if NFS4_XATTR_OPS.contains(&op) {
+        NFS4_XATTR_OP_BASE + op - NFS4_XATTR_OPS.start
+    } else {
+        NFS4_OP_BASE
+    }
 }
 
 /// (program label, op label) of every slot that has a name.
@@ -45,10 +54,10 @@ pub type OpNames = Vec<Option<(&'static str, &'static str)>>;
 /// `programs` whose table gives it a slot and a metric label.
 pub fn op_names(programs: &[&'static rpc::Program]) -> OpNames {
     let mut v = vec![None; OP_SLOTS];
-    for op in 0..NFS4_OPS as i32 {
-        if let Some(o) = proto::nfs4::NfsOpnum4::from_i32(op) {
+    for op in (0..NFS4_OPS).chain(NFS4_XATTR_OPS) {
+        if let Some(o) = proto::nfs4::NfsOpnum4::from_i32(op as i32) {
             let n: &'static str = Box::leak(format!("{o:?}").into_boxed_str());
-            v[NFS4_OP_BASE + op as usize] =
+            v[nfs4_op_slot(op as u32)] =
                 Some((NFS4_OP_PROGRAM, n.strip_prefix("OP_").unwrap_or(n)));
         }
     }
@@ -118,6 +127,7 @@ pub const STATUSES: &[(u32, &str)] = &[
     (10044, "NFS4ERR_OP_ILLEGAL"),
     (10052, "NFS4ERR_BADSESSION"),
     (10063, "NFS4ERR_SEQ_MISORDERED"),
+    (10095, "NFS4ERR_NOXATTR"),
     (RPC_PROC_UNAVAIL, "RPC_PROC_UNAVAIL"),
     (RPC_GARBAGE_ARGS, "RPC_GARBAGE_ARGS"),
     (RPC_SYSTEM_ERR, "RPC_SYSTEM_ERR"),
@@ -162,6 +172,10 @@ mod tests {
         assert_eq!(n.len(), OP_SLOTS);
         assert_eq!(n[nfs4_op_slot(25)], Some((NFS4_OP_PROGRAM, "READ")));
         assert_eq!(n[nfs4_op_slot(10044)], Some((NFS4_OP_PROGRAM, "ILLEGAL")));
+        assert_eq!(n[nfs4_op_slot(72)], Some((NFS4_OP_PROGRAM, "GETXATTR")));
+        assert_eq!(n[nfs4_op_slot(75)], Some((NFS4_OP_PROGRAM, "REMOVEXATTR")));
+        assert_eq!(nfs4_op_slot(75), OP_SLOTS - 1);
+        assert_eq!(nfs4_op_slot(76), nfs4_op_slot(10044));
         assert_eq!(n[126], Some(("t", "NULL")));
         assert_eq!(n[127], None, "a hole has no name");
         assert_eq!(n[128], Some(("t", "SET")));

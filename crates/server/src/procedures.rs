@@ -277,6 +277,10 @@ mod tests {
         (130, "nsm", "SM_UNMON_ALL"),
         (131, "nsm", "SM_SIMU_CRASH"),
         (132, "nsm", "SM_NOTIFY"),
+        (133, "nfs4op", "GETXATTR"),
+        (134, "nfs4op", "SETXATTR"),
+        (135, "nfs4op", "LISTXATTRS"),
+        (136, "nfs4op", "REMOVEXATTR"),
     ];
 
     #[test]

@@ -426,6 +426,13 @@ pub enum FsError {
     Jukebox,
     #[error("too many levels of symbolic links")]
     Loop,
+    /// ENODATA from an extended attribute call: no attribute of that name.
+    #[error("no such extended attribute")]
+    NoXattr,
+    /// An extended attribute value (or list) larger than the filesystem or
+    /// the reply can hold (E2BIG, ERANGE).
+    #[error("extended attribute too large")]
+    XattrTooBig,
 }
 
 impl FsError {
@@ -460,6 +467,8 @@ impl FsError {
             FsError::BadType => "bad object type",
             FsError::Jukebox => "retry later",
             FsError::Loop => "symlink loop",
+            FsError::NoXattr => "no such extended attribute",
+            FsError::XattrTooBig => "extended attribute too large",
         }
     }
 
@@ -489,6 +498,8 @@ impl FsError {
             libc::ESTALE => FsError::Stale,
             libc::EOPNOTSUPP | libc::ENOSYS => FsError::NotSupp,
             libc::ELOOP => FsError::Loop,
+            libc::ENODATA => FsError::NoXattr,
+            libc::E2BIG | libc::ERANGE => FsError::XattrTooBig,
             // Busy/in-use objects are refused, as knfsd does.
             libc::EBUSY | libc::ETXTBSY => FsError::Acces,
             libc::EAGAIN | libc::ENOMEM | libc::ENFILE | libc::EMFILE => FsError::Jukebox,
@@ -786,6 +797,41 @@ pub trait Backend: Send + Sync {
     ) -> Result<(), FsError> {
         Err(FsError::NotSupp)
     }
+    /// Whether the objects of this backend can carry user extended
+    /// attributes (the NFSv4.2 xattr_support attribute).
+    fn xattr_support(&self) -> bool {
+        false
+    }
+    /// The value of the user extended attribute `name` (given without the
+    /// `user.` prefix, as NFSv4.2 names them). `NoXattr` when there is
+    /// none. Needs read permission.
+    fn getxattr(&self, _cred: &Cred, _fid: &Fid, _name: &[u8]) -> Result<Vec<u8>, FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// Sets the user extended attribute `name` (without `user.`) to
+    /// `value`; `how` says whether it must or must not exist already
+    /// (`NoXattr`, `Exist`). Needs write permission.
+    fn setxattr(
+        &self,
+        _cred: &Cred,
+        _fid: &Fid,
+        _name: &[u8],
+        _value: &[u8],
+        _how: XattrSet,
+    ) -> Result<(), FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// The names of the object's user extended attributes, without the
+    /// `user.` prefix, in an order that stays the same while they do.
+    /// Needs read permission.
+    fn listxattrs(&self, _cred: &Cred, _fid: &Fid) -> Result<Vec<Vec<u8>>, FsError> {
+        Err(FsError::NotSupp)
+    }
+    /// Removes the user extended attribute `name` (without `user.`);
+    /// `NoXattr` when there is none. Needs write permission.
+    fn removexattr(&self, _cred: &Cred, _fid: &Fid, _name: &[u8]) -> Result<(), FsError> {
+        Err(FsError::NotSupp)
+    }
 }
 
 /// A hint for [`Backend::advise`], as posix_fadvise(2) takes them.
@@ -797,6 +843,42 @@ pub enum Advice {
     WillNeed,
     DontNeed,
     NoReuse,
+}
+
+/// What [`Backend::setxattr`] requires of an existing attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Create it or replace it.
+    Either,
+    /// Fail with `Exist` if it exists (XATTR_CREATE).
+    Create,
+    /// Fail with `NoXattr` if it does not (XATTR_REPLACE).
+    Replace,
+}
+
+/// The namespace every NFSv4.2 extended attribute lives in (RFC 8276:
+/// the protocol's names are user attributes, without this prefix; Linux
+/// knfsd adds it the same way).
+pub const XATTR_USER_PREFIX: &[u8] = b"user.";
+/// Longest attribute name Linux takes, prefix included (XATTR_NAME_MAX).
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest attribute value Linux takes (XATTR_SIZE_MAX).
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// The full name (`user.` + `name`) of an NFSv4.2 attribute name, once it
+/// is one the backend can take: not empty (Inval), no NUL byte (Inval),
+/// not past XATTR_NAME_MAX with the prefix (NameTooLong).
+pub fn user_xattr_name(name: &[u8]) -> Result<Vec<u8>, FsError> {
+    if name.is_empty() || name.contains(&0) {
+        return Err(FsError::Inval);
+    }
+    if name.len() > XATTR_NAME_MAX - XATTR_USER_PREFIX.len() {
+        return Err(FsError::NameTooLong);
+    }
+    let mut full = Vec::with_capacity(XATTR_USER_PREFIX.len() + name.len());
+    full.extend_from_slice(XATTR_USER_PREFIX);
+    full.extend_from_slice(name);
+    Ok(full)
 }
 
 /// What [`Backend::seek`] looks for.

@@ -22,6 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
     DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable, Timespec,
+    XattrSet,
 };
 
 const ROOT_INO: u64 = 1;
@@ -44,6 +45,8 @@ struct Inode {
     gen: u32,
     attr: Attr,
     data: Data,
+    /// User extended attributes, by name without the `user.` prefix.
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 enum Data {
@@ -180,7 +183,15 @@ impl State {
             mtime: t,
             ctime: t,
         };
-        self.inodes.insert(ino, Inode { gen, attr, data });
+        self.inodes.insert(
+            ino,
+            Inode {
+                gen,
+                attr,
+                data,
+                xattrs: BTreeMap::new(),
+            },
+        );
         ino
     }
 
@@ -935,6 +946,79 @@ impl Backend for MemFs {
             Ok(k)
         })
     }
+
+    fn xattr_support(&self) -> bool {
+        true
+    }
+
+    fn getxattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<Vec<u8>, FsError> {
+        crate::user_xattr_name(name)?;
+        self.with(|s| {
+            let n = s.node(s.resolve(fid)?);
+            if !may(cred, &n.attr, R) {
+                return Err(FsError::Acces);
+            }
+            n.xattrs.get(name).cloned().ok_or(FsError::NoXattr)
+        })
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<(), FsError> {
+        crate::user_xattr_name(name)?;
+        if value.len() > crate::XATTR_SIZE_MAX {
+            return Err(FsError::XattrTooBig);
+        }
+        self.with(|s| {
+            let n = xattr_node_to_change(cred, s.node_mut(s.resolve(fid)?))?;
+            match (how, n.xattrs.contains_key(name)) {
+                (XattrSet::Create, true) => return Err(FsError::Exist),
+                (XattrSet::Replace, false) => return Err(FsError::NoXattr),
+                _ => {}
+            }
+            n.xattrs.insert(name.to_vec(), value.to_vec());
+            n.attr.ctime = now();
+            Ok(())
+        })
+    }
+
+    fn listxattrs(&self, cred: &Cred, fid: &Fid) -> Result<Vec<Vec<u8>>, FsError> {
+        self.with(|s| {
+            let n = s.node(s.resolve(fid)?);
+            if !may(cred, &n.attr, R) {
+                return Err(FsError::Acces);
+            }
+            Ok(n.xattrs.keys().cloned().collect())
+        })
+    }
+
+    fn removexattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<(), FsError> {
+        crate::user_xattr_name(name)?;
+        self.with(|s| {
+            let n = xattr_node_to_change(cred, s.node_mut(s.resolve(fid)?))?;
+            n.xattrs.remove(name).ok_or(FsError::NoXattr)?;
+            n.attr.ctime = now();
+            Ok(())
+        })
+    }
+}
+
+/// An inode whose user xattrs `cred` may change: as Linux, only regular
+/// files and directories carry them (EPERM), and changing them needs write
+/// permission.
+fn xattr_node_to_change<'a>(cred: &Cred, n: &'a mut Inode) -> Result<&'a mut Inode, FsError> {
+    if !matches!(n.attr.ftype, FileType::Regular | FileType::Directory) {
+        return Err(FsError::Perm);
+    }
+    if !may(cred, &n.attr, W) {
+        return Err(FsError::Acces);
+    }
+    Ok(n)
 }
 
 /// SEEK's holes: an aligned block of this size (or the last, shorter one)
@@ -1176,6 +1260,56 @@ mod tests {
         assert_eq!(
             fs.clone_range(&root(), &a, 0, &b, 0, 0),
             Err(FsError::NotSupp)
+        );
+    }
+
+    #[test]
+    fn xattrs_per_inode() {
+        let fs = MemFs::new();
+        let r = fs.root();
+        let (f, _) = fs
+            .create(&root(), &r, b"f", &CreateHow::Guarded(SetAttr::mode(0o644)))
+            .unwrap();
+        let (g, _) = fs
+            .create(&root(), &r, b"g", &CreateHow::Guarded(SetAttr::mode(0o644)))
+            .unwrap();
+        assert_eq!(fs.getxattr(&root(), &f, b"a"), Err(FsError::NoXattr));
+        fs.setxattr(&root(), &f, b"b", b"2", XattrSet::Create)
+            .unwrap();
+        fs.setxattr(&root(), &f, b"a", b"1", XattrSet::Either)
+            .unwrap();
+        assert_eq!(
+            fs.setxattr(&root(), &f, b"a", b"x", XattrSet::Create),
+            Err(FsError::Exist)
+        );
+        assert_eq!(
+            fs.setxattr(&root(), &g, b"a", b"x", XattrSet::Replace),
+            Err(FsError::NoXattr)
+        );
+        assert_eq!(fs.getxattr(&root(), &f, b"a").unwrap(), b"1");
+        assert_eq!(
+            fs.listxattrs(&root(), &f).unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
+        assert!(fs.listxattrs(&root(), &g).unwrap().is_empty());
+        let u = Cred::user(1000, 1000);
+        assert_eq!(fs.getxattr(&u, &f, b"a").unwrap(), b"1");
+        assert_eq!(
+            fs.setxattr(&u, &f, b"a", b"x", XattrSet::Either),
+            Err(FsError::Acces)
+        );
+        assert_eq!(fs.removexattr(&u, &f, b"a"), Err(FsError::Acces));
+        fs.removexattr(&root(), &f, b"a").unwrap();
+        assert_eq!(fs.removexattr(&root(), &f, b"a"), Err(FsError::NoXattr));
+        assert_eq!(
+            fs.setxattr(
+                &root(),
+                &f,
+                b"v",
+                &vec![0; crate::XATTR_SIZE_MAX + 1],
+                XattrSet::Either
+            ),
+            Err(FsError::XattrTooBig)
         );
     }
 }

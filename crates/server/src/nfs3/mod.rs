@@ -89,6 +89,8 @@ pub fn status(e: FsError) -> Nfsstat3 {
         // ELOOP on a single component means a symlink was met where a
         // directory was needed; RFC 1813 has no better code.
         FsError::Loop => NFS3ERR_NOTDIR,
+        // NFSv3 has no extended attribute calls.
+        FsError::NoXattr | FsError::XattrTooBig => NFS3ERR_IO,
         #[allow(unreachable_patterns)]
         _ => NFS3ERR_SERVERFAULT,
     }

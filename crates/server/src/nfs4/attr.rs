@@ -36,7 +36,7 @@ pub const MAXNAME: u32 = 255;
 pub const MAXFILESIZE: u64 = NFS4_INT64_MAX;
 
 /// Every bit Tarn knows lies in the first three words (the highest is
-/// suppattr_exclcreat, 75); later request words can only hold unknown bits.
+/// xattr_support, 82); later request words can only hold unknown bits.
 const WORDS: usize = 3;
 type Mask = [u32; WORDS];
 
@@ -86,6 +86,8 @@ const PER_FS: Mask = mask_of(&[
     // Comes from the directory entry, not from the object.
     FATTR4_MOUNTED_ON_FILEID,
     FATTR4_SUPPATTR_EXCLCREAT,
+    // NFSv4.2 (RFC 8276): the export's filesystem takes user xattrs.
+    FATTR4_XATTR_SUPPORT,
 ]);
 
 const PER_OBJECT: Mask = mask_of(&[
@@ -257,6 +259,8 @@ pub struct AttrSource<'a> {
     /// The COMPOUND's minor version: attributes of later minor versions are
     /// neither listed in supported_attrs nor returned.
     pub minor: u32,
+    /// The export's backend takes user extended attributes (xattr_support).
+    pub xattr_support: bool,
 }
 
 /// The bitmap of attributes Tarn supports in minor version `minor`.
@@ -400,6 +404,7 @@ fn encode_attr(bit: u32, src: &AttrSource, out: &mut BytesMut) {
         FATTR4_TIME_MODIFY => pack_time(a.mtime, out),
         FATTR4_MOUNTED_ON_FILEID => out.put_u64(src.mounted_on_fileid),
         FATTR4_SUPPATTR_EXCLCREAT => pack_mask(&EXCLCREAT, out),
+        FATTR4_XATTR_SUPPORT => src.xattr_support.pack(out),
         _ => debug_assert!(false, "encode_attr called for unsupported bit {bit}"),
     }
 }
@@ -428,7 +433,8 @@ fn skip_attr(bit: u32, d: &mut Decoder) -> xdr::Result<()> {
         | FATTR4_CASE_PRESERVING
         | FATTR4_CHOWN_RESTRICTED
         | FATTR4_HOMOGENEOUS
-        | FATTR4_NO_TRUNC => {
+        | FATTR4_NO_TRUNC
+        | FATTR4_XATTR_SUPPORT => {
             d.bool()?;
         }
         FATTR4_FH_EXPIRE_TYPE

@@ -14,8 +14,9 @@ fn change_of(b: &dyn Backend, fid: &Fid) -> u64 {
     b.getattr(fid).map(|a| attr::change(&a)).unwrap_or(0)
 }
 
-/// Runs `op` between two reads of the directory's change attribute.
-fn with_cinfo<T>(
+/// Runs `op` between two reads of the change attribute of `dir` (of the
+/// object itself, for SETXATTR and REMOVEXATTR).
+pub(super) fn with_cinfo<T>(
     b: &dyn Backend,
     dir: &Fid,
     op: impl FnOnce() -> Result<T, FsError>,

@@ -16,6 +16,7 @@ pub struct Fetched {
     pub fsid: Fsid4,
     pub mounted_on: u64,
     pub read_only: bool,
+    pub xattr_support: bool,
 }
 
 impl Fetched {
@@ -31,6 +32,7 @@ impl Fetched {
             read_only: self.read_only,
             rdattr_error: None,
             minor,
+            xattr_support: self.xattr_support,
         }
     }
 }
@@ -73,6 +75,7 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
             fsid: Fsid4 { major: 0, minor: 0 },
             mounted_on: node_fileid(*node),
             read_only: true,
+            xattr_support: false,
         }),
         Fh::Obj { export, fid } => {
             let (b, f) = (export.backend.clone(), *fid);
@@ -90,6 +93,7 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
                 fsid: export_fsid(export.id),
                 mounted_on,
                 read_only: !c.access(export)?.rw,
+                xattr_support: export.backend.xattr_support(),
             })
         }
     }
@@ -219,10 +223,17 @@ fn meaningful(t: FileType) -> u32 {
     }
 }
 
-async fn do_access(c: &Compound<'_>, want: u32) -> Result<(u32, u32), Fail> {
-    // ACCESS4_* bits 0x01..0x20 equal NFSv3's; the NFSv4.2 xattr bits are
-    // not supported.
-    let want = want & Access::ALL.bits();
+/// RFC 8276's ACCESS bits (NFSv4.2): reading, writing and listing
+/// extended attributes, decided as READ (read, list) and MODIFY (write)
+/// are, as knfsd does; they mean something for files and directories of an
+/// export that takes user xattrs.
+const XA_READ_LIST: u32 = ACCESS4_XAREAD | ACCESS4_XALIST;
+const XA_ALL: u32 = XA_READ_LIST | ACCESS4_XAWRITE;
+
+async fn do_access(c: &Compound<'_>, asked: u32) -> Result<(u32, u32), Fail> {
+    // ACCESS4_* bits 0x01..0x20 equal NFSv3's.
+    let want = asked & Access::ALL.bits();
+    let xa = if c.minor >= 2 { asked & XA_ALL } else { 0 };
     match &c.cur()?.fh {
         Fh::Pseudo(_) => {
             let supported = want & meaningful(FileType::Directory);
@@ -233,11 +244,24 @@ async fn do_access(c: &Compound<'_>, want: u32) -> Result<(u32, u32), Fail> {
         }
         Fh::Obj { export, fid } => {
             let access = c.access(export)?;
+            let xa = if export.backend.xattr_support() {
+                xa
+            } else {
+                0
+            };
+            // The xattr bits are answered from READ and MODIFY.
+            let mut ask = want;
+            if xa & XA_READ_LIST != 0 {
+                ask |= Access::READ.bits();
+            }
+            if xa & ACCESS4_XAWRITE != 0 {
+                ask |= Access::MODIFY.bits();
+            }
             let (b, f, cred) = (export.backend.clone(), *fid, access.cred.clone());
             let (got, ftype) =
                 c.n.run_fast(&*b.clone(), move || {
                     // One stat gives both the permissions and the type.
-                    let (r, at) = b.access_with_attr(&cred, &f, Access(want));
+                    let (r, at) = b.access_with_attr(&cred, &f, Access(ask));
                     let got = r?;
                     let ftype = match at {
                         Some(a) => a.ftype,
@@ -246,12 +270,23 @@ async fn do_access(c: &Compound<'_>, want: u32) -> Result<(u32, u32), Fail> {
                     Ok::<_, vfs::FsError>((got, ftype))
                 })
                 .await?;
-            let supported = want & meaningful(ftype);
-            let mut bits = got.bits() & supported;
+            let mut got = got.bits();
             if !access.rw {
-                bits &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();
+                got &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();
             }
-            Ok((supported, bits))
+            let xa = match ftype {
+                FileType::Regular | FileType::Directory => xa,
+                _ => 0,
+            };
+            let mut xa_bits = 0;
+            if got & Access::READ.bits() != 0 {
+                xa_bits |= xa & XA_READ_LIST;
+            }
+            if got & Access::MODIFY.bits() != 0 {
+                xa_bits |= xa & ACCESS4_XAWRITE;
+            }
+            let supported = want & meaningful(ftype);
+            Ok((supported | xa, (got & supported) | xa_bits))
         }
     }
 }

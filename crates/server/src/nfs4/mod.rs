@@ -27,6 +27,7 @@ mod session;
 mod sparse;
 pub mod state;
 mod v40;
+mod xattr;
 
 #[cfg(test)]
 mod sim;
@@ -163,6 +164,8 @@ pub fn status(e: FsError) -> Nfsstat4 {
         FsError::BadCookie => NFS4ERR_BAD_COOKIE,
         FsError::BadType => NFS4ERR_BADTYPE,
         FsError::Loop => NFS4ERR_SYMLINK,
+        FsError::NoXattr => NFS4ERR_NOXATTR,
+        FsError::XattrTooBig => NFS4ERR_XATTR2BIG,
         FsError::WouldBlock => NFS4ERR_DELAY,
     }
 }
@@ -184,6 +187,7 @@ opnums!(
     OP_RELEASE_LOCKOWNER,
     OP_RECLAIM_COMPLETE,
     OP_CLONE,
+    OP_REMOVEXATTR,
     OP_ILLEGAL
 );
 
@@ -205,7 +209,8 @@ fn max_op(minor: u32) -> u32 {
     match minor {
         0 => OP_RELEASE_LOCKOWNER,
         1 => OP_RECLAIM_COMPLETE,
-        _ => OP_CLONE,
+        // RFC 7862's operations, then RFC 8276's extended attributes.
+        _ => OP_REMOVEXATTR,
     }
 }
 
@@ -787,6 +792,10 @@ impl Nfs4 {
             A::OP_IO_ADVISE(a) => R::OP_IO_ADVISE(copy::io_advise(c, a).await),
             A::OP_OFFLOAD_STATUS(a) => R::OP_OFFLOAD_STATUS(copy::offload_status(c, a)),
             A::OP_OFFLOAD_CANCEL(a) => R::OP_OFFLOAD_CANCEL(copy::offload_cancel(c, a)),
+            A::OP_GETXATTR(a) => R::OP_GETXATTR(xattr::getxattr(c, a).await),
+            A::OP_SETXATTR(a) => R::OP_SETXATTR(xattr::setxattr(c, a).await),
+            A::OP_LISTXATTRS(a) => R::OP_LISTXATTRS(xattr::listxattrs(c, a).await),
+            A::OP_REMOVEXATTR(a) => R::OP_REMOVEXATTR(xattr::removexattr(c, a).await),
             _ => {
                 // Defined but not (yet) implemented here, or belonging to
                 // another minor version: NOTSUPP, never a crash.
@@ -947,7 +956,7 @@ pub fn op_name(op: u32) -> &'static str {
     static NAMES: std::sync::OnceLock<std::collections::HashMap<u32, &'static str>> =
         std::sync::OnceLock::new();
     let names = NAMES.get_or_init(|| {
-        (0..=OP_CLONE)
+        (0..=OP_REMOVEXATTR)
             .chain([OP_ILLEGAL])
             .filter_map(|n| {
                 NfsOpnum4::from_i32(n as i32)

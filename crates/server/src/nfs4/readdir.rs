@@ -23,6 +23,9 @@ struct Enc {
     request: Vec<u32>,
     want_fh: bool,
     minor: u32,
+    /// The directory's export takes user xattrs (entries of a pseudo
+    /// directory say false).
+    xattr_support: bool,
 }
 
 /// One directory entry to encode.
@@ -54,6 +57,7 @@ impl Enc {
             read_only: false,
             rdattr_error: None,
             minor: self.minor,
+            xattr_support: self.xattr_support,
         };
         attr::encode_into(&self.request, &src, out);
         if out.len() > limit {
@@ -134,6 +138,7 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
         want_fh: attr::bitmap_has(&a.attr_request, FATTR4_FILEHANDLE),
         request: a.attr_request.clone(),
         minor: c.minor,
+        xattr_support: matches!(&c.cur()?.fh, Fh::Obj { export, .. } if export.backend.xattr_support()),
     };
     // The reply so far, then this result; maxcount bounds the result.
     let maxcount = (a.maxcount as usize).min(super::MAX_IO as usize);

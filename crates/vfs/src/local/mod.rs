@@ -128,7 +128,7 @@ use std::sync::{Arc, Mutex};
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Advice, Attr, Backend, CreateHow, Cred,
     DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
-    Timespec,
+    Timespec, XattrSet,
 };
 
 /// How many data descriptors stay open.
@@ -163,6 +163,8 @@ pub struct LocalFs {
     mount_id: i32,
     /// Running as root: switch fs credentials per call.
     switch_creds: bool,
+    /// The export's filesystem takes user extended attributes.
+    xattrs: bool,
     base_gid: u32,
     base_groups: Vec<u32>,
     /// Data descriptors (O_RDWR or O_RDONLY) of regular files.
@@ -281,8 +283,15 @@ impl LocalFs {
             );
             changes::Changes::disabled()
         });
+        // ENODATA for a name nobody sets means the filesystem has user
+        // xattrs; EOPNOTSUPP that it has none (so xattr_support is false).
+        let xattrs = !matches!(
+            sys::getxattr_fd(root_fd.as_fd(), c"user.tarn.probe", &mut []),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP)
+        );
         Ok(LocalFs {
             changes,
+            xattrs,
             listings: listings::Listings::new(listings::LISTED_ENTRIES),
             known: known::Known::new(known::KNOWN_NAMES),
             root: root_fd,
@@ -1471,6 +1480,117 @@ impl Backend for LocalFs {
         };
         sys::fadvise(fd, offset, len, a).map_err(io_err)
     }
+
+    fn xattr_support(&self) -> bool {
+        self.xattrs
+    }
+
+    fn getxattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<Vec<u8>, FsError> {
+        let name = xattr_cname(name)?;
+        let Some((fd, _)) = self.xattr_object(fid)? else {
+            return Err(FsError::NoXattr);
+        };
+        // The kernel checks read permission as the caller.
+        let _g = self.as_user(cred)?;
+        // Ask the length, then read; a value that grew in between (ERANGE)
+        // is asked again, and at worst read into the largest buffer.
+        for _ in 0..3 {
+            let len = sys::getxattr_fd(fd.as_fd(), &name, &mut []).map_err(io_err)?;
+            let mut v = vec![0; len.max(1)];
+            match sys::getxattr_fd(fd.as_fd(), &name, &mut v) {
+                Ok(n) => {
+                    v.truncate(n);
+                    return Ok(v);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ERANGE) => continue,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        let mut v = vec![0; crate::XATTR_SIZE_MAX];
+        let n = sys::getxattr_fd(fd.as_fd(), &name, &mut v).map_err(io_err)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<(), FsError> {
+        let name = xattr_cname(name)?;
+        if value.len() > crate::XATTR_SIZE_MAX {
+            return Err(FsError::XattrTooBig);
+        }
+        // Linux keeps user xattrs off other objects (EPERM), as knfsd says.
+        let Some((fd, _)) = self.xattr_object(fid)? else {
+            return Err(FsError::Perm);
+        };
+        let flags = match how {
+            XattrSet::Either => 0,
+            XattrSet::Create => libc::XATTR_CREATE,
+            XattrSet::Replace => libc::XATTR_REPLACE,
+        };
+        // The kernel checks write permission (and the sticky-directory
+        // owner rule) as the caller.
+        let _g = self.as_user(cred)?;
+        sys::setxattr_fd(fd.as_fd(), &name, value, flags).map_err(io_err)
+    }
+
+    fn listxattrs(&self, cred: &Cred, fid: &Fid) -> Result<Vec<Vec<u8>>, FsError> {
+        let Some((fd, st)) = self.xattr_object(fid)? else {
+            return Ok(Vec::new());
+        };
+        // listxattr(2) itself asks for no permission; NFS asks for read, as
+        // knfsd does.
+        if cred.uid != st.st_uid
+            && !self
+                .allowed(cred, fid, fd.as_fd(), &st, &[libc::R_OK])?
+                .may(libc::R_OK)
+        {
+            return Err(FsError::Acces);
+        }
+        let mut buf = Vec::new();
+        for _ in 0..3 {
+            let len = sys::listxattr_fd(fd.as_fd(), &mut []).map_err(io_err)?;
+            buf = vec![0; len.max(1)];
+            match sys::listxattr_fd(fd.as_fd(), &mut buf) {
+                Ok(n) => {
+                    buf.truncate(n);
+                    break;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ERANGE) => buf.clear(),
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        if buf.is_empty() {
+            // Still changing after three tries: the largest list there is.
+            buf = vec![0; crate::XATTR_SIZE_MAX];
+            let n = sys::listxattr_fd(fd.as_fd(), &mut buf).map_err(io_err)?;
+            buf.truncate(n);
+        }
+        // Sorted, so cookies (positions in the list) keep their meaning
+        // from one LISTXATTRS to the next while the names stay the same.
+        let mut names: Vec<Vec<u8>> = buf
+            .split(|&b| b == 0)
+            .filter_map(|n| n.strip_prefix(crate::XATTR_USER_PREFIX))
+            .filter(|n| !n.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn removexattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<(), FsError> {
+        let name = xattr_cname(name)?;
+        let Some((fd, _)) = self.xattr_object(fid)? else {
+            return Err(FsError::NoXattr);
+        };
+        let _g = self.as_user(cred)?;
+        sys::removexattr_fd(fd.as_fd(), &name).map_err(io_err)
+    }
 }
 
 /// Whether `len` bytes at `a` and at `b` of one file share a byte.
@@ -1511,6 +1631,23 @@ fn copy_by_hand(
         done += k as u64;
     }
     Ok(done)
+}
+
+/// The C string of an NFSv4.2 attribute name in the user namespace.
+fn xattr_cname(name: &[u8]) -> Result<std::ffi::CString, FsError> {
+    sys::cstr(&crate::user_xattr_name(name)?).map_err(io_err)
+}
+
+impl LocalFs {
+    /// The O_PATH descriptor of an object that can carry user xattrs (a
+    /// regular file or directory, the only ones Linux allows them on), or
+    /// None for any other object. Only for these is reaching the object
+    /// through /proc/self/fd sure not to follow a symlink.
+    fn xattr_object(&self, fid: &Fid) -> Result<Option<(Arc<OwnedFd>, libc::stat)>, FsError> {
+        nowait::forbid()?;
+        let (fd, st) = self.open_path(fid)?;
+        Ok(matches!(file_type(&st), FileType::Regular | FileType::Directory).then_some((fd, st)))
+    }
 }
 
 impl LocalFs {

@@ -491,6 +491,78 @@ pub fn fadvise(fd: BorrowedFd<'_>, off: u64, len: u64, advice: libc::c_int) -> i
     }
 }
 
+/// getxattr(2) of the object behind `fd` (an O_PATH descriptor of a
+/// regular file or directory, which the /proc/self/fd link resolves to
+/// without following anything further): the value's length, and with a
+/// non-empty `buf` the value in it (ERANGE when it does not fit).
+pub fn getxattr_fd(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    let p = proc_path(fd);
+    // SAFETY: valid C strings; buf has buf.len() writable bytes (a NULL
+    // pointer with size 0 asks for the length).
+    cvt_long(unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            if buf.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                buf.as_mut_ptr().cast()
+            },
+            buf.len(),
+        ) as libc::c_long
+    })
+    .map(|n| n as usize)
+}
+
+/// setxattr(2) of the object behind `fd` (see [`getxattr_fd`]); `flags`
+/// 0, XATTR_CREATE or XATTR_REPLACE.
+pub fn setxattr_fd(
+    fd: BorrowedFd<'_>,
+    name: &CStr,
+    value: &[u8],
+    flags: libc::c_int,
+) -> io::Result<()> {
+    let p = proc_path(fd);
+    // SAFETY: valid C strings; value has value.len() readable bytes.
+    cvt(unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// listxattr(2) of the object behind `fd` (see [`getxattr_fd`]): the
+/// NUL-separated names' length, and with a non-empty `buf` the names.
+pub fn listxattr_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let p = proc_path(fd);
+    // SAFETY: valid C string; buf has buf.len() writable bytes (NULL with
+    // size 0 asks for the length).
+    cvt_long(unsafe {
+        libc::listxattr(
+            p.as_ptr(),
+            if buf.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                buf.as_mut_ptr().cast()
+            },
+            buf.len(),
+        ) as libc::c_long
+    })
+    .map(|n| n as usize)
+}
+
+/// removexattr(2) of the object behind `fd` (see [`getxattr_fd`]).
+pub fn removexattr_fd(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let p = proc_path(fd);
+    // SAFETY: valid C strings.
+    cvt(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) }).map(drop)
+}
+
 /// Raw getdents64 into `buf`; returns bytes filled (0 = end of directory).
 pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf has buf.len() writable bytes.

@@ -1117,3 +1117,131 @@ fn advise_passes_hints_to_the_page_cache() {
         Err(FsError::IsDir)
     );
 }
+
+/// A backend in /var/tmp whose filesystem takes user xattrs, or None (with
+/// a message) where it does not.
+fn setup_xattrs() -> Option<(tempfile::TempDir, LocalFs)> {
+    let (d, fs) = setup_on_disk();
+    if !fs.xattr_support() {
+        eprintln!("skipping: the filesystem of /var/tmp has no user xattrs");
+        return None;
+    }
+    Some((d, fs))
+}
+
+#[test]
+fn user_xattrs_round_trip_under_the_user_prefix() {
+    let Some((d, fs)) = setup_xattrs() else {
+        return;
+    };
+    let r = fs.root();
+    let f = root_file(&fs, &r, b"x", 0o644, b"data");
+    assert_eq!(fs.getxattr(&root(), &f, b"a"), Err(FsError::NoXattr));
+    assert_eq!(fs.listxattrs(&root(), &f).unwrap(), Vec::<Vec<u8>>::new());
+    let before = fs.getattr(&f).unwrap().ctime;
+    fs.setxattr(&root(), &f, b"a", b"one", XattrSet::Create)
+        .unwrap();
+    assert_ne!(fs.getattr(&f).unwrap().ctime, before, "ctime moves");
+    // On disk the NFS name `a` is `user.a`.
+    let p = sys::cstr(d.path().join("x").as_os_str().as_bytes()).unwrap();
+    let fd = sys::open_path(&p, libc::O_PATH).unwrap();
+    let mut v = [0u8; 8];
+    let n = sys::getxattr_fd(fd.as_fd(), c"user.a", &mut v).unwrap();
+    assert_eq!(&v[..n], b"one");
+    assert_eq!(fs.getxattr(&root(), &f, b"a").unwrap(), b"one");
+    assert_eq!(
+        fs.setxattr(&root(), &f, b"a", b"two", XattrSet::Create),
+        Err(FsError::Exist)
+    );
+    assert_eq!(
+        fs.setxattr(&root(), &f, b"b", b"two", XattrSet::Replace),
+        Err(FsError::NoXattr)
+    );
+    fs.setxattr(&root(), &f, b"a", b"two", XattrSet::Replace)
+        .unwrap();
+    fs.setxattr(&root(), &f, b"b", b"", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.getxattr(&root(), &f, b"a").unwrap(), b"two");
+    assert_eq!(fs.getxattr(&root(), &f, b"b").unwrap(), b"");
+    assert_eq!(
+        fs.listxattrs(&root(), &f).unwrap(),
+        vec![b"a".to_vec(), b"b".to_vec()]
+    );
+    fs.removexattr(&root(), &f, b"a").unwrap();
+    assert_eq!(fs.removexattr(&root(), &f, b"a"), Err(FsError::NoXattr));
+    assert_eq!(fs.listxattrs(&root(), &f).unwrap(), vec![b"b".to_vec()]);
+    // Directories carry them too.
+    fs.setxattr(&root(), &r, b"d", b"dir", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.getxattr(&root(), &r, b"d").unwrap(), b"dir");
+}
+
+#[test]
+fn xattr_names_and_values_are_bounded() {
+    let Some((_d, fs)) = setup_xattrs() else {
+        return;
+    };
+    let f = root_file(&fs, &fs.root(), b"x", 0o644, b"");
+    let set = |name: &[u8], value: &[u8]| fs.setxattr(&root(), &f, name, value, XattrSet::Either);
+    assert_eq!(set(b"", b"v"), Err(FsError::Inval));
+    assert_eq!(set(b"a\0b", b"v"), Err(FsError::Inval));
+    let longest = vec![b'n'; crate::XATTR_NAME_MAX - 5];
+    set(&longest, b"v").unwrap();
+    assert_eq!(fs.getxattr(&root(), &f, &longest).unwrap(), b"v");
+    let mut too_long = longest.clone();
+    too_long.push(b'n');
+    assert_eq!(set(&too_long, b"v"), Err(FsError::NameTooLong));
+    assert_eq!(
+        set(b"big", &vec![0; crate::XATTR_SIZE_MAX + 1]),
+        Err(FsError::XattrTooBig)
+    );
+    // Symlinks carry no user xattrs, and are never followed to find some.
+    let (l, _) = fs
+        .symlink(&root(), &fs.root(), b"l", b"x", &SetAttr::default())
+        .unwrap();
+    assert_eq!(fs.getxattr(&root(), &l, b"longest"), Err(FsError::NoXattr));
+    assert_eq!(
+        fs.setxattr(&root(), &l, b"n", b"v", XattrSet::Either),
+        Err(FsError::Perm)
+    );
+    assert_eq!(fs.listxattrs(&root(), &l).unwrap(), Vec::<Vec<u8>>::new());
+}
+
+#[test]
+fn xattrs_are_checked_as_the_caller() {
+    if !running_as_root() {
+        eprintln!("skipping: needs root to switch credentials");
+        return;
+    }
+    let Some((_d, fs)) = setup_xattrs() else {
+        return;
+    };
+    let r = fs.root();
+    let readable = root_file(&fs, &r, b"ro", 0o644, b"");
+    fs.setxattr(&root(), &readable, b"a", b"v", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.getxattr(&user(), &readable, b"a").unwrap(), b"v");
+    assert_eq!(
+        fs.listxattrs(&user(), &readable).unwrap(),
+        vec![b"a".to_vec()]
+    );
+    assert_eq!(
+        fs.setxattr(&user(), &readable, b"a", b"w", XattrSet::Either),
+        Err(FsError::Acces)
+    );
+    assert_eq!(
+        fs.removexattr(&user(), &readable, b"a"),
+        Err(FsError::Acces)
+    );
+    let secret = root_file(&fs, &r, b"secret", 0o600, b"");
+    fs.setxattr(&root(), &secret, b"a", b"v", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.getxattr(&user(), &secret, b"a"), Err(FsError::Acces));
+    assert_eq!(fs.listxattrs(&user(), &secret), Err(FsError::Acces));
+    let open = root_file(&fs, &r, b"open", 0o666, b"");
+    fs.setxattr(&user(), &open, b"a", b"mine", XattrSet::Either)
+        .unwrap();
+    fs.removexattr(&user(), &open, b"a").unwrap();
+    // The thread is root again afterwards.
+    assert_eq!(sys::set_thread_fsuid(u32::MAX), 0);
+}

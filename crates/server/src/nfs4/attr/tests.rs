@@ -58,6 +58,7 @@ fn src<'a>(a: &'a Attr, m: &'a IdMap, fs: Option<&'a FsStat>) -> AttrSource<'a> 
         rdattr_error: None,
         // NFSv4.1: every attribute Tarn has; minor-version tests set their own.
         minor: 1,
+        xattr_support: true,
     }
 }
 
@@ -188,7 +189,9 @@ fn supported_bitmap_is_the_documented_set() {
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 26, 27, 28,
         29, 30, 31, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45, 47, 48, 51, 52, 53, 54, 55, 75,
     ];
-    for minor in [1, 2] {
+    // 4.2 adds xattr_support (82, RFC 8276).
+    let want42 = [want, &[FATTR4_XATTR_SUPPORT]].concat();
+    for (minor, want) in [(1, want), (2, &want42[..])] {
         let sup = supported_attrs(minor);
         assert_eq!(sup, req(want), "minor {minor}");
         // Never claimed: acl, fs_locations, time_create, sec_label, layouts.

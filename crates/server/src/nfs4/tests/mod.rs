@@ -14,6 +14,7 @@ mod lease;
 mod sparse;
 mod stateids;
 mod v40;
+mod xattr;
 
 use super::clock::ManualClock;
 use super::recovery::Recovery;
