@@ -9,6 +9,7 @@
 //! §16.2.3 says. Results are written straight into the reply.
 
 pub mod attr;
+pub mod backchannel;
 pub mod clock;
 mod compound;
 mod dir;
@@ -98,6 +99,8 @@ pub struct Nfs4 {
     /// The time for every lease, grace and courtesy decision (a manual
     /// clock in tests).
     pub clock: Arc<dyn clock::Clock>,
+    /// Each session's back channel (driver state: it holds connections).
+    pub backchannels: Arc<backchannel::Backchannels>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -353,6 +356,7 @@ impl Nfs4 {
             wake,
             metrics: None,
             clock,
+            backchannels: Arc::default(),
         }
     }
 
@@ -374,6 +378,7 @@ impl Nfs4 {
         let wake = self.wake.clone();
         let metrics = self.metrics.clone();
         let clock = self.clock.clone();
+        let backchannels = self.backchannels.clone();
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut t = tokio::time::interval(every);
@@ -383,6 +388,7 @@ impl Nfs4 {
                     _ = wake.notified() => {}
                 }
                 lease_walk(&state, &records, &metrics, clock.now()).await;
+                backchannels.retain(|id| state.session(id).is_some());
             }
         });
     }
@@ -391,6 +397,8 @@ impl Nfs4 {
     /// (tests drive time by hand and walk after each step).
     pub async fn lease_walk(&self) {
         lease_walk(&self.state, &self.records, &self.metrics, self.clock.now()).await;
+        self.backchannels
+            .retain(|id| self.state.session(id).is_some());
     }
 
     /// The wire filehandle of `fh`.
@@ -744,6 +752,7 @@ impl Nfs4 {
                 R::OP_RELEASE_LOCKOWNER(lock::release_lockowner(c, a))
             }
             A::OP_BIND_CONN_TO_SESSION(a) => R::OP_BIND_CONN_TO_SESSION(session::bind_conn(c, a)),
+            A::OP_BACKCHANNEL_CTL(a) => R::OP_BACKCHANNEL_CTL(session::backchannel_ctl(c, a)),
             A::OP_EXCHANGE_ID(a) => R::OP_EXCHANGE_ID(session::exchange_id(c, a)),
             A::OP_CREATE_SESSION(a) => R::OP_CREATE_SESSION(session::create_session(c, a).await),
             A::OP_DESTROY_SESSION(a) => R::OP_DESTROY_SESSION(session::destroy_session(c, a)),
