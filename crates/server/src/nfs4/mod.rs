@@ -12,6 +12,7 @@ pub mod attr;
 pub mod backchannel;
 pub mod clock;
 mod compound;
+mod deleg;
 mod dir;
 mod fh;
 mod getattr;
@@ -59,6 +60,9 @@ pub struct Nfs4Config {
     pub max_slots: u32,
     /// How long, and how many, lapsed clients keep their state.
     pub courtesy: state::Courtesy,
+    /// Most delegations outstanding at once; past it OPEN grants none
+    /// (OPEN_DELEGATE_NONE_EXT with WND4_RESOURCE).
+    pub max_delegations: usize,
 }
 
 impl Default for Nfs4Config {
@@ -70,6 +74,7 @@ impl Default for Nfs4Config {
             id_names: false,
             max_slots: 128,
             courtesy: state::Courtesy::default(),
+            max_delegations: deleg::default_max_delegations(),
         }
     }
 }
@@ -333,11 +338,13 @@ impl Nfs4 {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "tarn".into());
+        let backchannels: Arc<backchannel::Backchannels> = Arc::default();
         let records = Arc::new(Records {
             state: state.clone(),
             store: recovery,
             pool: pool.clone(),
             order: tokio::sync::Mutex::new(()),
+            backchannels: backchannels.clone(),
         });
         Nfs4 {
             live,
@@ -356,7 +363,7 @@ impl Nfs4 {
             wake,
             metrics: None,
             clock,
-            backchannels: Arc::default(),
+            backchannels,
         }
     }
 
@@ -821,6 +828,10 @@ async fn lease_walk(
     }
     records.apply().await;
     if let Some(m) = metrics {
+        let d = state.take_deleg_counts();
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        m.server.delegations_recalled.fetch_add(d.recalled, relaxed);
+        m.server.delegations_revoked.fetch_add(d.revoked, relaxed);
         m.server.nfs4_courteous_clients.store(
             state.courteous_clients() as i64,
             std::sync::atomic::Ordering::Relaxed,
@@ -857,9 +868,37 @@ pub struct Records {
     /// Held while effects are taken and carried out, so a handler and the
     /// lease timer apply them in the order the state core queued them.
     order: tokio::sync::Mutex<()>,
+    /// Where recalls are sent.
+    backchannels: Arc<backchannel::Backchannels>,
 }
 
 impl Records {
+    /// Sends CB_RECALL on the client's back channel, without waiting: the
+    /// state core revokes the delegation if it is not returned within a
+    /// lease, whatever happens to the call. A client with no usable back
+    /// channel is not called (it gets no new delegations either).
+    fn recall(&self, client: u64, stateid: Stateid4, fh: Bytes) {
+        let Some(bc) = self.backchannels.for_client(client) else {
+            debug!(client, "no back channel to recall a delegation on");
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        tokio::spawn(async move {
+            let op = NfsCbArgop4::OP_CB_RECALL(CbRecall4args {
+                stateid,
+                truncate: false,
+                fh: NfsFh4(fh),
+            });
+            match bc.compound(vec![op], backchannel::CALL_TIMEOUT).await {
+                Ok((Nfsstat4::NFS4_OK, _)) => {}
+                Ok((status, _)) => debug!(client, ?status, "CB_RECALL refused"),
+                Err(e) => debug!(client, error = ?e, "CB_RECALL failed"),
+            }
+        });
+    }
+
     /// Carries out the queued effects; returns when they are on disk (a
     /// handler awaits this before replying, e.g. to CREATE_SESSION).
     pub async fn apply(&self) {
@@ -868,6 +907,14 @@ impl Records {
             let (owner, persist) = match e {
                 state::Effect::PersistClient { owner } => (owner, true),
                 state::Effect::ForgetClient { owner } => (owner, false),
+                state::Effect::Recall {
+                    client,
+                    stateid,
+                    fh,
+                } => {
+                    self.recall(client, stateid, fh);
+                    continue;
+                }
             };
             let Some(store) = self.store.clone() else {
                 continue;

@@ -301,6 +301,8 @@ impl World {
             match e {
                 Effect::PersistClient { owner } => self.durable.insert(owner),
                 Effect::ForgetClient { owner } => self.durable.remove(&owner),
+                // The simulated clients hold no delegations.
+                Effect::Recall { .. } => false,
             };
         }
     }

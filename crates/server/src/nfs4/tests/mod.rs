@@ -9,6 +9,7 @@
 //! the real process restart stays in `crates/client/tests`.
 
 mod backchannel;
+mod deleg;
 mod grace;
 mod lease;
 mod sparse;
@@ -176,6 +177,7 @@ pub struct Opened {
     pub fh: NfsFh4,
     pub stateid: Stateid4,
     pub rflags: u32,
+    pub delegation: OpenDelegation4,
 }
 
 pub fn cfg(lease_secs: u64, grace_secs: u64) -> Nfs4Config {
@@ -700,6 +702,7 @@ pub fn opened(r: &Compound4res, at: usize) -> Option<Opened> {
             fh: fh.object.clone(),
             stateid: ok.stateid.clone(),
             rflags: ok.rflags,
+            delegation: ok.delegation.clone(),
         }),
         _ => None,
     }
