@@ -34,12 +34,12 @@ fi
 
 # ---- the allow-list: tests that may fail, each with the issue that removes it ----------------------
 # Keep it short; every entry names why it fails and which issue fixes it.
-# Issue 15 (delegations, the callback channel and NFSv4.2) removes all of these: Tarn grants no
-# delegations yet (DELEG*: "Could not get delegation"; DELEG24/25 need the 4.2 open_arguments
-# attribute) and has no extended attributes (XATT*: GETXATTR/SETXATTR/LISTXATTRS/REMOVEXATTR are
-# OP_ILLEGAL).
+# Issue 15 (delegations, the callback channel and NFSv4.2) removes all of these: Tarn grants read
+# delegations only (DELEG2: "Could not get delegation", a write delegation; DELEG24/25 need the 4.2
+# open_arguments attribute and CB_GETATTR) and has no extended attributes (XATT*:
+# GETXATTR/SETXATTR/LISTXATTRS/REMOVEXATTR are OP_ILLEGAL).
 ALLOW_41='
-DELEG1 DELEG2 DELEG3 DELEG4 DELEG5 DELEG6 DELEG7 DELEG8 DELEG23 DELEG24 DELEG25
+DELEG2 DELEG24 DELEG25
 XATT1 XATT2 XATT3 XATT4 XATT5 XATT6 XATT7 XATT8 XATT9 XATT10 XATT11
 '
 ALLOW_40='

@@ -606,6 +606,31 @@ mod tests {
     }
 
     #[test]
+    fn delegations_per_export() {
+        use server::export::Delegations;
+        let src = |d: &str| format!("[[export]]\npath = \"/srv\"\nclients = []\n{d}");
+        let c = parse(Path::new("t.toml"), &src("")).unwrap();
+        assert_eq!(c.exports[0].delegations, Delegations::Read);
+        for (v, want) in [
+            ("none", Delegations::None),
+            ("read", Delegations::Read),
+            ("read-write", Delegations::ReadWrite),
+        ] {
+            let c = parse(
+                Path::new("t.toml"),
+                &src(&format!("delegations = \"{v}\"\n")),
+            )
+            .unwrap();
+            assert_eq!(c.exports[0].delegations, want);
+        }
+        let e = parse(Path::new("t.toml"), &src("delegations = \"all\"\n")).unwrap_err();
+        assert!(
+            e.starts_with("t.toml:4: delegations = ") && e.contains("read-write"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn gss_section() {
         let src = "[[export]]\npath = \"/srv\"\nclients = []\n\n[gss]\nmachine_principals = \"anonymous\"\n\
                    local_realms = [\"EXAMPLE.COM\"]\n[gss.principals]\n\"a@P.ORG\" = \"alice\"\n\

@@ -66,6 +66,9 @@ struct Path {
 pub struct Backchannel {
     pub session: Sessionid4,
     pub client: Clientid4,
+    /// The minor version the session was made with: its CB_COMPOUNDs
+    /// carry it (clients refuse others with MINOR_VERS_MISMATCH).
+    pub minor: u32,
     path: Mutex<Path>,
     /// Slot 0's next sequence id; the lock also keeps calls in order.
     slot: tokio::sync::Mutex<Sequenceid4>,
@@ -91,6 +94,7 @@ impl Backchannel {
     pub fn new(
         session: Sessionid4,
         client: Clientid4,
+        minor: u32,
         prog: u32,
         cred: Option<OpaqueAuth>,
         conn: Option<Arc<dyn CallbackConn>>,
@@ -99,6 +103,7 @@ impl Backchannel {
         Backchannel {
             session,
             client,
+            minor,
             path: Mutex::new(Path { prog, cred, conn }),
             slot: tokio::sync::Mutex::new(1),
             fault: AtomicBool::new(false),
@@ -179,7 +184,7 @@ impl Backchannel {
         argarray.extend(ops);
         let args = CbCompound4args {
             tag: Bytes::new(),
-            minorversion: 1,
+            minorversion: self.minor,
             callback_ident: 0,
             argarray,
         };

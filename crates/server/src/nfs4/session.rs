@@ -201,6 +201,7 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
             let bc = Arc::new(Backchannel::new(
                 id,
                 a.csa_clientid,
+                c.minor,
                 a.csa_cb_program,
                 backchannel::callback_cred(&a.csa_sec_parms),
                 conn,
@@ -376,6 +377,7 @@ pub fn backchannel_ctl(c: &mut Compound<'_>, a: BackchannelCtl4args) -> Backchan
                     None => c.n.backchannels.insert(Arc::new(Backchannel::new(
                         s.id,
                         s.client,
+                        c.minor,
                         a.bca_cb_program,
                         Some(cred),
                         None,
