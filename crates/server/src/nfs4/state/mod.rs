@@ -1115,6 +1115,16 @@ impl State {
         if !i.clients.get(&clientid).is_some_and(|c| c.confirmed) {
             return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
         }
+        // Writing, or denying reads, must wait for other clients' read
+        // delegations to be recalled (the caller asked for the recall
+        // first; one granted since is recalled when the client retries).
+        if (access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0)
+            && i.deleg_files
+                .get(&file)
+                .is_some_and(|v| v.iter().any(|o| i.delegs[o].client != clientid))
+        {
+            return Err(Nfsstat4::NFS4ERR_DELAY);
+        }
         let existing = i.clients[&clientid]
             .open_index
             .get(&(owner.clone(), file))
