@@ -226,7 +226,26 @@ impl State {
         }
     }
 
-    /// A client's delegations go with its state (expiry, purge).
+    /// A 4.1 client's lease expired for real: its delegations are revoked
+    /// as its opens and locks are (answered EXPIRED until freed, and
+    /// counted in what the client must free before it is recorded again).
+    pub(super) fn expire_client_delegations(i: &mut Inner, clientid: u64) {
+        let held: Vec<Other> = i
+            .clients
+            .get(&clientid)
+            .map(|c| c.delegs.iter().copied().collect())
+            .unwrap_or_default();
+        for o in held {
+            if Self::unlink_deleg(i, o).is_some() {
+                i.revoked.insert(o, clientid);
+                if let Some(c) = i.clients.get_mut(&clientid) {
+                    c.revoked.insert(o);
+                }
+            }
+        }
+    }
+
+    /// A client's delegations go with the client (purge).
     pub(super) fn drop_client_delegations(i: &mut Inner, clientid: u64) {
         let Some(c) = i.clients.get_mut(&clientid) else {
             return;

@@ -900,10 +900,11 @@ impl State {
             return;
         };
         let (owner, unrecord, minor) = (c.owner.clone(), c.confirmed, c.minor);
-        Self::drop_client_delegations(i, clientid);
         if minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed) {
             self.purge(i, clientid);
         } else {
+            // Delegations are revoked with the rest (EXPIRED until freed).
+            Self::expire_client_delegations(i, clientid);
             self.revoke_all(i, clientid, now);
         }
         i.events.push(Event::Expired {

@@ -438,3 +438,30 @@ async fn opens_under_a_delegation() {
         .await;
     assert_eq!(r.status, NFS4ERR_BAD_STATEID);
 }
+
+#[tokio::test]
+async fn a_client_expired_for_real_has_its_delegation_revoked_with_the_rest() {
+    let fx = Fx::new(Nfs4Config {
+        courtesy: crate::nfs4::state::Courtesy {
+            max_age: secs(20),
+            max_clients: 8,
+        },
+        ..cfg(10, 0)
+    });
+    let (a, _fake) = fx.client_with_back("a").await;
+    let o = open_ok(&fx, &a, "f", "o", READ).await;
+    let sid = deleg(&o);
+    fx.pass(secs(40), &[]).await;
+    assert_eq!(fx.n.state.delegations(), 0);
+    const EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
+    let flags = fx.renew(&a).await.unwrap();
+    assert_eq!(flags & EXPIRED_ALL_STATE_REVOKED, EXPIRED_ALL_STATE_REVOKED);
+    assert_eq!(
+        fx.tested(&a, &[sid.clone(), o.stateid.clone()]).await,
+        [NFS4ERR_EXPIRED, NFS4ERR_EXPIRED]
+    );
+    for s in [&sid, &o.stateid] {
+        assert_eq!(fx.call(&a, vec![free_stateid(s)]).await.status, NFS4_OK);
+    }
+    assert_eq!(fx.renew(&a).await.unwrap() & EXPIRED_ALL_STATE_REVOKED, 0);
+}
