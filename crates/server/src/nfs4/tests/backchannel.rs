@@ -202,3 +202,32 @@ async fn gss_only_callbacks_leave_the_path_down_and_destroyed_sessions_go() {
     assert_eq!(r.status, NFS4_OK);
     assert!(fx.n.backchannels.session(s.clientid, &s.id).is_none());
 }
+
+#[tokio::test]
+async fn callbacks_carry_the_minor_version_the_session_was_made_with() {
+    let fx = Fx::new(cfg(60, 0));
+    let ex = fx.exchange_id("v42", 1).await;
+    let fake = FakeBack::new();
+    fx.connect(Some(fake.clone()));
+    let r = fx
+        .compound(
+            2,
+            vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
+                csa_clientid: ex.eir_clientid,
+                csa_sequence: ex.eir_sequenceid,
+                csa_flags: CONN_BACK_CHAN,
+                csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
+                csa_back_chan_attrs: channel(4096, 2, 1, 0),
+                csa_cb_program: CB_PROG,
+                csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
+            })],
+        )
+        .await;
+    fx.connect(None);
+    assert_eq!(r.status, NFS4_OK);
+    let bc = fx.n.backchannels.for_client(ex.eir_clientid).unwrap();
+    bc.compound(vec![recall_any()], Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(fake.compounds()[0].minorversion, 2);
+}
