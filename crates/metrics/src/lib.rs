@@ -8,8 +8,6 @@
 //! that a connection resolves once ([`client::ClientTable`]). No call
 //! allocates, locks or looks anything up to be counted. Readers (the
 //! admin socket, `/metrics`) sum the shards into a [`snapshot::Snapshot`].
-//!
-//! Delegation counters exist but stay zero: Tarn grants no delegations yet.
 
 pub mod client;
 pub mod doctor;
@@ -166,7 +164,7 @@ pub struct ServerCounters {
     pub gss_dropped_seq_window: AtomicU64,
     pub gss_dropped_bad_checksum: AtomicU64,
     pub gss_dropped_other: AtomicU64,
-    /// NFSv4 delegations (none granted yet).
+    /// NFSv4 read delegations granted, recalled and revoked.
     pub delegations_granted: AtomicU64,
     pub delegations_recalled: AtomicU64,
     pub delegations_revoked: AtomicU64,

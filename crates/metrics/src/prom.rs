@@ -413,7 +413,7 @@ impl Collector for SnapCollector {
         counter(
             &mut enc,
             "tarn_delegations",
-            "NFSv4 delegations, by event (Tarn grants none yet)",
+            "NFSv4 delegations, by event",
             [
                 (
                     vec![("event", "granted".to_string())],

@@ -14,6 +14,7 @@
 //! goes through the [`observe`] traits, which the metrics implement.
 
 pub mod auth;
+pub mod callback;
 pub mod client;
 pub mod drc;
 pub mod gss;
@@ -25,6 +26,7 @@ pub mod record;
 pub mod server;
 
 pub use auth::{Auth, AuthGss, AuthSys};
+pub use callback::{CallbackConn, CallbackError};
 pub use msg::{CallContext, CallError};
 pub use observe::{CallDone, Event, NoObserver, Observer, PeerStats};
 pub use program::{Procedure, Program, Service};

@@ -1,6 +1,7 @@
 //! Call headers in, reply headers out (RFC 5531 section 9). Pure code.
 
 use crate::auth::Auth;
+use crate::callback::CallbackConn;
 use crate::observe::PeerStats;
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::rpc::{
@@ -26,6 +27,9 @@ pub struct CallContext {
     pub conn_id: u64,
     /// The client's statistics and log limiter, resolved once per connection.
     pub client: Arc<dyn PeerStats>,
+    /// The connection the call came on, for calls back to the client
+    /// over it (the NFSv4.1 back channel); None where there is none.
+    pub back: Option<Arc<dyn CallbackConn>>,
     /// The program-level status of the reply (0 = OK): only the program
     /// knows it. Set once per error reply; relaxed atomics, no lock.
     status: AtomicU32,
@@ -56,6 +60,7 @@ impl CallContext {
             peer,
             conn_id,
             client,
+            back: None,
             status: AtomicU32::new(0),
             export: AtomicU32::new(u32::MAX),
             skip_cache: AtomicBool::new(false),
@@ -95,7 +100,7 @@ impl CallContext {
 
 impl Clone for CallContext {
     fn clone(&self) -> Self {
-        let c = CallContext::new(
+        let mut c = CallContext::new(
             self.xid,
             self.prog,
             self.vers,
@@ -105,6 +110,7 @@ impl Clone for CallContext {
             self.conn_id,
             self.client.clone(),
         );
+        c.back = self.back.clone();
         c.set_status(self.status());
         c.set_export(self.export());
         c

@@ -4,6 +4,7 @@
 //! its own task (panics caught); replies are written by one writer task per
 //! connection in the order they finish (batched into vectored writes).
 
+use crate::callback::{CallbackConn, ConnCallbacks};
 use crate::drc::Drc;
 use crate::gss::GssServer;
 use crate::msg::CallError;
@@ -137,6 +138,15 @@ pub async fn serve_connection<S: Service>(
     // (RPCSEC_GSS): closing makes the client retransmit at once.
     let close = server.stop.child_token();
     let writer = tokio::spawn(write_replies(wr, rx, peer));
+    // Calls the server makes to the client on this connection (the
+    // NFSv4.1 back channel); their xids start where the client's are
+    // unlikely to be, though the two directions never mix.
+    let callbacks = Arc::new(ConnCallbacks::new(
+        tx.clone(),
+        conn_id,
+        0x8000_0000 ^ (conn_id as u32).rotate_left(16),
+    ));
+    let back: Arc<dyn CallbackConn> = callbacks.clone();
     let permits = Arc::new(Semaphore::new(server.cfg.max_in_flight.max(1)));
     let mut asm = Assembler::new(server.cfg.max_record);
     let mut buf = BytesMut::with_capacity(256 << 10);
@@ -160,6 +170,8 @@ pub async fn serve_connection<S: Service>(
                         client: &client,
                         tx: &tx,
                         close: &close,
+                        callbacks: &callbacks,
+                        back: &back,
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, timed, permit)
                     {
@@ -206,6 +218,9 @@ pub async fn serve_connection<S: Service>(
         }
     }
     drop(tx);
+    // Sessions may keep the handle: it lets go of the writer queue, and
+    // callers still waiting learn the connection is gone.
+    callbacks.close();
     // The writer ends once every call task of this connection has sent its reply.
     let _ = writer.await;
     server.obs.connection_closed(&*client);
@@ -265,6 +280,8 @@ struct Conn<'a> {
     client: &'a Arc<dyn PeerStats>,
     tx: &'a mpsc::Sender<Bytes>,
     close: &'a CancellationToken,
+    callbacks: &'a ConnCallbacks,
+    back: &'a Arc<dyn CallbackConn>,
 }
 
 /// Handles one record: the pipeline decides, the driver carries it out.
@@ -284,6 +301,7 @@ fn handle_record<S: Service>(
         conn_id: conn.conn_id,
         client: conn.client,
         now: read_at,
+        back: Some(conn.back),
     };
     match server.pipeline().admit(rec, at) {
         Decision::Reply { bytes, why } => {
@@ -302,6 +320,16 @@ fn handle_record<S: Service>(
         Decision::Drop { close, .. } => {
             if close {
                 conn.close.cancel();
+            }
+            None
+        }
+        Decision::CallbackReply { xid, record } => {
+            if !conn.callbacks.deliver(xid, record) {
+                // RFC 5531: a stray REPLY is ignored.
+                server.obs.count(crate::observe::Event::BadCall);
+                if conn.client.log_allowed() {
+                    warn!(peer = %conn.peer, xid, "dropping a REPLY no call waits for");
+                }
             }
             None
         }
@@ -342,6 +370,8 @@ async fn run_call<S: Service>(
             }
             return;
         }
+        // prepare answers calls only.
+        Decision::CallbackReply { .. } => return,
     };
     let ctx = &ready.ctx;
     server.obs.call_begin(ready.slot, &*ctx.client);

@@ -318,6 +318,40 @@ pub struct Export {
     pub rules: Vec<Rule>,
     /// Flavors callers may use, in preference order (default: sys).
     pub sec: Vec<Flavor>,
+    /// Which NFSv4 delegations clients of this export may be given.
+    pub delegations: Delegations,
+}
+
+/// The NFSv4 delegations an export allows (`delegations = "none" | "read"
+/// | "read-write"`). Tarn grants read delegations only so far, so
+/// "read-write" means "read" until write delegations come.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Delegations {
+    None,
+    #[default]
+    Read,
+    ReadWrite,
+}
+
+impl Delegations {
+    /// Whether read delegations may be granted.
+    pub fn read(self) -> bool {
+        self != Delegations::None
+    }
+}
+
+impl std::str::FromStr for Delegations {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Delegations::None),
+            "read" => Ok(Delegations::Read),
+            "read-write" => Ok(Delegations::ReadWrite),
+            other => Err(format!(
+                "{other:?}: expected \"none\", \"read\" or \"read-write\""
+            )),
+        }
+    }
 }
 
 impl Export {
@@ -343,6 +377,7 @@ impl Export {
                 })
                 .collect(),
             sec: vec![Flavor::Sys],
+            delegations: Delegations::default(),
         }
     }
 

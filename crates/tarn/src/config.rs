@@ -14,6 +14,7 @@
 //! anonuid = 65534
 //! anongid = 65534
 //! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
+//! delegations = "read"           # NFSv4 delegations: "none", "read" (default), "read-write"
 //!
 //! [[export]]                     # the rule form: first matching rule wins
 //! path = "/srv/home"
@@ -63,6 +64,8 @@ pub struct ExportConfig {
     pub rules: Vec<Rule>,
     /// Accepted security flavors, in preference order.
     pub sec: Vec<Flavor>,
+    /// NFSv4 delegations allowed (default: read).
+    pub delegations: server::export::Delegations,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +141,7 @@ struct RawExport {
     anongid: Option<u32>,
     rules: Option<Spanned<Vec<Spanned<RawRule>>>>,
     sec: Option<Spanned<Vec<Spanned<String>>>>,
+    delegations: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -276,11 +280,19 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                 v
             }
         };
+        let delegations = match &e.delegations {
+            None => Default::default(),
+            Some(d) => d
+                .get_ref()
+                .parse()
+                .map_err(|m| format!("{f}:{}: delegations = {m}", at(&d.span())))?,
+        };
         exports.push(ExportConfig {
             path,
             pseudo,
             rules,
             sec,
+            delegations,
         });
     }
     let mut nfs4 = server::nfs4::Nfs4Config::default();
@@ -591,6 +603,31 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("t.toml:6: ") && e.contains("krb5i"), "{e}");
+    }
+
+    #[test]
+    fn delegations_per_export() {
+        use server::export::Delegations;
+        let src = |d: &str| format!("[[export]]\npath = \"/srv\"\nclients = []\n{d}");
+        let c = parse(Path::new("t.toml"), &src("")).unwrap();
+        assert_eq!(c.exports[0].delegations, Delegations::Read);
+        for (v, want) in [
+            ("none", Delegations::None),
+            ("read", Delegations::Read),
+            ("read-write", Delegations::ReadWrite),
+        ] {
+            let c = parse(
+                Path::new("t.toml"),
+                &src(&format!("delegations = \"{v}\"\n")),
+            )
+            .unwrap();
+            assert_eq!(c.exports[0].delegations, want);
+        }
+        let e = parse(Path::new("t.toml"), &src("delegations = \"all\"\n")).unwrap_err();
+        assert!(
+            e.starts_with("t.toml:4: delegations = ") && e.contains("read-write"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -384,6 +384,7 @@ fn build_config(
                     Some(s) => parse_sec(s).map_err(|e| format!("--sec {e}"))?,
                     None => vec![Flavor::Sys],
                 },
+                delegations: Default::default(),
             };
             (
                 Config {
@@ -638,6 +639,7 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
             backend,
             rules: e.rules.clone(),
             sec: e.sec.clone(),
+            delegations: e.delegations,
         });
     }
     Ok(exports)

@@ -30,6 +30,7 @@ mod gss;
 mod tests;
 
 use crate::auth::Auth;
+use crate::callback::CallbackConn;
 use crate::drc::{self, Drc, Lookup};
 use crate::gss::{GssCall, GssServer, GssService};
 use crate::msg::{self, BadCall, CallContext, CallError};
@@ -63,6 +64,10 @@ pub enum Decision<T> {
     Drop { why: Dropped, close: bool },
     /// Go on with this.
     Run(T),
+    /// A REPLY from the client to a call the server sent on this
+    /// connection (the back channel): the driver hands the record to the
+    /// caller waiting on `xid`, and drops it if none waits.
+    CallbackReply { xid: u32, record: Bytes },
 }
 
 /// Why a call was answered without its procedure (for logs and counters).
@@ -100,8 +105,6 @@ pub enum Answered {
 pub enum Dropped {
     /// Too short to hold an xid.
     Unreadable,
-    /// A REPLY sent to the server.
-    NotACall,
     /// A retransmission of a call still executing.
     DrcInProgress,
     /// A GSS sequence number outside the window.
@@ -121,6 +124,9 @@ pub struct Arrival<'a> {
     pub client: &'a Arc<dyn PeerStats>,
     /// When the record came off the connection.
     pub now: Instant,
+    /// The connection, for calls back to the client over it (copied into
+    /// each call's context).
+    pub back: Option<&'a Arc<dyn CallbackConn>>,
 }
 
 /// A call admitted by the reader, to be prepared in its own task.
@@ -233,7 +239,7 @@ impl<S: Service> Pipeline<'_, S> {
         let client = &**at.client;
         let reply = |bytes, why| Decision::Reply { bytes, why };
         let bytes_in = rec.len() as u64;
-        let call = match msg::decode_call(rec) {
+        let call = match msg::decode_call(rec.clone()) {
             Ok(c) => c,
             Err(BadCall::Unreadable) => {
                 if self.bad(client) {
@@ -244,15 +250,8 @@ impl<S: Service> Pipeline<'_, S> {
                     close: false,
                 };
             }
-            Err(BadCall::NotACall(xid)) => {
-                if self.bad(client) {
-                    warn!(%peer, xid, "dropping a REPLY sent to the server");
-                }
-                return Decision::Drop {
-                    why: Dropped::NotACall,
-                    close: false,
-                };
-            }
+            // Whether a call waits for it is the driver's to know.
+            Err(BadCall::NotACall(xid)) => return Decision::CallbackReply { xid, record: rec },
             Err(BadCall::Garbage(xid)) => {
                 if self.bad(client) {
                     warn!(%peer, xid, "GARBAGE_ARGS: malformed call header");
@@ -330,7 +329,7 @@ impl<S: Service> Pipeline<'_, S> {
                 Answered::Null { slot },
             );
         }
-        let ctx = CallContext::new(
+        let mut ctx = CallContext::new(
             xid,
             call.prog,
             call.vers,
@@ -340,6 +339,7 @@ impl<S: Service> Pipeline<'_, S> {
             at.conn_id,
             at.client.clone(),
         );
+        ctx.back = at.back.cloned();
         // RPCSEC_GSS calls consult the DRC once verified and unwrapped: a
         // retransmission carries a new sequence number, so its protected
         // arguments differ, and its reply must be protected anew.
@@ -410,6 +410,9 @@ impl<S: Service> Pipeline<'_, S> {
                 }
                 Decision::Reply { bytes, why } => return Decision::Reply { bytes, why },
                 Decision::Drop { why, close } => return Decision::Drop { why, close },
+                Decision::CallbackReply { xid, record } => {
+                    return Decision::CallbackReply { xid, record }
+                }
             },
         };
         let mut drc_key = drc_key;

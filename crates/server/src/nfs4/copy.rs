@@ -109,6 +109,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
             ));
         }
         let p = pair(c, &a.ca_src_stateid, &a.ca_dst_stateid)?;
+        super::deleg::break_file(c, &p.export, &p.dst).await?;
         if a.ca_dst_offset.checked_add(a.ca_count).is_none() {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_FBIG,
@@ -166,6 +167,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
 pub async fn clone(c: &mut Compound<'_>, a: Clone4args) -> Clone4res {
     let r = async {
         let p = pair(c, &a.cl_src_stateid, &a.cl_dst_stateid)?;
+        super::deleg::break_file(c, &p.export, &p.dst).await?;
         if a.cl_dst_offset.checked_add(a.cl_count).is_none() {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_FBIG,

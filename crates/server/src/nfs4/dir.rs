@@ -100,6 +100,7 @@ pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
                 "another export is mounted on this name",
             ));
         }
+        super::deleg::break_name(c, &export, &dir, &cred, &a.target).await?;
         let b = export.backend.clone();
         let name = a.target.clone();
         let ((), cinfo) =
@@ -148,6 +149,9 @@ pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
         check_name(&a.newname)?;
         let from = saved_same_export(c)?;
         let (export, to, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+        // The file renamed and the one it replaces.
+        super::deleg::break_name(c, &export, &from, &cred, &a.oldname).await?;
+        super::deleg::break_name(c, &export, &to, &cred, &a.newname).await?;
         let b = export.backend.clone();
         let (old, new) = (a.oldname.clone(), a.newname.clone());
         c.n.run(move || {
@@ -185,6 +189,7 @@ pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
         check_name(&a.newname)?;
         let src = saved_same_export(c)?;
         let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
+        super::deleg::break_file(c, &export, &src).await?;
         let b = export.backend.clone();
         let name = a.newname.clone();
         let ((), cinfo) =

@@ -96,6 +96,7 @@ pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
     let r = async {
         let (export, fid, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ISDIR)?;
         check(c, &a.stateid, &export, &fid, true)?;
+        super::deleg::break_file(c, &export, &fid).await?;
         if a.data.len() > MAX_IO as usize {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_INVAL,

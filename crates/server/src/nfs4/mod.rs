@@ -9,9 +9,11 @@
 //! §16.2.3 says. Results are written straight into the reply.
 
 pub mod attr;
+pub mod backchannel;
 pub mod clock;
 mod compound;
 mod copy;
+mod deleg;
 mod dir;
 mod fh;
 mod getattr;
@@ -60,6 +62,9 @@ pub struct Nfs4Config {
     pub max_slots: u32,
     /// How long, and how many, lapsed clients keep their state.
     pub courtesy: state::Courtesy,
+    /// Most delegations outstanding at once; past it OPEN grants none
+    /// (OPEN_DELEGATE_NONE_EXT with WND4_RESOURCE).
+    pub max_delegations: usize,
 }
 
 impl Default for Nfs4Config {
@@ -71,6 +76,7 @@ impl Default for Nfs4Config {
             id_names: false,
             max_slots: 128,
             courtesy: state::Courtesy::default(),
+            max_delegations: deleg::default_max_delegations(),
         }
     }
 }
@@ -100,6 +106,8 @@ pub struct Nfs4 {
     /// The time for every lease, grace and courtesy decision (a manual
     /// clock in tests).
     pub clock: Arc<dyn clock::Clock>,
+    /// Each session's back channel (driver state: it holds connections).
+    pub backchannels: Arc<backchannel::Backchannels>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -336,11 +344,13 @@ impl Nfs4 {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "tarn".into());
+        let backchannels: Arc<backchannel::Backchannels> = Arc::default();
         let records = Arc::new(Records {
             state: state.clone(),
             store: recovery,
             pool: pool.clone(),
             order: tokio::sync::Mutex::new(()),
+            backchannels: backchannels.clone(),
         });
         Nfs4 {
             live,
@@ -359,6 +369,7 @@ impl Nfs4 {
             wake,
             metrics: None,
             clock,
+            backchannels,
         }
     }
 
@@ -380,6 +391,7 @@ impl Nfs4 {
         let wake = self.wake.clone();
         let metrics = self.metrics.clone();
         let clock = self.clock.clone();
+        let backchannels = self.backchannels.clone();
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut t = tokio::time::interval(every);
@@ -389,6 +401,7 @@ impl Nfs4 {
                     _ = wake.notified() => {}
                 }
                 lease_walk(&state, &records, &metrics, clock.now()).await;
+                backchannels.retain(|id| state.session(id).is_some());
             }
         });
     }
@@ -397,6 +410,8 @@ impl Nfs4 {
     /// (tests drive time by hand and walk after each step).
     pub async fn lease_walk(&self) {
         lease_walk(&self.state, &self.records, &self.metrics, self.clock.now()).await;
+        self.backchannels
+            .retain(|id| self.state.session(id).is_some());
     }
 
     /// The wire filehandle of `fh`.
@@ -750,6 +765,7 @@ impl Nfs4 {
                 R::OP_RELEASE_LOCKOWNER(lock::release_lockowner(c, a))
             }
             A::OP_BIND_CONN_TO_SESSION(a) => R::OP_BIND_CONN_TO_SESSION(session::bind_conn(c, a)),
+            A::OP_BACKCHANNEL_CTL(a) => R::OP_BACKCHANNEL_CTL(session::backchannel_ctl(c, a)),
             A::OP_EXCHANGE_ID(a) => R::OP_EXCHANGE_ID(session::exchange_id(c, a)),
             A::OP_CREATE_SESSION(a) => R::OP_CREATE_SESSION(session::create_session(c, a).await),
             A::OP_DESTROY_SESSION(a) => R::OP_DESTROY_SESSION(session::destroy_session(c, a)),
@@ -827,6 +843,10 @@ async fn lease_walk(
     }
     records.apply().await;
     if let Some(m) = metrics {
+        let d = state.take_deleg_counts();
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        m.server.delegations_recalled.fetch_add(d.recalled, relaxed);
+        m.server.delegations_revoked.fetch_add(d.revoked, relaxed);
         m.server.nfs4_courteous_clients.store(
             state.courteous_clients() as i64,
             std::sync::atomic::Ordering::Relaxed,
@@ -863,9 +883,37 @@ pub struct Records {
     /// Held while effects are taken and carried out, so a handler and the
     /// lease timer apply them in the order the state core queued them.
     order: tokio::sync::Mutex<()>,
+    /// Where recalls are sent.
+    backchannels: Arc<backchannel::Backchannels>,
 }
 
 impl Records {
+    /// Sends CB_RECALL on the client's back channel, without waiting: the
+    /// state core revokes the delegation if it is not returned within a
+    /// lease, whatever happens to the call. A client with no usable back
+    /// channel is not called (it gets no new delegations either).
+    fn recall(&self, client: u64, stateid: Stateid4, fh: Bytes) {
+        let Some(bc) = self.backchannels.for_client(client) else {
+            debug!(client, "no back channel to recall a delegation on");
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        tokio::spawn(async move {
+            let op = NfsCbArgop4::OP_CB_RECALL(CbRecall4args {
+                stateid,
+                truncate: false,
+                fh: NfsFh4(fh),
+            });
+            match bc.compound(vec![op], backchannel::CALL_TIMEOUT).await {
+                Ok((Nfsstat4::NFS4_OK, _)) => {}
+                Ok((status, _)) => debug!(client, ?status, "CB_RECALL refused"),
+                Err(e) => debug!(client, error = ?e, "CB_RECALL failed"),
+            }
+        });
+    }
+
     /// Carries out the queued effects; returns when they are on disk (a
     /// handler awaits this before replying, e.g. to CREATE_SESSION).
     pub async fn apply(&self) {
@@ -874,6 +922,14 @@ impl Records {
             let (owner, persist) = match e {
                 state::Effect::PersistClient { owner } => (owner, true),
                 state::Effect::ForgetClient { owner } => (owner, false),
+                state::Effect::Recall {
+                    client,
+                    stateid,
+                    fh,
+                } => {
+                    self.recall(client, stateid, fh);
+                    continue;
+                }
             };
             let Some(store) = self.store.clone() else {
                 continue;

@@ -1,6 +1,5 @@
-//! OPEN, CLOSE, OPEN_DOWNGRADE and DELEGRETURN: share reservations and
-//! open stateids. No delegations are granted (yet), so OPEN always answers
-//! OPEN_DELEGATE_NONE.
+//! OPEN, CLOSE, OPEN_DOWNGRADE and DELEGRETURN: share reservations, open
+//! stateids, and the read delegations OPEN may grant (see `super::deleg`).
 
 use super::attr;
 use super::compound::{file_key, Compound, Fh};
@@ -191,7 +190,36 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     }
     let b = export.backend.clone();
     let minor = c.minor;
-    let opened = match a.claim {
+    // Opens under a delegation (CLAIM_DELEGATE_CUR by name,
+    // CLAIM_DELEG_CUR_FH by handle) name a delegation the client holds;
+    // they are then opened as CLAIM_NULL and CLAIM_FH are.
+    let mut under = None;
+    let claim = match a.claim {
+        OpenClaim4::CLAIM_DELEGATE_CUR(d) => {
+            under = Some(d.delegate_stateid);
+            OpenClaim4::CLAIM_NULL(d.file)
+        }
+        OpenClaim4::CLAIM_DELEG_CUR_FH(sid) => {
+            let sid = c.stateid(&sid)?;
+            under = Some(sid);
+            OpenClaim4::CLAIM_FH
+        }
+        other => other,
+    };
+    if let Some(sid) = &under {
+        match c.n.state.check_delegation(clientid, sid, None) {
+            Nfsstat4::NFS4_OK => {}
+            s => {
+                return Err(Fail::new(
+                    s,
+                    "OPEN under a delegation the client does not hold",
+                ))
+            }
+        }
+    }
+    let plain =
+        under.is_none() && matches!(claim, OpenClaim4::CLAIM_NULL(_) | OpenClaim4::CLAIM_FH);
+    let opened = match claim {
         OpenClaim4::CLAIM_NULL(name) => {
             super::fh::check_name(&name)?;
             if c.snap.pseudo.junction(export.id, &cur, &name).is_some() {
@@ -238,10 +266,22 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         _ => {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_NOTSUPP,
-                "delegation claims need delegations, which Tarn does not grant",
+                "CLAIM_DELEGATE_PREV: delegations do not survive a restart here",
             ))
         }
     };
+    let fk = file_key(&export, &opened.fid);
+    if let Some(sid) = &under {
+        match c.n.state.check_delegation(clientid, sid, Some(&fk)) {
+            Nfsstat4::NFS4_OK => {}
+            s => return Err(Fail::new(s, "the delegation is for another file")),
+        }
+    }
+    // Writing, or denying reads, conflicts with other clients' read
+    // delegations: they are recalled first.
+    if access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0 {
+        super::deleg::break_file(c, &export, &opened.fid).await?;
+    }
     let owner = a.owner.owner.clone();
     let sid = c.n.state.open(
         clientid,
@@ -251,6 +291,8 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         deny,
         c.n.clock.now(),
     )?;
+    let delegation =
+        super::deleg::on_open(c, clientid, a.share_access, plain, &export, &opened.fid);
     c.set_cur(Fh::Obj {
         export,
         fid: opened.fid,
@@ -265,7 +307,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         cinfo: opened.cinfo,
         rflags,
         attrset: opened.attrset,
-        delegation: OpenDelegation4::OPEN_DELEGATE_NONE,
+        delegation,
     })
 }
 
@@ -347,9 +389,31 @@ pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4r
     }
 }
 
-/// No delegation is ever granted, so none can be returned.
-pub fn delegreturn(c: &mut Compound<'_>, _a: Delegreturn4args) -> Delegreturn4res {
-    let f = Fail::new(Nfsstat4::NFS4ERR_BAD_STATEID, "no delegations are granted");
-    log_fail(c, "OP_DELEGRETURN", &f);
-    Delegreturn4res { status: f.status }
+/// DELEGRETURN: the delegation on the current file goes back.
+pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Delegreturn4res {
+    let r = (|| {
+        let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
+        let sid = c.stateid(&a.deleg_stateid)?;
+        // NFSv4.0 clients are given no delegations (no callback path yet).
+        let client = c.clientid.ok_or(Fail::new(
+            Nfsstat4::NFS4ERR_BAD_STATEID,
+            "no delegation was granted",
+        ))?;
+        match c
+            .n
+            .state
+            .delegreturn(client, &sid, &file_key(&export, &fid))
+        {
+            Nfsstat4::NFS4_OK => Ok(()),
+            s => Err(Fail::new(s, "not a delegation of this client on this file")),
+        }
+    })();
+    let status = match r {
+        Ok(()) => Nfsstat4::NFS4_OK,
+        Err(f) => {
+            log_fail(c, "OP_DELEGRETURN", &f);
+            f.status
+        }
+    };
+    Delegreturn4res { status }
 }

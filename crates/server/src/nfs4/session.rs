@@ -2,6 +2,7 @@
 //! SEQUENCE, BIND_CONN_TO_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
 //! RECLAIM_COMPLETE.
 
+use super::backchannel::{self, Backchannel};
 use super::compound::Compound;
 use super::state::session::{Session, SlotUse};
 use super::{log_fail, Fail};
@@ -175,14 +176,14 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
         );
     }
     let fore = negotiate(&a.csa_fore_chan_attrs, c.n.cfg.max_slots);
-    // Tarn sends no callbacks yet, so the back channel is granted as asked.
+    // The back channel is granted as asked (calls use its slot 0 only).
     let back = ChannelAttrs4 {
         ca_rdma_ird: Vec::new(),
         ..a.csa_back_chan_attrs.clone()
     };
-    // Tarn never sends callbacks yet (no delegations or layouts), so a back
-    // channel costs nothing to accept; accepting it keeps clients from
-    // treating the session as degraded.
+    // The back channel is accepted as asked; whether calls can travel on
+    // it (a connection, a security flavor Tarn can send) shows in
+    // SEQUENCE's status flags.
     let flags = a.csa_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN;
     let id = st.new_sessionid(a.csa_clientid);
     let ok = CreateSession4resok {
@@ -196,6 +197,20 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
     let session = Arc::new(Session::new(id, a.csa_clientid, fore, back, flags));
     match st.add_session(session, xdr::to_bytes(&res), c.n.clock.now()) {
         Ok(newly_confirmed) => {
+            let conn = (flags != 0).then(|| c.ctx.back.clone()).flatten();
+            let bc = Arc::new(Backchannel::new(
+                id,
+                a.csa_clientid,
+                c.minor,
+                a.csa_cb_program,
+                backchannel::callback_cred(&a.csa_sec_parms),
+                conn,
+                flags != 0,
+            ));
+            c.n.backchannels.insert(bc.clone());
+            if bc.usable() {
+                probe(bc);
+            }
             if newly_confirmed {
                 // Recorded for reclaim before the client hears it is confirmed.
                 c.n.apply_effects().await;
@@ -281,6 +296,7 @@ pub fn sequence(
             "the session's client expired",
         );
     };
+    let flags = flags | c.n.backchannels.status_flags(session.client, &session.id);
     c.clientid = Some(session.client);
     c.cachethis = a.sa_cachethis;
     let highest = session.highest_slot();
@@ -308,7 +324,7 @@ pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToS
     };
     let _ = c.n.state.renew(s.client, c.n.clock.now());
     // Every connection can carry fore-channel calls; the back channel goes
-    // along when the session has one.
+    // along when the session has one, and moves to this connection.
     let dir = match a.bctsa_dir {
         ChannelDirFromClient4::CDFC4_FORE => ChannelDirFromServer4::CDFS4_FORE,
         ChannelDirFromClient4::CDFC4_BACK => ChannelDirFromServer4::CDFS4_BACK,
@@ -317,6 +333,17 @@ pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToS
         }
         _ => ChannelDirFromServer4::CDFS4_FORE,
     };
+    if dir != ChannelDirFromServer4::CDFS4_FORE {
+        if let (Some(bc), Some(conn)) = (
+            c.n.backchannels.session(s.client, &s.id),
+            c.ctx.back.clone(),
+        ) {
+            bc.bind(conn);
+            if bc.usable() {
+                probe(bc);
+            }
+        }
+    }
     BindConnToSession4res::NFS4_OK(BindConnToSession4resok {
         bctsr_sessid: a.bctsa_sessid,
         bctsr_dir: dir,
@@ -324,9 +351,58 @@ pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToS
     })
 }
 
+/// Sends CB_NULL on a new back channel, so a path that does not work
+/// shows as BACKCHANNEL_FAULT before anything depends on it.
+fn probe(bc: Arc<Backchannel>) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tokio::spawn(async move {
+            if let Err(e) = bc.null(backchannel::CALL_TIMEOUT).await {
+                tracing::debug!(client = bc.client, error = ?e, "CB_NULL probe failed");
+            }
+        });
+    }
+}
+
+/// BACKCHANNEL_CTL (RFC 8881 §18.33): a new callback program and
+/// security for the session's back channel.
+pub fn backchannel_ctl(c: &mut Compound<'_>, a: BackchannelCtl4args) -> BackchannelCtl4res {
+    let status = match c.slot.as_ref().map(|g| g.session().clone()) {
+        None => Nfsstat4::NFS4ERR_OP_NOT_IN_SESSION,
+        Some(s) => match backchannel::callback_cred(&a.bca_sec_parms) {
+            // §18.33.3: none of the flavors can be used.
+            None => Nfsstat4::NFS4ERR_ENCR_ALG_UNSUPP,
+            Some(cred) => {
+                match c.n.backchannels.session(s.client, &s.id) {
+                    Some(bc) => bc.set_program(a.bca_cb_program, Some(cred)),
+                    None => c.n.backchannels.insert(Arc::new(Backchannel::new(
+                        s.id,
+                        s.client,
+                        c.minor,
+                        a.bca_cb_program,
+                        Some(cred),
+                        None,
+                        false,
+                    ))),
+                }
+                Nfsstat4::NFS4_OK
+            }
+        },
+    };
+    if status != Nfsstat4::NFS4_OK {
+        log_fail(c, "OP_BACKCHANNEL_CTL", &Fail::new(status, "refused"));
+    }
+    BackchannelCtl4res { bcr_status: status }
+}
+
 pub fn destroy_session(c: &mut Compound<'_>, a: DestroySession4args) -> DestroySession4res {
+    let client = c.n.state.session(&a.dsa_sessionid).map(|s| s.client);
     let status = match c.n.state.destroy_session(&a.dsa_sessionid) {
-        Ok(()) => Nfsstat4::NFS4_OK,
+        Ok(()) => {
+            if let Some(client) = client {
+                c.n.backchannels.remove_session(client, &a.dsa_sessionid);
+            }
+            Nfsstat4::NFS4_OK
+        }
         Err(s) => {
             log_fail(c, "OP_DESTROY_SESSION", &Fail::new(s, "unknown session"));
             s

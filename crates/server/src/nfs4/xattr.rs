@@ -59,6 +59,7 @@ pub async fn getxattr(c: &mut Compound<'_>, a: Getxattr4args) -> Getxattr4res {
 pub async fn setxattr(c: &mut Compound<'_>, a: Setxattr4args) -> Setxattr4res {
     let r = async {
         let (export, fid, cred) = object(c, true)?;
+        super::deleg::break_file(c, &export, &fid).await?;
         let how = match a.sxa_option {
             SetxattrOption4::SETXATTR4_EITHER => XattrSet::Either,
             SetxattrOption4::SETXATTR4_CREATE => XattrSet::Create,
@@ -87,6 +88,7 @@ pub async fn setxattr(c: &mut Compound<'_>, a: Setxattr4args) -> Setxattr4res {
 pub async fn removexattr(c: &mut Compound<'_>, a: Removexattr4args) -> Removexattr4res {
     let r = async {
         let (export, fid, cred) = object(c, true)?;
+        super::deleg::break_file(c, &export, &fid).await?;
         let b = export.backend.clone();
         let ((), cinfo) =
             c.n.run(move || with_cinfo(&*b, &fid, || b.removexattr(&cred, &fid, &a.rxa_name)))

@@ -2,6 +2,8 @@
 //! manager: many NFSv4.0 and 4.1 clients and NLM hosts open, lock, unlock,
 //! close, retransmit on session slots, fall silent (a partition), reboot,
 //! and reclaim after server restarts, all in simulated time from one seed.
+//! NFSv4.1 clients that open a file for reading only are given read
+//! delegations, and return them when recalled unless they are cut off.
 //! The world plays the driver's part exactly as `super::Nfs4` does: it
 //! carries out the core's effects after each step (the durable client
 //! records are a set in memory that survives restarts), runs the lease
@@ -15,8 +17,9 @@
 //! `scripts/simulate.sh --seeds N --steps M` runs more (through
 //! `TARN_SIM_SEEDS`, `TARN_SIM_STEPS`, `TARN_SIM_FIRST_SEED`).
 
+use super::state::deleg::Break;
 use super::state::session::{Session, SlotUse};
-use super::state::{Courtesy, Effect, State, ACCESS_BOTH};
+use super::state::{Courtesy, Effect, State, ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::grace::Grace;
 use crate::locks::{FileKey, LockKind, LockManager, OwnerKey, NLM_CLIENT_BIT};
 use bytes::Bytes;
@@ -155,6 +158,8 @@ struct Client {
     needs_reclaim: bool,
     /// 4.1: stateids the server revoked, still to free.
     revoked: Vec<Stateid4>,
+    /// 4.1: file → read delegation held.
+    delegs: BTreeMap<u8, Stateid4>,
     silent_until: Option<Instant>,
     last_renew: Option<Instant>,
 }
@@ -180,6 +185,10 @@ pub struct Stats {
     pub expired: u32,
     pub conflict_expired: u32,
     pub unmounts: u32,
+    pub delegations: u32,
+    /// Opens that waited (DELAY) for a delegation to be recalled.
+    pub recall_waits: u32,
+    pub delegations_returned: u32,
 }
 
 pub struct World {
@@ -299,9 +308,16 @@ impl World {
         }
         for e in self.state.take_effects() {
             match e {
-                Effect::PersistClient { owner } => self.durable.insert(owner),
-                Effect::ForgetClient { owner } => self.durable.remove(&owner),
-            };
+                Effect::PersistClient { owner } => {
+                    self.durable.insert(owner);
+                }
+                Effect::ForgetClient { owner } => {
+                    self.durable.remove(&owner);
+                }
+                Effect::Recall {
+                    client, stateid, ..
+                } => self.recalled(client, stateid),
+            }
         }
     }
 
@@ -519,6 +535,7 @@ impl World {
         cl.lock_sids.clear();
         cl.held.clear();
         cl.revoked.clear();
+        cl.delegs.clear();
     }
 
     /// The lease renewal a stateful request carries (SEQUENCE, or a 4.0
@@ -644,6 +661,14 @@ impl World {
         if !self.may_take_new_state(id) {
             return;
         }
+        // As the driver does: other clients' read delegations are
+        // recalled before a write or deny-read open (DELAY meanwhile).
+        if (access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0)
+            && self.state.break_delegations(&file(f), Some(id), self.now()) == Break::Delay
+        {
+            self.stats.recall_waits += 1;
+            return;
+        }
         let r = self.state.open(
             id,
             &Bytes::from_static(OPEN_OWNER),
@@ -652,6 +677,15 @@ impl World {
             deny,
             self.now(),
         );
+        if r.is_ok() && access == ACCESS_READ && self.clients[c].minor > 0 {
+            if let Ok(d) = self
+                .state
+                .grant_read_delegation(id, file(f), Bytes::new(), 8)
+            {
+                self.clients[c].delegs.insert(f, d);
+                self.stats.delegations += 1;
+            }
+        }
         if r.is_err() {
             self.stats.share_denied += 1;
         }
@@ -662,6 +696,30 @@ impl World {
                 .entry(f)
                 .or_insert((sid.clone(), 0, 0));
             *e = (sid, e.1 | access, e.2 | deny);
+        }
+    }
+
+    /// CB_RECALL reached the client (if it is not cut off): it returns
+    /// the delegation with DELEGRETURN. A cut-off client's is revoked a
+    /// lease later.
+    fn recalled(&mut self, id: u64, sid: Stateid4) {
+        let Some(c) = self.clients.iter().position(|cl| cl.id == Some(id)) else {
+            return;
+        };
+        if !self.reachable(c) {
+            return;
+        }
+        let Some(f) = self.clients[c]
+            .delegs
+            .iter()
+            .find(|(_, s)| s.other == sid.other)
+            .map(|(f, _)| *f)
+        else {
+            return;
+        };
+        self.clients[c].delegs.remove(&f);
+        if self.state.delegreturn(id, &sid, &file(f)) == Nfsstat4::NFS4_OK {
+            self.stats.delegations_returned += 1;
         }
     }
 
@@ -966,6 +1024,21 @@ impl World {
                         "conflicting opens granted on file {:?}: client {:x} access {} deny {}, \
                          client {:x} access {} deny {}",
                         a.0.fid, a.2, a.3, a.4, b.2, b.3, b.4
+                    ));
+                }
+            }
+        }
+        // No read delegation beside another client's write or deny-read
+        // open (such an open waits with DELAY until it is returned or
+        // revoked); delegations go with their client.
+        for (f, holder, _) in self.state.delegations_view()? {
+            for o in &opens {
+                if o.0 == f && o.2 != holder && (o.3 & ACCESS_WRITE != 0 || o.4 & ACCESS_READ != 0)
+                {
+                    return Err(format!(
+                        "client {holder:x} holds a read delegation on file {:?} that client {:x} \
+                         has open with access {} deny {}",
+                        f.fid, o.2, o.3, o.4
                     ));
                 }
             }

@@ -113,6 +113,34 @@ impl State {
             .collect()
     }
 
+    /// The delegations granted now: (file, holder, recalled), after
+    /// checking that their indexes agree.
+    pub fn delegations_view(&self) -> Result<Vec<(FileKey, u64, bool)>, String> {
+        let i = self.inner.lock().unwrap();
+        let mut v = Vec::new();
+        for (o, d) in &i.delegs {
+            if !i
+                .clients
+                .get(&d.client)
+                .is_some_and(|c| c.delegs.contains(o))
+            {
+                return Err(format!(
+                    "delegation {o:?} outlives its client {:x}",
+                    d.client
+                ));
+            }
+            if !i.deleg_files.get(&d.file).is_some_and(|f| f.contains(o)) {
+                return Err(format!("delegation {o:?} missing from its file's index"));
+            }
+            v.push((d.file, d.client, d.recalled.is_some()));
+        }
+        let indexed: usize = i.deleg_files.values().map(Vec::len).sum();
+        if indexed != i.delegs.len() {
+            return Err("the delegation file index names delegations that are gone".into());
+        }
+        Ok(v)
+    }
+
     /// Owners of confirmed clients that hold state and have no revoked
     /// stateids: the ones a restart must let reclaim.
     pub fn holders(&self) -> Vec<Bytes> {

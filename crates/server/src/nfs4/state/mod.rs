@@ -12,6 +12,7 @@
 //! owns. The global maps are hash indexes for O(1) lookup by id, never
 //! scanned on a request path.
 
+pub mod deleg;
 pub mod session;
 
 #[cfg(test)]
@@ -78,6 +79,9 @@ pub struct Client {
     /// NFSv4.0: open owners that confirmed their first OPEN (RFC 7530
     /// §16.18); an owner not in here gets OPEN4_RESULT_CONFIRM.
     confirmed_owners: HashSet<Bytes>,
+    /// Delegations held, and revoked ones not yet freed (see [`deleg`]).
+    delegs: HashSet<Other>,
+    deleg_revoked: HashSet<Other>,
 }
 
 /// An NFSv4.0 open owner (`lock == false`) or lock owner, within its client.
@@ -101,15 +105,18 @@ pub enum SeqCheck {
 impl Client {
     fn status_flags(&self) -> u32 {
         const SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
-        if self.revoked.is_empty() {
-            0
-        } else {
-            SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED
+        let mut flags = 0;
+        if !self.revoked.is_empty() {
+            flags |= SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED;
         }
+        if !self.deleg_revoked.is_empty() {
+            flags |= deleg::SEQ4_STATUS_RECALLABLE_STATE_REVOKED;
+        }
+        flags
     }
 
     fn holds_state(&self) -> bool {
-        !self.opens.is_empty() || !self.locks.is_empty()
+        !self.opens.is_empty() || !self.locks.is_empty() || !self.delegs.is_empty()
     }
 }
 
@@ -229,6 +236,12 @@ pub enum Effect {
     PersistClient { owner: Bytes },
     /// Remove the client owner's record.
     ForgetClient { owner: Bytes },
+    /// Send CB_RECALL for this delegation of `client` on the file `fh`.
+    Recall {
+        client: u64,
+        stateid: Stateid4,
+        fh: Bytes,
+    },
 }
 
 /// Called when an effect or an event was queued outside the lease timer's
@@ -251,6 +264,11 @@ struct Inner {
     closed: HashMap<Other, (u64, SeqOwner)>,
     /// Stateids revoked by lease expiry → their client (see [`Client::revoked`]).
     revoked: HashMap<Other, u64>,
+    /// Delegations by id, by file, and revoked ones until freed (→ client).
+    delegs: HashMap<Other, deleg::Deleg>,
+    deleg_files: HashMap<FileKey, Vec<Other>>,
+    deleg_revoked: HashMap<Other, u64>,
+    deleg_events: deleg::DelegCounts,
     /// Changes for the driver, taken by [`State::reap`].
     events: Vec<Event>,
     /// I/O for the driver, taken by [`State::take_effects`].
@@ -524,6 +542,8 @@ impl State {
                 confirmed_owners: HashSet::new(),
                 revoked: HashSet::new(),
                 expired_at: None,
+                delegs: HashSet::new(),
+                deleg_revoked: HashSet::new(),
             },
         );
         i.owners.entry(owner.clone()).or_default().1 = Some(id);
@@ -879,10 +899,12 @@ impl State {
         let Some(c) = i.clients.get(&clientid) else {
             return;
         };
-        let (owner, unrecord) = (c.owner.clone(), c.confirmed);
-        if c.minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed) {
+        let (owner, unrecord, minor) = (c.owner.clone(), c.confirmed, c.minor);
+        if minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed) {
             self.purge(i, clientid);
         } else {
+            // Delegations are revoked with the rest (EXPIRED until freed).
+            Self::expire_client_delegations(i, clientid);
             self.revoke_all(i, clientid, now);
         }
         i.events.push(Event::Expired {
@@ -902,6 +924,7 @@ impl State {
     /// reactivations included) for the driver to log and carry out.
     pub fn reap(&self, now: Instant) -> Vec<Event> {
         let mut i = self.inner.lock().unwrap();
+        self.reap_delegations(&mut i, now);
         let mut newly = Vec::new();
         let mut expire = Vec::new();
         let mut courteous: Vec<(Instant, u64)> = Vec::new();
@@ -1033,6 +1056,7 @@ impl State {
     /// Removes a client and everything it owns: cost proportional to what
     /// it holds, whatever else is in the tables.
     fn purge(&self, i: &mut Inner, clientid: u64) {
+        Self::drop_client_delegations(i, clientid);
         let Some(c) = i.clients.remove(&clientid) else {
             return;
         };
@@ -1091,6 +1115,16 @@ impl State {
         let mut i = self.inner.lock().unwrap();
         if !i.clients.get(&clientid).is_some_and(|c| c.confirmed) {
             return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
+        }
+        // Writing, or denying reads, must wait for other clients' read
+        // delegations to be recalled (the caller asked for the recall
+        // first; one granted since is recalled when the client retries).
+        if (access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0)
+            && i.deleg_files
+                .get(&file)
+                .is_some_and(|v| v.iter().any(|o| i.delegs[o].client != clientid))
+        {
+            return Err(Nfsstat4::NFS4ERR_DELAY);
         }
         let existing = i.clients[&clientid]
             .open_index
@@ -1240,6 +1274,9 @@ impl State {
                 Self::share_denied(&i, file, want, None)?;
             }
             return Ok(Checked::Special);
+        }
+        if let Some(r) = Self::check_deleg_io(&i, sid, file, write) {
+            return r;
         }
         let st = self.lookup(&mut i, sid, Some(file), minor)?;
         let open_other = match &st.kind {
@@ -1541,6 +1578,9 @@ impl State {
             return Nfsstat4::NFS4ERR_BAD_STATEID;
         }
         let mut i = self.inner.lock().unwrap();
+        if let Some(s) = self.test_deleg(&i, clientid, sid) {
+            return s;
+        }
         match self.lookup(&mut i, sid, None, 1) {
             Ok(st) if st.client == clientid => Nfsstat4::NFS4_OK,
             Ok(_) => Nfsstat4::NFS4ERR_BAD_STATEID,
@@ -1552,6 +1592,9 @@ impl State {
     /// an open stateid must be CLOSEd.
     pub fn free_stateid(&self, clientid: u64, sid: &Stateid4) -> Nfsstat4 {
         let mut i = self.inner.lock().unwrap();
+        if let Some(s) = Self::free_deleg(&mut i, clientid, sid) {
+            return s;
+        }
         if i.revoked.get(&sid.other) == Some(&clientid) {
             i.revoked.remove(&sid.other);
             let mut recovered = None;

@@ -8,7 +8,9 @@
 //! files, handle key and recovery record, as a restarted process would;
 //! the real process restart stays in `crates/client/tests`.
 
+mod backchannel;
 mod copy;
+mod deleg;
 mod grace;
 mod lease;
 mod sparse;
@@ -26,6 +28,127 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use Nfsstat4::*;
 
 pub const BOTH: u32 = OPEN4_SHARE_ACCESS_BOTH;
+/// CREATE_SESSION4_FLAG_CONN_BACK_CHAN.
+pub const CONN_BACK_CHAN: u32 = 0x2;
+/// The callback program the fixture's clients name.
+pub const CB_PROG: u32 = 0x4000_0000;
+
+/// How a scripted client answers calls on its back channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Every operation succeeds.
+    Ok,
+    /// No reply comes (the call times out).
+    Ignore,
+    /// The connection is gone.
+    Closed,
+}
+
+/// One call a [`FakeBack`] received: procedure, credential flavor,
+/// program and CB_COMPOUND arguments.
+pub type CbCall = (u32, u32, u32, Option<CbCompound4args>);
+
+/// A client's connection as the back channel sees it: records each call
+/// and answers as told.
+#[derive(Debug)]
+pub struct FakeBack {
+    pub calls: std::sync::Mutex<Vec<CbCall>>,
+    pub answer: std::sync::Mutex<Answer>,
+}
+
+impl FakeBack {
+    pub fn new() -> Arc<FakeBack> {
+        Arc::new(FakeBack {
+            calls: std::sync::Mutex::new(Vec::new()),
+            answer: std::sync::Mutex::new(Answer::Ok),
+        })
+    }
+
+    pub fn answer(&self, a: Answer) {
+        *self.answer.lock().unwrap() = a;
+    }
+
+    /// The CB_COMPOUNDs received so far.
+    pub fn compounds(&self) -> Vec<CbCompound4args> {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().filter_map(|c| c.3.clone()).collect()
+    }
+
+    /// How many CB_NULLs were received.
+    pub fn nulls(&self) -> usize {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().filter(|c| c.0 == 0).count()
+    }
+
+    fn reply(args: &CbCompound4args) -> Bytes {
+        let resarray = args
+            .argarray
+            .iter()
+            .map(|op| match op {
+                NfsCbArgop4::OP_CB_SEQUENCE(s) => {
+                    NfsCbResop4::OP_CB_SEQUENCE(CbSequence4res::NFS4_OK(CbSequence4resok {
+                        csr_sessionid: s.csa_sessionid,
+                        csr_sequenceid: s.csa_sequenceid,
+                        csr_slotid: s.csa_slotid,
+                        csr_highest_slotid: 0,
+                        csr_target_highest_slotid: 0,
+                    }))
+                }
+                NfsCbArgop4::OP_CB_RECALL(_) => {
+                    NfsCbResop4::OP_CB_RECALL(CbRecall4res { status: NFS4_OK })
+                }
+                NfsCbArgop4::OP_CB_RECALL_ANY(_) => {
+                    NfsCbResop4::OP_CB_RECALL_ANY(CbRecallAny4res {
+                        crar_status: NFS4_OK,
+                    })
+                }
+                _ => NfsCbResop4::OP_CB_ILLEGAL(CbIllegal4res {
+                    status: NFS4ERR_OP_ILLEGAL,
+                }),
+            })
+            .collect();
+        xdr::to_bytes(&CbCompound4res {
+            status: NFS4_OK,
+            tag: args.tag.clone(),
+            resarray,
+        })
+    }
+}
+
+impl rpc::CallbackConn for FakeBack {
+    fn call(
+        &self,
+        prog: u32,
+        _vers: u32,
+        proc_: u32,
+        cred: proto::rpc::OpaqueAuth,
+        args: Bytes,
+        _timeout: Duration,
+    ) -> rpc::callback::CallFuture<'_> {
+        let compound = (proc_ == 1).then(|| xdr::from_bytes::<CbCompound4args>(args).unwrap());
+        let answer = *self.answer.lock().unwrap();
+        let r = match answer {
+            Answer::Ok => Ok(compound.as_ref().map_or_else(Bytes::new, Self::reply)),
+            Answer::Ignore => Err(rpc::CallbackError::Timeout),
+            Answer::Closed => Err(rpc::CallbackError::Closed),
+        };
+        if answer != Answer::Closed {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((proc_, cred.flavor, prog, compound));
+        }
+        Box::pin(std::future::ready(r))
+    }
+
+    fn is_open(&self) -> bool {
+        *self.answer.lock().unwrap() != Answer::Closed
+    }
+
+    fn conn_id(&self) -> u64 {
+        2
+    }
+}
 pub const DENY_NONE: u32 = OPEN4_SHARE_DENY_NONE;
 
 /// One server over a MemFs export at `/`, driven by hand.
@@ -38,6 +161,9 @@ pub struct Fx {
     /// Holds the recovery record (`v4clients`) across restarts.
     dir: tempfile::TempDir,
     xid: AtomicU32,
+    /// The connection calls arrive on, for calls back to the client
+    /// (None: a connection with no back channel).
+    back: std::sync::Mutex<Option<Arc<dyn rpc::CallbackConn>>>,
 }
 
 /// A client's session (NFSv4.1+), one slot used in order.
@@ -53,6 +179,7 @@ pub struct Opened {
     pub fh: NfsFh4,
     pub stateid: Stateid4,
     pub rflags: u32,
+    pub delegation: OpenDelegation4,
 }
 
 pub fn cfg(lease_secs: u64, grace_secs: u64) -> Nfs4Config {
@@ -211,6 +338,7 @@ impl Fx {
             cfg,
             dir,
             xid: AtomicU32::new(1),
+            back: std::sync::Mutex::new(None),
         }
     }
 
@@ -280,7 +408,7 @@ impl Fx {
 
     pub async fn raw_bytes(&self, args: Bytes) -> Bytes {
         let peer: std::net::SocketAddr = "127.0.0.1:900".parse().unwrap();
-        let ctx = CallContext::new(
+        let mut ctx = CallContext::new(
             self.xid.fetch_add(1, Ordering::Relaxed),
             NFS4_PROGRAM,
             4,
@@ -296,6 +424,7 @@ impl Fx {
             1,
             metrics::ClientStats::detached(peer.ip()),
         );
+        ctx.back = self.back.lock().unwrap().clone();
         let mut out = BytesMut::new();
         self.n
             .dispatch(&ctx, Decoder::new(args), &mut out)
@@ -333,17 +462,29 @@ impl Fx {
     }
 
     pub async fn create_session(&self, clientid: u64, sequence: u32) -> Sess {
+        self.create_session_with(clientid, sequence, 0, vec![CallbackSecParms4::AUTH_NONE])
+            .await
+    }
+
+    /// CREATE_SESSION with these flags and callback security.
+    pub async fn create_session_with(
+        &self,
+        clientid: u64,
+        sequence: u32,
+        flags: u32,
+        sec: Vec<CallbackSecParms4>,
+    ) -> Sess {
         let r = self
             .compound(
                 1,
                 vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
                     csa_clientid: clientid,
                     csa_sequence: sequence,
-                    csa_flags: 0,
+                    csa_flags: flags,
                     csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
                     csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                    csa_cb_program: 0x4000_0000,
-                    csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
+                    csa_cb_program: CB_PROG,
+                    csa_sec_parms: sec,
                 })],
             )
             .await;
@@ -355,6 +496,35 @@ impl Fx {
             },
             _ => panic!("CREATE_SESSION: {:?}", statuses(&r)),
         }
+    }
+
+    /// Later calls arrive on `conn` (None: on a connection with no back channel).
+    pub fn connect(&self, conn: Option<Arc<dyn rpc::CallbackConn>>) {
+        *self.back.lock().unwrap() = conn;
+    }
+
+    /// A client past RECLAIM_COMPLETE whose session has a back channel on
+    /// a scripted client connection.
+    pub async fn client_with_back(&self, owner: &str) -> (Sess, Arc<FakeBack>) {
+        let fake = FakeBack::new();
+        let ex = self.exchange_id(owner, 1).await;
+        self.connect(Some(fake.clone()));
+        let s = self
+            .create_session_with(
+                ex.eir_clientid,
+                ex.eir_sequenceid,
+                CONN_BACK_CHAN,
+                vec![CallbackSecParms4::AUTH_NONE],
+            )
+            .await;
+        self.connect(None);
+        let r = self.call(&s, vec![reclaim_complete()]).await;
+        assert_eq!(r.status, NFS4_OK, "RECLAIM_COMPLETE: {:?}", statuses(&r));
+        // Let the CB_NULL probe run.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        (s, fake)
     }
 
     /// EXCHANGE_ID and CREATE_SESSION only: a client that may still reclaim.
@@ -534,6 +704,7 @@ pub fn opened(r: &Compound4res, at: usize) -> Option<Opened> {
             fh: fh.object.clone(),
             stateid: ok.stateid.clone(),
             rflags: ok.rflags,
+            delegation: ok.delegation.clone(),
         }),
         _ => None,
     }
