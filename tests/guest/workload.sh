@@ -479,6 +479,10 @@ s_xattr() {
 }
 s_umount() {
   cd /; rm -rf "$W"
+  # What the client did with delegations (NFSv4.1+: the server grants read delegations; each
+  # DELEGRETURN is one the client had). Information only: the counts depend on the workload.
+  case $VERS in 4.1|4.2) echo "INFO delegations: ops sent:" \
+    "$(awk '/^[ \t]*(OPEN|DELEGRETURN|TEST_STATEID|FREE_STATEID):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)" ;; esac
   umount "$MNT"
   ! mountpoint -q "$MNT"
 }
