@@ -99,6 +99,41 @@ fn overlap(a: u64, b: u64, len: u64) -> bool {
     len > 0 && a.abs_diff(b) < len
 }
 
+/// What COPY and CLONE check alike, in order: the two files and their
+/// stateids, delegations on the destination recalled, the destination
+/// range within the largest file, the source range within the source, and
+/// no overlap within one file (copy_file_range(2) and FICLONERANGE refuse
+/// it: bytes would be read after being overwritten). Returns the pair and
+/// the source range's length.
+async fn checked_ranges(
+    c: &Compound<'_>,
+    src_sid: &Stateid4,
+    dst_sid: &Stateid4,
+    src_off: u64,
+    dst_off: u64,
+    count: u64,
+) -> Result<(Pair, u64), Fail> {
+    let p = pair(c, src_sid, dst_sid)?;
+    super::deleg::break_file(c, &p.export, &p.dst).await?;
+    if dst_off.checked_add(count).is_none() {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_FBIG,
+            "destination range past the largest file",
+        ));
+    }
+    let b = p.export.backend.clone();
+    let src = p.src;
+    let size = c.n.run(move || b.getattr(&src)).await?.size;
+    let len = source_range(src_off, count, size)?;
+    if p.src == p.dst && overlap(src_off, dst_off, len) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_INVAL,
+            "overlapping ranges of one file",
+        ));
+    }
+    Ok((p, len))
+}
+
 pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
     let r = async {
         // Inter-server copy (the source on another server) is not offered.
@@ -108,29 +143,19 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
                 "inter-server COPY is not supported",
             ));
         }
-        let p = pair(c, &a.ca_src_stateid, &a.ca_dst_stateid)?;
-        super::deleg::break_file(c, &p.export, &p.dst).await?;
-        if a.ca_dst_offset.checked_add(a.ca_count).is_none() {
-            return Err(Fail::new(
-                Nfsstat4::NFS4ERR_FBIG,
-                "destination range past the largest file",
-            ));
-        }
-        let b = p.export.backend.clone();
-        let src = p.src;
-        let size = c.n.run(move || b.getattr(&src)).await?.size;
-        let len = source_range(a.ca_src_offset, a.ca_count, size)?;
-        // As copy_file_range(2) refuses it: the bytes would be read after
-        // being overwritten.
-        if p.src == p.dst && overlap(a.ca_src_offset, a.ca_dst_offset, len) {
-            return Err(Fail::new(
-                Nfsstat4::NFS4ERR_INVAL,
-                "overlapping ranges of one file",
-            ));
-        }
+        let (src_off, dst_off) = (a.ca_src_offset, a.ca_dst_offset);
+        let (p, len) = checked_ranges(
+            c,
+            &a.ca_src_stateid,
+            &a.ca_dst_stateid,
+            src_off,
+            dst_off,
+            a.ca_count,
+        )
+        .await?;
         let len = len.min(COPY_MAX);
         let b = p.export.backend.clone();
-        let (src_off, dst_off, cred, dst) = (a.ca_src_offset, a.ca_dst_offset, p.cred, p.dst);
+        let (cred, src, dst) = (p.cred, p.src, p.dst);
         // Even an empty copy goes to the backend, which checks both are
         // regular files the caller may read and write.
         let n =
@@ -166,26 +191,18 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
 
 pub async fn clone(c: &mut Compound<'_>, a: Clone4args) -> Clone4res {
     let r = async {
-        let p = pair(c, &a.cl_src_stateid, &a.cl_dst_stateid)?;
-        super::deleg::break_file(c, &p.export, &p.dst).await?;
-        if a.cl_dst_offset.checked_add(a.cl_count).is_none() {
-            return Err(Fail::new(
-                Nfsstat4::NFS4ERR_FBIG,
-                "destination range past the largest file",
-            ));
-        }
+        let (src_off, dst_off) = (a.cl_src_offset, a.cl_dst_offset);
+        let (p, _) = checked_ranges(
+            c,
+            &a.cl_src_stateid,
+            &a.cl_dst_stateid,
+            src_off,
+            dst_off,
+            a.cl_count,
+        )
+        .await?;
         let b = p.export.backend.clone();
-        let src = p.src;
-        let size = c.n.run(move || b.getattr(&src)).await?.size;
-        let len = source_range(a.cl_src_offset, a.cl_count, size)?;
-        if p.src == p.dst && overlap(a.cl_src_offset, a.cl_dst_offset, len) {
-            return Err(Fail::new(
-                Nfsstat4::NFS4ERR_INVAL,
-                "overlapping ranges of one file",
-            ));
-        }
-        let b = p.export.backend.clone();
-        let (src_off, dst_off, cred, dst) = (a.cl_src_offset, a.cl_dst_offset, p.cred, p.dst);
+        let (cred, src, dst) = (p.cred, p.src, p.dst);
         // The count as the client gave it: 0 lets the filesystem clone to
         // the end, including a last partial block.
         let count = a.cl_count;
