@@ -9,7 +9,7 @@ use crate::ops::OP_SLOTS;
 use crate::Padded;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -146,6 +146,9 @@ pub struct ClientStats {
     principals: Mutex<Vec<std::sync::Arc<str>>>,
     /// Auth-cache misses caused by this client.
     pub auth_cache_misses: AtomicU64,
+    /// The exports this client's calls touched, one bit per export id
+    /// (`MAX_EXPORTS` fits): which export's settings explain its behaviour.
+    pub exports_seen: AtomicU32,
     log: Mutex<(f64, Instant)>,
     log_suppressed: AtomicU64,
 }
@@ -195,6 +198,7 @@ impl ClientStats {
             gss_ctx_expires_unix: AtomicU64::new(0),
             principals: Mutex::new(Vec::new()),
             auth_cache_misses: AtomicU64::new(0),
+            exports_seen: AtomicU32::new(0),
             log: Mutex::new((LOG_BURST, Instant::now())),
             log_suppressed: AtomicU64::new(0),
         }
@@ -217,6 +221,24 @@ impl ClientStats {
         if self.enabled {
             self.fh.record(fh_hash(fh));
         }
+    }
+
+    /// A call of this client touched export `id`: a load, and one
+    /// `fetch_or` the first time only.
+    #[inline]
+    pub fn saw_export(&self, id: u32) {
+        let bit = 1u32 << (id as usize).min(crate::MAX_EXPORTS - 1);
+        if self.exports_seen.load(Relaxed) & bit == 0 {
+            self.exports_seen.fetch_or(bit, Relaxed);
+        }
+    }
+
+    /// The ids of the exports this client touched.
+    pub fn exports(&self) -> Vec<u32> {
+        let m = self.exports_seen.load(Relaxed);
+        (0..crate::MAX_EXPORTS as u32)
+            .filter(|i| m & (1 << i) != 0)
+            .collect()
     }
 
     /// A WRITE of `count` bytes asked to be `sync` (FILE_SYNC or DATA_SYNC).
@@ -328,7 +350,7 @@ pub struct ClientTable {
 }
 
 /// IPv4 clients on a dual-stack socket appear as ::ffff:a.b.c.d.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,

@@ -69,6 +69,72 @@ fn delta(a: Option<&ClientSnap>, b: &ClientSnap, f: impl Fn(&ClientSnap) -> u64)
     f(b).saturating_sub(a.map(&f).unwrap_or(0))
 }
 
+/// Why a client revalidating attributes holds no delegations (the cure of
+/// the attribute storm: a client trusts its cache while it holds one), and
+/// the remedy that follows, to be put before the attribute-cache advice.
+fn delegation_context(c: &ClientSnap, b: &Snapshot) -> (String, String) {
+    let held = c.nfs4.as_ref().map_or(0, |p| p.delegations);
+    if held > 0 {
+        return (
+            format!("it holds {held} delegations (files it does not hold one for are revalidated)"),
+            String::new(),
+        );
+    }
+    let off: Vec<&str> = b
+        .exports
+        .iter()
+        .filter(|e| c.exports.contains(&e.id) && e.delegations.as_deref() == Some("none"))
+        .map(|e| e.path.as_str())
+        .collect();
+    if !off.is_empty() {
+        let paths = off.join(", ");
+        return (
+            format!("it holds no delegations: delegations are off for export {paths}"),
+            format!(
+                "turn delegations on for {paths} (delegations = \"read\" or \"read-write\" in \
+                 its export section): a client holding a delegation trusts its cached attributes \
+                 and stops asking; or "
+            ),
+        );
+    }
+    match &c.nfs4 {
+        None => (
+            "it holds no delegations: it has no NFSv4 client record here (NFSv3 has no \
+             delegations)"
+                .into(),
+            "mount it with -o vers=4.2 (or 4.1) so the server can delegate files and the client \
+             stop revalidating them; or "
+                .into(),
+        ),
+        Some(p) if p.callback_down > 0 && p.callback_up == 0 => (
+            "it holds no delegations: its callback path is down, and a delegation is only \
+             granted to a client the server can recall it from"
+                .into(),
+            "let the server reach the client: NFSv4.1+ calls back over the client's own \
+             connection (look for a client that did not bind one), NFSv4.0 connects to the \
+             address the client gave in SETCLIENTID (a firewall or NAT between them blocks it); \
+             or "
+            .into(),
+        ),
+        Some(p) if p.callback_up == 0 => (
+            "it holds no delegations: it asked for no callback path (NFSv4.0 without a callback \
+             address, or a session without a back channel)"
+                .into(),
+            "mount it with -o vers=4.2 (or 4.1): the Linux client then asks for a back channel \
+             and can be given delegations; or "
+                .into(),
+        ),
+        Some(_) => (
+            "it holds no delegations although they are on and its callback path works: other \
+             clients write these files (no delegation is granted on a file someone else writes), \
+             or the client returned them (Linux keeps at most nfs.delegation_watermark, 5000 by \
+             default)"
+                .into(),
+            String::new(),
+        ),
+    }
+}
+
 /// The findings over the window from `a` to `b` (same server, `a` first).
 pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
     let secs = ((b.unix_ms.saturating_sub(a.unix_ms)) as f64 / 1000.0).max(0.001);
@@ -83,18 +149,20 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
         let getattr = delta(p, c, |x| x.op("GETATTR"));
         let rate = getattr as f64 / secs;
         if rate >= t.getattr_rate && c.getattr_distinct_files >= t.distinct_files {
+            let (why, cure) = delegation_context(c, b);
             out.push(Finding {
                 kind: "getattr-storm",
                 subject: subject.clone(),
                 detail: format!(
-                    "{rate:.0} GETATTR/s over ~{} distinct files ({:.0}% of its calls)",
+                    "{rate:.0} GETATTR/s over ~{} distinct files ({:.0}% of its calls); {why}",
                     c.getattr_distinct_files,
                     100.0 * getattr as f64 / calls as f64
                 ),
-                remedy: "the client revalidates attributes of many files: mount it with a longer \
-                         attribute cache (-o actimeo=60, or acregmin/acdirmin), and with -o nocto \
-                         if no other client changes these files"
-                    .into(),
+                remedy: format!(
+                    "{cure}the client revalidates attributes of many files: mount it with a \
+                     longer attribute cache (-o actimeo=60, or acregmin/acdirmin), and with -o \
+                     nocto if no other client changes these files"
+                ),
             });
         }
 
@@ -257,6 +325,72 @@ mod tests {
         c.small_sync_writes = 10;
         let b = snap(1_010_000, vec![c]);
         assert!(diagnose(&a, &b, &Thresholds::default()).is_empty());
+    }
+
+    /// A client revalidating 500 files at 1000 GETATTR/s, NFSv4 on export 3.
+    fn storm(nfs4: Option<crate::Nfs4Peer>, export_delegations: &str) -> Vec<Finding> {
+        let mut c = client("10.0.0.3");
+        c.exports = vec![3];
+        c.nfs4 = nfs4.clone();
+        let a = snap(1_000_000, vec![c.clone()]);
+        c.calls += 10_000;
+        c.ops.insert("GETATTR".into(), 10_000);
+        c.getattr_distinct_files = 500;
+        let mut b = snap(1_010_000, vec![c]);
+        b.exports.push(ExportSnap {
+            id: 3,
+            path: "/srv/home".into(),
+            delegations: Some(export_delegations.into()),
+            ..Default::default()
+        });
+        let f = diagnose(&a, &b, &Thresholds::default());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].subject.as_str()),
+            ("getattr-storm", "client 10.0.0.3")
+        );
+        f
+    }
+
+    #[test]
+    fn getattr_storm_says_why_the_client_holds_no_delegations() {
+        let peer = |delegations, callback_up, callback_down| {
+            Some(crate::Nfs4Peer {
+                clients: 1,
+                delegations,
+                callback_up,
+                callback_down,
+            })
+        };
+        let f = storm(peer(0, 1, 0), "none");
+        assert!(
+            f[0].detail
+                .contains("delegations are off for export /srv/home"),
+            "{}",
+            f[0]
+        );
+        assert!(f[0].remedy.starts_with("turn delegations on for /srv/home"));
+
+        let f = storm(None, "read");
+        assert!(f[0].detail.contains("no NFSv4 client record"), "{}", f[0]);
+        assert!(f[0].remedy.contains("vers=4.2"));
+
+        let f = storm(peer(0, 0, 1), "read");
+        assert!(f[0].detail.contains("callback path is down"), "{}", f[0]);
+
+        let f = storm(peer(0, 0, 0), "read-write");
+        assert!(
+            f[0].detail.contains("asked for no callback path"),
+            "{}",
+            f[0]
+        );
+
+        let f = storm(peer(0, 1, 0), "read");
+        assert!(f[0].detail.contains("other clients write"), "{}", f[0]);
+        assert!(f[0].remedy.starts_with("the client revalidates"));
+
+        let f = storm(peer(7, 1, 0), "read");
+        assert!(f[0].detail.contains("it holds 7 delegations"), "{}", f[0]);
     }
 
     #[test]

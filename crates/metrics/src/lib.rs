@@ -182,7 +182,34 @@ pub struct FsUsage {
     pub free_files: u64,
 }
 
-type ExportProbe = Box<dyn Fn() -> Vec<(u32, String, Option<FsUsage>)> + Send + Sync>;
+/// One export as the snapshot lists it.
+#[derive(Debug, Clone, Default)]
+pub struct ExportInfo {
+    pub id: u32,
+    pub path: String,
+    pub usage: Option<FsUsage>,
+    /// The export's delegation policy ("none", "read", "read-write").
+    pub delegations: Option<String>,
+}
+
+/// What the NFSv4 server knows of the clients at one address (for `tarn
+/// top` and `tarn doctor`): how many delegations they hold and whether
+/// their callback paths work.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Nfs4Peer {
+    /// NFSv4 client records at this address.
+    pub clients: u32,
+    /// Delegations they hold.
+    pub delegations: u64,
+    /// Of those clients, how many have a callback path that works, and
+    /// how many have one that is down (a client that asked for none
+    /// counts in neither).
+    pub callback_up: u32,
+    pub callback_down: u32,
+}
+
+type ExportProbe = Box<dyn Fn() -> Vec<ExportInfo> + Send + Sync>;
+type Nfs4Probe = Box<dyn Fn() -> Vec<(IpAddr, Nfs4Peer)> + Send + Sync>;
 type CacheProbe = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
 
 pub struct Metrics {
@@ -193,6 +220,7 @@ pub struct Metrics {
     pub clients: ClientTable,
     pub server: ServerCounters,
     exports: Mutex<Option<ExportProbe>>,
+    nfs4: Mutex<Option<Nfs4Probe>>,
     caches: Mutex<Vec<(String, CacheProbe)>>,
     /// How often the distinct-file-handle sketches rotate.
     pub fh_window: Duration,
@@ -223,6 +251,7 @@ impl Metrics {
             clients: ClientTable::new(MAX_CLIENTS, enabled),
             server: ServerCounters::default(),
             exports: Mutex::new(None),
+            nfs4: Mutex::new(None),
             caches: Mutex::new(Vec::new()),
             fh_window: Duration::from_secs(10),
             names: OnceLock::new(),
@@ -303,6 +332,7 @@ impl Metrics {
             if err {
                 add(x, &e.errors, 1);
             }
+            client.saw_export(d.export);
         }
         let (c, x) = client.shard();
         add(x, &c.calls, 1);
@@ -349,11 +379,14 @@ impl Metrics {
 
     /// Tells the snapshot how to list exports and measure their filesystems
     /// (called off the request path, on a blocking thread).
-    pub fn set_export_probe(
-        &self,
-        f: impl Fn() -> Vec<(u32, String, Option<FsUsage>)> + Send + Sync + 'static,
-    ) {
+    pub fn set_export_probe(&self, f: impl Fn() -> Vec<ExportInfo> + Send + Sync + 'static) {
         *self.exports.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// Tells the snapshot how to learn the NFSv4 clients' delegations and
+    /// callback paths, per address (called off the request path).
+    pub fn set_nfs4_probe(&self, f: impl Fn() -> Vec<(IpAddr, Nfs4Peer)> + Send + Sync + 'static) {
+        *self.nfs4.lock().unwrap() = Some(Box::new(f));
     }
 
     /// Registers a cache whose (entries, bytes) the snapshot reports

@@ -3,7 +3,7 @@
 //! stats|top|doctor` subtract from each other over an interval.
 
 use crate::ops::{self, N_STATUS, OP_SLOTS};
-use crate::{bucket_le_us, FsUsage, Metrics, BUCKETS, MAX_EXPORTS};
+use crate::{bucket_le_us, FsUsage, Metrics, Nfs4Peer, BUCKETS, MAX_EXPORTS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -68,6 +68,13 @@ pub struct ClientSnap {
     pub gss_dropped_other: u64,
     pub gss_ctx_expires_unix: u64,
     pub auth_cache_misses: u64,
+    /// The ids of the exports the client's calls touched.
+    #[serde(default)]
+    pub exports: Vec<u32>,
+    /// The NFSv4 clients at this address: delegations held, callback
+    /// paths (None: no NFSv4 client record, e.g. NFSv3 only).
+    #[serde(default)]
+    pub nfs4: Option<Nfs4Peer>,
 }
 
 impl ClientSnap {
@@ -86,6 +93,9 @@ pub struct ExportSnap {
     pub bytes_out: u64,
     pub service_ns: u64,
     pub usage: Option<FsUsage>,
+    /// The export's delegation policy: "none", "read" or "read-write".
+    #[serde(default)]
+    pub delegations: Option<String>,
 }
 
 impl ExportSnap {
@@ -187,7 +197,7 @@ impl Metrics {
             ops_v.push(o);
         }
 
-        let clients: Vec<ClientSnap> = self
+        let mut clients: Vec<ClientSnap> = self
             .clients
             .list()
             .iter()
@@ -228,18 +238,37 @@ impl Metrics {
                     gss_dropped_other: c.gss_dropped_other.load(Relaxed),
                     gss_ctx_expires_unix: c.gss_ctx_expires_unix.load(Relaxed),
                     auth_cache_misses: c.auth_cache_misses.load(Relaxed),
+                    exports: c.exports(),
+                    nfs4: None,
                 }
             })
             .collect();
+        if let Some(probe) = self.nfs4.lock().unwrap().as_ref() {
+            let peers: BTreeMap<String, Nfs4Peer> = probe()
+                .into_iter()
+                .map(|(ip, p)| (crate::client::canonical(ip).to_string(), p))
+                .fold(BTreeMap::new(), |mut m, (a, p)| {
+                    let e: &mut Nfs4Peer = m.entry(a).or_default();
+                    e.clients += p.clients;
+                    e.delegations += p.delegations;
+                    e.callback_up += p.callback_up;
+                    e.callback_down += p.callback_down;
+                    m
+                });
+            for c in &mut clients {
+                c.nfs4 = peers.get(&c.addr).cloned();
+            }
+        }
 
         let mut exports = Vec::new();
         if let Some(probe) = self.exports.lock().unwrap().as_ref() {
-            for (id, path, usage) in probe() {
-                let i = (id as usize).min(MAX_EXPORTS - 1);
+            for x in probe() {
+                let i = (x.id as usize).min(MAX_EXPORTS - 1);
                 let mut e = ExportSnap {
-                    id,
-                    path,
-                    usage,
+                    id: x.id,
+                    path: x.path,
+                    usage: x.usage,
+                    delegations: x.delegations,
                     ..Default::default()
                 };
                 for sh in self.shards.iter() {

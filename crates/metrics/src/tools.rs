@@ -93,6 +93,8 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
         rtt: f64,
         errors: u64,
         conns: i64,
+        delegs: String,
+        callback: &'static str,
         top_op: String,
     }
     let mut rows: Vec<Row> = b
@@ -123,6 +125,17 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
                 rtt: ms(d(|x| x.queue_ns) + d(|x| x.service_ns), calls),
                 errors: d(|x| x.errors),
                 conns: c.connections_open,
+                // NFSv4 clients only: the delegations they hold, and whether
+                // the server can call them back (what delegations need).
+                delegs: c
+                    .nfs4
+                    .as_ref()
+                    .map_or("-".into(), |p| p.delegations.to_string()),
+                callback: match &c.nfs4 {
+                    Some(p) if p.callback_down > 0 => "DOWN",
+                    Some(p) if p.callback_up > 0 => "up",
+                    _ => "-",
+                },
                 top_op,
             }
         })
@@ -145,13 +158,21 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
     out.push('\n');
     let _ = writeln!(
         out,
-        "{:<40} {:>10} {:>10} {:>10} {:>13} {:>8} {:>6}  top op",
-        "client", "ops/s", "kB/s in", "kB/s out", "avg RTT (ms)", "errors", "conns"
+        "{:<40} {:>10} {:>10} {:>10} {:>13} {:>8} {:>6} {:>7} {:>8}  top op",
+        "client",
+        "ops/s",
+        "kB/s in",
+        "kB/s out",
+        "avg RTT (ms)",
+        "errors",
+        "conns",
+        "delegs",
+        "callback"
     );
     for r in rows.iter().take(limit) {
         let _ = writeln!(
             out,
-            "{:<40} {:>10.1} {:>10.1} {:>10.1} {:>13.3} {:>8} {:>6}  {}",
+            "{:<40} {:>10.1} {:>10.1} {:>10.1} {:>13.3} {:>8} {:>6} {:>7} {:>8}  {}",
             r.addr,
             r.calls as f64 / dt,
             r.kin as f64 / 1024.0 / dt,
@@ -159,6 +180,8 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
             r.rtt,
             r.errors,
             r.conns,
+            r.delegs,
+            r.callback,
             r.top_op
         );
     }

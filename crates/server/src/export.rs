@@ -354,6 +354,16 @@ impl std::str::FromStr for Delegations {
     }
 }
 
+impl std::fmt::Display for Delegations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Delegations::None => "none",
+            Delegations::Read => "read",
+            Delegations::ReadWrite => "read-write",
+        })
+    }
+}
+
 impl Export {
     /// The simple form: these networks, all with the same options.
     pub fn simple(

@@ -502,7 +502,12 @@ fn serve(
                                 total_files: u.total_files,
                                 free_files: u.free_files,
                             });
-                    (e.id, e.path.display().to_string(), usage)
+                    metrics::ExportInfo {
+                        id: e.id,
+                        path: e.path.display().to_string(),
+                        usage,
+                        delegations: Some(e.delegations.to_string()),
+                    }
                 })
                 .collect()
         });
@@ -538,6 +543,11 @@ fn serve(
         {
             let state = nfs4.state.clone();
             metrics.add_cache_probe("nfs4_state", move || state.usage());
+            metrics.set_nfs4_probe(server::nfs4::peers::probe_fn(
+                nfs4.peers.clone(),
+                nfs4.state.clone(),
+                nfs4.backchannels.clone(),
+            ));
         }
         if let Some(g) = gss.clone() {
             // A context: MIT's (keys, names) plus the window's bitmaps, about 2 KiB.

@@ -185,6 +185,9 @@ fn doctor_names_misbehaving_clients() {
     eprintln!("{out}");
     assert!(out.contains("[getattr-storm] client 127.0.0.2"), "{out}");
     assert!(out.contains("actimeo"), "{out}");
+    // An NFSv3 client: no delegations to cure it, and the doctor says so.
+    assert!(out.contains("no NFSv4 client record"), "{out}");
+    assert!(out.contains("vers=4.2"), "{out}");
     assert!(
         out.contains("[small-sync-writes] client 127.0.0.3"),
         "{out}"
@@ -387,6 +390,9 @@ fn stats_and_top_print_their_columns() {
         .find(|l| l.starts_with("127.0.0.1"))
         .unwrap_or_else(|| panic!("{top}"));
     assert!(row.ends_with("GETATTR"), "{row}");
+    // An NFSv3 client: no delegations or callback path to show.
+    assert!(top.contains("delegs") && top.contains("callback"), "{top}");
+    assert!(row.contains(" -        -  GETATTR"), "{row}");
 }
 
 #[test]

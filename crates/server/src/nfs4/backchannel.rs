@@ -261,6 +261,17 @@ impl Backchannels {
         });
     }
 
+    /// Whether `client`'s callback path works: None when it never asked
+    /// for one.
+    pub fn path_up(&self, client: Clientid4) -> Option<bool> {
+        let m = self.by_client.lock().unwrap();
+        let v = m.get(&client)?;
+        if !v.iter().any(|b| b.wanted.load(Ordering::Relaxed)) {
+            return None;
+        }
+        Some(v.iter().any(|b| b.usable()))
+    }
+
     /// SEQUENCE's callback-path flags for a session of `client`. A client
     /// that never asked for a back channel on any session hears nothing:
     /// it is given no recallable state, so its path is not its concern.

@@ -21,6 +21,7 @@ pub mod idmap;
 mod io;
 mod lock;
 mod open;
+pub mod peers;
 pub mod pseudo;
 mod readdir;
 pub mod recovery;
@@ -108,6 +109,8 @@ pub struct Nfs4 {
     pub clock: Arc<dyn clock::Clock>,
     /// Each session's back channel (driver state: it holds connections).
     pub backchannels: Arc<backchannel::Backchannels>,
+    /// Which address each client record calls from (for `tarn top`).
+    pub peers: Arc<peers::Peers>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -353,6 +356,7 @@ impl Nfs4 {
             backchannels: backchannels.clone(),
         });
         Nfs4 {
+            peers: Arc::default(),
             live,
             key,
             pool,

@@ -208,6 +208,7 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
                 flags != 0,
             ));
             c.n.backchannels.insert(bc.clone());
+            c.n.peers.note(a.csa_clientid, c.ctx.peer.ip());
             if bc.usable() {
                 probe(bc);
             }

@@ -52,6 +52,7 @@ pub async fn setclientid_confirm(
         c.n.clock.now(),
     ) {
         Ok(newly) => {
+            c.n.peers.note(a.clientid, c.ctx.peer.ip());
             if newly {
                 c.n.apply_effects().await;
             }

@@ -171,6 +171,12 @@ impl State {
         !self.inner.lock().unwrap().delegs.is_empty()
     }
 
+    /// Each client record and how many delegations it holds.
+    pub fn delegations_by_client(&self) -> Vec<(u64, usize)> {
+        let i = self.inner.lock().unwrap();
+        i.clients.values().map(|c| (c.id, c.delegs.len())).collect()
+    }
+
     /// Outstanding delegations.
     pub fn delegations(&self) -> usize {
         self.inner.lock().unwrap().delegs.len()
