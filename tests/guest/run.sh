@@ -16,7 +16,7 @@
 #                         set (cases marked `ci`, with the smaller CI_KNOBS workload, see below)
 #   CASES_MATCH=<regex>   only run cases whose name matches (others: SKIP ... filtered out)
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
-#   BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
+#   BIG_MB SMALL_N TREE_N STAT_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
 #   MEM=2048 CPUS=2 ACCEL=tcg|kvm         passed to boot.sh
 # The krb5 cases (krb5.sh on the host, krb5-guest.sh in the guest) add a per-case KDC and realm, a
 # Tarn whose export accepts only the case's flavor, rpc.gssd in the guest, and mount by name.
@@ -132,20 +132,22 @@ add_step_row() { local s; for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return; 
 guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
   local v opts other oopts w
   echo 'set -u'
-  for v in BIG_MB SMALL_N TREE_N FIO_MB FIO_RUNTIME STEP_TIMEOUT; do
+  for v in BIG_MB SMALL_N TREE_N STAT_N FIO_MB FIO_RUNTIME STEP_TIMEOUT; do
     [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
   done
   # the case's own knobs (NAME=VALUE in the extras column), unless set in the environment
   for w in ${4//,/ }; do
     case $w in
-      BIG_MB=*|SMALL_N=*|TREE_N=*|FIO_MB=*|FIO_RUNTIME=*|STEP_TIMEOUT=*)
+      BIG_MB=*|SMALL_N=*|TREE_N=*|STAT_N=*|FIO_MB=*|FIO_RUNTIME=*|STEP_TIMEOUT=*)
         v=${w%%=*}; [ -z "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${w#*=}";;
     esac
   done
   case "$1" in
     knfsd) echo 'lab-knfsd-start || { echo "lab-knfsd-start failed"; exit 97; }'
            printf 'exec bash /share/workload.sh 127.0.0.1 %q %q /srv/export ""\n' "$2" "$3";;
-    tarn)  echo 'export SQUASH=1'
+    tarn)  # STAT_ASSERT: the stat-pass step's 1% bound; LOCAL_CHANGE: the supervisor writes for
+           # the local-change step
+           echo 'export SQUASH=1 STAT_ASSERT=1 LOCAL_CHANGE=1'
            # NFSv4 needs neither MOUNT nor NLM: one port, locks in the protocol.  NFSv3 locks go
            # through NLM (the guest runs rpcbind + rpc.statd, the host namespace runs rpcbind).
            if [ "${2%%.*}" = 4 ]; then opts=$TARN_MOUNT_OPTS4 other=3 oopts=$TARN_MOUNT_OPTS
@@ -187,7 +189,9 @@ tarn_listening() { ip netns exec "$NS" ss -Htln "sport = :$TARN_PORT" 2>/dev/nul
 # The Tarn supervisor (background subshell): starts Tarn (pid in CASEDIR/tarn.pid, log appended to
 # CASEDIR/tarn.log), and whenever the guest touches /share/restart-request (CASEDIR/vm/share on the
 # host) SIGKILLs it by PID, starts it again with the same export, --state-dir and --grace, waits
-# until it listens and touches restart-done.  On TERM it stops its Tarn and exits.
+# until it listens and touches restart-done; when the guest writes /share/local-write-request
+# ("REL CONTENT"), it writes CONTENT into the export at REL itself (a local process, not NFS) and
+# touches local-write-done.  On TERM it stops its Tarn and exits.
 tarn_supervisor() {  # CASEDIR
   local dir=$1 share=$1/vm/share tpid= n=0 t k
   local args=("$dir/export" --listen "$TARN_ADDR:$TARN_PORT" --allow 10.77.0.0/24
@@ -217,6 +221,16 @@ tarn_supervisor() {  # CASEDIR
       for _ in $(seq 100); do tarn_listening && break; kill -0 "$tpid" 2>/dev/null || break; sleep 0.1; done
       date +%s.%N > "$share/restart-done"
       echo "tarn restart $n: killed pid $k, new pid $tpid listening after $(el "$t")s" >> "$dir/restarts.log"
+    fi
+    # A change by a local process on the server (not through NFS): the guest asks for one line
+    # "REL CONTENT" to be written into the export at REL (the local-change step)
+    if [ -e "$share/local-write-request" ]; then
+      local rel content
+      read -r rel content < "$share/local-write-request"; rm -f "$share/local-write-request"
+      case $rel in *..*|/*) echo "local write: refused path $rel" >> "$dir/restarts.log" ;;
+        *) printf '%s\n' "$content" > "$dir/export/$rel"
+           echo "local write: $rel at $(date +%T.%N)" >> "$dir/restarts.log" ;; esac
+      date +%s.%N > "$share/local-write-done"
     fi
     sleep 0.2 & wait $!   # (wait: so that TERM is handled at once)
   done

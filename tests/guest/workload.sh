@@ -11,6 +11,8 @@
 #   BIG_MB=256        size of the big file          SMALL_N=40     number of small files
 #   TREE_N=10000      files in the tree (100/dir)   FIO_MB=32      fio file size
 #   FIO_RUNTIME=10    fio random-read phase (s)     STEP_TIMEOUT=450 per step (s)
+#   STAT_N=$TREE_N    files of the stat-pass step   STAT_ASSERT=0|1 its 1% GETATTR bound enforced
+#   LOCAL_CHANGE=1    step local-change: the host writes a file the client has cached (run.sh)
 #   SQUASH=0|1        server squashes root to 65534 (then root-owned checks expect 65534:65534,
 #                     and the tree/cp -a steps run as the unprivileged user)
 #   LAB_UID=1000      unprivileged guest user (created if missing)      MNT=/mnt/nfs
@@ -477,19 +479,87 @@ s_xattr() {
   echo "INFO xattr: user.* set/get/list/remove, CREATE/REPLACE, permissions checked; ops sent:" \
        "$(awk '/^[ \t]*(GETXATTR|SETXATTR|LISTXATTRS|REMOVEXATTR):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)"
 }
+# The attribute-revalidation storm (seeds/nfs4-attribute-cache-revalidation-storm.txt) and its
+# cure, delegations. A second mount of the same export whose file attributes expire at once
+# (acregmin=acregmax=0: every stat revalidates unless a delegation vouches for the file) and whose
+# directories stay cached (so path walks cost nothing): pass 1 stats STAT_N files the client holds
+# no delegation for (one GETATTR each); each file is then opened for reading once (the server may
+# grant a read delegation, which the client keeps after close); pass 2 stats them again. The
+# counts are the client's own (/proc/self/mountstats of that mount: every call it sent), so the
+# same step reads the same way against knfsd. With STAT_ASSERT=1 (Tarn, NFSv4.1+) pass 2 must
+# send at most 1% of pass 1's GETATTRs.
+mount_ops() {  # MOUNTPOINT OP -> calls of OP sent through that mount
+  awk -v m="$1" -v op="$2:" '$1=="device"{on=($5==m)} on && $1==op{n+=$2} END{print n+0}' /proc/self/mountstats
+}
+mount_all_ops() {  # MOUNTPOINT -> "OP:N ..." for every op sent through that mount
+  awk -v m="$1" '$1=="device"{on=($5==m)} on && /^[ \t]*[A-Z_]+: [0-9]/ && $2>0{printf "%s%s ", $1, $2}' /proc/self/mountstats
+}
+s_stat_pass() {
+  local n=${STAT_N:-$TREE_N} o="vers=$VERS,sec=$SEC,acregmin=0,acregmax=0,acdirmin=3600,acdirmax=3600"
+  local rel dir g0 g1 g2 g3 t0 t1 t2 t3 opens0 opens1 dr
+  m=$MNT-stat                              # global: the EXIT trap below runs after the function
+  [ -n "$MOUNT_OPTS" ] && o="$o,$MOUNT_OPTS"
+  # Linux returns delegations on close beyond this many (default 5000); room for the whole set
+  [ -w /sys/module/nfs/parameters/delegation_watermark ] &&
+    echo $((n + 1000)) > /sys/module/nfs/parameters/delegation_watermark
+  mkdir -p "$m"
+  mount -t nfs -o "$o" "$SERVER:$EXPORT" "$m"
+  trap 'cd /; umount "$m" 2>/dev/null || umount -f -l "$m"' EXIT
+  rel=${W#"$MNT"/}/stat; dir=$m/$rel
+  mkdir "$dir"
+  for ((i = 0; i < n; i++)); do echo "$i" > "$dir/f$i"; done
+  echo "INFO after creating: $(mount_all_ops "$m")"
+  g0=$(mount_ops "$m" GETATTR); t0=$(now)
+  find "$dir" -type f -print0 | xargs -0 stat -c %s > /dev/null
+  g1=$(mount_ops "$m" GETATTR); t1=$(now)
+  # Linux counts an OPEN by handle of a file it knows as OPEN_NOATTR
+  opens0=$(( $(mount_ops "$m" OPEN) + $(mount_ops "$m" OPEN_NOATTR) ))
+  find "$dir" -type f -print0 | xargs -0 cat > /dev/null
+  opens1=$(( $(mount_ops "$m" OPEN) + $(mount_ops "$m" OPEN_NOATTR) ))
+  g2=$(mount_ops "$m" GETATTR); t2=$(now)
+  find "$dir" -type f -print0 | xargs -0 stat -c %s > /dev/null
+  g3=$(mount_ops "$m" GETATTR); t3=$(now)
+  echo "INFO after both passes: $(mount_all_ops "$m")"
+  dr=$(mount_ops "$m" DELEGRETURN)
+  echo "INFO stat pass 1 (no delegations): $((g1 - g0)) GETATTR for $n files in $(elapsed "$t0" "$t1")s;" \
+       "pass 2 (after $((opens1 - opens0)) OPENs): $((g3 - g2)) GETATTR in $(elapsed "$t2" "$t3")s;" \
+       "DELEGRETURN so far $dr"
+  if [ "${STAT_ASSERT:-0}" = 1 ]; then
+    case $VERS in 4.1|4.2)
+      test $((g1 - g0)) -ge $((n / 2))             # pass 1 really went to the server
+      test $(((g3 - g2) * 100)) -le $((g1 - g0)) ;; # pass 2: at most 1% of that
+    esac
+  fi
+  cd /; rm -rf "$dir"
+}
+# A file changed on the server by a local process, not through NFS (LOCAL_CHANGE=1: run.sh's
+# supervisor writes it): the client holds a read delegation on it and its data cached, so only a
+# recall can tell it; it must read the new content within a few seconds.
+s_local_change() {
+  local f=$W/lc rel t0 i
+  rel=${W#"$MNT"/}/lc
+  echo old > "$f"; test "$(cat "$f")" = old; test "$(cat "$f")" = old   # opened, cached, delegated
+  rm -f /share/local-write-done; echo "$rel new" > /share/local-write-request; t0=$(now)
+  for _ in $(seq 300); do [ -e /share/local-write-done ] && break; sleep 0.1; done
+  test -e /share/local-write-done
+  for ((i = 0; i < 100; i++)); do [ "$(cat "$f")" = new ] && break; sleep 0.1; done
+  echo "INFO local write seen by the client $(elapsed "$t0" "$(now)")s after it was asked for"
+  test "$(cat "$f")" = new
+  rm -f "$f"
+}
 s_umount() {
   cd /; rm -rf "$W"
   # What the client did with delegations (NFSv4.1+: the server grants read delegations; each
   # DELEGRETURN is one the client had). Information only: the counts depend on the workload.
   case $VERS in 4.1|4.2) echo "INFO delegations: ops sent:" \
-    "$(awk '/^[ \t]*(OPEN|DELEGRETURN|TEST_STATEID|FREE_STATEID):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)" ;; esac
+    "$(awk '/^[ \t]*(OPEN|OPEN_NOATTR|DELEGRETURN|TEST_STATEID|FREE_STATEID):/{printf "%s%s ", $1, $2}' /proc/self/mountstats)" ;; esac
   umount "$MNT"
   ! mountpoint -q "$MNT"
 }
 export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
   s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse \
-  op_count s_copy xa s_xattr
+  op_count s_copy xa s_xattr mount_ops mount_all_ops s_stat_pass s_local_change
 
 echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
      "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
@@ -499,7 +569,8 @@ STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links pe
 [ "${RESTART_LOCK:-0}" = 1 ] && STEPS="$STEPS restart_lock"
 [ "$VERS" = 4.2 ] && STEPS="$STEPS sparse copy"       # SEEK, ALLOCATE, DEALLOCATE, COPY are NFSv4.2
 [ "$VERS" = 4.2 ] && STEPS="$STEPS xattr"             # GETXATTR ... REMOVEXATTR are NFSv4.2 (RFC 8276)
-for s in $STEPS fio; do
+[ "${LOCAL_CHANGE:-0}" = 1 ] && STEPS="$STEPS local_change"
+for s in $STEPS stat_pass fio; do
   step "${s//_/-}" "s_$s"; rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then     # a hung hard mount would hang every later step too
     echo "  aborting the remaining steps: step ${s//_/-} timed out (server hung?)"

@@ -797,6 +797,13 @@ pub trait Backend: Send + Sync {
     ) -> Result<(), FsError> {
         Err(FsError::NotSupp)
     }
+    /// Asks to hear of objects changed other than through this server
+    /// (a local process writing, truncating, renaming, removing, changing
+    /// attributes), soon after each change; false where the backend
+    /// cannot tell (then nothing is called).
+    fn on_local_change(&self, _hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        false
+    }
     /// Whether the objects of this backend can carry user extended
     /// attributes (the NFSv4.2 xattr_support attribute).
     fn xattr_support(&self) -> bool {

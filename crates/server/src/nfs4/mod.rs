@@ -19,6 +19,7 @@ mod fh;
 mod getattr;
 pub mod idmap;
 mod io;
+mod local_changes;
 mod lock;
 mod open;
 pub mod peers;

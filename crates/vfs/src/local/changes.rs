@@ -38,7 +38,7 @@ use super::sys;
 use crate::Fid;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Granularity of "has this object changed since".
 pub const SEQ_SHARDS: usize = 16_384;
@@ -70,7 +70,14 @@ pub struct Changes {
     touched: Box<[AtomicU64]>,
     /// The `seq` at which everything last counted as changed.
     cleared: AtomicU64,
+    /// Told of each object changed by another process than this server
+    /// (see [`Changes::watch_local`]).
+    local: OnceLock<LocalHook>,
 }
+
+/// What [`Changes::watch_local`] calls for each object changed by another
+/// process: the object's fid.
+pub type LocalHook = Box<dyn Fn(&Fid) + Send + Sync>;
 
 /// The events applied at some moment: answers gathered after it are current
 /// while their object is [`Changes::unchanged`] since.
@@ -82,8 +89,13 @@ pub struct Snapshot(pub u64);
 pub enum Event<'a> {
     /// Events were lost.
     Overflow,
-    /// Something about the object with this kernel handle changed.
-    Object { htype: i32, handle: &'a [u8] },
+    /// Something about the object with this kernel handle changed, by
+    /// the process `pid`.
+    Object {
+        htype: i32,
+        handle: &'a [u8],
+        pid: i32,
+    },
     /// A record this parser does not understand.
     Unknown,
 }
@@ -103,6 +115,7 @@ impl Changes {
             seq: AtomicU64::new(0),
             touched: (0..SEQ_SHARDS).map(|_| AtomicU64::new(0)).collect(),
             cleared: AtomicU64::new(0),
+            local: OnceLock::new(),
         }
     }
 
@@ -167,6 +180,41 @@ impl Changes {
         Snapshot(self.seq.load(Ordering::Relaxed))
     }
 
+    /// Calls `hook` with each object another process changes (a write,
+    /// truncate, attribute change, rename or removal by anything but this
+    /// server), soon after the change: a thread waits on the group and
+    /// applies events as they come. It ends when `changes` is dropped.
+    /// Returns false when changes are not followed (or a hook is set).
+    ///
+    /// The event comes after the change, not before: a kernel lease
+    /// (F_SETLEASE) would hold a local writer until the hook's caller is
+    /// done, but costs a descriptor per watched file and a signal per break;
+    /// see docs/architecture.md (delegations) for the choice.
+    pub fn watch_local(changes: &Arc<Changes>, hook: LocalHook) -> bool {
+        if changes.group.is_none() || changes.local.set(hook).is_err() {
+            return false;
+        }
+        let weak: Weak<Changes> = Arc::downgrade(changes);
+        std::thread::Builder::new()
+            .name("tarn-fanotify".into())
+            .spawn(move || loop {
+                let Some(c) = weak.upgrade() else { return };
+                let Some(group) = &c.group else { return };
+                // Wakes at least once a second to notice the end.
+                match sys::poll_for(group.as_fd(), libc::POLLIN, 1000) {
+                    Ok(true) => {
+                        c.sync();
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!("waiting for fanotify events: {e}");
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                    }
+                }
+            })
+            .is_ok()
+    }
+
     /// Whether the object `fid` has had no event since `since` (as far as
     /// the last [`Changes::sync`] knows).
     pub fn unchanged(&self, fid: &Fid, since: Snapshot) -> bool {
@@ -194,9 +242,14 @@ impl Changes {
     fn apply(&self, events: &[u8]) {
         parse(events, |e| match e {
             // A handle that fits no fid was never kept.
-            Event::Object { htype, handle } => {
+            Event::Object { htype, handle, pid } => {
                 if let Some(fid) = super::fid_of(htype, handle) {
                     self.changed(&fid);
+                    if pid != own_pid() {
+                        if let Some(hook) = self.local.get() {
+                            hook(&fid);
+                        }
+                    }
                 }
             }
             Event::Overflow | Event::Unknown => self.changed_all(),
@@ -226,6 +279,13 @@ impl Changes {
         self.seq.store(seq, Ordering::Relaxed);
         self.cleared.store(seq, Ordering::Relaxed);
     }
+}
+
+/// This server's process id: the events its own threads cause carry it
+/// (fanotify reports the thread group id unless asked for thread ids).
+fn own_pid() -> i32 {
+    static PID: OnceLock<i32> = OnceLock::new();
+    *PID.get_or_init(|| std::process::id() as i32)
 }
 
 /// A hash of the fid, computed on every kept answer used. A collision only
@@ -264,7 +324,7 @@ fn prove_handles(
     removed.map_err(|e| format!("removing the fanotify mark on the root: {e}"))?;
     let mut seen = None;
     parse(&buf[..n], |e| {
-        if let Event::Object { htype, handle } = e {
+        if let Event::Object { htype, handle, .. } = e {
             seen = seen.or(Some(super::fid_of(htype, handle)));
         }
     });
@@ -300,6 +360,7 @@ pub fn parse<'a>(buf: &'a [u8], mut f: impl FnMut(Event<'a>)) {
             return f(Event::Unknown);
         }
         let mask = u64::from_ne_bytes(rest[8..16].try_into().unwrap());
+        let pid = u32_at(rest, 20) as i32;
         let (event, info) = (&rest[..len], &rest[meta_len..len]);
         rest = &rest[len..];
         if mask & libc::FAN_Q_OVERFLOW != 0 {
@@ -322,7 +383,7 @@ pub fn parse<'a>(buf: &'a [u8], mut f: impl FnMut(Event<'a>)) {
                 let hlen = u32_at(rec, 12) as usize;
                 let htype = u32_at(rec, 16) as i32;
                 if let Some(handle) = rec.get(20..20 + hlen) {
-                    found = Some(Event::Object { htype, handle });
+                    found = Some(Event::Object { htype, handle, pid });
                 }
             }
         }
@@ -382,7 +443,8 @@ mod tests {
                     "{:?}",
                     Event::Object {
                         htype: 1,
-                        handle: &[1, 2, 3, 4, 5, 6, 7, 8]
+                        handle: &[1, 2, 3, 4, 5, 6, 7, 8],
+                        pid: 1234,
                     }
                 ),
                 "Overflow".to_string(),
@@ -390,7 +452,8 @@ mod tests {
                     "{:?}",
                     Event::Object {
                         htype: 0x81,
-                        handle: &[9; 12]
+                        handle: &[9; 12],
+                        pid: 1234,
                     }
                 ),
             ]

@@ -176,8 +176,9 @@ pub struct LocalFs {
     perms: perm::PermCache,
     /// Directory streams between READDIR pages.
     dirs: DirStreams,
-    /// What changed on the export's filesystem, and since when.
-    changes: changes::Changes,
+    /// What changed on the export's filesystem, and since when (shared
+    /// with the thread that reports local changes, when one runs).
+    changes: Arc<changes::Changes>,
     /// Directory listings read in full, with their entries' attributes.
     listings: listings::Listings,
     /// LOOKUP answers and directories' attributes.
@@ -290,7 +291,7 @@ impl LocalFs {
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP)
         );
         Ok(LocalFs {
-            changes,
+            changes: Arc::new(changes),
             xattrs,
             listings: listings::Listings::new(listings::LISTED_ENTRIES),
             known: known::Known::new(known::KNOWN_NAMES),
@@ -1479,6 +1480,10 @@ impl Backend for LocalFs {
             Advice::NoReuse => libc::POSIX_FADV_NOREUSE,
         };
         sys::fadvise(fd, offset, len, a).map_err(io_err)
+    }
+
+    fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        changes::Changes::watch_local(&self.changes, hook)
     }
 
     fn xattr_support(&self) -> bool {

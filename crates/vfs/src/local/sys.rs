@@ -640,6 +640,21 @@ pub fn poll_now<const N: usize>(fds: [(BorrowedFd<'_>, i16); N]) -> io::Result<[
     Ok(p.map(|p| p.revents))
 }
 
+/// Waits up to `timeout_ms` for `events` on `fd`; whether any came.
+pub fn poll_for(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    match cvt(unsafe { libc::poll(&mut p, 1, timeout_ms) }) {
+        Ok(n) => Ok(n > 0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
     let mut st = MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: valid out-pointer.

@@ -171,6 +171,11 @@ impl State {
         !self.inner.lock().unwrap().delegs.is_empty()
     }
 
+    /// Whether anyone holds a delegation on `file`.
+    pub fn delegated(&self, file: &FileKey) -> bool {
+        self.inner.lock().unwrap().deleg_files.contains_key(file)
+    }
+
     /// Each client record and how many delegations it holds.
     pub fn delegations_by_client(&self) -> Vec<(u64, usize)> {
         let i = self.inner.lock().unwrap();
