@@ -1,12 +1,19 @@
 //! An RPC client over one TCP connection with many calls in flight: calls are
 //! written under a lock, replies are matched to callers by xid by a reader task.
+//!
+//! The connection may carry calls the other way too (the NFSv4.1 back
+//! channel, RFC 8881 §2.10.3.1): a CALL record that arrives is handed to the
+//! registered [`CallHandler`] and its reply written back on the same
+//! connection. Without a handler such calls are answered PROG_UNAVAIL.
 
 use crate::msg::{self, ReplyStatus};
 use crate::record::{self, Assembler, DEFAULT_MAX_RECORD};
 use bytes::{BufMut, Bytes, BytesMut};
-use proto::rpc::{AuthsysParms, OpaqueAuth, AUTH_NONE, AUTH_SYS};
+use proto::rpc::{AcceptStat, AuthStat, AuthsysParms, OpaqueAuth, AUTH_NONE, AUTH_SYS};
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,10 +39,44 @@ pub enum ClientError {
 }
 
 type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
+type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+type HandlerSlot = Arc<Mutex<Option<Arc<dyn CallHandler>>>>;
+
+/// Why a call that reached us gets no results: the RPC-level answers a
+/// program's server side can give (RFC 5531 §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    ProgUnavail,
+    /// The program is here, but only versions `low..=high`.
+    ProgMismatch {
+        low: u32,
+        high: u32,
+    },
+    ProcUnavail,
+    GarbageArgs,
+    SystemErr,
+    Auth(AuthStat),
+    /// No reply at all (the caller will retransmit or give up).
+    Drop,
+}
+
+/// What a call handler returns: the procedure's encoded results.
+pub type CallResult = Result<Bytes, Refusal>;
+
+/// A boxed future of a call handler.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = CallResult> + Send>>;
+
+/// Serves calls the peer sends on our connection. Each call runs in its
+/// own task, so a handler may itself make calls on the same connection.
+pub trait CallHandler: Send + Sync + 'static {
+    /// `call.args` is positioned at the procedure's arguments.
+    fn call(&self, call: msg::Call) -> HandlerFuture;
+}
 
 pub struct RpcClient {
-    wr: tokio::sync::Mutex<OwnedWriteHalf>,
+    wr: Writer,
     pending: Pending,
+    handler: HandlerSlot,
     next_xid: AtomicU32,
     cred: OpaqueAuth,
     local: SocketAddr,
@@ -82,17 +123,25 @@ impl RpcClient {
         let local = s.local_addr()?;
         let (mut rd, wr) = s.into_split();
         let pending: Pending = Arc::default();
-        let p2 = pending.clone();
+        let handler: HandlerSlot = Arc::default();
+        let wr: Writer = Arc::new(tokio::sync::Mutex::new(wr));
+        let (p2, h2, w2) = (pending.clone(), handler.clone(), wr.clone());
         let reader = tokio::spawn(async move {
             let mut asm = Assembler::new(DEFAULT_MAX_RECORD * 2);
             let mut buf = BytesMut::with_capacity(1 << 20);
             loop {
                 while let Ok(Some(rec)) = asm.next(&mut buf) {
-                    if rec.len() >= 4 {
-                        let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                        if let Some(tx) = p2.lock().unwrap().remove(&xid) {
-                            let _ = tx.send(rec);
-                        }
+                    if rec.len() < 8 {
+                        continue;
+                    }
+                    // The message type follows the xid: 0 CALL, 1 REPLY.
+                    if rec[4..8] == [0, 0, 0, 0] {
+                        serve_call(rec, &h2, &w2);
+                        continue;
+                    }
+                    let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                    if let Some(tx) = p2.lock().unwrap().remove(&xid) {
+                        let _ = tx.send(rec);
                     }
                 }
                 if buf.capacity() - buf.len() < 64 << 10 {
@@ -111,13 +160,20 @@ impl RpcClient {
             .unwrap_or_default()
             .subsec_nanos();
         Ok(RpcClient {
-            wr: tokio::sync::Mutex::new(wr),
+            wr,
             pending,
+            handler,
             next_xid: AtomicU32::new(seed),
             cred,
             local,
             reader,
         })
+    }
+
+    /// Serves the calls the peer sends on this connection from now on
+    /// (replacing any handler set before).
+    pub fn set_call_handler(&self, h: Arc<dyn CallHandler>) {
+        *self.handler.lock().unwrap() = Some(h);
     }
 
     /// This end's address: the address the peer sees us at (an NSM
@@ -198,4 +254,60 @@ impl RpcClient {
     pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
         Ok(self.wr.lock().await.write_all(b).await?)
     }
+}
+
+/// Answers one CALL record from the peer: decoded here, run by the handler
+/// in a task of its own (it may call us back over this connection, whose
+/// replies this reader must keep delivering), the reply written back.
+fn serve_call(rec: Bytes, handler: &HandlerSlot, wr: &Writer) {
+    let call = match msg::decode_call(rec) {
+        Ok(c) => c,
+        Err(msg::BadCall::Garbage(xid) | msg::BadCall::BadCred(xid)) => {
+            let wr = wr.clone();
+            tokio::spawn(async move {
+                write_reply(&wr, xid, Err(Refusal::GarbageArgs)).await;
+            });
+            return;
+        }
+        Err(_) => return,
+    };
+    let h = handler.lock().unwrap().clone();
+    let wr = wr.clone();
+    tokio::spawn(async move {
+        let xid = call.xid;
+        if call.rpcvers != 2 {
+            let mut out = BytesMut::new();
+            record::begin(&mut out);
+            msg::rpc_mismatch(xid, &mut out);
+            record::finish(&mut out);
+            let _ = wr.lock().await.write_all(&out).await;
+            return;
+        }
+        let r = match h {
+            Some(h) => h.call(call).await,
+            None => Err(Refusal::ProgUnavail),
+        };
+        write_reply(&wr, xid, r).await;
+    });
+}
+
+async fn write_reply(wr: &Writer, xid: u32, r: CallResult) {
+    let mut out = BytesMut::with_capacity(64 + r.as_ref().map_or(0, |b| b.len()));
+    record::begin(&mut out);
+    match r {
+        Ok(results) => {
+            msg::success_header(xid, &mut out);
+            out.put_slice(&results);
+        }
+        Err(Refusal::Drop) => return,
+        Err(Refusal::ProgUnavail) => msg::accepted_error(xid, AcceptStat::PROG_UNAVAIL, &mut out),
+        Err(Refusal::ProgMismatch { low, high }) => msg::prog_mismatch(xid, low, high, &mut out),
+        Err(Refusal::ProcUnavail) => msg::accepted_error(xid, AcceptStat::PROC_UNAVAIL, &mut out),
+        Err(Refusal::GarbageArgs) => msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, &mut out),
+        Err(Refusal::SystemErr) => msg::accepted_error(xid, AcceptStat::SYSTEM_ERR, &mut out),
+        Err(Refusal::Auth(s)) => msg::auth_error(xid, s, &mut out),
+    }
+    record::finish(&mut out);
+    // A write error means the connection is going: the reader sees it too.
+    let _ = wr.lock().await.write_all(&out).await;
 }
