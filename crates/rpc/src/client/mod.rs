@@ -311,3 +311,129 @@ async fn write_reply(wr: &Writer, xid: u32, r: CallResult) {
     // A write error means the connection is going: the reader sees it too.
     let _ = wr.lock().await.write_all(&out).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{OnceLock, Weak};
+    use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
+
+    const CB_PROG: u32 = 0x4000_0000;
+
+    /// Answers CB_PROG proc 1 with its argument plus one, after a call of
+    /// its own to the peer over the same connection (as a recalled
+    /// delegation is returned over the connection that carried the recall).
+    struct Echo {
+        client: OnceLock<Weak<RpcClient>>,
+    }
+
+    impl CallHandler for Echo {
+        fn call(&self, mut call: msg::Call) -> HandlerFuture {
+            let client = self.client.get().and_then(|w| w.upgrade());
+            Box::pin(async move {
+                match (call.prog, call.proc_) {
+                    (CB_PROG, 0) => Ok(Bytes::new()),
+                    (CB_PROG, 1) => {
+                        let n = call.args.u32().map_err(|_| Refusal::GarbageArgs)?;
+                        if let Some(c) = client {
+                            c.call(7, 1, 1, &n).await.map_err(|_| Refusal::SystemErr)?;
+                        }
+                        Ok(Bytes::copy_from_slice(&(n + 1).to_be_bytes()))
+                    }
+                    (CB_PROG, _) => Err(Refusal::ProcUnavail),
+                    _ => Err(Refusal::ProgUnavail),
+                }
+            })
+        }
+    }
+
+    /// A peer that answers every call with 42 and hands the replies it
+    /// gets to the test; `calls` are sent to the client.
+    async fn peer(l: TcpListener, mut calls: mpsc::Receiver<Bytes>, replies: mpsc::Sender<Bytes>) {
+        let (s, _) = l.accept().await.unwrap();
+        let (mut rd, mut wr) = s.into_split();
+        let mut asm = Assembler::new(1 << 20);
+        let mut buf = BytesMut::new();
+        loop {
+            while let Ok(Some(rec)) = asm.next(&mut buf) {
+                if rec[4..8] == [0, 0, 0, 0] {
+                    let c = msg::decode_call(rec).unwrap();
+                    let mut out = BytesMut::new();
+                    record::begin(&mut out);
+                    msg::success_header(c.xid, &mut out);
+                    out.put_u32(42);
+                    record::finish(&mut out);
+                    wr.write_all(&out).await.unwrap();
+                } else {
+                    replies.send(rec).await.unwrap();
+                }
+            }
+            tokio::select! {
+                n = rd.read_buf(&mut buf) => if n.unwrap_or(0) == 0 { return },
+                Some(c) = calls.recv() => wr.write_all(&c).await.unwrap(),
+            }
+        }
+    }
+
+    fn call_record(xid: u32, prog: u32, vers: u32, proc_: u32, arg: Option<u32>) -> Bytes {
+        let mut out = BytesMut::new();
+        record::begin(&mut out);
+        msg::encode_call(xid, prog, vers, proc_, &auth_none(), &mut out);
+        if let Some(a) = arg {
+            out.put_u32(a);
+        }
+        record::finish(&mut out);
+        out.freeze()
+    }
+
+    #[tokio::test]
+    async fn calls_from_the_peer_are_served_on_the_same_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (call_tx, call_rx) = mpsc::channel(8);
+        let (rep_tx, mut rep_rx) = mpsc::channel(8);
+        tokio::spawn(peer(l, call_rx, rep_tx));
+        let c = Arc::new(RpcClient::connect(addr, auth_none()).await.unwrap());
+
+        // No handler yet: PROG_UNAVAIL.
+        call_tx
+            .send(call_record(1, CB_PROG, 1, 0, None))
+            .await
+            .unwrap();
+        let (xid, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(
+            (xid, st),
+            (1, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL))
+        );
+
+        let h = Arc::new(Echo {
+            client: OnceLock::new(),
+        });
+        h.client.set(Arc::downgrade(&c)).ok().unwrap();
+        c.set_call_handler(h);
+        // Our own calls still get their replies, alongside the peer's calls.
+        let mut d = c.call(9, 1, 1, &5u32).await.unwrap();
+        assert_eq!(d.u32().unwrap(), 42);
+        call_tx
+            .send(call_record(2, CB_PROG, 1, 1, Some(10)))
+            .await
+            .unwrap();
+        let (xid, st, mut d) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!((xid, st), (2, ReplyStatus::Success));
+        assert_eq!(
+            d.u32().unwrap(),
+            11,
+            "answered after its own call came back"
+        );
+        call_tx
+            .send(call_record(3, CB_PROG, 1, 9, None))
+            .await
+            .unwrap();
+        let (_, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(st, ReplyStatus::Accepted(AcceptStat::PROC_UNAVAIL));
+        call_tx.send(call_record(4, 77, 1, 0, None)).await.unwrap();
+        let (_, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(st, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL));
+    }
+}
