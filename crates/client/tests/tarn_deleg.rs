@@ -33,6 +33,11 @@ fn start(extra: &[&str]) -> (Tarn, String) {
 
 /// The server's count of NFSv4 GETATTR operations, from /metrics.
 fn getattrs(maddr: &str) -> u64 {
+    op_count(maddr, "GETATTR")
+}
+
+/// The server's count of one NFSv4 operation, from /metrics.
+fn op_count(maddr: &str, op: &str) -> u64 {
     let mut c = std::net::TcpStream::connect(maddr).unwrap();
     write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut r = String::new();
@@ -41,7 +46,7 @@ fn getattrs(maddr: &str) -> u64 {
         .filter(|l| {
             l.starts_with("tarn_op_calls_total{")
                 && l.contains("program=\"nfs4op\"")
-                && l.contains("op=\"GETATTR\"")
+                && l.contains(&format!("op=\"{op}\""))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
