@@ -1,7 +1,12 @@
 //! The raw layer: NFSv4 COMPOUNDs over one multiplexed RPC connection, sent
 //! exactly as given. Protocol tests use this to send requests a well-behaved
 //! client never would (no SEQUENCE, a wrong minor version, stale sessions).
+//!
+//! Every connection also serves the NFSv4.1 callback program (see
+//! [`callback`](super::callback)): it answers CB_NULL from the start and
+//! CB_COMPOUND once a session with a back channel is attached.
 
+use super::callback::CbService;
 use super::error::Result;
 use bytes::Bytes;
 use proto::nfs4::{
@@ -9,10 +14,12 @@ use proto::nfs4::{
 };
 use rpc::client::{auth_sys, RpcClient};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use xdr::Unpack;
 
 pub struct Nfs4Conn {
     rpc: RpcClient,
+    callbacks: Arc<CbService>,
 }
 
 impl Nfs4Conn {
@@ -20,14 +27,19 @@ impl Nfs4Conn {
     /// supplementary group).
     pub async fn connect(addr: SocketAddr, uid: u32, gid: u32) -> Result<Self> {
         let cred = auth_sys(uid, gid, &[gid], "tarn-client");
-        Ok(Nfs4Conn {
-            rpc: RpcClient::connect(addr, cred).await?,
-        })
+        Ok(Nfs4Conn::from_rpc(RpcClient::connect(addr, cred).await?))
     }
 
     /// Wraps an RPC client that is already connected (any credential).
     pub fn from_rpc(rpc: RpcClient) -> Self {
-        Nfs4Conn { rpc }
+        let callbacks = Arc::new(CbService::default());
+        rpc.set_call_handler(callbacks.clone());
+        Nfs4Conn { rpc, callbacks }
+    }
+
+    /// The callback service answering the server's calls on this connection.
+    pub fn callbacks(&self) -> &Arc<CbService> {
+        &self.callbacks
     }
 
     pub fn rpc(&self) -> &RpcClient {

@@ -7,16 +7,24 @@
 //!   Share it (`Arc<Session>`) to keep many calls in flight.
 //! - The file operations (`lookup_path`, `open`, `read`, `write`, ...) are
 //!   methods on [`Session`], in `ops.rs`.
+//! - Delegations: a session asks for a back channel (on by default), each
+//!   connection serves the callback program ([`callback`]), OPEN records
+//!   what the server delegated ([`deleg`]) and `stat` of a delegated file
+//!   is answered from the client's own cache until the server recalls it.
 
 pub mod attr;
+pub mod callback;
 pub mod conn;
+pub mod deleg;
 pub mod error;
 pub mod ops;
 pub mod session;
 pub mod slots;
 
 pub use attr::{Attrs, SetAttrs};
+pub use callback::CbService;
 pub use conn::Nfs4Conn;
+pub use deleg::{DelegKind, DelegTable, Delegation};
 pub use error::{Error, Nfs4Error, Result};
 pub use ops::{DirEntry, Opened};
 pub use session::{check, create_session, exchange_id, Session, SessionOptions, SlotGuard};

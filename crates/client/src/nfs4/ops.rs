@@ -2,6 +2,7 @@
 //! on the session (SEQUENCE, PUTFH, the operation, sometimes GETFH).
 
 use super::attr::{self, Attrs, SetAttrs};
+use super::deleg::DelegKind;
 use super::error::{Error, Result};
 use super::session::{check, Session};
 use bytes::Bytes;
@@ -28,6 +29,22 @@ fn name(s: &str) -> Bytes {
 fn putfh(fh: &NfsFh4) -> NfsArgop4 {
     NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })
 }
+
+/// What [`Session::stat`] asks for.
+pub const STAT_BITS: &[u32] = &[
+    FATTR4_TYPE,
+    FATTR4_CHANGE,
+    FATTR4_SIZE,
+    FATTR4_FILEID,
+    FATTR4_MODE,
+    FATTR4_NUMLINKS,
+    FATTR4_OWNER,
+    FATTR4_OWNER_GROUP,
+    FATTR4_SPACE_USED,
+    FATTR4_TIME_ACCESS,
+    FATTR4_TIME_METADATA,
+    FATTR4_TIME_MODIFY,
+];
 
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +102,85 @@ impl Session {
         attr::decode(&self.getattr(fh, bits).await?)
     }
 
+    /// The file's usual attributes ([`STAT_BITS`]). Under a delegation they
+    /// come from the client's cache after the first fetch (nobody else can
+    /// change the file without recalling it first); under a write
+    /// delegation the client's own writes count. A server that reported
+    /// revoked delegations gets asked about them first.
+    pub async fn stat(&self, fh: &NfsFh4) -> Result<Attrs> {
+        if self.status_flags() & SEQ4_STATUS_RECALLABLE_STATE_REVOKED != 0 {
+            self.free_revoked_delegations().await?;
+        }
+        if let Some(a) = self.delegations().local_attrs(fh) {
+            return Ok(a);
+        }
+        let held = self.delegations().get(fh).map(|d| d.stateid);
+        let a = self.attrs(fh, STAT_BITS).await?;
+        if let Some(sid) = held {
+            self.delegations().store_attrs(fh, &sid, a.clone());
+        }
+        Ok(a)
+    }
+
+    /// DELEGRETURN of the delegation held on `fh`, if any (COMMIT first
+    /// when UNSTABLE writes under it are not yet stable).
+    pub async fn delegreturn(&self, fh: &NfsFh4) -> Result<bool> {
+        match self.delegations().take(fh) {
+            Some(d) => {
+                self.fore().return_delegation(&d).await?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// TEST_STATEID: each stateid's status, in order.
+    pub async fn test_stateids(&self, ids: &[Stateid4]) -> Result<Vec<Nfsstat4>> {
+        let ops = vec![NfsArgop4::OP_TEST_STATEID(TestStateid4args {
+            ts_stateids: ids.to_vec(),
+        })];
+        let r = self.call(ops).await?;
+        take!(r, "TEST_STATEID", NfsResop4::OP_TEST_STATEID(TestStateid4res::NFS4_OK(ok)) => ok.tsr_status_codes)
+    }
+
+    /// FREE_STATEID (of revoked or expired state).
+    pub async fn free_stateid(&self, id: &Stateid4) -> Result<()> {
+        let ops = vec![NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
+            fsa_stateid: id.clone(),
+        })];
+        self.call(ops).await?;
+        Ok(())
+    }
+
+    /// After SEQ4_STATUS_RECALLABLE_STATE_REVOKED (RFC 8881 §18.46.3):
+    /// tests every delegation held, frees the revoked ones and forgets
+    /// them (their files are asked about again). Returns those freed.
+    pub async fn free_revoked_delegations(&self) -> Result<Vec<Stateid4>> {
+        let held = self.delegations().stateids();
+        if held.is_empty() {
+            return Ok(vec![]);
+        }
+        let ids: Vec<Stateid4> = held.into_iter().map(|(_, s)| s).collect();
+        let st = self.test_stateids(&ids).await?;
+        let mut freed = vec![];
+        for (id, s) in ids.into_iter().zip(st) {
+            if s == Nfsstat4::NFS4_OK {
+                continue;
+            }
+            self.delegations().forget(&id);
+            if matches!(
+                s,
+                Nfsstat4::NFS4ERR_DELEG_REVOKED
+                    | Nfsstat4::NFS4ERR_ADMIN_REVOKED
+                    | Nfsstat4::NFS4ERR_EXPIRED
+            ) {
+                self.free_stateid(&id).await?;
+                freed.push(id);
+            }
+        }
+        Ok(freed)
+    }
+
     /// The server's lease time in seconds (renew well within it).
     pub async fn lease_time(&self) -> Result<u32> {
         let root = self.lookup_path("/").await?;
@@ -139,9 +235,32 @@ impl Session {
             }),
             NfsArgop4::OP_GETFH,
         ];
+        let in_flight = self.delegations().open_in_flight();
         let mut r = self.call(ops).await?;
         let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
         let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
+        let granted = match &res.delegation {
+            OpenDelegation4::OPEN_DELEGATE_READ(d) => {
+                Some((d.stateid.clone(), DelegKind::Read, d.recall))
+            }
+            OpenDelegation4::OPEN_DELEGATE_WRITE(d) => {
+                Some((d.stateid.clone(), DelegKind::Write, d.recall))
+            }
+            _ => None,
+        };
+        if let Some((sid, kind, recall)) = granted {
+            let now_back = self.delegations().granted(&fh, sid, kind, recall);
+            drop(in_flight);
+            match now_back {
+                Some(d) => self.fore().return_delegation(&d).await?,
+                // The client answers CB_GETATTR from what it knows: know
+                // it from the start.
+                None if kind == DelegKind::Write => {
+                    self.stat(&fh).await?;
+                }
+                None => {}
+            }
+        }
         Ok(Opened {
             stateid: res.stateid.clone(),
             fh,
@@ -186,7 +305,14 @@ impl Session {
             }),
         ];
         let r = self.call(ops).await?;
-        take!(r, "WRITE", NfsResop4::OP_WRITE(Write4res::NFS4_OK(ok)) => ok)
+        let ok = take!(r, "WRITE", NfsResop4::OP_WRITE(Write4res::NFS4_OK(ok)) => ok)?;
+        self.delegations().wrote(
+            fh,
+            offset,
+            ok.count as u64,
+            ok.committed == StableHow4::UNSTABLE4,
+        );
+        Ok(ok)
     }
 
     /// COMMIT; `count` 0 means to the end of the file. Returns the write
@@ -197,7 +323,11 @@ impl Session {
             NfsArgop4::OP_COMMIT(Commit4args { offset, count }),
         ];
         let r = self.call(ops).await?;
-        take!(r, "COMMIT", NfsResop4::OP_COMMIT(Commit4res::NFS4_OK(ok)) => ok.writeverf)
+        let v = take!(r, "COMMIT", NfsResop4::OP_COMMIT(Commit4res::NFS4_OK(ok)) => ok.writeverf)?;
+        if offset == 0 && count == 0 {
+            self.delegations().committed(fh);
+        }
+        Ok(v)
     }
 
     pub async fn close(&self, fh: &NfsFh4, stateid: &Stateid4) -> Result<Stateid4> {

@@ -6,6 +6,7 @@
 //! test can stop anywhere and send what it likes.
 
 use super::conn::Nfs4Conn;
+use super::deleg::{DelegTable, Delegation};
 use super::error::{op_status, Error, Nfs4Error, Result};
 use super::slots::{Outcome, SlotLease, SlotTable};
 use bytes::Bytes;
@@ -33,6 +34,14 @@ pub struct SessionOptions {
     pub max_ops: u32,
     /// How long `call` keeps retrying a COMPOUND answered NFS4ERR_DELAY.
     pub delay_retry_for: Duration,
+    /// Ask for a back channel on the session's connection
+    /// (CREATE_SESSION4_FLAG_CONN_BACK_CHAN): the server can then grant
+    /// delegations and recall them. Off, the client gets none.
+    pub callbacks: bool,
+    /// `csa_cb_program`: the program number the server calls us with.
+    pub cb_program: u32,
+    /// Back channel `ca_maxrequests`: callbacks the server may have in flight.
+    pub cb_slots: u32,
 }
 
 impl Default for SessionOptions {
@@ -54,6 +63,9 @@ impl Default for SessionOptions {
             max_response: (1 << 20) + (64 << 10),
             max_ops: 16,
             delay_retry_for: Duration::from_secs(60),
+            callbacks: true,
+            cb_program: 0x4000_0000,
+            cb_slots: 4,
         }
     }
 }
@@ -73,18 +85,29 @@ impl SessionOptions {
         }
     }
 
-    /// The back channel is never bound (csa_flags 0), but its attributes
-    /// are still on the wire and servers check them for sanity.
+    /// The back channel's attributes: small calls (CB_RECALL, CB_GETATTR
+    /// of a few attributes, each with CB_SEQUENCE), every reply cached.
     pub fn back_channel(&self) -> ChannelAttrs4 {
         ChannelAttrs4 {
             ca_headerpadsize: 0,
             ca_maxrequestsize: 4096,
             ca_maxresponsesize: 4096,
-            ca_maxresponsesize_cached: 0,
-            ca_maxoperations: 2,
-            ca_maxrequests: 1,
+            ca_maxresponsesize_cached: 4096,
+            ca_maxoperations: 8,
+            ca_maxrequests: self.cb_slots.max(1),
             ca_rdma_ird: vec![],
         }
+    }
+
+    /// `csa_sec_parms`: callbacks carry AUTH_SYS as root of this machine.
+    pub fn cb_sec_parms(&self) -> Vec<CallbackSecParms4> {
+        vec![CallbackSecParms4::AUTH_SYS(AuthsysParms {
+            stamp: 0,
+            machinename: Bytes::from_static(b"tarn-client"),
+            uid: 0,
+            gid: 0,
+            gids: vec![],
+        })]
     }
 }
 
@@ -144,11 +167,15 @@ pub async fn create_session(
     let args = CreateSession4args {
         csa_clientid: clientid,
         csa_sequence: sequence,
-        csa_flags: 0,
+        csa_flags: if o.callbacks {
+            CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+        } else {
+            0
+        },
         csa_fore_chan_attrs: o.fore_channel(),
         csa_back_chan_attrs: o.back_channel(),
-        csa_cb_program: 0x4000_0000,
-        csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
+        csa_cb_program: o.cb_program,
+        csa_sec_parms: o.cb_sec_parms(),
     };
     let res = conn
         .compound(o.minorversion, vec![NfsArgop4::OP_CREATE_SESSION(args)])
@@ -159,17 +186,25 @@ pub async fn create_session(
     }
 }
 
-pub struct Session {
-    conn: Nfs4Conn,
+/// The fore channel: what a COMPOUND on the session needs. Shared with the
+/// callback service, which returns recalled delegations over it.
+pub(crate) struct Fore {
+    pub(crate) conn: Nfs4Conn,
     minorversion: u32,
-    clientid: Clientid4,
     sessionid: Sessionid4,
-    fore: ChannelAttrs4,
     slots: Mutex<SlotTable>,
     freed: Notify,
     status_flags: AtomicU32,
     delay_retry_for: Duration,
+}
+
+pub struct Session {
+    fore: Arc<Fore>,
+    clientid: Clientid4,
+    fore_attrs: ChannelAttrs4,
+    back_attrs: Option<ChannelAttrs4>,
     next_owner: AtomicU64,
+    delegs: Arc<DelegTable>,
 }
 
 impl Session {
@@ -191,50 +226,80 @@ impl Session {
     }
 
     /// A session from the results of a CREATE_SESSION the caller sent.
+    /// When the server bound the connection for callbacks, the
+    /// connection's callback service starts serving this session.
     pub fn from_parts(
         conn: Nfs4Conn,
         o: &SessionOptions,
         clientid: Clientid4,
         cs: &CreateSession4resok,
     ) -> Session {
-        let fore = cs.csr_fore_chan_attrs.clone();
-        Session {
+        let fore_attrs = cs.csr_fore_chan_attrs.clone();
+        let fore = Arc::new(Fore {
             conn,
             minorversion: o.minorversion,
-            clientid,
             sessionid: cs.csr_sessionid,
-            slots: Mutex::new(SlotTable::new(fore.ca_maxrequests)),
-            fore,
+            slots: Mutex::new(SlotTable::new(fore_attrs.ca_maxrequests)),
             freed: Notify::new(),
             status_flags: AtomicU32::new(0),
             delay_retry_for: o.delay_retry_for,
+        });
+        let delegs = Arc::new(DelegTable::default());
+        let back = cs.csr_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0;
+        if back {
+            fore.conn.callbacks().attach(
+                o.cb_program,
+                o.minorversion,
+                cs.csr_sessionid,
+                cs.csr_back_chan_attrs.clone(),
+                delegs.clone(),
+                Arc::downgrade(&fore),
+            );
+        }
+        Session {
+            fore,
+            clientid,
+            fore_attrs,
+            back_attrs: back.then(|| cs.csr_back_chan_attrs.clone()),
             next_owner: AtomicU64::new(1),
+            delegs,
         }
     }
 
     pub fn conn(&self) -> &Nfs4Conn {
-        &self.conn
+        &self.fore.conn
     }
     pub fn clientid(&self) -> Clientid4 {
         self.clientid
     }
     pub fn sessionid(&self) -> Sessionid4 {
-        self.sessionid
+        self.fore.sessionid
     }
     pub fn minorversion(&self) -> u32 {
-        self.minorversion
+        self.fore.minorversion
     }
     /// The fore channel attributes the server granted.
     pub fn fore_channel(&self) -> &ChannelAttrs4 {
+        &self.fore_attrs
+    }
+    /// The back channel attributes, when the session has a back channel.
+    pub fn back_channel(&self) -> Option<&ChannelAttrs4> {
+        self.back_attrs.as_ref()
+    }
+    pub(crate) fn fore(&self) -> &Fore {
         &self.fore
+    }
+    /// The delegations this client holds (and the attributes they cache).
+    pub fn delegations(&self) -> &DelegTable {
+        &self.delegs
     }
     /// `sr_status_flags` of the last successful SEQUENCE.
     pub fn status_flags(&self) -> u32 {
-        self.status_flags.load(Ordering::Relaxed)
+        self.fore.status_flags.load(Ordering::Relaxed)
     }
     /// A copy of the slot table as it is now.
     pub fn slot_table(&self) -> SlotTable {
-        self.slots.lock().unwrap().clone()
+        self.fore.slots.lock().unwrap().clone()
     }
 
     /// A state owner (open or lock owner) unique within this session.
@@ -248,69 +313,26 @@ impl Session {
 
     /// Waits for a free slot within the server's limits.
     pub async fn acquire(&self) -> SlotGuard<'_> {
-        loop {
-            // Registered before looking, so a release in between still wakes us.
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if let Some(lease) = self.slots.lock().unwrap().try_acquire() {
-                return SlotGuard::new(self, lease);
-            }
-            freed.await;
-        }
+        self.fore.acquire().await
     }
 
     /// Takes one given slot even beyond the server's limits (for tests of
     /// NFS4ERR_BADSLOT and the like). None if busy or outside the table.
     pub fn acquire_slot(&self, slot: u32) -> Option<SlotGuard<'_>> {
-        let lease = self.slots.lock().unwrap().acquire_slot(slot)?;
-        Some(SlotGuard::new(self, lease))
-    }
-
-    fn release(&self, lease: &SlotLease, outcome: Outcome) {
-        self.slots
-            .lock()
-            .unwrap()
-            .release(lease.slot, lease.seqid, outcome);
-        self.freed.notify_waiters();
+        let lease = self.fore.slots.lock().unwrap().acquire_slot(slot)?;
+        Some(SlotGuard::new(&self.fore, lease))
     }
 
     /// SEQUENCE plus `ops`, retried while the server answers NFS4ERR_DELAY.
     /// Returns the whole reply, SEQUENCE's result first, whatever its status.
     pub async fn call_raw(&self, ops: Vec<NfsArgop4>) -> Result<Compound4res> {
-        let mut args = Compound4args {
-            tag: Bytes::new(),
-            minorversion: self.minorversion,
-            argarray: Vec::with_capacity(ops.len() + 1),
-        };
-        args.argarray.push(NfsArgop4::OP_ILLEGAL); // SEQUENCE goes here
-        args.argarray.extend(ops);
-        let deadline = Instant::now() + self.delay_retry_for;
-        let mut pause = Duration::from_millis(5);
-        loop {
-            let slot = self.acquire().await;
-            args.argarray[0] = slot.sequence(false);
-            let res = self.conn.send(&args).await?;
-            slot.finish(&res);
-            if res.status != Nfsstat4::NFS4ERR_DELAY || Instant::now() >= deadline {
-                return Ok(res);
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
-        }
+        self.fore.call_raw(ops).await
     }
 
     /// SEQUENCE plus `ops`; the results after SEQUENCE's, or the error of
     /// the operation that failed.
     pub async fn call(&self, ops: Vec<NfsArgop4>) -> Result<Vec<NfsResop4>> {
-        let res = self.call_raw(ops).await?;
-        check(&res)?;
-        let mut r = res.resarray;
-        if r.is_empty() {
-            return Err(Error::Protocol("no SEQUENCE result".into()));
-        }
-        r.remove(0);
-        Ok(r)
+        self.fore.call(ops).await
     }
 
     /// A SEQUENCE-only COMPOUND: renews the lease (RFC 8881 §8.3). Returns
@@ -336,25 +358,137 @@ impl Session {
     }
 
     /// DESTROY_SESSION then DESTROY_CLIENTID, each alone in its COMPOUND
-    /// (both may be sent without SEQUENCE). The client's state must be gone
+    /// (both may be sent without SEQUENCE). The delegations still held
+    /// are returned first; the rest of the client's state must be gone
     /// (files closed) or the server answers NFS4ERR_CLIENTID_BUSY.
     pub async fn destroy(&self) -> Result<()> {
+        for d in self.delegs.take_all() {
+            self.fore.return_delegation(&d).await?;
+        }
         let ds = DestroySession4args {
-            dsa_sessionid: self.sessionid,
+            dsa_sessionid: self.fore.sessionid,
         };
         let res = self
-            .conn
-            .compound(self.minorversion, vec![NfsArgop4::OP_DESTROY_SESSION(ds)])
+            .conn()
+            .compound(self.minorversion(), vec![NfsArgop4::OP_DESTROY_SESSION(ds)])
             .await?;
         check(&res)?;
         let dc = DestroyClientid4args {
             dca_clientid: self.clientid,
         };
         let res = self
-            .conn
-            .compound(self.minorversion, vec![NfsArgop4::OP_DESTROY_CLIENTID(dc)])
+            .conn()
+            .compound(
+                self.minorversion(),
+                vec![NfsArgop4::OP_DESTROY_CLIENTID(dc)],
+            )
             .await?;
         check(&res)
+    }
+}
+
+impl Fore {
+    async fn acquire(&self) -> SlotGuard<'_> {
+        loop {
+            // Registered before looking, so a release in between still wakes us.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(lease) = self.slots.lock().unwrap().try_acquire() {
+                return SlotGuard::new(self, lease);
+            }
+            freed.await;
+        }
+    }
+
+    fn release(&self, lease: &SlotLease, outcome: Outcome) {
+        self.slots
+            .lock()
+            .unwrap()
+            .release(lease.slot, lease.seqid, outcome);
+        self.freed.notify_waiters();
+    }
+
+    /// CB_RECALL_SLOT: the server wants no slot above `target` used.
+    pub(crate) fn lower_slots(&self, target: u32) {
+        self.slots.lock().unwrap().server_limits(target, target);
+    }
+
+    pub(crate) async fn call_raw(&self, ops: Vec<NfsArgop4>) -> Result<Compound4res> {
+        let mut args = Compound4args {
+            tag: Bytes::new(),
+            minorversion: self.minorversion,
+            argarray: Vec::with_capacity(ops.len() + 1),
+        };
+        args.argarray.push(NfsArgop4::OP_ILLEGAL); // SEQUENCE goes here
+        args.argarray.extend(ops);
+        let deadline = Instant::now() + self.delay_retry_for;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let slot = self.acquire().await;
+            args.argarray[0] = slot.sequence(false);
+            let res = self.conn.send(&args).await?;
+            slot.finish(&res);
+            if res.status != Nfsstat4::NFS4ERR_DELAY || Instant::now() >= deadline {
+                return Ok(res);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    pub(crate) async fn call(&self, ops: Vec<NfsArgop4>) -> Result<Vec<NfsResop4>> {
+        let res = self.call_raw(ops).await?;
+        check(&res)?;
+        let mut r = res.resarray;
+        if r.is_empty() {
+            return Err(Error::Protocol("no SEQUENCE result".into()));
+        }
+        r.remove(0);
+        Ok(r)
+    }
+
+    /// Gives a delegation back: COMMIT first if UNSTABLE writes made under
+    /// it are not yet stable, then DELEGRETURN. A delegation the server
+    /// already revoked or forgot is gone either way.
+    pub(crate) async fn return_delegation(&self, d: &Delegation) -> Result<()> {
+        let putfh = NfsArgop4::OP_PUTFH(Putfh4args {
+            object: d.fh.clone(),
+        });
+        if d.uncommitted {
+            self.call(vec![
+                putfh.clone(),
+                NfsArgop4::OP_COMMIT(Commit4args {
+                    offset: 0,
+                    count: 0,
+                }),
+            ])
+            .await?;
+        }
+        let r = self
+            .call(vec![
+                putfh,
+                NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
+                    deleg_stateid: d.stateid.clone(),
+                }),
+            ])
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.status(),
+                    Some(
+                        Nfsstat4::NFS4ERR_DELEG_REVOKED
+                            | Nfsstat4::NFS4ERR_BAD_STATEID
+                            | Nfsstat4::NFS4ERR_EXPIRED
+                    )
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -363,13 +497,13 @@ impl Session {
 /// a request that may have been sent (a wrong guess costs one
 /// NFS4ERR_SEQ_MISORDERED; the other wrong guess would replay a stale reply).
 pub struct SlotGuard<'a> {
-    session: &'a Session,
+    session: &'a Fore,
     pub lease: SlotLease,
     done: bool,
 }
 
 impl<'a> SlotGuard<'a> {
-    fn new(session: &'a Session, lease: SlotLease) -> Self {
+    fn new(session: &'a Fore, lease: SlotLease) -> Self {
         SlotGuard {
             session,
             lease,

@@ -1,12 +1,19 @@
 //! An RPC client over one TCP connection with many calls in flight: calls are
 //! written under a lock, replies are matched to callers by xid by a reader task.
+//!
+//! The connection may carry calls the other way too (the NFSv4.1 back
+//! channel, RFC 8881 §2.10.3.1): a CALL record that arrives is handed to the
+//! registered [`CallHandler`] and its reply written back on the same
+//! connection. Without a handler such calls are answered PROG_UNAVAIL.
 
 use crate::msg::{self, ReplyStatus};
 use crate::record::{self, Assembler, DEFAULT_MAX_RECORD};
 use bytes::{BufMut, Bytes, BytesMut};
-use proto::rpc::{AuthsysParms, OpaqueAuth, AUTH_NONE, AUTH_SYS};
+use proto::rpc::{AcceptStat, AuthStat, AuthsysParms, OpaqueAuth, AUTH_NONE, AUTH_SYS};
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,10 +39,44 @@ pub enum ClientError {
 }
 
 type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
+type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+type HandlerSlot = Arc<Mutex<Option<Arc<dyn CallHandler>>>>;
+
+/// Why a call that reached us gets no results: the RPC-level answers a
+/// program's server side can give (RFC 5531 §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    ProgUnavail,
+    /// The program is here, but only versions `low..=high`.
+    ProgMismatch {
+        low: u32,
+        high: u32,
+    },
+    ProcUnavail,
+    GarbageArgs,
+    SystemErr,
+    Auth(AuthStat),
+    /// No reply at all (the caller will retransmit or give up).
+    Drop,
+}
+
+/// What a call handler returns: the procedure's encoded results.
+pub type CallResult = Result<Bytes, Refusal>;
+
+/// A boxed future of a call handler.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = CallResult> + Send>>;
+
+/// Serves calls the peer sends on our connection. Each call runs in its
+/// own task, so a handler may itself make calls on the same connection.
+pub trait CallHandler: Send + Sync + 'static {
+    /// `call.args` is positioned at the procedure's arguments.
+    fn call(&self, call: msg::Call) -> HandlerFuture;
+}
 
 pub struct RpcClient {
-    wr: tokio::sync::Mutex<OwnedWriteHalf>,
+    wr: Writer,
     pending: Pending,
+    handler: HandlerSlot,
     next_xid: AtomicU32,
     cred: OpaqueAuth,
     local: SocketAddr,
@@ -82,17 +123,25 @@ impl RpcClient {
         let local = s.local_addr()?;
         let (mut rd, wr) = s.into_split();
         let pending: Pending = Arc::default();
-        let p2 = pending.clone();
+        let handler: HandlerSlot = Arc::default();
+        let wr: Writer = Arc::new(tokio::sync::Mutex::new(wr));
+        let (p2, h2, w2) = (pending.clone(), handler.clone(), wr.clone());
         let reader = tokio::spawn(async move {
             let mut asm = Assembler::new(DEFAULT_MAX_RECORD * 2);
             let mut buf = BytesMut::with_capacity(1 << 20);
             loop {
                 while let Ok(Some(rec)) = asm.next(&mut buf) {
-                    if rec.len() >= 4 {
-                        let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                        if let Some(tx) = p2.lock().unwrap().remove(&xid) {
-                            let _ = tx.send(rec);
-                        }
+                    if rec.len() < 8 {
+                        continue;
+                    }
+                    // The message type follows the xid: 0 CALL, 1 REPLY.
+                    if rec[4..8] == [0, 0, 0, 0] {
+                        serve_call(rec, &h2, &w2);
+                        continue;
+                    }
+                    let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                    if let Some(tx) = p2.lock().unwrap().remove(&xid) {
+                        let _ = tx.send(rec);
                     }
                 }
                 if buf.capacity() - buf.len() < 64 << 10 {
@@ -111,13 +160,20 @@ impl RpcClient {
             .unwrap_or_default()
             .subsec_nanos();
         Ok(RpcClient {
-            wr: tokio::sync::Mutex::new(wr),
+            wr,
             pending,
+            handler,
             next_xid: AtomicU32::new(seed),
             cred,
             local,
             reader,
         })
+    }
+
+    /// Serves the calls the peer sends on this connection from now on
+    /// (replacing any handler set before).
+    pub fn set_call_handler(&self, h: Arc<dyn CallHandler>) {
+        *self.handler.lock().unwrap() = Some(h);
     }
 
     /// This end's address: the address the peer sees us at (an NSM
@@ -197,5 +253,187 @@ impl RpcClient {
     /// Sends raw bytes on the connection (for tests of malformed input).
     pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
         Ok(self.wr.lock().await.write_all(b).await?)
+    }
+}
+
+/// Answers one CALL record from the peer: decoded here, run by the handler
+/// in a task of its own (it may call us back over this connection, whose
+/// replies this reader must keep delivering), the reply written back.
+fn serve_call(rec: Bytes, handler: &HandlerSlot, wr: &Writer) {
+    let call = match msg::decode_call(rec) {
+        Ok(c) => c,
+        Err(msg::BadCall::Garbage(xid) | msg::BadCall::BadCred(xid)) => {
+            let wr = wr.clone();
+            tokio::spawn(async move {
+                write_reply(&wr, xid, Err(Refusal::GarbageArgs)).await;
+            });
+            return;
+        }
+        Err(_) => return,
+    };
+    let h = handler.lock().unwrap().clone();
+    let wr = wr.clone();
+    tokio::spawn(async move {
+        let xid = call.xid;
+        if call.rpcvers != 2 {
+            let mut out = BytesMut::new();
+            record::begin(&mut out);
+            msg::rpc_mismatch(xid, &mut out);
+            record::finish(&mut out);
+            let _ = wr.lock().await.write_all(&out).await;
+            return;
+        }
+        let r = match h {
+            Some(h) => h.call(call).await,
+            None => Err(Refusal::ProgUnavail),
+        };
+        write_reply(&wr, xid, r).await;
+    });
+}
+
+async fn write_reply(wr: &Writer, xid: u32, r: CallResult) {
+    let mut out = BytesMut::with_capacity(64 + r.as_ref().map_or(0, |b| b.len()));
+    record::begin(&mut out);
+    match r {
+        Ok(results) => {
+            msg::success_header(xid, &mut out);
+            out.put_slice(&results);
+        }
+        Err(Refusal::Drop) => return,
+        Err(Refusal::ProgUnavail) => msg::accepted_error(xid, AcceptStat::PROG_UNAVAIL, &mut out),
+        Err(Refusal::ProgMismatch { low, high }) => msg::prog_mismatch(xid, low, high, &mut out),
+        Err(Refusal::ProcUnavail) => msg::accepted_error(xid, AcceptStat::PROC_UNAVAIL, &mut out),
+        Err(Refusal::GarbageArgs) => msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, &mut out),
+        Err(Refusal::SystemErr) => msg::accepted_error(xid, AcceptStat::SYSTEM_ERR, &mut out),
+        Err(Refusal::Auth(s)) => msg::auth_error(xid, s, &mut out),
+    }
+    record::finish(&mut out);
+    // A write error means the connection is going: the reader sees it too.
+    let _ = wr.lock().await.write_all(&out).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{OnceLock, Weak};
+    use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
+
+    const CB_PROG: u32 = 0x4000_0000;
+
+    /// Answers CB_PROG proc 1 with its argument plus one, after a call of
+    /// its own to the peer over the same connection (as a recalled
+    /// delegation is returned over the connection that carried the recall).
+    struct Echo {
+        client: OnceLock<Weak<RpcClient>>,
+    }
+
+    impl CallHandler for Echo {
+        fn call(&self, mut call: msg::Call) -> HandlerFuture {
+            let client = self.client.get().and_then(|w| w.upgrade());
+            Box::pin(async move {
+                match (call.prog, call.proc_) {
+                    (CB_PROG, 0) => Ok(Bytes::new()),
+                    (CB_PROG, 1) => {
+                        let n = call.args.u32().map_err(|_| Refusal::GarbageArgs)?;
+                        if let Some(c) = client {
+                            c.call(7, 1, 1, &n).await.map_err(|_| Refusal::SystemErr)?;
+                        }
+                        Ok(Bytes::copy_from_slice(&(n + 1).to_be_bytes()))
+                    }
+                    (CB_PROG, _) => Err(Refusal::ProcUnavail),
+                    _ => Err(Refusal::ProgUnavail),
+                }
+            })
+        }
+    }
+
+    /// A peer that answers every call with 42 and hands the replies it
+    /// gets to the test; `calls` are sent to the client.
+    async fn peer(l: TcpListener, mut calls: mpsc::Receiver<Bytes>, replies: mpsc::Sender<Bytes>) {
+        let (s, _) = l.accept().await.unwrap();
+        let (mut rd, mut wr) = s.into_split();
+        let mut asm = Assembler::new(1 << 20);
+        let mut buf = BytesMut::new();
+        loop {
+            while let Ok(Some(rec)) = asm.next(&mut buf) {
+                if rec[4..8] == [0, 0, 0, 0] {
+                    let c = msg::decode_call(rec).unwrap();
+                    let mut out = BytesMut::new();
+                    record::begin(&mut out);
+                    msg::success_header(c.xid, &mut out);
+                    out.put_u32(42);
+                    record::finish(&mut out);
+                    wr.write_all(&out).await.unwrap();
+                } else {
+                    replies.send(rec).await.unwrap();
+                }
+            }
+            tokio::select! {
+                n = rd.read_buf(&mut buf) => if n.unwrap_or(0) == 0 { return },
+                Some(c) = calls.recv() => wr.write_all(&c).await.unwrap(),
+            }
+        }
+    }
+
+    fn call_record(xid: u32, prog: u32, vers: u32, proc_: u32, arg: Option<u32>) -> Bytes {
+        let mut out = BytesMut::new();
+        record::begin(&mut out);
+        msg::encode_call(xid, prog, vers, proc_, &auth_none(), &mut out);
+        if let Some(a) = arg {
+            out.put_u32(a);
+        }
+        record::finish(&mut out);
+        out.freeze()
+    }
+
+    #[tokio::test]
+    async fn calls_from_the_peer_are_served_on_the_same_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (call_tx, call_rx) = mpsc::channel(8);
+        let (rep_tx, mut rep_rx) = mpsc::channel(8);
+        tokio::spawn(peer(l, call_rx, rep_tx));
+        let c = Arc::new(RpcClient::connect(addr, auth_none()).await.unwrap());
+
+        // No handler yet: PROG_UNAVAIL.
+        call_tx
+            .send(call_record(1, CB_PROG, 1, 0, None))
+            .await
+            .unwrap();
+        let (xid, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(
+            (xid, st),
+            (1, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL))
+        );
+
+        let h = Arc::new(Echo {
+            client: OnceLock::new(),
+        });
+        h.client.set(Arc::downgrade(&c)).ok().unwrap();
+        c.set_call_handler(h);
+        // Our own calls still get their replies, alongside the peer's calls.
+        let mut d = c.call(9, 1, 1, &5u32).await.unwrap();
+        assert_eq!(d.u32().unwrap(), 42);
+        call_tx
+            .send(call_record(2, CB_PROG, 1, 1, Some(10)))
+            .await
+            .unwrap();
+        let (xid, st, mut d) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!((xid, st), (2, ReplyStatus::Success));
+        assert_eq!(
+            d.u32().unwrap(),
+            11,
+            "answered after its own call came back"
+        );
+        call_tx
+            .send(call_record(3, CB_PROG, 1, 9, None))
+            .await
+            .unwrap();
+        let (_, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(st, ReplyStatus::Accepted(AcceptStat::PROC_UNAVAIL));
+        call_tx.send(call_record(4, 77, 1, 0, None)).await.unwrap();
+        let (_, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(st, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL));
     }
 }
