@@ -29,7 +29,9 @@
 //! result stays in the state core for a lease whatever became of the
 //! callback, so a client that has no back channel or lost the callback
 //! learns it from OFFLOAD_STATUS (knfsd found clients waiting forever on a
-//! lost CB_OFFLOAD). OFFLOAD_CANCEL forgets a copy; a running one stops at
+//! lost CB_OFFLOAD; RFC 7862 §4.8 would let the stateid go once the
+//! client answered CB_OFFLOAD, but a poll racing the callback should
+//! still be answered). OFFLOAD_CANCEL forgets a copy; a running one stops at
 //! its next chunk and sends no CB_OFFLOAD. The client's lease running out
 //! or the client going cancels its copies the same way.
 
@@ -506,6 +508,9 @@ impl Job {
                     copied += n;
                     if let Some(m) = &self.counters {
                         m.add(|s| &s.copy_async_bytes, n);
+                    }
+                    if !self.state.copy_progress(&self.sid.other, copied) {
+                        return self.cancelled(copied);
                     }
                 }
                 Err(e) => {

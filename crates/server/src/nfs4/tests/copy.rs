@@ -532,7 +532,9 @@ async fn two_files_of(fx: &Fx, s: &Sess) -> (Opened, Opened) {
 
 #[tokio::test]
 async fn async_copy_runs_in_the_background_and_calls_back_with_the_count() {
-    let fx = async_fx(4);
+    let mut fx = async_fx(4);
+    let m = metrics::Metrics::new(true);
+    fx.n.metrics = Some(m.clone());
     let (s, fake) = fx.client_with_back("c").await;
     let (a, b) = two_files_of(&fx, &s).await;
     let src = pattern(300_000, 4);
@@ -571,6 +573,11 @@ async fn async_copy_runs_in_the_background_and_calls_back_with_the_count() {
     assert_eq!(r.status, NFS4_OK);
     assert_eq!(status_of(&fx, &s, &b, &sid).await, Err(NFS4ERR_BAD_STATEID));
     assert_eq!(fx.n.state.copies_running(), 0);
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(m.server.copies_async_started.load(relaxed), 1);
+    assert_eq!(m.server.copies_async_completed.load(relaxed), 1);
+    assert_eq!(m.server.copies_async_cancelled.load(relaxed), 0);
+    assert_eq!(m.server.copy_async_bytes.load(relaxed), 300_000);
 }
 
 #[tokio::test]
@@ -610,7 +617,9 @@ async fn offload_status_answers_when_the_callback_is_lost_or_impossible() {
 
 #[tokio::test]
 async fn offload_cancel_stops_a_copy_mid_way() {
-    let fx = async_fx(4);
+    let mut fx = async_fx(4);
+    let m = metrics::Metrics::new(true);
+    fx.n.metrics = Some(m.clone());
     let (s, fake) = fx.client_with_back("c").await;
     let (a, b) = two_files_of(&fx, &s).await;
     let len = 4 << 20;
@@ -640,6 +649,9 @@ async fn offload_cancel_stops_a_copy_mid_way() {
     assert_eq!(contents(&fx, &s, &b).await.len(), got);
     assert!(got < len, "stopped at {got} of {len}");
     assert!(offloads(&fake).is_empty());
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(m.server.copies_async_cancelled.load(relaxed), 1);
+    assert_eq!(m.server.copies_async_completed.load(relaxed), 0);
 }
 
 #[tokio::test]
