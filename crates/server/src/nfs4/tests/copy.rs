@@ -688,3 +688,82 @@ async fn a_lapsed_clients_copies_are_cancelled() {
         Err(NFS4ERR_BAD_STATEID)
     );
 }
+
+#[tokio::test]
+async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
+    let fx = async_fx(4);
+    // The copier writes with the anonymous stateid: it holds no open of
+    // the destination, so another client may be given a read delegation
+    // on it while the copy runs.
+    let s = fx.client("copier").await;
+    let a = fx.open(&s, "a", "o", BOTH, DENY_NONE).await.unwrap();
+    let len = 4 << 20;
+    let src = pattern(len, 12);
+    fill(&fx, &s, &a, 0, &src).await;
+    let b = fx.open(&s, "b", "o", BOTH, DENY_NONE).await.unwrap();
+    let r = call42(
+        &fx,
+        &s,
+        vec![
+            putfh(&b.fh),
+            NfsArgop4::OP_CLOSE(Close4args {
+                seqid: 0,
+                open_stateid: b.stateid.clone(),
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, NFS4_OK);
+    let anon = super::super::compound::ANONYMOUS;
+    let op = copy_op(&a.stateid, &anon, 0, 0, 0);
+    let r = from_to(&fx, &s, &a, &b, op).await;
+    let Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) = r.resarray.last() else {
+        panic!("COPY: {:?}", statuses(&r));
+    };
+    let sid = ok.cr_response.wr_callback_id[0].clone();
+    let (reader, fake) = fx.client_with_back("reader").await;
+    let o = fx
+        .open(&reader, "b", "r", OPEN4_SHARE_ACCESS_READ, DENY_NONE)
+        .await
+        .unwrap();
+    let OpenDelegation4::OPEN_DELEGATE_READ(d) = &o.delegation else {
+        panic!("no delegation: {:?}", o.delegation);
+    };
+    let recalled = || {
+        fake.compounds()
+            .iter()
+            .flat_map(|c| c.argarray.iter())
+            .any(|op| matches!(op, NfsCbArgop4::OP_CB_RECALL(r) if r.stateid == d.stateid))
+    };
+    for _ in 0..1000 {
+        if recalled() {
+            break;
+        }
+        tokio::time::sleep(millis(1)).await;
+    }
+    assert!(recalled(), "CB_RECALL before the copy writes on");
+    // The copy waits while the delegation is out.
+    tokio::time::sleep(millis(30)).await;
+    let (held, done) = status_of(&fx, &s, &b, &sid).await.unwrap();
+    assert!(done.is_empty());
+    tokio::time::sleep(millis(250)).await;
+    assert_eq!(status_of(&fx, &s, &b, &sid).await, Ok((held, vec![])));
+    let r = fx
+        .call(
+            &reader,
+            vec![
+                putfh(&o.fh),
+                NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
+                    deleg_stateid: d.stateid.clone(),
+                }),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4_OK);
+    assert_eq!(wait_done(&fx, &s, &b, &sid).await, (len as u64, NFS4_OK));
+    let closed = Opened {
+        stateid: anon,
+        ..b.clone()
+    };
+    assert_eq!(contents(&fx, &s, &closed).await, src);
+}
