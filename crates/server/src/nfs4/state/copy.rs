@@ -21,7 +21,9 @@ use super::*;
 pub struct CopyLimits {
     /// Copies one client may have running at once.
     pub per_client: usize,
-    /// Copies running at once on the whole server.
+    /// Copies running at once on the whole server. A cancelled copy
+    /// stops counting at once, though its task may still finish the step
+    /// under way.
     pub per_server: usize,
     /// Finished copies' results kept per client.
     pub keep_done: usize,
@@ -31,10 +33,11 @@ impl Default for CopyLimits {
     fn default() -> Self {
         CopyLimits {
             // Each running copy takes a pool thread for one chunk at a
-            // time: a few per client, and well under a pool's worth in all,
-            // leave the pool to the clients' other calls.
+            // time: a few per client, and a quarter of the server's pool
+            // (32 threads) in all, leave the pool to the clients' other
+            // calls. (knfsd allows as many as it has threads.)
             per_client: 4,
-            per_server: 16,
+            per_server: 8,
             keep_done: 64,
         }
     }
