@@ -4,7 +4,10 @@
 //! with COMMIT in the same COMPOUND as Linux sends it, the checksums of
 //! source and copy equal; CLONE is NOTSUPP where the filesystem shares no
 //! extents (ext4) and clones where it does; IO_ADVISE takes the hints
-//! posix_fadvise knows.
+//! posix_fadvise knows. An asynchronous COPY of 64 MiB, followed with
+//! OFFLOAD_STATUS (this client has no back channel for CB_OFFLOAD) until
+//! it is complete, the checksums equal; OFFLOAD_CANCEL of a finished copy
+//! and of one under way.
 //!
 //!   cargo build -p tarn && cargo test -p client --test tarn_copy
 
@@ -176,4 +179,115 @@ fn clone_where_the_filesystem_can_and_io_advise() {
             [(1 << IO_ADVISE4_SEQUENTIAL as u32) | (1 << IO_ADVISE4_WILLNEED as u32)]
         );
     });
+}
+
+/// PUTFH src, SAVEFH, PUTFH dst, COPY of everything, asynchronous if the
+/// server likes: the callback stateid.
+async fn copy_async(s: &Session, src: &NfsFh4, dst: &NfsFh4) -> Stateid4 {
+    let copy = NfsArgop4::OP_COPY(Copy4args {
+        ca_src_stateid: ANON,
+        ca_dst_stateid: ANON,
+        ca_src_offset: 0,
+        ca_dst_offset: 0,
+        ca_count: 0,
+        ca_consecutive: true,
+        ca_synchronous: false,
+        ca_source_server: vec![],
+    });
+    let r = s
+        .call_raw(vec![putfh(src), NfsArgop4::OP_SAVEFH, putfh(dst), copy])
+        .await
+        .unwrap();
+    assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
+    let Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) = r.resarray.last() else {
+        unreachable!()
+    };
+    assert!(!ok.cr_requirements.cr_synchronous, "runs in the background");
+    assert_eq!(ok.cr_response.wr_callback_id.len(), 1);
+    ok.cr_response.wr_callback_id[0].clone()
+}
+
+/// OFFLOAD_STATUS: (bytes copied, completion), or the status.
+async fn offload_status(
+    s: &Session,
+    dst: &NfsFh4,
+    sid: &Stateid4,
+) -> std::result::Result<(u64, Vec<Nfsstat4>), Nfsstat4> {
+    let op = NfsArgop4::OP_OFFLOAD_STATUS(OffloadStatus4args {
+        osa_stateid: sid.clone(),
+    });
+    let r = s.call_raw(vec![putfh(dst), op]).await.unwrap();
+    match r.resarray.last() {
+        Some(NfsResop4::OP_OFFLOAD_STATUS(OffloadStatus4res::NFS4_OK(ok))) => {
+            Ok((ok.osr_count, ok.osr_complete.clone()))
+        }
+        _ => Err(r.status),
+    }
+}
+
+async fn offload_cancel(s: &Session, dst: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
+    let op = NfsArgop4::OP_OFFLOAD_CANCEL(OffloadCancel4args {
+        oca_stateid: sid.clone(),
+    });
+    s.call_raw(vec![putfh(dst), op]).await.unwrap().status
+}
+
+#[test]
+fn async_copy_polled_with_offload_status_and_cancelled() {
+    let t = Tarn::start(&[]);
+    let size = 64 * MIB;
+    let data = noise(size as usize, 11);
+    file(&t, "src", &data);
+    file(&t, "dst", b"");
+    file(&t, "dst2", b"");
+    run(async {
+        let s = session_with(t.addr, &v42()).await;
+        let src = s.lookup_path("/src").await.unwrap();
+        let dst = s.lookup_path("/dst").await.unwrap();
+        let dst2 = s.lookup_path("/dst2").await.unwrap();
+        let sid = copy_async(&s, &src, &dst).await;
+        let started = std::time::Instant::now();
+        let mut last = 0;
+        let (count, status) = loop {
+            let (n, done) = offload_status(&s, &dst, &sid)
+                .await
+                .expect("OFFLOAD_STATUS");
+            assert!(n >= last && n <= size, "progress {last} then {n}");
+            last = n;
+            if let [status] = done[..] {
+                break (n, status);
+            }
+            assert!(started.elapsed().as_secs() < 120, "copy never finished");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!((count, status), (size, NFS4_OK));
+        // Kept until forgotten: OFFLOAD_CANCEL of a finished copy forgets it.
+        assert_eq!(
+            offload_status(&s, &dst, &sid).await,
+            Ok((size, vec![NFS4_OK]))
+        );
+        assert_eq!(offload_cancel(&s, &dst, &sid).await, NFS4_OK);
+        assert_eq!(
+            offload_status(&s, &dst, &sid).await,
+            Err(NFS4ERR_BAD_STATEID)
+        );
+        assert_eq!(offload_cancel(&s, &dst, &sid).await, NFS4ERR_BAD_STATEID);
+        // A copy cancelled at once stops at its next step, short of the end.
+        let sid = copy_async(&s, &src, &dst2).await;
+        assert_eq!(offload_cancel(&s, &dst2, &sid).await, NFS4_OK);
+        assert_eq!(
+            offload_status(&s, &dst2, &sid).await,
+            Err(NFS4ERR_BAD_STATEID)
+        );
+    });
+    let copy = std::fs::read(t.export.join("dst")).unwrap();
+    assert_eq!(copy.len(), data.len());
+    assert_eq!(sha256(&copy), sha256(&data));
+    // The cancelled copy's file stops growing, short of the whole.
+    let len = || std::fs::metadata(t.export.join("dst2")).unwrap().len();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stopped = len();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(len(), stopped);
+    assert!(stopped < size, "cancelled copy ran to the end");
 }

@@ -168,6 +168,12 @@ pub struct ServerCounters {
     pub delegations_granted: AtomicU64,
     pub delegations_recalled: AtomicU64,
     pub delegations_revoked: AtomicU64,
+    /// NFSv4.2 COPYs run in the background: started, completed (CB_OFFLOAD
+    /// due), cancelled (OFFLOAD_CANCEL, lease expiry), and bytes copied.
+    pub copies_async_started: AtomicU64,
+    pub copies_async_completed: AtomicU64,
+    pub copies_async_cancelled: AtomicU64,
+    pub copy_async_bytes: AtomicU64,
     /// Log lines suppressed by the per-client rate limit.
     pub log_suppressed: AtomicU64,
 }

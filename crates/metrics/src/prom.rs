@@ -431,6 +431,31 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_async_copies",
+            "NFSv4.2 COPYs run in the background, by event",
+            [
+                (
+                    vec![("event", "started".to_string())],
+                    v.copies_async_started,
+                ),
+                (
+                    vec![("event", "completed".to_string())],
+                    v.copies_async_completed,
+                ),
+                (
+                    vec![("event", "cancelled".to_string())],
+                    v.copies_async_cancelled,
+                ),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_async_copy_bytes",
+            "Bytes copied by NFSv4.2 COPYs run in the background",
+            one(v.copy_async_bytes),
+        )?;
+        counter(
+            &mut enc,
             "tarn_log_suppressed",
             "Log lines suppressed by the per-client rate limit",
             one(v.log_suppressed),

@@ -139,6 +139,14 @@ pub struct ServerSnap {
     pub delegations_granted: u64,
     pub delegations_recalled: u64,
     pub delegations_revoked: u64,
+    #[serde(default)]
+    pub copies_async_started: u64,
+    #[serde(default)]
+    pub copies_async_completed: u64,
+    #[serde(default)]
+    pub copies_async_cancelled: u64,
+    #[serde(default)]
+    pub copy_async_bytes: u64,
     pub log_suppressed: u64,
 }
 
@@ -305,6 +313,10 @@ impl Metrics {
             delegations_granted: s.delegations_granted.load(Relaxed),
             delegations_recalled: s.delegations_recalled.load(Relaxed),
             delegations_revoked: s.delegations_revoked.load(Relaxed),
+            copies_async_started: s.copies_async_started.load(Relaxed),
+            copies_async_completed: s.copies_async_completed.load(Relaxed),
+            copies_async_cancelled: s.copies_async_cancelled.load(Relaxed),
+            copy_async_bytes: s.copy_async_bytes.load(Relaxed),
             log_suppressed: s.log_suppressed.load(Relaxed),
         };
 

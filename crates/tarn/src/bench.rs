@@ -97,8 +97,9 @@ pub struct BenchArgs {
     #[arg(long, num_args = 1)]
     compare: Vec<String>,
     /// Instead of the workloads: copy a file of this size (K, M, G) on the
-    /// server by NFSv4.2 COPY and by READ+WRITE through this client, and
-    /// print the time and the bytes on the wire of each, and their ratio.
+    /// server by NFSv4.2 COPY (synchronous, then asynchronous) and by
+    /// READ+WRITE through this client, and print the time and the bytes on
+    /// the wire of each, and their ratio.
     #[arg(long)]
     copy: Option<String>,
 }

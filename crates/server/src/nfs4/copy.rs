@@ -5,29 +5,81 @@
 //! READ checks it, the destination's as WRITE does, and the change is
 //! queued behind the destination's WRITEs.
 //!
-//! COPY is always done synchronously, as §15.2.3 lets a server do even
-//! when the client asked for an asynchronous copy: the reply carries no
-//! callback stateid and says `cr_synchronous`, so the client waits for no
-//! CB_OFFLOAD. One COPY copies at most [`COPY_MAX`] bytes and returns a
+//! A synchronous COPY copies at most [`COPY_MAX`] bytes and returns a
 //! short count, which clients continue from (Linux hands the short count
 //! to copy_file_range(2)'s caller, and cp loops), so one call holds a pool
-//! thread and the destination's write queue for a bounded time. With no
-//! copy ever running in the background, no copy stateid exists, and
-//! OFFLOAD_STATUS and OFFLOAD_CANCEL answer NFS4ERR_BAD_STATEID, as knfsd
-//! does for a copy it does not know.
+//! thread and the destination's write queue for a bounded time.
+//!
+//! Asynchronous COPY: when the client says `ca_synchronous = false` and
+//! the range is more than one synchronous call copies
+//! ([`CopyConfig::async_min`], 16 MiB), the reply comes at once with a
+//! copy stateid in `wr_callback_id` and the copy runs in a background
+//! task, [`CopyConfig::chunk`] bytes at a time through the destination's
+//! write queue (WRITEs to it interleave), reporting its progress to the
+//! state core (`state::copy`) after each chunk. A smaller range is copied
+//! at once, as §15.2.3 lets a server do whatever the client asked: one
+//! call finishes it, and a callback would only add a round trip. When the
+//! bounds on running copies are reached the copy is synchronous too (as
+//! knfsd falls back), not refused: NFS4ERR_OFFLOAD_NO_REQS is for
+//! requirements the server cannot meet, and a synchronous copy meets them.
+//!
+//! At the end the destination is flushed (COMMIT's fsync), so CB_OFFLOAD
+//! can honestly say FILE_SYNC4; then CB_OFFLOAD goes over the client's
+//! back channel (retried while the client answers NFS4ERR_DELAY). The
+//! result stays in the state core for a lease whatever became of the
+//! callback, so a client that has no back channel or lost the callback
+//! learns it from OFFLOAD_STATUS (knfsd found clients waiting forever on a
+//! lost CB_OFFLOAD; RFC 7862 §4.8 would let the stateid go once the
+//! client answered CB_OFFLOAD, but a poll racing the callback should
+//! still be answered). OFFLOAD_CANCEL forgets a copy; a running one stops at
+//! its next chunk and sends no CB_OFFLOAD. The client's lease running out
+//! or the client going cancels its copies the same way.
 
-use super::compound::{Compound, Fh};
+use super::backchannel::{Backchannels, CbFail, CALL_TIMEOUT};
+use super::compound::{file_key, Compound, Fh};
 use super::io::check;
-use super::{log_fail, Fail};
+use super::state::copy::CopyLimits;
+use super::state::deleg::Break;
+use super::state::State;
+use super::{log_fail, Fail, Records};
 use crate::export::Export;
+use crate::pool::Pool;
+use bytes::Bytes;
 use proto::nfs4::*;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use vfs::{Advice, Fid, FsError};
+use std::time::Duration;
+use tracing::debug;
+use vfs::{Advice, Cred, Fid, FsError};
 
 /// Most bytes one COPY copies: 16 MiB takes well under a second even on a
 /// disk that writes 100 MB/s, and costs a client that loops only one round
 /// trip per 16 MiB. (knfsd bounds a synchronous copy at 4 MiB.)
 pub const COPY_MAX: u64 = 16 << 20;
+
+/// When COPY runs in the background, and its bounds.
+#[derive(Clone, Debug)]
+pub struct CopyConfig {
+    /// An asynchronous COPY asked for more bytes than this runs in the
+    /// background; a smaller one is copied at once.
+    pub async_min: u64,
+    /// Bytes a background copy copies per step: it holds a pool thread
+    /// and the destination's write queue for one step at a time, and a
+    /// cancel takes effect after the step under way (4 MiB: well under a
+    /// second on a slow disk).
+    pub chunk: u64,
+    pub limits: CopyLimits,
+}
+
+impl Default for CopyConfig {
+    fn default() -> Self {
+        CopyConfig {
+            async_min: COPY_MAX,
+            chunk: 4 << 20,
+            limits: CopyLimits::default(),
+        }
+    }
+}
 
 /// The saved filehandle as the source of a COPY or CLONE.
 fn saved_obj(c: &Compound<'_>) -> Result<(Arc<Export>, Fid), Fail> {
@@ -153,6 +205,11 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
             a.ca_count,
         )
         .await?;
+        if !a.ca_synchronous && len > c.n.cfg.copy.async_min {
+            if let Some(ok) = start_async(c, &p, src_off, dst_off, len) {
+                return Ok(ok);
+            }
+        }
         let len = len.min(COPY_MAX);
         let b = p.export.backend.clone();
         let (cred, src, dst) = (p.cred, p.src, p.dst);
@@ -300,21 +357,268 @@ pub async fn io_advise(c: &mut Compound<'_>, a: IoAdvise4args) -> IoAdvise4res {
     }
 }
 
-/// No copy runs after its COPY returned, so no stateid names one.
-fn no_such_copy(c: &Compound<'_>) -> Nfsstat4 {
-    match c.cur() {
-        Err(f) => f.status,
-        Ok(_) => Nfsstat4::NFS4ERR_BAD_STATEID,
+/// Starts `len` bytes of `p` in the background: the reply, or None when
+/// a bound is reached (the caller copies synchronously).
+fn start_async(
+    c: &Compound<'_>,
+    p: &Pair,
+    src_off: u64,
+    dst_off: u64,
+    len: u64,
+) -> Option<Copy4resok> {
+    let client = c.clientid.filter(|_| c.minor > 0)?;
+    let n = c.n;
+    let file = file_key(&p.export, &p.dst);
+    let sid = match n.state.start_copy(client, file, &n.cfg.copy.limits) {
+        Ok(sid) => sid,
+        Err(why) => {
+            debug!(
+                client,
+                ?why,
+                "asynchronous COPY done synchronously: bound reached"
+            );
+            return None;
+        }
+    };
+    let counters = n.metrics.as_ref().map(|m| Counters { metrics: m.clone() });
+    if let Some(m) = &n.metrics {
+        m.server.copies_async_started.fetch_add(1, Relaxed);
+    }
+    let fh = n.seal(&Fh::Obj {
+        export: p.export.clone(),
+        fid: p.dst,
+    });
+    let job = Job {
+        state: n.state.clone(),
+        pool: n.pool.clone(),
+        records: n.records.clone(),
+        backchannels: n.backchannels.clone(),
+        clock: n.clock.clone(),
+        counters,
+        export: p.export.clone(),
+        cred: p.cred.clone(),
+        src: p.src,
+        dst: p.dst,
+        src_off,
+        dst_off,
+        len,
+        chunk: n.cfg.copy.chunk.max(1),
+        client,
+        sid: sid.clone(),
+        fh,
+        verf: n.write_verf,
+    };
+    tokio::spawn(job.run());
+    Some(Copy4resok {
+        // Nothing is copied yet, and what will be is reported by
+        // CB_OFFLOAD or OFFLOAD_STATUS.
+        cr_response: WriteResponse4 {
+            wr_callback_id: vec![sid],
+            wr_count: 0,
+            wr_committed: StableHow4::UNSTABLE4,
+            wr_writeverf: n.write_verf,
+        },
+        cr_requirements: CopyRequirements4 {
+            cr_consecutive: true,
+            cr_synchronous: false,
+        },
+    })
+}
+
+/// The metrics a background copy counts in.
+struct Counters {
+    metrics: Arc<metrics::Metrics>,
+}
+
+impl Counters {
+    fn add(&self, f: impl Fn(&metrics::ServerCounters) -> &AtomicU64, n: u64) {
+        f(&self.metrics.server).fetch_add(n, Relaxed);
     }
 }
 
-pub fn offload_status(c: &mut Compound<'_>, _a: OffloadStatus4args) -> OffloadStatus4res {
-    OffloadStatus4res::Default(no_such_copy(c))
+/// How long a background copy waits for a delegation on its destination
+/// to be returned before it looks again.
+const RECALL_WAIT: Duration = Duration::from_millis(100);
+
+/// How often CB_OFFLOAD is sent to a client that answers NFS4ERR_DELAY.
+const CB_OFFLOAD_TRIES: u32 = 5;
+
+/// One background copy: what it copies and where it reports.
+struct Job {
+    state: Arc<State>,
+    pool: Pool,
+    records: Arc<Records>,
+    backchannels: Arc<Backchannels>,
+    clock: Arc<dyn super::clock::Clock>,
+    counters: Option<Counters>,
+    export: Arc<Export>,
+    cred: Cred,
+    src: Fid,
+    dst: Fid,
+    src_off: u64,
+    dst_off: u64,
+    len: u64,
+    chunk: u64,
+    client: u64,
+    sid: Stateid4,
+    /// The destination's filehandle, which CB_OFFLOAD names.
+    fh: Bytes,
+    verf: [u8; 8],
 }
 
-pub fn offload_cancel(c: &mut Compound<'_>, _a: OffloadCancel4args) -> OffloadCancel4res {
+impl Job {
+    async fn run(self) {
+        let mut copied = 0u64;
+        let mut status = Nfsstat4::NFS4_OK;
+        let file = file_key(&self.export, &self.dst);
+        let key = (self.export.id, self.dst);
+        while copied < self.len {
+            if !self.state.copy_progress(&self.sid.other, copied) {
+                return self.cancelled(copied);
+            }
+            // A read delegation granted on the destination since COPY
+            // (another client opened it for reading) is recalled before
+            // the next step writes, as before a WRITE.
+            if self.state.has_delegations()
+                && self
+                    .state
+                    .break_delegations(&file, Some(self.client), self.clock.now())
+                    == Break::Delay
+            {
+                self.records.apply().await;
+                tokio::time::sleep(RECALL_WAIT).await;
+                continue;
+            }
+            let step = (self.len - copied).min(self.chunk);
+            let (b, cred, src, dst) = (
+                self.export.backend.clone(),
+                self.cred.clone(),
+                self.src,
+                self.dst,
+            );
+            let (so, d) = (self.src_off + copied, self.dst_off + copied);
+            let r = self
+                .pool
+                .run_serial(key, move || b.copy_range(&cred, &src, so, &dst, d, step))
+                .await;
+            match r {
+                // The source got shorter since COPY: done with what there was.
+                Ok(0) => break,
+                Ok(n) => {
+                    copied += n;
+                    if let Some(m) = &self.counters {
+                        m.add(|s| &s.copy_async_bytes, n);
+                    }
+                    if !self.state.copy_progress(&self.sid.other, copied) {
+                        return self.cancelled(copied);
+                    }
+                }
+                Err(e) => {
+                    status = super::status(e);
+                    break;
+                }
+            }
+        }
+        // Durable before CB_OFFLOAD says FILE_SYNC4.
+        if status == Nfsstat4::NFS4_OK && copied > 0 {
+            let (b, dst) = (self.export.backend.clone(), self.dst);
+            if let Err(e) = self.pool.run_serial(key, move || b.commit(&dst)).await {
+                status = super::status(e);
+            }
+        }
+        if !self
+            .state
+            .copy_done(&self.sid.other, copied, status, self.clock.now())
+        {
+            return self.cancelled(copied);
+        }
+        if let Some(m) = &self.counters {
+            m.add(|s| &s.copies_async_completed, 1);
+        }
+        self.notify(copied, status).await;
+    }
+
+    fn cancelled(&self, copied: u64) {
+        debug!(client = self.client, copied, "asynchronous COPY cancelled");
+        if let Some(m) = &self.counters {
+            m.add(|s| &s.copies_async_cancelled, 1);
+        }
+    }
+
+    /// CB_OFFLOAD with the result. Whatever becomes of it, the result
+    /// stays for OFFLOAD_STATUS.
+    async fn notify(&self, copied: u64, status: Nfsstat4) {
+        let info = match status {
+            Nfsstat4::NFS4_OK => OffloadInfo4::NFS4_OK(WriteResponse4 {
+                wr_callback_id: Vec::new(),
+                wr_count: copied,
+                wr_committed: StableHow4::FILE_SYNC4,
+                wr_writeverf: self.verf,
+            }),
+            s => OffloadInfo4::Default(s, copied),
+        };
+        let op = NfsCbArgop4::OP_CB_OFFLOAD(CbOffload4args {
+            coa_fh: NfsFh4(self.fh.clone()),
+            coa_stateid: self.sid.clone(),
+            coa_offload_info: info,
+        });
+        for attempt in 0..CB_OFFLOAD_TRIES {
+            let Some(bc) = self.backchannels.for_client(self.client) else {
+                debug!(
+                    client = self.client,
+                    "no back channel for CB_OFFLOAD: left to OFFLOAD_STATUS"
+                );
+                return;
+            };
+            let delay = match bc.compound(vec![op.clone()], CALL_TIMEOUT).await {
+                Ok((Nfsstat4::NFS4_OK, _)) => return,
+                Ok((Nfsstat4::NFS4ERR_DELAY, _))
+                | Err(CbFail::Sequence(Nfsstat4::NFS4ERR_DELAY)) => true,
+                Ok((s, _)) => {
+                    debug!(client = self.client, status = ?s, "CB_OFFLOAD refused");
+                    false
+                }
+                Err(e) => {
+                    debug!(client = self.client, error = ?e, "CB_OFFLOAD failed");
+                    false
+                }
+            };
+            if !delay {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
+        }
+    }
+}
+
+/// OFFLOAD_STATUS and OFFLOAD_CANCEL name a copy of the session's client
+/// (any other stateid is NFS4ERR_BAD_STATEID); the current filehandle is
+/// required but not matched, as knfsd does.
+fn copy_of(c: &Compound<'_>, sid: &Stateid4) -> Result<(u64, Stateid4), Fail> {
+    c.cur()?;
+    let client = c.clientid()?;
+    Ok((client, c.stateid(sid)?))
+}
+
+pub fn offload_status(c: &mut Compound<'_>, a: OffloadStatus4args) -> OffloadStatus4res {
+    let r = copy_of(c, &a.osa_stateid).and_then(|(client, sid)| {
+        let st = c.n.state.copy_status(client, &sid)?;
+        Ok(OffloadStatus4resok {
+            osr_count: st.copied,
+            osr_complete: st.done.into_iter().collect(),
+        })
+    });
+    match r {
+        Ok(ok) => OffloadStatus4res::NFS4_OK(ok),
+        Err(f) => OffloadStatus4res::Default(f.status),
+    }
+}
+
+pub fn offload_cancel(c: &mut Compound<'_>, a: OffloadCancel4args) -> OffloadCancel4res {
+    let r = copy_of(c, &a.oca_stateid)
+        .and_then(|(client, sid)| Ok(c.n.state.cancel_copy(client, &sid)?));
     OffloadCancel4res {
-        ocr_status: no_such_copy(c),
+        ocr_status: r.map_or_else(|f| f.status, |_| Nfsstat4::NFS4_OK),
     }
 }
 

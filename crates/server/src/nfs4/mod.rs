@@ -12,7 +12,7 @@ pub mod attr;
 pub mod backchannel;
 pub mod clock;
 mod compound;
-mod copy;
+pub mod copy;
 mod deleg;
 mod dir;
 mod fh;
@@ -67,6 +67,8 @@ pub struct Nfs4Config {
     /// Most delegations outstanding at once; past it OPEN grants none
     /// (OPEN_DELEGATE_NONE_EXT with WND4_RESOURCE).
     pub max_delegations: usize,
+    /// When COPY runs in the background, and its bounds.
+    pub copy: copy::CopyConfig,
 }
 
 impl Default for Nfs4Config {
@@ -79,6 +81,7 @@ impl Default for Nfs4Config {
             max_slots: 128,
             courtesy: state::Courtesy::default(),
             max_delegations: deleg::default_max_delegations(),
+            copy: copy::CopyConfig::default(),
         }
     }
 }

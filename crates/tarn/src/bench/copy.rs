@@ -1,7 +1,9 @@
 //! `tarn bench --copy SIZE`: one file copied on the server two ways over
 //! NFSv4.2, timed, with the bytes each way puts on the wire: server-side
 //! COPY (the calls a client loops on, one at a time, as Linux sends them,
-//! then COMMIT), and READ + WRITE of 1 MiB pieces through this client
+//! then COMMIT), asynchronous COPY (one call, the server copying in the
+//! background, followed with OFFLOAD_STATUS every 10 ms since this client
+//! takes no CB_OFFLOAD, then COMMIT), and READ + WRITE of 1 MiB pieces through this client
 //! (several pieces in flight, as readahead and writeback would have, then
 //! COMMIT). Bytes on the wire are the XDR of each COMPOUND's operations
 //! and results; RPC and record headers (about 100 bytes a call) are left
@@ -20,6 +22,7 @@ use xdr::Pack;
 
 const SRC: &str = "tarn-bench-copy.src";
 const DST_COPY: &str = "tarn-bench-copy.copy";
+const DST_ASYNC: &str = "tarn-bench-copy.async";
 const DST_RW: &str = "tarn-bench-copy.rw";
 const PIECE: u64 = 1 << 20;
 /// READ+WRITE pieces in flight.
@@ -153,7 +156,25 @@ async fn read_write(
 async fn server_copy(s: &Session, src: &NfsFh4, dst: &NfsFh4, size: u64) -> Result<Cost, String> {
     let wire = AtomicU64::new(0);
     let t = Instant::now();
-    let (mut at, mut calls) = (0, 0);
+    let calls = server_copy_from(s, src, dst, 0, size, &wire).await?;
+    call(s, vec![putfh(dst), commit()], &wire).await?;
+    Ok(Cost {
+        secs: t.elapsed().as_secs_f64(),
+        calls: calls + 1,
+        wire: wire.load(Ordering::Relaxed),
+    })
+}
+
+/// Synchronous COPY calls from `at` to `size`: how many.
+async fn server_copy_from(
+    s: &Session,
+    src: &NfsFh4,
+    dst: &NfsFh4,
+    mut at: u64,
+    size: u64,
+    wire: &AtomicU64,
+) -> Result<u64, String> {
+    let mut calls = 0;
     while at < size {
         let copy = NfsArgop4::OP_COPY(Copy4args {
             ca_src_stateid: ANON,
@@ -168,7 +189,7 @@ async fn server_copy(s: &Session, src: &NfsFh4, dst: &NfsFh4, size: u64) -> Resu
         let r = call(
             s,
             vec![putfh(src), NfsArgop4::OP_SAVEFH, putfh(dst), copy],
-            &wire,
+            wire,
         )
         .await?;
         let Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) = r.resarray.last() else {
@@ -179,6 +200,74 @@ async fn server_copy(s: &Session, src: &NfsFh4, dst: &NfsFh4, size: u64) -> Resu
         }
         at += ok.cr_response.wr_count;
         calls += 1;
+    }
+    Ok(calls)
+}
+
+/// One asynchronous COPY of everything, OFFLOAD_STATUS until it is
+/// complete, then COMMIT. A server that copies at once instead (a small
+/// file, or its bound on background copies reached) is followed on
+/// synchronously.
+async fn server_copy_async(
+    s: &Session,
+    src: &NfsFh4,
+    dst: &NfsFh4,
+    size: u64,
+) -> Result<Cost, String> {
+    let wire = AtomicU64::new(0);
+    let t = Instant::now();
+    let copy = NfsArgop4::OP_COPY(Copy4args {
+        ca_src_stateid: ANON,
+        ca_dst_stateid: ANON,
+        ca_src_offset: 0,
+        ca_dst_offset: 0,
+        ca_count: size,
+        ca_consecutive: true,
+        ca_synchronous: false,
+        ca_source_server: vec![],
+    });
+    let r = call(
+        s,
+        vec![putfh(src), NfsArgop4::OP_SAVEFH, putfh(dst), copy],
+        &wire,
+    )
+    .await?;
+    let Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) = r.resarray.last() else {
+        return Err("COPY failed".into());
+    };
+    let mut calls = 1;
+    match ok.cr_response.wr_callback_id.first() {
+        None => {
+            let done = ok.cr_response.wr_count;
+            if done < size {
+                // Copied at once and short: the rest as a looping client would.
+                let rest = server_copy_from(s, src, dst, done, size, &wire).await?;
+                calls += rest;
+            }
+        }
+        Some(sid) => loop {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            let status = NfsArgop4::OP_OFFLOAD_STATUS(OffloadStatus4args {
+                osa_stateid: sid.clone(),
+            });
+            let r = call(s, vec![putfh(dst), status], &wire).await?;
+            calls += 1;
+            let Some(NfsResop4::OP_OFFLOAD_STATUS(OffloadStatus4res::NFS4_OK(st))) =
+                r.resarray.last()
+            else {
+                return Err("OFFLOAD_STATUS failed".into());
+            };
+            match st.osr_complete.first() {
+                None => {}
+                Some(Nfsstat4::NFS4_OK) if st.osr_count == size => break,
+                Some(s) => {
+                    return Err(format!(
+                        "asynchronous COPY ended with {s:?} after {} bytes",
+                        st.osr_count
+                    ))
+                }
+            }
+        },
     }
     call(s, vec![putfh(dst), commit()], &wire).await?;
     Ok(Cost {
@@ -221,8 +310,10 @@ pub async fn run(
     }
     call(&s, vec![putfh(&src), commit()], &wire).await?;
     let dst_copy = empty_file(&s, &root, DST_COPY).await?;
+    let dst_async = empty_file(&s, &root, DST_ASYNC).await?;
     let dst_rw = empty_file(&s, &root, DST_RW).await?;
     let c = server_copy(&s, &src, &dst_copy, size).await?;
+    let a = server_copy_async(&s, &src, &dst_async, size).await?;
     let rw = read_write(&s, &src, &dst_rw, size).await?;
     let mib = size as f64 / (1 << 20) as f64;
     let line = |name: &str, k: &Cost| {
@@ -236,6 +327,7 @@ pub async fn run(
     };
     println!("copy of a {mib:.0} MiB file on the server, NFSv4.2 (COMMIT included):");
     line("server-side COPY", &c);
+    line("COPY, asynchronous", &a);
     line("READ+WRITE (client)", &rw);
     println!(
         "COPY: {:.1}x faster, {:.0}x fewer bytes on the wire",
@@ -243,7 +335,7 @@ pub async fn run(
         rw.wire as f64 / c.wire.max(1) as f64
     );
     if !keep {
-        for name in [SRC, DST_COPY, DST_RW] {
+        for name in [SRC, DST_COPY, DST_ASYNC, DST_RW] {
             let remove = NfsArgop4::OP_REMOVE(Remove4args {
                 target: Bytes::from(name),
             });

@@ -12,6 +12,7 @@
 //! owns. The global maps are hash indexes for O(1) lookup by id, never
 //! scanned on a request path.
 
+pub mod copy;
 pub mod deleg;
 pub mod session;
 
@@ -82,6 +83,8 @@ pub struct Client {
     /// Delegations held, and revoked ones not yet freed (see [`deleg`]).
     delegs: HashSet<Other>,
     deleg_revoked: HashSet<Other>,
+    /// Asynchronous copies, running or finished (see [`copy`]).
+    copies: HashSet<Other>,
 }
 
 /// An NFSv4.0 open owner (`lock == false`) or lock owner, within its client.
@@ -269,6 +272,9 @@ struct Inner {
     deleg_files: HashMap<FileKey, Vec<Other>>,
     deleg_revoked: HashMap<Other, u64>,
     deleg_events: deleg::DelegCounts,
+    /// Asynchronous copies by id, and how many of them still run.
+    copies: HashMap<Other, copy::Copy>,
+    copies_running: usize,
     /// Changes for the driver, taken by [`State::reap`].
     events: Vec<Event>,
     /// I/O for the driver, taken by [`State::take_effects`].
@@ -544,6 +550,7 @@ impl State {
                 expired_at: None,
                 delegs: HashSet::new(),
                 deleg_revoked: HashSet::new(),
+                copies: HashSet::new(),
             },
         );
         i.owners.entry(owner.clone()).or_default().1 = Some(id);
@@ -925,6 +932,7 @@ impl State {
     pub fn reap(&self, now: Instant) -> Vec<Event> {
         let mut i = self.inner.lock().unwrap();
         self.reap_delegations(&mut i, now);
+        self.reap_copies(&mut i, now);
         let mut newly = Vec::new();
         let mut expire = Vec::new();
         let mut courteous: Vec<(Instant, u64)> = Vec::new();
@@ -1017,6 +1025,7 @@ impl State {
 
     /// Revokes a client's opens and locks, remembering their ids.
     fn revoke_all(&self, i: &mut Inner, clientid: u64, now: Instant) {
+        Self::drop_client_copies(i, clientid);
         let Some(c) = i.clients.get_mut(&clientid) else {
             return;
         };
@@ -1057,6 +1066,7 @@ impl State {
     /// it holds, whatever else is in the tables.
     fn purge(&self, i: &mut Inner, clientid: u64) {
         Self::drop_client_delegations(i, clientid);
+        Self::drop_client_copies(i, clientid);
         let Some(c) = i.clients.remove(&clientid) else {
             return;
         };
@@ -1581,6 +1591,9 @@ impl State {
         if let Some(s) = self.test_deleg(&i, clientid, sid) {
             return s;
         }
+        if let Some(s) = Self::test_copy(&i, clientid, sid) {
+            return s;
+        }
         match self.lookup(&mut i, sid, None, 1) {
             Ok(st) if st.client == clientid => Nfsstat4::NFS4_OK,
             Ok(_) => Nfsstat4::NFS4ERR_BAD_STATEID,
@@ -1593,6 +1606,9 @@ impl State {
     pub fn free_stateid(&self, clientid: u64, sid: &Stateid4) -> Nfsstat4 {
         let mut i = self.inner.lock().unwrap();
         if let Some(s) = Self::free_deleg(&mut i, clientid, sid) {
+            return s;
+        }
+        if let Some(s) = Self::free_copy(&mut i, clientid, sid) {
             return s;
         }
         if i.revoked.get(&sid.other) == Some(&clientid) {
@@ -1772,3 +1788,6 @@ mod tests;
 
 #[cfg(test)]
 mod purity;
+
+#[cfg(test)]
+mod copy_tests;

@@ -3,6 +3,11 @@
 //! its stateid and filehandle errors; CLONE (NOTSUPP on MemFs, which
 //! shares no storage); IO_ADVISE (MemFs takes no hint); OFFLOAD_STATUS
 //! and OFFLOAD_CANCEL for copies that never ran in the background.
+//! Asynchronous COPY (with a small threshold and chunk so the tests stay
+//! small): the callback stateid, CB_OFFLOAD over a scripted back channel,
+//! OFFLOAD_STATUS when the callback is lost or there is no back channel,
+//! OFFLOAD_CANCEL mid-copy, the fallback to a synchronous copy at the
+//! bounds.
 
 use super::super::copy::COPY_MAX;
 use super::*;
@@ -64,6 +69,7 @@ async fn contents(fx: &Fx, s: &Sess, o: &Opened) -> Vec<u8> {
     }
 }
 
+/// COPY as Linux sends it: asynchronous if the server likes.
 fn copy_op(src: &Stateid4, dst: &Stateid4, src_off: u64, dst_off: u64, count: u64) -> NfsArgop4 {
     NfsArgop4::OP_COPY(Copy4args {
         ca_src_stateid: src.clone(),
@@ -75,6 +81,21 @@ fn copy_op(src: &Stateid4, dst: &Stateid4, src_off: u64, dst_off: u64, count: u6
         ca_synchronous: false,
         ca_source_server: vec![],
     })
+}
+
+/// COPY that must be done before the reply.
+fn sync_copy_op(
+    src: &Stateid4,
+    dst: &Stateid4,
+    src_off: u64,
+    dst_off: u64,
+    count: u64,
+) -> NfsArgop4 {
+    let mut op = copy_op(src, dst, src_off, dst_off, count);
+    if let NfsArgop4::OP_COPY(a) = &mut op {
+        a.ca_synchronous = true;
+    }
+    op
 }
 
 fn clone_op(src: &Stateid4, dst: &Stateid4, src_off: u64, dst_off: u64, count: u64) -> NfsArgop4 {
@@ -108,6 +129,30 @@ async fn copied(
     count: u64,
 ) -> Result<u64, Nfsstat4> {
     let op = copy_op(&src.stateid, &dst.stateid, src_off, dst_off, count);
+    copied_by(fx, s, src, dst, op).await
+}
+
+/// [`copied`] for a COPY that must be synchronous.
+async fn copied_sync(
+    fx: &Fx,
+    s: &Sess,
+    src: &Opened,
+    dst: &Opened,
+    src_off: u64,
+    dst_off: u64,
+    count: u64,
+) -> Result<u64, Nfsstat4> {
+    let op = sync_copy_op(&src.stateid, &dst.stateid, src_off, dst_off, count);
+    copied_by(fx, s, src, dst, op).await
+}
+
+async fn copied_by(
+    fx: &Fx,
+    s: &Sess,
+    src: &Opened,
+    dst: &Opened,
+    op: NfsArgop4,
+) -> Result<u64, Nfsstat4> {
     let r = from_to(fx, s, src, dst, op).await;
     match r.resarray.last() {
         Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) => {
@@ -202,8 +247,10 @@ async fn copy_is_bounded_per_call_and_continues() {
     let len = COPY_MAX as usize + 300_000;
     let src = pattern(len, 3);
     fill(&fx, &s, &a, 0, &src).await;
-    // A short count, which the client continues from.
-    assert_eq!(copied(&fx, &s, &a, &b, 0, 0, 0).await, Ok(COPY_MAX));
+    // A short count, which the client continues from. (Asked for
+    // asynchronously, this much would run in the background: see the
+    // asynchronous tests below.)
+    assert_eq!(copied_sync(&fx, &s, &a, &b, 0, 0, 0).await, Ok(COPY_MAX));
     assert_eq!(
         copied(&fx, &s, &a, &b, COPY_MAX, COPY_MAX, 0).await,
         Ok(300_000)
@@ -385,4 +432,338 @@ async fn copy_ops_are_illegal_before_minor_version_2() {
             .await;
         assert_eq!(r.status, NFS4ERR_OP_ILLEGAL);
     }
+}
+
+// ---- asynchronous COPY ----------------------------------------------------
+
+const KIB: u64 = 1 << 10;
+
+/// A server whose COPY goes to the background past 64 KiB, in 16 KiB
+/// steps, with `per_client` copies a client may run.
+fn async_fx(per_client: usize) -> Fx {
+    Fx::new(Nfs4Config {
+        copy: super::super::copy::CopyConfig {
+            async_min: 64 * KIB,
+            chunk: 16 * KIB,
+            limits: crate::nfs4::state::copy::CopyLimits {
+                per_client,
+                ..Default::default()
+            },
+        },
+        ..cfg(90, 0)
+    })
+}
+
+/// COPY asked asynchronously and answered so: the callback stateid.
+async fn started(fx: &Fx, s: &Sess, src: &Opened, dst: &Opened, count: u64) -> Stateid4 {
+    let op = copy_op(&src.stateid, &dst.stateid, 0, 0, count);
+    let r = from_to(fx, s, src, dst, op).await;
+    let Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) = r.resarray.last() else {
+        panic!("COPY: {:?}", statuses(&r));
+    };
+    assert!(!ok.cr_requirements.cr_synchronous);
+    assert_eq!(ok.cr_response.wr_count, 0);
+    assert_eq!(ok.cr_response.wr_writeverf, fx.n.write_verf);
+    assert_eq!(ok.cr_response.wr_callback_id.len(), 1);
+    ok.cr_response.wr_callback_id[0].clone()
+}
+
+fn offload_status(sid: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_OFFLOAD_STATUS(OffloadStatus4args {
+        osa_stateid: sid.clone(),
+    })
+}
+
+fn offload_cancel(sid: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_OFFLOAD_CANCEL(OffloadCancel4args {
+        oca_stateid: sid.clone(),
+    })
+}
+
+/// OFFLOAD_STATUS on the destination: (bytes copied, completion).
+async fn status_of(
+    fx: &Fx,
+    s: &Sess,
+    dst: &Opened,
+    sid: &Stateid4,
+) -> Result<(u64, Vec<Nfsstat4>), Nfsstat4> {
+    let r = call42(fx, s, vec![putfh(&dst.fh), offload_status(sid)]).await;
+    match r.resarray.last() {
+        Some(NfsResop4::OP_OFFLOAD_STATUS(OffloadStatus4res::NFS4_OK(ok))) => {
+            Ok((ok.osr_count, ok.osr_complete.clone()))
+        }
+        _ => Err(r.status),
+    }
+}
+
+/// Polls OFFLOAD_STATUS until the copy is done, as a client without a
+/// back channel does: (bytes copied, status).
+async fn wait_done(fx: &Fx, s: &Sess, dst: &Opened, sid: &Stateid4) -> (u64, Nfsstat4) {
+    let mut last = 0;
+    for _ in 0..5000 {
+        let (n, done) = status_of(fx, s, dst, sid).await.expect("OFFLOAD_STATUS");
+        assert!(n >= last, "progress never goes back");
+        last = n;
+        if let [status] = done[..] {
+            return (n, status);
+        }
+        tokio::time::sleep(millis(1)).await;
+    }
+    panic!("the copy never finished ({last} bytes)");
+}
+
+/// The CB_OFFLOADs the client received.
+fn offloads(fake: &FakeBack) -> Vec<CbOffload4args> {
+    fake.compounds()
+        .into_iter()
+        .flat_map(|c| c.argarray)
+        .filter_map(|op| match op {
+            NfsCbArgop4::OP_CB_OFFLOAD(a) => Some(a),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn two_files_of(fx: &Fx, s: &Sess) -> (Opened, Opened) {
+    let a = fx.open(s, "a", "o", BOTH, DENY_NONE).await.unwrap();
+    let b = fx.open(s, "b", "o", BOTH, DENY_NONE).await.unwrap();
+    (a, b)
+}
+
+#[tokio::test]
+async fn async_copy_runs_in_the_background_and_calls_back_with_the_count() {
+    let mut fx = async_fx(4);
+    let m = metrics::Metrics::new(true);
+    fx.n.metrics = Some(m.clone());
+    let (s, fake) = fx.client_with_back("c").await;
+    let (a, b) = two_files_of(&fx, &s).await;
+    let src = pattern(300_000, 4);
+    fill(&fx, &s, &a, 0, &src).await;
+    // Up to 64 KiB is still copied at once, whatever the client asked.
+    assert_eq!(copied(&fx, &s, &a, &b, 0, 0, 64 * KIB).await, Ok(64 * KIB));
+    let sid = started(&fx, &s, &a, &b, 0).await;
+    assert_eq!(wait_done(&fx, &s, &b, &sid).await, (300_000, NFS4_OK));
+    let mut cb = offloads(&fake);
+    for _ in 0..1000 {
+        if !cb.is_empty() {
+            break;
+        }
+        tokio::time::sleep(millis(1)).await;
+        cb = offloads(&fake);
+    }
+    assert_eq!(cb.len(), 1, "one CB_OFFLOAD");
+    assert_eq!(cb[0].coa_stateid, sid);
+    assert_eq!(cb[0].coa_fh, b.fh);
+    match &cb[0].coa_offload_info {
+        OffloadInfo4::NFS4_OK(w) => {
+            assert_eq!(w.wr_count, 300_000);
+            // Flushed before it was reported: no COMMIT needed.
+            assert_eq!(w.wr_committed, StableHow4::FILE_SYNC4);
+            assert_eq!(w.wr_writeverf, fx.n.write_verf);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(contents(&fx, &s, &b).await, src);
+    // The result stays until the client forgets it; then it is unknown.
+    assert_eq!(
+        status_of(&fx, &s, &b, &sid).await,
+        Ok((300_000, vec![NFS4_OK]))
+    );
+    let r = call42(&fx, &s, vec![putfh(&b.fh), offload_cancel(&sid)]).await;
+    assert_eq!(r.status, NFS4_OK);
+    assert_eq!(status_of(&fx, &s, &b, &sid).await, Err(NFS4ERR_BAD_STATEID));
+    assert_eq!(fx.n.state.copies_running(), 0);
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(m.server.copies_async_started.load(relaxed), 1);
+    assert_eq!(m.server.copies_async_completed.load(relaxed), 1);
+    assert_eq!(m.server.copies_async_cancelled.load(relaxed), 0);
+    assert_eq!(m.server.copy_async_bytes.load(relaxed), 300_000);
+}
+
+#[tokio::test]
+async fn offload_status_answers_when_the_callback_is_lost_or_impossible() {
+    for answer in [Answer::Ignore, Answer::Closed] {
+        let fx = async_fx(4);
+        let (s, fake) = fx.client_with_back("c").await;
+        let (a, b) = two_files_of(&fx, &s).await;
+        let src = pattern(200_000, 8);
+        fill(&fx, &s, &a, 0, &src).await;
+        fake.answer(answer);
+        let sid = started(&fx, &s, &a, &b, 0).await;
+        assert_eq!(wait_done(&fx, &s, &b, &sid).await, (200_000, NFS4_OK));
+        // However the callback fared, the answer is still there a while later.
+        tokio::time::sleep(millis(20)).await;
+        assert_eq!(
+            status_of(&fx, &s, &b, &sid).await,
+            Ok((200_000, vec![NFS4_OK])),
+            "{answer:?}"
+        );
+        fake.answer(Answer::Ok);
+        assert_eq!(contents(&fx, &s, &b).await, src);
+    }
+    // And for a client that never had a back channel.
+    let fx = async_fx(4);
+    let (s, a, b) = two_files(&fx).await;
+    fill(&fx, &s, &a, 0, &pattern(100_000, 2)).await;
+    let sid = started(&fx, &s, &a, &b, 0).await;
+    assert_eq!(wait_done(&fx, &s, &b, &sid).await, (100_000, NFS4_OK));
+    // Another client cannot see it.
+    let other = fx.client("other").await;
+    assert_eq!(
+        status_of(&fx, &other, &b, &sid).await,
+        Err(NFS4ERR_BAD_STATEID)
+    );
+}
+
+#[tokio::test]
+async fn offload_cancel_stops_a_copy_mid_way() {
+    let mut fx = async_fx(4);
+    let m = metrics::Metrics::new(true);
+    fx.n.metrics = Some(m.clone());
+    let (s, fake) = fx.client_with_back("c").await;
+    let (a, b) = two_files_of(&fx, &s).await;
+    let len = 4 << 20;
+    fill(&fx, &s, &a, 0, &pattern(len, 6)).await;
+    let sid = started(&fx, &s, &a, &b, 0).await;
+    // Wait for some progress, then cancel.
+    let mut seen = 0;
+    for _ in 0..5000 {
+        seen = status_of(&fx, &s, &b, &sid).await.unwrap().0;
+        if seen > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(seen > 0 && seen < len as u64, "mid-copy: {seen}");
+    let r = call42(&fx, &s, vec![putfh(&b.fh), offload_cancel(&sid)]).await;
+    assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
+    assert_eq!(status_of(&fx, &s, &b, &sid).await, Err(NFS4ERR_BAD_STATEID));
+    let r = call42(&fx, &s, vec![putfh(&b.fh), offload_cancel(&sid)]).await;
+    assert_eq!(r.status, NFS4ERR_BAD_STATEID, "forgotten");
+    assert_eq!(fx.n.state.copies_running(), 0);
+    // The copy stops at its next step: the file stops growing well short
+    // of the whole, and no CB_OFFLOAD comes.
+    tokio::time::sleep(millis(50)).await;
+    let got = contents(&fx, &s, &b).await.len();
+    tokio::time::sleep(millis(50)).await;
+    assert_eq!(contents(&fx, &s, &b).await.len(), got);
+    assert!(got < len, "stopped at {got} of {len}");
+    assert!(offloads(&fake).is_empty());
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(m.server.copies_async_cancelled.load(relaxed), 1);
+    assert_eq!(m.server.copies_async_completed.load(relaxed), 0);
+}
+
+#[tokio::test]
+async fn past_the_bound_an_async_copy_is_done_at_once() {
+    let fx = async_fx(1);
+    let (s, a, b) = two_files(&fx).await;
+    let c = fx.open(&s, "c", "o", BOTH, DENY_NONE).await.unwrap();
+    let len = 2 << 20;
+    let src = pattern(len, 5);
+    fill(&fx, &s, &a, 0, &src).await;
+    let sid = started(&fx, &s, &a, &b, 0).await;
+    // The client's one background copy still runs: this one is done
+    // synchronously, whole (less than one synchronous call's bound).
+    assert_eq!(copied(&fx, &s, &a, &c, 0, 0, 0).await, Ok(len as u64));
+    assert_eq!(wait_done(&fx, &s, &b, &sid).await, (len as u64, NFS4_OK));
+    assert_eq!(contents(&fx, &s, &b).await, src);
+    assert_eq!(contents(&fx, &s, &c).await, src);
+    // Finished, it no longer counts: the next one runs in the background.
+    started(&fx, &s, &a, &c, 0).await;
+}
+
+#[tokio::test]
+async fn a_lapsed_clients_copies_are_cancelled() {
+    let fx = async_fx(4);
+    let (s, a, b) = two_files(&fx).await;
+    fill(&fx, &s, &a, 0, &pattern(4 << 20, 1)).await;
+    let sid = started(&fx, &s, &a, &b, 0).await;
+    assert_eq!(fx.n.state.copies_running(), 1);
+    fx.advance(secs(91));
+    fx.reap().await;
+    assert_eq!(fx.n.state.copies_running(), 0);
+    assert_eq!(
+        fx.n.state.copy_status(s.clientid, &sid),
+        Err(NFS4ERR_BAD_STATEID)
+    );
+}
+
+#[tokio::test]
+async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
+    let fx = async_fx(4);
+    // The copier writes with the anonymous stateid: it holds no open of
+    // the destination, so another client may be given a read delegation
+    // on it while the copy runs.
+    let s = fx.client("copier").await;
+    let a = fx.open(&s, "a", "o", BOTH, DENY_NONE).await.unwrap();
+    let len = 4 << 20;
+    let src = pattern(len, 12);
+    fill(&fx, &s, &a, 0, &src).await;
+    let b = fx.open(&s, "b", "o", BOTH, DENY_NONE).await.unwrap();
+    let r = call42(
+        &fx,
+        &s,
+        vec![
+            putfh(&b.fh),
+            NfsArgop4::OP_CLOSE(Close4args {
+                seqid: 0,
+                open_stateid: b.stateid.clone(),
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, NFS4_OK);
+    let anon = super::super::compound::ANONYMOUS;
+    let op = copy_op(&a.stateid, &anon, 0, 0, 0);
+    let r = from_to(&fx, &s, &a, &b, op).await;
+    let Some(NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok))) = r.resarray.last() else {
+        panic!("COPY: {:?}", statuses(&r));
+    };
+    let sid = ok.cr_response.wr_callback_id[0].clone();
+    let (reader, fake) = fx.client_with_back("reader").await;
+    let o = fx
+        .open(&reader, "b", "r", OPEN4_SHARE_ACCESS_READ, DENY_NONE)
+        .await
+        .unwrap();
+    let OpenDelegation4::OPEN_DELEGATE_READ(d) = &o.delegation else {
+        panic!("no delegation: {:?}", o.delegation);
+    };
+    let recalled = || {
+        fake.compounds()
+            .iter()
+            .flat_map(|c| c.argarray.iter())
+            .any(|op| matches!(op, NfsCbArgop4::OP_CB_RECALL(r) if r.stateid == d.stateid))
+    };
+    for _ in 0..1000 {
+        if recalled() {
+            break;
+        }
+        tokio::time::sleep(millis(1)).await;
+    }
+    assert!(recalled(), "CB_RECALL before the copy writes on");
+    // The copy waits while the delegation is out.
+    tokio::time::sleep(millis(30)).await;
+    let (held, done) = status_of(&fx, &s, &b, &sid).await.unwrap();
+    assert!(done.is_empty());
+    tokio::time::sleep(millis(250)).await;
+    assert_eq!(status_of(&fx, &s, &b, &sid).await, Ok((held, vec![])));
+    let r = fx
+        .call(
+            &reader,
+            vec![
+                putfh(&o.fh),
+                NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
+                    deleg_stateid: d.stateid.clone(),
+                }),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4_OK);
+    assert_eq!(wait_done(&fx, &s, &b, &sid).await, (len as u64, NFS4_OK));
+    let closed = Opened {
+        stateid: anon,
+        ..b.clone()
+    };
+    assert_eq!(contents(&fx, &s, &closed).await, src);
 }

@@ -102,6 +102,9 @@ impl FakeBack {
                         crar_status: NFS4_OK,
                     })
                 }
+                NfsCbArgop4::OP_CB_OFFLOAD(_) => NfsCbResop4::OP_CB_OFFLOAD(CbOffload4res {
+                    cor_status: NFS4_OK,
+                }),
                 _ => NfsCbResop4::OP_CB_ILLEGAL(CbIllegal4res {
                     status: NFS4ERR_OP_ILLEGAL,
                 }),
