@@ -117,11 +117,13 @@ pub fn on_open(
         export: export.clone(),
         fid: *fid,
     });
-    match c
-        .n
-        .state
-        .grant_read_delegation(clientid, file, fh, c.n.cfg.max_delegations)
-    {
+    match c.n.state.grant_read_delegation(
+        clientid,
+        file,
+        fh,
+        c.n.cfg.max_delegations,
+        c.n.clock.now(),
+    ) {
         Ok(stateid) => {
             if let Some(m) = &c.n.metrics {
                 m.server

@@ -678,9 +678,9 @@ impl World {
             self.now(),
         );
         if r.is_ok() && access == ACCESS_READ && self.clients[c].minor > 0 {
-            if let Ok(d) = self
-                .state
-                .grant_read_delegation(id, file(f), Bytes::new(), 8)
+            if let Ok(d) =
+                self.state
+                    .grant_read_delegation(id, file(f), Bytes::new(), 8, self.now())
             {
                 self.clients[c].delegs.insert(f, d);
                 self.stats.delegations += 1;

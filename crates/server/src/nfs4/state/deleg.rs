@@ -45,6 +45,18 @@ pub enum Break {
     Delay,
 }
 
+/// How long no delegation is granted on a file after one on it was
+/// recalled. A client that returns a delegation and opens the file again
+/// at once would otherwise be given a new one in the same OPEN whose
+/// attributes show the change that caused the recall, and the Linux client
+/// (6.1) ignores a data change it learns while holding a delegation: it
+/// keeps serving the old pages. Linux's server refuses delegations on
+/// recently recalled files for the same reason (30 to 60 s).
+pub const RECALL_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Past this many files remembered as recently recalled, the old ones go.
+const RECALLED_FILES: usize = 4096;
+
 /// SEQUENCE's flag for a client some of whose delegations were revoked.
 pub const SEQ4_STATUS_RECALLABLE_STATE_REVOKED: u32 = 0x40;
 
@@ -58,8 +70,15 @@ impl State {
         file: FileKey,
         fh: Bytes,
         max: usize,
+        now: Instant,
     ) -> Result<Stateid4, NoDeleg> {
         let mut i = self.inner.lock().unwrap();
+        if i.recently_recalled
+            .get(&file)
+            .is_some_and(|at| now.saturating_duration_since(*at) < RECALL_BACKOFF)
+        {
+            return Err(NoDeleg::Contention);
+        }
         if let Some(list) = i.deleg_files.get(&file) {
             for o in list {
                 let d = &i.delegs[o];
@@ -140,6 +159,13 @@ impl State {
                     delay = true;
                 }
             }
+        }
+        if !recalls.is_empty() {
+            if i.recently_recalled.len() >= RECALLED_FILES {
+                i.recently_recalled
+                    .retain(|_, at| now.saturating_duration_since(*at) < RECALL_BACKOFF);
+            }
+            i.recently_recalled.insert(*file, now);
         }
         for o in recalls {
             let d = i.delegs.get_mut(&o).expect("listed");

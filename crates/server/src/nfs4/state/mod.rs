@@ -272,6 +272,9 @@ struct Inner {
     deleg_files: HashMap<FileKey, Vec<Other>>,
     deleg_revoked: HashMap<Other, u64>,
     deleg_events: deleg::DelegCounts,
+    /// Files whose delegations were recalled, and when: none is granted on
+    /// them for [`deleg::RECALL_BACKOFF`] (see there).
+    recently_recalled: HashMap<FileKey, Instant>,
     /// Asynchronous copies by id, and how many of them still run.
     copies: HashMap<Other, copy::Copy>,
     copies_running: usize,
