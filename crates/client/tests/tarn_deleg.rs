@@ -10,6 +10,8 @@
 //!   the writer proceeds, the holder's SEQUENCE says
 //!   SEQ4_STATUS_RECALLABLE_STATE_REVOKED and TEST_STATEID/FREE_STATEID
 //!   clear it.
+//! - A process on the server writing the file directly recalls it too
+//!   (the server's fanotify group; as root only).
 //! - Write delegations and CB_GETATTR (ignored until the server grants them).
 //!
 //!   cargo build -p tarn && TARN_BIN=... cargo test -p client --test tarn_deleg -- --nocapture
@@ -212,6 +214,59 @@ fn conflicting_open_recalls_and_the_holder_returns() {
         a.destroy().await.unwrap();
         b.destroy().await.unwrap();
     });
+}
+
+#[test]
+fn a_local_change_on_the_server_recalls_the_delegation() {
+    // The server hears of local changes through fanotify, which needs root.
+    if effective_uid() != 0 {
+        eprintln!("skipped: the server follows local changes only as root (fanotify)");
+        return;
+    }
+    let (t, maddr) = start(&[]);
+    run(async {
+        make_file(t.addr, "f", b"old").await;
+        let a = session(t.addr).await;
+        let (fh, open_a, d) = open_read(&a, "f").await;
+        d.expect("a read delegation");
+        assert_eq!(a.stat(&fh).await.unwrap().size, Some(3));
+        // A process on the server (this test) writes the file directly.
+        let t0 = Instant::now();
+        std::fs::write(t.export.join("f"), b"changed locally").unwrap();
+        while a.delegations().recalls_received() == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "no CB_RECALL 10 s after a local write"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!("local write to CB_RECALL: {:?}", t0.elapsed());
+        while !a.delegations().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let before = getattrs(&maddr);
+        assert_eq!(a.stat(&fh).await.unwrap().size, Some(15));
+        assert_eq!(getattrs(&maddr), before + 1, "A's stat went to the server");
+        let r = a.read(&open_a, &fh, 0, 100).await.unwrap();
+        assert_eq!(&r.data[..], b"changed locally");
+        // Opened again at once: no new delegation on a file just recalled.
+        let (_, open2, again) = open_read(&a, "f").await;
+        assert!(again.is_none(), "no delegation right after a recall");
+        a.close(&fh, &open2).await.unwrap();
+        a.destroy().await.unwrap();
+    });
+}
+
+/// The effective uid, from /proc.
+fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(u32::MAX)
 }
 
 #[test]
