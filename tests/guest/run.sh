@@ -132,7 +132,7 @@ add_step_row() { local s; for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return; 
 guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
   local v opts other oopts w
   echo 'set -u'
-  for v in BIG_MB SMALL_N TREE_N STAT_N FIO_MB FIO_RUNTIME STEP_TIMEOUT; do
+  for v in BIG_MB SMALL_N TREE_N STAT_N FIO_MB FIO_RUNTIME STEP_TIMEOUT ONLY_STEPS; do
     [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
   done
   # the case's own knobs (NAME=VALUE in the extras column), unless set in the environment

@@ -13,6 +13,7 @@
 #   FIO_RUNTIME=10    fio random-read phase (s)     STEP_TIMEOUT=450 per step (s)
 #   STAT_N=$TREE_N    files of the stat-pass step   STAT_ASSERT=0|1 its 1% GETATTR bound enforced
 #   LOCAL_CHANGE=1    step local-change: the host writes a file the client has cached (run.sh)
+#   ONLY_STEPS="a b"  run only these steps (function names without s_) between mount and umount
 #   SQUASH=0|1        server squashes root to 65534 (then root-owned checks expect 65534:65534,
 #                     and the tree/cp -a steps run as the unprivileged user)
 #   LAB_UID=1000      unprivileged guest user (created if missing)      MNT=/mnt/nfs
@@ -539,10 +540,13 @@ s_local_change() {
   local f=$W/lc rel t0 i
   rel=${W#"$MNT"/}/lc
   echo old > "$f"; test "$(cat "$f")" = old; test "$(cat "$f")" = old   # opened, cached, delegated
+  echo "before: $(mount_all_ops "$MNT")"
   rm -f /share/local-write-done; echo "$rel new" > /share/local-write-request; t0=$(now)
   for _ in $(seq 300); do [ -e /share/local-write-done ] && break; sleep 0.1; done
   test -e /share/local-write-done
   for ((i = 0; i < 100; i++)); do [ "$(cat "$f")" = new ] && break; sleep 0.1; done
+  echo "after: $(mount_all_ops "$MNT")"
+  stat "$f"
   echo "INFO local write seen by the client $(elapsed "$t0" "$(now)")s after it was asked for"
   test "$(cat "$f")" = new
   rm -f "$f"
@@ -570,7 +574,9 @@ STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links pe
 [ "$VERS" = 4.2 ] && STEPS="$STEPS sparse copy"       # SEEK, ALLOCATE, DEALLOCATE, COPY are NFSv4.2
 [ "$VERS" = 4.2 ] && STEPS="$STEPS xattr"             # GETXATTR ... REMOVEXATTR are NFSv4.2 (RFC 8276)
 [ "${LOCAL_CHANGE:-0}" = 1 ] && STEPS="$STEPS local_change"
-for s in $STEPS stat_pass fio; do
+STEPS="$STEPS stat_pass fio"
+[ -n "${ONLY_STEPS:-}" ] && STEPS=$ONLY_STEPS      # debugging: just these steps (after mount)
+for s in $STEPS; do
   step "${s//_/-}" "s_$s"; rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then     # a hung hard mount would hang every later step too
     echo "  aborting the remaining steps: step ${s//_/-} timed out (server hung?)"

@@ -5,19 +5,20 @@
 //! The local backend tells us through its fanotify group
 //! (`vfs::Backend::on_local_change`, events of other processes only), just
 //! after the change; each file with delegations is then recalled as if a
-//! client without a delegation had changed it. The holder may read its
-//! cached copy for the moment between the change and its processing of
-//! CB_RECALL (a few milliseconds on a LAN); a kernel lease would hold the
-//! local writer instead, at the price of a descriptor per delegated file
-//! and a signal per break (see docs/architecture.md).
+//! client without a delegation had changed it, and its ctime moved once
+//! the delegations are gone (see [`touch`]). The holder may read its cached
+//! copy from the change until then (milliseconds on a LAN); a kernel lease
+//! would hold the local writer instead, at the price of a descriptor per
+//! delegated file and a signal per break (see docs/architecture.md).
 
 use super::state::State;
 use super::Nfs4;
 use crate::locks::FileKey;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use vfs::{Cred, SetAttr};
 
 impl Nfs4 {
     /// Listens for local changes on every export's backend (exports added
@@ -29,11 +30,15 @@ impl Nfs4 {
         let state = self.state.clone();
         let records = self.records.clone();
         let clock = self.clock.clone();
-        let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
+        let lease = self.cfg.lease;
+        let every = (lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             // Backends already listened to, by address (a backend outlives
             // the reloads that keep its export).
             let mut watched: HashSet<usize> = HashSet::new();
+            // Files recalled for a local change, until their delegations
+            // are gone: then their ctime is moved (see `touch`).
+            let mut pending: HashMap<FileKey, Instant> = HashMap::new();
             let mut t = tokio::time::interval(every);
             loop {
                 tokio::select! {
@@ -52,10 +57,62 @@ impl Nfs4 {
                         );
                         state.break_delegations(&file, None, clock.now());
                         records.apply().await;
+                        pending.entry(file).or_insert_with(Instant::now);
+                    }
+                    _ = tokio::time::sleep(POLL_RETURNED), if !pending.is_empty() => {
+                        let mut done = Vec::new();
+                        pending.retain(|file, since| {
+                            if !state.delegated(file) {
+                                done.push(*file);
+                                false
+                            } else {
+                                // Revoked by then at the latest.
+                                since.elapsed() < 3 * lease
+                            }
+                        });
+                        for file in done {
+                            touch(&live, file).await;
+                        }
                     }
                 }
             }
         });
+    }
+}
+
+/// How often files recalled for a local change are checked for their
+/// delegations being gone.
+const POLL_RETURNED: Duration = Duration::from_millis(20);
+
+/// Moves the file's ctime (a chmod to its own mode), and so its change
+/// attribute, once its delegations are gone. The holder learned the new
+/// change attribute while it still held the delegation (the GETATTR in
+/// its DELEGRETURN COMPOUND, or an OPEN), and the Linux client keeps its
+/// cached data when the change attribute moves under a delegation (it
+/// takes it for its own writes): without a second move it would never
+/// see the local change. A server that holds local writers behind a lease
+/// (knfsd) has the change happen after the return instead.
+async fn touch(live: &Arc<crate::live::Live>, file: FileKey) {
+    let Some(export) = live
+        .load()
+        .exports
+        .iter()
+        .find(|e| e.id == file.export)
+        .cloned()
+    else {
+        return;
+    };
+    let r = tokio::task::spawn_blocking(move || {
+        let b = &export.backend;
+        let a = b.getattr(&file.fid)?;
+        b.setattr(&Cred::root(), &file.fid, &SetAttr::mode(a.mode & 0o7777))
+    })
+    .await;
+    if let Ok(Err(e)) = r {
+        tracing::debug!(
+            export = file.export,
+            "moving the ctime of a recalled file: {e:?}"
+        );
     }
 }
 
