@@ -57,8 +57,14 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 }
 
 pub fn print(specs: &[String]) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     for line in table(specs)? {
-        println!("{line}");
+        // A reader that has seen enough (`| head`) closes the pipe: stop
+        // quietly, as other tools do.
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
     }
     Ok(())
 }
