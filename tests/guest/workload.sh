@@ -501,8 +501,10 @@ s_stat_pass() {
   m=$MNT-stat                              # global: the EXIT trap below runs after the function
   [ -n "$MOUNT_OPTS" ] && o="$o,$MOUNT_OPTS"
   # Linux returns delegations on close beyond this many (default 5000); room for the whole set
-  [ -w /sys/module/nfs/parameters/delegation_watermark ] &&
-    echo $((n + 1000)) > /sys/module/nfs/parameters/delegation_watermark
+  local wm
+  for wm in /sys/module/nfsv4/parameters/delegation_watermark /sys/module/nfs/parameters/delegation_watermark; do
+    [ -w "$wm" ] && { echo $((n + 1000)) > "$wm"; echo "INFO $wm = $(cat "$wm")"; break; }
+  done
   mkdir -p "$m"
   mount -t nfs -o "$o" "$SERVER:$EXPORT" "$m"
   trap 'cd /; umount "$m" 2>/dev/null || umount -f -l "$m"' EXIT
