@@ -71,7 +71,7 @@ CASES=${CASES//KRB5_KNOBS/$KRB5_KNOBS}
 # directories, files larger than rsize/wsize, fio with verification); the full-size numbers are
 # the full run's.
 GUEST_FULL=${GUEST_FULL:-0}
-CI_KNOBS=${CI_KNOBS:-TREE_N=1000 BIG_MB=64 FIO_MB=16 FIO_RUNTIME=5 STEP_TIMEOUT=300}
+CI_KNOBS=${CI_KNOBS:-TREE_N=1000 STAT_N=500 BIG_MB=64 FIO_MB=16 FIO_RUNTIME=5 STEP_TIMEOUT=300}
 if [ "$GUEST_FULL" != 1 ]; then
   for w in $CI_KNOBS; do v=${w%%=*}; [ -z "${!v:-}" ] && export "$w"; done
 fi
