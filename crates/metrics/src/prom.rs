@@ -431,6 +431,36 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_delegations_granted",
+            "NFSv4 delegations granted, by type",
+            [
+                (
+                    vec![("type", "read".to_string())],
+                    v.delegations_granted_read,
+                ),
+                (
+                    vec![("type", "write".to_string())],
+                    v.delegations_granted_write,
+                ),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_cb_getattr",
+            "CB_GETATTR calls to write delegation holders, by outcome",
+            [
+                (vec![("outcome", "sent".to_string())], v.cb_getattr_sent),
+                (vec![("outcome", "failed".to_string())], v.cb_getattr_failed),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_cb_recall_any",
+            "CB_RECALL_ANY calls sent past the delegations' high-water mark",
+            one(v.recall_any_sent),
+        )?;
+        counter(
+            &mut enc,
             "tarn_log_suppressed",
             "Log lines suppressed by the per-client rate limit",
             one(v.log_suppressed),

@@ -129,6 +129,16 @@ pub struct ServerSnap {
     pub delegations_granted: u64,
     pub delegations_recalled: u64,
     pub delegations_revoked: u64,
+    #[serde(default)]
+    pub delegations_granted_read: u64,
+    #[serde(default)]
+    pub delegations_granted_write: u64,
+    #[serde(default)]
+    pub cb_getattr_sent: u64,
+    #[serde(default)]
+    pub cb_getattr_failed: u64,
+    #[serde(default)]
+    pub recall_any_sent: u64,
     pub log_suppressed: u64,
 }
 
@@ -276,6 +286,11 @@ impl Metrics {
             delegations_granted: s.delegations_granted.load(Relaxed),
             delegations_recalled: s.delegations_recalled.load(Relaxed),
             delegations_revoked: s.delegations_revoked.load(Relaxed),
+            delegations_granted_read: s.delegations_granted_read.load(Relaxed),
+            delegations_granted_write: s.delegations_granted_write.load(Relaxed),
+            cb_getattr_sent: s.cb_getattr_sent.load(Relaxed),
+            cb_getattr_failed: s.cb_getattr_failed.load(Relaxed),
+            recall_any_sent: s.recall_any_sent.load(Relaxed),
             log_suppressed: s.log_suppressed.load(Relaxed),
         };
 

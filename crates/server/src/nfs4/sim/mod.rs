@@ -317,6 +317,7 @@ impl World {
                 Effect::Recall {
                     client, stateid, ..
                 } => self.recalled(client, stateid),
+                Effect::RecallAny { client, .. } => self.state.recall_any_done(client),
             }
         }
     }
@@ -664,7 +665,10 @@ impl World {
         // As the driver does: other clients' read delegations are
         // recalled before a write or deny-read open (DELAY meanwhile).
         if (access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0)
-            && self.state.break_delegations(&file(f), Some(id), self.now()) == Break::Delay
+            && self
+                .state
+                .break_delegations(&file(f), Some(id), false, self.now())
+                == Break::Delay
         {
             self.stats.recall_waits += 1;
             return;
