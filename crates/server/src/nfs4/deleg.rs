@@ -145,9 +145,12 @@ async fn cb_getattr(c: &Compound<'_>, h: &WriteHolder) -> Result<(u64, u64), &'s
         fh: NfsFh4(h.fh.clone()),
         attr_request: bits,
     });
-    let res = match bc.compound(vec![op], CB_GETATTR_TIMEOUT).await {
-        Ok((_, res)) => res,
-        Err(_) => return Err("no reply"),
+    // The bound covers waiting for the back channel's slot too (a recall
+    // to the same client may hold it): a GETATTR never waits much longer.
+    let call = bc.compound(vec![op], CB_GETATTR_TIMEOUT);
+    let res = match tokio::time::timeout(CB_GETATTR_TIMEOUT, call).await {
+        Ok(Ok((_, res))) => res,
+        Ok(Err(_)) | Err(_) => return Err("no reply"),
     };
     match res.into_iter().next() {
         Some(NfsCbResop4::OP_CB_GETATTR(CbGetattr4res::NFS4_OK(ok))) => {
