@@ -538,4 +538,27 @@ mod tests {
         assert!(t.contains("tarn_client_calls_total{client=\"127.0.0.1\"} 1"));
         assert!(t.ends_with("# EOF\n"));
     }
+
+    #[test]
+    fn delegation_counters() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let m = Metrics::new(true);
+        m.server.delegations_granted.fetch_add(3, Relaxed);
+        m.server.delegations_granted_read.fetch_add(1, Relaxed);
+        m.server.delegations_granted_write.fetch_add(2, Relaxed);
+        m.server.cb_getattr_sent.fetch_add(5, Relaxed);
+        m.server.cb_getattr_failed.fetch_add(1, Relaxed);
+        m.server.recall_any_sent.fetch_add(4, Relaxed);
+        let t = encode(m.snapshot());
+        for line in [
+            "tarn_delegations_total{event=\"granted\"} 3",
+            "tarn_delegations_granted_total{type=\"read\"} 1",
+            "tarn_delegations_granted_total{type=\"write\"} 2",
+            "tarn_cb_getattr_total{outcome=\"sent\"} 5",
+            "tarn_cb_getattr_total{outcome=\"failed\"} 1",
+            "tarn_cb_recall_any_total{} 4",
+        ] {
+            assert!(t.contains(line), "{line} in {t}");
+        }
+    }
 }

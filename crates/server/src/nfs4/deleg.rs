@@ -351,6 +351,7 @@ pub async fn on_open(
             granted(kind, stateid, false)
         }
         Err(NoDeleg::Resource) => refuse(WhyNoDelegation4::WND4_RESOURCE),
+        Err(NoDeleg::Upgrade) => refuse(WhyNoDelegation4::WND4_NOT_SUPP_UPGRADE),
         Err(NoDeleg::Contention | NoDeleg::Held) => refuse(WhyNoDelegation4::WND4_CONTENTION),
     }
 }

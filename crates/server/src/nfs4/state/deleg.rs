@@ -79,6 +79,9 @@ pub enum NoDeleg {
     /// The client already holds one on this file, or its callback path is
     /// down (WND4_NOT_SUPP_... has no better fit: knfsd says CONTENTION too).
     Held,
+    /// The client holds a read delegation on the file and a write one
+    /// would take its place: Tarn does not upgrade (WND4_NOT_SUPP_UPGRADE).
+    Upgrade,
 }
 
 /// What a conflicting request learns about the delegations on its file.
@@ -154,7 +157,7 @@ impl State {
         }
         let recall = match Self::delegation_conflict(&i, client, &file, kind) {
             Ok(()) => !callback,
-            Err(NoDeleg::Held) => return Err(NoDeleg::Held),
+            Err(e @ (NoDeleg::Held | NoDeleg::Upgrade)) => return Err(e),
             Err(_) => true,
         };
         let recalled = recall.then_some(now);
@@ -166,7 +169,8 @@ impl State {
     }
 
     /// Why `client` may not have a delegation of `kind` on `file`: it holds
-    /// one already (Held); one is being recalled; another client writes
+    /// one already (Held, or Upgrade for a read one when it asks for a
+    /// write one); one is being recalled; another client writes
     /// the file or holds a write delegation on it (a read delegation); or
     /// another client has it open or holds any delegation on it (a write
     /// delegation, RFC 8881 §10.4: its holder may change the file unseen).
@@ -177,11 +181,20 @@ impl State {
         kind: DelegType,
     ) -> Result<(), NoDeleg> {
         if let Some(list) = i.deleg_files.get(file) {
+            // The client's own first: what it holds says more than others.
+            if let Some(d) = list
+                .iter()
+                .map(|o| &i.delegs[o])
+                .find(|d| d.client == client)
+            {
+                return Err(if d.kind == DelegType::Read && kind == DelegType::Write {
+                    NoDeleg::Upgrade
+                } else {
+                    NoDeleg::Held
+                });
+            }
             for o in list {
                 let d = &i.delegs[o];
-                if d.client == client {
-                    return Err(NoDeleg::Held);
-                }
                 if d.recalled.is_some() || kind == DelegType::Write || d.kind == DelegType::Write {
                     return Err(NoDeleg::Contention);
                 }

@@ -201,6 +201,21 @@ async fn who_gets_no_write_delegation_and_why() {
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_READ(_)
     ));
+    // The holder of a read delegation asking for a write one: no upgrade.
+    let o = open_ok(
+        &fx,
+        &a,
+        "f3",
+        "o2",
+        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
+    )
+    .await;
+    assert_eq!(
+        o.delegation,
+        OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::Default(
+            WhyNoDelegation4::WND4_NOT_SUPP_UPGRADE
+        ))
+    );
     // Another client has the file open, even only for reading.
     open_ok(&fx, &b, "f4", "r", READ).await;
     let o = open_ok(
