@@ -381,6 +381,11 @@ async fn reclaim(
         OpenDelegationType4::OPEN_DELEGATE_WRITE => DelegType::Write,
         _ => return OpenDelegation4::OPEN_DELEGATE_NONE,
     };
+    // NFSv4.0 clients are given no delegations (no callback path, and
+    // DELEGRETURN has no client to check them against), reclaimed or not.
+    if c.minor == 0 {
+        return OpenDelegation4::OPEN_DELEGATE_NONE;
+    }
     let mut change = 0;
     if kind == DelegType::Write {
         let (b, f) = (export.backend.clone(), *fid);
@@ -393,7 +398,7 @@ async fn reclaim(
             Err(_) => return OpenDelegation4::OPEN_DELEGATE_NONE,
         }
     }
-    let callback = c.minor > 0 && c.n.backchannels.for_client(clientid).is_some();
+    let callback = c.n.backchannels.for_client(clientid).is_some();
     let fh = c.n.seal(&super::compound::Fh::Obj {
         export: export.clone(),
         fid: *fid,

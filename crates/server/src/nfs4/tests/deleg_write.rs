@@ -520,3 +520,31 @@ async fn claim_delegate_prev_is_not_supported() {
         .await;
     assert_eq!(r.status, NFS4ERR_NOTSUPP);
 }
+
+#[tokio::test]
+async fn an_nfsv40_clients_read_open_recalls_a_write_delegation() {
+    let fx = rw_fx(cfg(60, 0));
+    let (a, fa) = fx.client_with_back("a").await;
+    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
+    let sid = write_deleg(&o);
+    let id = fx.client40("v40").await;
+    let r = fx
+        .compound(
+            0,
+            vec![
+                NfsArgop4::OP_PUTROOTFH,
+                open_args(
+                    1,
+                    owner(id, "o"),
+                    READ,
+                    DENY_NONE,
+                    nocreate(),
+                    OpenClaim4::CLAIM_NULL(name("f")),
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4ERR_DELAY);
+    settle().await;
+    assert_eq!(recalled(&fa), std::slice::from_ref(&sid));
+}
