@@ -34,11 +34,7 @@ fi
 
 # ---- the allow-list: tests that may fail, each with the issue that removes it ----------------------
 # Keep it short; every entry names why it fails and which issue fixes it.
-# Issue 15 (delegations, the callback channel and NFSv4.2) removes these: Tarn grants read
-# delegations only (DELEG2: "Could not get delegation", a write delegation; DELEG24/25 need the 4.2
-# open_arguments attribute and CB_GETATTR).
 ALLOW_41='
-DELEG2 DELEG24 DELEG25
 '
 ALLOW_40='
 '
@@ -90,6 +86,8 @@ pseudo = "/"
 clients = ["127.0.0.1"]
 # pynfs runs as root and makes device nodes, like the suite's knfsd setups (no_root_squash).
 squash = "none"
+# Write delegations too (DELEG2, DELEG24/25's CB_GETATTR), as knfsd grants them.
+delegations = "read-write"
 [nfs4]
 lease_seconds = 15
 grace_seconds = 15

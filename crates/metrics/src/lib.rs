@@ -164,7 +164,7 @@ pub struct ServerCounters {
     pub gss_dropped_seq_window: AtomicU64,
     pub gss_dropped_bad_checksum: AtomicU64,
     pub gss_dropped_other: AtomicU64,
-    /// NFSv4 read delegations granted, recalled and revoked.
+    /// NFSv4 delegations granted (of either type), recalled and revoked.
     pub delegations_granted: AtomicU64,
     pub delegations_recalled: AtomicU64,
     pub delegations_revoked: AtomicU64,
@@ -174,6 +174,15 @@ pub struct ServerCounters {
     pub copies_async_completed: AtomicU64,
     pub copies_async_cancelled: AtomicU64,
     pub copy_async_bytes: AtomicU64,
+    /// Of those granted, the read and the write ones.
+    pub delegations_granted_read: AtomicU64,
+    pub delegations_granted_write: AtomicU64,
+    /// CB_GETATTR calls to write delegation holders, and those that got
+    /// no usable answer (the delegation is then recalled).
+    pub cb_getattr_sent: AtomicU64,
+    pub cb_getattr_failed: AtomicU64,
+    /// CB_RECALL_ANY calls queued past the delegations' high-water mark.
+    pub recall_any_sent: AtomicU64,
     /// Log lines suppressed by the per-client rate limit.
     pub log_suppressed: AtomicU64,
 }

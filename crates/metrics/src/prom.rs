@@ -456,6 +456,36 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_delegations_granted",
+            "NFSv4 delegations granted, by type",
+            [
+                (
+                    vec![("type", "read".to_string())],
+                    v.delegations_granted_read,
+                ),
+                (
+                    vec![("type", "write".to_string())],
+                    v.delegations_granted_write,
+                ),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_cb_getattr",
+            "CB_GETATTR calls to write delegation holders, by outcome",
+            [
+                (vec![("outcome", "sent".to_string())], v.cb_getattr_sent),
+                (vec![("outcome", "failed".to_string())], v.cb_getattr_failed),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_cb_recall_any",
+            "CB_RECALL_ANY calls sent past the delegations' high-water mark",
+            one(v.recall_any_sent),
+        )?;
+        counter(
+            &mut enc,
             "tarn_log_suppressed",
             "Log lines suppressed by the per-client rate limit",
             one(v.log_suppressed),
@@ -532,5 +562,28 @@ mod tests {
         assert!(t.contains("tarn_op_service_latency_seconds_bucket{le=\"inf\",program=\"nfs3\",op=\"GETATTR\"} 1"), "{t}");
         assert!(t.contains("tarn_client_calls_total{client=\"127.0.0.1\"} 1"));
         assert!(t.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn delegation_counters() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let m = Metrics::new(true);
+        m.server.delegations_granted.fetch_add(3, Relaxed);
+        m.server.delegations_granted_read.fetch_add(1, Relaxed);
+        m.server.delegations_granted_write.fetch_add(2, Relaxed);
+        m.server.cb_getattr_sent.fetch_add(5, Relaxed);
+        m.server.cb_getattr_failed.fetch_add(1, Relaxed);
+        m.server.recall_any_sent.fetch_add(4, Relaxed);
+        let t = encode(m.snapshot());
+        for line in [
+            "tarn_delegations_total{event=\"granted\"} 3",
+            "tarn_delegations_granted_total{type=\"read\"} 1",
+            "tarn_delegations_granted_total{type=\"write\"} 2",
+            "tarn_cb_getattr_total{outcome=\"sent\"} 5",
+            "tarn_cb_getattr_total{outcome=\"failed\"} 1",
+            "tarn_cb_recall_any_total{} 4",
+        ] {
+            assert!(t.contains(line), "{line} in {t}");
+        }
     }
 }

@@ -147,6 +147,16 @@ pub struct ServerSnap {
     pub copies_async_cancelled: u64,
     #[serde(default)]
     pub copy_async_bytes: u64,
+    #[serde(default)]
+    pub delegations_granted_read: u64,
+    #[serde(default)]
+    pub delegations_granted_write: u64,
+    #[serde(default)]
+    pub cb_getattr_sent: u64,
+    #[serde(default)]
+    pub cb_getattr_failed: u64,
+    #[serde(default)]
+    pub recall_any_sent: u64,
     pub log_suppressed: u64,
 }
 
@@ -317,6 +327,11 @@ impl Metrics {
             copies_async_completed: s.copies_async_completed.load(Relaxed),
             copies_async_cancelled: s.copies_async_cancelled.load(Relaxed),
             copy_async_bytes: s.copy_async_bytes.load(Relaxed),
+            delegations_granted_read: s.delegations_granted_read.load(Relaxed),
+            delegations_granted_write: s.delegations_granted_write.load(Relaxed),
+            cb_getattr_sent: s.cb_getattr_sent.load(Relaxed),
+            cb_getattr_failed: s.cb_getattr_failed.load(Relaxed),
+            recall_any_sent: s.recall_any_sent.load(Relaxed),
             log_suppressed: s.log_suppressed.load(Relaxed),
         };
 

@@ -323,8 +323,7 @@ pub struct Export {
 }
 
 /// The NFSv4 delegations an export allows (`delegations = "none" | "read"
-/// | "read-write"`). Tarn grants read delegations only so far, so
-/// "read-write" means "read" until write delegations come.
+/// | "read-write"`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Delegations {
     None,
@@ -337,6 +336,11 @@ impl Delegations {
     /// Whether read delegations may be granted.
     pub fn read(self) -> bool {
         self != Delegations::None
+    }
+
+    /// Whether write delegations may be granted too.
+    pub fn write(self) -> bool {
+        self == Delegations::ReadWrite
     }
 }
 

@@ -36,7 +36,7 @@ pub const MAXNAME: u32 = 255;
 pub const MAXFILESIZE: u64 = NFS4_INT64_MAX;
 
 /// Every bit Tarn knows lies in the first three words (the highest is
-/// xattr_support, 82); later request words can only hold unknown bits.
+/// open_arguments, 86); later request words can only hold unknown bits.
 const WORDS: usize = 3;
 type Mask = [u32; WORDS];
 
@@ -88,6 +88,8 @@ const PER_FS: Mask = mask_of(&[
     FATTR4_SUPPATTR_EXCLCREAT,
     // NFSv4.2 (RFC 8276): the export's filesystem takes user xattrs.
     FATTR4_XATTR_SUPPORT,
+    // NFSv4.2 (RFC 9754): what OPEN takes here.
+    FATTR4_OPEN_ARGUMENTS,
 ]);
 
 const PER_OBJECT: Mask = mask_of(&[
@@ -295,6 +297,53 @@ pub fn change(attr: &vfs::Attr) -> u64 {
     ns.clamp(0, u64::MAX as i128) as u64
 }
 
+/// Makes `attr` answer `change` as its change attribute (a value the
+/// server chose for a file under write delegation): being ctime, the
+/// metadata time moves with it.
+pub fn set_change(attr: &mut vfs::Attr, change: u64) {
+    attr.ctime = Timespec {
+        secs: (change / 1_000_000_000) as i64,
+        nsecs: (change % 1_000_000_000) as u32,
+    };
+}
+
+/// RFC 9754 open_arguments: the OPEN arguments Tarn takes, each a bitmap
+/// of the enum values it supports. Delegation wishes: any, none, cancel
+/// (not delegated timestamps, nor OPEN_XOR_DELEGATION); claims: all but
+/// the CLAIM_DELEGATE_PREV pair (delegations do not survive a client's
+/// restart here).
+fn pack_open_arguments(out: &mut BytesMut) {
+    let bm = |vals: &[u32], out: &mut BytesMut| {
+        let mut b = Vec::new();
+        for v in vals {
+            bitmap_set(&mut b, *v);
+        }
+        b.pack(out);
+    };
+    bm(&[1, 2, 3], out); // share access: read, write, both
+    bm(&[0, 1, 2, 3], out); // share deny: none, read, write, both
+    bm(&[3, 4, 5], out); // want: any delegation, no delegation, cancel
+    bm(&[0, 1, 2, 4, 5], out); // claims: NULL, PREVIOUS, DELEGATE_CUR, FH, DELEG_CUR_FH
+    bm(&[0, 1, 2, 3], out); // create modes: unchecked, guarded, exclusive, exclusive4_1
+}
+
+/// Change and size out of a CB_GETATTR reply's attributes (the two a
+/// write delegation's holder is asked for; later ones are ignored).
+pub fn decode_change_size(f: &Fattr4) -> Option<(u64, u64)> {
+    if !bitmap_has(&f.attrmask, FATTR4_CHANGE) || !bitmap_has(&f.attrmask, FATTR4_SIZE) {
+        return None;
+    }
+    // Bits below change (supported_attrs, type, fh_expire_type) would come
+    // first and are not asked for: a reply holding them is not used.
+    if f.attrmask.first().is_some_and(|w| w & 0b111 != 0) {
+        return None;
+    }
+    let mut d = Decoder::new(f.attr_vals.clone());
+    let change = d.u64().ok()?;
+    let size = d.u64().ok()?;
+    Some((change, size))
+}
+
 pub fn ftype4(t: FileType) -> NfsFtype4 {
     match t {
         FileType::Regular => NfsFtype4::NF4REG,
@@ -405,6 +454,7 @@ fn encode_attr(bit: u32, src: &AttrSource, out: &mut BytesMut) {
         FATTR4_MOUNTED_ON_FILEID => out.put_u64(src.mounted_on_fileid),
         FATTR4_SUPPATTR_EXCLCREAT => pack_mask(&EXCLCREAT, out),
         FATTR4_XATTR_SUPPORT => src.xattr_support.pack(out),
+        FATTR4_OPEN_ARGUMENTS => pack_open_arguments(out),
         _ => debug_assert!(false, "encode_attr called for unsupported bit {bit}"),
     }
 }
@@ -416,6 +466,13 @@ fn skip_attr(bit: u32, d: &mut Decoder) -> xdr::Result<()> {
         FATTR4_SUPPORTED_ATTRS | FATTR4_SUPPATTR_EXCLCREAT => {
             for _ in 0..d.count(None)? {
                 d.u32()?;
+            }
+        }
+        FATTR4_OPEN_ARGUMENTS => {
+            for _ in 0..5 {
+                for _ in 0..d.count(None)? {
+                    d.u32()?;
+                }
             }
         }
         FATTR4_TYPE => {

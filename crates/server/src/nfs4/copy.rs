@@ -482,7 +482,7 @@ impl Job {
             if self.state.has_delegations()
                 && self
                     .state
-                    .break_delegations(&file, Some(self.client), self.clock.now())
+                    .break_delegations(&file, Some(self.client), false, self.clock.now())
                     == Break::Delay
             {
                 self.records.apply().await;

@@ -1,23 +1,47 @@
-//! Delegations as the handlers meet them: whether OPEN grants one, and
-//! the recall that must come before another client's conflicting OPEN,
-//! WRITE, SETATTR(size), REMOVE, RENAME or LINK (the requester gets
-//! NFS4ERR_DELAY until the holder returns it or it is revoked). The
-//! decisions are the state core's (`state::deleg`); this module finds the
-//! file, asks, and sends the recalls the core queued.
+//! Delegations as the handlers meet them: whether OPEN grants one (read
+//! or write), the recall that must come before another client's
+//! conflicting request (OPEN, WRITE, SETATTR(size), REMOVE, RENAME, LINK
+//! for any delegation; READ, LOCK and read OPENs too for a write one; the
+//! requester gets NFS4ERR_DELAY until the holder returns it or it is
+//! revoked), and the CB_GETATTR another client's GETATTR of a file under a
+//! write delegation waits for. The decisions are the state core's
+//! (`state::deleg`); this module finds the file, asks, and sends the calls
+//! the core queued.
 
+use super::attr;
 use super::compound::{file_key, Compound};
-use super::state::deleg::{Break, NoDeleg};
-use super::state::ACCESS_READ;
+use super::state::deleg::{Break, DelegType, NoDeleg, WriteHolder};
+use super::state::{ACCESS_READ, ACCESS_WRITE};
 use super::Fail;
 use crate::export::Export;
 use bytes::Bytes;
 use proto::nfs4::*;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use vfs::{Cred, Fid, FsError};
+use std::time::Duration;
+use tracing::debug;
+use vfs::{Access, Attr, Cred, Fid, FsError, SetAttr, SetTime};
+
+/// How long a GETATTR waits for a write delegation holder's CB_GETATTR
+/// answer before recalling the delegation instead (knfsd waits a few tens
+/// of milliseconds; a loaded client or a scripted one needs longer, and
+/// the GETATTR that waits is another client's, answered DELAY after).
+pub const CB_GETATTR_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Before a change to `fid` by the current client: recall delegations
 /// others hold on it; NFS4ERR_DELAY while a recall is outstanding.
 pub async fn break_file(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<(), Fail> {
+    break_for(c, export, fid, false).await
+}
+
+/// Before a READ, LOCK or read OPEN of `fid` by the current client: only
+/// write delegations others hold on it stand in the way (a read
+/// delegation's holder is promised nobody writes, not that nobody reads).
+pub async fn break_write_deleg(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<(), Fail> {
+    break_for(c, export, fid, true).await
+}
+
+async fn break_for(c: &Compound<'_>, export: &Export, fid: &Fid, reader: bool) -> Result<(), Fail> {
     if !c.n.state.has_delegations() {
         return Ok(());
     }
@@ -25,7 +49,7 @@ pub async fn break_file(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<
     match c
         .n
         .state
-        .break_delegations(&file, c.clientid, c.n.clock.now())
+        .break_delegations(&file, c.clientid, reader, c.n.clock.now())
     {
         Break::Clear => Ok(()),
         Break::Delay => {
@@ -36,6 +60,103 @@ pub async fn break_file(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<
                 "a delegation on the file is being recalled",
             ))
         }
+    }
+}
+
+/// GETATTR of size or change of `fid` (attributes `attr`, just fetched)
+/// by a client other than a write delegation's holder (RFC 8881
+/// §10.4.3): the holder is asked with CB_GETATTR first. When it reports
+/// a modification, the answer carries its size and a change attribute the
+/// server bumps, and the file's time_modify is set to now; when it does
+/// not answer in time the delegation is recalled and the GETATTR answered
+/// NFS4ERR_DELAY (as knfsd does). `attr` is updated in place.
+pub async fn getattr_conflict(
+    c: &Compound<'_>,
+    export: &Arc<Export>,
+    fid: &Fid,
+    attr: &mut Attr,
+) -> Result<(), Fail> {
+    if !c.n.state.has_delegations() {
+        return Ok(());
+    }
+    let file = file_key(export, fid);
+    let Some(holder) = c.n.state.write_holder(&file, c.clientid) else {
+        // None to ask; one being recalled still makes the answer wait.
+        return break_write_deleg(c, export, fid).await;
+    };
+    let metric = |f: fn(&metrics::ServerCounters) -> &std::sync::atomic::AtomicU64| {
+        if let Some(m) = &c.n.metrics {
+            f(&m.server).fetch_add(1, Relaxed);
+        }
+    };
+    metric(|s| &s.cb_getattr_sent);
+    let (change, size) = match cb_getattr(c, &holder).await {
+        Ok(v) => v,
+        Err(why) => {
+            metric(|s| &s.cb_getattr_failed);
+            debug!(
+                client = holder.client,
+                why, "CB_GETATTR unanswered: recalling the write delegation"
+            );
+            return break_write_deleg(c, export, fid).await;
+        }
+    };
+    let Some(modified) =
+        c.n.state
+            .cb_getattr_report(&holder.stateid, change, size, attr.size)
+    else {
+        return Ok(());
+    };
+    if modified {
+        // The holder wrote what the server has not seen: the file's
+        // time_modify says so now (the server's own touch, no conflict).
+        let (b, f) = (export.backend.clone(), *fid);
+        let touched =
+            c.n.run(move || {
+                let set = SetAttr {
+                    mtime: SetTime::ServerTime,
+                    ..SetAttr::default()
+                };
+                b.setattr(&Cred::root(), &f, &set)
+            })
+            .await;
+        match touched {
+            Ok(a) => *attr = a,
+            Err(e) => debug!(error = ?e, "could not update time_modify after CB_GETATTR"),
+        }
+    }
+    let ans =
+        c.n.state
+            .cb_getattr_answer(&holder.stateid, attr::change(attr), attr.size);
+    attr.size = ans.size;
+    attr::set_change(attr, ans.change);
+    Ok(())
+}
+
+/// One CB_GETATTR of size and change to a write delegation's holder.
+async fn cb_getattr(c: &Compound<'_>, h: &WriteHolder) -> Result<(u64, u64), &'static str> {
+    let Some(bc) = c.n.backchannels.for_client(h.client) else {
+        return Err("no back channel");
+    };
+    let mut bits = Vec::new();
+    attr::bitmap_set(&mut bits, FATTR4_CHANGE);
+    attr::bitmap_set(&mut bits, FATTR4_SIZE);
+    let op = NfsCbArgop4::OP_CB_GETATTR(CbGetattr4args {
+        fh: NfsFh4(h.fh.clone()),
+        attr_request: bits,
+    });
+    // The bound covers waiting for the back channel's slot too (a recall
+    // to the same client may hold it): a GETATTR never waits much longer.
+    let call = bc.compound(vec![op], CB_GETATTR_TIMEOUT);
+    let res = match tokio::time::timeout(CB_GETATTR_TIMEOUT, call).await {
+        Ok(Ok((_, res))) => res,
+        Ok(Err(_)) | Err(_) => return Err("no reply"),
+    };
+    match res.into_iter().next() {
+        Some(NfsCbResop4::OP_CB_GETATTR(CbGetattr4res::NFS4_OK(ok))) => {
+            attr::decode_change_size(&ok.obj_attributes).ok_or("unusable attributes")
+        }
+        _ => Err("refused"),
     }
 }
 
@@ -74,19 +195,90 @@ fn none_ext(why: WhyNoDelegation4) -> OpenDelegation4 {
     })
 }
 
+/// How an OPEN came to its file, as far as delegations care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// CLAIM_NULL or CLAIM_FH: a delegation may be granted.
+    Plain,
+    /// CLAIM_PREVIOUS in the grace period, with the delegation type the
+    /// client held before the restart.
+    Reclaim(OpenDelegationType4),
+    /// An open under a delegation: it gets none more.
+    Other,
+}
+
+/// Which delegation an open with `access` (share access bits), `want`
+/// (its OPEN4_SHARE_ACCESS_WANT_* wish) and an export allowing `allowed`
+/// may have, or why none (RFC 8881 §10.4, §18.16.3): a write one for an
+/// open that writes, where the export allows it; a read one for a
+/// read-only open. A client that asked for one type only gets that or
+/// none.
+pub fn deleg_type(
+    access: u32,
+    want: u32,
+    allowed: crate::export::Delegations,
+) -> Result<DelegType, WhyNoDelegation4> {
+    if !allowed.read() {
+        return Err(WhyNoDelegation4::WND4_CONTENTION);
+    }
+    if access & ACCESS_WRITE != 0 {
+        // The opener itself writes: a read delegation would promise the
+        // opposite.
+        if want == OPEN4_SHARE_ACCESS_WANT_READ_DELEG || !allowed.write() {
+            return Err(WhyNoDelegation4::WND4_CONTENTION);
+        }
+        Ok(DelegType::Write)
+    } else if want == OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG {
+        // A read-only open is not given a write delegation (as knfsd), and
+        // a client that asked for a write one is not given a read one.
+        Err(WhyNoDelegation4::WND4_CONTENTION)
+    } else {
+        Ok(DelegType::Read)
+    }
+}
+
+fn no_ace() -> Nfsace4 {
+    // No access is promised beyond what ACCESS says (an empty ACE, as
+    // Linux's server sends).
+    Nfsace4 {
+        r#type: 0,
+        flag: 0,
+        access_mask: 0,
+        who: Bytes::new(),
+    }
+}
+
+fn granted(kind: DelegType, stateid: Stateid4, recall: bool) -> OpenDelegation4 {
+    match kind {
+        DelegType::Read => OpenDelegation4::OPEN_DELEGATE_READ(OpenReadDelegation4 {
+            stateid,
+            recall,
+            permissions: no_ace(),
+        }),
+        DelegType::Write => OpenDelegation4::OPEN_DELEGATE_WRITE(OpenWriteDelegation4 {
+            stateid,
+            recall,
+            // The client need not flush on CLOSE for space: Tarn does not
+            // reserve it, and a write that finds none fails then as any.
+            space_limit: NfsSpaceLimit4::NFS_LIMIT_SIZE(u64::MAX),
+            permissions: no_ace(),
+        }),
+    }
+}
+
 /// The delegation an OPEN of `fid` by `clientid` with `share_access`
 /// gets, granted in the state core when the rules allow: NFSv4.1 and
-/// later, a read-only open (Tarn grants no write delegations yet), a
-/// usable back channel, nobody else writing the file, and room under
-/// the bound. `plain`: a CLAIM_NULL or
-/// CLAIM_FH open (a reclaim or an open under a delegation gets none).
-pub fn on_open(
+/// later, a type the export and the client's wish allow (see
+/// [`deleg_type`]), a usable back channel, no other client in the way,
+/// and room under the bound. A reclaim gets back what it names.
+pub async fn on_open(
     c: &Compound<'_>,
     clientid: u64,
     share_access: u32,
-    plain: bool,
+    claim: Claim,
     export: &Arc<Export>,
     fid: &Fid,
+    cred: &Cred,
 ) -> OpenDelegation4 {
     let want = want(share_access);
     // A client that says nothing of its wishes hears plain NONE; one that
@@ -98,53 +290,136 @@ pub fn on_open(
             none_ext(why)
         }
     };
+    if let Claim::Reclaim(t) = claim {
+        return reclaim(c, clientid, t, export, fid).await;
+    }
     match want {
         OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return none_ext(WhyNoDelegation4::WND4_NOT_WANTED),
         OPEN4_SHARE_ACCESS_WANT_CANCEL => return none_ext(WhyNoDelegation4::WND4_CANCELLED),
         _ => {}
     }
-    if c.minor == 0 || !plain || !export.delegations.read() {
+    if c.minor == 0 || claim != Claim::Plain {
         return refuse(WhyNoDelegation4::WND4_CONTENTION);
     }
-    if share_access & 0xff != ACCESS_READ || want == OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG {
-        return refuse(WhyNoDelegation4::WND4_CONTENTION);
-    }
+    let access = share_access & 0xff;
+    let kind = match deleg_type(access, want, export.delegations) {
+        Ok(k) => k,
+        Err(why) => return refuse(why),
+    };
     if c.n.backchannels.for_client(clientid).is_none() {
         return refuse(WhyNoDelegation4::WND4_CONTENTION);
+    }
+    // A write delegation lets the client serve reads from its cache: a
+    // write-only opener must be allowed to read the file too. Its CB_GETATTR
+    // answers start from the file's change attribute now.
+    let mut change = 0;
+    if kind == DelegType::Write {
+        let (b, f, cr) = (export.backend.clone(), *fid, cred.clone());
+        let r =
+            c.n.run_fast(&*b.clone(), move || {
+                if access & ACCESS_READ == 0
+                    && !b.access(&cr, &f, Access::READ)?.contains(Access::READ)
+                {
+                    return Err(FsError::Acces);
+                }
+                b.getattr(&f).map(|a| attr::change(&a))
+            })
+            .await;
+        match r {
+            Ok(ch) => change = ch,
+            Err(_) => return refuse(WhyNoDelegation4::WND4_CONTENTION),
+        }
     }
     let file = file_key(export, fid);
     let fh = c.n.seal(&super::compound::Fh::Obj {
         export: export.clone(),
         fid: *fid,
     });
-    match c.n.state.grant_read_delegation(
-        clientid,
-        file,
-        fh,
-        c.n.cfg.max_delegations,
-        c.n.clock.now(),
-    ) {
+    let max = c.n.cfg.max_delegations;
+    match c
+        .n
+        .state
+        .grant_delegation(clientid, file, fh, kind, change, max, c.n.clock.now())
+    {
         Ok(stateid) => {
-            if let Some(m) = &c.n.metrics {
-                m.server
-                    .delegations_granted
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            count_grant(c, kind);
+            // Past the high-water mark the biggest holders are asked to
+            // give some back.
+            if c.n.state.recall_any(max) > 0 {
+                c.n.apply_effects().await;
             }
-            OpenDelegation4::OPEN_DELEGATE_READ(OpenReadDelegation4 {
-                stateid,
-                recall: false,
-                // No access is promised beyond what ACCESS says (an empty
-                // ACE, as Linux's server sends).
-                permissions: Nfsace4 {
-                    r#type: 0,
-                    flag: 0,
-                    access_mask: 0,
-                    who: Bytes::new(),
-                },
-            })
+            granted(kind, stateid, false)
         }
         Err(NoDeleg::Resource) => refuse(WhyNoDelegation4::WND4_RESOURCE),
+        Err(NoDeleg::Upgrade) => refuse(WhyNoDelegation4::WND4_NOT_SUPP_UPGRADE),
         Err(NoDeleg::Contention | NoDeleg::Held) => refuse(WhyNoDelegation4::WND4_CONTENTION),
+    }
+}
+
+fn count_grant(c: &Compound<'_>, kind: DelegType) {
+    if let Some(m) = &c.n.metrics {
+        m.server.delegations_granted.fetch_add(1, Relaxed);
+        match kind {
+            DelegType::Read => m.server.delegations_granted_read.fetch_add(1, Relaxed),
+            DelegType::Write => m.server.delegations_granted_write.fetch_add(1, Relaxed),
+        };
+    }
+}
+
+/// OPEN CLAIM_PREVIOUS naming a delegation (RFC 8881 §10.2.1): given
+/// back, pre-recalled (recall = true) when it now conflicts or the
+/// client has no back channel to recall it on.
+async fn reclaim(
+    c: &Compound<'_>,
+    clientid: u64,
+    t: OpenDelegationType4,
+    export: &Arc<Export>,
+    fid: &Fid,
+) -> OpenDelegation4 {
+    let kind = match t {
+        OpenDelegationType4::OPEN_DELEGATE_READ => DelegType::Read,
+        OpenDelegationType4::OPEN_DELEGATE_WRITE => DelegType::Write,
+        _ => return OpenDelegation4::OPEN_DELEGATE_NONE,
+    };
+    // NFSv4.0 clients are given no delegations (no callback path, and
+    // DELEGRETURN has no client to check them against), reclaimed or not.
+    if c.minor == 0 {
+        return OpenDelegation4::OPEN_DELEGATE_NONE;
+    }
+    let mut change = 0;
+    if kind == DelegType::Write {
+        let (b, f) = (export.backend.clone(), *fid);
+        match c
+            .n
+            .run_fast(&*b.clone(), move || b.getattr(&f).map(|a| attr::change(&a)))
+            .await
+        {
+            Ok(ch) => change = ch,
+            Err(_) => return OpenDelegation4::OPEN_DELEGATE_NONE,
+        }
+    }
+    let callback = c.n.backchannels.for_client(clientid).is_some();
+    let fh = c.n.seal(&super::compound::Fh::Obj {
+        export: export.clone(),
+        fid: *fid,
+    });
+    match c.n.state.reclaim_delegation(
+        clientid,
+        file_key(export, fid),
+        fh,
+        kind,
+        change,
+        callback,
+        c.n.clock.now(),
+    ) {
+        Ok((stateid, recall)) => {
+            count_grant(c, kind);
+            if recall {
+                debug!(client = clientid, "delegation reclaimed pre-recalled: it conflicts now or there is no back channel");
+            }
+            granted(kind, stateid, recall)
+        }
+        Err(_) => OpenDelegation4::OPEN_DELEGATE_NONE,
     }
 }
 

@@ -112,10 +112,22 @@ pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) 
         attr::check_get_request(&a.attr_request)
             .map_err(|s| Fail::new(s, "write-only attribute requested"))
     });
-    let fetched = match checked {
+    let mut fetched = match checked {
         Ok(()) => fetch(c, &a.attr_request).await,
         Err(f) => Err(f),
     };
+    // Size and change of a file another client holds a write delegation
+    // on are the holder's to tell (CB_GETATTR, RFC 8881 §10.4.3).
+    if let (Ok(f), Ok(Fh::Obj { export, fid })) = (&mut fetched, c.cur().map(|cur| &cur.fh)) {
+        if attr::bitmap_has(&a.attr_request, FATTR4_CHANGE)
+            || attr::bitmap_has(&a.attr_request, FATTR4_SIZE)
+        {
+            let (export, fid) = (export.clone(), *fid);
+            if let Err(e) = super::deleg::getattr_conflict(c, &export, &fid, &mut f.attr).await {
+                fetched = Err(e);
+            }
+        }
+    }
     match fetched {
         Ok(f) => {
             let n = c.n;

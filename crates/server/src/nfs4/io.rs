@@ -35,6 +35,14 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
         check(c, &a.stateid, &t.0, &t.1, false)?;
         Ok(t)
     });
+    // Another client's write delegation is recalled first: its holder may
+    // have written what the server has not seen.
+    let t = match t {
+        Ok(t) => super::deleg::break_write_deleg(c, &t.0, &t.1)
+            .await
+            .map(|()| t),
+        Err(f) => Err(f),
+    };
     let (export, fid, cred) = match t {
         Ok(t) => t,
         Err(f) => {

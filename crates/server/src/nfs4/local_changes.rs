@@ -55,7 +55,7 @@ impl Nfs4 {
                             export = file.export,
                             "a local process changed a delegated file: recalling its delegations"
                         );
-                        state.break_delegations(&file, None, clock.now());
+                        state.break_delegations(&file, None, false, clock.now());
                         records.apply().await;
                         pending.entry(file).or_insert_with(Instant::now);
                     }

@@ -400,6 +400,7 @@ impl Nfs4 {
         let metrics = self.metrics.clone();
         let clock = self.clock.clone();
         let backchannels = self.backchannels.clone();
+        let max_delegations = self.cfg.max_delegations;
         let every = (self.cfg.lease / 4).max(Duration::from_millis(100));
         tokio::spawn(async move {
             let mut t = tokio::time::interval(every);
@@ -408,7 +409,7 @@ impl Nfs4 {
                     _ = t.tick() => {}
                     _ = wake.notified() => {}
                 }
-                lease_walk(&state, &records, &metrics, clock.now()).await;
+                lease_walk(&state, &records, &metrics, max_delegations, clock.now()).await;
                 backchannels.retain(|id| state.session(id).is_some());
             }
         });
@@ -417,7 +418,14 @@ impl Nfs4 {
     /// One walk of the lease timer now, without waiting for its tick
     /// (tests drive time by hand and walk after each step).
     pub async fn lease_walk(&self) {
-        lease_walk(&self.state, &self.records, &self.metrics, self.clock.now()).await;
+        lease_walk(
+            &self.state,
+            &self.records,
+            &self.metrics,
+            self.cfg.max_delegations,
+            self.clock.now(),
+        )
+        .await;
         self.backchannels
             .retain(|id| self.state.session(id).is_some());
     }
@@ -838,23 +846,27 @@ impl Nfs4 {
 }
 
 /// What the lease timer does each time: the state core's walk at `now`,
-/// its events logged, its effects carried out, the courteous-clients
-/// gauge kept.
+/// its events logged, CB_RECALL_ANY asked for past the delegations'
+/// high-water mark, its effects carried out, the courteous-clients gauge
+/// kept.
 async fn lease_walk(
     state: &state::State,
     records: &Records,
     metrics: &Option<Arc<metrics::Metrics>>,
+    max_delegations: usize,
     now: Instant,
 ) {
     for e in state.reap(now) {
         report(e);
     }
+    state.recall_any(max_delegations);
     records.apply().await;
     if let Some(m) = metrics {
         let d = state.take_deleg_counts();
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         m.server.delegations_recalled.fetch_add(d.recalled, relaxed);
         m.server.delegations_revoked.fetch_add(d.revoked, relaxed);
+        m.server.recall_any_sent.fetch_add(d.recall_any, relaxed);
         m.server.nfs4_courteous_clients.store(
             state.courteous_clients() as i64,
             std::sync::atomic::Ordering::Relaxed,
@@ -922,6 +934,34 @@ impl Records {
         });
     }
 
+    /// Sends CB_RECALL_ANY on the client's back channel without waiting;
+    /// the state core hears when it is over, so one is in flight per
+    /// client. What the client returns comes back as DELEGRETURNs.
+    fn recall_any(&self, client: u64, keep: u32, mask: u32) {
+        let state = self.state.clone();
+        let Some(bc) = self.backchannels.for_client(client) else {
+            debug!(client, "no back channel for CB_RECALL_ANY");
+            state.recall_any_done(client);
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            state.recall_any_done(client);
+            return;
+        }
+        tokio::spawn(async move {
+            let op = NfsCbArgop4::OP_CB_RECALL_ANY(CbRecallAny4args {
+                craa_objects_to_keep: keep,
+                craa_type_mask: vec![mask],
+            });
+            match bc.compound(vec![op], backchannel::CALL_TIMEOUT).await {
+                Ok((Nfsstat4::NFS4_OK, _)) => {}
+                Ok((status, _)) => debug!(client, ?status, "CB_RECALL_ANY refused"),
+                Err(e) => debug!(client, error = ?e, "CB_RECALL_ANY failed"),
+            }
+            state.recall_any_done(client);
+        });
+    }
+
     /// Carries out the queued effects; returns when they are on disk (a
     /// handler awaits this before replying, e.g. to CREATE_SESSION).
     pub async fn apply(&self) {
@@ -936,6 +976,10 @@ impl Records {
                     fh,
                 } => {
                     self.recall(client, stateid, fh);
+                    continue;
+                }
+                state::Effect::RecallAny { client, keep, mask } => {
+                    self.recall_any(client, keep, mask);
                     continue;
                 }
             };

@@ -1,5 +1,5 @@
 //! OPEN, CLOSE, OPEN_DOWNGRADE and DELEGRETURN: share reservations, open
-//! stateids, and the read delegations OPEN may grant (see `super::deleg`).
+//! stateids, and the delegations OPEN may grant (see `super::deleg`).
 
 use super::attr;
 use super::compound::{file_key, Compound, Fh};
@@ -219,6 +219,12 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     }
     let plain =
         under.is_none() && matches!(claim, OpenClaim4::CLAIM_NULL(_) | OpenClaim4::CLAIM_FH);
+    // A reclaim names the delegation the client held before the restart.
+    let prev_deleg = match &claim {
+        OpenClaim4::CLAIM_PREVIOUS(t) => Some(*t),
+        _ => None,
+    };
+    let deleg_cred = cred.clone();
     let opened = match claim {
         OpenClaim4::CLAIM_NULL(name) => {
             super::fh::check_name(&name)?;
@@ -263,10 +269,15 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
                 attrset: Vec::new(),
             }
         }
+        // RFC 8881 §18.16.3 lets a server without persistent delegations
+        // answer these NFS4ERR_NOTSUPP: they reclaim, after the *client*
+        // restarted, delegations the server kept on stable storage, and
+        // Tarn keeps none there (a server restart's reclaims are
+        // CLAIM_PREVIOUS, above).
         _ => {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_NOTSUPP,
-                "CLAIM_DELEGATE_PREV: delegations do not survive a restart here",
+                "CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH: delegations are not kept across a client restart here",
             ))
         }
     };
@@ -277,10 +288,13 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
             s => return Err(Fail::new(s, "the delegation is for another file")),
         }
     }
-    // Writing, or denying reads, conflicts with other clients' read
-    // delegations: they are recalled first.
+    // Writing, or denying reads, conflicts with other clients'
+    // delegations, any open with their write delegations: they are
+    // recalled first.
     if access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0 {
         super::deleg::break_file(c, &export, &opened.fid).await?;
+    } else {
+        super::deleg::break_write_deleg(c, &export, &opened.fid).await?;
     }
     let owner = a.owner.owner.clone();
     let sid = c.n.state.open(
@@ -291,8 +305,21 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         deny,
         c.n.clock.now(),
     )?;
-    let delegation =
-        super::deleg::on_open(c, clientid, a.share_access, plain, &export, &opened.fid);
+    let claim = match prev_deleg {
+        Some(t) => super::deleg::Claim::Reclaim(t),
+        None if plain => super::deleg::Claim::Plain,
+        None => super::deleg::Claim::Other,
+    };
+    let delegation = super::deleg::on_open(
+        c,
+        clientid,
+        a.share_access,
+        claim,
+        &export,
+        &opened.fid,
+        &deleg_cred,
+    )
+    .await;
     c.set_cur(Fh::Obj {
         export,
         fid: opened.fid,

@@ -189,8 +189,8 @@ fn supported_bitmap_is_the_documented_set() {
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 26, 27, 28,
         29, 30, 31, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45, 47, 48, 51, 52, 53, 54, 55, 75,
     ];
-    // 4.2 adds xattr_support (82, RFC 8276).
-    let want42 = [want, &[FATTR4_XATTR_SUPPORT]].concat();
+    // 4.2 adds xattr_support (82, RFC 8276) and open_arguments (86, RFC 9754).
+    let want42 = [want, &[FATTR4_XATTR_SUPPORT, FATTR4_OPEN_ARGUMENTS]].concat();
     for (minor, want) in [(1, want), (2, &want42[..])] {
         let sup = supported_attrs(minor);
         assert_eq!(sup, req(want), "minor {minor}");
@@ -849,4 +849,48 @@ proptest! {
             mtime: if mserver { SetTime::ServerTime } else { SetTime::ClientTime(Timespec::default()) },
         });
     }
+}
+
+#[test]
+fn open_arguments_lists_what_open_takes() {
+    let (a, m) = (attr(), idmap(false));
+    let mut s = src(&a, &m, None);
+    s.minor = 2;
+    let got = packed(&req(&[FATTR4_OPEN_ARGUMENTS]), &s);
+    // Bitmap word 2 bit 22 (86); then five bitmap4s: share access {1,2,3},
+    // deny {0..3}, wants {any, none, cancel}, claims without the
+    // DELEGATE_PREV pair, create modes {0..3}.
+    let want = hex("00000003 00000000 00000000 00400000
+         00000028
+         00000001 0000000e
+         00000001 0000000f
+         00000001 00000038
+         00000001 00000037
+         00000001 0000000f");
+    assert_eq!(dump(&got), dump(&want));
+    // Not an NFSv4.1 attribute.
+    s.minor = 1;
+    let got = packed(&req(&[FATTR4_OPEN_ARGUMENTS]), &s);
+    assert_eq!(dump(&got), dump(&hex("00000000 00000000")));
+}
+
+#[test]
+fn change_and_size_come_out_of_a_cb_getattr_reply() {
+    let (a, m) = (attr(), idmap(false));
+    let s = src(&a, &m, None);
+    let mut f = encode(&req(&[FATTR4_CHANGE, FATTR4_SIZE]), &s);
+    assert_eq!(decode_change_size(&f), Some((change(&a), a.size)));
+    // Delegated timestamps after them (84, 85) are ignored.
+    bitmap_set(&mut f.attrmask, 84);
+    assert_eq!(decode_change_size(&f), Some((change(&a), a.size)));
+    // Without size it is unusable.
+    let f = encode(&req(&[FATTR4_CHANGE]), &s);
+    assert_eq!(decode_change_size(&f), None);
+}
+
+#[test]
+fn a_chosen_change_reads_back() {
+    let mut a = attr();
+    set_change(&mut a, 1_700_000_000_123_456_789);
+    assert_eq!(change(&a), 1_700_000_000_123_456_789);
 }

@@ -3,7 +3,8 @@
 //! close, retransmit on session slots, fall silent (a partition), reboot,
 //! and reclaim after server restarts, all in simulated time from one seed.
 //! NFSv4.1 clients that open a file for reading only are given read
-//! delegations, and return them when recalled unless they are cut off.
+//! delegations, those that open it for writing write delegations, and
+//! return them when recalled unless they are cut off.
 //! The world plays the driver's part exactly as `super::Nfs4` does: it
 //! carries out the core's effects after each step (the durable client
 //! records are a set in memory that survives restarts), runs the lease
@@ -17,7 +18,7 @@
 //! `scripts/simulate.sh --seeds N --steps M` runs more (through
 //! `TARN_SIM_SEEDS`, `TARN_SIM_STEPS`, `TARN_SIM_FIRST_SEED`).
 
-use super::state::deleg::Break;
+use super::state::deleg::{Break, DelegType};
 use super::state::session::{Session, SlotUse};
 use super::state::{Courtesy, Effect, State, ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::grace::Grace;
@@ -158,7 +159,7 @@ struct Client {
     needs_reclaim: bool,
     /// 4.1: stateids the server revoked, still to free.
     revoked: Vec<Stateid4>,
-    /// 4.1: file → read delegation held.
+    /// 4.1: file → delegation held.
     delegs: BTreeMap<u8, Stateid4>,
     silent_until: Option<Instant>,
     last_renew: Option<Instant>,
@@ -186,6 +187,8 @@ pub struct Stats {
     pub conflict_expired: u32,
     pub unmounts: u32,
     pub delegations: u32,
+    /// Of those, write delegations.
+    pub write_delegations: u32,
     /// Opens that waited (DELAY) for a delegation to be recalled.
     pub recall_waits: u32,
     pub delegations_returned: u32,
@@ -317,6 +320,7 @@ impl World {
                 Effect::Recall {
                     client, stateid, ..
                 } => self.recalled(client, stateid),
+                Effect::RecallAny { client, .. } => self.state.recall_any_done(client),
             }
         }
     }
@@ -661,10 +665,14 @@ impl World {
         if !self.may_take_new_state(id) {
             return;
         }
-        // As the driver does: other clients' read delegations are
-        // recalled before a write or deny-read open (DELAY meanwhile).
-        if (access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0)
-            && self.state.break_delegations(&file(f), Some(id), self.now()) == Break::Delay
+        // As the driver does: other clients' delegations are recalled
+        // before a write or deny-read open, their write delegations before
+        // any open (DELAY meanwhile).
+        let reader = access & ACCESS_WRITE == 0 && deny & ACCESS_READ == 0;
+        if self
+            .state
+            .break_delegations(&file(f), Some(id), reader, self.now())
+            == Break::Delay
         {
             self.stats.recall_waits += 1;
             return;
@@ -677,13 +685,21 @@ impl World {
             deny,
             self.now(),
         );
-        if r.is_ok() && access == ACCESS_READ && self.clients[c].minor > 0 {
+        if r.is_ok() && self.clients[c].minor > 0 {
+            let kind = if access & ACCESS_WRITE != 0 {
+                DelegType::Write
+            } else {
+                DelegType::Read
+            };
             if let Ok(d) =
                 self.state
-                    .grant_read_delegation(id, file(f), Bytes::new(), 8, self.now())
+                    .grant_delegation(id, file(f), Bytes::new(), kind, 0, 8, self.now())
             {
                 self.clients[c].delegs.insert(f, d);
                 self.stats.delegations += 1;
+                if kind == DelegType::Write {
+                    self.stats.write_delegations += 1;
+                }
             }
         }
         if r.is_err() {
@@ -1031,12 +1047,34 @@ impl World {
         // No read delegation beside another client's write or deny-read
         // open (such an open waits with DELAY until it is returned or
         // revoked); delegations go with their client.
-        for (f, holder, _) in self.state.delegations_view()? {
+        // No write delegation beside another client's open of any kind or
+        // another client's delegation.
+        let delegs = self.state.delegations_view()?;
+        for (f, holder, _, write) in &delegs {
+            if !write {
+                continue;
+            }
+            if let Some(o) = opens.iter().find(|o| o.0 == *f && o.2 != *holder) {
+                return Err(format!(
+                    "client {holder:x} holds a write delegation on file {:?} that client {:x} \
+                     has open",
+                    f.fid, o.2
+                ));
+            }
+            if let Some(d) = delegs.iter().find(|d| d.0 == *f && d.1 != *holder) {
+                return Err(format!(
+                    "client {holder:x} holds a write delegation on file {:?} beside client \
+                     {:x}'s delegation",
+                    f.fid, d.1
+                ));
+            }
+        }
+        for (f, holder, _, _) in delegs {
             for o in &opens {
                 if o.0 == f && o.2 != holder && (o.3 & ACCESS_WRITE != 0 || o.4 & ACCESS_READ != 0)
                 {
                     return Err(format!(
-                        "client {holder:x} holds a read delegation on file {:?} that client {:x} \
+                        "client {holder:x} holds a delegation on file {:?} that client {:x} \
                          has open with access {} deny {}",
                         f.fid, o.2, o.3, o.4
                     ));

@@ -66,7 +66,8 @@ fn the_generator_reaches_the_interesting_cases() {
         ("expiries", s.expired),
         ("conflict expiries", s.conflict_expired),
         ("unmounts", s.unmounts),
-        ("read delegations", s.delegations),
+        ("delegations", s.delegations),
+        ("write delegations", s.write_delegations),
         ("opens waiting for a recall", s.recall_waits),
         ("delegations returned when recalled", s.delegations_returned),
     ] {

@@ -115,7 +115,7 @@ impl State {
 
     /// The delegations granted now: (file, holder, recalled), after
     /// checking that their indexes agree.
-    pub fn delegations_view(&self) -> Result<Vec<(FileKey, u64, bool)>, String> {
+    pub fn delegations_view(&self) -> Result<Vec<(FileKey, u64, bool, bool)>, String> {
         let i = self.inner.lock().unwrap();
         let mut v = Vec::new();
         for (o, d) in &i.delegs {
@@ -132,7 +132,12 @@ impl State {
             if !i.deleg_files.get(&d.file).is_some_and(|f| f.contains(o)) {
                 return Err(format!("delegation {o:?} missing from its file's index"));
             }
-            v.push((d.file, d.client, d.recalled.is_some()));
+            v.push((
+                d.file,
+                d.client,
+                d.recalled.is_some(),
+                d.kind == super::deleg::DelegType::Write,
+            ));
         }
         let indexed: usize = i.deleg_files.values().map(Vec::len).sum();
         if indexed != i.delegs.len() {

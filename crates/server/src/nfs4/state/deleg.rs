@@ -1,9 +1,13 @@
-//! Read delegations (RFC 8881 §10.2): granted on OPEN when no other
-//! client writes the file, recalled before another client's conflicting
-//! request (which gets NFS4ERR_DELAY meanwhile), revoked when a recall
-//! goes unanswered for a lease. Pure like the rest of the core: a recall
-//! is an [`Effect::Recall`] for the driver to send, and every timed
-//! decision takes `now`.
+//! Read and write delegations (RFC 8881 §10.2-10.4): a read delegation
+//! is granted on OPEN when no other client writes the file, a write one
+//! when no other client uses it at all; either is recalled before another
+//! client's conflicting request (which gets NFS4ERR_DELAY meanwhile), and
+//! revoked when a recall goes unanswered for a lease. A write delegation's
+//! holder is asked for size and change (CB_GETATTR) before another client
+//! reads them (§10.4.3); past a high-water mark, the clients holding most
+//! are asked to give some back (CB_RECALL_ANY, §20.6). Pure like the rest
+//! of the core: calls to clients are [`Effect`]s for the driver to send,
+//! and every timed decision takes `now`.
 //!
 //! A delegation belongs to its client (`Client::delegs`) and to its file
 //! (`Inner::deleg_files`); revoked ones stay answerable
@@ -21,7 +25,48 @@ pub struct Deleg {
     pub seqid: u32,
     /// When CB_RECALL was queued; None until a conflict asks for it.
     pub recalled: Option<Instant>,
+    pub kind: DelegType,
+    /// A write delegation's view of the file for CB_GETATTR answers.
+    pub attrs: Option<WriteAttrs>,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelegType {
+    Read,
+    Write,
+}
+
+/// What the server remembers of a write delegation's file between
+/// CB_GETATTRs (RFC 8881 §10.4.3): the change value the holder last
+/// reported (at first the file's at grant), the size it reported once it
+/// had modified the file, and how often the server bumped the change
+/// attribute it answers on the holder's behalf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteAttrs {
+    pub last_change: u64,
+    pub size: Option<u64>,
+    pub bumps: u64,
+}
+
+/// A write delegation another client's GETATTR must ask about first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteHolder {
+    pub client: u64,
+    pub stateid: Stateid4,
+    pub fh: Bytes,
+}
+
+/// How the server answers for a file under a write delegation after the
+/// holder's CB_GETATTR reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CbAnswer {
+    pub size: u64,
+    pub change: u64,
+}
+
+/// RCA4_TYPE_MASK_RDATA_DLG and _WDATA_DLG as craa_type_mask bits.
+pub const RCA4_MASK_RDATA: u32 = 1 << 0;
+pub const RCA4_MASK_WDATA: u32 = 1 << 1;
 
 /// Why no delegation was granted (the 4.1 OPEN_DELEGATE_NONE_EXT reasons
 /// Tarn gives, RFC 8881 §18.16.3).
@@ -34,6 +79,9 @@ pub enum NoDeleg {
     /// The client already holds one on this file, or its callback path is
     /// down (WND4_NOT_SUPP_... has no better fit: knfsd says CONTENTION too).
     Held,
+    /// The client holds a read delegation on the file and a write one
+    /// would take its place: Tarn does not upgrade (WND4_NOT_SUPP_UPGRADE).
+    Upgrade,
 }
 
 /// What a conflicting request learns about the delegations on its file.
@@ -72,6 +120,24 @@ impl State {
         max: usize,
         now: Instant,
     ) -> Result<Stateid4, NoDeleg> {
+        self.grant_delegation(client, file, fh, DelegType::Read, 0, max, now)
+    }
+
+    /// Grants `client` a delegation of `kind` on `file` (see
+    /// [`Self::delegation_conflict`] for when), if fewer than `max` are
+    /// outstanding. `change`: the file's change attribute now, where a
+    /// write delegation's CB_GETATTR answers start from.
+    #[allow(clippy::too_many_arguments)]
+    pub fn grant_delegation(
+        &self,
+        client: u64,
+        file: FileKey,
+        fh: Bytes,
+        kind: DelegType,
+        change: u64,
+        max: usize,
+        now: Instant,
+    ) -> Result<Stateid4, NoDeleg> {
         let mut i = self.inner.lock().unwrap();
         if i.recently_recalled
             .get(&file)
@@ -79,18 +145,83 @@ impl State {
         {
             return Err(NoDeleg::Contention);
         }
-        if let Some(list) = i.deleg_files.get(&file) {
+        Self::delegation_conflict(&i, client, &file, kind)?;
+        if i.delegs.len() >= max {
+            return Err(NoDeleg::Resource);
+        }
+        if !i.clients.contains_key(&client) {
+            return Err(NoDeleg::Held);
+        }
+        Ok(self.insert_deleg(&mut i, client, file, fh, kind, change, None))
+    }
+
+    /// OPEN CLAIM_PREVIOUS asking for the delegation `client` held before
+    /// the restart (RFC 8881 §10.2.1, §18.16.3): it is given back whatever
+    /// the bound, and when it now conflicts (another client reclaimed an
+    /// open that stands in its way, or the client has no back channel) it
+    /// is given pre-recalled: the bool is `recall`, and the delegation is
+    /// revoked if not returned within a lease as a recalled one is.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reclaim_delegation(
+        &self,
+        client: u64,
+        file: FileKey,
+        fh: Bytes,
+        kind: DelegType,
+        change: u64,
+        callback: bool,
+        now: Instant,
+    ) -> Result<(Stateid4, bool), NoDeleg> {
+        let mut i = self.inner.lock().unwrap();
+        if !i.clients.contains_key(&client) {
+            return Err(NoDeleg::Held);
+        }
+        let recall = match Self::delegation_conflict(&i, client, &file, kind) {
+            Ok(()) => !callback,
+            Err(e @ (NoDeleg::Held | NoDeleg::Upgrade)) => return Err(e),
+            Err(_) => true,
+        };
+        let recalled = recall.then_some(now);
+        let sid = self.insert_deleg(&mut i, client, file, fh, kind, change, recalled);
+        if recall {
+            i.deleg_events.recalled += 1;
+        }
+        Ok((sid, recall))
+    }
+
+    /// Why `client` may not have a delegation of `kind` on `file`: it holds
+    /// one already (Held, or Upgrade for a read one when it asks for a
+    /// write one); one is being recalled; another client writes
+    /// the file or holds a write delegation on it (a read delegation); or
+    /// another client has it open or holds any delegation on it (a write
+    /// delegation, RFC 8881 §10.4: its holder may change the file unseen).
+    fn delegation_conflict(
+        i: &Inner,
+        client: u64,
+        file: &FileKey,
+        kind: DelegType,
+    ) -> Result<(), NoDeleg> {
+        if let Some(list) = i.deleg_files.get(file) {
+            // The client's own first: what it holds says more than others.
+            if let Some(d) = list
+                .iter()
+                .map(|o| &i.delegs[o])
+                .find(|d| d.client == client)
+            {
+                return Err(if d.kind == DelegType::Read && kind == DelegType::Write {
+                    NoDeleg::Upgrade
+                } else {
+                    NoDeleg::Held
+                });
+            }
             for o in list {
                 let d = &i.delegs[o];
-                if d.client == client {
-                    return Err(NoDeleg::Held);
-                }
-                if d.recalled.is_some() {
+                if d.recalled.is_some() || kind == DelegType::Write || d.kind == DelegType::Write {
                     return Err(NoDeleg::Contention);
                 }
             }
         }
-        if let Some(list) = i.files.get(&file) {
+        if let Some(list) = i.files.get(file) {
             for o in list {
                 if let Some(Stateful {
                     client: c,
@@ -98,19 +229,32 @@ impl State {
                     ..
                 }) = i.stateids.get(o)
                 {
-                    if *c != client && access & ACCESS_WRITE != 0 {
+                    if *c != client && (kind == DelegType::Write || access & ACCESS_WRITE != 0) {
                         return Err(NoDeleg::Contention);
                     }
                 }
             }
         }
-        if i.delegs.len() >= max {
-            return Err(NoDeleg::Resource);
-        }
-        if !i.clients.contains_key(&client) {
-            return Err(NoDeleg::Held);
-        }
-        let other = self.new_other(&mut i, client);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert_deleg(
+        &self,
+        i: &mut Inner,
+        client: u64,
+        file: FileKey,
+        fh: Bytes,
+        kind: DelegType,
+        change: u64,
+        recalled: Option<Instant>,
+    ) -> Stateid4 {
+        let other = self.new_other(i, client);
+        let attrs = (kind == DelegType::Write).then_some(WriteAttrs {
+            last_change: change,
+            size: None,
+            bumps: 0,
+        });
         i.delegs.insert(
             other,
             Deleg {
@@ -118,25 +262,35 @@ impl State {
                 file,
                 fh,
                 seqid: 1,
-                recalled: None,
+                recalled,
+                kind,
+                attrs,
             },
         );
         i.deleg_files.entry(file).or_default().push(other);
         i.clients
             .get_mut(&client)
-            .expect("checked above")
+            .expect("checked by the caller")
             .delegs
             .insert(other);
-        Ok(Stateid4 { seqid: 1, other })
+        Stateid4 { seqid: 1, other }
     }
 
     /// Before a request of `by` (None: a client the request does not name)
-    /// that conflicts with read delegations on `file` held by others: the
-    /// first time, queues a recall of each ([`Effect::Recall`]) and says
-    /// Delay; once the holders returned them, Clear. A recall unanswered
-    /// for a lease revokes the delegation here (as the lease timer would),
-    /// and a lapsed holder's goes at once.
-    pub fn break_delegations(&self, file: &FileKey, by: Option<u64>, now: Instant) -> Break {
+    /// that conflicts with delegations on `file` held by others — all of
+    /// them for a change to the file, only write delegations when
+    /// `reader` (a READ, LOCK, read OPEN or GETATTR does not disturb a
+    /// read delegation): the first time, queues a recall of each
+    /// ([`Effect::Recall`]) and says Delay; once the holders returned
+    /// them, Clear. A recall unanswered for a lease revokes the delegation
+    /// here (as the lease timer would), and a lapsed holder's goes at once.
+    pub fn break_delegations(
+        &self,
+        file: &FileKey,
+        by: Option<u64>,
+        reader: bool,
+        now: Instant,
+    ) -> Break {
         let mut i = self.inner.lock().unwrap();
         let Some(list) = i.deleg_files.get(file) else {
             return Break::Clear;
@@ -146,7 +300,7 @@ impl State {
         let mut recalls = Vec::new();
         for o in list.clone() {
             let d = &i.delegs[&o];
-            if Some(d.client) == by {
+            if Some(d.client) == by || (reader && d.kind == DelegType::Read) {
                 continue;
             }
             let lapsed = i.clients.get(&d.client).is_none_or(|c| self.lapsed(c, now));
@@ -189,6 +343,121 @@ impl State {
         } else {
             Break::Clear
         }
+    }
+
+    /// The write delegation on `file` another client than `by` holds, which
+    /// a GETATTR of size or change must ask about first (CB_GETATTR, RFC
+    /// 8881 §10.4.3). None when there is none, or it is being recalled
+    /// (the recall settles what the file is; the caller breaks it).
+    pub fn write_holder(&self, file: &FileKey, by: Option<u64>) -> Option<WriteHolder> {
+        let i = self.inner.lock().unwrap();
+        i.deleg_files.get(file)?.iter().find_map(|o| {
+            let d = &i.delegs[o];
+            (d.kind == DelegType::Write && Some(d.client) != by && d.recalled.is_none()).then(
+                || WriteHolder {
+                    client: d.client,
+                    stateid: Stateid4 {
+                        seqid: d.seqid,
+                        other: *o,
+                    },
+                    fh: d.fh.clone(),
+                },
+            )
+        })
+    }
+
+    /// The holder of write delegation `sid` answered CB_GETATTR with
+    /// `change` and `size`; `file_size` is the server's. Whether this
+    /// shows a modification not reported before (RFC 8881 §10.4.3: its
+    /// change differs from the one it last reported, first the file's at
+    /// grant, or its size from the one known): then the server bumps the
+    /// change attribute it answers with, and the caller updates the file's
+    /// time_modify. None when the delegation is gone meanwhile.
+    pub fn cb_getattr_report(
+        &self,
+        sid: &Stateid4,
+        change: u64,
+        size: u64,
+        file_size: u64,
+    ) -> Option<bool> {
+        let mut i = self.inner.lock().unwrap();
+        let a = i.delegs.get_mut(&sid.other)?.attrs.as_mut()?;
+        let modified = change != a.last_change || size != a.size.unwrap_or(file_size);
+        if modified {
+            a.last_change = change;
+            a.size = Some(size);
+            a.bumps += 1;
+        }
+        Some(modified)
+    }
+
+    /// What a GETATTR answers for size and change of a file under write
+    /// delegation `sid`, given the server's own: the holder's size once
+    /// it reported a modification, and the server's change attribute
+    /// bumped once per reported modification (so it moves whenever the
+    /// holder's does, and never backwards while the delegation lasts).
+    pub fn cb_getattr_answer(&self, sid: &Stateid4, change: u64, size: u64) -> CbAnswer {
+        let i = self.inner.lock().unwrap();
+        match i.delegs.get(&sid.other).and_then(|d| d.attrs) {
+            Some(a) => CbAnswer {
+                size: a.size.unwrap_or(size),
+                change: change.wrapping_add(a.bumps),
+            },
+            None => CbAnswer { size, change },
+        }
+    }
+
+    /// Past the high-water mark (nine tenths of the bound `max`), asks the
+    /// clients holding the most delegations — at least the average of
+    /// those holding any — to keep only half of theirs (CB_RECALL_ANY, RFC
+    /// 8881 §20.6), one call per client in flight. Returns how many calls
+    /// were queued ([`Effect::RecallAny`]).
+    pub fn recall_any(&self, max: usize) -> usize {
+        let mut i = self.inner.lock().unwrap();
+        let held = i.delegs.len();
+        if held == 0 || held * 10 < max * 9 {
+            return 0;
+        }
+        let holders: Vec<(u64, usize, u32)> = i
+            .clients
+            .values()
+            .filter(|c| !c.delegs.is_empty())
+            .map(|c| {
+                let mask = c.delegs.iter().fold(0, |m, o| {
+                    m | match i.delegs.get(o).map(|d| d.kind) {
+                        Some(DelegType::Write) => RCA4_MASK_WDATA,
+                        Some(DelegType::Read) => RCA4_MASK_RDATA,
+                        None => 0,
+                    }
+                });
+                (c.id, c.delegs.len(), mask)
+            })
+            .collect();
+        let average = held.div_ceil(holders.len().max(1));
+        let mut queued = 0;
+        for (client, n, mask) in holders {
+            if n < average || mask == 0 || !i.recall_any_pending.insert(client) {
+                continue;
+            }
+            i.effects.push(Effect::RecallAny {
+                client,
+                keep: (n / 2) as u32,
+                mask,
+            });
+            i.deleg_events.recall_any += 1;
+            queued += 1;
+        }
+        queued
+    }
+
+    /// The driver is done with `client`'s CB_RECALL_ANY (answered or not):
+    /// another may be sent when the mark is passed again.
+    pub fn recall_any_done(&self, client: u64) {
+        self.inner
+            .lock()
+            .unwrap()
+            .recall_any_pending
+            .remove(&client);
     }
 
     /// Whether any delegation is outstanding (a cheap test before a
@@ -284,6 +553,7 @@ impl State {
 
     /// A client's delegations go with the client (purge).
     pub(super) fn drop_client_delegations(i: &mut Inner, clientid: u64) {
+        i.recall_any_pending.remove(&clientid);
         let Some(c) = i.clients.get_mut(&clientid) else {
             return;
         };
@@ -358,7 +628,7 @@ impl State {
         let d = i.delegs.get(&sid.other)?;
         Some(if d.file != *file {
             Err(Nfsstat4::NFS4ERR_BAD_STATEID)
-        } else if write {
+        } else if write && d.kind == DelegType::Read {
             Err(Nfsstat4::NFS4ERR_OPENMODE)
         } else {
             Ok(Checked::Granted)
@@ -393,4 +663,6 @@ impl State {
 pub struct DelegCounts {
     pub recalled: u64,
     pub revoked: u64,
+    /// CB_RECALL_ANY calls queued.
+    pub recall_any: u64,
 }

@@ -245,6 +245,10 @@ pub enum Effect {
         stateid: Stateid4,
         fh: Bytes,
     },
+    /// Send CB_RECALL_ANY to `client`: keep `keep` of the delegation
+    /// types in `mask` (craa_type_mask bits); then call
+    /// [`State::recall_any_done`].
+    RecallAny { client: u64, keep: u32, mask: u32 },
 }
 
 /// Called when an effect or an event was queued outside the lease timer's
@@ -278,6 +282,8 @@ struct Inner {
     /// Asynchronous copies by id, and how many of them still run.
     copies: HashMap<Other, copy::Copy>,
     copies_running: usize,
+    /// Clients with a CB_RECALL_ANY in flight.
+    recall_any_pending: HashSet<u64>,
     /// Changes for the driver, taken by [`State::reap`].
     events: Vec<Event>,
     /// I/O for the driver, taken by [`State::take_effects`].
@@ -1129,14 +1135,17 @@ impl State {
         if !i.clients.get(&clientid).is_some_and(|c| c.confirmed) {
             return Err(Nfsstat4::NFS4ERR_STALE_CLIENTID);
         }
-        // Writing, or denying reads, must wait for other clients' read
-        // delegations to be recalled (the caller asked for the recall
-        // first; one granted since is recalled when the client retries).
-        if (access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0)
-            && i.deleg_files
-                .get(&file)
-                .is_some_and(|v| v.iter().any(|o| i.delegs[o].client != clientid))
-        {
+        // Writing, or denying reads, must wait for other clients'
+        // delegations to be recalled, and any open for their write
+        // delegations (the caller asked for the recall first; one granted
+        // since is recalled when the client retries).
+        let changes = access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0;
+        if i.deleg_files.get(&file).is_some_and(|v| {
+            v.iter().any(|o| {
+                let d = &i.delegs[o];
+                d.client != clientid && (changes || d.kind == deleg::DelegType::Write)
+            })
+        }) {
             return Err(Nfsstat4::NFS4ERR_DELAY);
         }
         let existing = i.clients[&clientid]

@@ -11,6 +11,7 @@
 mod backchannel;
 mod copy;
 mod deleg;
+mod deleg_write;
 mod grace;
 mod lease;
 mod sparse;
@@ -54,6 +55,8 @@ pub type CbCall = (u32, u32, u32, Option<CbCompound4args>);
 pub struct FakeBack {
     pub calls: std::sync::Mutex<Vec<CbCall>>,
     pub answer: std::sync::Mutex<Answer>,
+    /// What CB_GETATTR answers: (change, size), or None to refuse it.
+    pub getattr: std::sync::Mutex<Option<(u64, u64)>>,
 }
 
 impl FakeBack {
@@ -61,6 +64,7 @@ impl FakeBack {
         Arc::new(FakeBack {
             calls: std::sync::Mutex::new(Vec::new()),
             answer: std::sync::Mutex::new(Answer::Ok),
+            getattr: std::sync::Mutex::new(None),
         })
     }
 
@@ -80,7 +84,8 @@ impl FakeBack {
         calls.iter().filter(|c| c.0 == 0).count()
     }
 
-    fn reply(args: &CbCompound4args) -> Bytes {
+    fn reply(&self, args: &CbCompound4args) -> Bytes {
+        let getattr = *self.getattr.lock().unwrap();
         let resarray = args
             .argarray
             .iter()
@@ -97,6 +102,20 @@ impl FakeBack {
                 NfsCbArgop4::OP_CB_RECALL(_) => {
                     NfsCbResop4::OP_CB_RECALL(CbRecall4res { status: NFS4_OK })
                 }
+                NfsCbArgop4::OP_CB_GETATTR(_) => NfsCbResop4::OP_CB_GETATTR(match getattr {
+                    Some((change, size)) => {
+                        let mut vals = bytes::BytesMut::new();
+                        bytes::BufMut::put_u64(&mut vals, change);
+                        bytes::BufMut::put_u64(&mut vals, size);
+                        CbGetattr4res::NFS4_OK(CbGetattr4resok {
+                            obj_attributes: Fattr4 {
+                                attrmask: vec![(1 << FATTR4_CHANGE) | (1 << FATTR4_SIZE)],
+                                attr_vals: vals.freeze(),
+                            },
+                        })
+                    }
+                    None => CbGetattr4res::Default(NFS4ERR_BADHANDLE),
+                }),
                 NfsCbArgop4::OP_CB_RECALL_ANY(_) => {
                     NfsCbResop4::OP_CB_RECALL_ANY(CbRecallAny4res {
                         crar_status: NFS4_OK,
@@ -131,7 +150,7 @@ impl rpc::CallbackConn for FakeBack {
         let compound = (proc_ == 1).then(|| xdr::from_bytes::<CbCompound4args>(args).unwrap());
         let answer = *self.answer.lock().unwrap();
         let r = match answer {
-            Answer::Ok => Ok(compound.as_ref().map_or_else(Bytes::new, Self::reply)),
+            Answer::Ok => Ok(compound.as_ref().map_or_else(Bytes::new, |c| self.reply(c))),
             Answer::Ignore => Err(rpc::CallbackError::Timeout),
             Answer::Closed => Err(rpc::CallbackError::Closed),
         };
@@ -319,8 +338,13 @@ pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
 impl Fx {
     /// A server that has just started with no clients on record.
     pub fn new(cfg: Nfs4Config) -> Fx {
+        Self::with_delegations(cfg, crate::export::Delegations::default())
+    }
+
+    /// [`Fx::new`] with the export allowing these delegations.
+    pub fn with_delegations(cfg: Nfs4Config, delegations: crate::export::Delegations) -> Fx {
         let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::new());
-        let export = Export::simple(
+        let mut export = Export::simple(
             "/srv/test",
             "/",
             backend,
@@ -328,6 +352,7 @@ impl Fx {
             false,
             Squash::Root,
         );
+        export.delegations = delegations;
         let live = Live::fixed(Exports::new(vec![export]));
         let key = Arc::new(HandleKey::random());
         let clock = Arc::new(ManualClock::new());
