@@ -142,6 +142,15 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
             b.server.nfs4_courteous_clients
         );
     }
+    // Likewise callback paths, shown when some are down: those clients
+    // get no delegations and their recalls wait for revocation.
+    if b.server.nfs4_callback_paths_down > 0 {
+        let _ = write!(
+            out,
+            ", NFSv4 callback paths {} up / {} down",
+            b.server.nfs4_callback_paths_up, b.server.nfs4_callback_paths_down
+        );
+    }
     out.push('\n');
     let _ = writeln!(
         out,

@@ -75,9 +75,9 @@ fn none_ext(why: WhyNoDelegation4) -> OpenDelegation4 {
 }
 
 /// The delegation an OPEN of `fid` by `clientid` with `share_access`
-/// gets, granted in the state core when the rules allow: NFSv4.1 and
-/// later, a read-only open (Tarn grants no write delegations yet), a
-/// usable back channel, nobody else writing the file, and room under
+/// gets, granted in the state core when the rules allow: a read-only
+/// open (Tarn grants no write delegations yet), a usable back channel
+/// (an NFSv4.0 client's callback path, see `cb40`), nobody else writing the file, and room under
 /// the bound. `plain`: a CLAIM_NULL or
 /// CLAIM_FH open (a reclaim or an open under a delegation gets none).
 pub fn on_open(
@@ -103,7 +103,7 @@ pub fn on_open(
         OPEN4_SHARE_ACCESS_WANT_CANCEL => return none_ext(WhyNoDelegation4::WND4_CANCELLED),
         _ => {}
     }
-    if c.minor == 0 || !plain || !export.delegations.read() {
+    if !plain || !export.delegations.read() {
         return refuse(WhyNoDelegation4::WND4_CONTENTION);
     }
     if share_access & 0xff != ACCESS_READ || want == OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG {
