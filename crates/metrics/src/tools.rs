@@ -258,3 +258,27 @@ pub fn run_doctor(socket: &Path, window: Duration, t: &Thresholds) -> Result<usi
     emit(&doctor_report(&a, &b, t))?;
     Ok(doctor::diagnose(&a, &b, t).len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_shows_callback_paths_only_when_some_are_down() {
+        let a = Snapshot::default();
+        let mut b = Snapshot {
+            unix_ms: 1000,
+            uptime_s: 1.0,
+            ..Snapshot::default()
+        };
+        b.server.nfs4_callback_paths_up = 3;
+        let head = |b: &Snapshot| top_table(&a, b, 10).lines().next().unwrap().to_string();
+        assert!(!head(&b).contains("callback"), "{}", head(&b));
+        b.server.nfs4_callback_paths_down = 2;
+        assert!(
+            head(&b).contains("NFSv4 callback paths 3 up / 2 down"),
+            "{}",
+            head(&b)
+        );
+    }
+}
