@@ -96,7 +96,7 @@ const DOWN: u8 = 2;
 
 /// One client's callback connection: opened on first use and again after
 /// it broke; `is_open` says whether the path is believed up (the last
-/// probe or call was answered).
+/// probe or call was answered with success).
 pub struct Path40 {
     pub client: u64,
     pub addr: SocketAddr,
@@ -176,10 +176,10 @@ impl Path40 {
             let conn = self.socket(true).await?;
             r = conn.call(prog, vers, proc_, cred, args, timeout).await;
         }
+        // A refusal (wrong program, credential not accepted) or a garbled
+        // reply is no working path either, as knfsd judges its probes.
         match &r {
-            Ok(_) | Err(CallbackError::Refused(_) | CallbackError::Garbage) => {
-                self.mark(true, &"answered")
-            }
+            Ok(_) => self.mark(true, &"answered"),
             Err(e) => self.mark(false, e),
         }
         r

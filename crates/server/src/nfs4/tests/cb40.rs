@@ -319,3 +319,44 @@ async fn v40_broken_connection_is_opened_again_for_a_recall() {
     assert_eq!(delegreturn(&fx, &fh, &sid).await, NFS4_OK);
     assert_eq!(open40_status(&fx, other, "w", WRITE).await, NFS4_OK);
 }
+
+/// A client whose callback service refuses every call (a wrong program).
+#[derive(Debug)]
+struct Refuses;
+
+impl rpc::CallbackConn for Refuses {
+    fn call(
+        &self,
+        _prog: u32,
+        _vers: u32,
+        _proc: u32,
+        _cred: proto::rpc::OpaqueAuth,
+        _args: Bytes,
+        _timeout: Duration,
+    ) -> rpc::callback::CallFuture<'_> {
+        Box::pin(std::future::ready(Err(rpc::CallbackError::Refused(
+            rpc::msg::ReplyStatus::Accepted(proto::rpc::AcceptStat::PROG_UNAVAIL),
+        ))))
+    }
+
+    fn is_open(&self) -> bool {
+        true
+    }
+
+    fn conn_id(&self) -> u64 {
+        3
+    }
+}
+
+#[tokio::test]
+async fn v40_a_refused_probe_leaves_the_path_down() {
+    let fx = Fx::new(cfg(10, 0));
+    fx.n.backchannels.v40.set_dial(Arc::new(|_| {
+        Box::pin(async { Ok(Arc::new(Refuses) as Arc<dyn rpc::CallbackConn>) })
+    }));
+    let id = client(&fx, "refused", 1, "tcp", "127.0.0.1.8.1", 1).await;
+    assert!(!fx.n.backchannels.v40.is_up(id));
+    let (_, _) = open40(&fx, id, "o", 1, READ).await;
+    let (o, _) = open40(&fx, id, "o", 3, READ).await;
+    assert!(read_deleg(&o).is_none());
+}
