@@ -234,7 +234,7 @@ impl Backchannel {
         }
     }
 
-    /// NFSv4.0's CB_COMPOUND (RFC 7530 §16.2.3 of the callback program):
+    /// NFSv4.0's CB_COMPOUND (RFC 7530 §17.2):
     /// the callback_ident and the operations, no CB_SEQUENCE.
     async fn compound40(
         &self,

@@ -77,8 +77,8 @@ fn none_ext(why: WhyNoDelegation4) -> OpenDelegation4 {
 /// The delegation an OPEN of `fid` by `clientid` with `share_access`
 /// gets, granted in the state core when the rules allow: a read-only
 /// open (Tarn grants no write delegations yet), a usable back channel
-/// (an NFSv4.0 client's callback path, see `cb40`), nobody else writing the file, and room under
-/// the bound. `plain`: a CLAIM_NULL or
+/// (for NFSv4.0 the callback path, see `cb40`), nobody else writing the
+/// file, and room under the bound. `plain`: a CLAIM_NULL or
 /// CLAIM_FH open (a reclaim or an open under a delegation gets none).
 pub fn on_open(
     c: &Compound<'_>,

@@ -849,15 +849,13 @@ async fn lease_walk(
         .v40
         .retain(|client| state.client_exists(client));
     if let Some(m) = metrics {
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
         let (up, down) = records.backchannels.path_counts();
-        m.server
-            .nfs4_callback_paths_up
-            .store(up as i64, std::sync::atomic::Ordering::Relaxed);
+        m.server.nfs4_callback_paths_up.store(up as i64, relaxed);
         m.server
             .nfs4_callback_paths_down
-            .store(down as i64, std::sync::atomic::Ordering::Relaxed);
+            .store(down as i64, relaxed);
         let d = state.take_deleg_counts();
-        let relaxed = std::sync::atomic::Ordering::Relaxed;
         m.server.delegations_recalled.fetch_add(d.recalled, relaxed);
         m.server.delegations_revoked.fetch_add(d.revoked, relaxed);
         m.server.nfs4_courteous_clients.store(

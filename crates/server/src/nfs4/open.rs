@@ -157,7 +157,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     let clientid = if c.minor == 0 {
         c.n.state.renew(a.owner.clientid, c.n.clock.now())?;
         // The client's own delegations do not stand in the way of what
-        // follows (as a 4.1 session's client, RFC 7530 §10.4).
+        // follows, as for a 4.1 session's client (knfsd does the same).
         c.clientid = Some(a.owner.clientid);
         a.owner.clientid
     } else {

@@ -202,8 +202,8 @@ impl State {
             return;
         };
         i.deleg_events.revoked += 1;
-        // NFSv4.0 has no revoked state to free: the stateid is simply no
-        // longer known: NFS4ERR_BAD_STATEID, as knfsd answers.
+        // NFSv4.0 has no revoked state to free: the stateid is no longer
+        // known and answers NFS4ERR_BAD_STATEID, as from knfsd.
         if i.clients.get(&d.client).is_some_and(|c| c.minor == 0) {
             return;
         }
