@@ -152,6 +152,11 @@ pub struct ServerCounters {
     /// NFSv4 clients whose lease ran out but whose state is kept until
     /// another client needs it (courteous clients), set by the lease timer.
     pub nfs4_courteous_clients: AtomicI64,
+    /// NFSv4 clients whose callback path is up, and down (4.1 clients
+    /// that asked for a back channel, 4.0 clients that named a callback
+    /// address), set by the lease timer.
+    pub nfs4_callback_paths_up: AtomicI64,
+    pub nfs4_callback_paths_down: AtomicI64,
     /// Auth cache, copied from its shards once a second.
     pub auth_cache_hits: AtomicU64,
     pub auth_cache_misses: AtomicU64,

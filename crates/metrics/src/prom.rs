@@ -358,6 +358,18 @@ impl Collector for SnapCollector {
             "NFSv4 clients whose lease ran out, their state kept until another client needs it",
             [(vec![], v.nfs4_courteous_clients)],
         )?;
+        gauge(
+            &mut enc,
+            "tarn_nfs4_callback_paths",
+            "NFSv4 clients by the state of their callback path (clients that want one)",
+            [
+                (vec![("state", "up".to_string())], v.nfs4_callback_paths_up),
+                (
+                    vec![("state", "down".to_string())],
+                    v.nfs4_callback_paths_down,
+                ),
+            ],
+        )?;
         counter(
             &mut enc,
             "tarn_auth_cache_hits",

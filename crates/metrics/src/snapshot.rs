@@ -127,6 +127,10 @@ pub struct ServerSnap {
     pub slot_replays: u64,
     #[serde(default)]
     pub nfs4_courteous_clients: i64,
+    #[serde(default)]
+    pub nfs4_callback_paths_up: i64,
+    #[serde(default)]
+    pub nfs4_callback_paths_down: i64,
     pub auth_cache_hits: u64,
     pub auth_cache_misses: u64,
     pub auth_cache_evictions: u64,
@@ -311,6 +315,8 @@ impl Metrics {
             bad_calls: s.bad_calls.load(Relaxed),
             slot_replays: s.slot_replays.load(Relaxed),
             nfs4_courteous_clients: s.nfs4_courteous_clients.load(Relaxed),
+            nfs4_callback_paths_up: s.nfs4_callback_paths_up.load(Relaxed),
+            nfs4_callback_paths_down: s.nfs4_callback_paths_down.load(Relaxed),
             auth_cache_hits: s.auth_cache_hits.load(Relaxed),
             auth_cache_misses: s.auth_cache_misses.load(Relaxed),
             auth_cache_evictions: s.auth_cache_evictions.load(Relaxed),

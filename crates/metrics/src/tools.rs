@@ -155,6 +155,15 @@ pub fn top_table(a: &Snapshot, b: &Snapshot, limit: usize) -> String {
             b.server.nfs4_courteous_clients
         );
     }
+    // Likewise callback paths, shown when some are down: those clients
+    // get no delegations and their recalls wait for revocation.
+    if b.server.nfs4_callback_paths_down > 0 {
+        let _ = write!(
+            out,
+            ", NFSv4 callback paths {} up / {} down",
+            b.server.nfs4_callback_paths_up, b.server.nfs4_callback_paths_down
+        );
+    }
     out.push('\n');
     let _ = writeln!(
         out,
@@ -271,4 +280,28 @@ pub fn run_doctor(socket: &Path, window: Duration, t: &Thresholds) -> Result<usi
     let b = fetch(socket)?;
     emit(&doctor_report(&a, &b, t))?;
     Ok(doctor::diagnose(&a, &b, t).len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_shows_callback_paths_only_when_some_are_down() {
+        let a = Snapshot::default();
+        let mut b = Snapshot {
+            unix_ms: 1000,
+            uptime_s: 1.0,
+            ..Snapshot::default()
+        };
+        b.server.nfs4_callback_paths_up = 3;
+        let head = |b: &Snapshot| top_table(&a, b, 10).lines().next().unwrap().to_string();
+        assert!(!head(&b).contains("callback"), "{}", head(&b));
+        b.server.nfs4_callback_paths_down = 2;
+        assert!(
+            head(&b).contains("NFSv4 callback paths 3 up / 2 down"),
+            "{}",
+            head(&b)
+        );
+    }
 }

@@ -83,6 +83,14 @@ pub struct RpcClient {
     reader: tokio::task::JoinHandle<()>,
 }
 
+impl std::fmt::Debug for RpcClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcClient")
+            .field("local", &self.local)
+            .finish()
+    }
+}
+
 impl Drop for RpcClient {
     fn drop(&mut self) {
         self.reader.abort();
@@ -250,9 +258,57 @@ impl RpcClient {
         }
     }
 
+    /// Whether the connection ended (the peer closed it or it broke):
+    /// calls on it can only fail.
+    pub fn is_closed(&self) -> bool {
+        self.reader.is_finished()
+    }
+
     /// Sends raw bytes on the connection (for tests of malformed input).
     pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
         Ok(self.wr.lock().await.write_all(b).await?)
+    }
+}
+
+/// A connection the server opened to a client's callback service (the
+/// NFSv4.0 callback path, RFC 7530 §3.3.5): calls carry the credential
+/// given per call, not the client's own.
+impl crate::callback::CallbackConn for RpcClient {
+    fn call(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        cred: OpaqueAuth,
+        args: Bytes,
+        timeout: std::time::Duration,
+    ) -> crate::callback::CallFuture<'_> {
+        use crate::callback::CallbackError;
+        Box::pin(async move {
+            let xid = self.next_xid();
+            let mut out = BytesMut::with_capacity(128 + args.len());
+            record::begin(&mut out);
+            msg::encode_call_head(xid, prog, vers, proc_, &cred, &mut out);
+            msg::none_verf().pack(&mut out);
+            out.put_slice(&args);
+            record::finish(&mut out);
+            let r = tokio::time::timeout(timeout, self.send_record(xid, &out)).await;
+            // A reply that never came leaves no waiter behind.
+            self.pending.lock().unwrap().remove(&xid);
+            match r {
+                Err(_) => Err(CallbackError::Timeout),
+                Ok(Err(_)) => Err(CallbackError::Closed),
+                Ok(Ok(rec)) => crate::callback::results(rec),
+            }
+        })
+    }
+
+    fn is_open(&self) -> bool {
+        !self.is_closed()
+    }
+
+    fn conn_id(&self) -> u64 {
+        0
     }
 }
 

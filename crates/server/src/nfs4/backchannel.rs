@@ -77,6 +77,9 @@ pub struct Backchannel {
     /// The client asked for this back channel (CREATE_SESSION's
     /// CONN_BACK_CHAN, or a connection bound for the back direction).
     wanted: AtomicBool,
+    /// NFSv4.0: SETCLIENTID's callback_ident, carried by every
+    /// CB_COMPOUND (see `cb40`).
+    callback_ident: u32,
 }
 
 impl std::fmt::Debug for Backchannel {
@@ -108,6 +111,22 @@ impl Backchannel {
             slot: tokio::sync::Mutex::new(1),
             fault: AtomicBool::new(false),
             wanted: AtomicBool::new(wanted),
+            callback_ident: 0,
+        }
+    }
+
+    /// An NFSv4.0 client's callback path (`session` only names it).
+    pub fn v40(
+        session: Sessionid4,
+        client: Clientid4,
+        prog: u32,
+        callback_ident: u32,
+        cred: Option<OpaqueAuth>,
+        conn: Arc<dyn CallbackConn>,
+    ) -> Self {
+        Backchannel {
+            callback_ident,
+            ..Self::new(session, client, 0, prog, cred, Some(conn), true)
         }
     }
 
@@ -172,6 +191,9 @@ impl Backchannel {
     ) -> Result<(Nfsstat4, Vec<NfsCbResop4>), CbFail> {
         let (prog, cred, conn) = self.target()?;
         let mut seq = self.slot.lock().await;
+        if self.minor == 0 {
+            return self.compound40(prog, cred, conn, ops, timeout).await;
+        }
         let mut argarray = Vec::with_capacity(ops.len() + 1);
         argarray.push(NfsCbArgop4::OP_CB_SEQUENCE(CbSequence4args {
             csa_sessionid: self.session,
@@ -211,12 +233,41 @@ impl Backchannel {
             _ => Err(CbFail::Sequence(res.status)),
         }
     }
+
+    /// NFSv4.0's CB_COMPOUND (RFC 7530 §17.2):
+    /// the callback_ident and the operations, no CB_SEQUENCE.
+    async fn compound40(
+        &self,
+        prog: u32,
+        cred: OpaqueAuth,
+        conn: Arc<dyn CallbackConn>,
+        ops: Vec<NfsCbArgop4>,
+        timeout: Duration,
+    ) -> Result<(Nfsstat4, Vec<NfsCbResop4>), CbFail> {
+        let args = CbCompound4args {
+            tag: Bytes::new(),
+            minorversion: 0,
+            callback_ident: self.callback_ident,
+            argarray: ops,
+        };
+        let r = conn
+            .call(prog, 1, CB_COMPOUND, cred, xdr::to_bytes(&args), timeout)
+            .await;
+        self.note(&r);
+        let res: CbCompound4res = xdr::from_bytes(r.map_err(CbFail::Call)?).map_err(|_| {
+            self.fault.store(true, Ordering::Relaxed);
+            CbFail::Call(CallbackError::Garbage)
+        })?;
+        Ok((res.status, res.resarray))
+    }
 }
 
 /// Every session's back channel, by client.
 #[derive(Default)]
 pub struct Backchannels {
     by_client: Mutex<HashMap<Clientid4, Vec<Arc<Backchannel>>>>,
+    /// NFSv4.0 clients' callback paths (they have no sessions).
+    pub v40: super::cb40::Paths40,
 }
 
 impl Backchannels {
@@ -239,7 +290,31 @@ impl Backchannels {
     /// A usable back channel of the client, if it has one.
     pub fn for_client(&self, client: Clientid4) -> Option<Arc<Backchannel>> {
         let m = self.by_client.lock().unwrap();
-        m.get(&client)?.iter().find(|b| b.usable()).cloned()
+        match m.get(&client) {
+            Some(v) => v.iter().find(|b| b.usable()).cloned(),
+            None => {
+                drop(m);
+                self.v40.usable(client)
+            }
+        }
+    }
+
+    /// Clients whose callback path is up, and down: 4.1 clients that
+    /// asked for a back channel (up when some session's is usable), and
+    /// 4.0 clients that named a callback address.
+    pub fn path_counts(&self) -> (usize, usize) {
+        let (mut up, mut down) = self.v40.counts();
+        for v in self.by_client.lock().unwrap().values() {
+            if !v.iter().any(|b| b.wanted.load(Ordering::Relaxed)) {
+                continue;
+            }
+            if v.iter().any(|b| b.usable()) {
+                up += 1;
+            } else {
+                down += 1;
+            }
+        }
+        (up, down)
     }
 
     pub fn remove_session(&self, client: Clientid4, session: &Sessionid4) {
@@ -265,7 +340,11 @@ impl Backchannels {
     /// for one.
     pub fn path_up(&self, client: Clientid4) -> Option<bool> {
         let m = self.by_client.lock().unwrap();
-        let v = m.get(&client)?;
+        let Some(v) = m.get(&client) else {
+            drop(m);
+            // NFSv4.0: a callback address given in SETCLIENTID.
+            return self.v40.known(client).then(|| self.v40.is_up(client));
+        };
         if !v.iter().any(|b| b.wanted.load(Ordering::Relaxed)) {
             return None;
         }

@@ -267,9 +267,10 @@ fn granted(kind: DelegType, stateid: Stateid4, recall: bool) -> OpenDelegation4 
 }
 
 /// The delegation an OPEN of `fid` by `clientid` with `share_access`
-/// gets, granted in the state core when the rules allow: NFSv4.1 and
-/// later, a type the export and the client's wish allow (see
-/// [`deleg_type`]), a usable back channel, no other client in the way,
+/// gets, granted in the state core when the rules allow: a type the
+/// export and the client's wish allow (see
+/// [`deleg_type`]), a usable back channel (for NFSv4.0 the callback
+/// path, see `cb40`), no other client in the way,
 /// and room under the bound. A reclaim gets back what it names.
 pub async fn on_open(
     c: &Compound<'_>,
@@ -298,7 +299,7 @@ pub async fn on_open(
         OPEN4_SHARE_ACCESS_WANT_CANCEL => return none_ext(WhyNoDelegation4::WND4_CANCELLED),
         _ => {}
     }
-    if c.minor == 0 || claim != Claim::Plain {
+    if claim != Claim::Plain {
         return refuse(WhyNoDelegation4::WND4_CONTENTION);
     }
     let access = share_access & 0xff;
@@ -381,8 +382,9 @@ async fn reclaim(
         OpenDelegationType4::OPEN_DELEGATE_WRITE => DelegType::Write,
         _ => return OpenDelegation4::OPEN_DELEGATE_NONE,
     };
-    // NFSv4.0 clients are given no delegations (no callback path, and
-    // DELEGRETURN has no client to check them against), reclaimed or not.
+    // NFSv4.0 reclaims get none yet: a reclaimed delegation must be
+    // recallable at once, and a 4.0 client's callback path is only probed
+    // after its new SETCLIENTID_CONFIRM.
     if c.minor == 0 {
         return OpenDelegation4::OPEN_DELEGATE_NONE;
     }

@@ -10,6 +10,7 @@
 
 pub mod attr;
 pub mod backchannel;
+pub mod cb40;
 pub mod clock;
 mod compound;
 pub mod copy;
@@ -861,9 +862,19 @@ async fn lease_walk(
     }
     state.recall_any(max_delegations);
     records.apply().await;
+    // NFSv4.0 callback paths go with their clients.
+    records
+        .backchannels
+        .v40
+        .retain(|client| state.client_exists(client));
     if let Some(m) = metrics {
-        let d = state.take_deleg_counts();
         let relaxed = std::sync::atomic::Ordering::Relaxed;
+        let (up, down) = records.backchannels.path_counts();
+        m.server.nfs4_callback_paths_up.store(up as i64, relaxed);
+        m.server
+            .nfs4_callback_paths_down
+            .store(down as i64, relaxed);
+        let d = state.take_deleg_counts();
         m.server.delegations_recalled.fetch_add(d.recalled, relaxed);
         m.server.delegations_revoked.fetch_add(d.revoked, relaxed);
         m.server.recall_any_sent.fetch_add(d.recall_any, relaxed);
@@ -913,14 +924,24 @@ impl Records {
     /// lease, whatever happens to the call. A client with no usable back
     /// channel is not called (it gets no new delegations either).
     fn recall(&self, client: u64, stateid: Stateid4, fh: Bytes) {
-        let Some(bc) = self.backchannels.for_client(client) else {
+        let bc = self.backchannels.for_client(client);
+        // An NFSv4.0 client's path that is down is tried again first.
+        if bc.is_none() && !self.backchannels.v40.known(client) {
             debug!(client, "no back channel to recall a delegation on");
             return;
-        };
+        }
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
+        let all = self.backchannels.clone();
         tokio::spawn(async move {
+            let bc = match bc {
+                Some(bc) => bc,
+                None => match all.v40.revive(client).await {
+                    Some(bc) => bc,
+                    None => return debug!(client, "callback path down: CB_RECALL not sent"),
+                },
+            };
             let op = NfsCbArgop4::OP_CB_RECALL(CbRecall4args {
                 stateid,
                 truncate: false,

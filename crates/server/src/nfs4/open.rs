@@ -156,6 +156,9 @@ fn open_by_name(
 async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail> {
     let clientid = if c.minor == 0 {
         c.n.state.renew(a.owner.clientid, c.n.clock.now())?;
+        // The client's own delegations do not stand in the way of what
+        // follows, as for a 4.1 session's client (knfsd does the same).
+        c.clientid = Some(a.owner.clientid);
         a.owner.clientid
     } else {
         c.clientid()?
@@ -305,9 +308,11 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         deny,
         c.n.clock.now(),
     )?;
+    let confirm = c.minor == 0 && c.n.state.needs_open_confirm(clientid, &owner, reclaim);
     let claim = match prev_deleg {
         Some(t) => super::deleg::Claim::Reclaim(t),
-        None if plain => super::deleg::Claim::Plain,
+        // As knfsd: a 4.0 open owner not yet confirmed is given no delegation.
+        None if plain && !confirm => super::deleg::Claim::Plain,
         None => super::deleg::Claim::Other,
     };
     let delegation = super::deleg::on_open(
@@ -326,7 +331,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     });
     c.cur_sid = Some(sid.clone());
     let mut rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
-    if c.minor == 0 && c.n.state.needs_open_confirm(clientid, &owner, reclaim) {
+    if confirm {
         rflags |= OPEN4_RESULT_CONFIRM;
     }
     Ok(Open4resok {
@@ -421,11 +426,18 @@ pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Delegreturn4res
     let r = (|| {
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
         let sid = c.stateid(&a.deleg_stateid)?;
-        // NFSv4.0 clients are given no delegations (no callback path yet).
-        let client = c.clientid.ok_or(Fail::new(
-            Nfsstat4::NFS4ERR_BAD_STATEID,
-            "no delegation was granted",
-        ))?;
+        // NFSv4.0 names no client: the delegation's holder returns it
+        // (one revoked or never granted is unknown: BAD_STATEID).
+        let client = match c.clientid {
+            Some(id) => id,
+            None => c.n.state.deleg_client(&sid).ok_or(Fail::new(
+                Nfsstat4::NFS4ERR_BAD_STATEID,
+                "no such delegation",
+            ))?,
+        };
+        if c.minor == 0 {
+            c.n.state.renew(client, c.n.clock.now())?;
+        }
         match c
             .n
             .state

@@ -17,10 +17,25 @@ pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res
         c.n.clock.now(),
     );
     match r {
-        Ok((clientid, setclientid_confirm)) => Setclientid4res::NFS4_OK(Setclientid4resok {
-            clientid,
-            setclientid_confirm,
-        }),
+        Ok((clientid, setclientid_confirm)) => {
+            // The callback is used once confirmed; an address Tarn cannot
+            // use leaves the path down, SETCLIENTID still succeeds.
+            let loc = &a.callback.cb_location;
+            let addr = super::cb40::parse_uaddr(&loc.na_r_netid, &loc.na_r_addr);
+            c.n.backchannels.v40.setclientid(
+                clientid,
+                super::cb40::Target {
+                    addr,
+                    prog: a.callback.cb_program,
+                    ident: a.callback_ident,
+                    cred: super::cb40::cred_for(&c.ctx.auth),
+                },
+            );
+            Setclientid4res::NFS4_OK(Setclientid4resok {
+                clientid,
+                setclientid_confirm,
+            })
+        }
         Err(s) => {
             log_fail(
                 c,
@@ -56,6 +71,8 @@ pub async fn setclientid_confirm(
             if newly {
                 c.n.apply_effects().await;
             }
+            // The callback SETCLIENTID named is the path from now on.
+            c.n.backchannels.v40.confirm(a.clientid);
             Nfsstat4::NFS4_OK
         }
         Err(s) => {
@@ -72,6 +89,23 @@ pub async fn setclientid_confirm(
 
 pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
     let status = match c.n.state.renew(a.clientid, c.n.clock.now()) {
+        // RFC 7530 §16.29.4: the lease is renewed, but a client holding
+        // delegations hears that they cannot be recalled.
+        Ok(())
+            if c.n.state.client_delegations(a.clientid) > 0
+                && !c.n.backchannels.v40.is_up(a.clientid) =>
+        {
+            c.n.backchannels.v40.retry(a.clientid);
+            log_fail(
+                c,
+                "OP_RENEW",
+                &Fail::new(
+                    Nfsstat4::NFS4ERR_CB_PATH_DOWN,
+                    "the client holds delegations and its callback path is down",
+                ),
+            );
+            Nfsstat4::NFS4ERR_CB_PATH_DOWN
+        }
         Ok(()) => Nfsstat4::NFS4_OK,
         Err(s) => {
             log_fail(c, "OP_RENEW", &Fail::new(s, "client unknown or expired"));

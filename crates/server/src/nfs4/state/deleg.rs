@@ -477,6 +477,19 @@ impl State {
         i.clients.values().map(|c| (c.id, c.delegs.len())).collect()
     }
 
+    /// Delegations `client` holds (RENEW's callback-path check).
+    pub fn client_delegations(&self, client: u64) -> usize {
+        let i = self.inner.lock().unwrap();
+        i.clients.get(&client).map_or(0, |c| c.delegs.len())
+    }
+
+    /// The client a live delegation's stateid was granted to (NFSv4.0's
+    /// DELEGRETURN names no client otherwise).
+    pub fn deleg_client(&self, sid: &Stateid4) -> Option<u64> {
+        let i = self.inner.lock().unwrap();
+        i.delegs.get(&sid.other).map(|d| d.client)
+    }
+
     /// Outstanding delegations.
     pub fn delegations(&self) -> usize {
         self.inner.lock().unwrap().delegs.len()
@@ -494,11 +507,16 @@ impl State {
         let Some(d) = Self::unlink_deleg(i, o) else {
             return;
         };
+        i.deleg_events.revoked += 1;
+        // NFSv4.0 has no revoked state to free: the stateid is no longer
+        // known and answers NFS4ERR_BAD_STATEID, as from knfsd.
+        if i.clients.get(&d.client).is_some_and(|c| c.minor == 0) {
+            return;
+        }
         i.deleg_revoked.insert(o, d.client);
         if let Some(c) = i.clients.get_mut(&d.client) {
             c.deleg_revoked.insert(o);
         }
-        i.deleg_events.revoked += 1;
     }
 
     fn unlink_deleg(i: &mut Inner, o: Other) -> Option<Deleg> {

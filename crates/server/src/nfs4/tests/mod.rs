@@ -9,6 +9,7 @@
 //! the real process restart stays in `crates/client/tests`.
 
 mod backchannel;
+mod cb40;
 mod copy;
 mod deleg;
 mod deleg_write;
