@@ -156,6 +156,8 @@ struct Owner {
     clientid: u64,
     name: &'static str,
     seqid: u32,
+    /// The file OPEN names.
+    file: &'static str,
 }
 
 /// An OPEN's result.
@@ -171,6 +173,7 @@ impl Owner {
             clientid,
             name,
             seqid: 1,
+            file: "f",
         }
     }
 
@@ -179,7 +182,7 @@ impl Owner {
         self.seqid - 1
     }
 
-    /// OPEN "f" (creating it), with OPEN_CONFIRM if asked; Err(status).
+    /// OPEN `self.file` (creating it), with OPEN_CONFIRM if asked; Err(status).
     async fn open(&mut self, c: &Nfs4Conn, access: u32) -> Result<Opened, Nfsstat4> {
         let seqid = self.next();
         let r = c
@@ -199,7 +202,7 @@ impl Owner {
                             attrmask: vec![],
                             attr_vals: Bytes::new(),
                         })),
-                        claim: OpenClaim4::CLAIM_NULL(name("f")),
+                        claim: OpenClaim4::CLAIM_NULL(name(self.file)),
                     }),
                     NfsArgop4::OP_GETFH,
                 ],
@@ -268,7 +271,7 @@ async fn next_cb(rx: &mut mpsc::UnboundedReceiver<Cb>) -> Cb {
         .expect("callback service running")
 }
 
-/// A read delegation for `a` on "f" (the owner's first open is confirmed
+/// A read delegation for `a` on `o.file` (the owner's first open is confirmed
 /// first: knfsd and Tarn give unconfirmed 4.0 owners none).
 async fn read_delegation(c: &Nfs4Conn, o: &mut Owner) -> (Opened, Stateid4) {
     for _ in 0..2 {
@@ -373,8 +376,10 @@ fn nfs40_read_delegation_recalled_over_the_callback_path() {
         // The callback service closed its end after the CB_COMPOUND: the
         // next recall comes on a connection the server opens again.
         wo.close(&writer, &w).await;
-        let (_, sid) = read_delegation(&holder, &mut ao).await;
-        let (_, second) = recalled_then_open(&holder, &writer, &mut wo, &mut rx, &fh, &sid).await;
+        // Another file: none is granted on "f" for a while after its recall.
+        (ao.file, wo.file) = ("g", "g");
+        let (g, sid) = read_delegation(&holder, &mut ao).await;
+        let (_, second) = recalled_then_open(&holder, &writer, &mut wo, &mut rx, &g.fh, &sid).await;
         assert_ne!(first, second, "a new callback connection");
     });
     let log = t.log();
