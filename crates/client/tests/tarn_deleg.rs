@@ -12,7 +12,7 @@
 //!   clear it.
 //! - A process on the server writing the file directly recalls it too
 //!   (the server's fanotify group; as root only).
-//! - Write delegations and CB_GETATTR (ignored until the server grants them).
+//! - Write delegations and CB_GETATTR.
 //!
 //!   cargo build -p tarn && TARN_BIN=... cargo test -p client --test tarn_deleg -- --nocapture
 
@@ -367,7 +367,6 @@ fn free_stateid_of_a_revoked_delegation_by_hand() {
 }
 
 #[test]
-#[ignore = "needs write delegations on the server"]
 fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
     let t = Tarn::start(&[]);
     run(async {

@@ -323,12 +323,13 @@ pub struct Export {
 }
 
 /// The NFSv4 delegations an export allows (`delegations = "none" | "read"
-/// | "read-write"`).
+/// | "read-write"`). Both kinds by default, as Linux's server (6.6 and
+/// later) grants them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Delegations {
     None,
-    #[default]
     Read,
+    #[default]
     ReadWrite,
 }
 

@@ -14,7 +14,7 @@
 //! anonuid = 65534
 //! anongid = 65534
 //! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
-//! delegations = "read"           # NFSv4 delegations: "none", "read" (default), "read-write"
+//! delegations = "read-write"     # NFSv4 delegations: "none", "read", "read-write" (default)
 //!
 //! [[export]]                     # the rule form: first matching rule wins
 //! path = "/srv/home"
@@ -64,7 +64,7 @@ pub struct ExportConfig {
     pub rules: Vec<Rule>,
     /// Accepted security flavors, in preference order.
     pub sec: Vec<Flavor>,
-    /// NFSv4 delegations allowed (default: read).
+    /// NFSv4 delegations allowed (default: read-write).
     pub delegations: server::export::Delegations,
 }
 
@@ -610,7 +610,7 @@ mod tests {
         use server::export::Delegations;
         let src = |d: &str| format!("[[export]]\npath = \"/srv\"\nclients = []\n{d}");
         let c = parse(Path::new("t.toml"), &src("")).unwrap();
-        assert_eq!(c.exports[0].delegations, Delegations::Read);
+        assert_eq!(c.exports[0].delegations, Delegations::ReadWrite);
         for (v, want) in [
             ("none", Delegations::None),
             ("read", Delegations::Read),
