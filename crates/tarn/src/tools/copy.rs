@@ -1,0 +1,680 @@
+//! `cp` and `cat`: moving file data, pipelined.
+//!
+//! A file is copied in chunks of the smaller of the two sides' transfer
+//! sizes (the server's maxread/maxwrite, capped by the session's request
+//! and reply sizes). Up to `depth` chunks are read ahead in order and up to
+//! `depth` written in any order, so several READs and WRITEs are on the
+//! wire at once on the session's slots. NFS writes are UNSTABLE and the
+//! file is COMMITted once at its end; a COMMIT whose verifier differs from
+//! a write's (the server restarted in between) fails the copy.
+//!
+//! Modes and modification times are kept; directories get theirs after
+//! their contents are in place (writing entries changes a directory's mtime).
+
+use super::conn::{is_dir, nfs_err, parse, Client};
+use super::url::NfsUrl;
+use bytes::Bytes;
+use client::nfs4::{Session, SetAttrs, ANON_STATEID};
+use futures::{StreamExt, TryStreamExt};
+use proto::nfs4::*;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(clap::Args)]
+pub struct CpArgs {
+    /// Copy directories and their contents.
+    #[arg(short = 'r', short_alias = 'R')]
+    pub recursive: bool,
+    /// No summary line.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// A local path or an nfs:// URL.
+    pub src: String,
+    /// A local path or an nfs:// URL; an existing directory receives SRC's name.
+    pub dst: String,
+}
+
+/// Local chunk size, and the cap on an NFS one.
+const CHUNK: u32 = 1 << 20;
+/// Chunks in flight per direction (further capped by the session's slots).
+const DEPTH: usize = 16;
+
+/// One side of a copy.
+#[derive(Clone)]
+enum Side {
+    Local(PathBuf),
+    Nfs(Arc<Session>, NfsUrl),
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Side::Local(p) => write!(f, "{}", p.display()),
+            Side::Nfs(_, u) => write!(f, "{u}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    File,
+    Dir,
+    Other,
+}
+
+/// What a copy needs to know of a source or an existing target.
+struct Meta {
+    kind: Kind,
+    size: u64,
+    mode: u32,
+    mtime: Nfstime4,
+    /// Largest READ the server takes for this file (NFS sources).
+    rsize: u32,
+}
+
+const META_BITS: &[u32] = &[
+    FATTR4_TYPE,
+    FATTR4_SIZE,
+    FATTR4_MAXREAD,
+    FATTR4_MAXWRITE,
+    FATTR4_MODE,
+    FATTR4_TIME_MODIFY,
+];
+
+/// A transfer size: the server's limit, within what the session's
+/// requests and replies hold (less room for the COMPOUND around the data),
+/// a whole number of 4 KiB pages.
+fn io_size(server_max: Option<u64>, channel_max: u32) -> u32 {
+    let room = channel_max.saturating_sub(1024);
+    let n = server_max.unwrap_or(CHUNK as u64).min(room as u64) as u32;
+    (n & !4095).clamp(4096, CHUNK)
+}
+
+fn depth(s: &Session) -> usize {
+    (s.fore_channel().ca_maxrequests as usize).clamp(1, DEPTH)
+}
+
+fn to_time(t: &Nfstime4) -> SystemTime {
+    // nseconds always counts forward, also from a negative second.
+    let secs = Duration::from_secs(t.seconds.unsigned_abs());
+    let base = if t.seconds >= 0 {
+        SystemTime::UNIX_EPOCH + secs
+    } else {
+        SystemTime::UNIX_EPOCH - secs
+    };
+    base + Duration::from_nanos(t.nseconds as u64)
+}
+
+impl Side {
+    fn parse(arg: &str) -> Result<SideArg, String> {
+        if arg.starts_with("nfs://") {
+            Ok(SideArg::Nfs(parse(arg)?))
+        } else if arg.contains("://") {
+            Err(format!(
+                "{arg}: only nfs:// URLs and local paths are understood"
+            ))
+        } else {
+            Ok(SideArg::Local(PathBuf::from(arg)))
+        }
+    }
+
+    fn join(&self, name: &str) -> Side {
+        match self {
+            Side::Local(p) => Side::Local(p.join(name)),
+            Side::Nfs(s, u) => Side::Nfs(s.clone(), u.join(name)),
+        }
+    }
+
+    fn name(&self) -> Option<String> {
+        match self {
+            Side::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+            Side::Nfs(_, u) => u.split_last().map(|(_, n)| n),
+        }
+    }
+
+    /// None if nothing is there.
+    async fn meta(&self) -> Result<Option<Meta>, String> {
+        match self {
+            Side::Local(p) => match std::fs::symlink_metadata(p) {
+                Ok(m) => Ok(Some(local_meta(&m))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("{}: {e}", p.display())),
+            },
+            Side::Nfs(s, u) => match s.lookup_path_attrs(&u.path, META_BITS).await {
+                Ok((_, a)) => Ok(Some(Meta {
+                    kind: match a.ftype {
+                        Some(NfsFtype4::NF4REG) => Kind::File,
+                        Some(NfsFtype4::NF4DIR) => Kind::Dir,
+                        _ => Kind::Other,
+                    },
+                    size: a.size.unwrap_or(0),
+                    mode: a.mode.unwrap_or(0o644) & 0o7777,
+                    mtime: a.time_modify.unwrap_or(Nfstime4 {
+                        seconds: 0,
+                        nseconds: 0,
+                    }),
+                    rsize: io_size(a.maxread, s.fore_channel().ca_maxresponsesize),
+                })),
+                Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_NOENT) => Ok(None),
+                Err(e) => Err(nfs_err(u, e)),
+            },
+        }
+    }
+
+    /// Entries of a directory, by name.
+    async fn list(&self) -> Result<Vec<String>, String> {
+        let mut names = match self {
+            Side::Local(p) => std::fs::read_dir(p)
+                .and_then(|d| {
+                    d.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+            Side::Nfs(s, u) => {
+                let fh = s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
+                s.readdir_with(&fh, &[FATTR4_TYPE])
+                    .await
+                    .map_err(|e| nfs_err(u, e))?
+                    .into_iter()
+                    .map(|e| e.name)
+                    .collect()
+            }
+        };
+        names.sort();
+        Ok(names)
+    }
+
+    /// Makes the directory (owner-only until its mode is set at the end);
+    /// one already there is used as it is.
+    async fn mkdir(&self) -> Result<(), String> {
+        match self {
+            Side::Local(p) => match std::fs::create_dir(p) {
+                Ok(()) => std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|e| format!("{}: {e}", p.display())),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(()),
+                Err(e) => Err(format!("{}: {e}", p.display())),
+            },
+            Side::Nfs(s, u) => {
+                let (parent, name) = u
+                    .split_last()
+                    .ok_or_else(|| format!("{u}: cannot create the root"))?;
+                let dir = s
+                    .lookup_path(&parent.path)
+                    .await
+                    .map_err(|e| nfs_err(&parent, e))?;
+                match s.mkdir(&dir, &name, 0o700).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_EXIST) => {
+                        match self.meta().await? {
+                            Some(m) if m.kind == Kind::Dir => Ok(()),
+                            _ => Err(nfs_err(u, e)),
+                        }
+                    }
+                    Err(e) => Err(nfs_err(u, e)),
+                }
+            }
+        }
+    }
+
+    /// Sets mode and modification time (and the access time to the same).
+    async fn set_meta(&self, mode: u32, mtime: &Nfstime4) -> Result<(), String> {
+        match self {
+            Side::Local(p) => {
+                let err = |e: std::io::Error| format!("{}: {e}", p.display());
+                let t = to_time(mtime);
+                let f = std::fs::File::open(p).map_err(err)?;
+                f.set_times(std::fs::FileTimes::new().set_modified(t).set_accessed(t))
+                    .map_err(err)?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(err)
+            }
+            Side::Nfs(s, u) => {
+                let fh = s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
+                set_nfs_meta(s, &fh, &ANON_STATEID, mode, mtime)
+                    .await
+                    .map_err(|e| nfs_err(u, e))
+            }
+        }
+    }
+}
+
+async fn set_nfs_meta(
+    s: &Session,
+    fh: &NfsFh4,
+    sid: &Stateid4,
+    mode: u32,
+    mtime: &Nfstime4,
+) -> client::nfs4::Result<()> {
+    let set = SetAttrs {
+        mode: Some(mode),
+        atime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
+        mtime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
+        ..Default::default()
+    };
+    s.setattr(fh, sid, &set).await.map(|_| ())
+}
+
+fn local_meta(m: &std::fs::Metadata) -> Meta {
+    let ft = m.file_type();
+    Meta {
+        kind: if ft.is_file() {
+            Kind::File
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else {
+            Kind::Other
+        },
+        size: m.len(),
+        mode: m.mode() & 0o7777,
+        mtime: Nfstime4 {
+            seconds: m.mtime(),
+            nseconds: m.mtime_nsec() as u32,
+        },
+        rsize: CHUNK,
+    }
+}
+
+enum SideArg {
+    Local(PathBuf),
+    Nfs(NfsUrl),
+}
+
+async fn side(c: &mut Client, a: SideArg) -> Result<Side, String> {
+    Ok(match a {
+        SideArg::Local(p) => Side::Local(p),
+        SideArg::Nfs(u) => Side::Nfs(c.session(&u).await?, u),
+    })
+}
+
+#[derive(Default)]
+struct Totals {
+    files: u64,
+    bytes: u64,
+}
+
+pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
+    let (sa, da) = (Side::parse(&a.src)?, Side::parse(&a.dst)?);
+    if matches!((&sa, &da), (SideArg::Local(_), SideArg::Local(_))) {
+        return Err("cp: one side must be an nfs:// URL (use cp(1) for local copies)".into());
+    }
+    let src = side(c, sa).await?;
+    let mut dst = side(c, da).await?;
+    let sm = src.meta().await?.ok_or_else(|| not_found(&src))?;
+    if sm.kind == Kind::Dir && !a.recursive {
+        return Err(format!("{src}: is a directory (use -r to copy it)"));
+    }
+    if let Some(dm) = dst.meta().await? {
+        if dm.kind == Kind::Dir {
+            let name = src
+                .name()
+                .ok_or_else(|| format!("{src}: has no name to copy into {dst}"))?;
+            dst = dst.join(&name);
+        } else if sm.kind == Kind::Dir {
+            return Err(format!("{dst}: exists and is not a directory"));
+        }
+    }
+    let start = Instant::now();
+    let mut t = Totals::default();
+    copy_entry(&src, &dst, &sm, &mut t).await?;
+    let secs = start.elapsed().as_secs_f64();
+    if !a.quiet {
+        println!(
+            "{} files, {} bytes in {secs:.2} s, {:.1} MB/s",
+            t.files,
+            t.bytes,
+            t.bytes as f64 / secs.max(1e-6) / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn not_found(s: &Side) -> String {
+    match s {
+        Side::Local(p) => format!("{}: no such file or directory", p.display()),
+        Side::Nfs(_, u) => super::conn::status_err(u, Nfsstat4::NFS4ERR_NOENT),
+    }
+}
+
+async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<(), String> {
+    match m.kind {
+        Kind::File => {
+            t.bytes += copy_file(src, dst, m).await?;
+            t.files += 1;
+        }
+        Kind::Dir => {
+            dst.mkdir().await?;
+            for name in src.list().await? {
+                let (s, d) = (src.join(&name), dst.join(&name));
+                match s.meta().await? {
+                    Some(cm) => Box::pin(copy_entry(&s, &d, &cm, t)).await?,
+                    None => continue, // gone since it was listed
+                }
+            }
+            dst.set_meta(m.mode, &m.mtime).await?;
+        }
+        Kind::Other => eprintln!("tarn: skipping {src}: not a regular file or directory"),
+    }
+    Ok(())
+}
+
+/// Where a file's data comes from.
+enum Reader {
+    Local(Arc<std::fs::File>),
+    Nfs(Arc<Session>, NfsFh4),
+}
+
+/// Where it goes. NFS writes remember their verifiers for the COMMIT.
+enum Writer {
+    Local(Arc<std::fs::File>),
+    Nfs {
+        s: Arc<Session>,
+        fh: NfsFh4,
+        stateid: Stateid4,
+        verfs: Mutex<Vec<Verifier4>>,
+    },
+}
+
+impl Reader {
+    /// `len` bytes at `off`, fewer only at the end of the file.
+    async fn read(&self, off: u64, len: u32) -> client::nfs4::Result<Bytes> {
+        match self {
+            Reader::Local(f) => {
+                let f = f.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut buf = vec![0u8; len as usize];
+                    let mut got = 0;
+                    while got < buf.len() {
+                        match f.read_at(&mut buf[got..], off + got as u64) {
+                            Ok(0) => break,
+                            Ok(n) => got += n,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    buf.truncate(got);
+                    Ok(Bytes::from(buf))
+                })
+                .await
+                .expect("read task")
+                .map_err(|e| client::nfs4::Error::Protocol(format!("local read: {e}")))
+            }
+            Reader::Nfs(s, fh) => {
+                // The anonymous stateid: no OPEN/CLOSE round trips per file.
+                let r = s.read(&ANON_STATEID, fh, off, len).await?;
+                if r.data.len() == len as usize || r.eof {
+                    return Ok(r.data);
+                }
+                // A short read before the end: collect the rest.
+                let mut buf = r.data.to_vec();
+                while buf.len() < len as usize {
+                    let more = len - buf.len() as u32;
+                    let r = s
+                        .read(&ANON_STATEID, fh, off + buf.len() as u64, more)
+                        .await?;
+                    buf.extend_from_slice(&r.data);
+                    if r.eof || r.data.is_empty() {
+                        break;
+                    }
+                }
+                Ok(Bytes::from(buf))
+            }
+        }
+    }
+}
+
+impl Writer {
+    async fn write(&self, off: u64, data: Bytes) -> client::nfs4::Result<()> {
+        match self {
+            Writer::Local(f) => {
+                let f = f.clone();
+                tokio::task::spawn_blocking(move || f.write_all_at(&data, off))
+                    .await
+                    .expect("write task")
+                    .map_err(|e| client::nfs4::Error::Protocol(format!("local write: {e}")))
+            }
+            Writer::Nfs {
+                s,
+                fh,
+                stateid,
+                verfs,
+            } => {
+                let mut at = 0usize;
+                while at < data.len() {
+                    let r = s
+                        .write(
+                            stateid,
+                            fh,
+                            off + at as u64,
+                            data.slice(at..),
+                            StableHow4::UNSTABLE4,
+                        )
+                        .await?;
+                    if r.count == 0 {
+                        return Err(client::nfs4::Error::Protocol("WRITE wrote nothing".into()));
+                    }
+                    at += r.count as usize;
+                    if r.committed == StableHow4::UNSTABLE4 {
+                        let mut v = verfs.lock().unwrap();
+                        if !v.contains(&r.writeverf) {
+                            v.push(r.writeverf);
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Copies one regular file; returns its size.
+async fn copy_file(src: &Side, dst: &Side, m: &Meta) -> Result<u64, String> {
+    let reader = match src {
+        Side::Local(p) => Reader::Local(Arc::new(
+            std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        Side::Nfs(s, u) => Reader::Nfs(
+            s.clone(),
+            s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?,
+        ),
+    };
+    let mut chunk = m.rsize;
+    let mut depth_n = match src {
+        Side::Nfs(s, _) => depth(s),
+        Side::Local(_) => DEPTH,
+    };
+    let writer = match dst {
+        Side::Local(p) => Writer::Local(Arc::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        Side::Nfs(s, u) => {
+            let (fh, stateid, wsize) = nfs_create(s, u).await.map_err(|e| nfs_err(u, e))?;
+            chunk = chunk.min(wsize);
+            depth_n = depth_n.min(depth(s));
+            Writer::Nfs {
+                s: s.clone(),
+                fh,
+                stateid,
+                verfs: Mutex::new(vec![]),
+            }
+        }
+    };
+    let r = pump(&reader, &writer, m.size, chunk, depth_n, src, dst).await;
+    let done = finish(&writer, r.is_ok(), m, dst).await;
+    let n = r?;
+    done?;
+    if let Side::Local(_) = dst {
+        dst.set_meta(m.mode, &m.mtime).await?;
+    }
+    Ok(n)
+}
+
+/// OPEN (create, truncate to 0) for writing; the handle, the open stateid
+/// and the largest WRITE the server takes.
+async fn nfs_create(s: &Session, u: &NfsUrl) -> client::nfs4::Result<(NfsFh4, Stateid4, u32)> {
+    let (parent, name) =
+        u.split_last()
+            .ok_or(client::nfs4::Error::Nfs(client::nfs4::Nfs4Error {
+                op: NfsOpnum4::OP_OPEN,
+                status: Nfsstat4::NFS4ERR_ISDIR,
+            }))?;
+    let dir = s.lookup_path(&parent.path).await?;
+    let attrs = SetAttrs {
+        size: Some(0),
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    let how = Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(attrs.encode()));
+    let o = s
+        .open_with(
+            &s.open_owner(),
+            &dir,
+            &name,
+            how,
+            OPEN4_SHARE_ACCESS_WRITE,
+            OPEN4_SHARE_DENY_NONE,
+        )
+        .await?;
+    let a = s.attrs(&o.fh, &[FATTR4_MAXWRITE]).await?;
+    let wsize = io_size(a.maxwrite, s.fore_channel().ca_maxrequestsize);
+    Ok((o.fh, o.stateid, wsize))
+}
+
+/// Reads ahead in order, writes in any order, `depth` of each in flight.
+async fn pump(
+    r: &Reader,
+    w: &Writer,
+    size: u64,
+    chunk: u32,
+    depth: usize,
+    src: &Side,
+    dst: &Side,
+) -> Result<u64, String> {
+    let offsets = (0..size).step_by(chunk as usize);
+    futures::stream::iter(offsets)
+        .map(|off| async move {
+            let len = (size - off).min(chunk as u64) as u32;
+            r.read(off, len)
+                .await
+                .map(|d| (off, d))
+                .map_err(|e| nfs_err(src, e))
+        })
+        .buffered(depth)
+        .map_ok(|(off, d)| async move {
+            let n = d.len() as u64;
+            w.write(off, d).await.map_err(|e| nfs_err(dst, e))?;
+            Ok(n)
+        })
+        .try_buffer_unordered(depth)
+        .try_fold(0u64, |a, n| async move { Ok(a + n) })
+        .await
+}
+
+/// COMMIT (checking the verifiers), mode and mtime, CLOSE. After a failed
+/// transfer only the CLOSE, so no open state is left behind.
+async fn finish(w: &Writer, ok: bool, m: &Meta, dst: &Side) -> Result<(), String> {
+    let Writer::Nfs {
+        s,
+        fh,
+        stateid,
+        verfs,
+    } = w
+    else {
+        return Ok(());
+    };
+    let mut r = Ok(());
+    if ok {
+        let verfs = verfs.lock().unwrap().clone();
+        if !verfs.is_empty() {
+            r = match s.commit(fh, 0, 0).await {
+                Ok(v) if verfs.iter().all(|w| *w == v) => Ok(()),
+                Ok(_) => Err(format!(
+                    "{dst}: the server restarted before the data was committed; copy again"
+                )),
+                Err(e) => Err(nfs_err(dst, e)),
+            };
+        }
+        if r.is_ok() {
+            r = set_nfs_meta(s, fh, stateid, m.mode, &m.mtime)
+                .await
+                .map_err(|e| nfs_err(dst, e));
+        }
+    }
+    let closed = s.close(fh, stateid).await.map_err(|e| nfs_err(dst, e));
+    r.and(closed.map(|_| ()))
+}
+
+/// `cat`: the file's bytes to standard output, read ahead as `cp` does.
+pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
+    use std::io::Write;
+    let url = parse(arg)?;
+    let s = c.session(&url).await?;
+    let (fh, a) = s
+        .lookup_path_attrs(&url.path, META_BITS)
+        .await
+        .map_err(|e| nfs_err(&url, e))?;
+    if is_dir(a.ftype) {
+        return Err(super::conn::status_err(&url, Nfsstat4::NFS4ERR_ISDIR));
+    }
+    let chunk = io_size(a.maxread, s.fore_channel().ca_maxresponsesize);
+    let size = a.size.unwrap_or(0);
+    let reader = Reader::Nfs(s.clone(), fh);
+    let src = Side::Nfs(s.clone(), url.clone());
+    let mut out = std::io::stdout().lock();
+    let mut chunks = futures::stream::iter((0..size).step_by(chunk as usize))
+        .map(|off| {
+            let len = (size - off).min(chunk as u64) as u32;
+            reader.read(off, len)
+        })
+        .buffered(depth(&s));
+    while let Some(d) = chunks.next().await {
+        let d = d.map_err(|e| nfs_err(&src, e))?;
+        match out.write_all(&d) {
+            Ok(()) => {}
+            // `| head`: the reader is gone, which is not our failure.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(format!("standard output: {e}")),
+        }
+    }
+    out.flush().or_else(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe => Ok(()),
+        _ => Err(format!("standard output: {e}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_sizes_fit_the_channel_and_are_whole_pages() {
+        assert_eq!(io_size(Some(1 << 20), (1 << 20) + (64 << 10)), 1 << 20);
+        assert_eq!(io_size(Some(1 << 20), 256 << 10), (256 << 10) - 4096);
+        assert_eq!(io_size(Some(8 << 20), 16 << 20), CHUNK);
+        assert_eq!(io_size(Some(1000), 1 << 20), 4096);
+        assert_eq!(io_size(None, 1 << 20), (1 << 20) - 4096);
+    }
+
+    #[test]
+    fn times_convert_both_sides_of_the_epoch() {
+        let t = Nfstime4 {
+            seconds: 10,
+            nseconds: 5,
+        };
+        assert_eq!(to_time(&t), SystemTime::UNIX_EPOCH + Duration::new(10, 5));
+        let t = Nfstime4 {
+            seconds: -10,
+            nseconds: 5,
+        };
+        assert_eq!(
+            to_time(&t),
+            SystemTime::UNIX_EPOCH - Duration::new(9, 999_999_995)
+        );
+    }
+}
