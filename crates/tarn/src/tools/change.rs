@@ -1,6 +1,6 @@
 //! `mkdir`, `rm` and `mv`: changing the namespace.
 
-use super::conn::{is_dir, nfs_err, parse, resolve, status_err, Client};
+use super::conn::{is_dir, nfs_err, parse, resolve, resolve_parent, status_err, Client};
 use super::url::NfsUrl;
 use client::nfs4::Session;
 use proto::nfs4::*;
@@ -15,10 +15,10 @@ pub async fn mkdir(c: &mut Client, arg: &str, parents: bool) -> Result<(), Strin
         mkdir_p(&s, &url, DIR_MODE).await?;
         return Ok(());
     }
-    let (parent, name) = url
-        .split_last()
-        .ok_or_else(|| status_err(&url, Nfsstat4::NFS4ERR_EXIST))?;
-    let dir = resolve(&s, &parent).await?;
+    if url.split_last().is_none() {
+        return Err(status_err(&url, Nfsstat4::NFS4ERR_EXIST));
+    }
+    let (dir, name) = resolve_parent(&s, &url).await?;
     s.mkdir(&dir, &name, DIR_MODE)
         .await
         .map_err(|e| nfs_err(&url, e))?;
@@ -60,10 +60,10 @@ pub async fn mkdir_p(s: &Session, url: &NfsUrl, mode: u32) -> Result<NfsFh4, Str
 pub async fn rm(c: &mut Client, arg: &str, recursive: bool) -> Result<(), String> {
     let url = parse(arg)?;
     let s = c.session(&url).await?;
-    let (parent, name) = url
-        .split_last()
-        .ok_or_else(|| format!("{url}: refusing to remove the root"))?;
-    let dir = resolve(&s, &parent).await?;
+    if url.split_last().is_none() {
+        return Err(format!("{url}: refusing to remove the root"));
+    }
+    let (dir, name) = resolve_parent(&s, &url).await?;
     let fh = s.lookup(&dir, &name).await.map_err(|e| nfs_err(&url, e))?;
     let a = s
         .attrs(&fh, &[FATTR4_TYPE])
@@ -113,10 +113,7 @@ pub async fn mv(c: &mut Client, from: &str, to: &str) -> Result<(), String> {
         ));
     }
     let s = c.session(&from).await?;
-    let (fparent, fname) = from
-        .split_last()
-        .ok_or_else(|| format!("{from}: cannot move the root"))?;
-    let fdir = resolve(&s, &fparent).await?;
+    let (fdir, fname) = resolve_parent(&s, &from).await?;
     // Into `to` when it is a directory, as mv(1) does.
     let target = match s.lookup_path_attrs(&to.path, &[FATTR4_TYPE]).await {
         Ok((fh, a)) if is_dir(a.ftype) => Some((fh, fname.clone(), to.join(&fname))),
@@ -125,10 +122,8 @@ pub async fn mv(c: &mut Client, from: &str, to: &str) -> Result<(), String> {
     let (tdir, tname, turl) = match target {
         Some(t) => t,
         None => {
-            let (tparent, tname) = to
-                .split_last()
-                .ok_or_else(|| format!("{to}: cannot replace the root"))?;
-            (resolve(&s, &tparent).await?, tname, to.clone())
+            let (tdir, tname) = resolve_parent(&s, &to).await?;
+            (tdir, tname, to.clone())
         }
     };
     s.rename(&fdir, &fname, &tdir, &tname)

@@ -99,6 +99,19 @@ pub async fn resolve(s: &Session, url: &NfsUrl) -> Result<NfsFh4, String> {
     s.lookup_path(&url.path).await.map_err(|e| nfs_err(url, e))
 }
 
+/// The handle of `url`'s parent directory and `url`'s last name; errors
+/// name `url` itself, as coreutils name the argument they were given.
+pub async fn resolve_parent(s: &Session, url: &NfsUrl) -> Result<(NfsFh4, String), String> {
+    let (parent, name) = url
+        .split_last()
+        .ok_or_else(|| format!("{url}: not possible on the root"))?;
+    let fh = s
+        .lookup_path(&parent.path)
+        .await
+        .map_err(|e| nfs_err(url, e))?;
+    Ok((fh, name))
+}
+
 pub fn is_dir(t: Option<NfsFtype4>) -> bool {
     t == Some(NfsFtype4::NF4DIR)
 }

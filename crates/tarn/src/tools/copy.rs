@@ -11,7 +11,7 @@
 //! Modes and modification times are kept; directories get theirs after
 //! their contents are in place (writing entries changes a directory's mtime).
 
-use super::conn::{is_dir, nfs_err, parse, Client};
+use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
 use super::url::NfsUrl;
 use bytes::Bytes;
 use client::nfs4::{Session, SetAttrs, ANON_STATEID};
@@ -197,13 +197,7 @@ impl Side {
                 Err(e) => Err(format!("{}: {e}", p.display())),
             },
             Side::Nfs(s, u) => {
-                let (parent, name) = u
-                    .split_last()
-                    .ok_or_else(|| format!("{u}: cannot create the root"))?;
-                let dir = s
-                    .lookup_path(&parent.path)
-                    .await
-                    .map_err(|e| nfs_err(&parent, e))?;
+                let (dir, name) = resolve_parent(s, u).await?;
                 match s.mkdir(&dir, &name, 0o700).await {
                     Ok(_) => Ok(()),
                     Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_EXIST) => {
