@@ -14,7 +14,7 @@
 use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
 use super::url::NfsUrl;
 use bytes::Bytes;
-use client::nfs4::{Session, SetAttrs, ANON_STATEID};
+use client::nfs4::{Attrs, Session, SetAttrs, ANON_STATEID};
 use futures::{StreamExt, TryStreamExt};
 use proto::nfs4::*;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -143,47 +143,39 @@ impl Side {
                 Err(e) => Err(format!("{}: {e}", p.display())),
             },
             Side::Nfs(s, u) => match s.lookup_path_attrs(&u.path, META_BITS).await {
-                Ok((_, a)) => Ok(Some(Meta {
-                    kind: match a.ftype {
-                        Some(NfsFtype4::NF4REG) => Kind::File,
-                        Some(NfsFtype4::NF4DIR) => Kind::Dir,
-                        _ => Kind::Other,
-                    },
-                    size: a.size.unwrap_or(0),
-                    mode: a.mode.unwrap_or(0o644) & 0o7777,
-                    mtime: a.time_modify.unwrap_or(Nfstime4 {
-                        seconds: 0,
-                        nseconds: 0,
-                    }),
-                    rsize: io_size(a.maxread, s.fore_channel().ca_maxresponsesize),
-                })),
+                Ok((_, a)) => Ok(Some(nfs_meta(s, &a))),
                 Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_NOENT) => Ok(None),
                 Err(e) => Err(nfs_err(u, e)),
             },
         }
     }
 
-    /// Entries of a directory, by name.
-    async fn list(&self) -> Result<Vec<String>, String> {
-        let mut names = match self {
-            Side::Local(p) => std::fs::read_dir(p)
-                .and_then(|d| {
-                    d.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .map_err(|e| format!("{}: {e}", p.display()))?,
+    /// Entries of a directory with what a copy needs of each, by name
+    /// (NFS: in the READDIR replies, no GETATTR per entry).
+    async fn list_meta(&self) -> Result<Vec<(String, Meta)>, String> {
+        let mut out = match self {
+            Side::Local(p) => {
+                let err = |e: std::io::Error| format!("{}: {e}", p.display());
+                let mut v = vec![];
+                for e in std::fs::read_dir(p).map_err(err)? {
+                    let e = e.map_err(err)?;
+                    let m = e.metadata().map_err(err)?;
+                    v.push((e.file_name().to_string_lossy().into_owned(), local_meta(&m)));
+                }
+                v
+            }
             Side::Nfs(s, u) => {
                 let fh = s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
-                s.readdir_with(&fh, &[FATTR4_TYPE])
+                s.readdir_with(&fh, META_BITS)
                     .await
                     .map_err(|e| nfs_err(u, e))?
                     .into_iter()
-                    .map(|e| e.name)
+                    .map(|e| (e.name, nfs_meta(s, &e.attrs)))
                     .collect()
             }
         };
-        names.sort();
-        Ok(names)
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
     }
 
     /// Makes the directory (owner-only until its mode is set at the end);
@@ -247,6 +239,23 @@ async fn set_nfs_meta(
         ..Default::default()
     };
     s.setattr(fh, sid, &set).await.map(|_| ())
+}
+
+fn nfs_meta(s: &Session, a: &Attrs) -> Meta {
+    Meta {
+        kind: match a.ftype {
+            Some(NfsFtype4::NF4REG) => Kind::File,
+            Some(NfsFtype4::NF4DIR) => Kind::Dir,
+            _ => Kind::Other,
+        },
+        size: a.size.unwrap_or(0),
+        mode: a.mode.unwrap_or(0o644) & 0o7777,
+        mtime: a.time_modify.clone().unwrap_or(Nfstime4 {
+            seconds: 0,
+            nseconds: 0,
+        }),
+        rsize: io_size(a.maxread, s.fore_channel().ca_maxresponsesize),
+    }
 }
 
 fn local_meta(m: &std::fs::Metadata) -> Meta {
@@ -330,6 +339,10 @@ fn not_found(s: &Side) -> String {
     }
 }
 
+/// Files of one directory copied at once: small files are mostly round
+/// trips, and these overlap them.
+const FILES_AT_ONCE: usize = 8;
+
 async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<(), String> {
     match m.kind {
         Kind::File => {
@@ -338,12 +351,30 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<
         }
         Kind::Dir => {
             dst.mkdir().await?;
-            for name in src.list().await? {
-                let (s, d) = (src.join(&name), dst.join(&name));
-                match s.meta().await? {
-                    Some(cm) => Box::pin(copy_entry(&s, &d, &cm, t)).await?,
-                    None => continue, // gone since it was listed
-                }
+            let (dirs, files): (Vec<_>, Vec<_>) = src
+                .list_meta()
+                .await?
+                .into_iter()
+                .partition(|(_, m)| m.kind == Kind::Dir);
+            let sizes: Vec<u64> = futures::stream::iter(files)
+                .map(|(name, cm)| async move {
+                    let (s, d) = (src.join(&name), dst.join(&name));
+                    match cm.kind {
+                        Kind::File => copy_file(&s, &d, &cm).await.map(Some),
+                        _ => {
+                            eprintln!("tarn: skipping {s}: not a regular file or directory");
+                            Ok(None)
+                        }
+                    }
+                })
+                .buffer_unordered(FILES_AT_ONCE)
+                .try_filter_map(|n| async move { Ok(n) })
+                .try_collect()
+                .await?;
+            t.files += sizes.len() as u64;
+            t.bytes += sizes.iter().sum::<u64>();
+            for (name, cm) in dirs {
+                Box::pin(copy_entry(&src.join(&name), &dst.join(&name), &cm, t)).await?;
             }
             dst.set_meta(m.mode, &m.mtime).await?;
         }
