@@ -112,6 +112,25 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     std::fs::write(&back, vec![7u8; 21 << 20]).unwrap();
     ok(&["cp", "-q", &url(&s, "/big.bin"), back.to_str().unwrap()]);
     assert_eq!(sha256_file(&back), sha256_file(&src));
+    // One call in flight, and more than the session has slots: same bytes.
+    ok(&[
+        "cp",
+        "-q",
+        "--inflight",
+        "64",
+        src.to_str().unwrap(),
+        &url(&s, "/w64"),
+    ]);
+    assert_eq!(sha256_file(&s.export.join("w64")), sha256_file(&src));
+    ok(&[
+        "cp",
+        "-q",
+        "--inflight",
+        "1",
+        &url(&s, "/w64"),
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(sha256_file(&back), sha256_file(&src));
     // cat writes the same bytes.
     let out = run(&["cat", &url(&s, "/big.bin")]);
     assert!(out.status.success());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// "nfs://h/x: no such file or directory (NFS4ERR_NOENT)".
-pub fn nfs_err(what: &impl Display, e: Error) -> String {
+pub fn nfs_err(what: &(impl Display + ?Sized), e: Error) -> String {
     match e.status() {
         Some(st) => format!("{what}: {} ({st:?})", describe(st)),
         None => format!("{what}: {e}"),
@@ -17,7 +17,7 @@ pub fn nfs_err(what: &impl Display, e: Error) -> String {
 }
 
 /// The error of an operation on `what` that the server answered with `st`.
-pub fn status_err(what: &impl Display, st: Nfsstat4) -> String {
+pub fn status_err(what: &(impl Display + ?Sized), st: Nfsstat4) -> String {
     format!("{what}: {} ({st:?})", describe(st))
 }
 

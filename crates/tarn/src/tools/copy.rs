@@ -1,23 +1,17 @@
-//! `cp` and `cat`: moving file data, pipelined.
-//!
-//! A file is copied in chunks of the smaller of the two sides' transfer
-//! sizes (the server's maxread/maxwrite, capped by the session's request
-//! and reply sizes). Up to `depth` chunks are read ahead in order and up to
-//! `depth` written in any order, so several READs and WRITEs are on the
-//! wire at once on the session's slots. NFS writes are UNSTABLE and the
-//! file is COMMITted once at its end; a COMMIT whose verifier differs from
-//! a write's (the server restarted in between) fails the copy.
+//! `cp` and `cat`: what to copy where (files, trees, local or NFS on
+//! either side); the bytes are moved by `transfer`.
 //!
 //! Modes and modification times are kept; directories get theirs after
 //! their contents are in place (writing entries changes a directory's mtime).
 
 use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
+use super::transfer::{depth, finish, io_size, nfs_create, pump, Reader, Writer, CHUNK, DEPTH};
+
 use super::url::NfsUrl;
-use bytes::Bytes;
 use client::nfs4::{Attrs, Session, SetAttrs, ANON_STATEID};
 use futures::{StreamExt, TryStreamExt};
 use proto::nfs4::*;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -30,16 +24,14 @@ pub struct CpArgs {
     /// No summary line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// READs and WRITEs in flight per file, each way (at most the session's slots).
+    #[arg(long, value_name = "N", default_value_t = DEPTH)]
+    pub inflight: usize,
     /// A local path or an nfs:// URL.
     pub src: String,
     /// A local path or an nfs:// URL; an existing directory receives SRC's name.
     pub dst: String,
 }
-
-/// Local chunk size, and the cap on an NFS one.
-const CHUNK: u32 = 1 << 20;
-/// Chunks in flight per direction (further capped by the session's slots).
-const DEPTH: usize = 16;
 
 /// One side of a copy.
 #[derive(Clone)]
@@ -82,19 +74,6 @@ const META_BITS: &[u32] = &[
     FATTR4_MODE,
     FATTR4_TIME_MODIFY,
 ];
-
-/// A transfer size: the server's limit, within what the session's
-/// requests and replies hold (less room for the COMPOUND around the data),
-/// a whole number of 4 KiB pages.
-fn io_size(server_max: Option<u64>, channel_max: u32) -> u32 {
-    let room = channel_max.saturating_sub(1024);
-    let n = server_max.unwrap_or(CHUNK as u64).min(room as u64) as u32;
-    (n & !4095).clamp(4096, CHUNK)
-}
-
-fn depth(s: &Session) -> usize {
-    (s.fore_channel().ca_maxrequests as usize).clamp(1, DEPTH)
-}
 
 fn to_time(t: &Nfstime4) -> SystemTime {
     // nseconds always counts forward, also from a negative second.
@@ -294,6 +273,8 @@ async fn side(c: &mut Client, a: SideArg) -> Result<Side, String> {
 struct Totals {
     files: u64,
     bytes: u64,
+    /// `--inflight`.
+    depth: usize,
 }
 
 pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
@@ -318,7 +299,10 @@ pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
         }
     }
     let start = Instant::now();
-    let mut t = Totals::default();
+    let mut t = Totals {
+        depth: a.inflight.max(1),
+        ..Totals::default()
+    };
     copy_entry(&src, &dst, &sm, &mut t).await?;
     let secs = start.elapsed().as_secs_f64();
     if !a.quiet {
@@ -346,7 +330,7 @@ const FILES_AT_ONCE: usize = 8;
 async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<(), String> {
     match m.kind {
         Kind::File => {
-            t.bytes += copy_file(src, dst, m).await?;
+            t.bytes += copy_file(src, dst, m, t.depth).await?;
             t.files += 1;
         }
         Kind::Dir => {
@@ -356,11 +340,12 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<
                 .await?
                 .into_iter()
                 .partition(|(_, m)| m.kind == Kind::Dir);
+            let want = t.depth;
             let sizes: Vec<u64> = futures::stream::iter(files)
                 .map(|(name, cm)| async move {
                     let (s, d) = (src.join(&name), dst.join(&name));
                     match cm.kind {
-                        Kind::File => copy_file(&s, &d, &cm).await.map(Some),
+                        Kind::File => copy_file(&s, &d, &cm, want).await.map(Some),
                         _ => {
                             eprintln!("tarn: skipping {s}: not a regular file or directory");
                             Ok(None)
@@ -383,117 +368,8 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<
     Ok(())
 }
 
-/// Where a file's data comes from.
-enum Reader {
-    Local(Arc<std::fs::File>),
-    Nfs(Arc<Session>, NfsFh4),
-}
-
-/// Where it goes. NFS writes remember their verifiers for the COMMIT.
-enum Writer {
-    Local(Arc<std::fs::File>),
-    Nfs {
-        s: Arc<Session>,
-        fh: NfsFh4,
-        stateid: Stateid4,
-        verfs: Mutex<Vec<Verifier4>>,
-    },
-}
-
-impl Reader {
-    /// `len` bytes at `off`, fewer only at the end of the file.
-    async fn read(&self, off: u64, len: u32) -> client::nfs4::Result<Bytes> {
-        match self {
-            Reader::Local(f) => {
-                let f = f.clone();
-                tokio::task::spawn_blocking(move || {
-                    let mut buf = vec![0u8; len as usize];
-                    let mut got = 0;
-                    while got < buf.len() {
-                        match f.read_at(&mut buf[got..], off + got as u64) {
-                            Ok(0) => break,
-                            Ok(n) => got += n,
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    buf.truncate(got);
-                    Ok(Bytes::from(buf))
-                })
-                .await
-                .expect("read task")
-                .map_err(|e| client::nfs4::Error::Protocol(format!("local read: {e}")))
-            }
-            Reader::Nfs(s, fh) => {
-                // The anonymous stateid: no OPEN/CLOSE round trips per file.
-                let r = s.read(&ANON_STATEID, fh, off, len).await?;
-                if r.data.len() == len as usize || r.eof {
-                    return Ok(r.data);
-                }
-                // A short read before the end: collect the rest.
-                let mut buf = r.data.to_vec();
-                while buf.len() < len as usize {
-                    let more = len - buf.len() as u32;
-                    let r = s
-                        .read(&ANON_STATEID, fh, off + buf.len() as u64, more)
-                        .await?;
-                    buf.extend_from_slice(&r.data);
-                    if r.eof || r.data.is_empty() {
-                        break;
-                    }
-                }
-                Ok(Bytes::from(buf))
-            }
-        }
-    }
-}
-
-impl Writer {
-    async fn write(&self, off: u64, data: Bytes) -> client::nfs4::Result<()> {
-        match self {
-            Writer::Local(f) => {
-                let f = f.clone();
-                tokio::task::spawn_blocking(move || f.write_all_at(&data, off))
-                    .await
-                    .expect("write task")
-                    .map_err(|e| client::nfs4::Error::Protocol(format!("local write: {e}")))
-            }
-            Writer::Nfs {
-                s,
-                fh,
-                stateid,
-                verfs,
-            } => {
-                let mut at = 0usize;
-                while at < data.len() {
-                    let r = s
-                        .write(
-                            stateid,
-                            fh,
-                            off + at as u64,
-                            data.slice(at..),
-                            StableHow4::UNSTABLE4,
-                        )
-                        .await?;
-                    if r.count == 0 {
-                        return Err(client::nfs4::Error::Protocol("WRITE wrote nothing".into()));
-                    }
-                    at += r.count as usize;
-                    if r.committed == StableHow4::UNSTABLE4 {
-                        let mut v = verfs.lock().unwrap();
-                        if !v.contains(&r.writeverf) {
-                            v.push(r.writeverf);
-                        }
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
 /// Copies one regular file; returns its size.
-async fn copy_file(src: &Side, dst: &Side, m: &Meta) -> Result<u64, String> {
+async fn copy_file(src: &Side, dst: &Side, m: &Meta, want: usize) -> Result<u64, String> {
     let reader = match src {
         Side::Local(p) => Reader::Local(Arc::new(
             std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
@@ -505,8 +381,8 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta) -> Result<u64, String> {
     };
     let mut chunk = m.rsize;
     let mut depth_n = match src {
-        Side::Nfs(s, _) => depth(s),
-        Side::Local(_) => DEPTH,
+        Side::Nfs(s, _) => depth(s).min(want),
+        Side::Local(_) => want,
     };
     let writer = match dst {
         Side::Local(p) => Writer::Local(Arc::new(
@@ -531,108 +407,13 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta) -> Result<u64, String> {
         }
     };
     let r = pump(&reader, &writer, m.size, chunk, depth_n, src, dst).await;
-    let done = finish(&writer, r.is_ok(), m, dst).await;
+    let done = finish(&writer, r.is_ok(), m.mode, &m.mtime, dst).await;
     let n = r?;
     done?;
     if let Side::Local(_) = dst {
         dst.set_meta(m.mode, &m.mtime).await?;
     }
     Ok(n)
-}
-
-/// OPEN (create, truncate to 0) for writing; the handle, the open stateid
-/// and the largest WRITE the server takes.
-async fn nfs_create(s: &Session, u: &NfsUrl) -> client::nfs4::Result<(NfsFh4, Stateid4, u32)> {
-    let (parent, name) =
-        u.split_last()
-            .ok_or(client::nfs4::Error::Nfs(client::nfs4::Nfs4Error {
-                op: NfsOpnum4::OP_OPEN,
-                status: Nfsstat4::NFS4ERR_ISDIR,
-            }))?;
-    let dir = s.lookup_path(&parent.path).await?;
-    let attrs = SetAttrs {
-        size: Some(0),
-        mode: Some(0o600),
-        ..Default::default()
-    };
-    let how = Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(attrs.encode()));
-    let o = s
-        .open_with(
-            &s.open_owner(),
-            &dir,
-            &name,
-            how,
-            OPEN4_SHARE_ACCESS_WRITE,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await?;
-    let a = s.attrs(&o.fh, &[FATTR4_MAXWRITE]).await?;
-    let wsize = io_size(a.maxwrite, s.fore_channel().ca_maxrequestsize);
-    Ok((o.fh, o.stateid, wsize))
-}
-
-/// Reads ahead in order, writes in any order, `depth` of each in flight.
-async fn pump(
-    r: &Reader,
-    w: &Writer,
-    size: u64,
-    chunk: u32,
-    depth: usize,
-    src: &Side,
-    dst: &Side,
-) -> Result<u64, String> {
-    let offsets = (0..size).step_by(chunk as usize);
-    futures::stream::iter(offsets)
-        .map(|off| async move {
-            let len = (size - off).min(chunk as u64) as u32;
-            r.read(off, len)
-                .await
-                .map(|d| (off, d))
-                .map_err(|e| nfs_err(src, e))
-        })
-        .buffered(depth)
-        .map_ok(|(off, d)| async move {
-            let n = d.len() as u64;
-            w.write(off, d).await.map_err(|e| nfs_err(dst, e))?;
-            Ok(n)
-        })
-        .try_buffer_unordered(depth)
-        .try_fold(0u64, |a, n| async move { Ok(a + n) })
-        .await
-}
-
-/// COMMIT (checking the verifiers), mode and mtime, CLOSE. After a failed
-/// transfer only the CLOSE, so no open state is left behind.
-async fn finish(w: &Writer, ok: bool, m: &Meta, dst: &Side) -> Result<(), String> {
-    let Writer::Nfs {
-        s,
-        fh,
-        stateid,
-        verfs,
-    } = w
-    else {
-        return Ok(());
-    };
-    let mut r = Ok(());
-    if ok {
-        let verfs = verfs.lock().unwrap().clone();
-        if !verfs.is_empty() {
-            r = match s.commit(fh, 0, 0).await {
-                Ok(v) if verfs.iter().all(|w| *w == v) => Ok(()),
-                Ok(_) => Err(format!(
-                    "{dst}: the server restarted before the data was committed; copy again"
-                )),
-                Err(e) => Err(nfs_err(dst, e)),
-            };
-        }
-        if r.is_ok() {
-            r = set_nfs_meta(s, fh, stateid, m.mode, &m.mtime)
-                .await
-                .map_err(|e| nfs_err(dst, e));
-        }
-    }
-    let closed = s.close(fh, stateid).await.map_err(|e| nfs_err(dst, e));
-    r.and(closed.map(|_| ()))
 }
 
 /// `cat`: the file's bytes to standard output, read ahead as `cp` does.
@@ -657,7 +438,7 @@ pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
             let len = (size - off).min(chunk as u64) as u32;
             reader.read(off, len)
         })
-        .buffered(depth(&s));
+        .buffered(depth(&s).min(DEPTH));
     while let Some(d) = chunks.next().await {
         let d = d.map_err(|e| nfs_err(&src, e))?;
         match out.write_all(&d) {
@@ -676,15 +457,6 @@ pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn io_sizes_fit_the_channel_and_are_whole_pages() {
-        assert_eq!(io_size(Some(1 << 20), (1 << 20) + (64 << 10)), 1 << 20);
-        assert_eq!(io_size(Some(1 << 20), 256 << 10), (256 << 10) - 4096);
-        assert_eq!(io_size(Some(8 << 20), 16 << 20), CHUNK);
-        assert_eq!(io_size(Some(1000), 1 << 20), 4096);
-        assert_eq!(io_size(None, 1 << 20), (1 << 20) - 4096);
-    }
 
     #[test]
     fn times_convert_both_sides_of_the_epoch() {

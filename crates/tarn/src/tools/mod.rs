@@ -3,13 +3,15 @@
 //!
 //! One file per command group: `url` (parsing), `conn` (sessions and
 //! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
-//! `change` (mkdir, rm, mv), `copy` (cp, cat).
+//! `change` (mkdir, rm, mv), `copy` (cp, cat) over `transfer` (the
+//! pipelined data mover).
 
 mod change;
 mod conn;
 mod copy;
 mod fmt;
 mod list;
+mod transfer;
 pub mod url;
 
 use clap::Subcommand;
