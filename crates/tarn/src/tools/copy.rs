@@ -5,8 +5,10 @@
 //! their contents are in place (writing entries changes a directory's mtime).
 
 use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
-use super::transfer::{depth, finish, io_size, nfs_create, pump, Reader, Writer, CHUNK, DEPTH};
-
+use super::progress::Progress;
+use super::transfer::{
+    depth, finish, io_size, nfs_create, pump, Plan, Reader, Writer, CHUNK, DEPTH,
+};
 use super::url::NfsUrl;
 use client::nfs4::{Attrs, Session, SetAttrs, ANON_STATEID};
 use futures::{StreamExt, TryStreamExt};
@@ -14,7 +16,7 @@ use proto::nfs4::*;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 #[derive(clap::Args)]
 pub struct CpArgs {
@@ -269,12 +271,11 @@ async fn side(c: &mut Client, a: SideArg) -> Result<Side, String> {
     })
 }
 
-#[derive(Default)]
-struct Totals {
-    files: u64,
-    bytes: u64,
+/// One `cp` run: what it was asked for and what it has done.
+struct Job {
     /// `--inflight`.
     depth: usize,
+    progress: Arc<Progress>,
 }
 
 pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
@@ -298,20 +299,16 @@ pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
             return Err(format!("{dst}: exists and is not a directory"));
         }
     }
-    let start = Instant::now();
-    let mut t = Totals {
+    let job = Job {
         depth: a.inflight.max(1),
-        ..Totals::default()
+        progress: Progress::new((sm.kind == Kind::File).then_some(sm.size)),
     };
-    copy_entry(&src, &dst, &sm, &mut t).await?;
-    let secs = start.elapsed().as_secs_f64();
+    let shower = if a.quiet { None } else { job.progress.show() };
+    let r = copy_entry(&src, &dst, &sm, &job).await;
+    job.progress.finish(shower);
+    r?;
     if !a.quiet {
-        println!(
-            "{} files, {} bytes in {secs:.2} s, {:.1} MB/s",
-            t.files,
-            t.bytes,
-            t.bytes as f64 / secs.max(1e-6) / 1e6
-        );
+        println!("{}", job.progress.summary());
     }
     Ok(())
 }
@@ -327,12 +324,9 @@ fn not_found(s: &Side) -> String {
 /// trips, and these overlap them.
 const FILES_AT_ONCE: usize = 8;
 
-async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<(), String> {
+async fn copy_entry(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), String> {
     match m.kind {
-        Kind::File => {
-            t.bytes += copy_file(src, dst, m, t.depth).await?;
-            t.files += 1;
-        }
+        Kind::File => copy_file(src, dst, m, job).await?,
         Kind::Dir => {
             dst.mkdir().await?;
             let (dirs, files): (Vec<_>, Vec<_>) = src
@@ -340,26 +334,22 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<
                 .await?
                 .into_iter()
                 .partition(|(_, m)| m.kind == Kind::Dir);
-            let want = t.depth;
-            let sizes: Vec<u64> = futures::stream::iter(files)
+            futures::stream::iter(files)
                 .map(|(name, cm)| async move {
                     let (s, d) = (src.join(&name), dst.join(&name));
                     match cm.kind {
-                        Kind::File => copy_file(&s, &d, &cm, want).await.map(Some),
+                        Kind::File => copy_file(&s, &d, &cm, job).await,
                         _ => {
                             eprintln!("tarn: skipping {s}: not a regular file or directory");
-                            Ok(None)
+                            Ok(())
                         }
                     }
                 })
                 .buffer_unordered(FILES_AT_ONCE)
-                .try_filter_map(|n| async move { Ok(n) })
-                .try_collect()
+                .try_collect::<()>()
                 .await?;
-            t.files += sizes.len() as u64;
-            t.bytes += sizes.iter().sum::<u64>();
             for (name, cm) in dirs {
-                Box::pin(copy_entry(&src.join(&name), &dst.join(&name), &cm, t)).await?;
+                Box::pin(copy_entry(&src.join(&name), &dst.join(&name), &cm, job)).await?;
             }
             dst.set_meta(m.mode, &m.mtime).await?;
         }
@@ -368,8 +358,9 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, t: &mut Totals) -> Result<
     Ok(())
 }
 
-/// Copies one regular file; returns its size.
-async fn copy_file(src: &Side, dst: &Side, m: &Meta, want: usize) -> Result<u64, String> {
+/// Copies one regular file, counting its bytes and itself in the job's progress.
+async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), String> {
+    let want = job.depth;
     let reader = match src {
         Side::Local(p) => Reader::Local(Arc::new(
             std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
@@ -406,14 +397,20 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, want: usize) -> Result<u64,
             }
         }
     };
-    let r = pump(&reader, &writer, m.size, chunk, depth_n, src, dst).await;
+    let plan = Plan {
+        size: m.size,
+        chunk,
+        depth: depth_n,
+    };
+    let r = pump(&reader, &writer, plan, src, dst, &job.progress).await;
     let done = finish(&writer, r.is_ok(), m.mode, &m.mtime, dst).await;
-    let n = r?;
+    r?;
     done?;
     if let Side::Local(_) = dst {
         dst.set_meta(m.mode, &m.mtime).await?;
     }
-    Ok(n)
+    job.progress.add_file();
+    Ok(())
 }
 
 /// `cat`: the file's bytes to standard output, read ahead as `cp` does.

@@ -4,13 +4,14 @@
 //! One file per command group: `url` (parsing), `conn` (sessions and
 //! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
 //! `change` (mkdir, rm, mv), `copy` (cp, cat) over `transfer` (the
-//! pipelined data mover).
+//! pipelined data mover) and `progress` (counts, the progress line).
 
 mod change;
 mod conn;
 mod copy;
 mod fmt;
 mod list;
+mod progress;
 mod transfer;
 pub mod url;
 

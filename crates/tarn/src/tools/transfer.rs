@@ -11,6 +11,7 @@
 //! write's (the server restarted in between) fails the copy.
 
 use super::conn::nfs_err;
+use super::progress::Progress;
 use super::url::NfsUrl;
 use bytes::Bytes;
 use client::nfs4::{Session, SetAttrs, ANON_STATEID};
@@ -216,16 +217,24 @@ pub async fn nfs_create(s: &Session, u: &NfsUrl) -> client::nfs4::Result<(NfsFh4
     }
 }
 
+/// How one file is moved: its size, the chunk size, chunks in flight.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    pub size: u64,
+    pub chunk: u32,
+    pub depth: usize,
+}
+
 /// Reads ahead in order, writes in any order, `depth` of each in flight.
 pub async fn pump(
     r: &Reader,
     w: &Writer,
-    size: u64,
-    chunk: u32,
-    depth: usize,
+    plan: Plan,
     src: &dyn Display,
     dst: &dyn Display,
+    progress: &Progress,
 ) -> Result<u64, String> {
+    let Plan { size, chunk, depth } = plan;
     let offsets = (0..size).step_by(chunk as usize);
     futures::stream::iter(offsets)
         .map(|off| async move {
@@ -239,6 +248,7 @@ pub async fn pump(
         .map_ok(|(off, d)| async move {
             let n = d.len() as u64;
             w.write(off, d).await.map_err(|e| nfs_err(dst, e))?;
+            progress.add_bytes(n);
             Ok(n)
         })
         .try_buffer_unordered(depth)
