@@ -101,13 +101,23 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     assert_eq!(mode(&back), 0o640);
     assert_eq!(mtime(&back), (1_600_000_000, 123_456_789));
 
-    // NFS -> NFS on the same server, into an existing directory.
+    // NFS -> NFS on the same server, into an existing directory: NFSv4.2
+    // COPY, the data never leaving the server; over 4.1 READs and WRITEs.
     ok(&["mkdir", &url(&s, "/into")]);
-    ok(&["cp", "-q", &url(&s, "/big.bin"), &url(&s, "/into")]);
+    let within = ok(&["cp", &url(&s, "/big.bin"), &url(&s, "/into")]);
+    println!("NFS -> NFS (4.2): {}", within.trim());
+    assert!(within.contains("(1 by server-side COPY)"), "{within}");
+    let into = s.export.join("into/big.bin");
+    assert_eq!(sha256_file(&into), sha256_file(&src));
     assert_eq!(
-        sha256_file(&s.export.join("into/big.bin")),
-        sha256_file(&src)
+        (mode(&into), mtime(&into)),
+        (0o640, (1_600_000_000, 123_456_789))
     );
+    let v41 = |p: &str| url(&s, p) + "&vers=4.1";
+    let within = ok(&["cp", &v41("/big.bin"), &v41("/v41.bin")]);
+    println!("NFS -> NFS (4.1): {}", within.trim());
+    assert!(!within.contains("COPY"), "{within}");
+    assert_eq!(sha256_file(&s.export.join("v41.bin")), sha256_file(&src));
     // Over an existing, longer file: truncated to the source's size.
     std::fs::write(&back, vec![7u8; 21 << 20]).unwrap();
     ok(&["cp", "-q", &url(&s, "/big.bin"), back.to_str().unwrap()]);

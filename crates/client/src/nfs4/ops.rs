@@ -475,6 +475,47 @@ impl Session {
         take!(r, "SETATTR", NfsResop4::OP_SETATTR(res) => res.attrsset)
     }
 
+    /// NFSv4.2 COPY within the server, synchronous (RFC 7862 §15.2): up
+    /// to `count` bytes of `src` at `src_off` to `dst` at `dst_off`. The
+    /// server may copy less (continue from `wr_count`); `wr_committed`
+    /// says whether a COMMIT is still needed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn copy_range(
+        &self,
+        src: &NfsFh4,
+        src_stateid: &Stateid4,
+        dst: &NfsFh4,
+        dst_stateid: &Stateid4,
+        src_off: u64,
+        dst_off: u64,
+        count: u64,
+    ) -> Result<WriteResponse4> {
+        let ops = vec![
+            putfh(src),
+            NfsArgop4::OP_SAVEFH,
+            putfh(dst),
+            NfsArgop4::OP_COPY(Copy4args {
+                ca_src_stateid: src_stateid.clone(),
+                ca_dst_stateid: dst_stateid.clone(),
+                ca_src_offset: src_off,
+                ca_dst_offset: dst_off,
+                ca_count: count,
+                ca_consecutive: true,
+                ca_synchronous: true,
+                ca_source_server: vec![],
+            }),
+        ];
+        let r = self.call(ops).await?;
+        let ok = take!(r, "COPY", NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok)) => ok)?;
+        if !ok.cr_response.wr_callback_id.is_empty() {
+            // Asked synchronous, answered asynchronous: not allowed.
+            return Err(Error::Protocol(
+                "COPY: asynchronous answer to a synchronous copy".into(),
+            ));
+        }
+        Ok(ok.cr_response)
+    }
+
     /// The session's default open owner (one is enough in NFSv4.1: there
     /// are no per-owner sequence IDs to serialize on).
     pub fn open_owner(&self) -> StateOwner4 {

@@ -7,7 +7,7 @@
 use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
 use super::progress::Progress;
 use super::transfer::{
-    depth, finish, io_size, nfs_create, pump, Plan, Reader, Writer, CHUNK, DEPTH,
+    depth, finish, io_size, nfs_create, pump, server_copy, Plan, Reader, Writer, CHUNK, DEPTH,
 };
 use super::url::NfsUrl;
 use client::nfs4::{Attrs, Session, SetAttrs, ANON_STATEID};
@@ -402,7 +402,20 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
         chunk,
         depth: depth_n,
     };
-    let r = pump(&reader, &writer, plan, src, dst, &job.progress).await;
+    let r = match (&reader, dst) {
+        // Both on one server (one session) speaking 4.2: let it copy.
+        (Reader::Nfs(s, sfh), Side::Nfs(d, _)) if Arc::ptr_eq(s, d) && s.minorversion() >= 2 => {
+            match server_copy(s, sfh, &writer, m.size, &job.progress).await {
+                Ok(true) => {
+                    job.progress.add_server_copy();
+                    Ok(m.size)
+                }
+                Ok(false) => pump(&reader, &writer, plan, src, dst, &job.progress).await,
+                Err(e) => Err(nfs_err(&format!("{src} -> {dst}"), e)),
+            }
+        }
+        _ => pump(&reader, &writer, plan, src, dst, &job.progress).await,
+    };
     let done = finish(&writer, r.is_ok(), m.mode, &m.mtime, dst).await;
     r?;
     done?;

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub struct Progress {
     bytes: AtomicU64,
     files: AtomicU64,
+    /// Files the server copied itself (NFSv4.2 COPY).
+    by_server: AtomicU64,
     /// Bytes to copy, when known (a single file).
     total: Option<u64>,
     start: Instant,
@@ -21,6 +23,7 @@ impl Progress {
         Arc::new(Progress {
             bytes: AtomicU64::new(0),
             files: AtomicU64::new(0),
+            by_server: AtomicU64::new(0),
             total,
             start: Instant::now(),
             shown: AtomicBool::new(false),
@@ -33,6 +36,10 @@ impl Progress {
 
     pub fn add_file(&self) {
         self.files.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add_server_copy(&self) {
+        self.by_server.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn files(&self) -> u64 {
@@ -62,8 +69,12 @@ impl Progress {
     /// The summary printed when the copy is done.
     pub fn summary(&self) -> String {
         let secs = self.elapsed().as_secs_f64();
+        let by_server = match self.by_server.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(" ({n} by server-side COPY)"),
+        };
         format!(
-            "{} files, {} bytes in {secs:.2} s, {:.1} MB/s",
+            "{} files, {} bytes in {secs:.2} s, {:.1} MB/s{by_server}",
             self.files(),
             self.bytes(),
             self.bytes() as f64 / secs.max(1e-6) / 1e6
@@ -118,5 +129,8 @@ mod tests {
         p.add_bytes(3_000_000);
         assert_eq!(p.line(Duration::from_secs(1)), "3.0 MB, 0 files, 3.0 MB/s");
         assert!(p.summary().starts_with("0 files, 3000000 bytes in "));
+        assert!(p.summary().ends_with(" MB/s"));
+        p.add_server_copy();
+        assert!(p.summary().ends_with(" MB/s (1 by server-side COPY)"));
     }
 }

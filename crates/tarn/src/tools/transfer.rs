@@ -256,6 +256,56 @@ pub async fn pump(
         .await
 }
 
+/// Copies `size` bytes of `src` into the writer's file with NFSv4.2
+/// COPY, the data never leaving the server. Ok(false) when the server
+/// does not do it (NOTSUPP, XDEV) before anything was copied: the caller
+/// moves the bytes itself.
+pub async fn server_copy(
+    s: &Session,
+    src: &NfsFh4,
+    w: &Writer,
+    size: u64,
+    progress: &Progress,
+) -> client::nfs4::Result<bool> {
+    let Writer::Nfs {
+        fh, stateid, verfs, ..
+    } = w
+    else {
+        return Ok(false);
+    };
+    let mut at = 0;
+    while at < size {
+        let r = match s
+            .copy_range(src, &ANON_STATEID, fh, stateid, at, at, size - at)
+            .await
+        {
+            Ok(r) => r,
+            Err(e)
+                if at == 0
+                    && matches!(
+                        e.status(),
+                        Some(Nfsstat4::NFS4ERR_NOTSUPP | Nfsstat4::NFS4ERR_XDEV)
+                    ) =>
+            {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        if r.wr_count == 0 {
+            break; // the source got shorter
+        }
+        if r.wr_committed == StableHow4::UNSTABLE4 {
+            let mut v = verfs.lock().unwrap();
+            if !v.contains(&r.wr_writeverf) {
+                v.push(r.wr_writeverf);
+            }
+        }
+        at += r.wr_count;
+        progress.add_bytes(r.wr_count);
+    }
+    Ok(true)
+}
+
 /// COMMIT (when writes were UNSTABLE), mode and mtime, and CLOSE in one
 /// COMPOUND; a COMMIT verifier other than the writes' fails the copy.
 /// After a failed transfer, or a COMPOUND that stopped early, a CLOSE
