@@ -58,6 +58,8 @@ impl Client {
     }
 }
 
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
 async fn connect(url: &NfsUrl) -> Result<Session, String> {
     let server = format!("nfs://{}", url.authority());
     let addr = tokio::net::lookup_host(url.authority())
@@ -73,8 +75,11 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
     };
     let mut last = None;
     for &minor in minors {
-        let conn = Nfs4Conn::connect(addr, uid, gid)
+        // A host that drops SYNs would otherwise hold the tool for the
+        // kernel's connect timeout (minutes).
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, Nfs4Conn::connect(addr, uid, gid))
             .await
+            .map_err(|_| format!("{server}: cannot connect: no answer in {CONNECT_TIMEOUT:?}"))?
             .map_err(|e| format!("{server}: cannot connect: {e}"))?;
         let o = SessionOptions {
             minorversion: minor,

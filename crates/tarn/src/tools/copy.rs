@@ -115,10 +115,16 @@ impl Side {
         }
     }
 
-    /// None if nothing is there.
-    async fn meta(&self) -> Result<Option<Meta>, String> {
+    /// None if nothing is there. A local symbolic link is followed only
+    /// when named on the command line (`follow`), as cp(1) does.
+    async fn meta(&self, follow: bool) -> Result<Option<Meta>, String> {
+        let local = if follow {
+            std::fs::metadata
+        } else {
+            std::fs::symlink_metadata
+        };
         match self {
-            Side::Local(p) => match std::fs::symlink_metadata(p) {
+            Side::Local(p) => match local(p) {
                 Ok(m) => Ok(Some(local_meta(&m))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(format!("{}: {e}", p.display())),
@@ -174,7 +180,7 @@ impl Side {
                 match s.mkdir(&dir, &name, 0o700).await {
                     Ok(_) => Ok(()),
                     Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_EXIST) => {
-                        match self.meta().await? {
+                        match self.meta(false).await? {
                             Some(m) if m.kind == Kind::Dir => Ok(()),
                             _ => Err(nfs_err(u, e)),
                         }
@@ -285,11 +291,11 @@ pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
     }
     let src = side(c, sa).await?;
     let mut dst = side(c, da).await?;
-    let sm = src.meta().await?.ok_or_else(|| not_found(&src))?;
+    let sm = src.meta(true).await?.ok_or_else(|| not_found(&src))?;
     if sm.kind == Kind::Dir && !a.recursive {
         return Err(format!("{src}: is a directory (use -r to copy it)"));
     }
-    if let Some(dm) = dst.meta().await? {
+    if let Some(dm) = dst.meta(true).await? {
         if dm.kind == Kind::Dir {
             let name = src
                 .name()
