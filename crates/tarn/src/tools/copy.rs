@@ -6,6 +6,7 @@
 
 use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
 use super::progress::Progress;
+use super::small;
 use super::transfer::{
     depth, finish, io_size, nfs_create, pump, server_copy, Plan, Reader, Writer, CHUNK, DEPTH,
 };
@@ -364,8 +365,65 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), S
     Ok(())
 }
 
+/// A small file in one COMPOUND (see `small`); None when it is not
+/// small or the fast way declined, else the bytes copied.
+async fn copy_small(src: &Side, dst: &Side, m: &Meta) -> Result<Option<u64>, String> {
+    if m.size > small::SMALL {
+        return Ok(None);
+    }
+    match (src, dst) {
+        (Side::Local(p), Side::Nfs(s, u)) => {
+            let data = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let n = data.len() as u64;
+            let Some((parent, name)) = u.split_last() else {
+                return Ok(None);
+            };
+            if !small::fits(s, n) {
+                return Ok(None);
+            }
+            let done = small::put(
+                s,
+                &parent.components(),
+                &name,
+                data.into(),
+                m.mode,
+                &m.mtime,
+            )
+            .await
+            .map_err(|e| nfs_err(u, e))?;
+            Ok(done.then_some(n))
+        }
+        (Side::Nfs(s, u), Side::Local(p)) if small::fits(s, m.size) => {
+            let Some(data) = small::get(s, &u.components(), m.size)
+                .await
+                .map_err(|e| nfs_err(u, e))?
+            else {
+                return Ok(None);
+            };
+            let err = |e: std::io::Error| format!("{}: {e}", p.display());
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(p)
+                .map_err(err)?;
+            std::io::Write::write_all(&mut f, &data).map_err(err)?;
+            drop(f);
+            dst.set_meta(m.mode, &m.mtime).await?;
+            Ok(Some(data.len() as u64))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Copies one regular file, counting its bytes and itself in the job's progress.
 async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), String> {
+    if let Some(n) = copy_small(src, dst, m).await? {
+        job.progress.add_bytes(n);
+        job.progress.add_file();
+        return Ok(());
+    }
     let want = job.depth;
     let reader = match src {
         Side::Local(p) => Reader::Local(Arc::new(

@@ -4,7 +4,8 @@
 //! One file per command group: `url` (parsing), `conn` (sessions and
 //! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
 //! `change` (mkdir, rm, mv), `copy` (cp, cat) over `transfer` (the
-//! pipelined data mover) and `progress` (counts, the progress line).
+//! pipelined data mover), `small` (a small file in one COMPOUND) and
+//! `progress` (counts, the progress line).
 
 mod change;
 mod conn;
@@ -12,6 +13,7 @@ mod copy;
 mod fmt;
 mod list;
 mod progress;
+mod small;
 mod transfer;
 pub mod url;
 
