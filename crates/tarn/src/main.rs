@@ -6,6 +6,7 @@ mod config;
 mod keytab;
 mod rpcbind;
 mod statelock;
+mod tools;
 
 use clap::{Parser, Subcommand};
 
@@ -26,7 +27,11 @@ use std::sync::Arc;
 use tracing::{error, info, warn};
 
 #[derive(Parser)]
-#[command(name = "tarn", version, about = "Tarn: a user-space NFS server")]
+#[command(
+    name = "tarn",
+    version,
+    about = "Tarn: a user-space NFS server, and tools to use NFS servers"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -112,6 +117,8 @@ enum Cmd {
     CheckConfig { file: PathBuf },
     /// Measure a running server: ops/s, MB/s and latency percentiles per operation.
     Bench(bench::BenchArgs),
+    #[command(flatten)]
+    Tools(tools::ToolCmd),
 }
 
 #[derive(clap::Args)]
@@ -240,6 +247,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Bench(a) => bench::main(a),
+        Cmd::Tools(t) => tools::run(t),
         Cmd::Stats {
             socket,
             interval,

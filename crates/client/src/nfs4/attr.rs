@@ -58,6 +58,12 @@ pub struct Attrs {
     pub time_metadata: Option<Nfstime4>,
     pub time_modify: Option<Nfstime4>,
     pub mounted_on_fileid: Option<u64>,
+    pub files_avail: Option<u64>,
+    pub files_free: Option<u64>,
+    pub files_total: Option<u64>,
+    pub space_avail: Option<u64>,
+    pub space_free: Option<u64>,
+    pub space_total: Option<u64>,
 }
 
 /// The attributes [`decode`] understands.
@@ -130,6 +136,12 @@ pub fn decode(f: &Fattr4) -> Result<Attrs> {
             FATTR4_TIME_METADATA => a.time_metadata = Some(Nfstime4::unpack(&mut d)?),
             FATTR4_TIME_MODIFY => a.time_modify = Some(Nfstime4::unpack(&mut d)?),
             FATTR4_MOUNTED_ON_FILEID => a.mounted_on_fileid = Some(d.u64()?),
+            FATTR4_FILES_AVAIL => a.files_avail = Some(d.u64()?),
+            FATTR4_FILES_FREE => a.files_free = Some(d.u64()?),
+            FATTR4_FILES_TOTAL => a.files_total = Some(d.u64()?),
+            FATTR4_SPACE_AVAIL => a.space_avail = Some(d.u64()?),
+            FATTR4_SPACE_FREE => a.space_free = Some(d.u64()?),
+            FATTR4_SPACE_TOTAL => a.space_total = Some(d.u64()?),
             // Understood but not kept: skipped by their fixed size.
             FATTR4_FH_EXPIRE_TYPE
             | FATTR4_LINK_SUPPORT
@@ -140,8 +152,7 @@ pub fn decode(f: &Fattr4) -> Result<Attrs> {
             | FATTR4_MAXNAME => {
                 d.u32()?;
             }
-            FATTR4_FILES_AVAIL | FATTR4_FILES_FREE | FATTR4_FILES_TOTAL | FATTR4_MAXFILESIZE
-            | FATTR4_RAWDEV | FATTR4_SPACE_AVAIL | FATTR4_SPACE_FREE | FATTR4_SPACE_TOTAL => {
+            FATTR4_MAXFILESIZE | FATTR4_RAWDEV => {
                 d.u64()?;
             }
             other => return Err(Error::Protocol(format!("cannot decode attribute {other}"))),
@@ -155,6 +166,10 @@ pub fn decode(f: &Fattr4) -> Result<Attrs> {
 pub struct SetAttrs {
     pub size: Option<u64>,
     pub mode: Option<u32>,
+    /// `time_access_set`: a given time, or the server's own.
+    pub atime: Option<Settime4>,
+    /// `time_modify_set`: a given time (what `cp -p` keeps), or the server's own.
+    pub mtime: Option<Settime4>,
 }
 
 impl SetAttrs {
@@ -168,7 +183,8 @@ impl SetAttrs {
     pub fn encode(&self) -> Fattr4 {
         let mut set = vec![];
         let mut v = BytesMut::new();
-        // In bit order: size (4) before mode (33).
+        // In bit order: size (4), mode (33), time_access_set (48),
+        // time_modify_set (54).
         if let Some(s) = self.size {
             set.push(FATTR4_SIZE);
             v.put_u64(s);
@@ -176,6 +192,14 @@ impl SetAttrs {
         if let Some(m) = self.mode {
             set.push(FATTR4_MODE);
             v.put_u32(m);
+        }
+        if let Some(t) = &self.atime {
+            set.push(FATTR4_TIME_ACCESS_SET);
+            xdr::Pack::pack(t, &mut v);
+        }
+        if let Some(t) = &self.mtime {
+            set.push(FATTR4_TIME_MODIFY_SET);
+            xdr::Pack::pack(t, &mut v);
         }
         Fattr4 {
             attrmask: bitmap(&set),
@@ -253,9 +277,63 @@ mod tests {
         let f = SetAttrs {
             size: Some(10),
             mode: Some(0o600),
+            ..Default::default()
         }
         .encode();
         let a = decode(&f).unwrap();
         assert_eq!((a.size, a.mode), (Some(10), Some(0o600)));
+    }
+
+    #[test]
+    fn set_times_are_encoded_after_mode_in_bit_order() {
+        let t = Nfstime4 {
+            seconds: 1_700_000_000,
+            nseconds: 5,
+        };
+        let f = SetAttrs {
+            mode: Some(0o644),
+            atime: Some(Settime4::Default(TimeHow4::SET_TO_SERVER_TIME4)),
+            mtime: Some(Settime4::SET_TO_CLIENT_TIME4(t.clone())),
+            ..Default::default()
+        }
+        .encode();
+        assert_eq!(
+            bits(&f.attrmask),
+            [FATTR4_MODE, FATTR4_TIME_ACCESS_SET, FATTR4_TIME_MODIFY_SET]
+        );
+        let mut d = Decoder::new(f.attr_vals.clone());
+        assert_eq!(d.u32().unwrap(), 0o644);
+        assert_eq!(d.u32().unwrap(), TimeHow4::SET_TO_SERVER_TIME4 as u32);
+        assert_eq!(d.u32().unwrap(), TimeHow4::SET_TO_CLIENT_TIME4 as u32);
+        assert_eq!(Nfstime4::unpack(&mut d).unwrap(), t);
+        assert_eq!(d.remaining(), 0);
+    }
+
+    #[test]
+    fn space_and_files_counts_are_decoded() {
+        let mut v = BytesMut::new();
+        for x in [1u64, 2, 3, 4, 5, 6] {
+            v.put_u64(x);
+        }
+        let f = Fattr4 {
+            attrmask: bitmap(&[
+                FATTR4_FILES_AVAIL,
+                FATTR4_FILES_FREE,
+                FATTR4_FILES_TOTAL,
+                FATTR4_SPACE_AVAIL,
+                FATTR4_SPACE_FREE,
+                FATTR4_SPACE_TOTAL,
+            ]),
+            attr_vals: v.freeze(),
+        };
+        let a = decode(&f).unwrap();
+        assert_eq!(
+            (a.files_avail, a.files_free, a.files_total),
+            (Some(1), Some(2), Some(3))
+        );
+        assert_eq!(
+            (a.space_avail, a.space_free, a.space_total),
+            (Some(4), Some(5), Some(6))
+        );
     }
 }

@@ -51,3 +51,52 @@ pub fn op_status(r: &NfsResop4) -> (NfsOpnum4, Nfsstat4) {
         Nfsstat4::from_i32(st).unwrap_or(Nfsstat4::NFS4ERR_SERVERFAULT),
     )
 }
+
+/// A status in words, as `strerror` would put the errno it stands for
+/// (for messages to people: "no such file or directory (NFS4ERR_NOENT)").
+pub fn describe(status: Nfsstat4) -> &'static str {
+    use Nfsstat4::*;
+    match status {
+        NFS4_OK => "success",
+        NFS4ERR_PERM => "operation not permitted",
+        NFS4ERR_NOENT => "no such file or directory",
+        NFS4ERR_IO => "input/output error",
+        NFS4ERR_NXIO => "no such device or address",
+        NFS4ERR_ACCESS => "permission denied",
+        NFS4ERR_EXIST => "file exists",
+        NFS4ERR_XDEV => "cross-filesystem operation",
+        NFS4ERR_NOTDIR => "not a directory",
+        NFS4ERR_ISDIR => "is a directory",
+        NFS4ERR_INVAL => "invalid argument",
+        NFS4ERR_FBIG => "file too large",
+        NFS4ERR_NOSPC => "no space left on device",
+        NFS4ERR_ROFS => "read-only file system",
+        NFS4ERR_MLINK => "too many links",
+        NFS4ERR_NAMETOOLONG => "file name too long",
+        NFS4ERR_NOTEMPTY => "directory not empty",
+        NFS4ERR_DQUOT => "disk quota exceeded",
+        NFS4ERR_STALE => "stale file handle",
+        NFS4ERR_BADHANDLE => "bad file handle",
+        NFS4ERR_NOTSUPP => "operation not supported",
+        NFS4ERR_TOOSMALL => "buffer too small",
+        NFS4ERR_SERVERFAULT => "server fault",
+        NFS4ERR_BADTYPE => "type not supported",
+        NFS4ERR_DELAY => "server busy, try again",
+        NFS4ERR_SYMLINK => "is a symbolic link",
+        NFS4ERR_WRONGSEC => "security flavor not allowed here",
+        NFS4ERR_LOCKED => "locked by another client",
+        NFS4ERR_DENIED => "lock held by another owner",
+        NFS4ERR_SHARE_DENIED => "denied by another open's share reservation",
+        NFS4ERR_GRACE => "server in grace period, try again",
+        NFS4ERR_EXPIRED => "lease expired",
+        NFS4ERR_BADNAME => "invalid file name",
+        NFS4ERR_BADCHAR => "invalid character in name",
+        NFS4ERR_ATTRNOTSUPP => "attribute not supported",
+        NFS4ERR_FILE_OPEN => "file is open",
+        NFS4ERR_MINOR_VERS_MISMATCH => "minor version not supported by the server",
+        NFS4ERR_OPENMODE => "file not open for that",
+        NFS4ERR_MOVED => "file system moved",
+        NFS4ERR_NOFILEHANDLE => "no current file handle",
+        _ => "error",
+    }
+}

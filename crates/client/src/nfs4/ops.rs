@@ -30,6 +30,12 @@ fn putfh(fh: &NfsFh4) -> NfsArgop4 {
     NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })
 }
 
+/// The anonymous stateid (all zeros): I/O and SETATTR with no open state.
+pub const ANON_STATEID: Stateid4 = Stateid4 {
+    seqid: 0,
+    other: [0; 12],
+};
+
 /// What [`Session::stat`] asks for.
 pub const STAT_BITS: &[u32] = &[
     FATTR4_TYPE,
@@ -73,6 +79,23 @@ impl Session {
         ops.push(NfsArgop4::OP_GETFH);
         let r = self.call(ops).await?;
         take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+    }
+
+    /// The handle and attributes `bits` of a path from the server's root,
+    /// in one COMPOUND (what a tool does first with a path it was given).
+    pub async fn lookup_path_attrs(&self, path: &str, bits: &[u32]) -> Result<(NfsFh4, Attrs)> {
+        let mut ops = vec![NfsArgop4::OP_PUTROOTFH];
+        for c in path.split('/').filter(|c| !c.is_empty()) {
+            ops.push(NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(c) }));
+        }
+        ops.push(NfsArgop4::OP_GETFH);
+        ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
+            attr_request: attr::bitmap(bits),
+        }));
+        let mut r = self.call(ops).await?;
+        let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
+        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
+        Ok((fh, attr::decode(&a)?))
     }
 
     pub async fn lookup(&self, dir: &NfsFh4, n: &str) -> Result<NfsFh4> {
@@ -368,6 +391,13 @@ impl Session {
 
     /// Every entry of a directory, page after page, with type and file ID.
     pub async fn readdir(&self, dir: &NfsFh4) -> Result<Vec<DirEntry>> {
+        self.readdir_with(dir, &[FATTR4_TYPE, FATTR4_FILEID]).await
+    }
+
+    /// Every entry of a directory with the attributes `bits` (among
+    /// [`attr::DECODABLE`]): what `ls -l` and a recursive copy need in one
+    /// pass instead of a GETATTR per entry.
+    pub async fn readdir_with(&self, dir: &NfsFh4, bits: &[u32]) -> Result<Vec<DirEntry>> {
         let mut out = vec![];
         let (mut cookie, mut cookieverf) = (0u64, [0u8; 8]);
         loop {
@@ -378,7 +408,7 @@ impl Session {
                     cookieverf,
                     dircount: 8 << 10,
                     maxcount: 64 << 10,
-                    attr_request: attr::bitmap(&[FATTR4_TYPE, FATTR4_FILEID]),
+                    attr_request: attr::bitmap(bits),
                 }),
             ];
             let r = self.call(ops).await?;
@@ -400,6 +430,90 @@ impl Session {
                 return Err(Error::Protocol("READDIR: no entries and no eof".into()));
             }
         }
+    }
+
+    /// RENAME of `from` in directory `from_dir` to `to` in `to_dir` (the
+    /// source directory is the saved handle, the target the current one).
+    pub async fn rename(
+        &self,
+        from_dir: &NfsFh4,
+        from: &str,
+        to_dir: &NfsFh4,
+        to: &str,
+    ) -> Result<Rename4resok> {
+        let ops = vec![
+            putfh(from_dir),
+            NfsArgop4::OP_SAVEFH,
+            putfh(to_dir),
+            NfsArgop4::OP_RENAME(Rename4args {
+                oldname: name(from),
+                newname: name(to),
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "RENAME", NfsResop4::OP_RENAME(Rename4res::NFS4_OK(ok)) => ok)
+    }
+
+    /// SETATTR under `stateid` (an open's, or [`ANON_STATEID`] for mode and
+    /// times). Returns the attributes the server set. Attributes cached
+    /// under a delegation are not updated: callers that hold one should
+    /// not change its file this way.
+    pub async fn setattr(
+        &self,
+        fh: &NfsFh4,
+        stateid: &Stateid4,
+        set: &SetAttrs,
+    ) -> Result<Bitmap4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_SETATTR(Setattr4args {
+                stateid: stateid.clone(),
+                obj_attributes: set.encode(),
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "SETATTR", NfsResop4::OP_SETATTR(res) => res.attrsset)
+    }
+
+    /// NFSv4.2 COPY within the server, synchronous (RFC 7862 §15.2): up
+    /// to `count` bytes of `src` at `src_off` to `dst` at `dst_off`. The
+    /// server may copy less (continue from `wr_count`); `wr_committed`
+    /// says whether a COMMIT is still needed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn copy_range(
+        &self,
+        src: &NfsFh4,
+        src_stateid: &Stateid4,
+        dst: &NfsFh4,
+        dst_stateid: &Stateid4,
+        src_off: u64,
+        dst_off: u64,
+        count: u64,
+    ) -> Result<WriteResponse4> {
+        let ops = vec![
+            putfh(src),
+            NfsArgop4::OP_SAVEFH,
+            putfh(dst),
+            NfsArgop4::OP_COPY(Copy4args {
+                ca_src_stateid: src_stateid.clone(),
+                ca_dst_stateid: dst_stateid.clone(),
+                ca_src_offset: src_off,
+                ca_dst_offset: dst_off,
+                ca_count: count,
+                ca_consecutive: true,
+                ca_synchronous: true,
+                ca_source_server: vec![],
+            }),
+        ];
+        let r = self.call(ops).await?;
+        let ok = take!(r, "COPY", NfsResop4::OP_COPY(Copy4res::NFS4_OK(ok)) => ok)?;
+        if !ok.cr_response.wr_callback_id.is_empty() {
+            // Asked synchronous, answered asynchronous: not allowed.
+            return Err(Error::Protocol(
+                "COPY: asynchronous answer to a synchronous copy".into(),
+            ));
+        }
+        Ok(ok.cr_response)
     }
 
     /// The session's default open owner (one is enough in NFSv4.1: there

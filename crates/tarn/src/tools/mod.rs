@@ -1,0 +1,115 @@
+//! Client tools: `ls`, `cat`, `stat`, `df`, `mkdir`, `rm`, `mv` and `cp`
+//! on `nfs://` URLs, over NFSv4.1/4.2 with AUTH_SYS (crates/client).
+//!
+//! One file per command group: `url` (parsing), `conn` (sessions and
+//! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
+//! `change` (mkdir, rm, mv), `copy` (cp, cat) over `transfer` (the
+//! pipelined data mover), `small` (a small file in one COMPOUND) and
+//! `progress` (counts, the progress line).
+
+mod change;
+mod conn;
+mod copy;
+mod fmt;
+mod list;
+mod progress;
+mod small;
+mod transfer;
+pub mod url;
+
+use clap::Subcommand;
+use std::process::ExitCode;
+
+#[derive(Subcommand)]
+pub enum ToolCmd {
+    /// List a directory on an NFS server (nfs://host[:port]/path).
+    Ls {
+        /// Long format: mode, links, owner, group, size, mtime, name.
+        #[arg(short = 'l')]
+        long: bool,
+        /// List subdirectories too.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// Show entries whose names start with '.'.
+        #[arg(short = 'a')]
+        all: bool,
+        url: String,
+    },
+    /// Write a file on an NFS server to standard output.
+    Cat { url: String },
+    /// Show a file's attributes (type, size, mode, owner, times, fileid, change).
+    Stat { url: String },
+    /// Space and files used and free on the server's file system.
+    Df { url: String },
+    /// Create a directory on an NFS server.
+    Mkdir {
+        /// Create missing parents; no error if it exists.
+        #[arg(short = 'p')]
+        parents: bool,
+        url: String,
+    },
+    /// Remove a file, or with -r a directory tree, on an NFS server.
+    Rm {
+        #[arg(short = 'r', short_alias = 'R')]
+        recursive: bool,
+        url: String,
+    },
+    /// Rename within one server (into TO if it is a directory).
+    Mv { from: String, to: String },
+    /// Copy between local paths and nfs:// URLs, keeping modes and modification times.
+    Cp(copy::CpArgs),
+}
+
+/// Runs one tool on a fresh runtime. Errors go to stderr, one line each,
+/// and the exit status is non-zero.
+pub fn run(cmd: ToolCmd) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tarn: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let r = rt.block_on(async {
+        let mut c = conn::Client::default();
+        let r = match cmd {
+            ToolCmd::Ls {
+                long,
+                recursive,
+                all,
+                url,
+            } => {
+                list::ls(
+                    &mut c,
+                    &url,
+                    list::LsOpts {
+                        long,
+                        recursive,
+                        all,
+                    },
+                )
+                .await
+            }
+            ToolCmd::Cat { url } => copy::cat(&mut c, &url).await,
+            ToolCmd::Stat { url } => list::stat(&mut c, &url).await,
+            ToolCmd::Df { url } => list::df(&mut c, &url).await,
+            ToolCmd::Mkdir { parents, url } => change::mkdir(&mut c, &url, parents).await,
+            ToolCmd::Rm { recursive, url } => change::rm(&mut c, &url, recursive).await,
+            ToolCmd::Mv { from, to } => change::mv(&mut c, &from, &to).await,
+            ToolCmd::Cp(a) => copy::cp(&mut c, &a).await,
+        };
+        c.close().await;
+        r
+    });
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tarn: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

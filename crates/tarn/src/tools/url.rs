@@ -1,0 +1,316 @@
+//! `nfs://` URLs in libnfs's form: `nfs://host[:port]/path?key=value&...`,
+//! one slash between the authority and the path, IPv6 hosts in brackets.
+//!
+//! Pure: parsing resolves no names. Every key the tools do not know, and
+//! every value they cannot honour yet, is an error naming it, so a URL
+//! never silently means less than it says.
+
+use std::fmt;
+
+pub const DEFAULT_PORT: u16 = 2049;
+
+/// A parsed URL. `path` is absolute in the server's pseudo filesystem,
+/// without a trailing slash (the root is "/").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NfsUrl {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    /// NFSv4 minor version, 1 or 2; None: 2, else 1 if the server has no 4.2.
+    pub minor: Option<u32>,
+    /// AUTH_SYS identity; None means the caller's own.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+impl NfsUrl {
+    pub fn parse(s: &str) -> Result<NfsUrl, String> {
+        let bad = |why: &str| format!("{s}: {why}");
+        let rest = s
+            .strip_prefix("nfs://")
+            .ok_or_else(|| bad("not an nfs:// URL"))?;
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = split_host_port(authority).map_err(|e| bad(&e))?;
+        let mut url = NfsUrl {
+            host,
+            port,
+            path: normalize(&percent_decode(path).map_err(|e| bad(&e))?),
+            minor: None,
+            uid: None,
+            gid: None,
+        };
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(&format!("query item {pair:?} has no value")))?;
+            match k {
+                "vers" | "version" => {
+                    url.minor = match v {
+                        "4.1" => Some(1),
+                        "4.2" => Some(2),
+                        "3" | "4" | "4.0" => {
+                            return Err(bad(&format!("{k}={v} is not supported by the tools yet")))
+                        }
+                        _ => return Err(bad(&format!("unknown NFS version {k}={v}"))),
+                    }
+                }
+                "sec" => match v {
+                    "sys" => {}
+                    "krb5" | "krb5i" | "krb5p" => {
+                        return Err(bad(&format!("sec={v} is not supported by the tools yet")))
+                    }
+                    _ => return Err(bad(&format!("unknown security flavor sec={v}"))),
+                },
+                "uid" | "gid" => {
+                    let n: u32 = v
+                        .parse()
+                        .map_err(|_| bad(&format!("{k}={v} is not a number")))?;
+                    if k == "uid" {
+                        url.uid = Some(n);
+                    } else {
+                        url.gid = Some(n);
+                    }
+                }
+                _ => return Err(bad(&format!("unknown query key {k:?}"))),
+            }
+        }
+        Ok(url)
+    }
+
+    /// The same server and options, another path.
+    pub fn with_path(&self, path: &str) -> NfsUrl {
+        NfsUrl {
+            path: normalize(path),
+            ..self.clone()
+        }
+    }
+
+    /// The URL of an entry of this directory.
+    pub fn join(&self, name: &str) -> NfsUrl {
+        self.with_path(&format!("{}/{name}", self.path))
+    }
+
+    /// The path's components.
+    pub fn components(&self) -> Vec<&str> {
+        self.path.split('/').filter(|c| !c.is_empty()).collect()
+    }
+
+    /// The parent directory's URL and the last component; None at the root.
+    pub fn split_last(&self) -> Option<(NfsUrl, String)> {
+        let mut c = self.components();
+        let last = c.pop()?.to_string();
+        Some((self.with_path(&c.join("/")), last))
+    }
+
+    /// Whether two URLs name the same server with the same identity and
+    /// version (so one session serves both).
+    pub fn same_server(&self, o: &NfsUrl) -> bool {
+        (&self.host, self.port, self.minor, self.uid, self.gid)
+            == (&o.host, o.port, o.minor, o.uid, o.gid)
+    }
+
+    /// `host:port` for a socket address lookup.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Server and path, without the query: what messages name.
+impl fmt::Display for NfsUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == DEFAULT_PORT {
+            write!(f, "nfs://{host}{}", self.path)
+        } else {
+            write!(f, "nfs://{host}:{}{}", self.port, self.path)
+        }
+    }
+}
+
+fn split_host_port(a: &str) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
+        let (h, after) = rest
+            .split_once(']')
+            .ok_or("an IPv6 host needs its closing ']'")?;
+        if h.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("[{h}] is not an IPv6 address"));
+        }
+        match after {
+            "" => (h, None),
+            p => (
+                h,
+                Some(
+                    p.strip_prefix(':')
+                        .ok_or("expected ':port' after the IPv6 host")?,
+                ),
+            ),
+        }
+    } else {
+        match a.split_once(':') {
+            Some((h, p)) if !p.contains(':') => (h, Some(p)),
+            Some(_) => return Err("an IPv6 host must be in brackets, e.g. [::1]".into()),
+            None => (a, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(format!("bad port {p:?}")),
+        },
+    };
+    Ok((host.to_string(), port))
+}
+
+/// "/a//b/./c/" -> "/a/b/c". ".." is kept: the server resolves it (or not).
+fn normalize(p: &str) -> String {
+    let parts: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    format!("/{}", parts.join("/"))
+}
+
+fn percent_decode(p: &str) -> Result<String, String> {
+    let b = p.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = p
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad %-escape at {:?}", &p[i..]))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the path is not UTF-8 once decoded".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(host: &str, port: u16, path: &str, minor: Option<u32>) -> NfsUrl {
+        NfsUrl {
+            host: host.into(),
+            port,
+            path: path.into(),
+            minor,
+            uid: None,
+            gid: None,
+        }
+    }
+
+    #[test]
+    fn good_urls() {
+        let with_ids = NfsUrl {
+            uid: Some(1000),
+            gid: Some(50),
+            ..url("srv", 2049, "/exp/f", Some(1))
+        };
+        let cases: &[(&str, NfsUrl)] = &[
+            ("nfs://srv/exp/f", url("srv", 2049, "/exp/f", None)),
+            ("nfs://srv", url("srv", 2049, "/", None)),
+            ("nfs://srv/", url("srv", 2049, "/", None)),
+            ("nfs://srv:20490/a/", url("srv", 20490, "/a", None)),
+            ("nfs://srv//a/./b//", url("srv", 2049, "/a/b", None)),
+            (
+                "nfs://10.0.0.1:111/x?vers=4.1",
+                url("10.0.0.1", 111, "/x", Some(1)),
+            ),
+            ("nfs://[::1]/x?vers=4.2", url("::1", 2049, "/x", Some(2))),
+            ("nfs://[fe80::1]:2050/", url("fe80::1", 2050, "/", None)),
+            ("nfs://h/a%20b?sec=sys", url("h", 2049, "/a b", None)),
+            ("nfs://srv/exp/f?vers=4.1&sec=sys&uid=1000&gid=50", with_ids),
+            ("nfs://srv/x?version=4.1&", url("srv", 2049, "/x", Some(1))),
+        ];
+        for (s, want) in cases {
+            assert_eq!(&NfsUrl::parse(s).unwrap(), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn bad_urls_name_what_is_wrong() {
+        let cases: &[(&str, &str)] = &[
+            ("http://srv/x", "not an nfs:// URL"),
+            ("/local/path", "not an nfs:// URL"),
+            ("nfs:///x", "no host"),
+            ("nfs://srv:0/x", "bad port \"0\""),
+            ("nfs://srv:http/x", "bad port \"http\""),
+            ("nfs://srv:99999/x", "bad port"),
+            ("nfs://::1/x", "must be in brackets"),
+            ("nfs://[::1/x", "closing ']'"),
+            ("nfs://[nothost]/x", "is not an IPv6 address"),
+            ("nfs://[::1]2049/x", "expected ':port'"),
+            (
+                "nfs://srv/x?vers=3",
+                "vers=3 is not supported by the tools yet",
+            ),
+            (
+                "nfs://srv/x?vers=4.0",
+                "vers=4.0 is not supported by the tools yet",
+            ),
+            ("nfs://srv/x?vers=5", "unknown NFS version vers=5"),
+            (
+                "nfs://srv/x?sec=krb5p",
+                "sec=krb5p is not supported by the tools yet",
+            ),
+            (
+                "nfs://srv/x?sec=krb5",
+                "sec=krb5 is not supported by the tools yet",
+            ),
+            ("nfs://srv/x?sec=none", "unknown security flavor sec=none"),
+            ("nfs://srv/x?uid=me", "uid=me is not a number"),
+            ("nfs://srv/x?gid=-1", "gid=-1 is not a number"),
+            ("nfs://srv/x?nconnect=4", "unknown query key \"nconnect\""),
+            ("nfs://srv/x?vers", "query item \"vers\" has no value"),
+            ("nfs://srv/a%2", "bad %-escape"),
+            ("nfs://srv/a%ff", "not UTF-8"),
+        ];
+        for (s, want) in cases {
+            let e = NfsUrl::parse(s).expect_err(s);
+            assert!(e.starts_with(s), "{s}: {e}");
+            assert!(e.contains(want), "{s}: {e:?} should say {want:?}");
+        }
+    }
+
+    #[test]
+    fn display_join_and_split() {
+        let u = NfsUrl::parse("nfs://[::1]:2050/a/b?vers=4.1&uid=7").unwrap();
+        assert_eq!(u.to_string(), "nfs://[::1]:2050/a/b");
+        assert_eq!(u.authority(), "[::1]:2050");
+        assert_eq!(u.join("c").to_string(), "nfs://[::1]:2050/a/b/c");
+        let (parent, last) = u.split_last().unwrap();
+        assert_eq!((parent.path.as_str(), last.as_str()), ("/a", "b"));
+        assert_eq!(parent.uid, Some(7), "options follow the path");
+        assert!(u.same_server(&parent));
+        assert!(!u.same_server(&NfsUrl::parse("nfs://[::1]:2050/a").unwrap()));
+        let root = NfsUrl::parse("nfs://srv").unwrap();
+        assert_eq!(root.to_string(), "nfs://srv/");
+        assert_eq!(root.split_last(), None);
+        assert_eq!(root.join("x").path, "/x");
+    }
+}
