@@ -150,6 +150,49 @@ pub fn status_name(index: usize) -> &'static str {
     STATUSES.get(index).map(|s| s.1).unwrap_or("OTHER")
 }
 
+/// NFSv4's names of the codes it shares with NFSv3 (RFC 7530 §13.1 took
+/// them over, a few renamed).
+const NFS4_SHARED: &[(u32, &str)] = &[
+    (1, "NFS4ERR_PERM"),
+    (2, "NFS4ERR_NOENT"),
+    (5, "NFS4ERR_IO"),
+    (6, "NFS4ERR_NXIO"),
+    (13, "NFS4ERR_ACCESS"),
+    (17, "NFS4ERR_EXIST"),
+    (18, "NFS4ERR_XDEV"),
+    (20, "NFS4ERR_NOTDIR"),
+    (21, "NFS4ERR_ISDIR"),
+    (22, "NFS4ERR_INVAL"),
+    (27, "NFS4ERR_FBIG"),
+    (28, "NFS4ERR_NOSPC"),
+    (30, "NFS4ERR_ROFS"),
+    (31, "NFS4ERR_MLINK"),
+    (63, "NFS4ERR_NAMETOOLONG"),
+    (66, "NFS4ERR_NOTEMPTY"),
+    (69, "NFS4ERR_DQUOT"),
+    (70, "NFS4ERR_STALE"),
+    (10001, "NFS4ERR_BADHANDLE"),
+    (10003, "NFS4ERR_BAD_COOKIE"),
+    (10004, "NFS4ERR_NOTSUPP"),
+    (10005, "NFS4ERR_TOOSMALL"),
+    (10006, "NFS4ERR_SERVERFAULT"),
+    (10007, "NFS4ERR_BADTYPE"),
+    (10008, "NFS4ERR_DELAY"),
+];
+
+/// The name of a status counter of an operation of `program`: NFSv4
+/// operations' errors by NFSv4's names.
+pub fn status_name_of(program: &str, index: usize) -> &'static str {
+    if program == NFS4_OP_PROGRAM {
+        if let Some((code, _)) = STATUSES.get(index) {
+            if let Some((_, n)) = NFS4_SHARED.iter().find(|(c, _)| c == code) {
+                return n;
+            }
+        }
+    }
+    status_name(index)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +229,15 @@ mod tests {
     fn statuses_sorted_and_found() {
         assert!(STATUSES.windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(status_name(status_index(2)), "NFS3ERR_NOENT");
+        assert_eq!(
+            status_name_of(NFS4_OP_PROGRAM, status_index(2)),
+            "NFS4ERR_NOENT"
+        );
+        assert_eq!(
+            status_name_of(NFS4_OP_PROGRAM, status_index(10025)),
+            "NFS4ERR_BAD_STATEID"
+        );
+        assert_eq!(status_name_of("nfs3", status_index(13)), "NFS3ERR_ACCES");
         assert_eq!(status_name(status_index(10001)), "NFS3ERR_BADHANDLE");
         assert_eq!(
             status_name(status_index(RPC_GARBAGE_ARGS)),

@@ -213,7 +213,8 @@ impl Metrics {
             for st in 0..N_STATUS {
                 let n = self.errors[slot * N_STATUS + st].load(Relaxed);
                 if n > 0 {
-                    o.errors_by_status.insert(ops::status_name(st).into(), n);
+                    o.errors_by_status
+                        .insert(ops::status_name_of(&o.program, st).into(), n);
                 }
             }
             ops_v.push(o);
