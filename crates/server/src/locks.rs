@@ -651,6 +651,17 @@ impl LockManager {
             .contains_key(&client)
     }
 
+    /// Whether owners of other clients than `client` (NLM hosts included)
+    /// hold locks on `file`.
+    pub fn locked_by_others(&self, file: FileKey, client: u64) -> bool {
+        let files = self.file_shard(&file).lock().unwrap();
+        files.get(&file).is_some_and(|st| {
+            st.owners
+                .iter()
+                .any(|(o, list)| o.client != client && !list.is_empty())
+        })
+    }
+
     /// The locks on a file, each `(owner, offset, length, kind)`, sorted;
     /// for diagnostics and tests.
     pub fn locks_on(&self, file: FileKey) -> Vec<(OwnerKey, u64, u64, LockKind)> {

@@ -573,7 +573,9 @@ fn serve(
             Arc::new(callback),
         );
         nlm.notify_restart(notify_hosts);
-        let svc = TarnService { nfs3: Nfs3::new(live.clone(), key, pool), nfs4, mount: Mount::new(), nlm };
+        let mut nfs3 = Nfs3::new(live.clone(), key, pool);
+        nfs3.recall = Some(nfs4.recaller());
+        let svc = TarnService { nfs3, nfs4, mount: Mount::new(), nlm };
         let rpc_cfg = rpc::ServerConfig { gss, ..Default::default() };
         let server = rpc::Server::with_observer(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());

@@ -26,6 +26,13 @@ pub async fn link(n: &Nfs3, ctx: &CallContext, args: Link3args) -> Link3res {
         let f = Fail::new(Nfsstat3::NFS3ERR_XDEV, "link across exports");
         return fail(f, None, attr::empty_wcc());
     }
+    if n.recalling(file.export.id, &file.fid) {
+        let f = Fail::new(
+            Nfsstat3::NFS3ERR_JUKEBOX,
+            "an NFSv4 delegation on the file is being recalled",
+        );
+        return fail(f, None, attr::empty_wcc());
+    }
     let b = dir.export.backend.clone();
     let name = args.link.name;
     let (r, file_attributes, linkdir_wcc) = n

@@ -54,7 +54,15 @@ pub struct Nfs3 {
     /// Changes at every server start, so clients know to resend UNSTABLE
     /// writes that were not committed before a restart.
     pub write_verf: [u8; 8],
+    /// Recalls NFSv4 delegations on a file before NFSv3 or NLM changes or
+    /// locks it; true while a recall is outstanding (the caller answers
+    /// "try again": NFS3ERR_JUKEBOX, NLM4_DENIED_GRACE_PERIOD). None
+    /// where no NFSv4 server runs beside.
+    pub recall: Option<Recall>,
 }
+
+/// See [`Nfs3::recall`]: (export id, file) → a recall is outstanding.
+pub type Recall = Arc<dyn Fn(u32, &Fid) -> bool + Send + Sync>;
 
 /// The NFSv3 status for a backend error.
 pub fn status(e: FsError) -> Nfsstat3 {
@@ -131,7 +139,14 @@ impl Nfs3 {
             key,
             pool,
             write_verf,
+            recall: None,
         }
+    }
+
+    /// Whether NFSv4 delegations on `fid` stand in the way of a change or a
+    /// lock by another protocol (their recall is then under way).
+    pub fn recalling(&self, export: u32, fid: &Fid) -> bool {
+        self.recall.as_ref().is_some_and(|r| r(export, fid))
     }
 
     /// Checks a file handle (MAC first, no syscall), its export, and whether

@@ -9,6 +9,13 @@ pub async fn setattr(n: &Nfs3, ctx: &CallContext, args: Setattr3args) -> Setattr
         Ok(t) => t,
         Err(f) => return fail(ctx, f, attr::empty_wcc()),
     };
+    if n.recalling(t.export.id, &t.fid) {
+        let f = Fail::new(
+            Nfsstat3::NFS3ERR_JUKEBOX,
+            "an NFSv4 delegation on the file is being recalled",
+        );
+        return fail(ctx, f, attr::empty_wcc());
+    }
     let set = attr::sattr(&args.new_attributes);
     let guard = args.guard;
     let b = t.export.backend.clone();

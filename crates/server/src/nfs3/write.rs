@@ -18,6 +18,19 @@ pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
             );
         }
     };
+    if n.recalling(t.export.id, &t.fid) {
+        let f = super::Fail::new(
+            Nfsstat3::NFS3ERR_JUKEBOX,
+            "an NFSv4 delegation on the file is being recalled",
+        );
+        log_fail(ctx, &f);
+        return Write3res::Default(
+            f.status,
+            Write3resfail {
+                file_wcc: attr::empty_wcc(),
+            },
+        );
+    }
     // A short write is legal: the client sends the rest again.
     let len = (args.count as usize)
         .min(args.data.len())

@@ -31,25 +31,59 @@ pub const CB_GETATTR_TIMEOUT: Duration = Duration::from_secs(1);
 /// Before a change to `fid` by the current client: recall delegations
 /// others hold on it; NFS4ERR_DELAY while a recall is outstanding.
 pub async fn break_file(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<(), Fail> {
-    break_for(c, export, fid, false).await
+    break_for(c, export, fid, false, None).await
+}
+
+/// [`break_file`] for an operation that carries a stateid: an NFSv4.0
+/// COMPOUND names its client only through it, and the client's own
+/// delegations must not stand in the way of its own WRITE or SETATTR (it
+/// flushes under a write delegation, and could not return it while its
+/// flush waits for the return).
+pub async fn break_file_sid(
+    c: &Compound<'_>,
+    export: &Export,
+    fid: &Fid,
+    sid: &Stateid4,
+) -> Result<(), Fail> {
+    break_for(c, export, fid, false, Some(sid)).await
 }
 
 /// Before a READ, LOCK or read OPEN of `fid` by the current client: only
 /// write delegations others hold on it stand in the way (a read
 /// delegation's holder is promised nobody writes, not that nobody reads).
 pub async fn break_write_deleg(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<(), Fail> {
-    break_for(c, export, fid, true).await
+    break_for(c, export, fid, true, None).await
 }
 
-async fn break_for(c: &Compound<'_>, export: &Export, fid: &Fid, reader: bool) -> Result<(), Fail> {
+/// [`break_write_deleg`] for a READ (see [`break_file_sid`]).
+pub async fn break_write_deleg_sid(
+    c: &Compound<'_>,
+    export: &Export,
+    fid: &Fid,
+    sid: &Stateid4,
+) -> Result<(), Fail> {
+    break_for(c, export, fid, true, Some(sid)).await
+}
+
+async fn break_for(
+    c: &Compound<'_>,
+    export: &Export,
+    fid: &Fid,
+    reader: bool,
+    sid: Option<&Stateid4>,
+) -> Result<(), Fail> {
     if !c.n.state.has_delegations() {
         return Ok(());
     }
     let file = file_key(export, fid);
+    let by = c.clientid.or_else(|| {
+        sid.filter(|_| c.minor == 0)
+            .and_then(|s| c.n.state.stateid_client(s))
+    });
     match c
         .n
         .state
-        .break_delegations(&file, c.clientid, reader, c.n.clock.now())
+        .break_delegations(&file, by, reader, c.n.clock.now())
     {
         Break::Clear => Ok(()),
         Break::Delay => {

@@ -130,3 +130,30 @@ fn hook(
         }
     })
 }
+
+impl Nfs4 {
+    /// The hook NFSv3 and NLM ask before changing or locking a file
+    /// ([`crate::nfs3::Nfs3::recall`]): recalls the NFSv4 delegations on
+    /// it, as another NFSv4 client's conflicting request would; true while
+    /// a recall is outstanding. Costs one atomic load while there are no
+    /// delegations.
+    pub fn recaller(&self) -> crate::nfs3::Recall {
+        let state = self.state.clone();
+        let records = self.records.clone();
+        let clock = self.clock.clone();
+        Arc::new(move |export, fid| {
+            if !state.has_delegations() {
+                return false;
+            }
+            let file = FileKey { export, fid: *fid };
+            match state.break_delegations(&file, None, false, clock.now()) {
+                super::state::deleg::Break::Clear => false,
+                super::state::deleg::Break::Delay => {
+                    let records = records.clone();
+                    tokio::spawn(async move { records.apply().await });
+                    true
+                }
+            }
+        })
+    }
+}

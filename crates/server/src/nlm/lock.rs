@@ -114,6 +114,15 @@ impl Nlm {
             });
         }
         let file = self.file(nfs, ctx, &a.alock.fh)?;
+        // An NFSv4 client holding a delegation takes its locks locally:
+        // they reach the server only once it returns the delegation. The
+        // Linux client retries a lock denied for the grace period.
+        if nfs.recalling(file.export, &file.fid) {
+            return Err(Fail {
+                stat: Nlm4Stats::NLM4_DENIED_GRACE_PERIOD,
+                why: "an NFSv4 delegation on the file is being recalled",
+            });
+        }
         let host = self.host(&a.alock.caller_name, ctx.peer.ip());
         if monitored {
             self.record_host(nfs, host).await?;

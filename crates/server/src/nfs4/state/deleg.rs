@@ -145,6 +145,11 @@ impl State {
         {
             return Err(NoDeleg::Contention);
         }
+        // Byte-range locks of others (NLM hosts too): the holder would take
+        // its own locks locally, unseen by theirs.
+        if self.locks.locked_by_others(file, client) {
+            return Err(NoDeleg::Contention);
+        }
         Self::delegation_conflict(&i, client, &file, kind)?;
         if i.delegs.len() >= max {
             return Err(NoDeleg::Resource);
@@ -249,6 +254,9 @@ impl State {
         change: u64,
         recalled: Option<Instant>,
     ) -> Stateid4 {
+        // Under the lock, so that `has_delegations` never reads it low.
+        self.delegs_hint
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let other = self.new_other(i, client);
         let attrs = (kind == DelegType::Write).then_some(WriteAttrs {
             last_change: change,
@@ -463,7 +471,13 @@ impl State {
     /// Whether any delegation is outstanding (a cheap test before a
     /// lookup that only a conflict check needs).
     pub fn has_delegations(&self) -> bool {
-        !self.inner.lock().unwrap().delegs.is_empty()
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.delegs_hint.load(SeqCst) == 0 {
+            return false;
+        }
+        let i = self.inner.lock().unwrap();
+        self.delegs_hint.store(i.delegs.len(), SeqCst);
+        !i.delegs.is_empty()
     }
 
     /// Whether anyone holds a delegation on `file`.
@@ -488,6 +502,16 @@ impl State {
     pub fn deleg_client(&self, sid: &Stateid4) -> Option<u64> {
         let i = self.inner.lock().unwrap();
         i.delegs.get(&sid.other).map(|d| d.client)
+    }
+
+    /// The client an open, lock or delegation stateid belongs to (an
+    /// NFSv4.0 WRITE or SETATTR names its client only through it).
+    pub fn stateid_client(&self, sid: &Stateid4) -> Option<u64> {
+        let i = self.inner.lock().unwrap();
+        i.stateids
+            .get(&sid.other)
+            .map(|s| s.client)
+            .or_else(|| i.delegs.get(&sid.other).map(|d| d.client))
     }
 
     /// Outstanding delegations.

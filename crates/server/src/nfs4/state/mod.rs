@@ -300,6 +300,10 @@ pub struct State {
     grace: Mutex<Grace>,
     /// The driver's wake-up (see [`Waker`]).
     waker: Mutex<Option<Waker>>,
+    /// At least the number of outstanding delegations (raised under the
+    /// lock at each grant, brought down when looked at): lets the other
+    /// protocols' hot paths skip the lock while there are none.
+    delegs_hint: std::sync::atomic::AtomicUsize,
 }
 
 /// Who may reclaim after a restart, and until when. The period itself is
@@ -347,6 +351,7 @@ impl State {
             courtesy,
             grace: Mutex::new(Grace::default()),
             waker: Mutex::new(None),
+            delegs_hint: Default::default(),
         }
     }
 

@@ -532,3 +532,29 @@ async fn a_client_expired_for_real_has_its_delegation_revoked_with_the_rest() {
     }
     assert_eq!(fx.renew(&a).await.unwrap() & EXPIRED_ALL_STATE_REVOKED, 0);
 }
+
+/// NFSv3 and NLM ask the NFSv4 server's recaller before changing or
+/// locking a file (`Nfs3::recall`): a delegation on it is recalled and
+/// they hear "again later" until it is returned; files without one cost
+/// nothing.
+#[tokio::test]
+async fn other_protocols_recall_through_the_recaller() {
+    let fx = Fx::new(cfg(60, 0));
+    let (a, fake) = fx.client_with_back("a").await;
+    let o = open_ok(&fx, &a, "f", "o", READ).await;
+    let sid = deleg(&o);
+    let recall = fx.n.recaller();
+    let (export, fid) = fx.n.key.open(&o.fh.0).unwrap();
+    // Another file: nothing to recall.
+    let (_, g) =
+        fx.n.key
+            .open(&open_ok(&fx, &a, "g", "o2", BOTH).await.fh.0)
+            .unwrap();
+    assert!(!recall(export, &g));
+    assert!(recall(export, &fid), "a recall is under way");
+    settle().await;
+    assert_eq!(recalls(&fake).len(), 1);
+    assert!(recall(export, &fid), "still out");
+    assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
+    assert!(!recall(export, &fid), "returned: the change may go ahead");
+}

@@ -337,9 +337,11 @@ pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
 }
 
 impl Fx {
-    /// A server that has just started with no clients on record.
+    /// A server that has just started with no clients on record, whose
+    /// export allows read delegations only (the tests of write ones ask
+    /// for them with [`Fx::with_delegations`]).
     pub fn new(cfg: Nfs4Config) -> Fx {
-        Self::with_delegations(cfg, crate::export::Delegations::default())
+        Self::with_delegations(cfg, crate::export::Delegations::Read)
     }
 
     /// [`Fx::new`] with the export allowing these delegations.
