@@ -198,26 +198,29 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
             "server: {created} contexts created, {} expired, {sync} synchronous WRITEs",
             metric(&maddr, "tarn_gss_contexts_expired_total")
         );
-        // Throughput per ticket period, its first quarter and its last.
-        let mut p = 0;
-        while (p * TICKET) < run_for.as_secs() {
-            let (a, b) = (p * TICKET, ((p + 1) * TICKET).min(run_for.as_secs()));
-            let rate = |from: u64, to: u64| {
-                let n: u64 = samples
-                    .iter()
-                    .filter(|(s, _)| (from..to).contains(s))
-                    .map(|(_, b)| b)
-                    .sum();
-                n as f64 / (to - from).max(1) as f64 / (1 << 20) as f64
-            };
+        // Throughput per ticket period (each context's time as the
+        // current one), its first quarter and its last.
+        let end = t0 + run_for;
+        let rate = |from: Instant, to: Instant| {
+            let (a, b) = ((from - t0).as_secs(), (to - t0).as_secs());
+            let n: u64 = samples
+                .iter()
+                .filter(|(s, _)| (a..b.max(a + 1)).contains(s))
+                .map(|(_, b)| b)
+                .sum();
+            n as f64 / (b - a).max(1) as f64 / (1 << 20) as f64
+        };
+        for (i, c) in contexts.iter().enumerate() {
+            let (a, b) = (c.established, c.replaced.unwrap_or(end).min(end));
             let q = (b - a) / 4;
             println!(
-                "ticket period {p} (t={a}..{b}s): {:.1} MiB/s; first quarter {:.1} MiB/s, last quarter {:.1} MiB/s",
+                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s, last quarter {:.1} MiB/s",
+                (a - t0).as_secs_f64(),
+                (b - t0).as_secs_f64(),
                 rate(a, b),
                 rate(a, a + q),
                 rate(b - q, b)
             );
-            p += 1;
         }
     });
     drop(t);
