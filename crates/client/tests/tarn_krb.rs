@@ -295,3 +295,87 @@ async fn writer(t: &Tarn, t0: Instant, run_for: Duration) -> Report {
         samples: per_sec.into_iter().collect(),
     }
 }
+
+/// A ticket that nobody refreshes: renewal warns before expiry (and keeps
+/// the old context, the cache holding nothing newer); once it has expired
+/// calls fail; after a `kinit` the same session works again (a fresh
+/// context, the failed calls' slots not moved).
+#[test]
+fn an_unrefreshed_ticket_warns_then_fails_and_a_kinit_recovers() {
+    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit("lapse", "15s");
+    kdc.activate(&cc);
+    let (t, _maddr) = kerberos_server(&kdc);
+    let t0 = Instant::now();
+    run(async {
+        let s = Session::connect(t.addr, &krb5(GssService::Integrity, RenewPolicy::default()))
+            .await
+            .expect("krb5i session");
+        let g = s.conn().gss().unwrap().clone();
+        let root = s.lookup_path("/").await.unwrap();
+        let (sid, fh) = s.open(&root, "lapse", Some(0o644), 3).await.unwrap();
+        let chunk = Bytes::from(vec![7u8; 64 << 10]);
+        s.write(&sid, &fh, 0, chunk.clone(), StableHow4::UNSTABLE4)
+            .await
+            .unwrap();
+        assert_eq!(g.warnings(), 0);
+
+        // Renewal starts a quarter of the life before expiry (~11 s) and
+        // finds no newer ticket: a warning, the old context kept.
+        tokio::time::sleep_until((t0 + Duration::from_secs(14)).into()).await;
+        assert!(g.warnings() >= 1, "no warning before expiry");
+        assert_eq!(g.contexts().len(), 1);
+        s.write(&sid, &fh, 0, chunk.clone(), StableHow4::UNSTABLE4)
+            .await
+            .expect("the old context still works until it expires");
+
+        // Expired (past the 2 s clock skew too): calls fail, loudly.
+        tokio::time::sleep_until((t0 + Duration::from_secs(20)).into()).await;
+        let w = g.warnings();
+        for _ in 0..3 {
+            let e = s
+                .write(&sid, &fh, 0, chunk.clone(), StableHow4::UNSTABLE4)
+                .await
+                .expect_err("a call on an expired credential");
+            println!("after expiry: {e}");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(g.warnings() > w, "renewal stopped warning after expiry");
+
+        // The user runs kinit: the same session recovers.
+        kdc.kinit("lapse", "10m");
+        let mut ok_after = None;
+        for i in 0..50 {
+            match s
+                .write(&sid, &fh, 0, chunk.clone(), StableHow4::UNSTABLE4)
+                .await
+            {
+                Ok(_) => {
+                    ok_after = Some(i);
+                    break;
+                }
+                Err(e) if i % 10 == 0 => println!("after kinit: {e}"),
+                Err(_) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(ok_after.is_some(), "no recovery after kinit");
+        for off in 1..20u64 {
+            s.write(&sid, &fh, off << 16, chunk.clone(), StableHow4::UNSTABLE4)
+                .await
+                .expect("calls after recovery");
+        }
+        s.commit(&fh, 0, 0).await.unwrap();
+        s.close(&fh, &sid).await.unwrap();
+        let n = g.contexts().len();
+        assert_eq!(n, 2, "{:#?}", g.contexts());
+        println!(
+            "{} warnings; recovered {} ms after kinit; {n} contexts",
+            g.warnings(),
+            ok_after.unwrap() * 100
+        );
+        s.destroy().await.unwrap();
+    });
+    drop(t);
+}

@@ -32,6 +32,11 @@ impl Default for RenewPolicy {
     }
 }
 
+/// Expiries are known to the second (GSS-API reports whole seconds left),
+/// so two contexts from one ticket may seem to end up to a second apart:
+/// a new one counts as longer-lived only beyond this.
+pub const SAME_TICKET_SLACK: Duration = Duration::from_secs(2);
+
 /// What to do after an attempt to make a new context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -74,7 +79,7 @@ impl RenewPolicy {
         old_expires: Instant,
         new_expires: Instant,
     ) -> Decision {
-        if new_expires > old_expires {
+        if new_expires > old_expires + SAME_TICKET_SLACK {
             Decision::Switch {
                 next: self.renew_at(now, new_expires),
             }
@@ -235,6 +240,16 @@ mod tests {
                 expires: c.at(1300)
             }
         );
+    }
+
+    #[test]
+    fn a_context_from_the_same_ticket_is_not_longer_for_a_rounded_second() {
+        let c = clock();
+        let p = RenewPolicy::default();
+        let d = p.after_success(c.at(45), c.at(60), c.at(61));
+        assert!(matches!(d, Decision::NotRefreshed { .. }), "{d:?}");
+        let d = p.after_success(c.at(45), c.at(60), c.at(63));
+        assert!(matches!(d, Decision::Switch { .. }), "{d:?}");
     }
 
     #[test]

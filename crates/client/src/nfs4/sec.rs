@@ -14,6 +14,7 @@ use rpc::client::gss::GssClient;
 use rpc::client::{ClientError, RpcClient};
 use rpc::gss::GssService;
 use rpc::msg::ReplyStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 use xdr::Decoder;
@@ -43,6 +44,8 @@ pub struct GssSec {
     /// Held while a context is being made, so that calls failing together
     /// make one, not one each.
     making: tokio::sync::Mutex<()>,
+    /// Warnings given that the credential could not be renewed.
+    warnings: AtomicU64,
     renewer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -93,6 +96,7 @@ impl GssSec {
             current: Mutex::new(Arc::new(ctx)),
             history: Mutex::new(vec![first]),
             making: tokio::sync::Mutex::new(()),
+            warnings: AtomicU64::new(0),
             renewer: Mutex::new(None),
         });
         let t = tokio::spawn(renew_loop(Arc::downgrade(&sec), next));
@@ -114,6 +118,12 @@ impl GssSec {
         self.history.lock().unwrap().clone()
     }
 
+    /// How many times renewal warned that the credential is about to
+    /// expire (or has) with no newer ticket to be had.
+    pub fn warnings(&self) -> u64 {
+        self.warnings.load(Ordering::Relaxed)
+    }
+
     /// Calls `proc_` with encoded `args` under the current context.
     pub async fn call(&self, proc_: u32, args: &[u8]) -> Result<Decoder, ClientError> {
         let ctx = self.current();
@@ -121,8 +131,18 @@ impl GssSec {
             Err(e) if refused_context(&e) => {
                 // Not executed: safe to send again on a fresh context (the
                 // same NFSv4.1 slot and seqid, as the server never saw it).
-                let fresh = self.replace_after_refusal(&ctx).await?;
-                fresh.call(self.service, proc_, args).await
+                match self.replace_after_refusal(&ctx).await {
+                    Ok(fresh) => fresh.call(self.service, proc_, args).await,
+                    Err(why) => {
+                        // The refusal is the call's result: it says the
+                        // call was not executed (its slot did not move).
+                        tracing::warn!(
+                            principal = ctx.principal(),
+                            "RPCSEC_GSS context refused and no new one can be made: {why}"
+                        );
+                        Err(e)
+                    }
+                }
             }
             r => r,
         }
@@ -211,6 +231,7 @@ async fn renew_loop(sec: Weak<GssSec>, mut next: Instant) {
                 let why = "the credential cache holds no newer ticket";
                 let w = renew::warning(old.principal(), expires, now, SystemTime::now(), why);
                 tracing::warn!(principal = old.principal(), "{w}");
+                s.warnings.fetch_add(1, Ordering::Relaxed);
                 next = n;
             }
             (Decision::Failed { next: n, expires }, made) => {
@@ -220,6 +241,7 @@ async fn renew_loop(sec: Weak<GssSec>, mut next: Instant) {
                 };
                 let w = renew::warning(old.principal(), expires, now, SystemTime::now(), &why);
                 tracing::warn!(principal = old.principal(), "{w}");
+                s.warnings.fetch_add(1, Ordering::Relaxed);
                 next = n;
             }
             (Decision::Switch { next: n }, Err(_)) => next = n, // not produced

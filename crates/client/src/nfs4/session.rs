@@ -476,7 +476,15 @@ impl Fore {
         loop {
             let slot = self.acquire().await;
             args.argarray[0] = slot.sequence(false);
-            let res = self.conn.send(&args).await?;
+            let res = match self.conn.send(&args).await {
+                Ok(res) => res,
+                Err(e) => {
+                    if e.not_executed() {
+                        slot.release(Outcome::NotProcessed);
+                    }
+                    return Err(e);
+                }
+            };
             slot.finish(&res);
             if res.status != Nfsstat4::NFS4ERR_DELAY || Instant::now() >= deadline {
                 return Ok(res);

@@ -10,6 +10,17 @@ use std::time::Duration;
 
 /// "nfs://h/x: no such file or directory (NFS4ERR_NOENT)".
 pub fn nfs_err(what: &(impl Display + ?Sized), e: Error) -> String {
+    use proto::rpc::AuthStat::{RPCSEC_GSS_CREDPROBLEM, RPCSEC_GSS_CTXPROBLEM};
+    use rpc::{client::ClientError, msg::ReplyStatus};
+    if let Error::Rpc(ClientError::Rpc(ReplyStatus::AuthError(
+        RPCSEC_GSS_CREDPROBLEM | RPCSEC_GSS_CTXPROBLEM,
+    ))) = e
+    {
+        // Kerberos: the server no longer takes our context (expired).
+        return format!(
+            "{what}: refused, the Kerberos credential has expired or was rejected ({e}); run kinit"
+        );
+    }
     match e.status() {
         Some(st) => format!("{what}: {} ({st:?})", describe(st)),
         None => format!("{what}: {e}"),
