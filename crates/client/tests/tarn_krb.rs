@@ -4,7 +4,7 @@
 //! - krb5, krb5i and krb5p sessions write a file and read it back.
 //! - Credential renewal (the field report of writes turning synchronous
 //!   near a credential's end): tickets of 60 s, refreshed into the cache
-//!   by `kinit` every 40 s as k5start would; one client writes
+//!   by `kinit` every 35 s as k5start would; one client writes
 //!   continuously (UNSTABLE WRITEs of wsize, several in flight, a COMMIT
 //!   per 32 MiB file) across more than two ticket lifetimes. No call
 //!   fails, every WRITE asks UNSTABLE at full size, the server counts no
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TICKET: u64 = 60;
-const REFRESH_EVERY: u64 = 40;
+const REFRESH_EVERY: u64 = 35;
 const WSIZE: usize = 256 << 10;
 const FILE: u64 = 32 << 20;
 const IN_FLIGHT: usize = 4;
@@ -125,7 +125,7 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
     let t0 = Instant::now();
     let run_for = Duration::from_secs(2 * TICKET + 15);
     std::thread::scope(|sc| {
-        // k5start's part: a fresh ticket in the same cache every 40 s.
+        // k5start's part: a fresh ticket in the same cache every 35 s.
         let refresher = sc.spawn(|| {
             let mut kinits = 0;
             let mut next = t0 + Duration::from_secs(REFRESH_EVERY);
