@@ -9,8 +9,10 @@
 //!   per 32 MiB file) across more than two ticket lifetimes. No call
 //!   fails, every WRITE asks UNSTABLE at full size, the server counts no
 //!   synchronous WRITE, each context is replaced before it expires (the
-//!   client's record and the server's context counter agree), and the
-//!   throughput of each ticket period is printed, first quarter vs last.
+//!   client's record and the server's context counter agree), renewal
+//!   never warns, and the throughput of each ticket period is printed,
+//!   its last quarter at least half its first (the failure reported was
+//!   a collapse to a few MB/s).
 //!
 //!   cargo build -p tarn && cargo test -p client --test tarn_krb -- --nocapture
 
@@ -154,7 +156,10 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
             bytes,
             contexts,
             samples,
+            warnings,
         } = report;
+        // The cache always had a newer ticket when renewal looked.
+        assert_eq!(warnings, 0, "renewal warned");
         println!(
             "{writes} WRITEs of {} KiB, {commits} COMMITs, {} MiB in {:.0} s, {} contexts",
             WSIZE >> 10,
@@ -221,6 +226,15 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
                 rate(a, a + q),
                 rate(b - q, b)
             );
+            // The field report's symptom was a collapse (synchronous 4 KiB
+            // writes, a few MB/s) at the end of each credential's life;
+            // the bound is loose because this machine is shared.
+            if c.replaced.is_some() {
+                assert!(
+                    rate(b - q, b) >= 0.5 * rate(a, a + q),
+                    "throughput fell at the end of ticket period {i}"
+                );
+            }
         }
     });
     drop(t);
@@ -231,6 +245,7 @@ struct Report {
     commits: u64,
     bytes: u64,
     contexts: Vec<client::nfs4::sec::CtxRecord>,
+    warnings: u64,
     /// (second since start, bytes written in it)
     samples: Vec<(u64, u64)>,
 }
@@ -286,12 +301,14 @@ async fn writer(t: &Tarn, t0: Instant, run_for: Duration) -> Report {
         s.remove(&root, &name).await.unwrap();
     }
     let contexts = s.conn().gss().unwrap().contexts();
+    let warnings = s.conn().gss().unwrap().warnings();
     s.destroy().await.unwrap();
     Report {
         writes,
         commits,
         bytes,
         contexts,
+        warnings,
         samples: per_sec.into_iter().collect(),
     }
 }
