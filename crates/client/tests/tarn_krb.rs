@@ -10,7 +10,8 @@
 //!   fails, every WRITE asks UNSTABLE at full size, the server counts no
 //!   synchronous WRITE, each context is replaced before it expires (the
 //!   client's record and the server's context counter agree), renewal
-//!   never warns, and the throughput of each ticket period is printed,
+//!   never warns, `tarn doctor` watching across a renewal reports no
+//!   small synchronous writes, and the throughput of each ticket period is printed,
 //!   its last quarter at least half its first (the failure reported was
 //!   a collapse to a few MB/s).
 //!
@@ -145,8 +146,35 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
             }
             kinits
         });
+        // `tarn doctor` watching the server across a renewal (~118 s)
+        // and the last seconds of the context before it.
+        let doctor = sc.spawn(|| {
+            std::thread::sleep(
+                (t0 + Duration::from_secs(100)).saturating_duration_since(Instant::now()),
+            );
+            let sock = t.state.join("admin.sock");
+            let out = std::process::Command::new(tarn_bin())
+                .args([
+                    "doctor",
+                    "--socket",
+                    sock.to_str().unwrap(),
+                    "--window",
+                    "30",
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "doctor: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        });
         let report = run(writer(&t, t0, run_for));
         stop.store(true, Ordering::Relaxed);
+        let doctor = doctor.join().unwrap();
+        println!("tarn doctor over t=100..130s:\n{doctor}");
+        assert!(!doctor.contains("small-sync-writes"), "{doctor}");
         let kinits = refresher.join().unwrap();
         assert!(kinits >= 2, "{kinits}");
 
