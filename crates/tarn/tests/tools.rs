@@ -397,11 +397,22 @@ fn errors_name_the_path_and_the_status() {
         e.contains("vers=3 is not supported by the tools yet"),
         "{e}"
     );
-    let e = fails(&["ls", &format!("nfs://127.0.0.1:{p}/?sec=krb5p")]);
+    // Kerberos without a ticket: the server and the reason are named.
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["ls", &format!("nfs://127.0.0.1:{p}/?sec=krb5p")])
+        .env(
+            "KRB5CCNAME",
+            format!("FILE:{}", s.state.join("no-cc").display()),
+        )
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
     assert!(
-        e.contains("sec=krb5p is not supported by the tools yet"),
+        e.starts_with(&format!("tarn: nfs://127.0.0.1:{p}: cannot connect: ")),
         "{e}"
     );
+    assert!(e.contains("credentials"), "{e}");
     let e = fails(&["ls", &format!("nfs://127.0.0.1:{p}/?colour=blue")]);
     assert!(e.contains("unknown query key \"colour\""), "{e}");
     let e = fails(&["ls", "nfs://[::1/x"]);

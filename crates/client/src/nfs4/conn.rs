@@ -8,18 +8,23 @@
 
 use super::callback::CbService;
 use super::error::Result;
+use super::renew::RenewPolicy;
+use super::sec::GssSec;
 use bytes::Bytes;
 use proto::nfs4::{
     Compound4args, Compound4res, NfsArgop4, NFS4_PROGRAM, NFSPROC4_COMPOUND, NFS_V4,
 };
-use rpc::client::{auth_sys, RpcClient};
+use rpc::client::{auth_none, auth_sys, RpcClient};
+use rpc::gss::GssService;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use xdr::Unpack;
 
 pub struct Nfs4Conn {
-    rpc: RpcClient,
+    rpc: Arc<RpcClient>,
     callbacks: Arc<CbService>,
+    /// RPCSEC_GSS for every COMPOUND, when the connection was made with it.
+    gss: Option<Arc<GssSec>>,
 }
 
 impl Nfs4Conn {
@@ -30,11 +35,41 @@ impl Nfs4Conn {
         Ok(Nfs4Conn::from_rpc(RpcClient::connect(addr, cred).await?))
     }
 
+    /// Connects over TCP and sends every COMPOUND under RPCSEC_GSS
+    /// `service` with a context for `target` (`nfs@host`) from the caller's
+    /// credential cache (KRB5CCNAME), renewed ahead of expiry by `policy`.
+    pub async fn connect_gss(
+        addr: SocketAddr,
+        service: GssService,
+        target: &str,
+        policy: RenewPolicy,
+    ) -> Result<Self> {
+        let rpc = Arc::new(RpcClient::connect(addr, auth_none()).await?);
+        let gss =
+            GssSec::establish(rpc.clone(), NFS4_PROGRAM, NFS_V4, service, target, policy).await?;
+        let mut c = Nfs4Conn::from_shared(rpc);
+        c.gss = Some(gss);
+        Ok(c)
+    }
+
     /// Wraps an RPC client that is already connected (any credential).
     pub fn from_rpc(rpc: RpcClient) -> Self {
+        Nfs4Conn::from_shared(Arc::new(rpc))
+    }
+
+    fn from_shared(rpc: Arc<RpcClient>) -> Self {
         let callbacks = Arc::new(CbService::default());
         rpc.set_call_handler(callbacks.clone());
-        Nfs4Conn { rpc, callbacks }
+        Nfs4Conn {
+            rpc,
+            callbacks,
+            gss: None,
+        }
+    }
+
+    /// The RPCSEC_GSS layer, if COMPOUNDs go under it.
+    pub fn gss(&self) -> Option<&Arc<GssSec>> {
+        self.gss.as_ref()
     }
 
     /// The callback service answering the server's calls on this connection.
@@ -77,6 +112,10 @@ impl Nfs4Conn {
 
     /// Sends a COMPOUND that the caller keeps (to resend it after a DELAY).
     pub async fn send(&self, args: &Compound4args) -> Result<Compound4res> {
+        if let Some(g) = &self.gss {
+            let mut d = g.call(NFSPROC4_COMPOUND, &xdr::to_bytes(args)).await?;
+            return Ok(Compound4res::unpack(&mut d)?);
+        }
         let mut d = self
             .rpc
             .call(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, args)

@@ -34,6 +34,18 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether the server refused the call before executing it: an RPC
+    /// authentication error (e.g. its RPCSEC_GSS context expired), so an
+    /// NFSv4.1 slot it was sent on did not move.
+    pub fn not_executed(&self) -> bool {
+        matches!(
+            self,
+            Error::Rpc(rpc::client::ClientError::Rpc(
+                rpc::msg::ReplyStatus::AuthError(_)
+            ))
+        )
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -1,6 +1,7 @@
 //! NFSv4.1 client (RFC 8881).
 //!
-//! - [`Nfs4Conn`]: one TCP connection with AUTH_SYS; `compound` sends any
+//! - [`Nfs4Conn`]: one TCP connection with AUTH_SYS or RPCSEC_GSS (krb5,
+//!   krb5i, krb5p; contexts renewed ahead of expiry: [`sec`], [`renew`]); `compound` sends any
 //!   operations with any minor version, nothing added.
 //! - [`Session`]: EXCHANGE_ID + CREATE_SESSION + RECLAIM_COMPLETE, then
 //!   `call` puts a SEQUENCE on a free slot in front of the operations.
@@ -18,6 +19,8 @@ pub mod conn;
 pub mod deleg;
 pub mod error;
 pub mod ops;
+pub mod renew;
+pub mod sec;
 pub mod session;
 pub mod slots;
 
@@ -27,5 +30,10 @@ pub use conn::Nfs4Conn;
 pub use deleg::{DelegKind, DelegTable, Delegation};
 pub use error::{describe, Error, Nfs4Error, Result};
 pub use ops::{DirEntry, Opened, ANON_STATEID};
-pub use session::{check, create_session, exchange_id, Session, SessionOptions, SlotGuard};
+pub use renew::RenewPolicy;
+pub use rpc::gss::GssService;
+pub use sec::GssSec;
+pub use session::{
+    check, create_session, exchange_id, Security, Session, SessionOptions, SlotGuard,
+};
 pub use slots::{Outcome, SlotLease, SlotTable};

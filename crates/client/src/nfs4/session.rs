@@ -8,17 +8,59 @@
 use super::conn::Nfs4Conn;
 use super::deleg::{DelegTable, Delegation};
 use super::error::{op_status, Error, Nfs4Error, Result};
+use super::renew::RenewPolicy;
 use super::slots::{Outcome, SlotLease, SlotTable};
 use bytes::Bytes;
 use proto::nfs4::*;
+use rpc::gss::GssService;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+/// How a connection authenticates its calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Security {
+    /// AUTH_SYS with these ids (`gid` also the one supplementary group).
+    Sys { uid: u32, gid: u32 },
+    /// RPCSEC_GSS with Kerberos from the caller's credential cache: a
+    /// context with `target` (`nfs@host`), renewed ahead of expiry.
+    Krb5 {
+        service: GssService,
+        target: String,
+        renew: RenewPolicy,
+    },
+}
+
+impl Security {
+    /// Kerberos with the default renewal policy, `nfs@host`.
+    pub fn krb5(service: GssService, host: &str) -> Security {
+        Security::Krb5 {
+            service,
+            target: format!("nfs@{host}"),
+            renew: RenewPolicy::default(),
+        }
+    }
+
+    /// Opens a connection to `addr` authenticated so.
+    pub async fn connect(&self, addr: std::net::SocketAddr) -> Result<Nfs4Conn> {
+        match self {
+            Security::Sys { uid, gid } => Nfs4Conn::connect(addr, *uid, *gid).await,
+            Security::Krb5 {
+                service,
+                target,
+                renew,
+            } => Nfs4Conn::connect_gss(addr, *service, target, *renew).await,
+        }
+    }
+}
+
 /// What the client asks for when it sets up a session.
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
+    /// How [`Session::connect`] authenticates the session's connection
+    /// (with [`Session::establish`] the caller brings a connection).
+    pub security: Security,
     /// `co_ownerid`: names this client to the server across restarts.
     pub owner: Bytes,
     /// `co_verifier`: a new value tells the server this client rebooted.
@@ -53,6 +95,7 @@ impl Default for SessionOptions {
             .unwrap_or_default();
         let owner = format!("tarn-client/{}/{}", std::process::id(), now.as_nanos());
         SessionOptions {
+            security: Security::Sys { uid: 0, gid: 0 },
             owner: Bytes::from(owner),
             verifier: (now.as_nanos() as u64).to_be_bytes(),
             exchange_flags: 0,
@@ -208,6 +251,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// Connects to `addr` as `o.security` says, then [`Session::establish`].
+    pub async fn connect(addr: std::net::SocketAddr, o: &SessionOptions) -> Result<Session> {
+        let conn = o.security.connect(addr).await?;
+        Session::establish(conn, o).await
+    }
+
     /// EXCHANGE_ID, CREATE_SESSION, then RECLAIM_COMPLETE (one_fs false): a
     /// fresh client has nothing to reclaim, and says so at once so that the
     /// server lets it create state.
@@ -427,7 +476,15 @@ impl Fore {
         loop {
             let slot = self.acquire().await;
             args.argarray[0] = slot.sequence(false);
-            let res = self.conn.send(&args).await?;
+            let res = match self.conn.send(&args).await {
+                Ok(res) => res,
+                Err(e) => {
+                    if e.not_executed() {
+                        slot.release(Outcome::NotProcessed);
+                    }
+                    return Err(e);
+                }
+            };
             slot.finish(&res);
             if res.status != Nfsstat4::NFS4ERR_DELAY || Instant::now() >= deadline {
                 return Ok(res);

@@ -92,9 +92,7 @@ impl Tarn {
     }
 
     fn spawn(&mut self, extra: &[&str]) {
-        let bin = std::env::var("TARN_BIN").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into()
-        });
+        let bin = tarn_bin();
         assert!(
             std::path::Path::new(&bin).exists(),
             "{bin} missing: cargo build -p tarn"
@@ -155,6 +153,12 @@ impl Drop for Tarn {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The `tarn` binary the tests run: TARN_BIN, else the workspace's debug build.
+pub fn tarn_bin() -> String {
+    std::env::var("TARN_BIN")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into())
 }
 
 /// Runs one async test body on a small runtime.

@@ -17,7 +17,9 @@ use crate::record;
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::gss::{RpcGssInitArg, RpcGssInitRes, RpcGssIntegData, RpcGssPrivData, RpcGssProcT};
 use proto::rpc::{OpaqueAuth, RPCSEC_GSS};
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use xdr::{Decoder, Pack, Unpack};
 
@@ -25,8 +27,11 @@ fn gss_err(e: impl std::fmt::Display) -> ClientError {
     ClientError::Gss(e.to_string())
 }
 
-pub struct GssClient {
-    pub rpc: RpcClient,
+/// `R` is how the connection is held: owned (the default), or shared
+/// (`Arc<RpcClient>`) so that a newer context can take over the same
+/// connection while calls under the older one finish.
+pub struct GssClient<R = RpcClient> {
+    pub rpc: R,
     crypto: Crypto,
     handle: Bytes,
     seq: AtomicU32,
@@ -37,6 +42,11 @@ pub struct GssClient {
     send_order: tokio::sync::Mutex<()>,
     prog: u32,
     vers: u32,
+    /// The initiator's principal, as MIT names it (`alice@REALM`).
+    principal: String,
+    /// When the context stops working (the service ticket's end), as
+    /// measured when it was established.
+    expires: Instant,
 }
 
 /// A call ready to send: its xid, sequence number and whole record.
@@ -48,16 +58,16 @@ pub struct Built {
     pub record: Bytes,
 }
 
-impl GssClient {
+impl<R: Borrow<RpcClient>> GssClient<R> {
     /// Establishes a context with `service@host` (for example
     /// `nfs@localhost`) using the default credential cache; the
     /// INIT calls go to `prog`/`vers` procedure NULL.
     pub async fn establish(
-        rpc: RpcClient,
+        rpc: R,
         prog: u32,
         vers: u32,
         target: &str,
-    ) -> Result<GssClient, ClientError> {
+    ) -> Result<GssClient<R>, ClientError> {
         let name = Target::hostbased(target).map_err(gss_err)?;
         let mut ctx = MitCtx::new();
         let first_step = ctx.init_step(&name, None).map_err(gss_err)?;
@@ -81,7 +91,7 @@ impl GssClient {
             }
             .encode();
             first = false;
-            let xid = rpc.next_xid();
+            let xid = rpc.borrow().next_xid();
             let mut out = BytesMut::new();
             record::begin(&mut out);
             msg::encode_call(xid, prog, vers, 0, &cred, &mut out);
@@ -90,7 +100,7 @@ impl GssClient {
             }
             .pack(&mut out);
             record::finish(&mut out);
-            let rep = rpc.send_record(xid, &out).await?;
+            let rep = rpc.borrow().send_record(xid, &out).await?;
             let (_, st, verf, mut d) = msg::decode_reply_verf(rep)?;
             if st != ReplyStatus::Success {
                 return Err(ClientError::Rpc(st));
@@ -126,6 +136,13 @@ impl GssClient {
                     return Err(gss_err("INIT reply verifier does not check"));
                 }
                 let window = res.seq_window.max(1);
+                // Asked before the keys are exported (which consumes the
+                // context): who we are, and for how long.
+                let now = Instant::now();
+                let (principal, life) = ctx.peer().map_err(gss_err)?;
+                let expires = now
+                    .checked_add(life)
+                    .unwrap_or_else(|| now + Duration::from_secs(u32::MAX as u64 / 2));
                 let crypto = Crypto::of(ctx)
                     .ok_or_else(|| gss_err("the context's exported keys are unusable"))?;
                 return Ok(GssClient {
@@ -138,10 +155,22 @@ impl GssClient {
                     send_order: tokio::sync::Mutex::new(()),
                     prog,
                     vers,
+                    principal,
+                    expires,
                 });
             }
             token = next;
         }
+    }
+
+    /// The initiator's principal (the user whose ticket made the context).
+    pub fn principal(&self) -> &str {
+        &self.principal
+    }
+
+    /// When the context expires (the end of the service ticket).
+    pub fn expires(&self) -> Instant {
+        self.expires
     }
 
     /// The context handle the server gave.
@@ -183,7 +212,14 @@ impl GssClient {
         proc_: u32,
         args: &[u8],
     ) -> Result<Built, ClientError> {
-        self.build_xid(self.rpc.next_xid(), gproc, seq, service, proc_, args)
+        self.build_xid(
+            self.rpc.borrow().next_xid(),
+            gproc,
+            seq,
+            service,
+            proc_,
+            args,
+        )
     }
 
     fn build_xid(
@@ -256,7 +292,7 @@ impl GssClient {
             .acquire()
             .await
             .map_err(|_| ClientError::Closed)?;
-        self.rpc.send_record(b.xid, &b.record).await
+        self.rpc.borrow().send_record(b.xid, &b.record).await
     }
 
     /// Checks a reply's verifier (a MIC of the call's sequence number) and
@@ -315,7 +351,7 @@ impl GssClient {
         let (b, reply) = {
             let _order = self.send_order.lock().await;
             let b = self.build(service, proc_, args)?;
-            let reply = self.rpc.write_record(b.xid, &b.record).await?;
+            let reply = self.rpc.borrow().write_record(b.xid, &b.record).await?;
             (b, reply)
         };
         let rep = reply.await?;

@@ -1,8 +1,8 @@
 //! Sessions for the tools (one per server and identity, shared by every
 //! path on it) and the wording of their errors.
 
-use super::url::NfsUrl;
-use client::nfs4::{describe, Error, Nfs4Conn, Session, SessionOptions};
+use super::url::{NfsUrl, Sec};
+use client::nfs4::{describe, Error, GssService, Nfs4Conn, Security, Session, SessionOptions};
 use proto::nfs4::{NfsFh4, NfsFtype4, Nfsstat4};
 use std::fmt::Display;
 use std::sync::Arc;
@@ -10,6 +10,17 @@ use std::time::Duration;
 
 /// "nfs://h/x: no such file or directory (NFS4ERR_NOENT)".
 pub fn nfs_err(what: &(impl Display + ?Sized), e: Error) -> String {
+    use proto::rpc::AuthStat::{RPCSEC_GSS_CREDPROBLEM, RPCSEC_GSS_CTXPROBLEM};
+    use rpc::{client::ClientError, msg::ReplyStatus};
+    if let Error::Rpc(ClientError::Rpc(ReplyStatus::AuthError(
+        RPCSEC_GSS_CREDPROBLEM | RPCSEC_GSS_CTXPROBLEM,
+    ))) = e
+    {
+        // Kerberos: the server no longer takes our context (expired).
+        return format!(
+            "{what}: refused, the Kerberos credential has expired or was rejected ({e}); run kinit"
+        );
+    }
     match e.status() {
         Some(st) => format!("{what}: {} ({st:?})", describe(st)),
         None => format!("{what}: {e}"),
@@ -62,25 +73,30 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 async fn connect(url: &NfsUrl) -> Result<Session, String> {
     let server = format!("nfs://{}", url.authority());
-    let addr = tokio::net::lookup_host(url.authority())
+    let addrs: Vec<_> = tokio::net::lookup_host(url.authority())
         .await
         .map_err(|e| format!("{server}: cannot resolve host: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{server}: host has no address"))?;
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{server}: host has no address"));
+    }
     let (my_uid, my_gid) = own_ids();
     let (uid, gid) = (url.uid.unwrap_or(my_uid), url.gid.unwrap_or(my_gid));
+    // Kerberos names the server by the host as written (nfs@host), as
+    // with `mount -o sec=krb5 host:/...` when rdns is off.
+    let security = match url.sec {
+        Sec::Sys => Security::Sys { uid, gid },
+        Sec::Krb5 => Security::krb5(GssService::None, &url.host),
+        Sec::Krb5i => Security::krb5(GssService::Integrity, &url.host),
+        Sec::Krb5p => Security::krb5(GssService::Privacy, &url.host),
+    };
     let minors: &[u32] = match url.minor {
         Some(m) => &[m],
         None => &[2, 1],
     };
     let mut last = None;
     for &minor in minors {
-        // A host that drops SYNs would otherwise hold the tool for the
-        // kernel's connect timeout (minutes).
-        let conn = tokio::time::timeout(CONNECT_TIMEOUT, Nfs4Conn::connect(addr, uid, gid))
-            .await
-            .map_err(|_| format!("{server}: cannot connect: no answer in {CONNECT_TIMEOUT:?}"))?
-            .map_err(|e| format!("{server}: cannot connect: {e}"))?;
+        let conn = connect_any(&server, &addrs, &security).await?;
         let o = SessionOptions {
             minorversion: minor,
             // A tool lives for one command: a delegation would only have
@@ -97,6 +113,28 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
         }
     }
     Err(nfs_err(&server, last.expect("tried a version")))
+}
+
+/// A connection to the first of `addrs` that answers (a name such as
+/// localhost may resolve to ::1 before 127.0.0.1).
+async fn connect_any(
+    server: &str,
+    addrs: &[std::net::SocketAddr],
+    security: &Security,
+) -> Result<Nfs4Conn, String> {
+    let mut last = String::new();
+    for &addr in addrs {
+        // A host that drops SYNs would otherwise hold the tool for the
+        // kernel's connect timeout (minutes).
+        match tokio::time::timeout(CONNECT_TIMEOUT, security.connect(addr)).await {
+            Err(_) => last = format!("no answer in {CONNECT_TIMEOUT:?}"),
+            Ok(Err(Error::Rpc(rpc::client::ClientError::Io(e)))) => last = e.to_string(),
+            // Connected but refused (Kerberos, RPC): no use trying another address.
+            Ok(Err(e)) => return Err(format!("{server}: cannot connect: {e}")),
+            Ok(Ok(c)) => return Ok(c),
+        }
+    }
+    Err(format!("{server}: cannot connect: {last}"))
 }
 
 /// A path's handle on its server, or an error naming the URL.

@@ -1,5 +1,6 @@
 //! Client tools: `ls`, `cat`, `stat`, `df`, `mkdir`, `rm`, `mv` and `cp`
-//! on `nfs://` URLs, over NFSv4.1/4.2 with AUTH_SYS (crates/client).
+//! on `nfs://` URLs, over NFSv4.1/4.2 with AUTH_SYS or Kerberos
+//! (crates/client).
 //!
 //! One file per command group: `url` (parsing), `conn` (sessions and
 //! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
@@ -63,6 +64,16 @@ pub enum ToolCmd {
 /// Runs one tool on a fresh runtime. Errors go to stderr, one line each,
 /// and the exit status is non-zero.
 pub fn run(cmd: ToolCmd) -> ExitCode {
+    // Warnings reach the user (a Kerberos credential about to expire with
+    // no newer ticket); TARN_LOG=info shows context renewals too.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TARN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stderr)
+        .try_init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -21,6 +21,19 @@ pub struct NfsUrl {
     /// AUTH_SYS identity; None means the caller's own.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    pub sec: Sec,
+}
+
+/// The security flavor (`sec=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sec {
+    #[default]
+    Sys,
+    /// Kerberos from the caller's credential cache: authentication only,
+    /// with integrity, with privacy.
+    Krb5,
+    Krb5i,
+    Krb5p,
 }
 
 impl NfsUrl {
@@ -45,6 +58,7 @@ impl NfsUrl {
             minor: None,
             uid: None,
             gid: None,
+            sec: Sec::Sys,
         };
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
@@ -61,13 +75,15 @@ impl NfsUrl {
                         _ => return Err(bad(&format!("unknown NFS version {k}={v}"))),
                     }
                 }
-                "sec" => match v {
-                    "sys" => {}
-                    "krb5" | "krb5i" | "krb5p" => {
-                        return Err(bad(&format!("sec={v} is not supported by the tools yet")))
+                "sec" => {
+                    url.sec = match v {
+                        "sys" => Sec::Sys,
+                        "krb5" => Sec::Krb5,
+                        "krb5i" => Sec::Krb5i,
+                        "krb5p" => Sec::Krb5p,
+                        _ => return Err(bad(&format!("unknown security flavor sec={v}"))),
                     }
-                    _ => return Err(bad(&format!("unknown security flavor sec={v}"))),
-                },
+                }
                 "uid" | "gid" => {
                     let n: u32 = v
                         .parse()
@@ -80,6 +96,10 @@ impl NfsUrl {
                 }
                 _ => return Err(bad(&format!("unknown query key {k:?}"))),
             }
+        }
+        // Under Kerberos the ticket says who we are.
+        if url.sec != Sec::Sys && (url.uid.is_some() || url.gid.is_some()) {
+            return Err(bad("uid= and gid= are for sec=sys only"));
         }
         Ok(url)
     }
@@ -112,8 +132,9 @@ impl NfsUrl {
     /// Whether two URLs name the same server with the same identity and
     /// version (so one session serves both).
     pub fn same_server(&self, o: &NfsUrl) -> bool {
-        (&self.host, self.port, self.minor, self.uid, self.gid)
-            == (&o.host, o.port, o.minor, o.uid, o.gid)
+        (
+            &self.host, self.port, self.minor, self.uid, self.gid, self.sec,
+        ) == (&o.host, o.port, o.minor, o.uid, o.gid, o.sec)
     }
 
     /// `host:port` for a socket address lookup.
@@ -221,6 +242,7 @@ mod tests {
             minor,
             uid: None,
             gid: None,
+            sec: Sec::Sys,
         }
     }
 
@@ -246,6 +268,27 @@ mod tests {
             ("nfs://h/a%20b?sec=sys", url("h", 2049, "/a b", None)),
             ("nfs://srv/exp/f?vers=4.1&sec=sys&uid=1000&gid=50", with_ids),
             ("nfs://srv/x?version=4.1&", url("srv", 2049, "/x", Some(1))),
+            (
+                "nfs://srv/x?sec=krb5",
+                NfsUrl {
+                    sec: Sec::Krb5,
+                    ..url("srv", 2049, "/x", None)
+                },
+            ),
+            (
+                "nfs://srv/x?sec=krb5i&vers=4.2",
+                NfsUrl {
+                    sec: Sec::Krb5i,
+                    ..url("srv", 2049, "/x", Some(2))
+                },
+            ),
+            (
+                "nfs://srv/x?sec=krb5p",
+                NfsUrl {
+                    sec: Sec::Krb5p,
+                    ..url("srv", 2049, "/x", None)
+                },
+            ),
         ];
         for (s, want) in cases {
             assert_eq!(&NfsUrl::parse(s).unwrap(), want, "{s}");
@@ -275,12 +318,8 @@ mod tests {
             ),
             ("nfs://srv/x?vers=5", "unknown NFS version vers=5"),
             (
-                "nfs://srv/x?sec=krb5p",
-                "sec=krb5p is not supported by the tools yet",
-            ),
-            (
-                "nfs://srv/x?sec=krb5",
-                "sec=krb5 is not supported by the tools yet",
+                "nfs://srv/x?sec=krb5p&uid=0",
+                "uid= and gid= are for sec=sys only",
             ),
             ("nfs://srv/x?sec=none", "unknown security flavor sec=none"),
             ("nfs://srv/x?uid=me", "uid=me is not a number"),
@@ -308,6 +347,8 @@ mod tests {
         assert_eq!(parent.uid, Some(7), "options follow the path");
         assert!(u.same_server(&parent));
         assert!(!u.same_server(&NfsUrl::parse("nfs://[::1]:2050/a").unwrap()));
+        let k = NfsUrl::parse("nfs://srv/a?sec=krb5p").unwrap();
+        assert!(!k.same_server(&NfsUrl::parse("nfs://srv/a").unwrap()));
         let root = NfsUrl::parse("nfs://srv").unwrap();
         assert_eq!(root.to_string(), "nfs://srv/");
         assert_eq!(root.split_last(), None);
