@@ -341,6 +341,12 @@ pub async fn on_open(
         Ok(k) => k,
         Err(why) => return refuse(why),
     };
+    // NFSv4.0 gets read delegations only: its GETATTR names no client, so
+    // the holder's own GETATTR could not be told from another's and would
+    // send it CB_GETATTR (the Linux 4.0 client refuses it, then the recall).
+    if c.minor == 0 && kind == DelegType::Write {
+        return refuse(WhyNoDelegation4::WND4_CONTENTION);
+    }
     if c.n.backchannels.for_client(clientid).is_none() {
         return refuse(WhyNoDelegation4::WND4_CONTENTION);
     }
