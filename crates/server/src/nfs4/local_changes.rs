@@ -51,13 +51,17 @@ impl Nfs4 {
                         }
                     }
                     Some(file) = rx.recv() => {
-                        tracing::info!(
-                            export = file.export,
-                            "a local process changed a delegated file: recalling its delegations"
-                        );
                         state.break_delegations(&file, None, false, clock.now());
                         records.apply().await;
-                        pending.entry(file).or_insert_with(Instant::now);
+                        // One line per recall, not per write of a local
+                        // process while it is out.
+                        if let std::collections::hash_map::Entry::Vacant(v) = pending.entry(file) {
+                            tracing::info!(
+                                export = file.export,
+                                "a local process changed a delegated file: recalling its delegations"
+                            );
+                            v.insert(Instant::now());
+                        }
                     }
                     _ = tokio::time::sleep(POLL_RETURNED), if !pending.is_empty() => {
                         let mut done = Vec::new();
