@@ -66,6 +66,24 @@ pub struct Attrs {
     pub space_total: Option<u64>,
 }
 
+/// What `stat(1)` shows: type, size, mode, links, owner, group, space
+/// used, ids, change and the three times.
+pub const STAT: &[u32] = &[
+    FATTR4_TYPE,
+    FATTR4_CHANGE,
+    FATTR4_SIZE,
+    FATTR4_FSID,
+    FATTR4_FILEID,
+    FATTR4_MODE,
+    FATTR4_NUMLINKS,
+    FATTR4_OWNER,
+    FATTR4_OWNER_GROUP,
+    FATTR4_SPACE_USED,
+    FATTR4_TIME_ACCESS,
+    FATTR4_TIME_METADATA,
+    FATTR4_TIME_MODIFY,
+];
+
 /// The attributes [`decode`] understands.
 pub const DECODABLE: &[u32] = &[
     FATTR4_SUPPORTED_ATTRS,

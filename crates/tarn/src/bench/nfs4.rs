@@ -13,21 +13,7 @@ use std::time::{Duration, Instant};
 
 pub const OPS: &[&str] = &["v4getattr", "v4open-read-close"];
 
-const GETATTR_BITS: &[u32] = &[
-    FATTR4_TYPE,
-    FATTR4_CHANGE,
-    FATTR4_SIZE,
-    FATTR4_FSID,
-    FATTR4_FILEID,
-    FATTR4_MODE,
-    FATTR4_NUMLINKS,
-    FATTR4_OWNER,
-    FATTR4_OWNER_GROUP,
-    FATTR4_SPACE_USED,
-    FATTR4_TIME_ACCESS,
-    FATTR4_TIME_METADATA,
-    FATTR4_TIME_MODIFY,
-];
+const GETATTR_BITS: &[u32] = client::nfs4::attr::STAT;
 
 pub struct Fixture4 {
     session: Arc<Session>,

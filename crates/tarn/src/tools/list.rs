@@ -113,21 +113,7 @@ fn print_rows(out: &mut impl Write, rows: &[(String, Attrs)], long: bool) -> Res
     Ok(())
 }
 
-const STAT_BITS: &[u32] = &[
-    FATTR4_TYPE,
-    FATTR4_CHANGE,
-    FATTR4_SIZE,
-    FATTR4_FSID,
-    FATTR4_FILEID,
-    FATTR4_MODE,
-    FATTR4_NUMLINKS,
-    FATTR4_OWNER,
-    FATTR4_OWNER_GROUP,
-    FATTR4_SPACE_USED,
-    FATTR4_TIME_ACCESS,
-    FATTR4_TIME_METADATA,
-    FATTR4_TIME_MODIFY,
-];
+const STAT_BITS: &[u32] = client::nfs4::attr::STAT;
 
 pub async fn stat(c: &mut Client, arg: &str) -> Result<(), String> {
     let url = parse(arg)?;

@@ -22,6 +22,39 @@ const CURRENT: Stateid4 = Stateid4 {
     other: [0; 12],
 };
 
+/// OPEN of `name` in the current directory for writing, created or
+/// truncated, mode 0600 until the copy is done (see [`keep_mode_and_times`]).
+pub(super) fn open_truncating(s: &Session, name: &str) -> NfsArgop4 {
+    let create = SetAttrs {
+        size: Some(0),
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    NfsArgop4::OP_OPEN(Open4args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_WRITE,
+        share_deny: OPEN4_SHARE_DENY_NONE,
+        owner: s.open_owner(),
+        openhow: Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(create.encode())),
+        claim: OpenClaim4::CLAIM_NULL(Bytes::copy_from_slice(name.as_bytes())),
+    })
+}
+
+/// SETATTR giving a copied file its source's mode, and its mtime as both
+/// access and modification time.
+pub(super) fn keep_mode_and_times(stateid: Stateid4, mode: u32, mtime: &Nfstime4) -> NfsArgop4 {
+    let set = SetAttrs {
+        mode: Some(mode),
+        atime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
+        mtime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
+        ..Default::default()
+    };
+    NfsArgop4::OP_SETATTR(Setattr4args {
+        stateid,
+        obj_attributes: set.encode(),
+    })
+}
+
 fn lookups(s: &Session, path: &[&str], after: usize) -> Option<Vec<NfsArgop4>> {
     // SEQUENCE and PUTROOTFH come first.
     if path.len() + after + 2 > s.fore_channel().ca_maxoperations as usize {
@@ -57,20 +90,8 @@ pub async fn put(
     let Some(mut ops) = lookups(s, dir, 6) else {
         return Ok(false);
     };
-    let create = SetAttrs {
-        size: Some(0),
-        mode: Some(0o600),
-        ..Default::default()
-    };
     let len = data.len() as u32;
-    ops.push(NfsArgop4::OP_OPEN(Open4args {
-        seqid: 0,
-        share_access: OPEN4_SHARE_ACCESS_WRITE,
-        share_deny: OPEN4_SHARE_DENY_NONE,
-        owner: s.open_owner(),
-        openhow: Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(create.encode())),
-        claim: OpenClaim4::CLAIM_NULL(Bytes::copy_from_slice(name.as_bytes())),
-    }));
+    ops.push(open_truncating(s, name));
     ops.push(NfsArgop4::OP_GETFH);
     if len > 0 {
         ops.push(NfsArgop4::OP_WRITE(Write4args {
@@ -84,16 +105,7 @@ pub async fn put(
             count: 0,
         }));
     }
-    let set = SetAttrs {
-        mode: Some(mode),
-        atime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
-        mtime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
-        ..Default::default()
-    };
-    ops.push(NfsArgop4::OP_SETATTR(Setattr4args {
-        stateid: CURRENT,
-        obj_attributes: set.encode(),
-    }));
+    ops.push(keep_mode_and_times(CURRENT, mode, mtime));
     ops.push(NfsArgop4::OP_CLOSE(Close4args {
         seqid: 0,
         open_stateid: CURRENT,

@@ -14,7 +14,7 @@ use super::conn::nfs_err;
 use super::progress::Progress;
 use super::url::NfsUrl;
 use bytes::Bytes;
-use client::nfs4::{Session, SetAttrs, ANON_STATEID};
+use client::nfs4::{Session, ANON_STATEID};
 use futures::{StreamExt, TryStreamExt};
 use proto::nfs4::*;
 use std::fmt::Display;
@@ -177,19 +177,7 @@ pub async fn nfs_create(s: &Session, u: &NfsUrl) -> client::nfs4::Result<(NfsFh4
         let object = s.lookup_path(&parent.path).await?;
         vec![NfsArgop4::OP_PUTFH(Putfh4args { object })]
     };
-    let attrs = SetAttrs {
-        size: Some(0),
-        mode: Some(0o600),
-        ..Default::default()
-    };
-    ops.push(NfsArgop4::OP_OPEN(Open4args {
-        seqid: 0,
-        share_access: OPEN4_SHARE_ACCESS_WRITE,
-        share_deny: OPEN4_SHARE_DENY_NONE,
-        owner: s.open_owner(),
-        openhow: Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(attrs.encode())),
-        claim: OpenClaim4::CLAIM_NULL(Bytes::copy_from_slice(name.as_bytes())),
-    }));
+    ops.push(super::small::open_truncating(s, &name));
     ops.push(NfsArgop4::OP_GETFH);
     ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
         attr_request: client::nfs4::attr::bitmap(&[FATTR4_MAXWRITE]),
@@ -338,16 +326,11 @@ pub async fn finish(
             count: 0,
         }));
     }
-    let set = SetAttrs {
-        mode: Some(mode),
-        atime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
-        mtime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
-        ..Default::default()
-    };
-    ops.push(NfsArgop4::OP_SETATTR(Setattr4args {
-        stateid: stateid.clone(),
-        obj_attributes: set.encode(),
-    }));
+    ops.push(super::small::keep_mode_and_times(
+        stateid.clone(),
+        mode,
+        mtime,
+    ));
     ops.push(NfsArgop4::OP_CLOSE(Close4args {
         seqid: 0,
         open_stateid: stateid.clone(),
