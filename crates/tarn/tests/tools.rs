@@ -10,7 +10,7 @@ use common::*;
 use rand::{Rng, RngCore, SeedableRng};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 /// Acting as uid/gid 1000 (not squashed root), so owners are known.
@@ -22,27 +22,9 @@ fn url(s: &TestServer, path: &str) -> String {
     )
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// stdout of a tool run that must succeed.
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "tarn {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// stderr of a tool run that must fail.
 fn fails(args: &[&str]) -> String {
-    let out = run(args);
+    let out = tarn_output(args);
     assert!(
         !out.status.success(),
         "tarn {args:?} should fail; stdout {}",
@@ -79,7 +61,7 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
     set_mtime(&src, 1_600_000_000, 123_456_789);
 
-    let up = ok(&["cp", src.to_str().unwrap(), &url(&s, "/big.bin")]);
+    let up = tarn(&["cp", src.to_str().unwrap(), &url(&s, "/big.bin")]);
     println!("local -> NFS: {}", up.trim());
     assert!(
         up.starts_with(&format!("1 files, {} bytes in ", 20 << 20)),
@@ -95,7 +77,7 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     assert_eq!(mtime(&on_server), (1_600_000_000, 123_456_789));
     assert_eq!(std::fs::metadata(&on_server).unwrap().uid(), 1000);
 
-    let down = ok(&["cp", &url(&s, "/big.bin"), back.to_str().unwrap()]);
+    let down = tarn(&["cp", &url(&s, "/big.bin"), back.to_str().unwrap()]);
     println!("NFS -> local: {}", down.trim());
     assert_eq!(sha256_file(&back), sha256_file(&src));
     assert_eq!(mode(&back), 0o640);
@@ -103,8 +85,8 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
 
     // NFS -> NFS on the same server, into an existing directory: NFSv4.2
     // COPY, the data never leaving the server; over 4.1 READs and WRITEs.
-    ok(&["mkdir", &url(&s, "/into")]);
-    let within = ok(&["cp", &url(&s, "/big.bin"), &url(&s, "/into")]);
+    tarn(&["mkdir", &url(&s, "/into")]);
+    let within = tarn(&["cp", &url(&s, "/big.bin"), &url(&s, "/into")]);
     println!("NFS -> NFS (4.2): {}", within.trim());
     assert!(within.contains("(1 by server-side COPY)"), "{within}");
     let into = s.export.join("into/big.bin");
@@ -114,16 +96,16 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
         (0o640, (1_600_000_000, 123_456_789))
     );
     let v41 = |p: &str| url(&s, p) + "&vers=4.1";
-    let within = ok(&["cp", &v41("/big.bin"), &v41("/v41.bin")]);
+    let within = tarn(&["cp", &v41("/big.bin"), &v41("/v41.bin")]);
     println!("NFS -> NFS (4.1): {}", within.trim());
     assert!(!within.contains("COPY"), "{within}");
     assert_eq!(sha256_file(&s.export.join("v41.bin")), sha256_file(&src));
     // Over an existing, longer file: truncated to the source's size.
     std::fs::write(&back, vec![7u8; 21 << 20]).unwrap();
-    ok(&["cp", "-q", &url(&s, "/big.bin"), back.to_str().unwrap()]);
+    tarn(&["cp", "-q", &url(&s, "/big.bin"), back.to_str().unwrap()]);
     assert_eq!(sha256_file(&back), sha256_file(&src));
     // One call in flight, and more than the session has slots: same bytes.
-    ok(&[
+    tarn(&[
         "cp",
         "-q",
         "--inflight",
@@ -132,7 +114,7 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
         &url(&s, "/w64"),
     ]);
     assert_eq!(sha256_file(&s.export.join("w64")), sha256_file(&src));
-    ok(&[
+    tarn(&[
         "cp",
         "-q",
         "--inflight",
@@ -142,7 +124,7 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     ]);
     assert_eq!(sha256_file(&back), sha256_file(&src));
     // cat writes the same bytes.
-    let out = run(&["cat", &url(&s, "/big.bin")]);
+    let out = tarn_output(&["cat", &url(&s, "/big.bin")]);
     assert!(out.status.success());
     assert!(out.stdout == data, "cat output differs");
 }
@@ -223,7 +205,7 @@ fn cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
     let dir_err = fails(&["cp", src.to_str().unwrap(), &url(&s, "/tree")]);
     assert!(dir_err.contains("is a directory (use -r"), "{dir_err}");
 
-    let up = ok(&["cp", "-r", src.to_str().unwrap(), &url(&s, "/tree")]);
+    let up = tarn(&["cp", "-r", src.to_str().unwrap(), &url(&s, "/tree")]);
     println!("tree local -> NFS: {}", up.trim());
     assert!(up.starts_with("200 files, "), "{up}");
     assert_eq!(
@@ -233,14 +215,14 @@ fn cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
     );
 
     let back = s.state.join("back");
-    let down = ok(&["cp", "-r", &url(&s, "/tree"), back.to_str().unwrap()]);
+    let down = tarn(&["cp", "-r", &url(&s, "/tree"), back.to_str().unwrap()]);
     println!("tree NFS -> local: {}", down.trim());
     assert_eq!(snapshot(&back), want, "the tree copied back");
     assert_eq!(mode(&back), mode(&src));
 
     // Into an existing directory: it receives the tree under its name.
-    ok(&["mkdir", &url(&s, "/copies")]);
-    ok(&["cp", "-r", "-q", &url(&s, "/tree"), &url(&s, "/copies")]);
+    tarn(&["mkdir", &url(&s, "/copies")]);
+    tarn(&["cp", "-r", "-q", &url(&s, "/tree"), &url(&s, "/copies")]);
     assert_eq!(snapshot(&s.export.join("copies/tree")), want, "NFS -> NFS");
 }
 
@@ -250,7 +232,7 @@ fn namespace_commands() {
     let u = |p: &str| url(&s, p);
 
     // mkdir, mkdir -p
-    ok(&["mkdir", &u("/top")]);
+    tarn(&["mkdir", &u("/top")]);
     let e = fails(&["mkdir", &u("/top")]);
     assert!(e.contains("/top: file exists (NFS4ERR_EXIST)"), "{e}");
     let e = fails(&["mkdir", &u("/x/y")]);
@@ -258,8 +240,8 @@ fn namespace_commands() {
         e.contains("/x/y: no such file or directory (NFS4ERR_NOENT)"),
         "{e}"
     );
-    ok(&["mkdir", "-p", &u("/top/a/b/c")]);
-    ok(&["mkdir", "-p", &u("/top/a/b/c")]);
+    tarn(&["mkdir", "-p", &u("/top/a/b/c")]);
+    tarn(&["mkdir", "-p", &u("/top/a/b/c")]);
     assert!(s.export.join("top/a/b/c").is_dir());
     assert_eq!(mode(&s.export.join("top/a/b")), 0o755);
 
@@ -268,31 +250,31 @@ fn namespace_commands() {
     std::fs::write(&f, b"hello, tarn\n").unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
     set_mtime(&f, 1_577_934_000, 0); // 2020-01-02 03:00:00 UTC
-    ok(&["cp", "-q", f.to_str().unwrap(), &u("/top/hello.txt")]);
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/top/hello.txt")]);
 
     // A link named on the command line is followed, as cp(1) does.
     let link = s.state.join("link");
     std::os::unix::fs::symlink(&f, &link).unwrap();
-    ok(&["cp", "-q", link.to_str().unwrap(), &u("/top/via-link")]);
+    tarn(&["cp", "-q", link.to_str().unwrap(), &u("/top/via-link")]);
     assert_eq!(
         std::fs::read(s.export.join("top/via-link")).unwrap(),
         b"hello, tarn\n"
     );
-    ok(&["rm", &u("/top/via-link")]);
+    tarn(&["rm", &u("/top/via-link")]);
 
     // cat
-    assert_eq!(ok(&["cat", &u("/top/hello.txt")]), "hello, tarn\n");
+    assert_eq!(tarn(&["cat", &u("/top/hello.txt")]), "hello, tarn\n");
 
     // ls, ls -l, ls -R
-    assert_eq!(ok(&["ls", &u("/top")]), "a\nhello.txt\n");
-    let long = ok(&["ls", "-l", &u("/top")]);
+    assert_eq!(tarn(&["ls", &u("/top")]), "a\nhello.txt\n");
+    let long = tarn(&["ls", "-l", &u("/top")]);
     let lines: Vec<&str> = long.lines().collect();
     assert_eq!(lines.len(), 2, "{long}");
     assert!(lines[0].starts_with("drwxr-xr-x "), "{long}");
     assert!(lines[0].ends_with(" a"), "{long}");
     let want = "-rw-r----- 1 1000 1000   12 Jan  2  2020 hello.txt";
     assert_eq!(lines[1], want, "{long}");
-    let rec = ok(&["ls", "-R", &u("/top")]);
+    let rec = tarn(&["ls", "-R", &u("/top")]);
     let p = s.port();
     assert_eq!(
         rec,
@@ -302,14 +284,14 @@ fn namespace_commands() {
         )
     );
     // ls of a file lists the file.
-    let one = ok(&["ls", "-l", &u("/top/hello.txt")]);
+    let one = tarn(&["ls", "-l", &u("/top/hello.txt")]);
     assert!(
         one.starts_with("-rw-r----- 1 1000 1000 12 Jan  2  2020 nfs://"),
         "{one}"
     );
 
     // stat
-    let st = ok(&["stat", &u("/top/hello.txt")]);
+    let st = tarn(&["stat", &u("/top/hello.txt")]);
     for want in [
         "Type: regular file",
         "Size: 12 ",
@@ -324,13 +306,13 @@ fn namespace_commands() {
         .unwrap()
         .ino();
     assert!(st.contains(&format!("FileID: {fileid} ")), "{st}");
-    assert!(ok(&["stat", &u("/top")]).contains("Type: directory"));
+    assert!(tarn(&["stat", &u("/top")]).contains("Type: directory"));
 
     // mv: rename, then into a directory
-    ok(&["mv", &u("/top/hello.txt"), &u("/top/renamed.txt")]);
+    tarn(&["mv", &u("/top/hello.txt"), &u("/top/renamed.txt")]);
     assert!(s.export.join("top/renamed.txt").is_file());
     assert!(!s.export.join("top/hello.txt").exists());
-    ok(&["mv", &u("/top/renamed.txt"), &u("/top/a")]);
+    tarn(&["mv", &u("/top/renamed.txt"), &u("/top/a")]);
     assert_eq!(
         std::fs::read(s.export.join("top/a/renamed.txt")).unwrap(),
         b"hello, tarn\n"
@@ -344,7 +326,7 @@ fn namespace_commands() {
     assert!(e.contains("mv works within one server"), "{e}");
 
     // df: the export's file system, as statvfs sees it
-    let df = ok(&["df", &u("/")]);
+    let df = tarn(&["df", &u("/")]);
     let rows: Vec<&str> = df.lines().collect();
     assert!(
         rows[0].starts_with("Filesystem") && rows[0].contains("1K-blocks"),
@@ -360,11 +342,11 @@ fn namespace_commands() {
     // rm, rm -r
     let e = fails(&["rm", &u("/top")]);
     assert!(e.contains("is a directory (NFS4ERR_ISDIR); use -r"), "{e}");
-    ok(&["rm", &u("/top/a/renamed.txt")]);
+    tarn(&["rm", &u("/top/a/renamed.txt")]);
     assert!(!s.export.join("top/a/renamed.txt").exists());
-    ok(&["rm", "-r", &u("/top")]);
+    tarn(&["rm", "-r", &u("/top")]);
     assert!(!s.export.join("top").exists());
-    assert_eq!(ok(&["ls", &u("/")]), "");
+    assert_eq!(tarn(&["ls", &u("/")]), "");
 }
 
 #[test]

@@ -10,26 +10,8 @@ mod common;
 use common::*;
 use rand::RngCore;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output};
 use std::time::Instant;
 use testkdc as kdc;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "tarn {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn cp_over_krb5p_there_and_back() {
@@ -59,11 +41,11 @@ fn cp_over_krb5p_there_and_back() {
     std::fs::write(&src, &data).unwrap();
 
     let t = Instant::now();
-    ok(&["cp", src.to_str().unwrap(), &url("big.bin", "krb5p")]);
+    tarn(&["cp", src.to_str().unwrap(), &url("big.bin", "krb5p")]);
     let up = t.elapsed();
     assert_eq!(sha256_file(&export.join("big.bin")), sha256_file(&src));
     let t = Instant::now();
-    ok(&["cp", &url("big.bin", "krb5p"), back.to_str().unwrap()]);
+    tarn(&["cp", &url("big.bin", "krb5p"), back.to_str().unwrap()]);
     let down = t.elapsed();
     assert_eq!(sha256_file(&back), sha256_file(&src));
     println!(
@@ -73,12 +55,12 @@ fn cp_over_krb5p_there_and_back() {
     );
 
     // A krb5p-only export refuses weaker flavors, and the user is told why.
-    let out = run(&["ls", &url("", "sys")]);
+    let out = tarn_output(&["ls", &url("", "sys")]);
     assert!(!out.status.success(), "sec=sys to a krb5p-only export");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nfs://localhost:"), "{err}");
     assert!(err.contains("NFS4ERR_WRONGSEC"), "{err}");
-    let ls = ok(&["ls", &url("", "krb5p")]);
+    let ls = tarn(&["ls", &url("", "krb5p")]);
     assert!(ls.lines().any(|l| l == "big.bin"), "{ls}");
     drop(s);
 }

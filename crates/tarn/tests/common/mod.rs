@@ -340,12 +340,17 @@ pub fn connect_from(server: SocketAddr, ip: &str) -> TcpStream {
     std
 }
 
-/// Runs the tarn binary with `args` and returns its stdout (panics on failure).
-pub fn tarn(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+/// Runs the tarn binary with `args`: its status, stdout and stderr.
+pub fn tarn_output(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tarn"))
         .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs the tarn binary with `args` and returns its stdout (panics on failure).
+pub fn tarn(args: &[&str]) -> String {
+    let out = tarn_output(args);
     assert!(
         out.status.success(),
         "tarn {args:?} failed: {}",
