@@ -397,20 +397,9 @@ async fn recall_any_goes_to_the_big_holder_past_the_mark() {
 /// A client that held `f` open with a delegation of `kind` when the
 /// server died comes back during grace, with a back channel.
 async fn reclaiming_with_back(fx: &Fx, owner: &str) -> (Sess, Arc<FakeBack>) {
-    let fake = FakeBack::new();
-    let ex = fx.exchange_id(owner, 1).await;
-    fx.connect(Some(fake.clone()));
-    let s = fx
-        .create_session_with(
-            ex.eir_clientid,
-            ex.eir_sequenceid,
-            CONN_BACK_CHAN,
-            vec![CallbackSecParms4::AUTH_NONE],
-        )
-        .await;
-    fx.connect(None);
+    let r = fx.session_with_back(owner).await;
     settle().await;
-    (s, fake)
+    r
 }
 
 async fn reclaim(fx: &Fx, s: &Sess, fh: &NfsFh4, access: u32, t: OpenDelegationType4) -> Opened {

@@ -537,6 +537,19 @@ impl Fx {
     /// A client past RECLAIM_COMPLETE whose session has a back channel on
     /// a scripted client connection.
     pub async fn client_with_back(&self, owner: &str) -> (Sess, Arc<FakeBack>) {
+        let (s, fake) = self.session_with_back(owner).await;
+        let r = self.call(&s, vec![reclaim_complete()]).await;
+        assert_eq!(r.status, NFS4_OK, "RECLAIM_COMPLETE: {:?}", statuses(&r));
+        // Let the CB_NULL probe run.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        (s, fake)
+    }
+
+    /// EXCHANGE_ID and CREATE_SESSION with a back channel on a scripted
+    /// client connection, no RECLAIM_COMPLETE (a client that may reclaim).
+    pub async fn session_with_back(&self, owner: &str) -> (Sess, Arc<FakeBack>) {
         let fake = FakeBack::new();
         let ex = self.exchange_id(owner, 1).await;
         self.connect(Some(fake.clone()));
@@ -549,12 +562,6 @@ impl Fx {
             )
             .await;
         self.connect(None);
-        let r = self.call(&s, vec![reclaim_complete()]).await;
-        assert_eq!(r.status, NFS4_OK, "RECLAIM_COMPLETE: {:?}", statuses(&r));
-        // Let the CB_NULL probe run.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
         (s, fake)
     }
 
