@@ -22,7 +22,6 @@ use bytes::Bytes;
 use client::nfs4::*;
 use harness::*;
 use proto::nfs4::*;
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 /// A server with its metrics endpoint; (server, metrics address).
@@ -40,11 +39,8 @@ fn getattrs(maddr: &str) -> u64 {
 
 /// The server's count of one NFSv4 operation, from /metrics.
 fn op_count(maddr: &str, op: &str) -> u64 {
-    let mut c = std::net::TcpStream::connect(maddr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    r.lines()
+    metrics(maddr)
+        .lines()
         .filter(|l| {
             l.starts_with("tarn_op_calls_total{")
                 && l.contains("program=\"nfs4op\"")

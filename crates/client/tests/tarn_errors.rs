@@ -440,14 +440,7 @@ fn cached_retry_replays_the_same_bytes_and_creates_once() {
         let again = send_raw(s.conn(), &args).await;
         assert_eq!(first, again, "a retry gets the cached reply, byte for byte");
         // ... and is counted as a slot replay.
-        let body = {
-            use std::io::{Read, Write};
-            let mut c = std::net::TcpStream::connect(&maddr).unwrap();
-            c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-            let mut b = String::new();
-            c.read_to_string(&mut b).unwrap();
-            b
-        };
+        let body = metrics(&maddr);
         assert!(
             body.lines()
                 .any(|l| l.starts_with("tarn_slot_replays_total") && l.ends_with(" 1")),

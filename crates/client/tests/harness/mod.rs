@@ -156,6 +156,18 @@ impl Drop for Tarn {
 }
 
 /// The `tarn` binary the tests run: TARN_BIN, else the workspace's debug build.
+/// The server's Prometheus text from its `--metrics` address.
+#[allow(dead_code)] // not every test binary reads metrics
+pub fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    body
+}
+
 pub fn tarn_bin() -> String {
     std::env::var("TARN_BIN")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into())
