@@ -305,13 +305,10 @@ impl Backchannels {
     pub fn path_counts(&self) -> (usize, usize) {
         let (mut up, mut down) = self.v40.counts();
         for v in self.by_client.lock().unwrap().values() {
-            if !v.iter().any(|b| b.wanted.load(Ordering::Relaxed)) {
-                continue;
-            }
-            if v.iter().any(|b| b.usable()) {
-                up += 1;
-            } else {
-                down += 1;
+            match session_paths_up(v) {
+                Some(true) => up += 1,
+                Some(false) => down += 1,
+                None => {}
             }
         }
         (up, down)
@@ -345,10 +342,7 @@ impl Backchannels {
             // NFSv4.0: a callback address given in SETCLIENTID.
             return self.v40.known(client).then(|| self.v40.is_up(client));
         };
-        if !v.iter().any(|b| b.wanted.load(Ordering::Relaxed)) {
-            return None;
-        }
-        Some(v.iter().any(|b| b.usable()))
+        session_paths_up(v)
     }
 
     /// SEQUENCE's callback-path flags for a session of `client`. A client
@@ -376,4 +370,13 @@ impl Backchannels {
         }
         flags
     }
+}
+
+/// Whether a 4.1 client's sessions give it a working callback path: None
+/// when none of them asked for a back channel.
+fn session_paths_up(v: &[Arc<Backchannel>]) -> Option<bool> {
+    if !v.iter().any(|b| b.wanted.load(Ordering::Relaxed)) {
+        return None;
+    }
+    Some(v.iter().any(|b| b.usable()))
 }
