@@ -363,7 +363,25 @@ fn an_unrefreshed_ticket_warns_then_fails_and_a_kinit_recovers() {
         assert_eq!(g.warnings(), 0);
 
         // Renewal starts a quarter of the life before expiry (~11 s) and
-        // finds no newer ticket: a warning, the old context kept.
+        // finds no newer ticket: a warning, the old context kept. The
+        // writer hears of it and commits its unstable data at once, while
+        // the old context still works.
+        let mut trouble = g.trouble();
+        tokio::time::timeout_at((t0 + Duration::from_secs(14)).into(), trouble.changed())
+            .await
+            .expect("no warning before expiry")
+            .unwrap();
+        let expires = g.contexts()[0].expires;
+        s.commit(&fh, 0, 0)
+            .await
+            .expect("dirty data flushed on the renewal warning");
+        let left = expires.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "flushed only after expiry");
+        println!(
+            "renewal warned at t={:.1}s; COMMIT done {:.1} s before the context expired",
+            t0.elapsed().as_secs_f64(),
+            left.as_secs_f64()
+        );
         tokio::time::sleep_until((t0 + Duration::from_secs(14)).into()).await;
         assert!(g.warnings() >= 1, "no warning before expiry");
         assert_eq!(g.contexts().len(), 1);
@@ -419,4 +437,75 @@ fn an_unrefreshed_ticket_warns_then_fails_and_a_kinit_recovers() {
         s.destroy().await.unwrap();
     });
     drop(t);
+}
+
+/// No kinit at all: a client keytab (`KRB5_CLIENT_KTNAME`, as a batch job
+/// or service account runs) and tickets of 30 s. MIT's GSS library gets
+/// tickets from the keytab itself; renewal makes each new context from a
+/// fresh ticket before the old one expires, so writes run on across more
+/// than two ticket lifetimes without a warning or a failed call.
+#[test]
+fn a_client_keytab_renews_contexts_without_kinit() {
+    const LIFE: u64 = 30;
+    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = testkdc::Kdc::start();
+    let kt = kdc.user_keytab();
+    let empty_cc = kdc.dir.path().join("cc-from-keytab");
+    kdc.activate(&empty_cc);
+    std::env::set_var("KRB5_CONFIG", kdc.conf_with_lifetime(LIFE));
+    let (t, _maddr) = kerberos_server(&kdc);
+    std::env::set_var("KRB5_CLIENT_KTNAME", format!("FILE:{}", kt.display()));
+    let t0 = Instant::now();
+    let (contexts, warnings, writes) = run(async {
+        let s = Session::connect(t.addr, &krb5(GssService::Integrity, RenewPolicy::default()))
+            .await
+            .expect("a krb5i session from the keytab alone");
+        let root = s.lookup_path("/").await.unwrap();
+        let (sid, fh) = s.open(&root, "from-keytab", Some(0o644), 3).await.unwrap();
+        let chunk = Bytes::from(vec![3u8; 64 << 10]);
+        let mut writes = 0u64;
+        while t0.elapsed() < Duration::from_secs(2 * LIFE + 10) {
+            s.write(
+                &sid,
+                &fh,
+                (writes % 64) << 16,
+                chunk.clone(),
+                StableHow4::UNSTABLE4,
+            )
+            .await
+            .unwrap_or_else(|e| {
+                panic!("WRITE failed at t={:.1}s: {e}", t0.elapsed().as_secs_f64())
+            });
+            writes += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        s.commit(&fh, 0, 0).await.unwrap();
+        s.close(&fh, &sid).await.unwrap();
+        let g = s.conn().gss().unwrap().clone();
+        s.destroy().await.unwrap();
+        (g.contexts(), g.warnings(), writes)
+    });
+    std::env::remove_var("KRB5_CLIENT_KTNAME");
+    drop(t);
+    println!("{writes} WRITEs over {:.0} s", t0.elapsed().as_secs_f64());
+    for (i, c) in contexts.iter().enumerate() {
+        let at = |x: Instant| x.saturating_duration_since(t0).as_secs_f64();
+        println!(
+            "context {i}: {} established t={:.1}s, expires t={:.1}s, replaced {:?}",
+            c.principal,
+            at(c.established),
+            at(c.expires),
+            c.replaced.map(at)
+        );
+        assert!(c.principal.starts_with("alice@"), "{}", c.principal);
+        if i + 1 < contexts.len() {
+            let r = c.replaced.expect("replaced");
+            assert!(r < c.expires, "context {i} replaced after it expired");
+        }
+    }
+    assert_eq!(
+        warnings, 0,
+        "renewal warned: the keytab should always give a newer ticket"
+    );
+    assert!(contexts.len() >= 3, "{contexts:#?}");
 }

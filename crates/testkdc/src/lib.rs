@@ -209,6 +209,45 @@ impl Kdc {
         std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
     }
 
+    /// A client keytab with the user's keys (their password stays valid):
+    /// MIT's GSS library gets and refreshes tickets from it by itself when
+    /// `KRB5_CLIENT_KTNAME` names it, as for a service account or a batch job.
+    pub fn user_keytab(&self) -> PathBuf {
+        let kt = self.dir.path().join("user.keytab");
+        let o = Command::new("kadmin.local")
+            .args(["-r", &self.realm, "-q"])
+            .arg(format!("ktadd -norandkey -k {} {USER}", kt.display()))
+            .env("KRB5_CONFIG", &self.conf)
+            .env("KRB5_KDC_PROFILE", self.dir.path().join("kdc.conf"))
+            .env_remove("KRB5CCNAME")
+            .env_remove("KRB5_KTNAME")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success() && kt.exists(),
+            "ktadd: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        kt
+    }
+
+    /// A krb5.conf whose clients ask for tickets of `secs` seconds (what a
+    /// client keytab's tickets live for: no kinit -l there).
+    pub fn conf_with_lifetime(&self, secs: u64) -> PathBuf {
+        let p = self.dir.path().join(format!("krb5-life{secs}.conf"));
+        let all = std::fs::read_to_string(&self.conf).unwrap();
+        std::fs::write(
+            &p,
+            all.replace(
+                "ticket_lifetime = 1h",
+                &format!("ticket_lifetime = {secs}s"),
+            ),
+        )
+        .unwrap();
+        p
+    }
+
     /// `kinit` the user into a fresh credential cache (a cache, never a
     /// client keytab: a keytab would silently renew and hide expiry);
     /// `lifetime` like kinit's -l ("10m", "5s").

@@ -44,8 +44,11 @@ pub struct GssSec {
     /// Held while a context is being made, so that calls failing together
     /// make one, not one each.
     making: tokio::sync::Mutex<()>,
-    /// Warnings given that the credential could not be renewed.
+    /// Warnings given that the credential could not be renewed; also
+    /// published on `trouble` so writers can flush while the old context
+    /// still works.
     warnings: AtomicU64,
+    trouble: tokio::sync::watch::Sender<u64>,
     renewer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -97,6 +100,7 @@ impl GssSec {
             history: Mutex::new(vec![first]),
             making: tokio::sync::Mutex::new(()),
             warnings: AtomicU64::new(0),
+            trouble: tokio::sync::watch::channel(0).0,
             renewer: Mutex::new(None),
         });
         let t = tokio::spawn(renew_loop(Arc::downgrade(&sec), next));
@@ -122,6 +126,18 @@ impl GssSec {
     /// expire (or has) with no newer ticket to be had.
     pub fn warnings(&self) -> u64 {
         self.warnings.load(Ordering::Relaxed)
+    }
+
+    /// Changes each time renewal warns (the value is the warning count).
+    /// A writer holding unstable data should COMMIT it when this changes:
+    /// the current context still works, but may not for long.
+    pub fn trouble(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.trouble.subscribe()
+    }
+
+    fn warn(&self) {
+        let n = self.warnings.fetch_add(1, Ordering::Relaxed) + 1;
+        self.trouble.send_replace(n);
     }
 
     /// Calls `proc_` with encoded `args` under the current context.
@@ -231,7 +247,7 @@ async fn renew_loop(sec: Weak<GssSec>, mut next: Instant) {
                 let why = "the credential cache holds no newer ticket";
                 let w = renew::warning(old.principal(), expires, now, SystemTime::now(), why);
                 tracing::warn!(principal = old.principal(), "{w}");
-                s.warnings.fetch_add(1, Ordering::Relaxed);
+                s.warn();
                 next = n;
             }
             (Decision::Failed { next: n, expires }, made) => {
@@ -241,7 +257,7 @@ async fn renew_loop(sec: Weak<GssSec>, mut next: Instant) {
                 };
                 let w = renew::warning(old.principal(), expires, now, SystemTime::now(), &why);
                 tracing::warn!(principal = old.principal(), "{w}");
-                s.warnings.fetch_add(1, Ordering::Relaxed);
+                s.warn();
                 next = n;
             }
             (Decision::Switch { next: n }, Err(_)) => next = n, // not produced
