@@ -3,6 +3,7 @@
 
 mod bench;
 mod config;
+mod exports_file;
 mod keytab;
 mod rpcbind;
 mod statelock;
@@ -50,8 +51,12 @@ enum Cmd {
         #[arg(long = "allow", value_name = "CIDR")]
         allow: Vec<String>,
         /// Exports from a TOML file instead of DIR.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "exports")]
         config: Option<PathBuf>,
+        /// Exports from an exports(5) file such as /etc/exports instead of DIR
+        /// (converted as `tarn import-exports` does; what cannot be is logged).
+        #[arg(long, value_name = "FILE")]
+        exports: Option<PathBuf>,
         /// Where the file-handle key is kept (default: beside --config, else /var/lib/tarn or ~/.local/state/tarn).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
@@ -115,6 +120,9 @@ enum Cmd {
     },
     /// Check a configuration file and explain what it exports.
     CheckConfig { file: PathBuf },
+    /// Print the Tarn TOML configuration equivalent to an exports(5) file such as
+    /// /etc/exports; options Tarn cannot honour are named on stderr with their line.
+    ImportExports { file: PathBuf },
     /// Measure a running server: ops/s, MB/s and latency percentiles per operation.
     Bench(bench::BenchArgs),
     #[command(flatten)]
@@ -204,6 +212,7 @@ fn main() -> ExitCode {
             listen,
             allow,
             config,
+            exports,
             state_dir,
             log_level,
             observe,
@@ -211,8 +220,13 @@ fn main() -> ExitCode {
             security,
         } => {
             init_logging(&log_level);
+            let source = match (config, exports) {
+                (Some(f), _) => Some(ConfigSource::Toml(f)),
+                (None, Some(f)) => Some(ConfigSource::Exports(f)),
+                (None, None) => None,
+            };
             match serve(
-                dir, listen, allow, config, state_dir, observe, locking, security,
+                dir, listen, allow, source, state_dir, observe, locking, security,
             ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -243,6 +257,20 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("tarn: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Cmd::ImportExports { file } => match std::fs::read_to_string(&file) {
+            Ok(src) => {
+                let c = exports_file::convert(&file.display().to_string(), &src);
+                for w in &c.warnings {
+                    eprintln!("tarn: {}:{}: {}", file.display(), w.line, w.msg);
+                }
+                print!("{}", c.toml);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tarn: {}: {e}", file.display());
                 ExitCode::FAILURE
             }
         },
@@ -347,24 +375,30 @@ fn build_config(
     dir: Option<PathBuf>,
     listen: String,
     allow: Vec<String>,
-    config: Option<PathBuf>,
+    config: Option<&ConfigSource>,
     state_dir: Option<PathBuf>,
     sec: Option<String>,
 ) -> Result<(Config, SocketAddr, PathBuf), String> {
     let (cfg, state_dir) = match config {
-        Some(file) => {
+        Some(source) => {
             if dir.is_some() {
-                return Err("give either DIR or --config, not both".into());
+                return Err("give either DIR or --config/--exports, not both".into());
             }
             if sec.is_some() {
                 return Err(
-                    "--sec is for the default export: with --config, set `sec` per export".into(),
+                    "--sec is for the default export: with --config, set `sec` per export (with --exports, sec= per client)".into(),
                 );
             }
-            let c = config::load(&file)?;
+            let c = source.load()?;
             let sd = state_dir
                 .or(c.state_dir.clone())
-                .unwrap_or_else(|| file.parent().unwrap_or(Path::new(".")).to_path_buf());
+                .unwrap_or_else(|| match source {
+                    ConfigSource::Toml(file) => {
+                        file.parent().unwrap_or(Path::new(".")).to_path_buf()
+                    }
+                    // /etc is no place for state.
+                    ConfigSource::Exports(_) => default_state_dir(),
+                });
             (c, sd)
         }
         None => {
@@ -414,21 +448,57 @@ fn build_config(
     Ok((cfg, addr, state_dir))
 }
 
+/// Where the exports come from; read again on reload.
+#[derive(Clone, Debug)]
+enum ConfigSource {
+    Toml(PathBuf),
+    /// An exports(5) file, converted by exports_file.
+    Exports(PathBuf),
+}
+
+impl ConfigSource {
+    fn file(&self) -> &Path {
+        match self {
+            ConfigSource::Toml(f) | ConfigSource::Exports(f) => f,
+        }
+    }
+
+    /// Loads the configuration; an exports file's warnings are logged.
+    fn load(&self) -> Result<Config, String> {
+        match self {
+            ConfigSource::Toml(f) => config::load(f),
+            ConfigSource::Exports(f) => {
+                let (c, warnings) = exports_file::load(f)?;
+                for w in warnings {
+                    warn!(file = %f.display(), line = w.line, "{}", w.msg);
+                }
+                Ok(c)
+            }
+        }
+    }
+}
+
 // One argument per group of `tarn serve` flags, passed through once.
 #[allow(clippy::too_many_arguments)]
 fn serve(
     dir: Option<PathBuf>,
     listen: String,
     allow: Vec<String>,
-    config: Option<PathBuf>,
+    config: Option<ConfigSource>,
     state_dir: Option<PathBuf>,
     observe: ObserveOpts,
     locking: LockOpts,
     security: SecOpts,
 ) -> Result<(), String> {
     let config_file = config.clone();
-    let (mut cfg, addr, state_dir) =
-        build_config(dir, listen, allow, config, state_dir, security.sec.clone())?;
+    let (mut cfg, addr, state_dir) = build_config(
+        dir,
+        listen,
+        allow,
+        config.as_ref(),
+        state_dir,
+        security.sec.clone(),
+    )?;
     let gss = gss_server(&cfg, &security)?;
     if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
@@ -687,7 +757,7 @@ fn save_ids(path: &Path, ids: &ExportIds) -> Result<(), String> {
 }
 
 async fn reload_on_hangup(
-    file: PathBuf,
+    file: ConfigSource,
     live: Arc<Live>,
     ids: Arc<std::sync::Mutex<ExportIds>>,
     ids_path: PathBuf,
@@ -700,7 +770,7 @@ async fn reload_on_hangup(
     while hup.recv().await.is_some() {
         let (f, l, ids, ids_path) = (file.clone(), live.clone(), ids.clone(), ids_path.clone());
         let r = tokio::task::spawn_blocking(move || {
-            let cfg = config::load(&f)?;
+            let cfg = f.load()?;
             let old = l.load_full();
             let built = build_exports(&cfg, Some(&old.exports))?;
             let mut ids = ids.lock().unwrap();
@@ -718,7 +788,7 @@ async fn reload_on_hangup(
         .unwrap_or_else(|e| Err(format!("reload failed: {e}")));
         match r {
             Ok(summary) => {
-                info!(file = %file.display(), exports = summary.len(), "configuration reloaded; auth cache flushed");
+                info!(file = %file.file().display(), exports = summary.len(), "configuration reloaded; auth cache flushed");
                 for s in summary {
                     info!("now exporting {s}");
                 }
