@@ -63,6 +63,11 @@ enum Cmd {
         /// error, warn, info, debug or trace (RUST_LOG overrides).
         #[arg(long, default_value = "info")]
         log_level: String,
+        /// text: one line per event (colours only on a terminal; under systemd,
+        /// no timestamps and a syslog priority for the journal); json: one JSON
+        /// object per line, for log shippers.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
         #[command(flatten)]
         observe: ObserveOpts,
         #[command(flatten)]
@@ -215,11 +220,12 @@ fn main() -> ExitCode {
             exports,
             state_dir,
             log_level,
+            log_format,
             observe,
             locking,
             security,
         } => {
-            init_logging(&log_level);
+            init_logging(&log_level, log_format);
             let source = match (config, exports) {
                 (Some(f), _) => Some(ConfigSource::Toml(f)),
                 (None, Some(f)) => Some(ConfigSource::Exports(f)),
@@ -318,13 +324,77 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(level: &str) {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs go to stderr: colours only on a terminal, and when stderr is the
+/// journal (systemd sets JOURNAL_STREAM to its device:inode) no timestamps,
+/// which the journal adds, and a `<N>` syslog priority it parses.
+fn init_logging(level: &str, format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
+    let journal = stderr_is_journal();
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(ansi && !journal);
+    match format {
+        LogFormat::Json => b.json().flatten_event(true).init(),
+        LogFormat::Text if journal => b
+            .event_format(JournalPriority(
+                tracing_subscriber::fmt::format().without_time(),
+            ))
+            .init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+/// JOURNAL_STREAM is "DEV:INODE" of the journal's stream socket; it is
+/// inherited by children, so it counts only if stderr is that socket.
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    match std::fs::metadata("/proc/self/fd/2") {
+        Ok(m) => dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()),
+        Err(_) => false,
+    }
+}
+
+/// Prefixes each event with its syslog priority (`<3>` error .. `<7>`
+/// debug) so `journalctl -p warning` works.
+struct JournalPriority<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for JournalPriority<F>
+where
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        ev: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let p = match *ev.metadata().level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            _ => 7,
+        };
+        write!(w, "<{p}>")?;
+        self.0.format_event(ctx, w, ev)
+    }
 }
 
 fn describe(e: &ExportConfig) -> String {
