@@ -112,7 +112,8 @@ pub fn bind_admin(path: &Path) -> std::io::Result<UnixListener> {
     Ok(l)
 }
 
-/// Answers admin commands: `snapshot` (the JSON [`Snapshot`]) and `ping`.
+/// Answers admin commands: `snapshot` (the JSON [`Snapshot`]), `ping`, and
+/// those the server added ([`Metrics::add_admin_command`]).
 pub async fn serve_admin(listener: UnixListener, m: Arc<Metrics>) {
     loop {
         let Ok((s, _)) = listener.accept().await else {
@@ -133,9 +134,15 @@ pub async fn serve_admin(listener: UnixListener, m: Arc<Metrics>) {
             let out = match line.trim() {
                 "snapshot" | "" => serde_json::to_string(&snapshot(&m).await).unwrap_or_default(),
                 "ping" => "\"pong\"".into(),
-                other => {
-                    serde_json::json!({"error": format!("unknown command {other:?}")}).to_string()
-                }
+                other => match m.admin_command(other) {
+                    Some(f) => tokio::task::spawn_blocking(move || f().to_string())
+                        .await
+                        .unwrap_or_else(|e| {
+                            serde_json::json!({"error": e.to_string()}).to_string()
+                        }),
+                    None => serde_json::json!({"error": format!("unknown command {other:?}")})
+                        .to_string(),
+                },
             };
             let _ = wr.write_all(out.as_bytes()).await;
             let _ = wr.write_all(b"\n").await;
@@ -147,6 +154,28 @@ pub async fn serve_admin(listener: UnixListener, m: Arc<Metrics>) {
 /// The default admin socket of a state directory.
 pub fn default_socket(state_dir: &Path) -> PathBuf {
     state_dir.join("admin.sock")
+}
+
+/// Sends one command to a running server's admin socket and parses its
+/// JSON answer (blocking; for the tools). An `{"error": ...}` answer is an Err.
+pub fn command(socket: &Path, cmd: &str) -> Result<serde_json::Value, String> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot connect to {}: {e} (is `tarn serve` running with this state directory?)",
+            socket.display()
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    s.write_all(format!("{cmd}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|e| format!("bad answer from {}: {e}", socket.display()))?;
+    match v.get("error").and_then(|e| e.as_str()) {
+        Some(e) => Err(e.to_string()),
+        None => Ok(v),
+    }
 }
 
 /// Fetches one snapshot from a running server's admin socket (blocking; for the tools).

@@ -231,6 +231,9 @@ pub struct Nfs4Peer {
 type ExportProbe = Box<dyn Fn() -> Vec<ExportInfo> + Send + Sync>;
 type Nfs4Probe = Box<dyn Fn() -> Vec<(IpAddr, Nfs4Peer)> + Send + Sync>;
 type CacheProbe = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+/// An admin-socket command the server adds (`exports`, `reload`): its
+/// JSON answer, computed off the runtime's worker threads.
+pub type AdminCommand = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 pub struct Metrics {
     enabled: bool,
@@ -242,6 +245,7 @@ pub struct Metrics {
     exports: Mutex<Option<ExportProbe>>,
     nfs4: Mutex<Option<Nfs4Probe>>,
     caches: Mutex<Vec<(String, CacheProbe)>>,
+    admin: Mutex<Vec<(String, AdminCommand)>>,
     /// How often the distinct-file-handle sketches rotate.
     pub fh_window: Duration,
     /// The names of the op slots, from the procedure tables of the
@@ -273,6 +277,7 @@ impl Metrics {
             exports: Mutex::new(None),
             nfs4: Mutex::new(None),
             caches: Mutex::new(Vec::new()),
+            admin: Mutex::new(Vec::new()),
             fh_window: Duration::from_secs(10),
             names: OnceLock::new(),
         })
@@ -407,6 +412,25 @@ impl Metrics {
     /// callback paths, per address (called off the request path).
     pub fn set_nfs4_probe(&self, f: impl Fn() -> Vec<(IpAddr, Nfs4Peer)> + Send + Sync + 'static) {
         *self.nfs4.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// Adds a command to the admin socket (blocking work is fine: it runs
+    /// on a blocking thread).
+    pub fn add_admin_command(
+        &self,
+        name: &str,
+        f: impl Fn() -> serde_json::Value + Send + Sync + 'static,
+    ) {
+        self.admin
+            .lock()
+            .unwrap()
+            .push((name.to_string(), Arc::new(f)));
+    }
+
+    /// The command `name` added by [`Metrics::add_admin_command`].
+    pub fn admin_command(&self, name: &str) -> Option<AdminCommand> {
+        let a = self.admin.lock().unwrap();
+        a.iter().find(|(n, _)| n == name).map(|(_, f)| f.clone())
     }
 
     /// Registers a cache whose (entries, bytes) the snapshot reports

@@ -1,11 +1,13 @@
 //! `tarn`: the one binary. `tarn serve` runs the NFS server; other
 //! subcommands are tools that talk to servers.
 
+mod admin;
 mod bench;
 mod config;
 mod exports_file;
 mod keytab;
 mod rpcbind;
+mod sdnotify;
 mod statelock;
 mod tools;
 
@@ -122,6 +124,20 @@ enum Cmd {
         /// Percent of an export's bytes or inodes in use.
         #[arg(long, default_value_t = 90.0)]
         full_pct: f64,
+    },
+    /// What a running server exports to whom (like showmount -e and exportfs -v).
+    Exports {
+        #[command(flatten)]
+        socket: SocketOpt,
+        /// Print the server's JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a running server re-read its --config or --exports file (as SIGHUP
+    /// does) and print what changed: exports added, removed, options changed.
+    Reload {
+        #[command(flatten)]
+        socket: SocketOpt,
     },
     /// Check a configuration file and explain what it exports.
     CheckConfig { file: PathBuf },
@@ -280,6 +296,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::Exports { socket, json } => tool_result(
+            metrics::endpoint::command(&socket.path(), "exports").map(|v| {
+                if json {
+                    println!("{v}");
+                } else {
+                    admin::print_exports(&v);
+                }
+            }),
+        ),
+        Cmd::Reload { socket } => {
+            let path = socket.path();
+            tool_result(admin::reload(&path, &admin::state_dir_of(&path)))
+        }
         Cmd::Bench(a) => bench::main(a),
         Cmd::Tools(t) => tools::run(t),
         Cmd::Stats {
@@ -720,8 +749,36 @@ fn serve(
         let server = rpc::Server::with_observer(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
-        if let Some(file) = config_file.clone() {
-            tokio::spawn(reload_on_hangup(file, live.clone(), ids.clone(), ids_path.clone()));
+        let reloader = Reloader {
+            source: config_file.clone(),
+            live: live.clone(),
+            ids: ids.clone(),
+            ids_path: ids_path.clone(),
+            current: Arc::new(std::sync::Mutex::new(cfg.exports.clone())),
+        };
+        if config_file.is_some() {
+            tokio::spawn(reload_on_hangup(reloader.clone()));
+        }
+        {
+            let r = reloader.clone();
+            metrics.add_admin_command("exports", move || {
+                let live = r.live.load_full();
+                let current = r.current.lock().unwrap();
+                admin::exports_json(
+                    &current,
+                    |p| live.exports.by_path(p).map(|e| e.id),
+                    r.source.as_ref().map(|s| s.file()),
+                )
+            });
+            let r = reloader.clone();
+            metrics.add_admin_command("reload", move || match r.reload() {
+                Ok((n, changes)) => serde_json::json!({
+                    "source": r.source.as_ref().map(|s| s.file().display().to_string()),
+                    "exports": n,
+                    "changes": changes,
+                }),
+                Err(e) => serde_json::json!({ "error": e }),
+            });
         }
         let admin = metrics::endpoint::bind_admin(&admin_path)
             .map_err(|e| format!("cannot create the admin socket {}: {e}", admin_path.display()))?;
@@ -760,7 +817,10 @@ fn serve(
             let s = server.clone();
             tokio::spawn(async move { s.run(listener).await })
         };
+        // Listening, admin socket up: systemd may start what depends on us.
+        sdnotify::notify(&format!("READY=1\nSTATUS=serving {} export(s) on {addr}", cfg.exports.len()));
         stop.wait().await;
+        sdnotify::notify("STOPPING=1\nSTATUS=stopping: answering calls in flight");
         info!("stopping: answering calls in flight");
         if tokio::time::timeout(std::time::Duration::from_secs(30), server.shutdown()).await.is_err() {
             warn!("calls still in flight after 30 s; stopping anyway");
@@ -826,47 +886,75 @@ fn save_ids(path: &Path, ids: &ExportIds) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-async fn reload_on_hangup(
-    file: ConfigSource,
+/// Re-reads the configuration (SIGHUP or `tarn reload`), one reload at a time.
+#[derive(Clone)]
+struct Reloader {
+    source: Option<ConfigSource>,
     live: Arc<Live>,
     ids: Arc<std::sync::Mutex<ExportIds>>,
     ids_path: PathBuf,
-) {
+    /// The exports in force, as configured (for `tarn exports` and the diff).
+    current: Arc<std::sync::Mutex<Vec<ExportConfig>>>,
+}
+
+impl Reloader {
+    /// Blocking. The number of exports now and what changed; on error the
+    /// previous configuration stays in force.
+    fn reload(&self) -> Result<(usize, Vec<String>), String> {
+        let Some(source) = &self.source else {
+            return Err("this server was started with DIR, not --config or --exports: there is no file to reload".into());
+        };
+        let file = source.file().display().to_string();
+        let mut current = self.current.lock().unwrap();
+        sdnotify::notify("RELOADING=1");
+        let r = (|| {
+            let cfg = source.load()?;
+            let old = self.live.load_full();
+            let built = build_exports(&cfg, Some(&old.exports))?;
+            let mut ids = self.ids.lock().unwrap();
+            let mut next = ids.clone();
+            let exports = Exports::with_ids(built, &mut next);
+            if next != *ids {
+                save_ids(&self.ids_path, &next)?;
+                *ids = next;
+            }
+            self.live.replace(exports, cfg.auth_cache.clone());
+            let changes = admin::diff(&current, &cfg.exports);
+            *current = cfg.exports;
+            Ok::<_, String>(changes)
+        })();
+        sdnotify::notify(&format!(
+            "READY=1\nSTATUS=serving {} export(s)",
+            current.len()
+        ));
+        match r {
+            Ok(changes) => {
+                info!(file = %file, exports = current.len(), changes = changes.len(), "configuration reloaded; auth cache flushed");
+                for c in &changes {
+                    info!("{c}");
+                }
+                for e in current.iter() {
+                    info!("now exporting {}", describe(e));
+                }
+                Ok((current.len(), changes))
+            }
+            Err(e) => {
+                error!(error = %e, "configuration NOT reloaded; the previous one stays in force");
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn reload_on_hangup(r: Reloader) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         warn!("cannot catch SIGHUP: configuration reload disabled");
         return;
     };
     while hup.recv().await.is_some() {
-        let (f, l, ids, ids_path) = (file.clone(), live.clone(), ids.clone(), ids_path.clone());
-        let r = tokio::task::spawn_blocking(move || {
-            let cfg = f.load()?;
-            let old = l.load_full();
-            let built = build_exports(&cfg, Some(&old.exports))?;
-            let mut ids = ids.lock().unwrap();
-            let mut next = ids.clone();
-            let exports = Exports::with_ids(built, &mut next);
-            if next != *ids {
-                save_ids(&ids_path, &next)?;
-                *ids = next;
-            }
-            let summary: Vec<String> = cfg.exports.iter().map(describe).collect();
-            l.replace(exports, cfg.auth_cache.clone());
-            Ok::<_, String>(summary)
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("reload failed: {e}")));
-        match r {
-            Ok(summary) => {
-                info!(file = %file.file().display(), exports = summary.len(), "configuration reloaded; auth cache flushed");
-                for s in summary {
-                    info!("now exporting {s}");
-                }
-            }
-            Err(e) => {
-                error!(error = %e, "configuration NOT reloaded; the previous one stays in force")
-            }
-        }
+        let r = r.clone();
+        let _ = tokio::task::spawn_blocking(move || r.reload()).await;
     }
 }
 

@@ -296,3 +296,112 @@ fn check_config_explains_and_points_at_errors() {
         "{err}"
     );
 }
+
+/// `tarn serve --exports` (an exports(5) file): `tarn reload` adds and
+/// removes an export and says so while a client keeps working on another
+/// export on its own connection; `tarn exports` lists what is exported to whom.
+#[test]
+fn tarn_reload_adds_and_removes_exports_under_a_busy_client() {
+    let (tmp, a, state) = temp_export();
+    let b = tmp.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let port = free_port();
+    let file = tmp.path().join("exports");
+    let write = |text: String| std::fs::write(&file, text).unwrap();
+    write(format!(
+        "# as in /etc/exports\n{} 127.0.0.1(rw,sync,no_subtree_check)\n",
+        a.display()
+    ));
+    let log = state.join("server.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["serve", "--exports", file.to_str().unwrap()])
+        .args(["--state-dir", state.to_str().unwrap()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start tarn");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("tarn: exporting"), "{line:?}");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let sock = state.join("admin.sock");
+    let sock = sock.to_str().unwrap();
+    let leak = |p: &Path| -> &'static [u8] {
+        Box::leak(p.to_str().unwrap().as_bytes().to_vec().into_boxed_slice())
+    };
+
+    // The busy client: GETATTRs on export a all along, on one connection.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let fh_a = mnt_ok(&mut c, 1, leak(&a));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let (stop, fh) = (stop.clone(), fh_a.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                assert_eq!(getattr(&mut c, 100 + n, &fh), Ok(()), "call {n}");
+            }
+            n
+        })
+    };
+
+    let listed = tarn(&["exports", "--socket", sock]);
+    assert!(
+        listed.contains(&format!("{}  sec=sys", a.display()))
+            && listed.contains("127.0.0.1")
+            && listed.contains("rw, root squashed"),
+        "{listed}"
+    );
+
+    // Add b.
+    write(format!(
+        "{} 127.0.0.1(rw)\n{} 127.0.0.1(ro,all_squash,anonuid=1000,anongid=1000)\n",
+        a.display(),
+        b.display()
+    ));
+    let r = tarn(&["reload", "--socket", sock]);
+    assert!(
+        r.contains("2 export(s)")
+            && r.contains(&format!("added {} as {}", b.display(), b.display())),
+        "{r}"
+    );
+    let mut c2 = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let fh_b = mnt_ok(&mut c2, 1, leak(&b));
+    assert_eq!(getattr(&mut c2, 2, &fh_b), Ok(()));
+    let json = tarn(&["exports", "--socket", sock, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["exports"][1]["rules"][0]["squash"], "all", "{json}");
+    assert_eq!(v["exports"][1]["rules"][0]["anonuid"], 1000, "{json}");
+
+    // Remove b, and make a read-only.
+    write(format!("{} 127.0.0.1(ro)\n", a.display()));
+    let r = tarn(&["reload", "--socket", sock]);
+    assert!(
+        r.contains(&format!("removed {}", b.display()))
+            && r.contains(&format!(
+                "changed {}: 127.0.0.1: ro, root squashed to 65534:65534 (was rw",
+                a.display()
+            )),
+        "{r}"
+    );
+    assert_eq!(getattr(&mut c2, 3, &fh_b), Err(Nfsstat3::NFS3ERR_STALE));
+    let r = tarn(&["reload", "--socket", sock]);
+    assert!(r.contains("nothing changed"), "{r}");
+
+    // A socket that does not answer: SIGHUP to the PID in STATE_DIR/lock.
+    let seen = std::fs::read_to_string(&log).unwrap().len();
+    let gone = state.join("nothing-here.sock");
+    let r = tarn(&["reload", "--socket", gone.to_str().unwrap()]);
+    assert!(r.contains(&format!("SIGHUP to PID {}", child.id())), "{r}");
+    wait_for_log(&log, "configuration reloaded", seen);
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let calls = busy.join().expect("the busy client saw no error");
+    assert!(calls > 0);
+    assert!(child.try_wait().unwrap().is_none(), "the server stays up");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
