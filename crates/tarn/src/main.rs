@@ -2,6 +2,7 @@
 //! subcommands are tools that talk to servers.
 
 mod admin;
+mod assets;
 mod bench;
 mod config;
 mod exports_file;
@@ -139,6 +140,9 @@ enum Cmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Write man pages (DIR/man) and shell completions (DIR/completions), for packages.
+    #[command(hide = true)]
+    GenerateAssets { dir: PathBuf },
     /// Check a configuration file and explain what it exports.
     CheckConfig { file: PathBuf },
     /// Print the Tarn TOML configuration equivalent to an exports(5) file such as
@@ -309,6 +313,7 @@ fn main() -> ExitCode {
             let path = socket.path();
             tool_result(admin::reload(&path, &admin::state_dir_of(&path)))
         }
+        Cmd::GenerateAssets { dir } => tool_result(assets::generate(&dir)),
         Cmd::Bench(a) => bench::main(a),
         Cmd::Tools(t) => tools::run(t),
         Cmd::Stats {

@@ -79,3 +79,69 @@ fn under_the_journal_lines_carry_a_priority_and_no_timestamp() {
     let text = stopped_log(&[], &[("JOURNAL_STREAM", "1:2".into())]);
     assert!(text.lines().all(|l| !l.starts_with('<')), "{text}");
 }
+
+fn recv(sock: &std::os::unix::net::UnixDatagram) -> String {
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).expect("a notification within 30 s");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// systemd's Type=notify protocol, with a listener standing in for systemd:
+/// READY=1 once the server listens, RELOADING=1 then READY=1 around a
+/// reload, STOPPING=1 on SIGTERM.
+#[test]
+fn sd_notify_ready_reloading_stopping() {
+    use std::process::{Command, Stdio};
+    let (tmp, a, state) = temp_export();
+    let sock_path = tmp.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let file = tmp.path().join("exports");
+    std::fs::write(&file, format!("{} 127.0.0.1(rw)\n", a.display())).unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["serve", "--exports", file.to_str().unwrap()])
+        .args(["--state-dir", state.to_str().unwrap()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(state.join("server.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let ready = recv(&sock);
+    assert!(
+        ready.starts_with("READY=1\n") && ready.contains(&format!("127.0.0.1:{port}")),
+        "{ready:?}"
+    );
+    // Ready means ready: the port and the admin socket answer.
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("listening when READY=1");
+    let admin = state.join("admin.sock");
+    tarn(&["reload", "--socket", admin.to_str().unwrap()]);
+    assert_eq!(recv(&sock), "RELOADING=1");
+    assert!(recv(&sock).starts_with("READY=1\n"));
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(recv(&sock).starts_with("STOPPING=1\n"));
+    assert!(child.wait().unwrap().success());
+}
+
+/// `@name` in NOTIFY_SOCKET is a socket in the abstract namespace.
+#[test]
+fn sd_notify_abstract_socket() {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("tarn-test-notify-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let sock = std::os::unix::net::UnixDatagram::bind_addr(&addr).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let (_tmp, export, state) = temp_export();
+    let env = format!("NOTIFY_SOCKET=@{name}");
+    let mut s = TestServer::launch(&export, &state, free_port(), &[], &["env", &env]);
+    assert!(recv(&sock).starts_with("READY=1\n"));
+    s.stop();
+    assert!(recv(&sock).starts_with("STOPPING=1\n"));
+}
