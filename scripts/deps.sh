@@ -4,11 +4,13 @@
 # Rust toolchain (rustup, if cargo is missing). With --test, also what the
 # tests use: libnfs-utils (a real NFS client), rpcbind, an MIT KDC and its
 # tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply (pynfs), and the guest
-# lab's qemu/debootstrap tools.
+# lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
+# serve scripts/package-test.sh).
 set -euo pipefail
 pkgs=(build-essential pkg-config curl ca-certificates libkrb5-dev libclang-dev)
 if [ "${1:-}" = --test ]; then
   pkgs+=(krb5-kdc krb5-admin-server krb5-user libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
+         systemd dpkg-dev
          busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply)
 fi
 need=()

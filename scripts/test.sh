@@ -17,7 +17,7 @@ for a in "$@"; do
     *) echo "usage: $0 [--full]" >&2; exit 2 ;;
   esac
 done
-rm -f /tmp/tarn-pynfs.log /tmp/tarn-guest.log
+rm -f /tmp/tarn-pynfs.log /tmp/tarn-guest.log /tmp/tarn-package.log
 T0=$(date +%s) TS=$(date +%s) LAST=
 TIMES=()
 stage() {  # each stage's start (seconds since the start) and, at the end, a table of durations
@@ -37,6 +37,8 @@ stage "cargo test"
 cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
 stage "release build"
 cargo build --release -q -p tarn
+stage "Debian package: built, unit verified, installed/served/purged in a Debian 12 chroot"
+TARN_BIN="$PWD/target/release/tarn" bash scripts/package-test.sh 2>&1 | tee /tmp/tarn-package.log
 stage "pynfs: NFSv4.1 and NFSv4.0 server conformance (../shared/pynfs)"
 TARN_BIN="$PWD/target/release/tarn" bash scripts/pynfs.sh all 2>&1 | tee /tmp/tarn-pynfs.log
 stage "bench (short run: it must complete; numbers are not judged here)"
@@ -57,5 +59,6 @@ echo "total: $(( $(date +%s) - T0 ))s"
 # its allow-list; a failure stops this script earlier) and the guest lab's workload steps.
 sum() { awk -v re="$1" '{ if (match($0, re)) { split(substr($0, RSTART, RLENGTH), w, " "); n += w[1] } } END { print n + 0 }' "$2" 2>/dev/null || echo 0; }
 passed=$(( $(sum '[0-9]+ passed' /tmp/tarn-cargo-test.log) + $(sum '[0-9]+ passed' /tmp/tarn-pynfs.log) \
+  + $(sum '[0-9]+ passed' /tmp/tarn-package.log) \
   + $( [ -f /tmp/tarn-guest.log ] && sum '^[0-9]+ passed' /tmp/tarn-guest.log || echo 0) ))
 echo "all: $passed passed, 0 failed"

@@ -145,3 +145,24 @@ fn sd_notify_abstract_socket() {
     s.stop();
     assert!(recv(&sock).starts_with("STOPPING=1\n"));
 }
+
+/// `tarn import-exports`: the TOML on stdout (as the corpus expects), what
+/// did not carry over on stderr as FILE:LINE: ...
+#[test]
+fn import_exports_prints_toml_and_names_lines() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/exports");
+    let f = dir.join("02-home-lab.exports");
+    let out = tarn_output(&["import-exports", f.to_str().unwrap()]);
+    assert!(out.status.success());
+    let want = std::fs::read_to_string(dir.join("02-home-lab.toml"))
+        .unwrap()
+        .replace("02-home-lab.exports", f.to_str().unwrap());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        format!("tarn: {}:4: async: not supported, ignored: Tarn answers stable WRITEs and COMMIT only once data is on disk (as sync)", f.display())
+    );
+    let out = tarn_output(&["import-exports", "/nonexistent/exports"]);
+    assert!(!out.status.success());
+}
