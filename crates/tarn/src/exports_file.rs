@@ -419,8 +419,18 @@ pub fn convert(origin: &str, src: &str) -> Converted {
                     .filter(|rest| rest.starts_with('/'))
                     .map(str::to_string)
             };
-            if let Some(p) = pseudo.filter(|p| *p != e.path) {
-                let _ = writeln!(out, "pseudo = {}", quote(&p));
+            match pseudo {
+                Some(p) if p != e.path => {
+                    let _ = writeln!(out, "pseudo = {}", quote(&p));
+                }
+                Some(_) => {}
+                None => warn.push(Warning {
+                    line: e.line,
+                    msg: format!(
+                        "{}: outside the fsid=0 root {r}: NFSv4 clients reach it only where {} exists inside the root (Linux hides it from them); NFSv3 mounts it by its path",
+                        e.path, e.path
+                    ),
+                }),
             }
         }
         // exports(5) gives sec per client; Tarn per export: the union.
