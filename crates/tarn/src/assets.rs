@@ -33,6 +33,15 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         let p = man.join(format!("{name}.1"));
         std::fs::write(&p, buf).map_err(|e| io(&p, e))?;
     }
+    // Completions offer what --help lists: the hidden commands are left out
+    // (fish and zsh would offer them otherwise).
+    let mut visible = clap::Command::new("tarn")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(cmd.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true);
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        visible = visible.subcommand(sub.clone());
+    }
     use clap_complete::Shell;
     for (shell, file) in [
         (Shell::Bash, "tarn"),
@@ -40,7 +49,7 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         (Shell::Fish, "tarn.fish"),
     ] {
         let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut crate::Cli::command(), "tarn", &mut buf);
+        clap_complete::generate(shell, &mut visible, "tarn", &mut buf);
         let p = comp.join(file);
         std::fs::write(&p, buf).map_err(|e| io(&p, e))?;
     }
