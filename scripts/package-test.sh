@@ -99,6 +99,18 @@ pid=
 rm -f "$chroot_dir/tmp/tarn-test.toml"
 echo "package-test: served the shipped config: tarn ls/cat over NFS, tarn exports, tarn reload"
 
+# Reinstall (as an upgrade does) keeps an edited conffile; remove keeps the
+# configuration and the state (the file-handle key), purge drops both.
+cp "$deb" "$chroot_dir/tmp/tarn.deb"
+echo "# edited by the operator" >> "$chroot_dir/etc/tarn/tarn.toml"
+in_chroot dpkg -i /tmp/tarn.deb > /dev/null 2>&1 || fail "dpkg -i over the installed package"
+rm -f "$chroot_dir/tmp/tarn.deb"
+grep -qx "# edited by the operator" "$chroot_dir/etc/tarn/tarn.toml" || fail "the upgrade lost the edited tarn.toml"
+in_chroot dpkg --remove tarn > /dev/null
+[ ! -e "$chroot_dir/usr/bin/tarn" ] || fail "/usr/bin/tarn left after remove"
+[ -f "$chroot_dir/etc/tarn/tarn.toml" ] && [ -f "$chroot_dir/var/lib/tarn/handle.key" ] \
+    || fail "remove dropped the configuration or the state"
+echo "package-test: reinstall keeps an edited tarn.toml; remove keeps config and state"
 in_chroot dpkg --purge tarn > /dev/null
 for f in /usr/bin/tarn /etc/tarn /var/lib/tarn /lib/systemd/system/tarn.service /usr/share/man/man1/tarn.1.gz; do
     [ ! -e "$chroot_dir$f" ] || fail "$f left after purge"
