@@ -1,0 +1,238 @@
+//! Finding and using the MOUNT protocol (RFC 1813 appendix I): MNT, UMNT
+//! and EXPORT, the portmapper's GETPORT (RFC 1833 §3, version 2, TCP) to
+//! find MOUNT or NLM on servers that do not serve them on the NFS port,
+//! and the choice of the security flavor from MNT's list.
+
+use super::error::{Error, Result};
+use bytes::Bytes;
+use proto::mount::*;
+use proto::pmap::{Mapping, IPPROTO_TCP, PMAPPROC_GETPORT, PMAP_PORT, PMAP_PROG, PMAP_VERS};
+use rpc::client::{ClientError, RpcClient};
+use rpc::msg::ReplyStatus;
+use std::net::SocketAddr;
+use std::time::Duration;
+use xdr::Unpack;
+
+/// RPCSEC_GSS pseudo-flavors in MNT's list (RFC 2623 §2.2): Kerberos 5
+/// authentication only, with integrity, with privacy.
+pub const KRB5: i32 = 390003;
+pub const KRB5I: i32 = 390004;
+pub const KRB5P: i32 = 390005;
+pub const AUTH_SYS: i32 = 1;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A flavor's name as `sec=` spells it.
+pub fn flavor_name(f: i32) -> String {
+    match f {
+        0 => "none".into(),
+        AUTH_SYS => "sys".into(),
+        KRB5 => "krb5".into(),
+        KRB5I => "krb5i".into(),
+        KRB5P => "krb5p".into(),
+        n => format!("flavor {n}"),
+    }
+}
+
+/// Whether MNT's `offered` list lets the caller use `wanted`. An empty
+/// list means AUTH_SYS (servers before RFC 2623 sent none).
+pub fn check_flavor(path: &str, wanted: i32, offered: &[i32]) -> Result<()> {
+    if offered.contains(&wanted) || (offered.is_empty() && wanted == AUTH_SYS) {
+        return Ok(());
+    }
+    let names: Vec<String> = offered.iter().map(|f| flavor_name(*f)).collect();
+    Err(Error::Setup(format!(
+        "{path}: the server does not offer sec={} for this export (it offers sec={})",
+        flavor_name(wanted),
+        names.join(",")
+    )))
+}
+
+async fn connect(addr: SocketAddr, cred: proto::rpc::OpaqueAuth) -> Result<RpcClient> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, RpcClient::connect(addr, cred)).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Setup(format!(
+            "{addr}: no answer in {CONNECT_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// The TCP port `prog`/`vers` is registered at with the portmapper on
+/// `host` (port 111). None: not registered.
+pub async fn getport(host: std::net::IpAddr, prog: u32, vers: u32) -> Result<Option<u16>> {
+    let pm = connect(
+        SocketAddr::new(host, PMAP_PORT as u16),
+        rpc::client::auth_none(),
+    )
+    .await
+    .map_err(|e| Error::Setup(format!("portmapper at {host}:{PMAP_PORT}: {e}")))?;
+    let m = Mapping {
+        prog,
+        vers,
+        prot: IPPROTO_TCP,
+        port: 0,
+    };
+    let mut d = pm.call(PMAP_PROG, PMAP_VERS, PMAPPROC_GETPORT, &m).await?;
+    let port = d.u32()?;
+    Ok(u16::try_from(port).ok().filter(|p| *p != 0))
+}
+
+/// A call without arguments (NULL, EXPORT); a decoder at its results.
+pub async fn call_void(
+    c: &RpcClient,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+) -> std::result::Result<xdr::Decoder, ClientError> {
+    let rec = c.call_raw(prog, vers, proc_, &[]).await?;
+    match rpc::msg::decode_reply(rec)? {
+        (_, ReplyStatus::Success, d) => Ok(d),
+        (_, other, _) => Err(ClientError::Rpc(other)),
+    }
+}
+
+/// Whether an RPC error says "no such program (version) here".
+pub fn unavailable(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Rpc(ReplyStatus::Accepted(
+            proto::rpc::AcceptStat::PROG_UNAVAIL | proto::rpc::AcceptStat::PROG_MISMATCH
+        )) | ClientError::Rpc(ReplyStatus::ProgMismatch(..))
+    )
+}
+
+/// A connection to `prog`/`vers` on the server: on the NFS port first
+/// (Tarn serves MOUNT and NLM there), checked with a NULL call, else
+/// where the portmapper says.
+pub async fn locate(
+    nfs: SocketAddr,
+    prog: u32,
+    vers: u32,
+    cred: proto::rpc::OpaqueAuth,
+) -> Result<RpcClient> {
+    let first = match connect(nfs, cred.clone()).await {
+        Ok(c) => match call_void(&c, prog, vers, 0).await {
+            Ok(_) => return Ok(c),
+            Err(e) if unavailable(&e) => format!("not on port {}", nfs.port()),
+            Err(e) => return Err(e.into()),
+        },
+        Err(e) => e.to_string(),
+    };
+    let name = match prog {
+        MOUNT_PROGRAM => "MOUNT",
+        proto::nlm4::NLM_PROG => "NLM (lock manager)",
+        _ => "the program",
+    };
+    let port = getport(nfs.ip(), prog, vers).await.map_err(|e| {
+        Error::Setup(format!(
+            "{}: cannot find {name} version {vers} ({first}; {e})",
+            nfs.ip()
+        ))
+    })?;
+    let Some(port) = port else {
+        return Err(Error::Setup(format!(
+            "{}: {name} version {vers} is not served ({first}, and not registered with the portmapper)",
+            nfs.ip()
+        )));
+    };
+    connect(SocketAddr::new(nfs.ip(), port), cred).await
+}
+
+/// MNT: the export's root handle and the flavors it takes.
+pub async fn mnt(c: &RpcClient, path: &str) -> Result<(Bytes, Vec<i32>)> {
+    let arg = Dirpath(Bytes::copy_from_slice(path.as_bytes()));
+    let mut d = c
+        .call(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT, &arg)
+        .await?;
+    match Mountres3::unpack(&mut d)? {
+        Mountres3::MNT3_OK(ok) => Ok((ok.fhandle.0, ok.auth_flavors)),
+        Mountres3::Default(status) => Err(Error::Mount {
+            path: path.to_string(),
+            status,
+        }),
+    }
+}
+
+/// UMNT: the server forgets the mount in its list (advisory).
+pub async fn umnt(c: &RpcClient, path: &str) -> Result<()> {
+    let arg = Dirpath(Bytes::copy_from_slice(path.as_bytes()));
+    c.call(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_UMNT, &arg)
+        .await?;
+    Ok(())
+}
+
+/// EXPORT: the exported paths.
+pub async fn exports(c: &RpcClient) -> Result<Vec<String>> {
+    let mut d = call_void(c, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_EXPORT).await?;
+    let ex = Exports::unpack(&mut d)?;
+    Ok(ex
+        .0
+        .into_iter()
+        .map(|e| String::from_utf8_lossy(&e.ex_dir.0).into_owned())
+        .collect())
+}
+
+/// The export holding `path`: the longest of `exports` that is `path` or
+/// one of its ancestors, compared by whole components.
+pub fn export_for<'a>(path: &str, exports: &'a [String]) -> Option<&'a str> {
+    exports
+        .iter()
+        .filter(|e| under(path, e))
+        .max_by_key(|e| e.trim_end_matches('/').len())
+        .map(|e| e.as_str())
+}
+
+/// Whether `path` is `dir` or below it.
+pub fn under(path: &str, dir: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    dir.is_empty()
+        || path == dir
+        || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
+}
+
+/// `path`'s ancestors from itself up to "/": the exports to try by MNT
+/// when EXPORT does not answer.
+pub fn ancestors(path: &str) -> Vec<String> {
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    (0..=comps.len())
+        .rev()
+        .map(|n| format!("/{}", comps[..n].join("/")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_enclosing_export_wins() {
+        let ex: Vec<String> = ["/", "/srv", "/srv/data", "/srv/database"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(export_for("/srv/data/x/y", &ex), Some("/srv/data"));
+        assert_eq!(export_for("/srv/database", &ex), Some("/srv/database"));
+        assert_eq!(export_for("/srv/dat", &ex), Some("/srv"));
+        assert_eq!(export_for("/home", &ex), Some("/"));
+        assert_eq!(export_for("/home", &ex[1..]), None);
+        assert!(under("/a/b", "/a/"));
+        assert!(!under("/ab", "/a"));
+    }
+
+    #[test]
+    fn ancestors_go_up_to_the_root() {
+        assert_eq!(ancestors("/a/b"), vec!["/a/b", "/a", "/"]);
+        assert_eq!(ancestors("/"), vec!["/"]);
+    }
+
+    #[test]
+    fn flavors() {
+        assert!(check_flavor("/x", AUTH_SYS, &[]).is_ok());
+        assert!(check_flavor("/x", KRB5P, &[KRB5P, AUTH_SYS]).is_ok());
+        let e = check_flavor("/x", AUTH_SYS, &[KRB5I, KRB5P]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/x: the server does not offer sec=sys for this export (it offers sec=krb5i,krb5p)"
+        );
+    }
+}
