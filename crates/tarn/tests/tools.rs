@@ -620,7 +620,7 @@ fn two_lockers(vers: &str) {
     assert_eq!(out.status.code(), Some(1), "vers={vers}");
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("/lockfile: locked by someone else"), "{e}");
-    // A lock on other bytes is no conflict.
+    // The first lock covers the whole file: any range conflicts.
     let out = tarn_output(&[
         "lock", "-n", "--offset", "0", "--len", "10", &u, "--", "true",
     ]);
