@@ -486,8 +486,7 @@ impl Remote {
                 Ok((Fh(fh.0), Attr::from_v4(&a)))
             }
             Proto::V3(c) => {
-                let fh = c.lookup_path(path).await?;
-                let a = c.getattr(&fh).await?;
+                let (fh, a) = c.lookup_path_attr(path).await?;
                 Ok((Fh(fh.data), Attr::from_v3(&a)))
             }
         }

@@ -203,6 +203,108 @@ pub fn ancestors(path: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::{BufMut, BytesMut};
+    use proto::rpc::AcceptStat;
+    use rpc::record::{self, Assembler};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// What a fake server answers (prog, proc) with: a u32 result, or a refusal.
+    type Answer = fn(u32, u32) -> std::result::Result<Option<u32>, AcceptStat>;
+
+    /// Serves RPC calls on `l` by `answer`, counting them.
+    fn fake(l: TcpListener, answer: Answer, calls: Arc<AtomicU32>) {
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let calls = calls.clone();
+                tokio::spawn(async move {
+                    let (mut rd, mut wr) = s.into_split();
+                    let mut asm = Assembler::new(1 << 20);
+                    let mut buf = BytesMut::new();
+                    loop {
+                        while let Ok(Some(rec)) = asm.next(&mut buf) {
+                            let c = rpc::msg::decode_call(rec).unwrap();
+                            calls.fetch_add(1, Ordering::Relaxed);
+                            let mut out = BytesMut::new();
+                            record::begin(&mut out);
+                            match answer(c.prog, c.proc_) {
+                                Ok(v) => {
+                                    rpc::msg::success_header(c.xid, &mut out);
+                                    if let Some(v) = v {
+                                        out.put_u32(v);
+                                    }
+                                }
+                                Err(st) => rpc::msg::accepted_error(c.xid, st, &mut out),
+                            }
+                            record::finish(&mut out);
+                            wr.write_all(&out).await.unwrap();
+                        }
+                        if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// MOUNT not on the NFS port: found through the portmapper on port
+    /// 111 of the same host (a loopback address of its own, so a real
+    /// rpcbind is not in the way; skipped where port 111 cannot be bound).
+    #[tokio::test]
+    async fn mount_is_found_through_the_portmapper() {
+        let host: std::net::IpAddr = "127.0.0.29".parse().unwrap();
+        let Ok(pm) = TcpListener::bind((host, PMAP_PORT as u16)).await else {
+            eprintln!("skipped: cannot bind {host}:{PMAP_PORT}");
+            return;
+        };
+        let nfs = TcpListener::bind((host, 0)).await.unwrap();
+        let mnt = TcpListener::bind((host, 0)).await.unwrap();
+        let nfs_addr = nfs.local_addr().unwrap();
+        let mnt_port = mnt.local_addr().unwrap().port();
+        static MNT_PORT: AtomicU32 = AtomicU32::new(0);
+        MNT_PORT.store(mnt_port as u32, Ordering::Relaxed);
+        let (on_nfs, on_pm, on_mnt) = (Arc::default(), Arc::default(), Arc::default());
+        fake(
+            nfs,
+            |prog, _| match prog {
+                MOUNT_PROGRAM => Err(AcceptStat::PROG_UNAVAIL),
+                _ => Ok(None),
+            },
+            Arc::clone(&on_nfs),
+        );
+        fake(
+            pm,
+            |prog, proc_| match (prog, proc_) {
+                (PMAP_PROG, PMAPPROC_GETPORT) => Ok(Some(MNT_PORT.load(Ordering::Relaxed))),
+                _ => Err(AcceptStat::PROC_UNAVAIL),
+            },
+            Arc::clone(&on_pm),
+        );
+        fake(mnt, |_, _| Ok(None), Arc::clone(&on_mnt));
+        let c = locate(nfs_addr, MOUNT_PROGRAM, MOUNT_V3, rpc::client::auth_none())
+            .await
+            .unwrap();
+        call_void(&c, MOUNT_PROGRAM, MOUNT_V3, 0).await.unwrap();
+        let n = |a: &Arc<AtomicU32>| a.load(Ordering::Relaxed);
+        assert_eq!((n(&on_nfs), n(&on_pm), n(&on_mnt)), (1, 1, 1));
+
+        // Nothing registered either: the error says where it looked.
+        MNT_PORT.store(0, Ordering::Relaxed);
+        let e = locate(nfs_addr, MOUNT_PROGRAM, MOUNT_V3, rpc::client::auth_none())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{host}: MOUNT version 3 is not served (not on port {}, and not registered with the portmapper)",
+                nfs_addr.port()
+            )
+        );
+    }
 
     #[test]
     fn the_longest_enclosing_export_wins() {

@@ -117,6 +117,23 @@ impl Nfs3 {
         Ok(fh)
     }
 
+    /// The handle and attributes of `path`: those LOOKUP returned with
+    /// the last component, else a GETATTR.
+    pub async fn lookup_path_attr(&self, path: &str) -> Result<(NfsFh3, Fattr3)> {
+        let (mut fh, rest) = self.root_for(path).await?;
+        let mut attrs = None;
+        for c in rest {
+            (fh, attrs) = self.lookup(&fh, &c).await?;
+        }
+        match attrs {
+            Some(a) => Ok((fh, a)),
+            None => {
+                let a = self.getattr(&fh).await?;
+                Ok((fh, a))
+            }
+        }
+    }
+
     pub async fn null(&self) -> Result<()> {
         let rec = self
             .rpc

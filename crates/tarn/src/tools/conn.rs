@@ -252,3 +252,31 @@ pub fn is_dir(a: &Attr) -> bool {
 pub fn parse(s: &str) -> Result<NfsUrl, String> {
     NfsUrl::parse(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpc::msg::ReplyStatus;
+
+    #[test]
+    fn which_nfsv4_failures_mean_try_nfsv3() {
+        let rpc = |st| client::nfs4::Error::Rpc(ClientError::Rpc(st));
+        let nfs = |status| {
+            client::nfs4::Error::Nfs(client::nfs4::Nfs4Error {
+                op: proto::nfs4::NfsOpnum4::OP_CREATE_SESSION,
+                status,
+            })
+        };
+        assert!(no_v4(&rpc(ReplyStatus::ProgMismatch(2, 3))));
+        assert!(no_v4(&rpc(ReplyStatus::Accepted(
+            proto::rpc::AcceptStat::PROG_UNAVAIL
+        ))));
+        assert!(no_v4(&nfs(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH)));
+        // Refusals that NFSv3 would meet too are the answer.
+        assert!(!no_v4(&rpc(ReplyStatus::AuthError(
+            proto::rpc::AuthStat::AUTH_BADCRED
+        ))));
+        assert!(!no_v4(&nfs(Nfsstat4::NFS4ERR_ACCESS)));
+        assert!(!no_v4(&client::nfs4::Error::Rpc(ClientError::Closed)));
+    }
+}
