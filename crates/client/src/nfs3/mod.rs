@@ -13,7 +13,8 @@
 //! - `nlm.rs`: byte-range locks with NLM4, non-blocking, retried.
 //!
 //! rsize and wsize are FSINFO's rtmax and wtmax of the first export
-//! mounted, capped at 1 MiB.
+//! mounted, capped at 1 MiB. Connections come from a reserved source
+//! port when the process may bind one (knfsd's `secure` exports want it).
 
 pub mod error;
 pub mod mount;
@@ -109,7 +110,7 @@ impl Nfs3 {
                 target,
                 renew,
             } => {
-                let rpc = Arc::new(RpcClient::connect(addr, auth_none()).await?);
+                let rpc = Arc::new(mount::connect(addr, auth_none()).await?);
                 let g =
                     GssSec::establish(rpc.clone(), NFS_PROGRAM, NFS_V3, *service, target, *renew)
                         .await?;
