@@ -660,3 +660,82 @@ fn lock_v3_two_processes() {
 fn lock_v41_two_processes() {
     two_lockers("4.1");
 }
+
+/// Relays `client`'s calls to `server`, but answers NFSv4 calls itself
+/// with PROG_MISMATCH (versions 3 to 3), as a server without NFSv4 does.
+fn relay_without_v4(client: std::net::TcpStream, server: std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let mut h = [0u8; 4];
+            s.read_exact(&mut h).ok()?;
+            let h = u32::from_be_bytes(h);
+            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
+            s.read_exact(&mut frag).ok()?;
+            out.extend_from_slice(&frag);
+            if h & 0x8000_0000 != 0 {
+                return Some(out);
+            }
+        }
+    }
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+    let mut srv = std::net::TcpStream::connect(server).unwrap();
+    let to_client = Arc::new(Mutex::new(client.try_clone().unwrap()));
+    let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
+    std::thread::spawn(move || {
+        while let Some(rec) = record(&mut from_srv) {
+            if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
+                return;
+            }
+        }
+    });
+    let mut from_client = client;
+    std::thread::spawn(move || {
+        while let Some(rec) = record(&mut from_client) {
+            let word = |i: usize| u32::from_be_bytes(rec[i..i + 4].try_into().unwrap());
+            if rec.len() >= 20 && word(4) == 0 && word(12) == 100003 && word(16) == 4 {
+                let mut out = bytes::BytesMut::new();
+                rpc::record::begin(&mut out);
+                rpc::msg::prog_mismatch(word(0), 3, 3, &mut out);
+                rpc::record::finish(&mut out);
+                if to_client.lock().unwrap().write_all(&out).is_err() {
+                    return;
+                }
+            } else if srv.write_all(&framed(&rec)).is_err() {
+                return;
+            }
+        }
+        let _ = srv.shutdown(std::net::Shutdown::Both);
+    });
+}
+
+/// No vers=: NFSv4.2, then 4.1, then NFSv3, as mount.nfs tries them. A
+/// server that answers NFSv4 with PROG_MISMATCH (a relay in front of
+/// tarn serve) is used over NFSv3; asked for 4.1, it is an error.
+#[test]
+fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
+    let s = TestServer::start();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let server = s.addr;
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            relay_without_v4(c, server);
+        }
+    });
+    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
+    let f = s.state.join("f");
+    std::fs::write(&f, b"over v3\n").unwrap();
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over v3\n");
+    assert_eq!(tarn(&["cat", &u("/f")]), "over v3\n");
+    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
+    assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
+    assert!(e.contains("it speaks versions 3 to 3"), "{e}");
+}

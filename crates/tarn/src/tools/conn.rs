@@ -29,9 +29,13 @@ pub fn nfs_err(what: &(impl Display + ?Sized), e: impl Into<Error>) -> String {
             "{what}: refused, the Kerberos credential has expired or was rejected ({e}); run kinit"
         );
     }
-    match e.status_text() {
-        Some(t) => format!("{what}: {t}"),
-        None => format!("{what}: {e}"),
+    match (e.status_text(), e.rpc()) {
+        (Some(t), _) => format!("{what}: {t}"),
+        (None, Some(ClientError::Rpc(ReplyStatus::ProgMismatch(lo, hi)))) => format!(
+            "{what}: the server does not speak this version of the program \
+             (it speaks versions {lo} to {hi}; for NFS, vers=3 or no vers=)"
+        ),
+        _ => format!("{what}: {e}"),
     }
 }
 
