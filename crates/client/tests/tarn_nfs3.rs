@@ -241,3 +241,37 @@ fn the_longest_enclosing_export_is_mounted_on_first_use() {
         assert!(c.mounted().is_empty());
     });
 }
+
+/// Directory handles are remembered for paths through them; one gone
+/// stale (the directory replaced behind the client's back) is looked up
+/// again, and a RENAME through the client forgets them.
+#[test]
+fn remembered_directories_go_when_stale_or_renamed() {
+    let t = Tarn::start(&[]);
+    std::fs::create_dir_all(t.export.join("a/b")).unwrap();
+    std::fs::write(t.export.join("a/b/f"), b"first").unwrap();
+    std::fs::set_permissions(
+        t.export.join("a"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    run(async {
+        let c = Nfs3::connect(t.addr, opts(), "/").await.unwrap();
+        let f = c.lookup_path("/a/b/f").await.unwrap();
+        assert_eq!(&c.read(&f, 0, 10).await.unwrap().data[..], b"first");
+        // Replaced on the server: /a/b is another directory now.
+        std::fs::remove_dir_all(t.export.join("a/b")).unwrap();
+        std::fs::create_dir(t.export.join("a/b")).unwrap();
+        std::fs::write(t.export.join("a/b/f"), b"second").unwrap();
+        let f = c.lookup_path("/a/b/f").await.unwrap();
+        assert_eq!(&c.read(&f, 0, 10).await.unwrap().data[..], b"second");
+        // Renamed through the client: the old path is gone at once.
+        let a = c.lookup_path("/a").await.unwrap();
+        c.rename(&a, "b", &a, "c").await.unwrap();
+        assert_eq!(
+            status(c.lookup_path("/a/b/f").await),
+            Nfsstat3::NFS3ERR_NOENT
+        );
+        assert!(c.lookup_path("/a/c/f").await.is_ok());
+    });
+}

@@ -29,13 +29,21 @@ use crate::nfs4::{GssSec, Security};
 use proto::nfs3::{NfsFh3, NFS_PROGRAM, NFS_V3};
 use rpc::client::{auth_none, auth_sys, RpcClient};
 use rpc::gss::GssService;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 /// The largest READ or WRITE asked for, whatever the server allows.
 pub const MAX_IO: u32 = 1 << 20;
+
+/// How long a directory's handle is used for paths through it without
+/// LOOKUP (as the Linux client's dentry cache trusts a directory for its
+/// attribute cache time): a tree of files costs one LOOKUP per file, not
+/// one per component. RENAME and RMDIR through this client forget them all.
+pub const DIR_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// How to reach the server and who to be.
 #[derive(Clone, Debug)]
@@ -61,6 +69,8 @@ pub struct Nfs3 {
     rtmax: AtomicU32,
     wtmax: AtomicU32,
     nlm: OnceCell<RpcClient>,
+    /// Directory handles by path, and when they were looked up.
+    dirs: Mutex<HashMap<String, (NfsFh3, Instant)>>,
 }
 
 impl std::fmt::Debug for Nfs3 {
@@ -128,6 +138,7 @@ impl Nfs3 {
             rtmax: AtomicU32::new(MAX_IO),
             wtmax: AtomicU32::new(MAX_IO),
             nlm: OnceCell::new(),
+            dirs: Mutex::default(),
         };
         let fi = c.fsinfo(&root).await?;
         let cap = |n: u32| if n == 0 { MAX_IO } else { n.min(MAX_IO) };
@@ -210,6 +221,26 @@ impl Nfs3 {
             let _ = mount::umnt(&self.mountc, &e).await;
         }
         self.mounts.lock().unwrap().clear();
+    }
+
+    fn remembered_dir(&self, path: &str) -> Option<NfsFh3> {
+        let d = self.dirs.lock().unwrap();
+        d.get(path)
+            .filter(|(_, at)| at.elapsed() < DIR_CACHE_TTL)
+            .map(|(fh, _)| fh.clone())
+    }
+
+    fn remember_dir(&self, path: String, fh: &NfsFh3) {
+        let mut d = self.dirs.lock().unwrap();
+        if d.len() > 4096 {
+            d.retain(|_, (_, at)| at.elapsed() < DIR_CACHE_TTL);
+        }
+        d.insert(path, (fh.clone(), Instant::now()));
+    }
+
+    /// Forgets every remembered directory handle.
+    pub fn forget_dirs(&self) {
+        self.dirs.lock().unwrap().clear();
     }
 
     /// The connection NLM calls go on (found on first use).

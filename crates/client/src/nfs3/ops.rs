@@ -108,30 +108,64 @@ impl Nfs3 {
     }
 
     /// The handle of `path` (mounting its export on first use), one
-    /// LOOKUP per component below the export.
+    /// LOOKUP per component below the export or below the deepest
+    /// directory looked up in the last [`DIR_CACHE_TTL`](super::DIR_CACHE_TTL).
     pub async fn lookup_path(&self, path: &str) -> Result<NfsFh3> {
-        let (mut fh, rest) = self.root_for(path).await?;
-        for c in rest {
-            fh = self.lookup(&fh, &c).await?.0;
-        }
-        Ok(fh)
+        Ok(self.walk(path).await?.0)
     }
 
     /// The handle and attributes of `path`: those LOOKUP returned with
     /// the last component, else a GETATTR.
     pub async fn lookup_path_attr(&self, path: &str) -> Result<(NfsFh3, Fattr3)> {
-        let (mut fh, rest) = self.root_for(path).await?;
-        let mut attrs = None;
-        for c in rest {
-            (fh, attrs) = self.lookup(&fh, &c).await?;
-        }
-        match attrs {
-            Some(a) => Ok((fh, a)),
-            None => {
+        match self.walk(path).await? {
+            (fh, Some(a)) => Ok((fh, a)),
+            (fh, None) => {
                 let a = self.getattr(&fh).await?;
                 Ok((fh, a))
             }
         }
+    }
+
+    /// A path walk; a handle gone stale (the directory was removed or
+    /// replaced meanwhile) forgets the remembered directories, once.
+    async fn walk(&self, path: &str) -> Result<(NfsFh3, Option<Fattr3>)> {
+        match self.walk_once(path).await {
+            Err(e) if e.status() == Some(Nfsstat3::NFS3ERR_STALE) => {
+                self.forget_dirs();
+                self.walk_once(path).await
+            }
+            r => r,
+        }
+    }
+
+    async fn walk_once(&self, path: &str) -> Result<(NfsFh3, Option<Fattr3>)> {
+        let (root, rest) = self.root_for(path).await?;
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        let below = comps.len() - rest.len();
+        let prefix = |k: usize| format!("/{}", comps[..k].join("/"));
+        // The deepest remembered directory on the way.
+        let (mut fh, mut at) = (root, below);
+        for k in (below + 1..=comps.len()).rev() {
+            if let Some(h) = self.remembered_dir(&prefix(k)) {
+                (fh, at) = (h, k);
+                break;
+            }
+        }
+        let mut attrs = None;
+        for k in at..comps.len() {
+            (fh, attrs) = self.lookup(&fh, comps[k]).await?;
+            // Looked up through, or said to be one: a directory.
+            let dir =
+                k + 1 < comps.len() || attrs.as_ref().is_some_and(|a| a.r#type == Ftype3::NF3DIR);
+            if dir {
+                self.remember_dir(prefix(k + 1), &fh);
+            }
+        }
+        if at == comps.len() && at > below {
+            // Straight from memory: the attributes are asked for fresh.
+            attrs = None;
+        }
+        Ok((fh, attrs))
     }
 
     pub async fn null(&self) -> Result<()> {
@@ -308,6 +342,7 @@ impl Nfs3 {
     }
 
     pub async fn rmdir(&self, dir: &NfsFh3, name: &str) -> Result<()> {
+        self.forget_dirs();
         let r: Rmdir3res = self
             .call(
                 NFSPROC3_RMDIR,
@@ -331,6 +366,7 @@ impl Nfs3 {
             from: dirop(from_dir, from),
             to: dirop(to_dir, to),
         };
+        self.forget_dirs();
         let r: Rename3res = self.call(NFSPROC3_RENAME, &a).await?;
         ok!(r, Rename3res, "RENAME");
         Ok(())
