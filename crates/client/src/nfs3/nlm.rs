@@ -5,7 +5,8 @@
 //! notifications a monitored lock relies on, and a blocked lock's GRANTED
 //! callback would need an NLM server of our own. While the answer is
 //! DENIED (when the caller waits) or DENIED_GRACE_PERIOD, the call is
-//! repeated after a pause that grows to one second.
+//! repeated after a pause that grows to one second. A server without
+//! NM_LOCK (PROC_UNAVAIL) is asked with LOCK, non-blocking.
 
 use super::error::{Error, Result};
 use super::Nfs3;
@@ -85,7 +86,12 @@ impl Nfs3 {
                 reclaim: false,
                 state: 0,
             };
-            let res: Nlm4Res = self.nlm_call(NLMPROC4_NM_LOCK, &a).await?;
+            let res: Nlm4Res = match self.nlm_call(NLMPROC4_NM_LOCK, &a).await {
+                Err(Error::Rpc(rpc::client::ClientError::Rpc(
+                    rpc::msg::ReplyStatus::Accepted(proto::rpc::AcceptStat::PROC_UNAVAIL),
+                ))) => self.nlm_call(NLMPROC4_LOCK, &a).await?,
+                r => r?,
+            };
             match res.stat.stat {
                 Nlm4Stats::NLM4_GRANTED => return Ok(true),
                 Nlm4Stats::NLM4_DENIED if !wait => return Ok(false),
