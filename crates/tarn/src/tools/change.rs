@@ -1,6 +1,6 @@
 //! `mkdir`, `rm`, `mv` and `ln`: changing the namespace.
 
-use super::conn::{is_dir, nfs_err, parse, resolve, resolve_parent, status_err, Client};
+use super::conn::{is_dir, nfs_err, parse, resolve_parent, status_err, Client};
 use super::url::NfsUrl;
 use client::remote::{Fh, Kind, Remote};
 
@@ -25,30 +25,46 @@ pub async fn mkdir(c: &mut Client, arg: &str, parents: bool) -> Result<(), Strin
 }
 
 /// Every missing directory of `url`'s path, from the root down; an
-/// existing one is fine, an existing non-directory is an error.
+/// existing one is fine, an existing non-directory is an error. Over
+/// NFSv3 the walk starts at the first path that can be reached (the
+/// export: what lies above it is no directory of the server's).
 pub async fn mkdir_p(r: &Remote, url: &NfsUrl, mode: u32) -> Result<Fh, String> {
-    let mut fh = resolve(r, &url.with_path("/")).await?;
+    let comps = url.components();
+    let mut fh: Option<Fh> = None;
     let mut at = url.with_path("/");
-    for name in url.components() {
-        at = at.join(name);
-        fh = match r.lookup(&fh, name).await {
-            Ok(h) => h,
-            Err(e) if e.is(Kind::NoEnt) => match r.mkdir(&fh, name, mode).await {
-                Ok(h) => h,
-                // Made by someone else meanwhile.
-                Err(e) if e.is(Kind::Exist) => {
-                    r.lookup(&fh, name).await.map_err(|e| nfs_err(&at, e))?
+    for i in 0..=comps.len() {
+        if i > 0 {
+            at = at.join(comps[i - 1]);
+        }
+        let here = match (&fh, i) {
+            (Some(dir), i) if i > 0 => {
+                let name = comps[i - 1];
+                match r.lookup(dir, name).await {
+                    Ok(h) => h,
+                    Err(e) if e.is(Kind::NoEnt) => match r.mkdir(dir, name, mode).await {
+                        Ok(h) => h,
+                        // Made by someone else meanwhile.
+                        Err(e) if e.is(Kind::Exist) => {
+                            r.lookup(dir, name).await.map_err(|e| nfs_err(&at, e))?
+                        }
+                        Err(e) => return Err(nfs_err(&at, e)),
+                    },
+                    Err(e) => return Err(nfs_err(&at, e)),
                 }
+            }
+            _ => match r.lookup_path(&at.path).await {
+                Ok(h) => h,
+                Err(_) if i < comps.len() => continue,
                 Err(e) => return Err(nfs_err(&at, e)),
             },
-            Err(e) => return Err(nfs_err(&at, e)),
         };
-        let a = r.stat(&fh).await.map_err(|e| nfs_err(&at, e))?;
+        let a = r.stat(&here).await.map_err(|e| nfs_err(&at, e))?;
         if !is_dir(&a) {
             return Err(status_err(&at, r, Kind::NotDir));
         }
+        fh = Some(here);
     }
-    Ok(fh)
+    fh.ok_or_else(|| format!("{url}: nothing to make"))
 }
 
 pub async fn rm(c: &mut Client, arg: &str, recursive: bool) -> Result<(), String> {

@@ -230,11 +230,6 @@ async fn connect_any(
     Err((format!("{server}: cannot connect: {last}"), None))
 }
 
-/// A path's handle on its server, or an error naming the URL.
-pub async fn resolve(r: &Remote, url: &NfsUrl) -> Result<Fh, String> {
-    r.lookup_path(&url.path).await.map_err(|e| nfs_err(url, e))
-}
-
 /// The handle of `url`'s parent directory and `url`'s last name; errors
 /// name `url` itself, as coreutils name the argument they were given.
 pub async fn resolve_parent(r: &Remote, url: &NfsUrl) -> Result<(Fh, String), String> {
