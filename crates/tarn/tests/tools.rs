@@ -643,6 +643,11 @@ fn two_lockers(vers: &str) {
     ]);
     assert!(shared.status.success(), "{shared:?}");
     assert_eq!(String::from_utf8_lossy(&shared.stdout), "both\n");
+    // A command that cannot be run: 127 as from a shell, the lock released.
+    let out = tarn_output(&["lock", &u, "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    let out = tarn_output(&["lock", "-n", &u, "--", "true"]);
+    assert!(out.status.success(), "released after the failed command");
     // Exclusive ranges that do not overlap: both granted.
     let ranges = tarn_output(&[
         "lock", "--offset", "0", "--len", "10", &u, "--", bin, "lock", "-n", "--offset", "10",

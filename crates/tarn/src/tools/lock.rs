@@ -88,10 +88,19 @@ async fn run(cmd: &[String]) -> Result<ExitCode, String> {
     let (prog, args) = cmd.split_first().ok_or("lock: no command given")?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut child = std::process::Command::new(prog)
-        .args(args)
-        .spawn()
-        .map_err(|e| format!("{prog}: {e}"))?;
+    let mut child = match std::process::Command::new(prog).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            // As a shell reports it: 127 not found, 126 not runnable.
+            eprintln!("tarn: {prog}: {e}");
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return Ok(ExitCode::from(code));
+        }
+    };
     let pid = child.id();
     let mut waiter = tokio::task::spawn_blocking(move || child.wait());
     let st = loop {
