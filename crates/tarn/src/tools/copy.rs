@@ -29,7 +29,7 @@ pub struct CpArgs {
     /// No summary line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// READs and WRITEs in flight per file, each way (at most the session's slots).
+    /// READs and WRITEs in flight per file, each way (over NFSv4 at most the session's slots).
     #[arg(long, value_name = "N", default_value_t = DEPTH)]
     pub inflight: usize,
     /// A local path or an nfs:// URL.
