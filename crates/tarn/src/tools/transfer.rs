@@ -2,8 +2,8 @@
 //! (local file or NFS) to a writer, pipelined.
 //!
 //! A file is copied in chunks of the smaller of the two sides' transfer
-//! sizes (the server's maxread/maxwrite or NFSv3 rtmax/wtmax, over NFSv4 capped by the session's request
-//! and reply sizes). Up to `depth` chunks are read ahead in order and up to
+//! sizes (the server's maxread/maxwrite, capped by the session's request
+//! and reply sizes; NFSv3's rtmax/wtmax). Up to `depth` chunks are read ahead in order and up to
 //! `depth` written in any order, so several READs and WRITEs are on the
 //! wire at once (on the session's slots over NFSv4). NFS writes are
 //! UNSTABLE and the file is COMMITted once at its end (over NFSv4 in the
