@@ -21,6 +21,7 @@ fn opts() -> Nfs3Options {
         security: Security::Sys { uid: UID, gid: GID },
         sys_ids: (UID, GID),
         machine: "tarn-nfs3-test".into(),
+        mount_port: None,
     }
 }
 

@@ -183,6 +183,12 @@ fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
     assert!(out.status.success());
     assert!(out.stdout == data, "cat output differs");
 
+    // libnfs's URL as nfs-cat takes it (version=, nfsport=, mountport=).
+    let libnfs_url = s.url("/big.bin");
+    let out = tarn_output(&["cat", &libnfs_url]);
+    assert!(out.status.success(), "{libnfs_url}: {out:?}");
+    assert!(out.stdout == data, "cat of the libnfs URL differs");
+
     // Another NFSv3 client sees what tarn wrote: libnfs's nfs-ls.
     let out = libnfs("nfs-ls", &[&s.url("/into")]);
     assert!(

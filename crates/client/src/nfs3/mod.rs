@@ -54,6 +54,9 @@ pub struct Nfs3Options {
     pub sys_ids: (u32, u32),
     /// The name this host gives itself (AUTH_SYS machine name, NLM caller_name).
     pub machine: String,
+    /// MOUNT's port when known (libnfs's `mountport=`): neither the NFS
+    /// port nor the portmapper is asked.
+    pub mount_port: Option<u16>,
 }
 
 pub struct Nfs3 {

@@ -185,6 +185,7 @@ async fn connect(url: &NfsUrl) -> Result<Remote, String> {
         security,
         sys_ids: (uid, gid),
         machine: machine_name(),
+        mount_port: url.mountport,
     };
     let mut why = String::new();
     for &addr in &addrs {

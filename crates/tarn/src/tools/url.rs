@@ -23,6 +23,8 @@ pub struct NfsUrl {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub sec: Sec,
+    /// NFSv3 MOUNT's port (`mountport=`, as libnfs); None: found.
+    pub mountport: Option<u16>,
 }
 
 /// An NFS version (`vers=`).
@@ -68,6 +70,7 @@ impl NfsUrl {
             uid: None,
             gid: None,
             sec: Sec::Sys,
+            mountport: None,
         };
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
@@ -92,6 +95,18 @@ impl NfsUrl {
                         "krb5i" => Sec::Krb5i,
                         "krb5p" => Sec::Krb5p,
                         _ => return Err(bad(&format!("unknown security flavor sec={v}"))),
+                    }
+                }
+                // libnfs's: the NFS port (as :port) and MOUNT's.
+                "nfsport" | "mountport" => {
+                    let n = match v.parse::<u16>() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(bad(&format!("{k}={v} is not a port"))),
+                    };
+                    if k == "nfsport" {
+                        url.port = n;
+                    } else {
+                        url.mountport = Some(n);
                     }
                 }
                 "uid" | "gid" => {
@@ -143,8 +158,14 @@ impl NfsUrl {
     /// version (so one session serves both).
     pub fn same_server(&self, o: &NfsUrl) -> bool {
         (
-            &self.host, self.port, self.vers, self.uid, self.gid, self.sec,
-        ) == (&o.host, o.port, o.vers, o.uid, o.gid, o.sec)
+            &self.host,
+            self.port,
+            self.vers,
+            self.uid,
+            self.gid,
+            self.sec,
+            self.mountport,
+        ) == (&o.host, o.port, o.vers, o.uid, o.gid, o.sec, o.mountport)
     }
 
     /// `host:port` for a socket address lookup.
@@ -253,6 +274,7 @@ mod tests {
             uid: None,
             gid: None,
             sec: Sec::Sys,
+            mountport: None,
         }
     }
 
@@ -278,6 +300,15 @@ mod tests {
             ("nfs://h/a%20b?sec=sys", url("h", 2049, "/a b", None)),
             ("nfs://srv/exp/f?vers=4.1&sec=sys&uid=1000&gid=50", with_ids),
             ("nfs://srv/x?version=4.1&", url("srv", 2049, "/x", Some(1))),
+            (
+                "nfs://srv//x?version=3&nfsport=2050&mountport=2051&uid=0",
+                NfsUrl {
+                    vers: Some(Vers::V3),
+                    uid: Some(0),
+                    mountport: Some(2051),
+                    ..url("srv", 2050, "/x", None)
+                },
+            ),
             (
                 "nfs://srv/x?vers=3&uid=0",
                 NfsUrl {
@@ -337,6 +368,8 @@ mod tests {
             ),
             ("nfs://srv/x?sec=none", "unknown security flavor sec=none"),
             ("nfs://srv/x?uid=me", "uid=me is not a number"),
+            ("nfs://srv/x?mountport=0", "mountport=0 is not a port"),
+            ("nfs://srv/x?nfsport=x", "nfsport=x is not a port"),
             ("nfs://srv/x?gid=-1", "gid=-1 is not a number"),
             ("nfs://srv/x?nconnect=4", "unknown query key \"nconnect\""),
             ("nfs://srv/x?vers", "query item \"vers\" has no value"),
