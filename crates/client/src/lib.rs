@@ -4,4 +4,6 @@
 //! steps for protocol tests that must be able to send anything, and file
 //! operations on a session for tools and benchmarks.
 
+pub mod nfs3;
 pub mod nfs4;
+pub mod remote;

@@ -1,7 +1,8 @@
-//! The client tools (`tarn ls|cat|stat|df|mkdir|rm|mv|cp`) against a real
-//! `tarn serve` on loopback, NFSv4.1/4.2 with AUTH_SYS: a 20 MiB file and a
-//! tree of 200 files copied there and back (checksums, modes, mtimes), the
-//! namespace commands, and what the user sees when something is wrong.
+//! The client tools (`tarn ls|cat|stat|df|mkdir|rm|mv|ln|cp|lock`) against
+//! a real `tarn serve` on loopback, NFSv4.1/4.2 and NFSv3 with AUTH_SYS: a
+//! 20 MiB file and a tree of 200 files (and a symbolic link) copied there
+//! and back (checksums, modes, mtimes), the namespace commands, locks held
+//! by two processes, and what the user sees when something is wrong.
 //!
 //!   cargo test -p tarn --test tools -- --nocapture   (prints throughput)
 
@@ -20,6 +21,11 @@ fn url(s: &TestServer, path: &str) -> String {
         s.port(),
         path.trim_start_matches('/')
     )
+}
+
+/// The same over NFSv3.
+fn url3(s: &TestServer, path: &str) -> String {
+    url(s, path) + "&vers=3"
 }
 
 /// stderr of a tool run that must fail.
@@ -129,6 +135,76 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     assert!(out.stdout == data, "cat output differs");
 }
 
+#[test]
+fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
+    let s = TestServer::start();
+    let src = s.state.join("big.bin");
+    let back = s.state.join("back.bin");
+    let mut data = vec![0u8; 20 << 20];
+    rand::thread_rng().fill_bytes(&mut data);
+    std::fs::write(&src, &data).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
+    set_mtime(&src, 1_600_000_000, 123_456_789);
+
+    let up = tarn(&["cp", src.to_str().unwrap(), &url3(&s, "/big.bin")]);
+    println!("local -> NFSv3: {}", up.trim());
+    assert!(
+        up.starts_with(&format!("1 files, {} bytes in ", 20 << 20)),
+        "{up}"
+    );
+    let on_server = s.export.join("big.bin");
+    assert_eq!(sha256_file(&on_server), sha256_file(&src));
+    assert_eq!(mode(&on_server), 0o640);
+    assert_eq!(mtime(&on_server), (1_600_000_000, 123_456_789));
+    assert_eq!(std::fs::metadata(&on_server).unwrap().uid(), 1000);
+
+    let down = tarn(&["cp", &url3(&s, "/big.bin"), back.to_str().unwrap()]);
+    println!("NFSv3 -> local: {}", down.trim());
+    assert_eq!(sha256_file(&back), sha256_file(&src));
+    assert_eq!(mode(&back), 0o640);
+    assert_eq!(mtime(&back), (1_600_000_000, 123_456_789));
+
+    // NFSv3 -> NFSv3 and NFSv3 -> NFSv4.2 (two connections, one server).
+    tarn(&["mkdir", &url3(&s, "/into")]);
+    let within = tarn(&["cp", &url3(&s, "/big.bin"), &url3(&s, "/into")]);
+    println!("NFSv3 -> NFSv3: {}", within.trim());
+    assert_eq!(
+        sha256_file(&s.export.join("into/big.bin")),
+        sha256_file(&src)
+    );
+    tarn(&["cp", "-q", &url3(&s, "/big.bin"), &url(&s, "/v4.bin")]);
+    assert_eq!(sha256_file(&s.export.join("v4.bin")), sha256_file(&src));
+    // Over an existing, longer file: truncated to the source's size.
+    tarn(&["cp", "-q", &url(&s, "/v4.bin"), &url3(&s, "/longer")]);
+    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
+    tarn(&["cp", "-q", src.to_str().unwrap(), &url3(&s, "/longer")]);
+    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(&src));
+    let out = tarn_output(&["cat", &url3(&s, "/big.bin")]);
+    assert!(out.status.success());
+    assert!(out.stdout == data, "cat output differs");
+
+    // libnfs's URL as nfs-cat takes it (version=, nfsport=, mountport=).
+    let libnfs_url = s.url("/big.bin");
+    let out = tarn_output(&["cat", &libnfs_url]);
+    assert!(out.status.success(), "{libnfs_url}: {out:?}");
+    assert!(out.stdout == data, "cat of the libnfs URL differs");
+
+    // Another NFSv3 client sees what tarn wrote: libnfs's nfs-ls.
+    let out = libnfs("nfs-ls", &[&s.url("/into")]);
+    assert!(
+        out.status.success(),
+        "nfs-ls: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains(&(20u64 << 20).to_string()) && l.ends_with("big.bin")),
+        "{listing}"
+    );
+}
+
 /// A tree: nested directories, 200 files of assorted sizes and modes, and
 /// directory modes and mtimes of their own.
 fn make_tree(root: &Path) -> Vec<PathBuf> {
@@ -169,7 +245,8 @@ fn make_tree(root: &Path) -> Vec<PathBuf> {
 }
 
 /// Relative paths under `root`, sorted, with each one's (mode, mtime,
-/// contents' sha or "dir").
+/// contents' sha or "dir"); a symbolic link as its text (its own mode and
+/// times are not copied).
 fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
     let mut out = vec![];
     let mut todo = vec![root.to_path_buf()];
@@ -177,6 +254,11 @@ fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
             let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_symlink() {
+                let t = std::fs::read_link(&p).unwrap();
+                out.push((rel, 0, (0, 0), format!("-> {}", t.display())));
+                continue;
+            }
             let what = if p.is_dir() {
                 todo.push(p.clone());
                 "dir".to_string()
@@ -192,15 +274,26 @@ fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
 
 #[test]
 fn cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
+    cp_r_tree_there_and_back(url);
+}
+
+#[test]
+fn v3_cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
+    cp_r_tree_there_and_back(url3);
+}
+
+fn cp_r_tree_there_and_back(url: fn(&TestServer, &str) -> String) {
     let s = TestServer::start();
     let src = s.state.join("tree");
     let files = make_tree(&src);
     assert_eq!(files.len(), 200);
-    let want = snapshot(&src);
-    // Links inside a tree are not followed (and not copied, for now).
-    let a_time = mtime(&src.join("a"));
+    // Links inside a tree are not followed: copied as links.
+    let (a_time, d_time) = (mtime(&src.join("a")), mtime(&src.join("d")));
     std::os::unix::fs::symlink("f000", src.join("a/link")).unwrap();
+    std::os::unix::fs::symlink("../nowhere", src.join("d/dangling")).unwrap();
     set_mtime(&src.join("a"), a_time.0 as u64, a_time.1 as u32);
+    set_mtime(&src.join("d"), d_time.0 as u64, d_time.1 as u32);
+    let want = snapshot(&src);
 
     let dir_err = fails(&["cp", src.to_str().unwrap(), &url(&s, "/tree")]);
     assert!(dir_err.contains("is a directory (use -r"), "{dir_err}");
@@ -374,10 +467,16 @@ fn errors_name_the_path_and_the_status() {
         "{e}"
     );
 
-    let e = fails(&["ls", &format!("nfs://127.0.0.1:{p}/?vers=3")]);
+    let e = fails(&["ls", &format!("nfs://127.0.0.1:{p}/?vers=4.0")]);
     assert!(
-        e.contains("vers=3 is not supported by the tools yet"),
+        e.contains("vers=4.0 is not supported by the tools yet"),
         "{e}"
+    );
+    // NFSv3 errors name NFSv3 statuses.
+    let e = fails(&["cat", &(missing.clone() + "&vers=3")]);
+    assert_eq!(
+        e,
+        format!("tarn: {shown}: no such file or directory (NFS3ERR_NOENT)\n")
     );
     // Kerberos without a ticket: the server and the reason are named.
     let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
@@ -409,4 +508,245 @@ fn errors_name_the_path_and_the_status() {
         e.contains(&format!("nfs://127.0.0.1:{dead}: cannot connect")),
         "{e}"
     );
+}
+
+#[test]
+fn v3_namespace_commands_and_links() {
+    let s = TestServer::start();
+    let u = |p: &str| url3(&s, p);
+    tarn(&["mkdir", "-p", &u("/top/a/b")]);
+    let e = fails(&["mkdir", &u("/top")]);
+    assert!(e.contains("/top: file exists (NFS3ERR_EXIST)"), "{e}");
+    let f = s.state.join("hello.txt");
+    std::fs::write(&f, b"hello, tarn\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+    set_mtime(&f, 1_577_934_000, 0);
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/top/hello.txt")]);
+    assert_eq!(tarn(&["cat", &u("/top/hello.txt")]), "hello, tarn\n");
+
+    // ln: a hard link, a symbolic link; ls -l shows both.
+    tarn(&["ln", &u("/top/hello.txt"), &u("/top/hard")]);
+    tarn(&["ln", "-s", "hello.txt", &u("/top/soft")]);
+    // Into a directory: the target's name.
+    tarn(&["ln", "-s", "../hello.txt", &u("/top/a")]);
+    assert_eq!(
+        std::fs::read_link(s.export.join("top/a/hello.txt")).unwrap(),
+        Path::new("../hello.txt")
+    );
+    let on_disk = |p: &str| std::fs::metadata(s.export.join(p)).unwrap().ino();
+    assert_eq!(on_disk("top/hard"), on_disk("top/hello.txt"));
+    let long = tarn(&["ls", "-l", &u("/top")]);
+    let lines: Vec<&str> = long.lines().collect();
+    assert_eq!(lines.len(), 4, "{long}");
+    assert!(lines[0].starts_with("drwxr-xr-x "), "{long}");
+    assert_eq!(
+        lines[1], "-rw-r----- 2 1000 1000   12 Jan  2  2020 hard",
+        "{long}"
+    );
+    assert!(lines[3].starts_with("lrwxrwxrwx 1 1000 1000 "), "{long}");
+    assert!(lines[3].ends_with(" soft -> hello.txt"), "{long}");
+    let one = tarn(&["ls", "-l", &u("/top/soft")]);
+    assert!(one.trim_end().ends_with("/top/soft -> hello.txt"), "{one}");
+    // The same seen over NFSv4.
+    let long4 = tarn(&["ls", "-l", &url(&s, "/top")]);
+    assert!(long4.contains(" soft -> hello.txt"), "{long4}");
+    tarn(&["ln", "-s", "x", &url(&s, "/top/soft4")]);
+    assert_eq!(
+        std::fs::read_link(s.export.join("top/soft4")).unwrap(),
+        Path::new("x")
+    );
+    tarn(&["ln", &url(&s, "/top/hello.txt"), &url(&s, "/top/hard4")]);
+    assert_eq!(on_disk("top/hard4"), on_disk("top/hello.txt"));
+    let e = fails(&["ln", &u("/top/a"), &u("/top/dirlink")]);
+    assert!(e.contains("hard link not allowed for directory"), "{e}");
+    let e = fails(&["ln", "-s", "x", &u("/top/soft")]);
+    assert!(e.contains("/top/soft: file exists (NFS3ERR_EXIST)"), "{e}");
+
+    // stat of a link names its target; of a file its attributes.
+    let st = tarn(&["stat", &u("/top/soft")]);
+    assert!(st.contains("Type: symbolic link"), "{st}");
+    assert!(st.contains("/top/soft -> hello.txt"), "{st}");
+    let st = tarn(&["stat", &u("/top/hello.txt")]);
+    for want in [
+        "Type: regular file",
+        "Size: 12 ",
+        "Mode: 0640 (-rw-r-----)",
+        "Owner: 1000 ",
+        "Links: 3",
+        "Modify: 2020-01-02 03:00:00.000000000 +0000",
+    ] {
+        assert!(st.contains(want), "stat lacks {want:?}:\n{st}");
+    }
+
+    // A link in a tree copied down and back up stays a link.
+    let back = s.state.join("back");
+    tarn(&["cp", "-r", "-q", &u("/top"), back.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_link(back.join("soft")).unwrap(),
+        Path::new("hello.txt")
+    );
+    assert_eq!(std::fs::read(back.join("hard")).unwrap(), b"hello, tarn\n");
+
+    // mv, df, rm -r
+    tarn(&["mv", &u("/top/hard"), &u("/top/a")]);
+    assert!(s.export.join("top/a/hard").is_file());
+    let df = tarn(&["df", &u("/")]);
+    let cols: Vec<&str> = df.lines().nth(1).unwrap().split_whitespace().collect();
+    assert!(cols[1].parse::<u64>().unwrap() > 0, "{df}");
+    let e = fails(&["rm", &u("/top")]);
+    assert!(e.contains("is a directory (NFS3ERR_ISDIR); use -r"), "{e}");
+    tarn(&["rm", "-r", &u("/top")]);
+    assert!(!s.export.join("top").exists());
+    assert_eq!(tarn(&["ls", &u("/")]), "");
+}
+
+/// Two `tarn lock` processes on one file: the second fails at once with
+/// -n while the first holds the lock, waits without -n, and takes a
+/// shared lock next to another shared one.
+fn two_lockers(vers: &str) {
+    let s = TestServer::start_with(&["--grace", "0"]);
+    let u = format!("{}&vers={vers}", url(&s, "/lockfile"));
+    let bin = env!("CARGO_BIN_EXE_tarn");
+    let marker = s.state.join("held");
+    let mut first = Command::new(bin)
+        .args(["lock", &u, "--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 3", marker.display()))
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "first lock not taken"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Held: -n fails naming the file, the command does not run.
+    let out = tarn_output(&["lock", "-n", &u, "--", "sh", "-c", "exit 9"]);
+    assert_eq!(out.status.code(), Some(1), "vers={vers}");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("/lockfile: locked by someone else"), "{e}");
+    // The first lock covers the whole file: any range conflicts.
+    let out = tarn_output(&[
+        "lock", "-n", "--offset", "0", "--len", "10", &u, "--", "true",
+    ]);
+    assert!(
+        !out.status.success(),
+        "the first lock covers the whole file"
+    );
+    // Waiting: granted once the first is done; the command's status is ours.
+    let waited = std::time::Instant::now();
+    let out = tarn_output(&["lock", &u, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "vers={vers}: {out:?}");
+    assert!(first.wait().unwrap().success());
+    assert!(
+        waited.elapsed() > Duration::from_millis(500),
+        "it waited for the first lock"
+    );
+    // Shared with shared: both granted.
+    let shared = tarn_output(&[
+        "lock", "-s", &u, "--", bin, "lock", "-s", "-n", &u, "--", "echo", "both",
+    ]);
+    assert!(shared.status.success(), "{shared:?}");
+    assert_eq!(String::from_utf8_lossy(&shared.stdout), "both\n");
+    // A command that cannot be run: 127 as from a shell, the lock released.
+    let out = tarn_output(&["lock", &u, "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    let out = tarn_output(&["lock", "-n", &u, "--", "true"]);
+    assert!(out.status.success(), "released after the failed command");
+    // Exclusive ranges that do not overlap: both granted.
+    let ranges = tarn_output(&[
+        "lock", "--offset", "0", "--len", "10", &u, "--", bin, "lock", "-n", "--offset", "10",
+        "--len", "10", &u, "--", "true",
+    ]);
+    assert!(ranges.status.success(), "{ranges:?}");
+}
+
+#[test]
+fn lock_v3_two_processes() {
+    two_lockers("3");
+}
+
+#[test]
+fn lock_v41_two_processes() {
+    two_lockers("4.1");
+}
+
+/// Relays `client`'s calls to `server`, but answers NFSv4 calls itself
+/// with PROG_MISMATCH (versions 3 to 3), as a server without NFSv4 does.
+fn relay_without_v4(client: std::net::TcpStream, server: std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let mut h = [0u8; 4];
+            s.read_exact(&mut h).ok()?;
+            let h = u32::from_be_bytes(h);
+            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
+            s.read_exact(&mut frag).ok()?;
+            out.extend_from_slice(&frag);
+            if h & 0x8000_0000 != 0 {
+                return Some(out);
+            }
+        }
+    }
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+    let mut srv = std::net::TcpStream::connect(server).unwrap();
+    let to_client = Arc::new(Mutex::new(client.try_clone().unwrap()));
+    let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
+    std::thread::spawn(move || {
+        while let Some(rec) = record(&mut from_srv) {
+            if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
+                return;
+            }
+        }
+    });
+    let mut from_client = client;
+    std::thread::spawn(move || {
+        while let Some(rec) = record(&mut from_client) {
+            let word = |i: usize| u32::from_be_bytes(rec[i..i + 4].try_into().unwrap());
+            if rec.len() >= 20 && word(4) == 0 && word(12) == 100003 && word(16) == 4 {
+                let mut out = bytes::BytesMut::new();
+                rpc::record::begin(&mut out);
+                rpc::msg::prog_mismatch(word(0), 3, 3, &mut out);
+                rpc::record::finish(&mut out);
+                if to_client.lock().unwrap().write_all(&out).is_err() {
+                    return;
+                }
+            } else if srv.write_all(&framed(&rec)).is_err() {
+                return;
+            }
+        }
+        let _ = srv.shutdown(std::net::Shutdown::Both);
+    });
+}
+
+/// No vers=: NFSv4.2, then 4.1, then NFSv3, as mount.nfs tries them. A
+/// server that answers NFSv4 with PROG_MISMATCH (a relay in front of
+/// tarn serve) is used over NFSv3; asked for 4.1, it is an error.
+#[test]
+fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
+    let s = TestServer::start();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let server = s.addr;
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            relay_without_v4(c, server);
+        }
+    });
+    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
+    let f = s.state.join("f");
+    std::fs::write(&f, b"over v3\n").unwrap();
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over v3\n");
+    assert_eq!(tarn(&["cat", &u("/f")]), "over v3\n");
+    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
+    assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
+    assert!(e.contains("it speaks versions 3 to 3"), "{e}");
 }

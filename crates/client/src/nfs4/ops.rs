@@ -389,6 +389,39 @@ impl Session {
         take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
     }
 
+    /// CREATE of a symbolic link holding `target`, then GETFH.
+    pub async fn symlink(&self, dir: &NfsFh4, n: &str, target: &str) -> Result<NfsFh4> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_CREATE(Create4args {
+                objtype: Createtype4::NF4LNK(name(target)),
+                objname: name(n),
+                createattrs: SetAttrs::default().encode(),
+            }),
+            NfsArgop4::OP_GETFH,
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+    }
+
+    /// READLINK: a symbolic link's text.
+    pub async fn readlink(&self, fh: &NfsFh4) -> Result<Bytes> {
+        let r = self.call(vec![putfh(fh), NfsArgop4::OP_READLINK]).await?;
+        take!(r, "READLINK", NfsResop4::OP_READLINK(Readlink4res::NFS4_OK(ok)) => ok.link)
+    }
+
+    /// LINK: a new name `n` in `dir` for the file `fh` (the saved handle).
+    pub async fn link(&self, fh: &NfsFh4, dir: &NfsFh4, n: &str) -> Result<ChangeInfo4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_SAVEFH,
+            putfh(dir),
+            NfsArgop4::OP_LINK(Link4args { newname: name(n) }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "LINK", NfsResop4::OP_LINK(Link4res::NFS4_OK(ok)) => ok.cinfo)
+    }
+
     /// Every entry of a directory, page after page, with type and file ID.
     pub async fn readdir(&self, dir: &NfsFh4) -> Result<Vec<DirEntry>> {
         self.readdir_with(dir, &[FATTR4_TYPE, FATTR4_FILEID]).await

@@ -1,40 +1,70 @@
-//! Sessions for the tools (one per server and identity, shared by every
-//! path on it) and the wording of their errors.
+//! Connections for the tools (one per server, version and identity,
+//! shared by every path on it) and the wording of their errors.
+//!
+//! Without `vers=` the tools try NFSv4.2, then 4.1, then 3, as mount.nfs
+//! does: a server that answers NFSv4 with "no such program or version",
+//! or that has no minor version we speak, is asked for NFSv3.
 
-use super::url::{NfsUrl, Sec};
-use client::nfs4::{describe, Error, GssService, Nfs4Conn, Security, Session, SessionOptions};
-use proto::nfs4::{NfsFh4, NfsFtype4, Nfsstat4};
+use super::url::{NfsUrl, Sec, Vers};
+use client::nfs3::{Nfs3, Nfs3Options};
+use client::nfs4::{GssService, Nfs4Conn, Security, Session, SessionOptions};
+use client::remote::{Attr, Error, Fh, FileType, Kind, Remote};
+use proto::nfs4::Nfsstat4;
+use rpc::client::ClientError;
 use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// "nfs://h/x: no such file or directory (NFS4ERR_NOENT)".
-pub fn nfs_err(what: &(impl Display + ?Sized), e: Error) -> String {
+pub fn nfs_err(what: &(impl Display + ?Sized), e: impl Into<Error>) -> String {
     use proto::rpc::AuthStat::{RPCSEC_GSS_CREDPROBLEM, RPCSEC_GSS_CTXPROBLEM};
-    use rpc::{client::ClientError, msg::ReplyStatus};
-    if let Error::Rpc(ClientError::Rpc(ReplyStatus::AuthError(
+    use rpc::msg::ReplyStatus;
+    let e = e.into();
+    if let Some(ClientError::Rpc(ReplyStatus::AuthError(
         RPCSEC_GSS_CREDPROBLEM | RPCSEC_GSS_CTXPROBLEM,
-    ))) = e
+    ))) = e.rpc()
     {
         // Kerberos: the server no longer takes our context (expired).
         return format!(
             "{what}: refused, the Kerberos credential has expired or was rejected ({e}); run kinit"
         );
     }
-    match e.status() {
-        Some(st) => format!("{what}: {} ({st:?})", describe(st)),
-        None => format!("{what}: {e}"),
+    match (e.status_text(), e.rpc()) {
+        (Some(t), _) => format!("{what}: {t}"),
+        (None, Some(ClientError::Rpc(ReplyStatus::ProgMismatch(lo, hi)))) => format!(
+            "{what}: the server does not speak this version of the program \
+             (it speaks versions {lo} to {hi}; for NFS, vers=3 or no vers=)"
+        ),
+        _ => format!("{what}: {e}"),
     }
 }
 
-/// The error of an operation on `what` that the server answered with `st`.
-pub fn status_err(what: &(impl Display + ?Sized), st: Nfsstat4) -> String {
-    format!("{what}: {} ({st:?})", describe(st))
+/// The error of an operation on `what` that failed with `k`, worded
+/// with the status of the version in use.
+pub fn status_err(what: &(impl Display + ?Sized), r: &Remote, k: Kind) -> String {
+    use proto::nfs3::Nfsstat3 as S3;
+    use proto::nfs4::Nfsstat4 as S4;
+    let (s3, s4) = match k {
+        Kind::NoEnt => (S3::NFS3ERR_NOENT, S4::NFS4ERR_NOENT),
+        Kind::Exist => (S3::NFS3ERR_EXIST, S4::NFS4ERR_EXIST),
+        Kind::NotDir => (S3::NFS3ERR_NOTDIR, S4::NFS4ERR_NOTDIR),
+        Kind::IsDir => (S3::NFS3ERR_ISDIR, S4::NFS4ERR_ISDIR),
+        Kind::NotEmpty => (S3::NFS3ERR_NOTEMPTY, S4::NFS4ERR_NOTEMPTY),
+        Kind::NotSupp => (S3::NFS3ERR_NOTSUPP, S4::NFS4ERR_NOTSUPP),
+        Kind::XDev => (S3::NFS3ERR_XDEV, S4::NFS4ERR_XDEV),
+        Kind::Access => (S3::NFS3ERR_ACCES, S4::NFS4ERR_ACCESS),
+        Kind::Perm | Kind::Other => (S3::NFS3ERR_PERM, S4::NFS4ERR_PERM),
+    };
+    if r.v3().is_some() {
+        format!("{what}: {} ({s3:?})", client::nfs3::describe(s3))
+    } else {
+        format!("{what}: {} ({s4:?})", client::nfs4::describe(s4))
+    }
 }
 
 #[derive(Default)]
 pub struct Client {
-    sessions: Vec<(NfsUrl, Arc<Session>)>,
+    remotes: Vec<(NfsUrl, Arc<Remote>)>,
 }
 
 /// The caller's own uid and gid: what a URL without uid=/gid= acts as
@@ -46,32 +76,58 @@ fn own_ids() -> (u32, u32) {
         .unwrap_or((65534, 65534))
 }
 
+/// This host's name (AUTH_SYS machine name, NLM caller name).
+pub fn machine_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "tarn-client".into())
+}
+
 impl Client {
-    /// The session for `url`'s server, set up on first use.
-    pub async fn session(&mut self, url: &NfsUrl) -> Result<Arc<Session>, String> {
-        if let Some((_, s)) = self.sessions.iter().find(|(u, _)| u.same_server(url)) {
-            return Ok(s.clone());
+    /// The connection for `url`'s server, set up on first use.
+    pub async fn remote(&mut self, url: &NfsUrl) -> Result<Arc<Remote>, String> {
+        if let Some((_, r)) = self.remotes.iter().find(|(u, _)| u.same_server(url)) {
+            return Ok(r.clone());
         }
-        let s = Arc::new(connect(url).await?);
-        // Any call renews the lease; this covers a tool idle on its local
-        // side (a slow disk, a full pipe) for longer than the lease.
-        s.spawn_renewal(Duration::from_secs(15));
-        self.sessions.push((url.clone(), s.clone()));
-        Ok(s)
+        let r = Arc::new(connect(url).await?);
+        if let Some(s) = r.v4() {
+            // Any call renews the lease; this covers a tool idle on its local
+            // side (a slow disk, a full pipe) for longer than the lease.
+            s.spawn_renewal(Duration::from_secs(15));
+        }
+        self.remotes.push((url.clone(), r.clone()));
+        Ok(r)
     }
 
-    /// Ends every session (the server then forgets this client at once
-    /// instead of at lease expiry). Failures change nothing for the user.
+    /// Ends every session and mount (the server then forgets this client
+    /// at once instead of at lease expiry). Failures change nothing for the user.
     pub async fn close(&mut self) {
-        for (_, s) in self.sessions.drain(..) {
-            let _ = s.destroy().await;
+        for (_, r) in self.remotes.drain(..) {
+            r.close_all().await;
         }
     }
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
-async fn connect(url: &NfsUrl) -> Result<Session, String> {
+/// Whether an NFSv4 attempt failed in a way that says "try NFSv3".
+fn no_v4(e: &client::nfs4::Error) -> bool {
+    use rpc::msg::ReplyStatus;
+    match e {
+        client::nfs4::Error::Rpc(ClientError::Rpc(st)) => matches!(
+            st,
+            ReplyStatus::ProgMismatch(..)
+                | ReplyStatus::Accepted(
+                    proto::rpc::AcceptStat::PROG_UNAVAIL | proto::rpc::AcceptStat::PROG_MISMATCH
+                )
+        ),
+        _ => e.status() == Some(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH),
+    }
+}
+
+async fn connect(url: &NfsUrl) -> Result<Remote, String> {
     let server = format!("nfs://{}", url.authority());
     let addrs: Vec<_> = tokio::net::lookup_host(url.authority())
         .await
@@ -90,13 +146,21 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
         Sec::Krb5i => Security::krb5(GssService::Integrity, &url.host),
         Sec::Krb5p => Security::krb5(GssService::Privacy, &url.host),
     };
-    let minors: &[u32] = match url.minor {
-        Some(m) => &[m],
+    let minors: &[u32] = match url.vers {
+        Some(Vers::V3) => &[],
+        Some(Vers::V4(m)) => &[m],
         None => &[2, 1],
     };
     let mut last = None;
     for &minor in minors {
-        let conn = connect_any(&server, &addrs, &security).await?;
+        let conn = match connect_any(&server, &addrs, &security).await {
+            Ok(c) => c,
+            Err((msg, Some(e))) if url.vers.is_none() && no_v4(&e) => {
+                last = Some(msg);
+                break;
+            }
+            Err((msg, _)) => return Err(msg),
+        };
         let o = SessionOptions {
             minorversion: minor,
             // A tool lives for one command: a delegation would only have
@@ -105,61 +169,114 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
             ..SessionOptions::default()
         };
         match Session::establish(conn, &o).await {
-            Ok(s) => return Ok(s),
-            Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH) => {
-                last = Some(e);
+            Ok(s) => {
+                return Remote::from_v4(Arc::new(s))
+                    .await
+                    .map_err(|e| nfs_err(&server, e))
             }
+            Err(e) if no_v4(&e) => last = Some(nfs_err(&server, e)),
             Err(e) => return Err(nfs_err(&server, e)),
         }
     }
-    Err(nfs_err(&server, last.expect("tried a version")))
+    if url.vers.is_some_and(|v| v != Vers::V3) {
+        return Err(last.expect("tried a version"));
+    }
+    let opts = Nfs3Options {
+        security,
+        sys_ids: (uid, gid),
+        machine: machine_name(),
+        mount_port: url.mountport,
+    };
+    let mut why = String::new();
+    for &addr in &addrs {
+        match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            Nfs3::connect(addr, opts.clone(), &url.path),
+        )
+        .await
+        {
+            Err(_) => why = format!("no answer in {CONNECT_TIMEOUT:?}"),
+            Ok(Err(client::nfs3::Error::Rpc(ClientError::Io(e)))) => why = e.to_string(),
+            Ok(Err(e @ client::nfs3::Error::Setup(_))) => return Err(format!("{server}: {e}")),
+            Ok(Err(e)) => return Err(nfs_err(&format!("{server} (NFSv3)"), e)),
+            Ok(Ok(c)) => return Ok(Remote::from_v3(Arc::new(c))),
+        }
+    }
+    match last {
+        Some(v4) => Err(format!("{v4}; NFSv3: cannot connect: {why}")),
+        None => Err(format!("{server}: cannot connect: {why}")),
+    }
 }
 
 /// A connection to the first of `addrs` that answers (a name such as
-/// localhost may resolve to ::1 before 127.0.0.1).
+/// localhost may resolve to ::1 before 127.0.0.1). A failure that came
+/// from the server carries its error.
 async fn connect_any(
     server: &str,
     addrs: &[std::net::SocketAddr],
     security: &Security,
-) -> Result<Nfs4Conn, String> {
+) -> Result<Nfs4Conn, (String, Option<client::nfs4::Error>)> {
     let mut last = String::new();
     for &addr in addrs {
         // A host that drops SYNs would otherwise hold the tool for the
         // kernel's connect timeout (minutes).
         match tokio::time::timeout(CONNECT_TIMEOUT, security.connect(addr)).await {
             Err(_) => last = format!("no answer in {CONNECT_TIMEOUT:?}"),
-            Ok(Err(Error::Rpc(rpc::client::ClientError::Io(e)))) => last = e.to_string(),
+            Ok(Err(client::nfs4::Error::Rpc(ClientError::Io(e)))) => last = e.to_string(),
             // Connected but refused (Kerberos, RPC): no use trying another address.
-            Ok(Err(e)) => return Err(format!("{server}: cannot connect: {e}")),
+            Ok(Err(e)) => return Err((format!("{server}: cannot connect: {e}"), Some(e))),
             Ok(Ok(c)) => return Ok(c),
         }
     }
-    Err(format!("{server}: cannot connect: {last}"))
-}
-
-/// A path's handle on its server, or an error naming the URL.
-pub async fn resolve(s: &Session, url: &NfsUrl) -> Result<NfsFh4, String> {
-    s.lookup_path(&url.path).await.map_err(|e| nfs_err(url, e))
+    Err((format!("{server}: cannot connect: {last}"), None))
 }
 
 /// The handle of `url`'s parent directory and `url`'s last name; errors
 /// name `url` itself, as coreutils name the argument they were given.
-pub async fn resolve_parent(s: &Session, url: &NfsUrl) -> Result<(NfsFh4, String), String> {
+pub async fn resolve_parent(r: &Remote, url: &NfsUrl) -> Result<(Fh, String), String> {
     let (parent, name) = url
         .split_last()
         .ok_or_else(|| format!("{url}: not possible on the root"))?;
-    let fh = s
+    let fh = r
         .lookup_path(&parent.path)
         .await
         .map_err(|e| nfs_err(url, e))?;
     Ok((fh, name))
 }
 
-pub fn is_dir(t: Option<NfsFtype4>) -> bool {
-    t == Some(NfsFtype4::NF4DIR)
+pub fn is_dir(a: &Attr) -> bool {
+    a.ftype == Some(FileType::Directory)
 }
 
 /// Parses a URL argument; the error already names it.
 pub fn parse(s: &str) -> Result<NfsUrl, String> {
     NfsUrl::parse(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpc::msg::ReplyStatus;
+
+    #[test]
+    fn which_nfsv4_failures_mean_try_nfsv3() {
+        let rpc = |st| client::nfs4::Error::Rpc(ClientError::Rpc(st));
+        let nfs = |status| {
+            client::nfs4::Error::Nfs(client::nfs4::Nfs4Error {
+                op: proto::nfs4::NfsOpnum4::OP_CREATE_SESSION,
+                status,
+            })
+        };
+        assert!(no_v4(&rpc(ReplyStatus::ProgMismatch(2, 3))));
+        assert!(no_v4(&rpc(ReplyStatus::Accepted(
+            proto::rpc::AcceptStat::PROG_UNAVAIL
+        ))));
+        assert!(no_v4(&nfs(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH)));
+        // Refusals that NFSv3 would meet too are the answer.
+        assert!(!no_v4(&rpc(ReplyStatus::AuthError(
+            proto::rpc::AuthStat::AUTH_BADCRED
+        ))));
+        assert!(!no_v4(&nfs(Nfsstat4::NFS4ERR_ACCESS)));
+        assert!(!no_v4(&client::nfs4::Error::Rpc(ClientError::Closed)));
+    }
 }

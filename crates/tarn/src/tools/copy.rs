@@ -3,17 +3,19 @@
 //!
 //! Modes and modification times are kept; directories get theirs after
 //! their contents are in place (writing entries changes a directory's mtime).
+//! Symbolic links are copied as links (their text, not what they point
+//! to), between local and NFS either way and between servers; only a
+//! local link named on the command line is followed, as cp(1) does.
 
-use super::conn::{is_dir, nfs_err, parse, resolve_parent, Client};
+use super::conn::{nfs_err, parse, resolve_parent, status_err, Client};
 use super::progress::Progress;
 use super::small;
 use super::transfer::{
-    depth, finish, io_size, nfs_create, pump, server_copy, Plan, Reader, Writer, CHUNK, DEPTH,
+    depth, finish, nfs_create, pump, server_copy, t4, Plan, Reader, Writer, CHUNK, DEPTH,
 };
 use super::url::NfsUrl;
-use client::nfs4::{Attrs, Session, SetAttrs, ANON_STATEID};
+use client::remote::{Attr, FileType, Kind as Status, Remote, SetAttr, SetTime, Time};
 use futures::{StreamExt, TryStreamExt};
-use proto::nfs4::*;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,7 +29,7 @@ pub struct CpArgs {
     /// No summary line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// READs and WRITEs in flight per file, each way (at most the session's slots).
+    /// READs and WRITEs in flight per file, each way (over NFSv4 at most the session's slots).
     #[arg(long, value_name = "N", default_value_t = DEPTH)]
     pub inflight: usize,
     /// A local path or an nfs:// URL.
@@ -40,7 +42,7 @@ pub struct CpArgs {
 #[derive(Clone)]
 enum Side {
     Local(PathBuf),
-    Nfs(Arc<Session>, NfsUrl),
+    Nfs(Arc<Remote>, NfsUrl),
 }
 
 impl std::fmt::Display for Side {
@@ -56,6 +58,7 @@ impl std::fmt::Display for Side {
 enum Kind {
     File,
     Dir,
+    Link,
     Other,
 }
 
@@ -64,20 +67,12 @@ struct Meta {
     kind: Kind,
     size: u64,
     mode: u32,
-    mtime: Nfstime4,
-    /// Largest READ the server takes for this file (NFS sources).
+    mtime: Time,
+    /// Largest READ the server takes (NFS sources).
     rsize: u32,
 }
 
-const META_BITS: &[u32] = &[
-    FATTR4_TYPE,
-    FATTR4_SIZE,
-    FATTR4_MAXREAD,
-    FATTR4_MODE,
-    FATTR4_TIME_MODIFY,
-];
-
-fn to_time(t: &Nfstime4) -> SystemTime {
+fn to_time(t: &Time) -> SystemTime {
     // nseconds always counts forward, also from a negative second.
     let secs = Duration::from_secs(t.seconds.unsigned_abs());
     let base = if t.seconds >= 0 {
@@ -129,9 +124,9 @@ impl Side {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(format!("{}: {e}", p.display())),
             },
-            Side::Nfs(s, u) => match s.lookup_path_attrs(&u.path, META_BITS).await {
-                Ok((_, a)) => Ok(Some(nfs_meta(s, &a))),
-                Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_NOENT) => Ok(None),
+            Side::Nfs(r, u) => match r.lookup_path_attr(&u.path).await {
+                Ok((_, a)) => Ok(Some(nfs_meta(r, &a))),
+                Err(e) if e.is(Status::NoEnt) => Ok(None),
                 Err(e) => Err(nfs_err(u, e)),
             },
         }
@@ -151,13 +146,13 @@ impl Side {
                 }
                 v
             }
-            Side::Nfs(s, u) => {
-                let fh = s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
-                s.readdir_with(&fh, META_BITS)
+            Side::Nfs(r, u) => {
+                let fh = r.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
+                r.readdir(&fh)
                     .await
                     .map_err(|e| nfs_err(u, e))?
                     .into_iter()
-                    .map(|e| (e.name, nfs_meta(s, &e.attrs)))
+                    .map(|e| (e.name, nfs_meta(r, &e.attr)))
                     .collect()
             }
         };
@@ -175,16 +170,14 @@ impl Side {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(()),
                 Err(e) => Err(format!("{}: {e}", p.display())),
             },
-            Side::Nfs(s, u) => {
-                let (dir, name) = resolve_parent(s, u).await?;
-                match s.mkdir(&dir, &name, 0o700).await {
+            Side::Nfs(r, u) => {
+                let (dir, name) = resolve_parent(r, u).await?;
+                match r.mkdir(&dir, &name, 0o700).await {
                     Ok(_) => Ok(()),
-                    Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_EXIST) => {
-                        match self.meta(false).await? {
-                            Some(m) if m.kind == Kind::Dir => Ok(()),
-                            _ => Err(nfs_err(u, e)),
-                        }
-                    }
+                    Err(e) if e.is(Status::Exist) => match self.meta(false).await? {
+                        Some(m) if m.kind == Kind::Dir => Ok(()),
+                        _ => Err(nfs_err(u, e)),
+                    },
                     Err(e) => Err(nfs_err(u, e)),
                 }
             }
@@ -192,7 +185,7 @@ impl Side {
     }
 
     /// Sets mode and modification time (and the access time to the same).
-    async fn set_meta(&self, mode: u32, mtime: &Nfstime4) -> Result<(), String> {
+    async fn set_meta(&self, mode: u32, mtime: &Time) -> Result<(), String> {
         match self {
             Side::Local(p) => {
                 let err = |e: std::io::Error| format!("{}: {e}", p.display());
@@ -202,46 +195,74 @@ impl Side {
                     .map_err(err)?;
                 std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(err)
             }
-            Side::Nfs(s, u) => {
-                let fh = s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
-                set_nfs_meta(s, &fh, &ANON_STATEID, mode, mtime)
+            Side::Nfs(r, u) => {
+                let fh = r.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
+                let set = SetAttr {
+                    mode: Some(mode),
+                    atime: Some(SetTime::Client(*mtime)),
+                    mtime: Some(SetTime::Client(*mtime)),
+                    ..Default::default()
+                };
+                r.setattr(&fh, &set).await.map_err(|e| nfs_err(u, e))
+            }
+        }
+    }
+
+    /// A symbolic link's text.
+    async fn read_link(&self) -> Result<String, String> {
+        match self {
+            Side::Local(p) => std::fs::read_link(p)
+                .map(|t| t.to_string_lossy().into_owned())
+                .map_err(|e| format!("{}: {e}", p.display())),
+            Side::Nfs(r, u) => {
+                let fh = r.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?;
+                r.readlink(&fh).await.map_err(|e| nfs_err(u, e))
+            }
+        }
+    }
+
+    /// Makes a symbolic link holding `target`; a link already there is
+    /// replaced, anything else there is an error.
+    async fn make_link(&self, target: &str) -> Result<(), String> {
+        let existing = self.meta(false).await?;
+        match existing.as_ref().map(|m| m.kind) {
+            None | Some(Kind::Link) => {}
+            Some(_) => return Err(format!("{self}: exists and is not a symbolic link")),
+        }
+        match self {
+            Side::Local(p) => {
+                let err = |e: std::io::Error| format!("{}: {e}", p.display());
+                if existing.is_some() {
+                    std::fs::remove_file(p).map_err(err)?;
+                }
+                std::os::unix::fs::symlink(target, p).map_err(err)
+            }
+            Side::Nfs(r, u) => {
+                let (dir, name) = resolve_parent(r, u).await?;
+                if existing.is_some() {
+                    r.remove(&dir, &name).await.map_err(|e| nfs_err(u, e))?;
+                }
+                r.symlink(&dir, &name, target)
                     .await
+                    .map(|_| ())
                     .map_err(|e| nfs_err(u, e))
             }
         }
     }
 }
 
-async fn set_nfs_meta(
-    s: &Session,
-    fh: &NfsFh4,
-    sid: &Stateid4,
-    mode: u32,
-    mtime: &Nfstime4,
-) -> client::nfs4::Result<()> {
-    let set = SetAttrs {
-        mode: Some(mode),
-        atime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
-        mtime: Some(Settime4::SET_TO_CLIENT_TIME4(mtime.clone())),
-        ..Default::default()
-    };
-    s.setattr(fh, sid, &set).await.map(|_| ())
-}
-
-fn nfs_meta(s: &Session, a: &Attrs) -> Meta {
+fn nfs_meta(r: &Remote, a: &Attr) -> Meta {
     Meta {
         kind: match a.ftype {
-            Some(NfsFtype4::NF4REG) => Kind::File,
-            Some(NfsFtype4::NF4DIR) => Kind::Dir,
+            Some(FileType::Regular) => Kind::File,
+            Some(FileType::Directory) => Kind::Dir,
+            Some(FileType::Symlink) => Kind::Link,
             _ => Kind::Other,
         },
         size: a.size.unwrap_or(0),
         mode: a.mode.unwrap_or(0o644) & 0o7777,
-        mtime: a.time_modify.clone().unwrap_or(Nfstime4 {
-            seconds: 0,
-            nseconds: 0,
-        }),
-        rsize: io_size(a.maxread, s.fore_channel().ca_maxresponsesize),
+        mtime: a.mtime.unwrap_or_default(),
+        rsize: r.rsize(),
     }
 }
 
@@ -252,12 +273,14 @@ fn local_meta(m: &std::fs::Metadata) -> Meta {
             Kind::File
         } else if ft.is_dir() {
             Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Link
         } else {
             Kind::Other
         },
         size: m.len(),
         mode: m.mode() & 0o7777,
-        mtime: Nfstime4 {
+        mtime: Time {
             seconds: m.mtime(),
             nseconds: m.mtime_nsec() as u32,
         },
@@ -273,7 +296,7 @@ enum SideArg {
 async fn side(c: &mut Client, a: SideArg) -> Result<Side, String> {
     Ok(match a {
         SideArg::Local(p) => Side::Local(p),
-        SideArg::Nfs(u) => Side::Nfs(c.session(&u).await?, u),
+        SideArg::Nfs(u) => Side::Nfs(c.remote(&u).await?, u),
     })
 }
 
@@ -322,7 +345,7 @@ pub async fn cp(c: &mut Client, a: &CpArgs) -> Result<(), String> {
 fn not_found(s: &Side) -> String {
     match s {
         Side::Local(p) => format!("{}: no such file or directory", p.display()),
-        Side::Nfs(_, u) => super::conn::status_err(u, Nfsstat4::NFS4ERR_NOENT),
+        Side::Nfs(r, u) => status_err(u, r, Status::NoEnt),
     }
 }
 
@@ -345,6 +368,7 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), S
                     let (s, d) = (src.join(&name), dst.join(&name));
                     match cm.kind {
                         Kind::File => copy_file(&s, &d, &cm, job).await,
+                        Kind::Link => copy_link(&s, &d).await,
                         _ => {
                             eprintln!("tarn: skipping {s}: not a regular file or directory");
                             Ok(())
@@ -359,9 +383,17 @@ async fn copy_entry(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), S
             }
             dst.set_meta(m.mode, &m.mtime).await?;
         }
+        Kind::Link => copy_link(src, dst).await?,
         Kind::Other => eprintln!("tarn: skipping {src}: not a regular file or directory"),
     }
     Ok(())
+}
+
+/// A symbolic link copied as a link with the same text (not counted
+/// among the files copied: the summary counts files and their bytes).
+async fn copy_link(src: &Side, dst: &Side) -> Result<(), String> {
+    let target = src.read_link().await?;
+    dst.make_link(&target).await
 }
 
 /// A small file in one COMPOUND (see `small`); None when it is not
@@ -371,7 +403,8 @@ async fn copy_small(src: &Side, dst: &Side, m: &Meta) -> Result<Option<u64>, Str
         return Ok(None);
     }
     match (src, dst) {
-        (Side::Local(p), Side::Nfs(s, u)) => {
+        (Side::Local(p), Side::Nfs(r, u)) if r.v4().is_some() => {
+            let s = r.v4().expect("checked");
             let data = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
             let n = data.len() as u64;
             let Some((parent, name)) = u.split_last() else {
@@ -386,13 +419,14 @@ async fn copy_small(src: &Side, dst: &Side, m: &Meta) -> Result<Option<u64>, Str
                 &name,
                 data.into(),
                 m.mode,
-                &m.mtime,
+                &t4(&m.mtime),
             )
             .await
             .map_err(|e| nfs_err(u, e))?;
             Ok(done.then_some(n))
         }
-        (Side::Nfs(s, u), Side::Local(p)) if small::fits(s, m.size) => {
+        (Side::Nfs(r, u), Side::Local(p)) if r.v4().is_some_and(|s| small::fits(s, m.size)) => {
+            let s = r.v4().expect("checked");
             let Some(data) = small::get(s, &u.components(), m.size)
                 .await
                 .map_err(|e| nfs_err(u, e))?
@@ -428,14 +462,14 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
         Side::Local(p) => Reader::Local(Arc::new(
             std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
         )),
-        Side::Nfs(s, u) => Reader::Nfs(
-            s.clone(),
-            s.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?,
+        Side::Nfs(r, u) => Reader::Nfs(
+            r.clone(),
+            r.lookup_path(&u.path).await.map_err(|e| nfs_err(u, e))?,
         ),
     };
     let mut chunk = m.rsize;
     let mut depth_n = match src {
-        Side::Nfs(s, _) => depth(s).min(want),
+        Side::Nfs(r, _) => depth(r).min(want),
         Side::Local(_) => want,
     };
     let writer = match dst {
@@ -448,14 +482,13 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
                 .open(p)
                 .map_err(|e| format!("{}: {e}", p.display()))?,
         )),
-        Side::Nfs(s, u) => {
-            let (fh, stateid, wsize) = nfs_create(s, u).await.map_err(|e| nfs_err(u, e))?;
+        Side::Nfs(r, u) => {
+            let (file, wsize) = nfs_create(r, u).await.map_err(|e| nfs_err(u, e))?;
             chunk = chunk.min(wsize);
-            depth_n = depth_n.min(depth(s));
+            depth_n = depth_n.min(depth(r));
             Writer::Nfs {
-                s: s.clone(),
-                fh,
-                stateid,
+                r: r.clone(),
+                file,
                 verfs: Mutex::new(vec![]),
             }
         }
@@ -467,7 +500,10 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
     };
     let r = match (&reader, dst) {
         // Both on one server (one session) speaking 4.2: let it copy.
-        (Reader::Nfs(s, sfh), Side::Nfs(d, _)) if Arc::ptr_eq(s, d) && s.minorversion() >= 2 => {
+        (Reader::Nfs(r, sfh), Side::Nfs(d, _))
+            if Arc::ptr_eq(r, d) && r.v4().is_some_and(|s| s.minorversion() >= 2) =>
+        {
+            let s = r.v4().expect("checked");
             match server_copy(s, sfh, &writer, m.size, &job.progress).await {
                 Ok(true) => {
                     job.progress.add_server_copy();
@@ -493,25 +529,25 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
 pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
     use std::io::Write;
     let url = parse(arg)?;
-    let s = c.session(&url).await?;
-    let (fh, a) = s
-        .lookup_path_attrs(&url.path, META_BITS)
+    let r = c.remote(&url).await?;
+    let (fh, a) = r
+        .lookup_path_attr(&url.path)
         .await
         .map_err(|e| nfs_err(&url, e))?;
-    if is_dir(a.ftype) {
-        return Err(super::conn::status_err(&url, Nfsstat4::NFS4ERR_ISDIR));
+    if a.is_dir() {
+        return Err(status_err(&url, &r, Status::IsDir));
     }
-    let chunk = io_size(a.maxread, s.fore_channel().ca_maxresponsesize);
+    let chunk = r.rsize();
     let size = a.size.unwrap_or(0);
-    let reader = Reader::Nfs(s.clone(), fh);
-    let src = Side::Nfs(s.clone(), url.clone());
+    let reader = Reader::Nfs(r.clone(), fh);
+    let src = Side::Nfs(r.clone(), url.clone());
     let mut out = std::io::stdout().lock();
     let mut chunks = futures::stream::iter((0..size).step_by(chunk as usize))
         .map(|off| {
             let len = (size - off).min(chunk as u64) as u32;
             reader.read(off, len)
         })
-        .buffered(depth(&s).min(DEPTH));
+        .buffered(depth(&r).min(DEPTH));
     while let Some(d) = chunks.next().await {
         let d = d.map_err(|e| nfs_err(&src, e))?;
         match out.write_all(&d) {
@@ -533,12 +569,12 @@ mod tests {
 
     #[test]
     fn times_convert_both_sides_of_the_epoch() {
-        let t = Nfstime4 {
+        let t = Time {
             seconds: 10,
             nseconds: 5,
         };
         assert_eq!(to_time(&t), SystemTime::UNIX_EPOCH + Duration::new(10, 5));
-        let t = Nfstime4 {
+        let t = Time {
             seconds: -10,
             nseconds: 5,
         };

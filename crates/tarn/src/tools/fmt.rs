@@ -1,38 +1,36 @@
 //! How the tools print attributes: `ls -l` mode strings and dates (UTC:
 //! the tools read no time zone database).
 
-use proto::nfs4::{NfsFtype4, Nfstime4};
+use client::remote::{FileType, Time};
 
-pub fn type_char(t: Option<NfsFtype4>) -> char {
+pub fn type_char(t: Option<FileType>) -> char {
     match t {
-        Some(NfsFtype4::NF4DIR) | Some(NfsFtype4::NF4ATTRDIR) => 'd',
-        Some(NfsFtype4::NF4LNK) => 'l',
-        Some(NfsFtype4::NF4BLK) => 'b',
-        Some(NfsFtype4::NF4CHR) => 'c',
-        Some(NfsFtype4::NF4SOCK) => 's',
-        Some(NfsFtype4::NF4FIFO) => 'p',
-        Some(NfsFtype4::NF4REG) | Some(NfsFtype4::NF4NAMEDATTR) => '-',
+        Some(FileType::Directory) => 'd',
+        Some(FileType::Symlink) => 'l',
+        Some(FileType::Block) => 'b',
+        Some(FileType::Char) => 'c',
+        Some(FileType::Socket) => 's',
+        Some(FileType::Fifo) => 'p',
+        Some(FileType::Regular) => '-',
         _ => '?',
     }
 }
 
-pub fn type_name(t: Option<NfsFtype4>) -> &'static str {
+pub fn type_name(t: Option<FileType>) -> &'static str {
     match t {
-        Some(NfsFtype4::NF4REG) => "regular file",
-        Some(NfsFtype4::NF4DIR) => "directory",
-        Some(NfsFtype4::NF4LNK) => "symbolic link",
-        Some(NfsFtype4::NF4BLK) => "block device",
-        Some(NfsFtype4::NF4CHR) => "character device",
-        Some(NfsFtype4::NF4SOCK) => "socket",
-        Some(NfsFtype4::NF4FIFO) => "fifo",
-        Some(NfsFtype4::NF4ATTRDIR) => "named attribute directory",
-        Some(NfsFtype4::NF4NAMEDATTR) => "named attribute",
+        Some(FileType::Regular) => "regular file",
+        Some(FileType::Directory) => "directory",
+        Some(FileType::Symlink) => "symbolic link",
+        Some(FileType::Block) => "block device",
+        Some(FileType::Char) => "character device",
+        Some(FileType::Socket) => "socket",
+        Some(FileType::Fifo) => "fifo",
         _ => "unknown",
     }
 }
 
 /// "drwxr-xr-x", with s/S and t/T for set-id and sticky bits as ls shows them.
-pub fn mode_string(t: Option<NfsFtype4>, mode: Option<u32>) -> String {
+pub fn mode_string(t: Option<FileType>, mode: Option<u32>) -> String {
     let mut s = String::with_capacity(10);
     s.push(type_char(t));
     let Some(m) = mode else {
@@ -76,7 +74,7 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
-fn split(t: &Nfstime4) -> (i64, u32, u32, u32, u32, u32) {
+fn split(t: &Time) -> (i64, u32, u32, u32, u32, u32) {
     let days = t.seconds.div_euclid(86_400);
     let secs = t.seconds.rem_euclid(86_400) as u32;
     let (y, mo, d) = civil(days);
@@ -85,7 +83,7 @@ fn split(t: &Nfstime4) -> (i64, u32, u32, u32, u32, u32) {
 
 /// ls's date column: "Nov 24 11:05" within six months of `now`, else
 /// "Nov 24  2025".
-pub fn ls_time(t: Option<&Nfstime4>, now: i64) -> String {
+pub fn ls_time(t: Option<&Time>, now: i64) -> String {
     let Some(t) = t else {
         return "?".repeat(12);
     };
@@ -100,7 +98,7 @@ pub fn ls_time(t: Option<&Nfstime4>, now: i64) -> String {
 }
 
 /// stat's form: "2026-11-24 11:05:12.000000123 +0000".
-pub fn full_time(t: Option<&Nfstime4>) -> String {
+pub fn full_time(t: Option<&Time>) -> String {
     let Some(t) = t else {
         return "-".into();
     };
@@ -122,8 +120,8 @@ pub fn now_secs() -> i64 {
 mod tests {
     use super::*;
 
-    fn t(seconds: i64) -> Nfstime4 {
-        Nfstime4 {
+    fn t(seconds: i64) -> Time {
+        Time {
             seconds,
             nseconds: 0,
         }
@@ -153,14 +151,14 @@ mod tests {
 
     #[test]
     fn mode_strings() {
-        let d = Some(NfsFtype4::NF4DIR);
-        let f = Some(NfsFtype4::NF4REG);
+        let d = Some(FileType::Directory);
+        let f = Some(FileType::Regular);
         assert_eq!(mode_string(d, Some(0o755)), "drwxr-xr-x");
         assert_eq!(mode_string(f, Some(0o640)), "-rw-r-----");
         assert_eq!(mode_string(f, Some(0o4755)), "-rwsr-xr-x");
         assert_eq!(mode_string(f, Some(0o2644)), "-rw-r-Sr--");
         assert_eq!(mode_string(d, Some(0o1777)), "drwxrwxrwt");
         assert_eq!(mode_string(d, Some(0o1776)), "drwxrwxrwT");
-        assert_eq!(mode_string(Some(NfsFtype4::NF4LNK), None), "l?????????");
+        assert_eq!(mode_string(Some(FileType::Symlink), None), "l?????????");
     }
 }

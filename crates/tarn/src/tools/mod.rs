@@ -1,18 +1,20 @@
-//! Client tools: `ls`, `cat`, `stat`, `df`, `mkdir`, `rm`, `mv` and `cp`
-//! on `nfs://` URLs, over NFSv4.1/4.2 with AUTH_SYS or Kerberos
-//! (crates/client).
+//! Client tools: `ls`, `cat`, `stat`, `df`, `mkdir`, `rm`, `mv`, `ln`,
+//! `cp` and `lock` on `nfs://` URLs, over NFSv3 or NFSv4.1/4.2 with
+//! AUTH_SYS or Kerberos (crates/client, through `client::remote`).
 //!
-//! One file per command group: `url` (parsing), `conn` (sessions and
+//! One file per command group: `url` (parsing), `conn` (connections and
 //! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
-//! `change` (mkdir, rm, mv), `copy` (cp, cat) over `transfer` (the
-//! pipelined data mover), `small` (a small file in one COMPOUND) and
-//! `progress` (counts, the progress line).
+//! `change` (mkdir, rm, mv, ln), `copy` (cp, cat) over `transfer` (the
+//! pipelined data mover), `small` (a small file in one NFSv4 COMPOUND),
+//! `lock` (a lock held while a command runs) and `progress` (counts,
+//! the progress line).
 
 mod change;
 mod conn;
 mod copy;
 mod fmt;
 mod list;
+mod lock;
 mod progress;
 mod small;
 mod transfer;
@@ -59,6 +61,17 @@ pub enum ToolCmd {
     Mv { from: String, to: String },
     /// Copy between local paths and nfs:// URLs, keeping modes and modification times.
     Cp(copy::CpArgs),
+    /// Make a hard link to TARGET (a URL on the same server), or with -s
+    /// a symbolic link holding the text TARGET.
+    Ln {
+        #[arg(short = 's', long)]
+        symbolic: bool,
+        target: String,
+        /// The new name (into it, if it is a directory).
+        url: String,
+    },
+    /// Hold a byte-range lock on a file while a command runs (exit status: the command's).
+    Lock(lock::LockArgs),
 }
 
 /// Runs one tool on a fresh runtime. Errors go to stderr, one line each,
@@ -112,12 +125,22 @@ pub fn run(cmd: ToolCmd) -> ExitCode {
             ToolCmd::Rm { recursive, url } => change::rm(&mut c, &url, recursive).await,
             ToolCmd::Mv { from, to } => change::mv(&mut c, &from, &to).await,
             ToolCmd::Cp(a) => copy::cp(&mut c, &a).await,
+            ToolCmd::Ln {
+                symbolic,
+                target,
+                url,
+            } => change::ln(&mut c, &target, &url, symbolic).await,
+            ToolCmd::Lock(a) => {
+                let r = lock::lock(&mut c, &a).await;
+                c.close().await;
+                return r;
+            }
         };
         c.close().await;
-        r
+        r.map(|()| ExitCode::SUCCESS)
     });
     match r {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("tarn: {e}");
             ExitCode::FAILURE

@@ -3,18 +3,20 @@
 //!
 //! A file is copied in chunks of the smaller of the two sides' transfer
 //! sizes (the server's maxread/maxwrite, capped by the session's request
-//! and reply sizes). Up to `depth` chunks are read ahead in order and up to
+//! and reply sizes; NFSv3's rtmax/wtmax). Up to `depth` chunks are read ahead in order and up to
 //! `depth` written in any order, so several READs and WRITEs are on the
-//! wire at once on the session's slots. NFS writes are UNSTABLE and the
-//! file is COMMITted once at its end, in the COMPOUND that also sets its
-//! mode and times and closes it; a COMMIT whose verifier differs from a
-//! write's (the server restarted in between) fails the copy.
+//! wire at once (on the session's slots over NFSv4). NFS writes are
+//! UNSTABLE and the file is COMMITted once at its end (over NFSv4 in the
+//! COMPOUND that also sets its mode and times and closes it; over NFSv3
+//! COMMIT, then SETATTR); a COMMIT whose verifier differs from a write's
+//! (the server restarted in between) fails the copy.
 
 use super::conn::nfs_err;
 use super::progress::Progress;
 use super::url::NfsUrl;
 use bytes::Bytes;
 use client::nfs4::{Session, ANON_STATEID};
+use client::remote::{Fh, OpenFile, Remote, SetAttr, SetTime, Stable, Time};
 use futures::{StreamExt, TryStreamExt};
 use proto::nfs4::*;
 use std::fmt::Display;
@@ -23,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 /// Local chunk size, and the cap on an NFS one.
 pub const CHUNK: u32 = 1 << 20;
-/// Chunks in flight per direction (further capped by the session's slots).
+/// Chunks in flight per direction (over NFSv4 further capped by the session's slots).
 ///
 /// 4: on loopback on 2 cores (debug server, 100 MB file) 1 to 4 in flight
 /// wrote at 560-610 MB/s, 8 at 470 and 32 at 160, reads fell from 1000 to
@@ -39,31 +41,44 @@ pub fn io_size(server_max: Option<u64>, channel_max: u32) -> u32 {
     (n & !4095).clamp(4096, CHUNK)
 }
 
-/// What the session's slots allow (`cp --inflight` may ask for fewer or more).
-pub fn depth(s: &Session) -> usize {
-    (s.fore_channel().ca_maxrequests as usize).max(1)
+/// What the connection allows (`cp --inflight` may ask for fewer or more).
+pub fn depth(r: &Remote) -> usize {
+    r.max_inflight()
+}
+
+/// A time as NFSv4 writes it.
+pub fn t4(t: &Time) -> Nfstime4 {
+    Nfstime4 {
+        seconds: t.seconds,
+        nseconds: t.nseconds,
+    }
 }
 
 /// Where a file's data comes from.
 pub enum Reader {
     Local(Arc<std::fs::File>),
-    Nfs(Arc<Session>, NfsFh4),
+    Nfs(Arc<Remote>, Fh),
 }
 
 /// Where it goes. NFS writes remember their verifiers for the COMMIT.
 pub enum Writer {
     Local(Arc<std::fs::File>),
     Nfs {
-        s: Arc<Session>,
-        fh: NfsFh4,
-        stateid: Stateid4,
-        verfs: Mutex<Vec<Verifier4>>,
+        r: Arc<Remote>,
+        file: OpenFile,
+        verfs: Mutex<Vec<[u8; 8]>>,
     },
+}
+
+type RResult<T> = Result<T, client::remote::Error>;
+
+fn local_err(what: &str, e: std::io::Error) -> client::remote::Error {
+    client::remote::Error::V4(client::nfs4::Error::Protocol(format!("{what}: {e}")))
 }
 
 impl Reader {
     /// `len` bytes at `off`, fewer only at the end of the file.
-    pub async fn read(&self, off: u64, len: u32) -> client::nfs4::Result<Bytes> {
+    pub async fn read(&self, off: u64, len: u32) -> RResult<Bytes> {
         match self {
             Reader::Local(f) => {
                 let f = f.clone();
@@ -83,23 +98,21 @@ impl Reader {
                 })
                 .await
                 .expect("read task")
-                .map_err(|e| client::nfs4::Error::Protocol(format!("local read: {e}")))
+                .map_err(|e| local_err("local read", e))
             }
-            Reader::Nfs(s, fh) => {
-                // The anonymous stateid: no OPEN/CLOSE round trips per file.
-                let r = s.read(&ANON_STATEID, fh, off, len).await?;
-                if r.data.len() == len as usize || r.eof {
-                    return Ok(r.data);
+            Reader::Nfs(r, fh) => {
+                // NFSv4: the anonymous stateid, no OPEN/CLOSE round trips per file.
+                let (data, eof) = r.read(fh, off, len).await?;
+                if data.len() == len as usize || eof {
+                    return Ok(data);
                 }
                 // A short read before the end: collect the rest.
-                let mut buf = r.data.to_vec();
+                let mut buf = data.to_vec();
                 while buf.len() < len as usize {
                     let more = len - buf.len() as u32;
-                    let r = s
-                        .read(&ANON_STATEID, fh, off + buf.len() as u64, more)
-                        .await?;
-                    buf.extend_from_slice(&r.data);
-                    if r.eof || r.data.is_empty() {
+                    let (data, eof) = r.read(fh, off + buf.len() as u64, more).await?;
+                    buf.extend_from_slice(&data);
+                    if eof || data.is_empty() {
                         break;
                     }
                 }
@@ -110,40 +123,31 @@ impl Reader {
 }
 
 impl Writer {
-    pub async fn write(&self, off: u64, data: Bytes) -> client::nfs4::Result<()> {
+    pub async fn write(&self, off: u64, data: Bytes) -> RResult<()> {
         match self {
             Writer::Local(f) => {
                 let f = f.clone();
                 tokio::task::spawn_blocking(move || f.write_all_at(&data, off))
                     .await
                     .expect("write task")
-                    .map_err(|e| client::nfs4::Error::Protocol(format!("local write: {e}")))
+                    .map_err(|e| local_err("local write", e))
             }
-            Writer::Nfs {
-                s,
-                fh,
-                stateid,
-                verfs,
-            } => {
+            Writer::Nfs { r, file, verfs } => {
                 let mut at = 0usize;
                 while at < data.len() {
-                    let r = s
-                        .write(
-                            stateid,
-                            fh,
-                            off + at as u64,
-                            data.slice(at..),
-                            StableHow4::UNSTABLE4,
-                        )
+                    let w = r
+                        .write(file, off + at as u64, data.slice(at..), Stable::Unstable)
                         .await?;
-                    if r.count == 0 {
-                        return Err(client::nfs4::Error::Protocol("WRITE wrote nothing".into()));
+                    if w.count == 0 {
+                        return Err(client::remote::Error::V4(client::nfs4::Error::Protocol(
+                            "WRITE wrote nothing".into(),
+                        )));
                     }
-                    at += r.count as usize;
-                    if r.committed == StableHow4::UNSTABLE4 {
+                    at += w.count as usize;
+                    if w.unstable {
                         let mut v = verfs.lock().unwrap();
-                        if !v.contains(&r.writeverf) {
-                            v.push(r.writeverf);
+                        if !v.contains(&w.verf) {
+                            v.push(w.verf);
                         }
                     }
                 }
@@ -153,11 +157,40 @@ impl Writer {
     }
 }
 
+/// The file at `u` created or truncated, open for writing, and the
+/// largest WRITE to send: over NFSv4 one COMPOUND ([`nfs_create_v4`]),
+/// over NFSv3 LOOKUPs and CREATE (UNCHECKED, size 0, mode 0600 until the
+/// copy is done).
+pub async fn nfs_create(r: &Remote, u: &NfsUrl) -> RResult<(OpenFile, u32)> {
+    if let Some(s) = r.v4() {
+        let (fh, sid, wsize) = nfs_create_v4(s, u).await?;
+        return Ok((
+            OpenFile {
+                fh: Fh(fh.0),
+                stateid: Some(sid),
+            },
+            wsize.min(r.wsize()),
+        ));
+    }
+    let Some((parent, name)) = u.split_last() else {
+        return Err(client::remote::v4_status(
+            NfsOpnum4::OP_OPEN,
+            Nfsstat4::NFS4ERR_ISDIR,
+        ));
+    };
+    let dir = r.lookup_path(&parent.path).await?;
+    let f = r.open_write(&dir, &name, 0o600, true).await?;
+    Ok((f, r.wsize()))
+}
+
 /// OPEN (create, truncate to 0) for writing, its handle and the largest
 /// WRITE the server takes, in one COMPOUND from the root (or from the
 /// parent's handle when the path is too deep for the session's operations).
 /// Returns the handle, the open stateid and the write size.
-pub async fn nfs_create(s: &Session, u: &NfsUrl) -> client::nfs4::Result<(NfsFh4, Stateid4, u32)> {
+pub async fn nfs_create_v4(
+    s: &Session,
+    u: &NfsUrl,
+) -> client::nfs4::Result<(NfsFh4, Stateid4, u32)> {
     let isdir = client::nfs4::Error::Nfs(client::nfs4::Nfs4Error {
         op: NfsOpnum4::OP_OPEN,
         status: Nfsstat4::NFS4ERR_ISDIR,
@@ -250,21 +283,22 @@ pub async fn pump(
 /// moves the bytes itself.
 pub async fn server_copy(
     s: &Session,
-    src: &NfsFh4,
+    src: &Fh,
     w: &Writer,
     size: u64,
     progress: &Progress,
 ) -> client::nfs4::Result<bool> {
-    let Writer::Nfs {
-        fh, stateid, verfs, ..
-    } = w
-    else {
+    let Writer::Nfs { file, verfs, .. } = w else {
         return Ok(false);
     };
+    let Some(stateid) = &file.stateid else {
+        return Ok(false);
+    };
+    let (src, fh) = (NfsFh4(src.0.clone()), NfsFh4(file.fh.0.clone()));
     let mut at = 0;
     while at < size {
         let r = match s
-            .copy_range(src, &ANON_STATEID, fh, stateid, at, at, size - at)
+            .copy_range(&src, &ANON_STATEID, &fh, stateid, at, at, size - at)
             .await
         {
             Ok(r) => r,
@@ -302,18 +336,17 @@ pub async fn finish(
     w: &Writer,
     ok: bool,
     mode: u32,
-    mtime: &Nfstime4,
+    mtime: &Time,
     dst: &dyn Display,
 ) -> Result<(), String> {
-    let Writer::Nfs {
-        s,
-        fh,
-        stateid,
-        verfs,
-    } = w
-    else {
+    let Writer::Nfs { r, file, verfs } = w else {
         return Ok(());
     };
+    let (Some(s), Some(stateid)) = (r.v4(), &file.stateid) else {
+        return finish_v3(r, file, verfs, ok, mode, mtime, dst).await;
+    };
+    let fh = &NfsFh4(file.fh.0.clone());
+    let mtime = &t4(mtime);
     if !ok {
         s.close(fh, stateid).await.map_err(|e| nfs_err(dst, e))?;
         return Ok(());
@@ -347,11 +380,42 @@ pub async fn finish(
         _ => None,
     });
     match committed {
-        Some(v) if verfs.iter().any(|w| *w != v) => Err(format!(
-            "{dst}: the server restarted before the data was committed; copy again"
-        )),
+        Some(v) if verfs.iter().any(|w| *w != v) => Err(restarted(dst)),
         _ => Ok(()),
     }
+}
+
+fn restarted(dst: &dyn Display) -> String {
+    format!("{dst}: the server restarted before the data was committed; copy again")
+}
+
+/// NFSv3: COMMIT (when writes were UNSTABLE), then mode and times.
+async fn finish_v3(
+    r: &Remote,
+    file: &OpenFile,
+    verfs: &Mutex<Vec<[u8; 8]>>,
+    ok: bool,
+    mode: u32,
+    mtime: &Time,
+    dst: &dyn Display,
+) -> Result<(), String> {
+    if !ok {
+        return Ok(());
+    }
+    let verfs = verfs.lock().unwrap().clone();
+    if !verfs.is_empty() {
+        let v = r.commit(&file.fh).await.map_err(|e| nfs_err(dst, e))?;
+        if verfs.iter().any(|w| *w != v) {
+            return Err(restarted(dst));
+        }
+    }
+    let set = SetAttr {
+        mode: Some(mode),
+        atime: Some(SetTime::Client(*mtime)),
+        mtime: Some(SetTime::Client(*mtime)),
+        ..Default::default()
+    };
+    r.setattr(&file.fh, &set).await.map_err(|e| nfs_err(dst, e))
 }
 
 #[cfg(test)]

@@ -16,12 +16,23 @@ pub struct NfsUrl {
     pub host: String,
     pub port: u16,
     pub path: String,
-    /// NFSv4 minor version, 1 or 2; None: 2, else 1 if the server has no 4.2.
-    pub minor: Option<u32>,
+    /// The NFS version; None: 4.2, else 4.1, else 3, the first the
+    /// server speaks (as mount.nfs tries them).
+    pub vers: Option<Vers>,
     /// AUTH_SYS identity; None means the caller's own.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub sec: Sec,
+    /// NFSv3 MOUNT's port (`mountport=`, as libnfs); None: found.
+    pub mountport: Option<u16>,
+}
+
+/// An NFS version (`vers=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vers {
+    V3,
+    /// NFSv4 with this minor version (1 or 2).
+    V4(u32),
 }
 
 /// The security flavor (`sec=`).
@@ -55,10 +66,11 @@ impl NfsUrl {
             host,
             port,
             path: normalize(&percent_decode(path).map_err(|e| bad(&e))?),
-            minor: None,
+            vers: None,
             uid: None,
             gid: None,
             sec: Sec::Sys,
+            mountport: None,
         };
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
@@ -66,10 +78,11 @@ impl NfsUrl {
                 .ok_or_else(|| bad(&format!("query item {pair:?} has no value")))?;
             match k {
                 "vers" | "version" => {
-                    url.minor = match v {
-                        "4.1" => Some(1),
-                        "4.2" => Some(2),
-                        "3" | "4" | "4.0" => {
+                    url.vers = match v {
+                        "3" => Some(Vers::V3),
+                        "4.1" => Some(Vers::V4(1)),
+                        "4.2" => Some(Vers::V4(2)),
+                        "4" | "4.0" => {
                             return Err(bad(&format!("{k}={v} is not supported by the tools yet")))
                         }
                         _ => return Err(bad(&format!("unknown NFS version {k}={v}"))),
@@ -82,6 +95,18 @@ impl NfsUrl {
                         "krb5i" => Sec::Krb5i,
                         "krb5p" => Sec::Krb5p,
                         _ => return Err(bad(&format!("unknown security flavor sec={v}"))),
+                    }
+                }
+                // libnfs's: the NFS port (as :port) and MOUNT's.
+                "nfsport" | "mountport" => {
+                    let n = match v.parse::<u16>() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(bad(&format!("{k}={v} is not a port"))),
+                    };
+                    if k == "nfsport" {
+                        url.port = n;
+                    } else {
+                        url.mountport = Some(n);
                     }
                 }
                 "uid" | "gid" => {
@@ -133,8 +158,14 @@ impl NfsUrl {
     /// version (so one session serves both).
     pub fn same_server(&self, o: &NfsUrl) -> bool {
         (
-            &self.host, self.port, self.minor, self.uid, self.gid, self.sec,
-        ) == (&o.host, o.port, o.minor, o.uid, o.gid, o.sec)
+            &self.host,
+            self.port,
+            self.vers,
+            self.uid,
+            self.gid,
+            self.sec,
+            self.mountport,
+        ) == (&o.host, o.port, o.vers, o.uid, o.gid, o.sec, o.mountport)
     }
 
     /// `host:port` for a socket address lookup.
@@ -239,10 +270,11 @@ mod tests {
             host: host.into(),
             port,
             path: path.into(),
-            minor,
+            vers: minor.map(Vers::V4),
             uid: None,
             gid: None,
             sec: Sec::Sys,
+            mountport: None,
         }
     }
 
@@ -268,6 +300,23 @@ mod tests {
             ("nfs://h/a%20b?sec=sys", url("h", 2049, "/a b", None)),
             ("nfs://srv/exp/f?vers=4.1&sec=sys&uid=1000&gid=50", with_ids),
             ("nfs://srv/x?version=4.1&", url("srv", 2049, "/x", Some(1))),
+            (
+                "nfs://srv//x?version=3&nfsport=2050&mountport=2051&uid=0",
+                NfsUrl {
+                    vers: Some(Vers::V3),
+                    uid: Some(0),
+                    mountport: Some(2051),
+                    ..url("srv", 2050, "/x", None)
+                },
+            ),
+            (
+                "nfs://srv/x?vers=3&uid=0",
+                NfsUrl {
+                    vers: Some(Vers::V3),
+                    uid: Some(0),
+                    ..url("srv", 2049, "/x", None)
+                },
+            ),
             (
                 "nfs://srv/x?sec=krb5",
                 NfsUrl {
@@ -309,10 +358,6 @@ mod tests {
             ("nfs://[nothost]/x", "is not an IPv6 address"),
             ("nfs://[::1]2049/x", "expected ':port'"),
             (
-                "nfs://srv/x?vers=3",
-                "vers=3 is not supported by the tools yet",
-            ),
-            (
                 "nfs://srv/x?vers=4.0",
                 "vers=4.0 is not supported by the tools yet",
             ),
@@ -323,6 +368,8 @@ mod tests {
             ),
             ("nfs://srv/x?sec=none", "unknown security flavor sec=none"),
             ("nfs://srv/x?uid=me", "uid=me is not a number"),
+            ("nfs://srv/x?mountport=0", "mountport=0 is not a port"),
+            ("nfs://srv/x?nfsport=x", "nfsport=x is not a port"),
             ("nfs://srv/x?gid=-1", "gid=-1 is not a number"),
             ("nfs://srv/x?nconnect=4", "unknown query key \"nconnect\""),
             ("nfs://srv/x?vers", "query item \"vers\" has no value"),
@@ -349,6 +396,8 @@ mod tests {
         assert!(!u.same_server(&NfsUrl::parse("nfs://[::1]:2050/a").unwrap()));
         let k = NfsUrl::parse("nfs://srv/a?sec=krb5p").unwrap();
         assert!(!k.same_server(&NfsUrl::parse("nfs://srv/a").unwrap()));
+        let v3 = NfsUrl::parse("nfs://srv/a?vers=3").unwrap();
+        assert!(!v3.same_server(&NfsUrl::parse("nfs://srv/a").unwrap()));
         let root = NfsUrl::parse("nfs://srv").unwrap();
         assert_eq!(root.to_string(), "nfs://srv/");
         assert_eq!(root.split_last(), None);

@@ -1,0 +1,574 @@
+//! One interface over NFSv3 and NFSv4.1/4.2 for tools: handles as opaque
+//! bytes, one attribute struct, the file operations a tool needs.
+//!
+//! What only one version has stays reachable: [`Remote::v4`] gives the
+//! session (stateids, delegations, COMPOUNDs, server-side COPY),
+//! [`Remote::v3`] the NFSv3 client. Opening and closing are NFSv4 state;
+//! over NFSv3 they are a CREATE and nothing. Locks are NFSv4 LOCK on an
+//! open of the file, or NLM4 over NFSv3.
+
+mod attr;
+mod error;
+
+pub use attr::*;
+pub use error::{v4_status, Error, Kind, Result};
+
+use crate::nfs3::{self, Nfs3};
+use crate::nfs4::{Session, ANON_STATEID};
+use bytes::Bytes;
+use proto::nfs3 as p3;
+use proto::nfs4 as p4;
+use std::sync::Arc;
+
+/// A lock held (see [`Remote::lock`]).
+#[derive(Debug)]
+pub struct HeldLock {
+    fh: Fh,
+    range: Range,
+    exclusive: bool,
+    kind: HeldKind,
+}
+
+#[derive(Debug)]
+enum HeldKind {
+    V3(nfs3::LockOwner),
+    V4 {
+        open: p4::Stateid4,
+        lock: p4::Stateid4,
+    },
+}
+
+enum Proto {
+    V3(Arc<Nfs3>),
+    V4(Arc<Session>),
+}
+
+/// A server, over whichever version was agreed.
+pub struct Remote {
+    proto: Proto,
+    rsize: u32,
+    wsize: u32,
+}
+
+/// Transfer size within `channel` (less room for the COMPOUND around the
+/// data), a whole number of 4 KiB pages, at most 1 MiB.
+fn fit(server: Option<u64>, channel: u32) -> u32 {
+    let room = channel.saturating_sub(1024) as u64;
+    let n = server.unwrap_or(1 << 20).min(room) as u32;
+    (n & !4095).clamp(4096, 1 << 20)
+}
+
+impl Remote {
+    /// Over an NFSv4.1/4.2 session; asks the root's maxread and maxwrite.
+    pub async fn from_v4(s: Arc<Session>) -> Result<Remote> {
+        let root = s.lookup_path("/").await?;
+        let a = s
+            .attrs(&root, &[p4::FATTR4_MAXREAD, p4::FATTR4_MAXWRITE])
+            .await?;
+        let ch = s.fore_channel();
+        let (rsize, wsize) = (
+            fit(a.maxread, ch.ca_maxresponsesize),
+            fit(a.maxwrite, ch.ca_maxrequestsize),
+        );
+        Ok(Remote {
+            proto: Proto::V4(s),
+            rsize,
+            wsize,
+        })
+    }
+
+    /// Over an NFSv3 client (its FSINFO sizes).
+    pub fn from_v3(c: Arc<Nfs3>) -> Remote {
+        let (rsize, wsize) = (c.rsize() & !4095, c.wsize() & !4095);
+        Remote {
+            proto: Proto::V3(c),
+            rsize: rsize.max(4096),
+            wsize: wsize.max(4096),
+        }
+    }
+
+    /// The NFSv4 session, when that is the version.
+    pub fn v4(&self) -> Option<&Arc<Session>> {
+        match &self.proto {
+            Proto::V4(s) => Some(s),
+            Proto::V3(_) => None,
+        }
+    }
+
+    pub fn v3(&self) -> Option<&Arc<Nfs3>> {
+        match &self.proto {
+            Proto::V3(c) => Some(c),
+            Proto::V4(_) => None,
+        }
+    }
+
+    /// "3", "4.1" or "4.2".
+    pub fn version(&self) -> String {
+        match &self.proto {
+            Proto::V3(_) => "3".into(),
+            Proto::V4(s) => format!("4.{}", s.minorversion()),
+        }
+    }
+
+    pub fn rsize(&self) -> u32 {
+        self.rsize
+    }
+
+    pub fn wsize(&self) -> u32 {
+        self.wsize
+    }
+
+    /// Calls worth having in flight at once: the session's slots, or
+    /// for NFSv3 (no slot table) a fixed number.
+    pub fn max_inflight(&self) -> usize {
+        match &self.proto {
+            Proto::V4(s) => (s.fore_channel().ca_maxrequests as usize).max(1),
+            Proto::V3(_) => 64,
+        }
+    }
+
+    pub async fn lookup_path(&self, path: &str) -> Result<Fh> {
+        Ok(match &self.proto {
+            Proto::V4(s) => Fh(s.lookup_path(path).await?.0),
+            Proto::V3(c) => Fh(c.lookup_path(path).await?.data),
+        })
+    }
+
+    pub async fn lookup_path_attr(&self, path: &str) -> Result<(Fh, Attr)> {
+        match &self.proto {
+            Proto::V4(s) => {
+                let (fh, a) = s.lookup_path_attrs(path, V4_ATTRS).await?;
+                Ok((Fh(fh.0), Attr::from_v4(&a)))
+            }
+            Proto::V3(c) => {
+                let (fh, a) = c.lookup_path_attr(path).await?;
+                Ok((Fh(fh.data), Attr::from_v3(&a)))
+            }
+        }
+    }
+
+    pub async fn lookup(&self, dir: &Fh, name: &str) -> Result<Fh> {
+        Ok(match &self.proto {
+            Proto::V4(s) => Fh(s.lookup(&dir.v4(), name).await?.0),
+            Proto::V3(c) => Fh(c.lookup(&dir.v3(), name).await?.0.data),
+        })
+    }
+
+    pub async fn stat(&self, fh: &Fh) -> Result<Attr> {
+        Ok(match &self.proto {
+            Proto::V4(s) => Attr::from_v4(&s.attrs(&fh.v4(), V4_ATTRS).await?),
+            Proto::V3(c) => Attr::from_v3(&c.getattr(&fh.v3()).await?),
+        })
+    }
+
+    /// Every entry but "." and "..", with attributes (fetched one by one
+    /// when the listing had none: NFSv3 READDIR without PLUS).
+    pub async fn readdir(&self, dir: &Fh) -> Result<Vec<Entry>> {
+        match &self.proto {
+            Proto::V4(s) => Ok(s
+                .readdir_with(&dir.v4(), V4_ATTRS)
+                .await?
+                .into_iter()
+                .map(|e| Entry {
+                    name: e.name,
+                    attr: Attr::from_v4(&e.attrs),
+                    fh: None,
+                })
+                .collect()),
+            Proto::V3(c) => {
+                let d = dir.v3();
+                let mut out = vec![];
+                for e in c.readdir(&d).await? {
+                    let (fh, attrs) = match (e.fh, e.attrs) {
+                        (Some(fh), Some(a)) => (fh, a),
+                        (fh, _) => {
+                            let fh = match fh {
+                                Some(f) => f,
+                                None => c.lookup(&d, &e.name).await?.0,
+                            };
+                            let a = c.getattr(&fh).await?;
+                            (fh, a)
+                        }
+                    };
+                    out.push(Entry {
+                        name: e.name,
+                        attr: Attr::from_v3(&attrs),
+                        fh: Some(Fh(fh.data)),
+                    });
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// `len` bytes at `off` (fewer at the end of the file) and whether
+    /// the end was reached. NFSv4 reads with the anonymous stateid.
+    pub async fn read(&self, fh: &Fh, off: u64, len: u32) -> Result<(Bytes, bool)> {
+        match &self.proto {
+            Proto::V4(s) => {
+                let r = s.read(&ANON_STATEID, &fh.v4(), off, len).await?;
+                Ok((r.data, r.eof))
+            }
+            Proto::V3(c) => {
+                let r = c.read(&fh.v3(), off, len).await?;
+                Ok((r.data, r.eof))
+            }
+        }
+    }
+
+    /// Creates `dir/name` if missing (with `mode`) and opens it for
+    /// writing, truncated to nothing when `truncate`.
+    pub async fn open_write(
+        &self,
+        dir: &Fh,
+        name: &str,
+        mode: u32,
+        truncate: bool,
+    ) -> Result<OpenFile> {
+        let set = SetAttr {
+            mode: Some(mode),
+            size: truncate.then_some(0),
+            ..Default::default()
+        };
+        match &self.proto {
+            Proto::V4(s) => {
+                let how =
+                    p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+                let o = s
+                    .open_with(
+                        &s.open_owner(),
+                        &dir.v4(),
+                        name,
+                        how,
+                        p4::OPEN4_SHARE_ACCESS_BOTH,
+                        p4::OPEN4_SHARE_DENY_NONE,
+                    )
+                    .await?;
+                Ok(OpenFile {
+                    fh: Fh(o.fh.0),
+                    stateid: Some(o.stateid),
+                })
+            }
+            Proto::V3(c) => {
+                // UNCHECKED: an existing file is used, its mode kept and
+                // (size 0) truncated, as open(O_CREAT|O_TRUNC) does.
+                let fh = c
+                    .create(&dir.v3(), name, p3::Createhow3::UNCHECKED(set.v3()))
+                    .await?;
+                Ok(OpenFile {
+                    fh: Fh(fh.data),
+                    stateid: None,
+                })
+            }
+        }
+    }
+
+    /// CLOSE over NFSv4; nothing over NFSv3.
+    pub async fn close(&self, f: &OpenFile) -> Result<()> {
+        if let (Proto::V4(s), Some(sid)) = (&self.proto, &f.stateid) {
+            s.close(&f.fh.v4(), sid).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn write(
+        &self,
+        f: &OpenFile,
+        off: u64,
+        data: Bytes,
+        stable: Stable,
+    ) -> Result<Written> {
+        match &self.proto {
+            Proto::V4(s) => {
+                let how = match stable {
+                    Stable::Unstable => p4::StableHow4::UNSTABLE4,
+                    Stable::FileSync => p4::StableHow4::FILE_SYNC4,
+                };
+                let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+                let r = s.write(&sid, &f.fh.v4(), off, data, how).await?;
+                Ok(Written {
+                    count: r.count,
+                    unstable: r.committed == p4::StableHow4::UNSTABLE4,
+                    verf: r.writeverf,
+                })
+            }
+            Proto::V3(c) => {
+                let how = match stable {
+                    Stable::Unstable => p3::StableHow::UNSTABLE,
+                    Stable::FileSync => p3::StableHow::FILE_SYNC,
+                };
+                let r = c.write(&f.fh.v3(), off, data, how).await?;
+                Ok(Written {
+                    count: r.count,
+                    unstable: r.committed == p3::StableHow::UNSTABLE,
+                    verf: r.verf,
+                })
+            }
+        }
+    }
+
+    /// COMMIT of the whole file; the verifier to compare with the writes'.
+    pub async fn commit(&self, fh: &Fh) -> Result<[u8; 8]> {
+        Ok(match &self.proto {
+            Proto::V4(s) => s.commit(&fh.v4(), 0, 0).await?,
+            Proto::V3(c) => c.commit(&fh.v3(), 0, 0).await?,
+        })
+    }
+
+    pub async fn setattr(&self, fh: &Fh, set: &SetAttr) -> Result<()> {
+        match &self.proto {
+            Proto::V4(s) => {
+                s.setattr(&fh.v4(), &ANON_STATEID, &set.v4()).await?;
+            }
+            Proto::V3(c) => {
+                c.setattr(&fh.v3(), set.v3()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn mkdir(&self, dir: &Fh, name: &str, mode: u32) -> Result<Fh> {
+        Ok(match &self.proto {
+            Proto::V4(s) => Fh(s.mkdir(&dir.v4(), name, mode).await?.0),
+            Proto::V3(c) => Fh(c.mkdir(&dir.v3(), name, mode).await?.data),
+        })
+    }
+
+    /// Removes a non-directory.
+    pub async fn remove(&self, dir: &Fh, name: &str) -> Result<()> {
+        match &self.proto {
+            Proto::V4(s) => {
+                s.remove(&dir.v4(), name).await?;
+            }
+            Proto::V3(c) => c.remove(&dir.v3(), name).await?,
+        }
+        Ok(())
+    }
+
+    /// Removes an empty directory.
+    pub async fn rmdir(&self, dir: &Fh, name: &str) -> Result<()> {
+        match &self.proto {
+            Proto::V4(s) => {
+                s.remove(&dir.v4(), name).await?;
+            }
+            Proto::V3(c) => c.rmdir(&dir.v3(), name).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn rename(&self, from_dir: &Fh, from: &str, to_dir: &Fh, to: &str) -> Result<()> {
+        match &self.proto {
+            Proto::V4(s) => {
+                s.rename(&from_dir.v4(), from, &to_dir.v4(), to).await?;
+            }
+            Proto::V3(c) => c.rename(&from_dir.v3(), from, &to_dir.v3(), to).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn symlink(&self, dir: &Fh, name: &str, target: &str) -> Result<Fh> {
+        Ok(match &self.proto {
+            Proto::V4(s) => Fh(s.symlink(&dir.v4(), name, target).await?.0),
+            Proto::V3(c) => Fh(c.symlink(&dir.v3(), name, target).await?.data),
+        })
+    }
+
+    pub async fn readlink(&self, fh: &Fh) -> Result<String> {
+        let b = match &self.proto {
+            Proto::V4(s) => s.readlink(&fh.v4()).await?,
+            Proto::V3(c) => c.readlink(&fh.v3()).await?,
+        };
+        Ok(String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// A hard link: `dir/name` becomes another name of `fh`.
+    pub async fn link(&self, fh: &Fh, dir: &Fh, name: &str) -> Result<()> {
+        match &self.proto {
+            Proto::V4(s) => {
+                s.link(&fh.v4(), &dir.v4(), name).await?;
+            }
+            Proto::V3(c) => c.link(&fh.v3(), &dir.v3(), name).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn fsstat(&self, fh: &Fh) -> Result<FsStat> {
+        match &self.proto {
+            Proto::V4(s) => {
+                use p4::*;
+                let a = s
+                    .attrs(
+                        &fh.v4(),
+                        &[
+                            FATTR4_FILES_AVAIL,
+                            FATTR4_FILES_FREE,
+                            FATTR4_FILES_TOTAL,
+                            FATTR4_SPACE_AVAIL,
+                            FATTR4_SPACE_FREE,
+                            FATTR4_SPACE_TOTAL,
+                        ],
+                    )
+                    .await?;
+                Ok(FsStat {
+                    total: a.space_total.unwrap_or(0),
+                    free: a.space_free.unwrap_or(0),
+                    avail: a.space_avail.unwrap_or(0),
+                    files_total: a.files_total.unwrap_or(0),
+                    files_free: a.files_free.unwrap_or(0),
+                    files_avail: a.files_avail.unwrap_or(0),
+                })
+            }
+            Proto::V3(c) => {
+                let r = c.fsstat(&fh.v3()).await?;
+                Ok(FsStat {
+                    total: r.tbytes,
+                    free: r.fbytes,
+                    avail: r.abytes,
+                    files_total: r.tfiles,
+                    files_free: r.ffiles,
+                    files_avail: r.afiles,
+                })
+            }
+        }
+    }
+
+    /// Takes a byte-range lock on the file `path`, exclusive or shared.
+    /// With `wait`, a conflicting lock is waited out; without, Ok(None)
+    /// says someone else holds one. NFSv4: the file is opened (read for a
+    /// shared lock, read and write for an exclusive one) and stays open
+    /// until [`Remote::unlock`]. NFSv3: NLM4.
+    pub async fn lock(
+        &self,
+        fh: &Fh,
+        dir_and_name: (&Fh, &str),
+        range: Range,
+        exclusive: bool,
+        wait: bool,
+    ) -> Result<Option<HeldLock>> {
+        match &self.proto {
+            Proto::V3(c) => {
+                let owner = nfs3::LockOwner::this_process(&c.options().machine);
+                let r = nfs3::LockRange {
+                    offset: range.offset,
+                    len: range.len,
+                    exclusive,
+                };
+                if !c.nlm_lock(&fh.v3(), &owner, r, wait).await? {
+                    return Ok(None);
+                }
+                Ok(Some(HeldLock {
+                    fh: fh.clone(),
+                    range,
+                    exclusive,
+                    kind: HeldKind::V3(owner),
+                }))
+            }
+            Proto::V4(s) => {
+                let access = if exclusive {
+                    p4::OPEN4_SHARE_ACCESS_BOTH
+                } else {
+                    p4::OPEN4_SHARE_ACCESS_READ
+                };
+                let (dir, name) = dir_and_name;
+                let (open, ofh) = s.open(&dir.v4(), name, None, access).await?;
+                let owner = s.new_owner("lock");
+                // NFSv4 length: all ones means to the end.
+                let len = if range.len == 0 { u64::MAX } else { range.len };
+                // A denied LOCK leaves no lock state: each try introduces the
+                // owner again with the open stateid.
+                let locker = s.new_lock_owner(&open, &owner);
+                let mut pause = std::time::Duration::from_millis(50);
+                loop {
+                    let t = match (exclusive, wait) {
+                        (true, true) => p4::NfsLockType4::WRITEW_LT,
+                        (true, false) => p4::NfsLockType4::WRITE_LT,
+                        (false, true) => p4::NfsLockType4::READW_LT,
+                        (false, false) => p4::NfsLockType4::READ_LT,
+                    };
+                    let r = s.lock(&ofh, locker.clone(), t, range.offset, len).await;
+                    match r {
+                        Ok(Ok(lock)) => {
+                            return Ok(Some(HeldLock {
+                                fh: Fh(ofh.0),
+                                range,
+                                exclusive,
+                                kind: HeldKind::V4 { open, lock },
+                            }))
+                        }
+                        Ok(Err(_denied)) if wait => {}
+                        Ok(Err(_denied)) => {
+                            let _ = s.close(&ofh, &open).await;
+                            return Ok(None);
+                        }
+                        Err(e)
+                            if matches!(
+                                e.status(),
+                                Some(p4::Nfsstat4::NFS4ERR_GRACE | p4::Nfsstat4::NFS4ERR_DELAY)
+                            ) => {}
+                        Err(e) => {
+                            let _ = s.close(&ofh, &open).await;
+                            return Err(e.into());
+                        }
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    /// Releases a lock taken by [`Remote::lock`] (and over NFSv4 closes the file).
+    pub async fn unlock(&self, l: HeldLock) -> Result<()> {
+        match (&self.proto, l.kind) {
+            (Proto::V3(c), HeldKind::V3(owner)) => {
+                let r = nfs3::LockRange {
+                    offset: l.range.offset,
+                    len: l.range.len,
+                    exclusive: l.exclusive,
+                };
+                c.nlm_unlock(&l.fh.v3(), &owner, r).await?;
+            }
+            (Proto::V4(s), HeldKind::V4 { open, lock }) => {
+                let len = if l.range.len == 0 {
+                    u64::MAX
+                } else {
+                    l.range.len
+                };
+                let t = if l.exclusive {
+                    p4::NfsLockType4::WRITE_LT
+                } else {
+                    p4::NfsLockType4::READ_LT
+                };
+                let fh = l.fh.v4();
+                let r = s.locku(&fh, &lock, t, l.range.offset, len).await;
+                s.close(&fh, &open).await?;
+                r?;
+            }
+            _ => unreachable!("a lock is released over the version that took it"),
+        }
+        Ok(())
+    }
+
+    /// Ends the session (NFSv4 DESTROY_SESSION and friends) or the mounts
+    /// (NFSv3 UMNT). Failures change nothing for the caller.
+    pub async fn close_all(&self) {
+        match &self.proto {
+            Proto::V4(s) => {
+                let _ = s.destroy().await;
+            }
+            Proto::V3(c) => c.unmount_all().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_sizes_fit_the_channel() {
+        assert_eq!(fit(Some(1 << 20), (1 << 20) + (64 << 10)), 1 << 20);
+        assert_eq!(fit(Some(1 << 20), 256 << 10), (256 << 10) - 4096);
+        assert_eq!(fit(None, 1 << 20), (1 << 20) - 4096);
+    }
+}
