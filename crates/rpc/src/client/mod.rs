@@ -22,7 +22,10 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use xdr::{Decoder, Pack};
 
+pub mod channel;
 pub mod gss;
+
+pub use channel::{Channel, ChannelOptions, ConnectHook};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -36,6 +39,9 @@ pub enum ClientError {
     Rpc(ReplyStatus),
     #[error("RPCSEC_GSS: {0}")]
     Gss(String),
+    /// A soft call got no reply after its retries ([`Channel`]).
+    #[error("no reply from the server (timed out)")]
+    TimedOut,
 }
 
 type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
@@ -256,6 +262,12 @@ impl RpcClient {
             ReplyStatus::Success => Ok(d),
             other => Err(ClientError::Rpc(other)),
         }
+    }
+
+    /// Stops waiting for the reply to `xid` (its call is being resent
+    /// elsewhere, or abandoned).
+    pub fn forget(&self, xid: u32) {
+        self.pending.lock().unwrap().remove(&xid);
     }
 
     /// Whether the connection ended (the peer closed it or it broke):
