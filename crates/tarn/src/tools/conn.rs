@@ -96,7 +96,7 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
     };
     let mut last = None;
     for &minor in minors {
-        let conn = connect_any(&server, &addrs, &security).await?;
+        let conn = connect_any(&server, &addrs, &security, url).await?;
         let o = SessionOptions {
             minorversion: minor,
             // A tool lives for one command: a delegation would only have
@@ -105,7 +105,10 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
             ..SessionOptions::default()
         };
         match Session::establish(conn, &o).await {
-            Ok(s) => return Ok(s),
+            Ok(s) => {
+                s.bind_all().await;
+                return Ok(s);
+            }
             Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH) => {
                 last = Some(e);
             }
@@ -121,12 +124,32 @@ async fn connect_any(
     server: &str,
     addrs: &[std::net::SocketAddr],
     security: &Security,
+    url: &NfsUrl,
 ) -> Result<Nfs4Conn, String> {
     let mut last = String::new();
+    let t = url.transport;
+    let opts = rpc::client::ChannelOptions {
+        nconnect: t.nconnect as usize,
+        timeo: Duration::from_millis(t.timeo as u64 * 100),
+        retrans: t.retrans,
+        hard: t.hard,
+        server: url.host.clone(),
+        ..Default::default()
+    };
     for &addr in addrs {
+        // AUTH_SYS goes over a channel that reconnects and resends;
+        // Kerberos over one connection (its contexts are per connection).
+        let conn = async {
+            match security {
+                Security::Sys { uid, gid } => {
+                    Nfs4Conn::connect_channel(addr, *uid, *gid, opts.clone()).await
+                }
+                _ => security.connect(addr).await,
+            }
+        };
         // A host that drops SYNs would otherwise hold the tool for the
         // kernel's connect timeout (minutes).
-        match tokio::time::timeout(CONNECT_TIMEOUT, security.connect(addr)).await {
+        match tokio::time::timeout(CONNECT_TIMEOUT, conn).await {
             Err(_) => last = format!("no answer in {CONNECT_TIMEOUT:?}"),
             Ok(Err(Error::Rpc(rpc::client::ClientError::Io(e)))) => last = e.to_string(),
             // Connected but refused (Kerberos, RPC): no use trying another address.

@@ -456,7 +456,7 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
                 s: s.clone(),
                 fh,
                 stateid,
-                verfs: Mutex::new(vec![]),
+                verfs: Mutex::default(),
             }
         }
     };

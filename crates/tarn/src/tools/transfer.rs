@@ -5,10 +5,13 @@
 //! sizes (the server's maxread/maxwrite, capped by the session's request
 //! and reply sizes). Up to `depth` chunks are read ahead in order and up to
 //! `depth` written in any order, so several READs and WRITEs are on the
-//! wire at once on the session's slots. NFS writes are UNSTABLE and the
-//! file is COMMITted once at its end, in the COMPOUND that also sets its
-//! mode and times and closes it; a COMMIT whose verifier differs from a
-//! write's (the server restarted in between) fails the copy.
+//! wire at once on the session's slots. NFS writes are UNSTABLE; their
+//! data is kept ([`Unstable`]) until a COMMIT with the same write verifier
+//! says it is on stable storage, every [`COMMIT_EVERY`] bytes and at the
+//! end. A verifier that changed (the server restarted and lost what it had
+//! not committed) has the data written under the old one sent again, as a
+//! kernel client resends its dirty pages. The end's COMPOUND sets mode and
+//! times and closes the file.
 
 use super::conn::nfs_err;
 use super::progress::Progress;
@@ -17,6 +20,7 @@ use bytes::Bytes;
 use client::nfs4::{Session, ANON_STATEID};
 use futures::{StreamExt, TryStreamExt};
 use proto::nfs4::*;
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
@@ -29,6 +33,80 @@ pub const CHUNK: u32 = 1 << 20;
 /// wrote at 560-610 MB/s, 8 at 470 and 32 at 160, reads fell from 1000 to
 /// 400 MB/s between 1 and 32; a network's latency wants more than 1.
 pub const DEPTH: usize = 4;
+
+/// UNSTABLE bytes written before a COMMIT is sent (the data is held in
+/// memory until then).
+pub const COMMIT_EVERY: u64 = 64 << 20;
+
+/// Data written UNSTABLE and not yet known to be on stable storage.
+#[derive(Default)]
+pub struct Unstable {
+    /// The write verifier the data below was answered with.
+    verf: Option<Verifier4>,
+    /// Verifiers of server instances that are gone: data written under
+    /// them is lost.
+    stale: Vec<Verifier4>,
+    ranges: BTreeMap<u64, Bytes>,
+    bytes: u64,
+    committing: bool,
+    /// The verifier of a server-side COPY's unstable result: its data
+    /// cannot be sent again, so a change of verifier fails the copy.
+    copied: Option<Verifier4>,
+}
+
+impl Unstable {
+    /// Records `data` written at `off`, answered with `v`. Returns what
+    /// must be written again: `data` itself if `v` is of a server that is
+    /// gone, everything held so far if `v` is a new server's.
+    fn wrote(&mut self, off: u64, data: Bytes, v: Verifier4) -> Vec<(u64, Bytes)> {
+        if self.stale.contains(&v) {
+            return vec![(off, data)];
+        }
+        let mut again = vec![];
+        match self.verf {
+            Some(cur) if cur != v => {
+                self.stale.push(cur);
+                again = std::mem::take(&mut self.ranges).into_iter().collect();
+                self.bytes = 0;
+                self.verf = Some(v);
+            }
+            Some(_) => {}
+            None => self.verf = Some(v),
+        }
+        self.bytes += data.len() as u64;
+        if let Some(old) = self.ranges.insert(off, data) {
+            self.bytes -= old.len() as u64;
+        }
+        again
+    }
+
+    /// A COMMIT sent when `sent` (offsets) were held under `verf` was
+    /// answered `v`: returns what must be written again.
+    fn committed(
+        &mut self,
+        sent: &[u64],
+        verf: Option<Verifier4>,
+        v: Verifier4,
+    ) -> Vec<(u64, Bytes)> {
+        if verf == Some(v) {
+            for o in sent {
+                if let Some(d) = self.ranges.remove(o) {
+                    self.bytes -= d.len() as u64;
+                }
+            }
+            return vec![];
+        }
+        match self.verf {
+            Some(cur) if cur != v => {
+                self.stale.push(cur);
+                self.verf = Some(v);
+                self.bytes = 0;
+                std::mem::take(&mut self.ranges).into_iter().collect()
+            }
+            _ => vec![],
+        }
+    }
+}
 
 /// A transfer size: the server's limit, within what the session's
 /// requests and replies hold (less room for the COMPOUND around the data),
@@ -57,7 +135,7 @@ pub enum Writer {
         s: Arc<Session>,
         fh: NfsFh4,
         stateid: Stateid4,
-        verfs: Mutex<Vec<Verifier4>>,
+        verfs: Mutex<Unstable>,
     },
 }
 
@@ -119,37 +197,100 @@ impl Writer {
                     .expect("write task")
                     .map_err(|e| client::nfs4::Error::Protocol(format!("local write: {e}")))
             }
-            Writer::Nfs {
-                s,
-                fh,
-                stateid,
-                verfs,
-            } => {
-                let mut at = 0usize;
-                while at < data.len() {
-                    let r = s
-                        .write(
-                            stateid,
-                            fh,
-                            off + at as u64,
-                            data.slice(at..),
-                            StableHow4::UNSTABLE4,
-                        )
-                        .await?;
-                    if r.count == 0 {
-                        return Err(client::nfs4::Error::Protocol("WRITE wrote nothing".into()));
-                    }
-                    at += r.count as usize;
-                    if r.committed == StableHow4::UNSTABLE4 {
-                        let mut v = verfs.lock().unwrap();
-                        if !v.contains(&r.writeverf) {
-                            v.push(r.writeverf);
-                        }
-                    }
-                }
-                Ok(())
+            Writer::Nfs { .. } => {
+                self.write_nfs(off, data).await?;
+                self.commit(false).await
             }
         }
+    }
+
+    /// WRITEs `data` at `off` UNSTABLE, and again whatever a new write
+    /// verifier says the server lost.
+    async fn write_nfs(&self, off: u64, data: Bytes) -> client::nfs4::Result<()> {
+        let Writer::Nfs {
+            s,
+            fh,
+            stateid,
+            verfs,
+        } = self
+        else {
+            return Ok(());
+        };
+        let mut todo = vec![(off, data)];
+        while let Some((off, data)) = todo.pop() {
+            let mut at = 0usize;
+            while at < data.len() {
+                let r = s
+                    .write(
+                        stateid,
+                        fh,
+                        off + at as u64,
+                        data.slice(at..),
+                        StableHow4::UNSTABLE4,
+                    )
+                    .await?;
+                if r.count == 0 {
+                    return Err(client::nfs4::Error::Protocol("WRITE wrote nothing".into()));
+                }
+                let piece = data.slice(at..at + r.count as usize);
+                if r.committed == StableHow4::UNSTABLE4 {
+                    let again = verfs
+                        .lock()
+                        .unwrap()
+                        .wrote(off + at as u64, piece, r.writeverf);
+                    todo.extend(again);
+                }
+                at += r.count as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// COMMITs what is held (`all`, or once [`COMMIT_EVERY`] bytes are) and
+    /// writes again what a changed verifier says was lost, until a COMMIT
+    /// confirms the verifier of everything held (`all`).
+    pub async fn commit(&self, all: bool) -> client::nfs4::Result<()> {
+        let Writer::Nfs { s, fh, verfs, .. } = self else {
+            return Ok(());
+        };
+        for _ in 0..10 {
+            let (sent, verf) = {
+                let mut u = verfs.lock().unwrap();
+                let due = if all {
+                    !u.ranges.is_empty() || u.copied.is_some()
+                } else {
+                    u.bytes >= COMMIT_EVERY && !u.committing
+                };
+                if !due {
+                    return Ok(());
+                }
+                u.committing = true;
+                (u.ranges.keys().copied().collect::<Vec<_>>(), u.verf)
+            };
+            let v = s.commit(fh, 0, 0).await;
+            let again = {
+                let mut u = verfs.lock().unwrap();
+                u.committing = false;
+                let v = v?;
+                if u.copied.is_some_and(|c| c != v) {
+                    return Err(client::nfs4::Error::Protocol(
+                        "the server restarted before the server-side copy was committed; copy again"
+                            .into(),
+                    ));
+                }
+                u.copied = None;
+                u.committed(&sent, verf, v)
+            };
+            for (o, d) in again {
+                Box::pin(self.write_nfs(o, d)).await?;
+            }
+            if !all {
+                return Ok(());
+            }
+        }
+        Err(client::nfs4::Error::Protocol(
+            "the server keeps restarting: data not committed".into(),
+        ))
     }
 }
 
@@ -283,10 +424,7 @@ pub async fn server_copy(
             break; // the source got shorter
         }
         if r.wr_committed == StableHow4::UNSTABLE4 {
-            let mut v = verfs.lock().unwrap();
-            if !v.contains(&r.wr_writeverf) {
-                v.push(r.wr_writeverf);
-            }
+            verfs.lock().unwrap().copied = Some(r.wr_writeverf);
         }
         at += r.wr_count;
         progress.add_bytes(r.wr_count);
@@ -294,8 +432,8 @@ pub async fn server_copy(
     Ok(true)
 }
 
-/// COMMIT (when writes were UNSTABLE), mode and mtime, and CLOSE in one
-/// COMPOUND; a COMMIT verifier other than the writes' fails the copy.
+/// COMMIT until the writes' verifier holds (see [`Writer::commit`]), then
+/// mode and mtime and CLOSE in one COMPOUND.
 /// After a failed transfer, or a COMPOUND that stopped early, a CLOSE
 /// alone, so no open state is left behind.
 pub async fn finish(
@@ -305,58 +443,59 @@ pub async fn finish(
     mtime: &Nfstime4,
     dst: &dyn Display,
 ) -> Result<(), String> {
-    let Writer::Nfs {
-        s,
-        fh,
-        stateid,
-        verfs,
-    } = w
-    else {
+    let Writer::Nfs { s, fh, stateid, .. } = w else {
         return Ok(());
     };
     if !ok {
         s.close(fh, stateid).await.map_err(|e| nfs_err(dst, e))?;
         return Ok(());
     }
-    let verfs = verfs.lock().unwrap().clone();
-    let mut ops = vec![NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })];
-    if !verfs.is_empty() {
-        ops.push(NfsArgop4::OP_COMMIT(Commit4args {
-            offset: 0,
-            count: 0,
-        }));
+    if let Err(e) = w.commit(true).await {
+        let _ = s.close(fh, stateid).await;
+        return Err(nfs_err(dst, e));
     }
-    ops.push(super::small::keep_mode_and_times(
-        stateid.clone(),
-        mode,
-        mtime,
-    ));
-    ops.push(NfsArgop4::OP_CLOSE(Close4args {
-        seqid: 0,
-        open_stateid: stateid.clone(),
-    }));
-    let res = match s.call(ops).await {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = s.close(fh, stateid).await;
-            return Err(nfs_err(dst, e));
-        }
-    };
-    let committed = res.iter().find_map(|r| match r {
-        NfsResop4::OP_COMMIT(Commit4res::NFS4_OK(ok)) => Some(ok.writeverf),
-        _ => None,
-    });
-    match committed {
-        Some(v) if verfs.iter().any(|w| *w != v) => Err(format!(
-            "{dst}: the server restarted before the data was committed; copy again"
-        )),
-        _ => Ok(()),
+    let ops = vec![
+        NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() }),
+        super::small::keep_mode_and_times(stateid.clone(), mode, mtime),
+        NfsArgop4::OP_CLOSE(Close4args {
+            seqid: 0,
+            open_stateid: stateid.clone(),
+        }),
+    ];
+    if let Err(e) = s.call(ops).await {
+        let _ = s.close(fh, stateid).await;
+        return Err(nfs_err(dst, e));
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn b(n: u8) -> Bytes {
+        Bytes::from(vec![n; 4])
+    }
+
+    #[test]
+    fn a_new_write_verifier_has_the_data_held_written_again() {
+        let mut u = Unstable::default();
+        assert!(u.wrote(0, b(1), [1; 8]).is_empty());
+        assert!(u.wrote(4, b(2), [1; 8]).is_empty());
+        // The server restarted: what it held under [1] is gone.
+        let again = u.wrote(8, b(3), [2; 8]);
+        assert_eq!(again, vec![(0, b(1)), (4, b(2))]);
+        assert_eq!(u.bytes, 4);
+        // A late answer from the old server: that write is lost too.
+        assert_eq!(u.wrote(12, b(4), [1; 8]), vec![(12, b(4))]);
+        // A COMMIT under the verifier of what was sent releases it.
+        assert!(u.committed(&[8], Some([2; 8]), [2; 8]).is_empty());
+        assert!(u.ranges.is_empty() && u.bytes == 0);
+        u.wrote(0, b(1), [2; 8]);
+        // A COMMIT answered by yet another server: all of it again.
+        assert_eq!(u.committed(&[0], Some([2; 8]), [3; 8]), vec![(0, b(1))]);
+        assert_eq!(u.verf, Some([3; 8]));
+    }
 
     #[test]
     fn io_sizes_fit_the_channel_and_are_whole_pages() {
