@@ -278,6 +278,35 @@ fn session_lost(res: &Compound4res) -> bool {
     )
 }
 
+/// Whether a COMPOUND changes state in a way that must not happen twice:
+/// its reply is asked to be cached (sa_cachethis), so that a retransmission
+/// after a lost reply is answered from the slot, not run again (RFC 8881
+/// §2.10.6.1.3). Others are simply sent anew if the server kept no reply.
+fn cache_reply(ops: &[NfsArgop4]) -> bool {
+    ops.iter().any(|op| {
+        matches!(
+            op,
+            NfsArgop4::OP_OPEN(_)
+                | NfsArgop4::OP_CLOSE(_)
+                | NfsArgop4::OP_OPEN_DOWNGRADE(_)
+                | NfsArgop4::OP_LOCK(_)
+                | NfsArgop4::OP_LOCKU(_)
+                | NfsArgop4::OP_CREATE(_)
+                | NfsArgop4::OP_REMOVE(_)
+                | NfsArgop4::OP_RENAME(_)
+                | NfsArgop4::OP_LINK(_)
+                | NfsArgop4::OP_SETATTR(_)
+                | NfsArgop4::OP_DELEGRETURN(_)
+                | NfsArgop4::OP_FREE_STATEID(_)
+                | NfsArgop4::OP_RECLAIM_COMPLETE(_)
+                | NfsArgop4::OP_COPY(_)
+                | NfsArgop4::OP_CLONE(_)
+                | NfsArgop4::OP_ALLOCATE(_)
+                | NfsArgop4::OP_DEALLOCATE(_)
+        )
+    })
+}
+
 /// How long NFS4ERR_GRACE is retried: a grace period lasts 90 s by
 /// default, and a server in it answers only reclaims.
 const GRACE_RETRY_FOR: Duration = Duration::from_secs(300);
@@ -567,6 +596,7 @@ impl Fore {
         };
         args.argarray.push(NfsArgop4::OP_ILLEGAL); // SEQUENCE goes here
         args.argarray.extend(ops);
+        let cachethis = cache_reply(&args.argarray[1..]);
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
         loop {
@@ -579,7 +609,7 @@ impl Fore {
                 continue;
             }
             let epoch = slot.epoch;
-            args.argarray[0] = slot.sequence(false);
+            args.argarray[0] = slot.sequence(cachethis);
             if !recovery {
                 self.book.lock().unwrap().rewrite(&mut args.argarray[1..]);
             }
@@ -592,6 +622,16 @@ impl Fore {
                     return Err(e);
                 }
             };
+            if let Some(NfsResop4::OP_SEQUENCE(Sequence4res::Default(
+                Nfsstat4::NFS4ERR_RETRY_UNCACHED_REP,
+            ))) = res.resarray.first()
+            {
+                // A retransmission of a request the server ran and kept no
+                // reply for (we did not ask it to): the slot holds it, and
+                // an idempotent request is simply sent again as a new one.
+                slot.release(Outcome::Processed);
+                continue;
+            }
             slot.finish(&res);
             if !recovery && session_lost(&res) {
                 // Boxed: a recovery's own calls come back through here.

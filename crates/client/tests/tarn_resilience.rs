@@ -1,0 +1,210 @@
+//! A session over a reconnecting channel against a real `tarn serve`,
+//! through an in-test TCP proxy that can cut a connection at a chosen
+//! moment and can be pointed at a restarted server:
+//!
+//! - a reply lost with its connection: the COMPOUND is sent again on a
+//!   new connection, bound to the session first, and the server answers
+//!   it from its slot (a REMOVE is not run twice);
+//! - a server killed and started again: the session is made anew, the open
+//!   file and its lock are reclaimed, and the stateids the caller holds
+//!   keep working.
+//!
+//!   cargo build -p tarn && cargo test -p client --test tarn_resilience
+
+mod harness;
+use client::nfs4::*;
+use harness::*;
+use proto::nfs4::*;
+use rpc::client::ChannelOptions;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Forwards connections to `target`; with `cut` set, the next bytes the
+/// server sends are dropped with both connections.
+struct Proxy {
+    addr: SocketAddr,
+    target: Arc<Mutex<SocketAddr>>,
+    cut: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+}
+
+async fn proxy(target: SocketAddr) -> Proxy {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let p = Proxy {
+        addr: l.local_addr().unwrap(),
+        target: Arc::new(Mutex::new(target)),
+        cut: Arc::default(),
+        accepted: Arc::default(),
+    };
+    let (target, cut, accepted) = (p.target.clone(), p.cut.clone(), p.accepted.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut c, _) = l.accept().await.unwrap();
+            accepted.fetch_add(1, Ordering::SeqCst);
+            let to = *target.lock().unwrap();
+            let cut = cut.clone();
+            tokio::spawn(async move {
+                // Nobody there (the server is restarting): the client
+                // sees its connection closed and tries again later.
+                let Ok(mut s) = TcpStream::connect(to).await else {
+                    return;
+                };
+                let (mut b1, mut b2) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+                loop {
+                    tokio::select! {
+                        n = c.read(&mut b1) => match n {
+                            Ok(n) if n > 0 => if s.write_all(&b1[..n]).await.is_err() { return },
+                            _ => return,
+                        },
+                        n = s.read(&mut b2) => match n {
+                            Ok(n) if n > 0 => {
+                                if cut.swap(false, Ordering::SeqCst) {
+                                    return; // both connections close
+                                }
+                                if c.write_all(&b2[..n]).await.is_err() { return }
+                            }
+                            _ => return,
+                        },
+                    }
+                }
+            });
+        }
+    });
+    p
+}
+
+async fn channel_session(addr: SocketAddr) -> Arc<Session> {
+    let opts = ChannelOptions {
+        timeo: Duration::from_secs(10),
+        min_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let conn = Nfs4Conn::connect_channel(addr, UID, GID, opts)
+        .await
+        .expect("connect");
+    let o = SessionOptions {
+        callbacks: false,
+        ..SessionOptions::default()
+    };
+    Arc::new(Session::establish(conn, &o).await.expect("session"))
+}
+
+async fn root(s: &Session) -> NfsFh4 {
+    s.lookup_path("/").await.unwrap()
+}
+
+#[test]
+fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let p = proxy(t.addr).await;
+        let s = channel_session(p.addr).await;
+        let dir = root(&s).await;
+        let (sid, fh) = s
+            .open(&dir, "gone", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
+            .await
+            .unwrap();
+        s.close(&fh, &sid).await.unwrap();
+
+        // The REMOVE runs, its reply is lost with the connection.
+        p.cut.store(true, Ordering::SeqCst);
+        s.remove(&dir, "gone")
+            .await
+            .expect("REMOVE answered from the slot");
+        assert!(!t.export.join("gone").exists());
+        let ch = s.conn().channel().unwrap();
+        assert_eq!(ch.reconnects(), 1);
+        assert_eq!(ch.retransmits(), 1);
+        assert_eq!(p.accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(s.recoveries(), 0, "the same session");
+        // And a REMOVE of what is gone says so: the cache answered once.
+        assert_eq!(err(s.remove(&dir, "gone").await), Nfsstat4::NFS4ERR_NOENT);
+    });
+}
+
+#[test]
+fn open_and_lock_are_reclaimed_after_a_server_restart() {
+    let mut t = Tarn::start(&["--grace", "10"]);
+    // One runtime for the whole test: the proxy and the session live in it.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let p = rt.block_on(proxy(t.addr));
+    let s = rt.block_on(channel_session(p.addr));
+    let (dir, sid, fh, lsid) = rt.block_on(async {
+        let dir = root(&s).await;
+        let (sid, fh) = s
+            .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        s.write(
+            &sid,
+            &fh,
+            0,
+            bytes::Bytes::from_static(b"before"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .unwrap();
+        let owner = s.new_owner("lock");
+        let locker = s.new_lock_owner(&sid, &owner);
+        let lsid = s
+            .lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
+            .await
+            .unwrap()
+            .expect("lock granted");
+        (dir, sid, fh, lsid)
+    });
+    assert_eq!(s.state_book().opens.len(), 1);
+    assert_eq!(s.state_book().locks.len(), 1);
+
+    t.restart(&["--grace", "10"]);
+    *p.target.lock().unwrap() = t.addr;
+    rt.block_on(async {
+        // The caller's stateid still works: the session recovers first.
+        s.write(
+            &sid,
+            &fh,
+            6,
+            bytes::Bytes::from_static(b" after"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .expect("WRITE after the restart");
+        assert_eq!(s.recoveries(), 1);
+        assert_ne!(s.state_book().opens[0].stateid.other, sid.other);
+
+        // Another client finds the lock held (reclaimed, not lost).
+        let other = session(t.addr).await;
+        let (osid, ofh) = other
+            .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        let oowner = other.new_owner("lock");
+        let locker = other.new_lock_owner(&osid, &oowner);
+        let r = other
+            .lock(&ofh, locker, NfsLockType4::WRITE_LT, 0, 10)
+            .await
+            .unwrap();
+        assert!(r.is_err(), "the lock was reclaimed: {r:?}");
+        other.close(&ofh, &osid).await.unwrap();
+
+        s.locku(&fh, &lsid, NfsLockType4::WRITE_LT, 0, 100)
+            .await
+            .expect("LOCKU with the old lock stateid");
+        s.close(&fh, &sid)
+            .await
+            .expect("CLOSE with the old stateid");
+    });
+    assert_eq!(
+        std::fs::read(t.export.join("kept")).unwrap(),
+        b"before after"
+    );
+}
