@@ -208,3 +208,49 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
         b"before after"
     );
 }
+
+#[test]
+fn a_krb5i_call_resent_after_a_lost_reply_carries_a_new_gss_sequence_number() {
+    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit("resend", "10m");
+    kdc.activate(&cc);
+    let kt = kdc.keytab.display().to_string();
+    let t = Tarn::start(&["--sec", "krb5i", "--keytab", &kt]);
+    run(async {
+        let p = proxy(t.addr).await;
+        let opts = ChannelOptions {
+            min_backoff: Duration::from_millis(20),
+            ..Default::default()
+        };
+        let conn = Nfs4Conn::connect_gss_channel(
+            p.addr,
+            GssService::Integrity,
+            "nfs@localhost",
+            RenewPolicy::default(),
+            opts,
+        )
+        .await
+        .expect("connect");
+        let o = SessionOptions {
+            callbacks: false,
+            ..SessionOptions::default()
+        };
+        let s = Session::establish(conn, &o).await.expect("session");
+        let dir = root(&s).await;
+        let (sid, fh) = s
+            .open(&dir, "gone", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
+            .await
+            .unwrap();
+        s.close(&fh, &sid).await.unwrap();
+        p.cut.store(true, Ordering::SeqCst);
+        // The server would drop a sequence number it has seen: the resent
+        // call is answered only because it carries a new one.
+        s.remove(&dir, "gone")
+            .await
+            .expect("REMOVE resent under krb5i");
+        let ch = s.conn().channel().unwrap();
+        assert_eq!((ch.reconnects(), ch.retransmits()), (1, 1));
+        assert_eq!(err(s.remove(&dir, "gone").await), Nfsstat4::NFS4ERR_NOENT);
+    });
+}

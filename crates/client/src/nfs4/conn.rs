@@ -83,6 +83,28 @@ impl Nfs4Conn {
         })
     }
 
+    /// [`Nfs4Conn::connect_gss`] over a reconnecting [`Channel`]: a
+    /// retransmission carries a new RPCSEC_GSS sequence number.
+    pub async fn connect_gss_channel(
+        addr: SocketAddr,
+        service: GssService,
+        target: &str,
+        policy: RenewPolicy,
+        opts: ChannelOptions,
+    ) -> Result<Self> {
+        let ch = Channel::connect(addr, auth_none(), opts).await?;
+        let callbacks = Arc::new(CbService::default());
+        ch.set_call_handler(callbacks.clone());
+        let gss =
+            GssSec::establish_channel(ch.clone(), NFS4_PROGRAM, NFS_V4, service, target, policy)
+                .await?;
+        Ok(Nfs4Conn {
+            transport: Transport::Channel(ch),
+            callbacks,
+            gss: Some(gss),
+        })
+    }
+
     /// Wraps an RPC client that is already connected (any credential).
     pub fn from_rpc(rpc: RpcClient) -> Self {
         Nfs4Conn::from_shared(Arc::new(rpc))

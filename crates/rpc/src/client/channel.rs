@@ -266,6 +266,12 @@ impl Channel {
             .map(|(_, c)| c.local_addr())
     }
 
+    /// An open connection (made now if none is): for calls that must go
+    /// on one connection, such as RPCSEC_GSS context creation.
+    pub async fn any_connection(&self) -> Arc<RpcClient> {
+        self.conn(self.pick()).await
+    }
+
     /// The least-loaded connection, round-robin among equals.
     fn pick(&self) -> usize {
         let n = self.inner.slots.len();
@@ -356,13 +362,21 @@ impl Channel {
                 sent += 1;
                 let slot = &self.inner.slots[i];
                 let _load = Load::new(&slot.load);
-                let fut = match conn.write_record(xid, &rec).await {
-                    Ok(f) => f,
-                    Err(_) => {
-                        self.invalidate(i, &conn).await;
-                        continue;
-                    }
-                };
+                // A server that stops reading blocks the write: bounded too.
+                let fut =
+                    match tokio::time::timeout_at(deadline, conn.write_record(xid, &rec)).await {
+                        Ok(Ok(f)) => f,
+                        Ok(Err(_)) => {
+                            self.invalidate(i, &conn).await;
+                            continue;
+                        }
+                        Err(_) => {
+                            // Cut mid-record: the connection is unusable.
+                            conn.close();
+                            self.invalidate(i, &conn).await;
+                            break None;
+                        }
+                    };
                 match tokio::time::timeout_at(deadline, fut).await {
                     Ok(Ok(rep)) => {
                         slot.answered.store(true, Ordering::Relaxed);

@@ -270,6 +270,19 @@ impl RpcClient {
         self.pending.lock().unwrap().remove(&xid);
     }
 
+    /// Ends the connection: every waiting caller gets Closed. (After a
+    /// write that was cut short the byte stream cannot be trusted.)
+    pub fn close(&self) {
+        self.reader.abort();
+        self.pending.lock().unwrap().clear();
+        let wr = self.wr.clone();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(async move {
+                let _ = wr.lock().await.shutdown().await;
+            });
+        }
+    }
+
     /// Whether the connection ended (the peer closed it or it broke):
     /// calls on it can only fail.
     pub fn is_closed(&self) -> bool {

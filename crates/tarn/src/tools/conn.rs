@@ -137,14 +137,20 @@ async fn connect_any(
         ..Default::default()
     };
     for &addr in addrs {
-        // AUTH_SYS goes over a channel that reconnects and resends;
-        // Kerberos over one connection (its contexts are per connection).
+        // Over a channel that reconnects and resends.
         let conn = async {
             match security {
                 Security::Sys { uid, gid } => {
                     Nfs4Conn::connect_channel(addr, *uid, *gid, opts.clone()).await
                 }
-                _ => security.connect(addr).await,
+                Security::Krb5 {
+                    service,
+                    target,
+                    renew,
+                } => {
+                    Nfs4Conn::connect_gss_channel(addr, *service, target, *renew, opts.clone())
+                        .await
+                }
             }
         };
         // A host that drops SYNs would otherwise hold the tool for the
