@@ -85,6 +85,11 @@ pub struct SessionOptions {
     pub max_ops: u32,
     /// How long `call` keeps retrying a COMPOUND answered NFS4ERR_DELAY.
     pub delay_retry_for: Duration,
+    /// How long `call` keeps retrying a COMPOUND answered NFS4ERR_GRACE
+    /// (the server restarted and takes only reclaims for a while). 0: the
+    /// caller sees GRACE, as protocol tests want; a session that has
+    /// itself recovered from a restart retries for at least 5 minutes.
+    pub grace_retry_for: Duration,
     /// Ask for a back channel on the session's connection
     /// (CREATE_SESSION4_FLAG_CONN_BACK_CHAN): the server can then grant
     /// delegations and recall them. Off, the client gets none.
@@ -115,6 +120,7 @@ impl Default for SessionOptions {
             max_response: (1 << 20) + (64 << 10),
             max_ops: 16,
             delay_retry_for: Duration::from_secs(60),
+            grace_retry_for: Duration::ZERO,
             callbacks: true,
             cb_program: 0x4000_0000,
             cb_slots: 4,
@@ -259,6 +265,8 @@ pub(crate) struct Fore {
     /// Held by a recovery; `in_recovery` tells calls to wait for it.
     recovering: tokio::sync::Mutex<()>,
     in_recovery: AtomicBool,
+    /// DESTROY_SESSION was sent: a lost session is not made anew.
+    destroyed: AtomicBool,
     /// `csa_sequence` for the next CREATE_SESSION of a confirmed client ID.
     cs_sequence: AtomicU32,
     delegs: Arc<DelegTable>,
@@ -307,8 +315,9 @@ fn cache_reply(ops: &[NfsArgop4]) -> bool {
     })
 }
 
-/// How long NFS4ERR_GRACE is retried: a grace period lasts 90 s by
-/// default, and a server in it answers only reclaims.
+/// How long a session that recovered from a restart retries
+/// NFS4ERR_GRACE: a grace period lasts 90 s by default, and a server in it
+/// answers only reclaims.
 const GRACE_RETRY_FOR: Duration = Duration::from_secs(300);
 
 pub struct Session {
@@ -368,6 +377,7 @@ impl Session {
             book: Mutex::new(StateBook::default()),
             recovering: tokio::sync::Mutex::new(()),
             in_recovery: AtomicBool::new(false),
+            destroyed: AtomicBool::new(false),
             cs_sequence: AtomicU32::new(cs.csr_sequence.wrapping_add(1)),
             delegs: delegs.clone(),
             me: OnceLock::new(),
@@ -524,6 +534,7 @@ impl Session {
         for d in self.delegs.take_all() {
             self.fore.return_delegation(&d).await?;
         }
+        self.fore.destroyed.store(true, Ordering::SeqCst);
         let ds = DestroySession4args {
             dsa_sessionid: self.sessionid(),
         };
@@ -633,7 +644,7 @@ impl Fore {
                 continue;
             }
             slot.finish(&res);
-            if !recovery && session_lost(&res) {
+            if !recovery && session_lost(&res) && !self.destroyed.load(Ordering::SeqCst) {
                 // Boxed: a recovery's own calls come back through here.
                 Box::pin(self.recover(epoch)).await?;
                 continue;
@@ -646,7 +657,10 @@ impl Fore {
             }
             let limit = match res.status {
                 Nfsstat4::NFS4ERR_DELAY => self.delay_retry_for,
-                Nfsstat4::NFS4ERR_GRACE => GRACE_RETRY_FOR.max(self.delay_retry_for),
+                Nfsstat4::NFS4ERR_GRACE if self.epoch.load(Ordering::SeqCst) > 0 => {
+                    GRACE_RETRY_FOR.max(self.opts.grace_retry_for)
+                }
+                Nfsstat4::NFS4ERR_GRACE => self.opts.grace_retry_for,
                 _ => return Ok(res),
             };
             if start.elapsed() >= limit {

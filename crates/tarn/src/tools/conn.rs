@@ -102,6 +102,9 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
             // A tool lives for one command: a delegation would only have
             // to be returned at exit, and a back channel kept served.
             callbacks: false,
+            // A server in its grace period after a restart: wait, as a
+            // mount would.
+            grace_retry_for: Duration::from_secs(300),
             ..SessionOptions::default()
         };
         match Session::establish(conn, &o).await {
