@@ -78,7 +78,12 @@ async fn proxy(target: SocketAddr) -> Proxy {
 }
 
 async fn channel_session(addr: SocketAddr) -> Arc<Session> {
+    channel_session_with(addr, 1, false).await
+}
+
+async fn channel_session_with(addr: SocketAddr, nconnect: usize, callbacks: bool) -> Arc<Session> {
     let opts = ChannelOptions {
+        nconnect,
         timeo: Duration::from_secs(10),
         min_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(200),
@@ -88,7 +93,7 @@ async fn channel_session(addr: SocketAddr) -> Arc<Session> {
         .await
         .expect("connect");
     let o = SessionOptions {
-        callbacks: false,
+        callbacks,
         ..SessionOptions::default()
     };
     Arc::new(Session::establish(conn, &o).await.expect("session"))
@@ -125,6 +130,88 @@ fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
         // And a REMOVE of what is gone says so: the cache answered once.
         assert_eq!(err(s.remove(&dir, "gone").await), Nfsstat4::NFS4ERR_NOENT);
     });
+}
+
+#[test]
+fn a_recall_reaches_the_client_over_a_replaced_connection() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let p = proxy(t.addr).await;
+        let a = channel_session_with(p.addr, 1, true).await;
+        assert!(a.back_channel().is_some());
+        let dir = root(&a).await;
+        let (sid, fh) = a
+            .open(&dir, "f", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
+            .await
+            .unwrap();
+        a.close(&fh, &sid).await.unwrap();
+        // The connection carrying both channels goes; its replacement is
+        // bound to the session for both.
+        p.cut.store(true, Ordering::SeqCst);
+        a.lookup_path("/f").await.unwrap();
+        assert_eq!(a.conn().channel().unwrap().reconnects(), 1);
+
+        let (sid, fh) = a
+            .open(&dir, "f", None, OPEN4_SHARE_ACCESS_READ)
+            .await
+            .unwrap();
+        assert!(a.delegations().get(&fh).is_some(), "a read delegation");
+        let b = session(t.addr).await;
+        let t0 = std::time::Instant::now();
+        let (bsid, bfh) = b
+            .open(&dir, "f", None, OPEN4_SHARE_ACCESS_WRITE)
+            .await
+            .expect("B's OPEN once A returned the delegation");
+        assert_eq!(a.delegations().recalls_received(), 1, "CB_RECALL reached A");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "returned, not revoked"
+        );
+        b.close(&bfh, &bsid).await.unwrap();
+        a.close(&fh, &sid).await.unwrap();
+    });
+}
+
+#[test]
+fn nconnect_spreads_a_session_over_its_connections() {
+    let t = Tarn::start(&[]);
+    run(async {
+        let p = proxy(t.addr).await;
+        let s = channel_session_with(p.addr, 4, false).await;
+        assert_eq!(p.accepted.load(Ordering::SeqCst), 4);
+        let dir = root(&s).await;
+        let (sid, fh) = s
+            .open(&dir, "f", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        let data = bytes::Bytes::from(vec![7u8; 1 << 20]);
+        let mut writes = tokio::task::JoinSet::new();
+        for i in 0..16u64 {
+            let (s, sid, fh, data) = (s.clone(), sid.clone(), fh.clone(), data.clone());
+            writes.spawn(async move {
+                s.write(&sid, &fh, i << 20, data, StableHow4::UNSTABLE4)
+                    .await
+                    .unwrap();
+            });
+        }
+        writes.join_all().await;
+        // One connection lost: the others go on, it is replaced.
+        p.cut.store(true, Ordering::SeqCst);
+        let mut reads = tokio::task::JoinSet::new();
+        for i in 0..16u64 {
+            let (s, sid, fh) = (s.clone(), sid.clone(), fh.clone());
+            reads.spawn(async move { s.read(&sid, &fh, i << 20, 1 << 20).await.unwrap().data });
+        }
+        for d in reads.join_all().await {
+            assert_eq!(d, data);
+        }
+        assert_eq!(p.accepted.load(Ordering::SeqCst), 5);
+        s.close(&fh, &sid).await.unwrap();
+    });
+    assert_eq!(
+        std::fs::metadata(t.export.join("f")).unwrap().len(),
+        16 << 20
+    );
 }
 
 #[test]

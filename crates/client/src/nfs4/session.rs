@@ -342,6 +342,7 @@ impl Session {
         let ex = exchange_id(&conn, o).await?;
         let cs = create_session(&conn, ex.eir_clientid, ex.eir_sequenceid, o).await?;
         let s = Session::from_parts(conn, o, ex.eir_clientid, &cs);
+        s.bind_all().await;
         let args = ReclaimComplete4args { rca_one_fs: false };
         match s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(args)]).await {
             Ok(_) => {}
@@ -435,9 +436,15 @@ impl Session {
     }
     /// Binds every connection of the session's channel to the session
     /// (with nconnect > 1, all but the one that made the session are not
-    /// yet); the back channel, if any, goes on connection 0.
+    /// yet); the back channel, if any, goes on connection 0. `establish`
+    /// does it; connections made later are bound as they are made.
     pub async fn bind_all(&self) {
-        if let Some(ch) = self.fore.conn.channel() {
+        if let Some(ch) = self
+            .fore
+            .conn
+            .channel()
+            .filter(|c| c.options().nconnect > 1)
+        {
             for (i, c) in ch.connections().await {
                 self.fore.bind(&c, i).await;
             }

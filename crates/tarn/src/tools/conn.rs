@@ -108,10 +108,7 @@ async fn connect(url: &NfsUrl) -> Result<Session, String> {
             ..SessionOptions::default()
         };
         match Session::establish(conn, &o).await {
-            Ok(s) => {
-                s.bind_all().await;
-                return Ok(s);
-            }
+            Ok(s) => return Ok(s),
             Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH) => {
                 last = Some(e);
             }
