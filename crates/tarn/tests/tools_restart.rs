@@ -105,6 +105,10 @@ fn cp_survives_a_server_crash_both_ways() {
         err.contains("new session made"),
         "the session was recovered: {err}"
     );
+    assert!(
+        err.contains("writing again"),
+        "UNSTABLE writes the old server held were sent again: {err}"
+    );
 
     // NFS -> local, the server killed again.
     let back = s.state.join("back.bin");

@@ -238,6 +238,7 @@ impl Writer {
                         .lock()
                         .unwrap()
                         .wrote(off + at as u64, piece, r.writeverf);
+                    note_rewrite(&again);
                     todo.extend(again);
                 }
                 at += r.count as usize;
@@ -281,6 +282,7 @@ impl Writer {
                 u.copied = None;
                 u.committed(&sent, verf, v)
             };
+            note_rewrite(&again);
             for (o, d) in again {
                 Box::pin(self.write_nfs(o, d)).await?;
             }
@@ -291,6 +293,14 @@ impl Writer {
         Err(client::nfs4::Error::Protocol(
             "the server keeps restarting: data not committed".into(),
         ))
+    }
+}
+
+/// Says that data is written again because the write verifier changed.
+fn note_rewrite(again: &[(u64, Bytes)]) {
+    if !again.is_empty() {
+        let n: usize = again.iter().map(|(_, d)| d.len()).sum();
+        tracing::warn!("the server restarted: writing again {n} bytes it may have lost");
     }
 }
 
