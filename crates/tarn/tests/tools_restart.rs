@@ -124,3 +124,62 @@ fn cp_survives_a_server_crash_both_ways() {
     );
     assert_eq!(sha256_file(&back), want, "data copied back");
 }
+
+fn signal(s: &TestServer, sig: &str) {
+    let pid = s.child.as_ref().expect("running").id();
+    Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+}
+
+/// Continues a stopped server however the test ends.
+struct Resume<'a>(&'a TestServer);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+#[test]
+fn soft_fails_and_hard_waits_while_the_server_does_not_answer() {
+    let s = TestServer::start();
+    let q = |extra: &str| {
+        format!(
+            "nfs://127.0.0.1:{}/?vers=4.1&uid=1000&gid=1000&timeo=5&retrans=1&{extra}",
+            s.port()
+        )
+    };
+    // Stopped, the server's kernel still accepts connections: calls go
+    // unanswered.
+    signal(&s, "STOP");
+    let resume = Resume(&s);
+    let t = Instant::now();
+    let out = tarn_output(&["stat", &q("soft=1")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("timed out"), "{err}");
+    // 0.5 s, then 1 s more: two waits.
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+
+    let log = s.state.join("hard.log");
+    let mut hard = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["stat", &q("hard=1")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(hard.try_wait().unwrap().is_none(), "a hard call waits");
+    drop(resume);
+    let err = finish_cp(hard, &log);
+    assert!(err.contains("not responding, still trying"), "{err}");
+    assert!(err.contains("OK"), "{err}");
+}

@@ -339,8 +339,19 @@ impl Session {
     /// fresh client has nothing to reclaim, and says so at once so that the
     /// server lets it create state.
     pub async fn establish(conn: Nfs4Conn, o: &SessionOptions) -> Result<Session> {
-        let ex = exchange_id(&conn, o).await?;
-        let cs = create_session(&conn, ex.eir_clientid, ex.eir_sequenceid, o).await?;
+        let mut tries = 0;
+        let (ex, cs) = loop {
+            tries += 1;
+            let ex = exchange_id(&conn, o).await?;
+            match create_session(&conn, ex.eir_clientid, ex.eir_sequenceid, o).await {
+                Ok(cs) => break (ex, cs),
+                // A retransmitted EXCHANGE_ID ran again after the one
+                // answered and replaced its unconfirmed client ID (as
+                // knfsd does too): ask again.
+                Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_STALE_CLIENTID) && tries < 5 => {}
+                Err(e) => return Err(e),
+            }
+        };
         let s = Session::from_parts(conn, o, ex.eir_clientid, &cs);
         s.bind_all().await;
         let args = ReclaimComplete4args { rca_one_fs: false };
