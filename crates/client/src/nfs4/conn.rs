@@ -2,6 +2,11 @@
 //! exactly as given. Protocol tests use this to send requests a well-behaved
 //! client never would (no SEQUENCE, a wrong minor version, stale sessions).
 //!
+//! Or over a [`Channel`] ([`Nfs4Conn::connect_channel`]): `nconnect`
+//! connections that are replaced when they break, with every call resent
+//! (same xid, same bytes: an NFSv4.1 COMPOUND keeps its SEQUENCE slot and
+//! seqid, so the server's slot answers a call it already executed).
+//!
 //! Every connection also serves the NFSv4.1 callback program (see
 //! [`callback`](super::callback)): it answers CB_NULL from the start and
 //! CB_COMPOUND once a session with a back channel is attached.
@@ -14,14 +19,20 @@ use bytes::Bytes;
 use proto::nfs4::{
     Compound4args, Compound4res, NfsArgop4, NFS4_PROGRAM, NFSPROC4_COMPOUND, NFS_V4,
 };
-use rpc::client::{auth_none, auth_sys, RpcClient};
+use rpc::client::{auth_none, auth_sys, Channel, ChannelOptions, RpcClient};
 use rpc::gss::GssService;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use xdr::Unpack;
 
+/// Where COMPOUNDs go.
+enum Transport {
+    Single(Arc<RpcClient>),
+    Channel(Channel),
+}
+
 pub struct Nfs4Conn {
-    rpc: Arc<RpcClient>,
+    transport: Transport,
     callbacks: Arc<CbService>,
     /// RPCSEC_GSS for every COMPOUND, when the connection was made with it.
     gss: Option<Arc<GssSec>>,
@@ -52,6 +63,48 @@ impl Nfs4Conn {
         Ok(c)
     }
 
+    /// Connects a reconnecting, retransmitting [`Channel`] of
+    /// `opts.nconnect` connections with an AUTH_SYS credential. Every
+    /// connection serves the callback program.
+    pub async fn connect_channel(
+        addr: SocketAddr,
+        uid: u32,
+        gid: u32,
+        opts: ChannelOptions,
+    ) -> Result<Self> {
+        let cred = auth_sys(uid, gid, &[gid], "tarn-client");
+        let ch = Channel::connect(addr, cred, opts).await?;
+        let callbacks = Arc::new(CbService::default());
+        ch.set_call_handler(callbacks.clone());
+        Ok(Nfs4Conn {
+            transport: Transport::Channel(ch),
+            callbacks,
+            gss: None,
+        })
+    }
+
+    /// [`Nfs4Conn::connect_gss`] over a reconnecting [`Channel`]: a
+    /// retransmission carries a new RPCSEC_GSS sequence number.
+    pub async fn connect_gss_channel(
+        addr: SocketAddr,
+        service: GssService,
+        target: &str,
+        policy: RenewPolicy,
+        opts: ChannelOptions,
+    ) -> Result<Self> {
+        let ch = Channel::connect(addr, auth_none(), opts).await?;
+        let callbacks = Arc::new(CbService::default());
+        ch.set_call_handler(callbacks.clone());
+        let gss =
+            GssSec::establish_channel(ch.clone(), NFS4_PROGRAM, NFS_V4, service, target, policy)
+                .await?;
+        Ok(Nfs4Conn {
+            transport: Transport::Channel(ch),
+            callbacks,
+            gss: Some(gss),
+        })
+    }
+
     /// Wraps an RPC client that is already connected (any credential).
     pub fn from_rpc(rpc: RpcClient) -> Self {
         Nfs4Conn::from_shared(Arc::new(rpc))
@@ -61,7 +114,7 @@ impl Nfs4Conn {
         let callbacks = Arc::new(CbService::default());
         rpc.set_call_handler(callbacks.clone());
         Nfs4Conn {
-            rpc,
+            transport: Transport::Single(rpc),
             callbacks,
             gss: None,
         }
@@ -77,13 +130,33 @@ impl Nfs4Conn {
         &self.callbacks
     }
 
+    /// The one RPC connection. Panics for a connection over a
+    /// [`Channel`] (protocol tests use single connections).
     pub fn rpc(&self) -> &RpcClient {
-        &self.rpc
+        match &self.transport {
+            Transport::Single(r) => r,
+            Transport::Channel(_) => panic!("Nfs4Conn::rpc on a Channel"),
+        }
+    }
+
+    /// The channel, when COMPOUNDs go over one.
+    pub fn channel(&self) -> Option<&Channel> {
+        match &self.transport {
+            Transport::Single(_) => None,
+            Transport::Channel(c) => Some(c),
+        }
+    }
+
+    async fn call_raw(&self, proc_: u32, args: &[u8]) -> Result<Bytes> {
+        Ok(match &self.transport {
+            Transport::Single(r) => r.call_raw(NFS4_PROGRAM, NFS_V4, proc_, args).await?,
+            Transport::Channel(c) => c.call_raw(NFS4_PROGRAM, NFS_V4, proc_, args).await?,
+        })
     }
 
     /// The NULL procedure: is anyone there?
     pub async fn null(&self) -> Result<()> {
-        let rec = self.rpc.call_raw(NFS4_PROGRAM, NFS_V4, 0, &[]).await?;
+        let rec = self.call_raw(0, &[]).await?;
         match rpc::msg::decode_reply(rec)? {
             (_, rpc::msg::ReplyStatus::Success, _) => Ok(()),
             (_, other, _) => Err(rpc::client::ClientError::Rpc(other).into()),
@@ -116,10 +189,13 @@ impl Nfs4Conn {
             let mut d = g.call(NFSPROC4_COMPOUND, &xdr::to_bytes(args)).await?;
             return Ok(Compound4res::unpack(&mut d)?);
         }
-        let mut d = self
-            .rpc
-            .call(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, args)
+        let rec = self
+            .call_raw(NFSPROC4_COMPOUND, &xdr::to_bytes(args))
             .await?;
+        let mut d = match rpc::msg::decode_reply(rec)? {
+            (_, rpc::msg::ReplyStatus::Success, d) => d,
+            (_, other, _) => return Err(rpc::client::ClientError::Rpc(other).into()),
+        };
         Ok(Compound4res::unpack(&mut d)?)
     }
 }

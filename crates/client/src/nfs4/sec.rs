@@ -11,7 +11,7 @@
 use super::renew::{self, Decision, RenewPolicy};
 use proto::rpc::AuthStat;
 use rpc::client::gss::GssClient;
-use rpc::client::{ClientError, RpcClient};
+use rpc::client::{Channel, ClientError, RpcClient};
 use rpc::gss::GssService;
 use rpc::msg::ReplyStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +34,9 @@ pub struct CtxRecord {
 
 pub struct GssSec {
     rpc: Arc<RpcClient>,
+    /// Calls go over this channel when set (contexts are made on one of
+    /// its connections: a context is not tied to a connection).
+    channel: Option<Channel>,
     service: GssService,
     target: String,
     prog: u32,
@@ -80,6 +83,31 @@ impl GssSec {
         target: &str,
         policy: RenewPolicy,
     ) -> Result<Arc<GssSec>, ClientError> {
+        GssSec::establish_on(rpc, None, prog, vers, service, target, policy).await
+    }
+
+    /// [`GssSec::establish`] for calls over a reconnecting channel.
+    pub async fn establish_channel(
+        ch: Channel,
+        prog: u32,
+        vers: u32,
+        service: GssService,
+        target: &str,
+        policy: RenewPolicy,
+    ) -> Result<Arc<GssSec>, ClientError> {
+        let rpc = ch.any_connection().await;
+        GssSec::establish_on(rpc, Some(ch), prog, vers, service, target, policy).await
+    }
+
+    async fn establish_on(
+        rpc: Arc<RpcClient>,
+        channel: Option<Channel>,
+        prog: u32,
+        vers: u32,
+        service: GssService,
+        target: &str,
+        policy: RenewPolicy,
+    ) -> Result<Arc<GssSec>, ClientError> {
         let ctx = GssClient::establish(rpc.clone(), prog, vers, target).await?;
         let now = Instant::now();
         let first = CtxRecord {
@@ -91,6 +119,7 @@ impl GssSec {
         let next = policy.renew_at(now, ctx.expires());
         let sec = Arc::new(GssSec {
             rpc,
+            channel,
             service,
             target: target.to_string(),
             prog,
@@ -143,12 +172,12 @@ impl GssSec {
     /// Calls `proc_` with encoded `args` under the current context.
     pub async fn call(&self, proc_: u32, args: &[u8]) -> Result<Decoder, ClientError> {
         let ctx = self.current();
-        match ctx.call(self.service, proc_, args).await {
+        match self.call_on(&ctx, proc_, args).await {
             Err(e) if refused_context(&e) => {
                 // Not executed: safe to send again on a fresh context (the
                 // same NFSv4.1 slot and seqid, as the server never saw it).
                 match self.replace_after_refusal(&ctx).await {
-                    Ok(fresh) => fresh.call(self.service, proc_, args).await,
+                    Ok(fresh) => self.call_on(&fresh, proc_, args).await,
                     Err(why) => {
                         // The refusal is the call's result: it says the
                         // call was not executed (its slot did not move).
@@ -161,6 +190,13 @@ impl GssSec {
                 }
             }
             r => r,
+        }
+    }
+
+    async fn call_on(&self, ctx: &Ctx, proc_: u32, args: &[u8]) -> Result<Decoder, ClientError> {
+        match &self.channel {
+            Some(ch) => ctx.call_over(ch, self.service, proc_, args).await,
+            None => ctx.call(self.service, proc_, args).await,
         }
     }
 
@@ -182,7 +218,11 @@ impl GssSec {
     }
 
     async fn make(&self) -> Result<Ctx, ClientError> {
-        GssClient::establish(self.rpc.clone(), self.prog, self.vers, &self.target).await
+        let rpc = match &self.channel {
+            Some(ch) => ch.any_connection().await,
+            None => self.rpc.clone(),
+        };
+        GssClient::establish(rpc, self.prog, self.vers, &self.target).await
     }
 
     /// Makes `ctx` current; the old one is destroyed once no call uses it.

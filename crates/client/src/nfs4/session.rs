@@ -4,17 +4,26 @@
 //!
 //! The steps are public one by one, and so is the slot table, so a protocol
 //! test can stop anywhere and send what it likes.
+//!
+//! A session outlives a server restart (RFC 8881 §8.4.2.1): when SEQUENCE
+//! says the session or client ID is gone, `call` makes a new client ID and
+//! session with the same owner, reclaims the opens and locks it saw made
+//! (OPEN CLAIM_PREVIOUS, LOCK reclaim) during the grace period, says
+//! RECLAIM_COMPLETE, and sends the call again with the stateids its caller
+//! holds mapped to the new ones ([`recover`](super::recover)). Answers of
+//! NFS4ERR_DELAY and NFS4ERR_GRACE are retried after a pause.
 
 use super::conn::Nfs4Conn;
 use super::deleg::{DelegTable, Delegation};
 use super::error::{op_status, Error, Nfs4Error, Result};
+use super::recover::StateBook;
 use super::renew::RenewPolicy;
 use super::slots::{Outcome, SlotLease, SlotTable};
 use bytes::Bytes;
 use proto::nfs4::*;
 use rpc::gss::GssService;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -76,6 +85,11 @@ pub struct SessionOptions {
     pub max_ops: u32,
     /// How long `call` keeps retrying a COMPOUND answered NFS4ERR_DELAY.
     pub delay_retry_for: Duration,
+    /// How long `call` keeps retrying a COMPOUND answered NFS4ERR_GRACE
+    /// (the server restarted and takes only reclaims for a while). 0: the
+    /// caller sees GRACE, as protocol tests want; a session that has
+    /// itself recovered from a restart retries for at least 5 minutes.
+    pub grace_retry_for: Duration,
     /// Ask for a back channel on the session's connection
     /// (CREATE_SESSION4_FLAG_CONN_BACK_CHAN): the server can then grant
     /// delegations and recall them. Off, the client gets none.
@@ -106,6 +120,7 @@ impl Default for SessionOptions {
             max_response: (1 << 20) + (64 << 10),
             max_ops: 16,
             delay_retry_for: Duration::from_secs(60),
+            grace_retry_for: Duration::ZERO,
             callbacks: true,
             cb_program: 0x4000_0000,
             cb_slots: 4,
@@ -234,16 +249,79 @@ pub async fn create_session(
 pub(crate) struct Fore {
     pub(crate) conn: Nfs4Conn,
     minorversion: u32,
-    sessionid: Sessionid4,
+    /// Replaced, with the slot table and under its lock, by a recovery.
+    sessionid: Mutex<Sessionid4>,
+    clientid: AtomicU64,
     slots: Mutex<SlotTable>,
     freed: Notify,
     status_flags: AtomicU32,
     delay_retry_for: Duration,
+    /// Sessions made so far less one: a slot leased under an older epoch
+    /// belongs to a table that is gone.
+    epoch: AtomicU64,
+    opts: SessionOptions,
+    /// The opens and locks to reclaim after a restart.
+    book: Mutex<StateBook>,
+    /// Held by a recovery; `in_recovery` tells calls to wait for it.
+    recovering: tokio::sync::Mutex<()>,
+    in_recovery: AtomicBool,
+    /// DESTROY_SESSION was sent: a lost session is not made anew.
+    destroyed: AtomicBool,
+    /// `csa_sequence` for the next CREATE_SESSION of a confirmed client ID.
+    cs_sequence: AtomicU32,
+    delegs: Arc<DelegTable>,
+    me: OnceLock<Weak<Fore>>,
 }
+
+/// SEQUENCE failed because the server no longer knows the session or
+/// client (it restarted, or dropped them).
+fn session_lost(res: &Compound4res) -> bool {
+    matches!(
+        res.resarray.first(),
+        Some(NfsResop4::OP_SEQUENCE(Sequence4res::Default(
+            Nfsstat4::NFS4ERR_BADSESSION
+                | Nfsstat4::NFS4ERR_DEADSESSION
+                | Nfsstat4::NFS4ERR_STALE_CLIENTID
+        )))
+    )
+}
+
+/// Whether a COMPOUND changes state in a way that must not happen twice:
+/// its reply is asked to be cached (sa_cachethis), so that a retransmission
+/// after a lost reply is answered from the slot, not run again (RFC 8881
+/// §2.10.6.1.3). Others are simply sent anew if the server kept no reply.
+fn cache_reply(ops: &[NfsArgop4]) -> bool {
+    ops.iter().any(|op| {
+        matches!(
+            op,
+            NfsArgop4::OP_OPEN(_)
+                | NfsArgop4::OP_CLOSE(_)
+                | NfsArgop4::OP_OPEN_DOWNGRADE(_)
+                | NfsArgop4::OP_LOCK(_)
+                | NfsArgop4::OP_LOCKU(_)
+                | NfsArgop4::OP_CREATE(_)
+                | NfsArgop4::OP_REMOVE(_)
+                | NfsArgop4::OP_RENAME(_)
+                | NfsArgop4::OP_LINK(_)
+                | NfsArgop4::OP_SETATTR(_)
+                | NfsArgop4::OP_DELEGRETURN(_)
+                | NfsArgop4::OP_FREE_STATEID(_)
+                | NfsArgop4::OP_RECLAIM_COMPLETE(_)
+                | NfsArgop4::OP_COPY(_)
+                | NfsArgop4::OP_CLONE(_)
+                | NfsArgop4::OP_ALLOCATE(_)
+                | NfsArgop4::OP_DEALLOCATE(_)
+        )
+    })
+}
+
+/// How long a session that recovered from a restart retries
+/// NFS4ERR_GRACE: a grace period lasts 90 s by default, and a server in it
+/// answers only reclaims.
+const GRACE_RETRY_FOR: Duration = Duration::from_secs(300);
 
 pub struct Session {
     fore: Arc<Fore>,
-    clientid: Clientid4,
     fore_attrs: ChannelAttrs4,
     back_attrs: Option<ChannelAttrs4>,
     next_owner: AtomicU64,
@@ -261,9 +339,21 @@ impl Session {
     /// fresh client has nothing to reclaim, and says so at once so that the
     /// server lets it create state.
     pub async fn establish(conn: Nfs4Conn, o: &SessionOptions) -> Result<Session> {
-        let ex = exchange_id(&conn, o).await?;
-        let cs = create_session(&conn, ex.eir_clientid, ex.eir_sequenceid, o).await?;
+        let mut tries = 0;
+        let (ex, cs) = loop {
+            tries += 1;
+            let ex = exchange_id(&conn, o).await?;
+            match create_session(&conn, ex.eir_clientid, ex.eir_sequenceid, o).await {
+                Ok(cs) => break (ex, cs),
+                // A retransmitted EXCHANGE_ID ran again after the one
+                // answered and replaced its unconfirmed client ID (as
+                // knfsd does too): ask again.
+                Err(e) if e.status() == Some(Nfsstat4::NFS4ERR_STALE_CLIENTID) && tries < 5 => {}
+                Err(e) => return Err(e),
+            }
+        };
         let s = Session::from_parts(conn, o, ex.eir_clientid, &cs);
+        s.bind_all().await;
         let args = ReclaimComplete4args { rca_one_fs: false };
         match s.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(args)]).await {
             Ok(_) => {}
@@ -284,16 +374,40 @@ impl Session {
         cs: &CreateSession4resok,
     ) -> Session {
         let fore_attrs = cs.csr_fore_chan_attrs.clone();
+        let delegs = Arc::new(DelegTable::default());
         let fore = Arc::new(Fore {
             conn,
             minorversion: o.minorversion,
-            sessionid: cs.csr_sessionid,
+            sessionid: Mutex::new(cs.csr_sessionid),
+            clientid: AtomicU64::new(clientid),
             slots: Mutex::new(SlotTable::new(fore_attrs.ca_maxrequests)),
             freed: Notify::new(),
             status_flags: AtomicU32::new(0),
             delay_retry_for: o.delay_retry_for,
+            epoch: AtomicU64::new(0),
+            opts: o.clone(),
+            book: Mutex::new(StateBook::default()),
+            recovering: tokio::sync::Mutex::new(()),
+            in_recovery: AtomicBool::new(false),
+            destroyed: AtomicBool::new(false),
+            cs_sequence: AtomicU32::new(cs.csr_sequence.wrapping_add(1)),
+            delegs: delegs.clone(),
+            me: OnceLock::new(),
         });
-        let delegs = Arc::new(DelegTable::default());
+        let _ = fore.me.set(Arc::downgrade(&fore));
+        if let Some(ch) = fore.conn.channel() {
+            // A connection made after a break is bound to the session
+            // before it carries a call.
+            let w = Arc::downgrade(&fore);
+            ch.set_connect_hook(Arc::new(move |rpc, i| {
+                let w = w.clone();
+                Box::pin(async move {
+                    if let Some(f) = w.upgrade() {
+                        f.bind(&rpc, i).await;
+                    }
+                })
+            }));
+        }
         let back = cs.csr_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0;
         if back {
             fore.conn.callbacks().attach(
@@ -307,7 +421,6 @@ impl Session {
         }
         Session {
             fore,
-            clientid,
             fore_attrs,
             back_attrs: back.then(|| cs.csr_back_chan_attrs.clone()),
             next_owner: AtomicU64::new(1),
@@ -319,10 +432,34 @@ impl Session {
         &self.fore.conn
     }
     pub fn clientid(&self) -> Clientid4 {
-        self.clientid
+        self.fore.clientid.load(Ordering::SeqCst)
     }
     pub fn sessionid(&self) -> Sessionid4 {
-        self.fore.sessionid
+        *self.fore.sessionid.lock().unwrap()
+    }
+    /// Sessions made anew after the server lost the first (a restart).
+    pub fn recoveries(&self) -> u64 {
+        self.fore.epoch.load(Ordering::SeqCst)
+    }
+    /// The opens and locks the session would reclaim after a restart.
+    pub fn state_book(&self) -> StateBook {
+        self.fore.book.lock().unwrap().clone()
+    }
+    /// Binds every connection of the session's channel to the session
+    /// (with nconnect > 1, all but the one that made the session are not
+    /// yet); the back channel, if any, goes on connection 0. `establish`
+    /// does it; connections made later are bound as they are made.
+    pub async fn bind_all(&self) {
+        if let Some(ch) = self
+            .fore
+            .conn
+            .channel()
+            .filter(|c| c.options().nconnect > 1)
+        {
+            for (i, c) in ch.connections().await {
+                self.fore.bind(&c, i).await;
+            }
+        }
     }
     pub fn minorversion(&self) -> u32 {
         self.fore.minorversion
@@ -355,7 +492,7 @@ impl Session {
     pub fn new_owner(&self, kind: &str) -> StateOwner4 {
         let n = self.next_owner.fetch_add(1, Ordering::Relaxed);
         StateOwner4 {
-            clientid: self.clientid,
+            clientid: self.clientid(),
             owner: Bytes::from(format!("{kind}-{n}")),
         }
     }
@@ -369,7 +506,8 @@ impl Session {
     /// NFS4ERR_BADSLOT and the like). None if busy or outside the table.
     pub fn acquire_slot(&self, slot: u32) -> Option<SlotGuard<'_>> {
         let lease = self.fore.slots.lock().unwrap().acquire_slot(slot)?;
-        Some(SlotGuard::new(&self.fore, lease))
+        let epoch = self.fore.epoch.load(Ordering::SeqCst);
+        Some(SlotGuard::new(&self.fore, lease, epoch))
     }
 
     /// SEQUENCE plus `ops`, retried while the server answers NFS4ERR_DELAY.
@@ -414,8 +552,9 @@ impl Session {
         for d in self.delegs.take_all() {
             self.fore.return_delegation(&d).await?;
         }
+        self.fore.destroyed.store(true, Ordering::SeqCst);
         let ds = DestroySession4args {
-            dsa_sessionid: self.fore.sessionid,
+            dsa_sessionid: self.sessionid(),
         };
         let res = self
             .conn()
@@ -423,7 +562,7 @@ impl Session {
             .await?;
         check(&res)?;
         let dc = DestroyClientid4args {
-            dca_clientid: self.clientid,
+            dca_clientid: self.clientid(),
         };
         let res = self
             .conn()
@@ -443,18 +582,26 @@ impl Fore {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            if let Some(lease) = self.slots.lock().unwrap().try_acquire() {
-                return SlotGuard::new(self, lease);
+            {
+                let mut t = self.slots.lock().unwrap();
+                if let Some(lease) = t.try_acquire() {
+                    let epoch = self.epoch.load(Ordering::SeqCst);
+                    return SlotGuard::new(self, lease, epoch);
+                }
             }
             freed.await;
         }
     }
 
-    fn release(&self, lease: &SlotLease, outcome: Outcome) {
-        self.slots
-            .lock()
-            .unwrap()
-            .release(lease.slot, lease.seqid, outcome);
+    fn release(&self, lease: &SlotLease, outcome: Outcome, epoch: u64) {
+        {
+            let mut t = self.slots.lock().unwrap();
+            // A slot of a table replaced by a recovery is not this table's.
+            if self.epoch.load(Ordering::SeqCst) != epoch {
+                return;
+            }
+            t.release(lease.slot, lease.seqid, outcome);
+        }
         self.freed.notify_waiters();
     }
 
@@ -464,6 +611,13 @@ impl Fore {
     }
 
     pub(crate) async fn call_raw(&self, ops: Vec<NfsArgop4>) -> Result<Compound4res> {
+        self.call_raw_as(ops, false).await
+    }
+
+    /// SEQUENCE plus `ops`. Not `recovery`: waits while a recovery runs,
+    /// recovers when the session is lost, sends the stateids a recovery
+    /// replaced, and records the opens and locks made.
+    async fn call_raw_as(&self, ops: Vec<NfsArgop4>, recovery: bool) -> Result<Compound4res> {
         let mut args = Compound4args {
             tag: Bytes::new(),
             minorversion: self.minorversion,
@@ -471,11 +625,23 @@ impl Fore {
         };
         args.argarray.push(NfsArgop4::OP_ILLEGAL); // SEQUENCE goes here
         args.argarray.extend(ops);
-        let deadline = Instant::now() + self.delay_retry_for;
+        let cachethis = cache_reply(&args.argarray[1..]);
+        let start = Instant::now();
         let mut pause = Duration::from_millis(5);
         loop {
+            if !recovery && self.in_recovery.load(Ordering::SeqCst) {
+                drop(self.recovering.lock().await);
+            }
             let slot = self.acquire().await;
-            args.argarray[0] = slot.sequence(false);
+            if !recovery && self.in_recovery.load(Ordering::SeqCst) {
+                slot.release(Outcome::NotProcessed);
+                continue;
+            }
+            let epoch = slot.epoch;
+            args.argarray[0] = slot.sequence(cachethis);
+            if !recovery {
+                self.book.lock().unwrap().rewrite(&mut args.argarray[1..]);
+            }
             let res = match self.conn.send(&args).await {
                 Ok(res) => res,
                 Err(e) => {
@@ -485,13 +651,267 @@ impl Fore {
                     return Err(e);
                 }
             };
+            if let Some(NfsResop4::OP_SEQUENCE(Sequence4res::Default(
+                Nfsstat4::NFS4ERR_RETRY_UNCACHED_REP,
+            ))) = res.resarray.first()
+            {
+                // A retransmission of a request the server ran and kept no
+                // reply for (we did not ask it to): the slot holds it, and
+                // an idempotent request is simply sent again as a new one.
+                slot.release(Outcome::Processed);
+                continue;
+            }
             slot.finish(&res);
-            if res.status != Nfsstat4::NFS4ERR_DELAY || Instant::now() >= deadline {
+            if !recovery && session_lost(&res) && !self.destroyed.load(Ordering::SeqCst) {
+                // Boxed: a recovery's own calls come back through here.
+                Box::pin(self.recover(epoch)).await?;
+                continue;
+            }
+            if !recovery && res.resarray.len() > 1 {
+                self.book
+                    .lock()
+                    .unwrap()
+                    .observe(&args.argarray[1..], &res.resarray[1..]);
+            }
+            let limit = match res.status {
+                Nfsstat4::NFS4ERR_DELAY => self.delay_retry_for,
+                Nfsstat4::NFS4ERR_GRACE if self.epoch.load(Ordering::SeqCst) > 0 => {
+                    GRACE_RETRY_FOR.max(self.opts.grace_retry_for)
+                }
+                Nfsstat4::NFS4ERR_GRACE => self.opts.grace_retry_for,
+                _ => return Ok(res),
+            };
+            if start.elapsed() >= limit {
                 return Ok(res);
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
+            let cap = if res.status == Nfsstat4::NFS4ERR_GRACE {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(500)
+            };
+            pause = (pause * 2).min(cap);
         }
+    }
+
+    /// BIND_CONN_TO_SESSION on a new connection of the channel (RFC 8881
+    /// §18.34): the fore channel, and the back channel on connection 0 when
+    /// the session has one. Failure is logged: a lost session shows on the
+    /// next SEQUENCE and is recovered there.
+    async fn bind(&self, rpc: &rpc::client::RpcClient, i: usize) {
+        let dir = if self.opts.callbacks && i == 0 {
+            ChannelDirFromClient4::CDFC4_FORE_OR_BOTH
+        } else {
+            ChannelDirFromClient4::CDFC4_FORE
+        };
+        let args = Compound4args {
+            tag: Bytes::new(),
+            minorversion: self.minorversion,
+            argarray: vec![NfsArgop4::OP_BIND_CONN_TO_SESSION(BindConnToSession4args {
+                bctsa_sessid: *self.sessionid.lock().unwrap(),
+                bctsa_dir: dir,
+                bctsa_use_conn_in_rdma_mode: false,
+            })],
+        };
+        let call = rpc.call(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &args);
+        match tokio::time::timeout(Duration::from_secs(10), call).await {
+            Ok(Ok(mut d)) => match <Compound4res as xdr::Unpack>::unpack(&mut d) {
+                Ok(r) if r.status == Nfsstat4::NFS4_OK => {
+                    tracing::debug!(conn = i, "connection bound to the session")
+                }
+                Ok(r) => tracing::debug!(conn = i, status = ?r.status, "BIND_CONN_TO_SESSION"),
+                Err(e) => tracing::debug!(conn = i, "BIND_CONN_TO_SESSION: {e}"),
+            },
+            Ok(Err(e)) => tracing::debug!(conn = i, "BIND_CONN_TO_SESSION: {e}"),
+            Err(_) => tracing::debug!(conn = i, "BIND_CONN_TO_SESSION: no answer"),
+        }
+    }
+
+    /// Makes a new session after the one of `epoch` was lost, unless
+    /// another call already did.
+    async fn recover(&self, epoch: u64) -> Result<()> {
+        let _g = self.recovering.lock().await;
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return Ok(());
+        }
+        self.in_recovery.store(true, Ordering::SeqCst);
+        let r = self.recover_locked().await;
+        self.in_recovery.store(false, Ordering::SeqCst);
+        r
+    }
+
+    async fn recover_locked(&self) -> Result<()> {
+        let o = &self.opts;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let ex = exchange_id(&self.conn, o).await?;
+            let old = self.clientid.load(Ordering::SeqCst);
+            // The server kept our client ID (only the session went): our
+            // state is still there and needs no reclaim.
+            let kept = ex.eir_clientid == old && ex.eir_flags & EXCHGID4_FLAG_CONFIRMED_R != 0;
+            let seq = if kept {
+                self.cs_sequence.load(Ordering::SeqCst)
+            } else {
+                ex.eir_sequenceid
+            };
+            let cs = match create_session(&self.conn, ex.eir_clientid, seq, o).await {
+                Ok(cs) => cs,
+                Err(e) if tries < 10 => {
+                    tracing::debug!("CREATE_SESSION after a lost session: {e}; again");
+                    tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.cs_sequence
+                .store(cs.csr_sequence.wrapping_add(1), Ordering::SeqCst);
+            {
+                let mut t = self.slots.lock().unwrap();
+                *t = SlotTable::new(cs.csr_fore_chan_attrs.ca_maxrequests);
+                *self.sessionid.lock().unwrap() = cs.csr_sessionid;
+                self.clientid.store(ex.eir_clientid, Ordering::SeqCst);
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            self.freed.notify_waiters();
+            if cs.csr_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
+                // Delegations do not survive: the next stat asks the server.
+                self.delegs.take_all();
+                if let Some(me) = self.me.get() {
+                    self.conn.callbacks().attach(
+                        o.cb_program,
+                        o.minorversion,
+                        cs.csr_sessionid,
+                        cs.csr_back_chan_attrs.clone(),
+                        self.delegs.clone(),
+                        me.clone(),
+                    );
+                }
+            }
+            tracing::warn!(
+                reclaim = !kept,
+                "NFSv4.1 session lost (server restarted?): new session made"
+            );
+            if !kept {
+                self.reclaim(ex.eir_clientid).await?;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Reclaims the opens and locks of the book under `clientid`, then
+    /// RECLAIM_COMPLETE. One that cannot be reclaimed is forgotten: its
+    /// caller gets the server's answer to the old stateid.
+    async fn reclaim(&self, clientid: Clientid4) -> Result<()> {
+        let (opens, locks) = {
+            let b = self.book.lock().unwrap();
+            (b.opens.clone(), b.locks.clone())
+        };
+        let (mut reopened, mut failed) = (0, 0);
+        for op in opens {
+            let Some(fh) = op.fh.clone() else {
+                self.book.lock().unwrap().lost(&op.stateid);
+                continue;
+            };
+            let ops = vec![
+                NfsArgop4::OP_PUTFH(Putfh4args { object: fh }),
+                NfsArgop4::OP_OPEN(Open4args {
+                    seqid: 0,
+                    share_access: op.access,
+                    share_deny: op.deny,
+                    owner: StateOwner4 {
+                        clientid,
+                        owner: op.owner.clone(),
+                    },
+                    openhow: Openflag4::Default(Opentype4::OPEN4_NOCREATE),
+                    claim: OpenClaim4::CLAIM_PREVIOUS(OpenDelegationType4::OPEN_DELEGATE_NONE),
+                }),
+            ];
+            let res = self.call_raw_as(ops, true).await?;
+            match res.resarray.last() {
+                Some(NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok))) => {
+                    self.book.lock().unwrap().replaced(&op.stateid, &ok.stateid);
+                    reopened += 1;
+                }
+                _ => {
+                    tracing::warn!(status = ?res.status, "reclaim of an open file failed");
+                    self.book.lock().unwrap().lost(&op.stateid);
+                    failed += 1;
+                }
+            }
+        }
+        // Lock stateids already made anew, by their old `other`.
+        let mut relocked: std::collections::HashMap<[u8; 12], Stateid4> = Default::default();
+        for l in locks {
+            let open = self.book.lock().unwrap().current(&Stateid4 {
+                seqid: 0,
+                other: l.open,
+            });
+            let locker = match relocked.get(&l.stateid.other) {
+                Some(s) => Locker4::FALSE(ExistLockOwner4 {
+                    lock_stateid: s.clone(),
+                    lock_seqid: 0,
+                }),
+                None => Locker4::TRUE(OpenToLockOwner4 {
+                    open_seqid: 0,
+                    open_stateid: open,
+                    lock_seqid: 0,
+                    lock_owner: StateOwner4 {
+                        clientid,
+                        owner: l.owner.clone(),
+                    },
+                }),
+            };
+            let ops = vec![
+                NfsArgop4::OP_PUTFH(Putfh4args {
+                    object: l.fh.clone(),
+                }),
+                NfsArgop4::OP_LOCK(Lock4args {
+                    locktype: l.locktype,
+                    reclaim: true,
+                    offset: l.offset,
+                    length: l.length,
+                    locker,
+                }),
+            ];
+            let res = self.call_raw_as(ops, true).await?;
+            match res.resarray.last() {
+                Some(NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok))) => {
+                    relocked.insert(l.stateid.other, ok.lock_stateid.clone());
+                    reopened += 1;
+                }
+                _ => {
+                    tracing::warn!(status = ?res.status, "reclaim of a lock failed");
+                    failed += 1;
+                }
+            }
+        }
+        {
+            let mut b = self.book.lock().unwrap();
+            for (old, new) in &relocked {
+                let old = Stateid4 {
+                    seqid: 0,
+                    other: *old,
+                };
+                b.replaced(&old, new);
+            }
+        }
+        let args = ReclaimComplete4args { rca_one_fs: false };
+        let res = self
+            .call_raw_as(vec![NfsArgop4::OP_RECLAIM_COMPLETE(args)], true)
+            .await?;
+        if !matches!(
+            res.status,
+            Nfsstat4::NFS4_OK | Nfsstat4::NFS4ERR_COMPLETE_ALREADY
+        ) {
+            check(&res)?;
+        }
+        tracing::warn!(
+            reclaimed = reopened,
+            failed,
+            "state reclaimed after a server restart"
+        );
+        Ok(())
     }
 
     pub(crate) async fn call(&self, ops: Vec<NfsArgop4>) -> Result<Vec<NfsResop4>> {
@@ -557,14 +977,17 @@ pub struct SlotGuard<'a> {
     session: &'a Fore,
     pub lease: SlotLease,
     done: bool,
+    /// The session (table) the slot belongs to.
+    epoch: u64,
 }
 
 impl<'a> SlotGuard<'a> {
-    fn new(session: &'a Fore, lease: SlotLease) -> Self {
+    fn new(session: &'a Fore, lease: SlotLease, epoch: u64) -> Self {
         SlotGuard {
             session,
             lease,
             done: false,
+            epoch,
         }
     }
 
@@ -576,7 +999,7 @@ impl<'a> SlotGuard<'a> {
     /// A SEQUENCE on this slot with any sequence ID (replays, misordering).
     pub fn sequence_with(&self, seqid: u32, cachethis: bool) -> NfsArgop4 {
         NfsArgop4::OP_SEQUENCE(Sequence4args {
-            sa_sessionid: self.session.sessionid,
+            sa_sessionid: *self.session.sessionid.lock().unwrap(),
             sa_sequenceid: seqid,
             sa_slotid: self.lease.slot,
             sa_highest_slotid: self.lease.highest_slotid,
@@ -602,21 +1025,22 @@ impl<'a> SlotGuard<'a> {
             _ => Outcome::NotProcessed,
         };
         self.done = true;
-        self.session.release(&self.lease, outcome);
+        self.session.release(&self.lease, outcome, self.epoch);
         outcome
     }
 
     /// Releases the slot with a known outcome.
     pub fn release(mut self, outcome: Outcome) {
         self.done = true;
-        self.session.release(&self.lease, outcome);
+        self.session.release(&self.lease, outcome, self.epoch);
     }
 }
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.session.release(&self.lease, Outcome::Processed);
+            self.session
+                .release(&self.lease, Outcome::Processed, self.epoch);
         }
     }
 }

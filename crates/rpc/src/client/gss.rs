@@ -358,6 +358,48 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         self.open_reply(&b, rep)
     }
 
+    /// Calls `proc_` under `service` over a [`Channel`](super::Channel):
+    /// each transmission of the call carries the same xid and a new
+    /// sequence number (RFC 2203 §5.3.3.1: the server may drop a sequence
+    /// number it has seen), and the reply is checked against whichever
+    /// transmission it answers.
+    pub async fn call_over(
+        &self,
+        ch: &super::Channel,
+        service: GssService,
+        proc_: u32,
+        args: &[u8],
+    ) -> Result<Decoder, ClientError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        let xid = ch.next_xid();
+        let sent = std::sync::Mutex::new(Vec::<Built>::new());
+        let rep = ch
+            .send_record_with(xid, |_| {
+                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                let b =
+                    self.build_xid(xid, RpcGssProcT::RPCSEC_GSS_DATA, seq, service, proc_, args)?;
+                let rec = b.record.clone();
+                sent.lock().unwrap().push(b);
+                Ok(rec)
+            })
+            .await?;
+        let sent = sent.into_inner().unwrap();
+        // The newest transmission first: most replies answer it.
+        let mut last = None;
+        for b in sent.iter().rev() {
+            match self.open_reply(b, rep.clone()) {
+                Ok(d) => return Ok(d),
+                Err(e @ ClientError::Rpc(_)) => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(ClientError::Closed))
+    }
+
     /// Ends the context on the server (RPCSEC_GSS_DESTROY).
     pub async fn destroy(&self) -> Result<(), ClientError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);

@@ -22,7 +22,10 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use xdr::{Decoder, Pack};
 
+pub mod channel;
 pub mod gss;
+
+pub use channel::{Channel, ChannelOptions, ConnectHook};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -36,6 +39,9 @@ pub enum ClientError {
     Rpc(ReplyStatus),
     #[error("RPCSEC_GSS: {0}")]
     Gss(String),
+    /// A soft call got no reply after its retries ([`Channel`]).
+    #[error("no reply from the server (timed out)")]
+    TimedOut,
 }
 
 type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
@@ -255,6 +261,25 @@ impl RpcClient {
         match st {
             ReplyStatus::Success => Ok(d),
             other => Err(ClientError::Rpc(other)),
+        }
+    }
+
+    /// Stops waiting for the reply to `xid` (its call is being resent
+    /// elsewhere, or abandoned).
+    pub fn forget(&self, xid: u32) {
+        self.pending.lock().unwrap().remove(&xid);
+    }
+
+    /// Ends the connection: every waiting caller gets Closed. (After a
+    /// write that was cut short the byte stream cannot be trusted.)
+    pub fn close(&self) {
+        self.reader.abort();
+        self.pending.lock().unwrap().clear();
+        let wr = self.wr.clone();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(async move {
+                let _ = wr.lock().await.shutdown().await;
+            });
         }
     }
 

@@ -153,7 +153,7 @@ async fn connect(url: &NfsUrl) -> Result<Remote, String> {
     };
     let mut last = None;
     for &minor in minors {
-        let conn = match connect_any(&server, &addrs, &security).await {
+        let conn = match connect_any(&server, &addrs, &security, url).await {
             Ok(c) => c,
             Err((msg, Some(e))) if url.vers.is_none() && no_v4(&e) => {
                 last = Some(msg);
@@ -166,6 +166,9 @@ async fn connect(url: &NfsUrl) -> Result<Remote, String> {
             // A tool lives for one command: a delegation would only have
             // to be returned at exit, and a back channel kept served.
             callbacks: false,
+            // A server in its grace period after a restart: wait, as a
+            // mount would.
+            grace_retry_for: Duration::from_secs(300),
             ..SessionOptions::default()
         };
         match Session::establish(conn, &o).await {
@@ -215,12 +218,38 @@ async fn connect_any(
     server: &str,
     addrs: &[std::net::SocketAddr],
     security: &Security,
+    url: &NfsUrl,
 ) -> Result<Nfs4Conn, (String, Option<client::nfs4::Error>)> {
     let mut last = String::new();
+    let t = url.transport;
+    let opts = rpc::client::ChannelOptions {
+        nconnect: t.nconnect as usize,
+        timeo: Duration::from_millis(t.timeo as u64 * 100),
+        retrans: t.retrans,
+        hard: t.hard,
+        server: url.host.clone(),
+        ..Default::default()
+    };
     for &addr in addrs {
+        // Over a channel that reconnects and resends.
+        let conn = async {
+            match security {
+                Security::Sys { uid, gid } => {
+                    Nfs4Conn::connect_channel(addr, *uid, *gid, opts.clone()).await
+                }
+                Security::Krb5 {
+                    service,
+                    target,
+                    renew,
+                } => {
+                    Nfs4Conn::connect_gss_channel(addr, *service, target, *renew, opts.clone())
+                        .await
+                }
+            }
+        };
         // A host that drops SYNs would otherwise hold the tool for the
         // kernel's connect timeout (minutes).
-        match tokio::time::timeout(CONNECT_TIMEOUT, security.connect(addr)).await {
+        match tokio::time::timeout(CONNECT_TIMEOUT, conn).await {
             Err(_) => last = format!("no answer in {CONNECT_TIMEOUT:?}"),
             Ok(Err(client::nfs4::Error::Rpc(ClientError::Io(e)))) => last = e.to_string(),
             // Connected but refused (Kerberos, RPC): no use trying another address.

@@ -489,7 +489,7 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
             Writer::Nfs {
                 r: r.clone(),
                 file,
-                verfs: Mutex::new(vec![]),
+                verfs: Mutex::default(),
             }
         }
     };

@@ -6,10 +6,13 @@
 //! and reply sizes; NFSv3's rtmax/wtmax). Up to `depth` chunks are read ahead in order and up to
 //! `depth` written in any order, so several READs and WRITEs are on the
 //! wire at once (on the session's slots over NFSv4). NFS writes are
-//! UNSTABLE and the file is COMMITted once at its end (over NFSv4 in the
-//! COMPOUND that also sets its mode and times and closes it; over NFSv3
-//! COMMIT, then SETATTR); a COMMIT whose verifier differs from a write's
-//! (the server restarted in between) fails the copy.
+//! UNSTABLE; their data is kept ([`Unstable`]) until a COMMIT with the same
+//! write verifier says it is on stable storage, every [`COMMIT_EVERY`]
+//! bytes and at the end. A verifier that changed (the server restarted and
+//! lost what it had not committed) has the data written under the old one
+//! sent again, as a kernel client resends its dirty pages. At the end, over
+//! NFSv4 one COMPOUND sets mode and times and closes the file; over NFSv3 a
+//! SETATTR sets them.
 
 use super::conn::nfs_err;
 use super::progress::Progress;
@@ -19,6 +22,7 @@ use client::nfs4::{Session, ANON_STATEID};
 use client::remote::{Fh, OpenFile, Remote, SetAttr, SetTime, Stable, Time};
 use futures::{StreamExt, TryStreamExt};
 use proto::nfs4::*;
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
@@ -31,6 +35,80 @@ pub const CHUNK: u32 = 1 << 20;
 /// wrote at 560-610 MB/s, 8 at 470 and 32 at 160, reads fell from 1000 to
 /// 400 MB/s between 1 and 32; a network's latency wants more than 1.
 pub const DEPTH: usize = 4;
+
+/// UNSTABLE bytes written before a COMMIT is sent (the data is held in
+/// memory until then).
+pub const COMMIT_EVERY: u64 = 64 << 20;
+
+/// Data written UNSTABLE and not yet known to be on stable storage.
+#[derive(Default)]
+pub struct Unstable {
+    /// The write verifier the data below was answered with.
+    verf: Option<Verifier4>,
+    /// Verifiers of server instances that are gone: data written under
+    /// them is lost.
+    stale: Vec<Verifier4>,
+    ranges: BTreeMap<u64, Bytes>,
+    bytes: u64,
+    committing: bool,
+    /// The verifier of a server-side COPY's unstable result: its data
+    /// cannot be sent again, so a change of verifier fails the copy.
+    copied: Option<Verifier4>,
+}
+
+impl Unstable {
+    /// Records `data` written at `off`, answered with `v`. Returns what
+    /// must be written again: `data` itself if `v` is of a server that is
+    /// gone, everything held so far if `v` is a new server's.
+    fn wrote(&mut self, off: u64, data: Bytes, v: Verifier4) -> Vec<(u64, Bytes)> {
+        if self.stale.contains(&v) {
+            return vec![(off, data)];
+        }
+        let mut again = vec![];
+        match self.verf {
+            Some(cur) if cur != v => {
+                self.stale.push(cur);
+                again = std::mem::take(&mut self.ranges).into_iter().collect();
+                self.bytes = 0;
+                self.verf = Some(v);
+            }
+            Some(_) => {}
+            None => self.verf = Some(v),
+        }
+        self.bytes += data.len() as u64;
+        if let Some(old) = self.ranges.insert(off, data) {
+            self.bytes -= old.len() as u64;
+        }
+        again
+    }
+
+    /// A COMMIT sent when `sent` (offsets) were held under `verf` was
+    /// answered `v`: returns what must be written again.
+    fn committed(
+        &mut self,
+        sent: &[u64],
+        verf: Option<Verifier4>,
+        v: Verifier4,
+    ) -> Vec<(u64, Bytes)> {
+        if verf == Some(v) {
+            for o in sent {
+                if let Some(d) = self.ranges.remove(o) {
+                    self.bytes -= d.len() as u64;
+                }
+            }
+            return vec![];
+        }
+        match self.verf {
+            Some(cur) if cur != v => {
+                self.stale.push(cur);
+                self.verf = Some(v);
+                self.bytes = 0;
+                std::mem::take(&mut self.ranges).into_iter().collect()
+            }
+            _ => vec![],
+        }
+    }
+}
 
 /// A transfer size: the server's limit, within what the session's
 /// requests and replies hold (less room for the COMPOUND around the data),
@@ -66,7 +144,7 @@ pub enum Writer {
     Nfs {
         r: Arc<Remote>,
         file: OpenFile,
-        verfs: Mutex<Vec<[u8; 8]>>,
+        verfs: Mutex<Unstable>,
     },
 }
 
@@ -132,28 +210,96 @@ impl Writer {
                     .expect("write task")
                     .map_err(|e| local_err("local write", e))
             }
-            Writer::Nfs { r, file, verfs } => {
-                let mut at = 0usize;
-                while at < data.len() {
-                    let w = r
-                        .write(file, off + at as u64, data.slice(at..), Stable::Unstable)
-                        .await?;
-                    if w.count == 0 {
-                        return Err(client::remote::Error::V4(client::nfs4::Error::Protocol(
-                            "WRITE wrote nothing".into(),
-                        )));
-                    }
-                    at += w.count as usize;
-                    if w.unstable {
-                        let mut v = verfs.lock().unwrap();
-                        if !v.contains(&w.verf) {
-                            v.push(w.verf);
-                        }
-                    }
-                }
-                Ok(())
+            Writer::Nfs { .. } => {
+                self.write_nfs(off, data).await?;
+                self.commit(false).await
             }
         }
+    }
+
+    /// WRITEs `data` at `off` UNSTABLE, and again whatever a new write
+    /// verifier says the server lost.
+    async fn write_nfs(&self, off: u64, data: Bytes) -> client::remote::Result<()> {
+        let Writer::Nfs { r, file, verfs } = self else {
+            return Ok(());
+        };
+        let mut todo = vec![(off, data)];
+        while let Some((off, data)) = todo.pop() {
+            let mut at = 0usize;
+            while at < data.len() {
+                let w = r
+                    .write(file, off + at as u64, data.slice(at..), Stable::Unstable)
+                    .await?;
+                if w.count == 0 {
+                    return Err(protocol("WRITE wrote nothing"));
+                }
+                let piece = data.slice(at..at + w.count as usize);
+                if w.unstable {
+                    let again = verfs.lock().unwrap().wrote(off + at as u64, piece, w.verf);
+                    note_rewrite(&again);
+                    todo.extend(again);
+                }
+                at += w.count as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// COMMITs what is held (`all`, or once [`COMMIT_EVERY`] bytes are) and
+    /// writes again what a changed verifier says was lost, until a COMMIT
+    /// confirms the verifier of everything held (`all`).
+    pub async fn commit(&self, all: bool) -> client::remote::Result<()> {
+        let Writer::Nfs { r, file, verfs } = self else {
+            return Ok(());
+        };
+        for _ in 0..10 {
+            let (sent, verf) = {
+                let mut u = verfs.lock().unwrap();
+                let due = if all {
+                    !u.ranges.is_empty() || u.copied.is_some()
+                } else {
+                    u.bytes >= COMMIT_EVERY && !u.committing
+                };
+                if !due {
+                    return Ok(());
+                }
+                u.committing = true;
+                (u.ranges.keys().copied().collect::<Vec<_>>(), u.verf)
+            };
+            let v = r.commit(&file.fh).await;
+            let again = {
+                let mut u = verfs.lock().unwrap();
+                u.committing = false;
+                let v = v?;
+                if u.copied.is_some_and(|c| c != v) {
+                    return Err(protocol(
+                        "the server restarted before the server-side copy was committed; copy again",
+                    ));
+                }
+                u.copied = None;
+                u.committed(&sent, verf, v)
+            };
+            note_rewrite(&again);
+            for (o, d) in again {
+                Box::pin(self.write_nfs(o, d)).await?;
+            }
+            if !all {
+                return Ok(());
+            }
+        }
+        Err(protocol("the server keeps restarting: data not committed"))
+    }
+}
+
+fn protocol(why: &str) -> client::remote::Error {
+    client::remote::Error::V4(client::nfs4::Error::Protocol(why.into()))
+}
+
+/// Says that data is written again because the write verifier changed.
+fn note_rewrite(again: &[(u64, Bytes)]) {
+    if !again.is_empty() {
+        let n: usize = again.iter().map(|(_, d)| d.len()).sum();
+        tracing::warn!("the server restarted: writing again {n} bytes it may have lost");
     }
 }
 
@@ -317,10 +463,7 @@ pub async fn server_copy(
             break; // the source got shorter
         }
         if r.wr_committed == StableHow4::UNSTABLE4 {
-            let mut v = verfs.lock().unwrap();
-            if !v.contains(&r.wr_writeverf) {
-                v.push(r.wr_writeverf);
-            }
+            verfs.lock().unwrap().copied = Some(r.wr_writeverf);
         }
         at += r.wr_count;
         progress.add_bytes(r.wr_count);
@@ -328,8 +471,8 @@ pub async fn server_copy(
     Ok(true)
 }
 
-/// COMMIT (when writes were UNSTABLE), mode and mtime, and CLOSE in one
-/// COMPOUND; a COMMIT verifier other than the writes' fails the copy.
+/// COMMIT until the writes' verifier holds (see [`Writer::commit`]), then
+/// mode and mtime and CLOSE in one COMPOUND.
 /// After a failed transfer, or a COMPOUND that stopped early, a CLOSE
 /// alone, so no open state is left behind.
 pub async fn finish(
@@ -339,11 +482,11 @@ pub async fn finish(
     mtime: &Time,
     dst: &dyn Display,
 ) -> Result<(), String> {
-    let Writer::Nfs { r, file, verfs } = w else {
+    let Writer::Nfs { r, file, .. } = w else {
         return Ok(());
     };
     let (Some(s), Some(stateid)) = (r.v4(), &file.stateid) else {
-        return finish_v3(r, file, verfs, ok, mode, mtime, dst).await;
+        return finish_v3(w, r, file, ok, mode, mtime, dst).await;
     };
     let fh = &NfsFh4(file.fh.0.clone());
     let mtime = &t4(mtime);
@@ -351,49 +494,31 @@ pub async fn finish(
         s.close(fh, stateid).await.map_err(|e| nfs_err(dst, e))?;
         return Ok(());
     }
-    let verfs = verfs.lock().unwrap().clone();
-    let mut ops = vec![NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })];
-    if !verfs.is_empty() {
-        ops.push(NfsArgop4::OP_COMMIT(Commit4args {
-            offset: 0,
-            count: 0,
-        }));
+    if let Err(e) = w.commit(true).await {
+        let _ = s.close(fh, stateid).await;
+        return Err(nfs_err(dst, e));
     }
-    ops.push(super::small::keep_mode_and_times(
-        stateid.clone(),
-        mode,
-        mtime,
-    ));
-    ops.push(NfsArgop4::OP_CLOSE(Close4args {
-        seqid: 0,
-        open_stateid: stateid.clone(),
-    }));
-    let res = match s.call(ops).await {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = s.close(fh, stateid).await;
-            return Err(nfs_err(dst, e));
-        }
-    };
-    let committed = res.iter().find_map(|r| match r {
-        NfsResop4::OP_COMMIT(Commit4res::NFS4_OK(ok)) => Some(ok.writeverf),
-        _ => None,
-    });
-    match committed {
-        Some(v) if verfs.iter().any(|w| *w != v) => Err(restarted(dst)),
-        _ => Ok(()),
+    let ops = vec![
+        NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() }),
+        super::small::keep_mode_and_times(stateid.clone(), mode, mtime),
+        NfsArgop4::OP_CLOSE(Close4args {
+            seqid: 0,
+            open_stateid: stateid.clone(),
+        }),
+    ];
+    if let Err(e) = s.call(ops).await {
+        let _ = s.close(fh, stateid).await;
+        return Err(nfs_err(dst, e));
     }
+    Ok(())
 }
 
-fn restarted(dst: &dyn Display) -> String {
-    format!("{dst}: the server restarted before the data was committed; copy again")
-}
-
-/// NFSv3: COMMIT (when writes were UNSTABLE), then mode and times.
+/// NFSv3: COMMIT what is held (writing again what a restart lost), then
+/// mode and times.
 async fn finish_v3(
+    w: &Writer,
     r: &Remote,
     file: &OpenFile,
-    verfs: &Mutex<Vec<[u8; 8]>>,
     ok: bool,
     mode: u32,
     mtime: &Time,
@@ -402,13 +527,7 @@ async fn finish_v3(
     if !ok {
         return Ok(());
     }
-    let verfs = verfs.lock().unwrap().clone();
-    if !verfs.is_empty() {
-        let v = r.commit(&file.fh).await.map_err(|e| nfs_err(dst, e))?;
-        if verfs.iter().any(|w| *w != v) {
-            return Err(restarted(dst));
-        }
-    }
+    w.commit(true).await.map_err(|e| nfs_err(dst, e))?;
     let set = SetAttr {
         mode: Some(mode),
         atime: Some(SetTime::Client(*mtime)),
@@ -421,6 +540,30 @@ async fn finish_v3(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn b(n: u8) -> Bytes {
+        Bytes::from(vec![n; 4])
+    }
+
+    #[test]
+    fn a_new_write_verifier_has_the_data_held_written_again() {
+        let mut u = Unstable::default();
+        assert!(u.wrote(0, b(1), [1; 8]).is_empty());
+        assert!(u.wrote(4, b(2), [1; 8]).is_empty());
+        // The server restarted: what it held under [1] is gone.
+        let again = u.wrote(8, b(3), [2; 8]);
+        assert_eq!(again, vec![(0, b(1)), (4, b(2))]);
+        assert_eq!(u.bytes, 4);
+        // A late answer from the old server: that write is lost too.
+        assert_eq!(u.wrote(12, b(4), [1; 8]), vec![(12, b(4))]);
+        // A COMMIT under the verifier of what was sent releases it.
+        assert!(u.committed(&[8], Some([2; 8]), [2; 8]).is_empty());
+        assert!(u.ranges.is_empty() && u.bytes == 0);
+        u.wrote(0, b(1), [2; 8]);
+        // A COMMIT answered by yet another server: all of it again.
+        assert_eq!(u.committed(&[0], Some([2; 8]), [3; 8]), vec![(0, b(1))]);
+        assert_eq!(u.verf, Some([3; 8]));
+    }
 
     #[test]
     fn io_sizes_fit_the_channel_and_are_whole_pages() {

@@ -1,6 +1,14 @@
 //! `nfs://` URLs in libnfs's form: `nfs://host[:port]/path?key=value&...`,
 //! one slash between the authority and the path, IPv6 hosts in brackets.
 //!
+//! Transport keys, as mount.nfs(5) names them: `nconnect=N` (1 to 16
+//! connections), `timeo=N` (deciseconds before the first retransmission,
+//! growing by as much per retry), `retrans=N` (retries before a soft call
+//! fails or a hard one reports the server not responding), `hard=1` (the
+//! default: retry for ever) or `soft=1` (fail with a timeout error);
+//! `hard` and `soft` alone mean `=1`. Defaults: hard, timeo=600,
+//! retrans=2, nconnect=1.
+//!
 //! Pure: parsing resolves no names. Every key the tools do not know, and
 //! every value they cannot honour yet, is an error naming it, so a URL
 //! never silently means less than it says.
@@ -25,6 +33,7 @@ pub struct NfsUrl {
     pub sec: Sec,
     /// NFSv3 MOUNT's port (`mountport=`, as libnfs); None: found.
     pub mountport: Option<u16>,
+    pub transport: Transport,
 }
 
 /// An NFS version (`vers=`).
@@ -33,6 +42,27 @@ pub enum Vers {
     V3,
     /// NFSv4 with this minor version (1 or 2).
     V4(u32),
+}
+
+/// How calls travel: connections, timeouts, hard or soft.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transport {
+    pub nconnect: u8,
+    /// Deciseconds.
+    pub timeo: u32,
+    pub retrans: u32,
+    pub hard: bool,
+}
+
+impl Default for Transport {
+    fn default() -> Self {
+        Transport {
+            nconnect: 1,
+            timeo: 600,
+            retrans: 2,
+            hard: true,
+        }
+    }
 }
 
 /// The security flavor (`sec=`).
@@ -71,8 +101,13 @@ impl NfsUrl {
             gid: None,
             sec: Sec::Sys,
             mountport: None,
+            transport: Transport::default(),
         };
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let pair = match pair {
+                "hard" | "soft" => &*format!("{pair}=1"),
+                p => p,
+            };
             let (k, v) = pair
                 .split_once('=')
                 .ok_or_else(|| bad(&format!("query item {pair:?} has no value")))?;
@@ -118,6 +153,28 @@ impl NfsUrl {
                     } else {
                         url.gid = Some(n);
                     }
+                }
+                "nconnect" | "timeo" | "retrans" => {
+                    let n: u32 = v
+                        .parse()
+                        .map_err(|_| bad(&format!("{k}={v} is not a number")))?;
+                    let t = &mut url.transport;
+                    match k {
+                        "nconnect" if (1..=16).contains(&n) => t.nconnect = n as u8,
+                        "nconnect" => return Err(bad(&format!("nconnect={v}: 1 to 16"))),
+                        // At most the 600 s a retry may wait.
+                        "timeo" if (1..=6000).contains(&n) => t.timeo = n,
+                        "timeo" => return Err(bad(&format!("timeo={v}: 1 to 6000 deciseconds"))),
+                        _ => t.retrans = n.min(100),
+                    }
+                }
+                "hard" | "soft" => {
+                    let on = match v {
+                        "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        _ => return Err(bad(&format!("{k}={v}: expected 1 or 0"))),
+                    };
+                    url.transport.hard = on == (k == "hard");
                 }
                 _ => return Err(bad(&format!("unknown query key {k:?}"))),
             }
@@ -165,7 +222,17 @@ impl NfsUrl {
             self.gid,
             self.sec,
             self.mountport,
-        ) == (&o.host, o.port, o.vers, o.uid, o.gid, o.sec, o.mountport)
+            self.transport,
+        ) == (
+            &o.host,
+            o.port,
+            o.vers,
+            o.uid,
+            o.gid,
+            o.sec,
+            o.mountport,
+            o.transport,
+        )
     }
 
     /// `host:port` for a socket address lookup.
@@ -275,7 +342,34 @@ mod tests {
             gid: None,
             sec: Sec::Sys,
             mountport: None,
+            transport: Transport::default(),
         }
+    }
+
+    #[test]
+    fn transport_keys() {
+        let u = NfsUrl::parse("nfs://srv/x?nconnect=4&timeo=50&retrans=3&soft=1").unwrap();
+        let want = Transport {
+            nconnect: 4,
+            timeo: 50,
+            retrans: 3,
+            hard: false,
+        };
+        assert_eq!(u.transport, want);
+        assert!(!NfsUrl::parse("nfs://srv/x?soft").unwrap().transport.hard);
+        assert!(
+            NfsUrl::parse("nfs://srv/x?soft=1&hard")
+                .unwrap()
+                .transport
+                .hard
+        );
+        assert!(!NfsUrl::parse("nfs://srv/x?hard=0").unwrap().transport.hard);
+        assert_eq!(
+            NfsUrl::parse("nfs://srv/x").unwrap().transport,
+            Transport::default()
+        );
+        let a = NfsUrl::parse("nfs://srv/x?nconnect=2").unwrap();
+        assert!(!a.same_server(&NfsUrl::parse("nfs://srv/x").unwrap()));
     }
 
     #[test]
@@ -371,7 +465,12 @@ mod tests {
             ("nfs://srv/x?mountport=0", "mountport=0 is not a port"),
             ("nfs://srv/x?nfsport=x", "nfsport=x is not a port"),
             ("nfs://srv/x?gid=-1", "gid=-1 is not a number"),
-            ("nfs://srv/x?nconnect=4", "unknown query key \"nconnect\""),
+            ("nfs://srv/x?nconnect=0", "nconnect=0: 1 to 16"),
+            ("nfs://srv/x?nconnect=17", "nconnect=17: 1 to 16"),
+            ("nfs://srv/x?timeo=0", "timeo=0: 1 to 6000"),
+            ("nfs://srv/x?retrans=x", "retrans=x is not a number"),
+            ("nfs://srv/x?soft=maybe", "soft=maybe: expected 1 or 0"),
+            ("nfs://srv/x?rsize=4096", "unknown query key \"rsize\""),
             ("nfs://srv/x?vers", "query item \"vers\" has no value"),
             ("nfs://srv/a%2", "bad %-escape"),
             ("nfs://srv/a%ff", "not UTF-8"),

@@ -1,0 +1,669 @@
+//! A reconnecting, retransmitting RPC transport over up to `nconnect` TCP
+//! connections to one server, with [`RpcClient`]'s call API.
+//!
+//! Each call is written once, on the least-loaded connection. A call whose
+//! connection breaks is sent again, with the same xid, on a new connection
+//! as soon as one is made (the server's duplicate request cache or NFSv4.1
+//! slot answers a call it already executed). A call with no reply after a
+//! timeout is sent again on the next connection; the timeout grows by
+//! `timeo` each time, up to [`ChannelOptions::max_timeo`], as Linux does over
+//! TCP. After `retrans` such retries a soft call fails with
+//! [`ClientError::TimedOut`]; a hard call logs "server H not responding,
+//! still trying" once and goes on for ever, and the first reply after that
+//! logs "server H OK".
+//!
+//! While the server is away, connections are retried with a pause that
+//! doubles up to [`ChannelOptions::max_backoff`], never in a busy loop.
+//!
+//! The layer above may rebuild a call for each transmission
+//! ([`Channel::send_record_with`]): RPCSEC_GSS must put a new sequence
+//! number on a retransmission (RFC 2203 §5.3.3.1) under the same xid.
+
+use super::{CallHandler, ClientError, RpcClient};
+use crate::msg::{self, ReplyStatus};
+use crate::record;
+use bytes::{BufMut, Bytes, BytesMut};
+use proto::rpc::OpaqueAuth;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use xdr::{Decoder, Pack};
+
+/// How a [`Channel`] waits, retries and spreads its calls. The defaults
+/// are those of a Linux NFS mount over TCP (`hard,timeo=600,retrans=2`).
+#[derive(Clone, Debug)]
+pub struct ChannelOptions {
+    /// TCP connections to the server (at least 1).
+    pub nconnect: usize,
+    /// How long the first transmission waits for its reply.
+    pub timeo: Duration,
+    /// Retries before a soft call fails or a hard one reports the server
+    /// not responding.
+    pub retrans: u32,
+    /// Retry for ever (true) or fail after `retrans` retries.
+    pub hard: bool,
+    /// The timeout never grows beyond this.
+    pub max_timeo: Duration,
+    /// First pause before reconnecting; doubles while connecting fails.
+    pub min_backoff: Duration,
+    pub max_backoff: Duration,
+    /// The server's name in log messages.
+    pub server: String,
+}
+
+impl Default for ChannelOptions {
+    fn default() -> Self {
+        ChannelOptions {
+            nconnect: 1,
+            timeo: Duration::from_secs(60),
+            retrans: 2,
+            hard: true,
+            max_timeo: Duration::from_secs(600),
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(3),
+            server: String::new(),
+        }
+    }
+}
+
+/// Runs on every new connection before the channel sends a call on it
+/// (e.g. BIND_CONN_TO_SESSION for NFSv4.1). It gets the connection itself
+/// and its index; a failure is the hook's to report, the connection is
+/// used anyway.
+pub type ConnectHook =
+    Arc<dyn Fn(Arc<RpcClient>, usize) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+struct SlotState {
+    conn: Option<Arc<RpcClient>>,
+    /// Connections made on this slot so far.
+    made: u64,
+    pause: Duration,
+}
+
+struct Slot {
+    /// Held while connecting, so callers wait for one connection, not
+    /// make one each.
+    state: tokio::sync::Mutex<SlotState>,
+    /// Calls waiting for a reply on this slot.
+    load: AtomicUsize,
+    /// A reply came on the current connection: the next reconnect starts
+    /// from the shortest pause again.
+    answered: AtomicBool,
+}
+
+struct Inner {
+    addr: SocketAddr,
+    cred: OpaqueAuth,
+    opts: ChannelOptions,
+    slots: Vec<Slot>,
+    next_xid: AtomicU32,
+    rr: AtomicUsize,
+    handler: Mutex<Option<Arc<dyn CallHandler>>>,
+    hook: Mutex<Option<ConnectHook>>,
+    /// Set while a hard call reported the server not responding.
+    not_responding: AtomicBool,
+    /// Transmissions beyond the first of a call (for tests and metrics).
+    retransmits: AtomicU64,
+    /// Connections made after the first ones.
+    reconnects: AtomicU64,
+}
+
+/// A cloneable handle: clones share the connections.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("addr", &self.inner.addr)
+            .field("nconnect", &self.inner.slots.len())
+            .finish()
+    }
+}
+
+/// Counts a call on a slot while it waits.
+struct Load<'a>(&'a AtomicUsize);
+
+impl<'a> Load<'a> {
+    fn new(a: &'a AtomicUsize) -> Self {
+        a.fetch_add(1, Ordering::Relaxed);
+        Load(a)
+    }
+}
+
+impl Drop for Load<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Channel {
+    /// Connects every connection now: an error here (nobody listening) is
+    /// the caller's to report. Later losses are the channel's to repair.
+    pub async fn connect(
+        addr: SocketAddr,
+        cred: OpaqueAuth,
+        mut opts: ChannelOptions,
+    ) -> Result<Channel, ClientError> {
+        opts.nconnect = opts.nconnect.max(1);
+        if opts.server.is_empty() {
+            opts.server = addr.ip().to_string();
+        }
+        let first = TcpStream::connect(addr).await?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        let slots = (0..opts.nconnect)
+            .map(|_| Slot {
+                state: tokio::sync::Mutex::new(SlotState {
+                    conn: None,
+                    made: 0,
+                    pause: opts.min_backoff,
+                }),
+                load: AtomicUsize::new(0),
+                answered: AtomicBool::new(false),
+            })
+            .collect();
+        let ch = Channel {
+            inner: Arc::new(Inner {
+                addr,
+                cred,
+                opts,
+                slots,
+                next_xid: AtomicU32::new(seed),
+                rr: AtomicUsize::new(0),
+                handler: Mutex::new(None),
+                hook: Mutex::new(None),
+                not_responding: AtomicBool::new(false),
+                retransmits: AtomicU64::new(0),
+                reconnects: AtomicU64::new(0),
+            }),
+        };
+        {
+            let mut st = ch.inner.slots[0].state.lock().await;
+            st.conn = Some(Arc::new(RpcClient::from_stream(
+                first,
+                ch.inner.cred.clone(),
+            )?));
+            st.made = 1;
+        }
+        for i in 1..ch.inner.slots.len() {
+            let s = TcpStream::connect(addr).await?;
+            let mut st = ch.inner.slots[i].state.lock().await;
+            st.conn = Some(Arc::new(RpcClient::from_stream(s, ch.inner.cred.clone())?));
+            st.made = 1;
+        }
+        Ok(ch)
+    }
+
+    pub fn options(&self) -> &ChannelOptions {
+        &self.inner.opts
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// Serves the peer's calls on every connection, present and future.
+    pub fn set_call_handler(&self, h: Arc<dyn CallHandler>) {
+        *self.inner.handler.lock().unwrap() = Some(h.clone());
+        for s in &self.inner.slots {
+            if let Ok(st) = s.state.try_lock() {
+                if let Some(c) = &st.conn {
+                    c.set_call_handler(h.clone());
+                }
+            }
+        }
+    }
+
+    /// Runs `hook` on every connection made from now on (not on those
+    /// already open: see [`Channel::connections`]).
+    pub fn set_connect_hook(&self, hook: ConnectHook) {
+        *self.inner.hook.lock().unwrap() = Some(hook);
+    }
+
+    /// The connections open now, by index.
+    pub async fn connections(&self) -> Vec<(usize, Arc<RpcClient>)> {
+        let mut v = Vec::new();
+        for (i, s) in self.inner.slots.iter().enumerate() {
+            if let Some(c) = &s.state.lock().await.conn {
+                if !c.is_closed() {
+                    v.push((i, c.clone()));
+                }
+            }
+        }
+        v
+    }
+
+    /// Transmissions beyond each call's first, so far.
+    pub fn retransmits(&self) -> u64 {
+        self.inner.retransmits.load(Ordering::Relaxed)
+    }
+
+    /// Connections made to replace lost ones, so far.
+    pub fn reconnects(&self) -> u64 {
+        self.inner.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// A fresh xid for a call built by the caller.
+    pub fn next_xid(&self) -> u32 {
+        self.inner.next_xid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The local address of the first connection open now.
+    pub async fn local_addr(&self) -> Option<SocketAddr> {
+        self.connections()
+            .await
+            .first()
+            .map(|(_, c)| c.local_addr())
+    }
+
+    /// An open connection (made now if none is): for calls that must go
+    /// on one connection, such as RPCSEC_GSS context creation.
+    pub async fn any_connection(&self) -> Arc<RpcClient> {
+        self.conn(self.pick()).await
+    }
+
+    /// The least-loaded connection, round-robin among equals.
+    fn pick(&self) -> usize {
+        let n = self.inner.slots.len();
+        let start = self.inner.rr.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n)
+            .map(|k| (start + k) % n)
+            .min_by_key(|&i| self.inner.slots[i].load.load(Ordering::Relaxed))
+            .unwrap_or(0)
+    }
+
+    /// The open connection of slot `i`, reconnecting (after a pause) if it
+    /// was lost. Never gives up: the caller bounds the wait.
+    async fn conn(&self, i: usize) -> Arc<RpcClient> {
+        let slot = &self.inner.slots[i];
+        let mut st = slot.state.lock().await;
+        if let Some(c) = &st.conn {
+            if !c.is_closed() {
+                return c.clone();
+            }
+        }
+        st.conn = None;
+        loop {
+            if slot.answered.swap(false, Ordering::Relaxed) {
+                st.pause = self.inner.opts.min_backoff;
+            }
+            // Even the first reconnect waits: a server that accepts and
+            // closes at once must not be hammered.
+            tokio::time::sleep(st.pause).await;
+            st.pause = (st.pause * 2).min(self.inner.opts.max_backoff);
+            let s = match TcpStream::connect(self.inner.addr).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(server = %self.inner.opts.server, conn = i, "reconnect: {e}");
+                    continue;
+                }
+            };
+            let c = match RpcClient::from_stream(s, self.inner.cred.clone()) {
+                Ok(c) => Arc::new(c),
+                Err(_) => continue,
+            };
+            if let Some(h) = self.inner.handler.lock().unwrap().clone() {
+                c.set_call_handler(h);
+            }
+            let hook = self.inner.hook.lock().unwrap().clone();
+            if let Some(hook) = hook {
+                hook(c.clone(), i).await;
+            }
+            st.made += 1;
+            self.inner.reconnects.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(server = %self.inner.opts.server, conn = i, "reconnected");
+            st.conn = Some(c.clone());
+            return c;
+        }
+    }
+
+    /// Drops slot `i`'s connection if it is still `c` (it broke).
+    async fn invalidate(&self, i: usize, c: &Arc<RpcClient>) {
+        let mut st = self.inner.slots[i].state.lock().await;
+        if st.conn.as_ref().is_some_and(|x| Arc::ptr_eq(x, c)) {
+            st.conn = None;
+        }
+    }
+
+    /// Sends the call with `xid` whose record `build(n)` makes for its
+    /// n-th transmission (0 first); returns the reply record. Each
+    /// transmission carries the same xid.
+    pub async fn send_record_with<F>(&self, xid: u32, mut build: F) -> Result<Bytes, ClientError>
+    where
+        F: FnMut(u32) -> Result<Bytes, ClientError>,
+    {
+        let o = &self.inner.opts;
+        let mut timeout = o.timeo;
+        let mut retries = 0u32;
+        let mut sent = 0u32;
+        let mut i = self.pick();
+        loop {
+            let deadline = Instant::now() + timeout;
+            // One wait of `timeout`: a broken connection is replaced and
+            // the call resent within it.
+            let reply = loop {
+                let Ok(conn) = tokio::time::timeout_at(deadline, self.conn(i)).await else {
+                    break None;
+                };
+                let rec = build(sent)?;
+                if sent > 0 {
+                    self.inner.retransmits.fetch_add(1, Ordering::Relaxed);
+                }
+                sent += 1;
+                let slot = &self.inner.slots[i];
+                let _load = Load::new(&slot.load);
+                // A server that stops reading blocks the write: bounded too.
+                let fut =
+                    match tokio::time::timeout_at(deadline, conn.write_record(xid, &rec)).await {
+                        Ok(Ok(f)) => f,
+                        Ok(Err(_)) => {
+                            self.invalidate(i, &conn).await;
+                            continue;
+                        }
+                        Err(_) => {
+                            // Cut mid-record: the connection is unusable.
+                            conn.close();
+                            self.invalidate(i, &conn).await;
+                            break None;
+                        }
+                    };
+                match tokio::time::timeout_at(deadline, fut).await {
+                    Ok(Ok(rep)) => {
+                        slot.answered.store(true, Ordering::Relaxed);
+                        break Some(rep);
+                    }
+                    Ok(Err(_)) => {
+                        self.invalidate(i, &conn).await;
+                        continue;
+                    }
+                    Err(_) => {
+                        conn.forget(xid);
+                        break None;
+                    }
+                }
+            };
+            if let Some(rep) = reply {
+                if self.inner.not_responding.swap(false, Ordering::Relaxed) {
+                    tracing::warn!("server {} OK", o.server);
+                }
+                return Ok(rep);
+            }
+            retries += 1;
+            if retries > o.retrans {
+                if !o.hard {
+                    return Err(ClientError::TimedOut);
+                }
+                if !self.inner.not_responding.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("server {} not responding, still trying", o.server);
+                }
+            }
+            timeout = (timeout + o.timeo).min(o.max_timeo);
+            i = (i + 1) % self.inner.slots.len();
+        }
+    }
+
+    /// Sends a whole record (record mark included) whose call has `xid`,
+    /// the same bytes on every transmission.
+    pub async fn send_record(&self, xid: u32, rec: &[u8]) -> Result<Bytes, ClientError> {
+        let rec = Bytes::copy_from_slice(rec);
+        self.send_record_with(xid, |_| Ok(rec.clone())).await
+    }
+
+    /// Sends a call whose arguments are already encoded; returns the whole reply record.
+    pub async fn call_raw(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &[u8],
+    ) -> Result<Bytes, ClientError> {
+        let xid = self.next_xid();
+        let mut out = BytesMut::with_capacity(64 + args.len());
+        record::begin(&mut out);
+        msg::encode_call(xid, prog, vers, proc_, &self.inner.cred, &mut out);
+        out.put_slice(args);
+        record::finish(&mut out);
+        let rec = out.freeze();
+        self.send_record_with(xid, |_| Ok(rec.clone())).await
+    }
+
+    /// Calls a procedure and returns a decoder positioned at its results.
+    pub async fn call<A: Pack>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<Decoder, ClientError> {
+        let mut a = BytesMut::new();
+        args.pack(&mut a);
+        let rec = self.call_raw(prog, vers, proc_, &a).await?;
+        let (_, st, d) = msg::decode_reply(rec)?;
+        match st {
+            ReplyStatus::Success => Ok(d),
+            other => Err(ClientError::Rpc(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::auth_none;
+    use crate::record::Assembler;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// What the test server does with a call.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Act {
+        Reply,
+        Drop,
+        Close,
+    }
+
+    /// Every call the server saw: (connection number, xid).
+    type Seen = Arc<Mutex<Vec<(usize, u32)>>>;
+
+    /// A server answering each call with its xid, after asking `act`
+    /// (given the connection number and how many calls it saw so far).
+    async fn server(
+        act: impl Fn(usize, usize) -> Act + Send + Sync + 'static,
+    ) -> (SocketAddr, Seen) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let seen: Seen = Arc::default();
+        let act = Arc::new(act);
+        let s2 = seen.clone();
+        tokio::spawn(async move {
+            let mut n = 0;
+            loop {
+                let (s, _) = l.accept().await.unwrap();
+                let (k, seen, act) = (n, s2.clone(), act.clone());
+                n += 1;
+                tokio::spawn(async move {
+                    let (mut rd, mut wr) = s.into_split();
+                    let mut asm = Assembler::new(1 << 20);
+                    let mut buf = BytesMut::new();
+                    loop {
+                        while let Ok(Some(rec)) = asm.next(&mut buf) {
+                            let c = msg::decode_call(rec).unwrap();
+                            let count = {
+                                let mut v = seen.lock().unwrap();
+                                v.push((k, c.xid));
+                                v.len()
+                            };
+                            match act(k, count) {
+                                Act::Reply => {
+                                    let mut out = BytesMut::new();
+                                    record::begin(&mut out);
+                                    msg::success_header(c.xid, &mut out);
+                                    out.put_u32(c.xid);
+                                    record::finish(&mut out);
+                                    wr.write_all(&out).await.unwrap();
+                                }
+                                Act::Drop => {}
+                                Act::Close => return,
+                            }
+                        }
+                        if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, seen)
+    }
+
+    fn quick(nconnect: usize, hard: bool) -> ChannelOptions {
+        ChannelOptions {
+            nconnect,
+            timeo: Duration::from_millis(200),
+            retrans: 2,
+            hard,
+            max_timeo: Duration::from_secs(1),
+            min_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(50),
+            server: "test".into(),
+        }
+    }
+
+    async fn echo(ch: &Channel) -> Result<u32, ClientError> {
+        Ok(ch.call(9, 1, 1, &0u32).await?.u32()?)
+    }
+
+    #[tokio::test]
+    async fn a_dropped_reply_is_resent_with_the_same_xid() {
+        let (addr, seen) = server(|_, n| if n == 1 { Act::Drop } else { Act::Reply }).await;
+        let ch = Channel::connect(addr, auth_none(), quick(1, true))
+            .await
+            .unwrap();
+        let xid = echo(&ch).await.unwrap();
+        let v = seen.lock().unwrap().clone();
+        assert_eq!(v, vec![(0, xid), (0, xid)]);
+        assert_eq!(ch.retransmits(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_closed_connection_is_replaced_and_the_call_resent() {
+        let (addr, seen) = server(|conn, _| if conn == 0 { Act::Close } else { Act::Reply }).await;
+        let ch = Channel::connect(addr, auth_none(), quick(1, true))
+            .await
+            .unwrap();
+        let xid = echo(&ch).await.unwrap();
+        let v = seen.lock().unwrap().clone();
+        assert_eq!(v, vec![(0, xid), (1, xid)]);
+        assert_eq!(ch.reconnects(), 1);
+        // The new connection carries later calls too.
+        echo(&ch).await.unwrap();
+        assert_eq!(ch.reconnects(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_soft_call_times_out_after_retrans_retries() {
+        let (addr, seen) = server(|_, _| Act::Drop).await;
+        let ch = Channel::connect(addr, auth_none(), quick(1, false))
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let e = echo(&ch).await.unwrap_err();
+        assert!(matches!(e, ClientError::TimedOut), "{e:?}");
+        // 200 + 400 + 600 ms: the timeout grows by timeo each retry.
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(1200), "{took:?}");
+        let v = seen.lock().unwrap().clone();
+        assert_eq!(v.len(), 3, "one transmission and two retries");
+        assert!(v.iter().all(|&(_, x)| x == v[0].1));
+    }
+
+    #[tokio::test]
+    async fn a_hard_call_outlasts_a_server_that_is_away() {
+        // Unanswered for the first 5 transmissions, then answered.
+        let (addr, seen) = server(|_, n| if n <= 5 { Act::Drop } else { Act::Reply }).await;
+        let mut o = quick(1, true);
+        o.timeo = Duration::from_millis(50);
+        o.max_timeo = Duration::from_millis(100);
+        let ch = Channel::connect(addr, auth_none(), o).await.unwrap();
+        let xid = echo(&ch).await.unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 6);
+        assert!(seen.lock().unwrap().iter().all(|&(_, x)| x == xid));
+        assert!(!ch.inner.not_responding.load(Ordering::Relaxed));
+    }
+
+    #[tokio::test]
+    async fn nconnect_spreads_calls_over_its_connections() {
+        let (addr, seen) = server(|_, _| Act::Reply).await;
+        let ch = Channel::connect(addr, auth_none(), quick(4, true))
+            .await
+            .unwrap();
+        let calls: Vec<_> = (0..64).map(|_| echo(&ch)).collect();
+        for r in futures::future::join_all(calls).await {
+            r.unwrap();
+        }
+        let v = seen.lock().unwrap().clone();
+        let mut per = [0usize; 4];
+        for (c, _) in v {
+            per[c] += 1;
+        }
+        assert!(per.iter().all(|&n| n > 0), "{per:?}");
+        assert_eq!(per.iter().sum::<usize>(), 64);
+    }
+
+    #[tokio::test]
+    async fn a_server_gone_for_a_while_is_reconnected_with_backoff() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        // Accept one connection and close it with the listener: nobody
+        // listens for a while, then a server comes back on the same port.
+        let first = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            drop(s);
+        });
+        let ch = Channel::connect(addr, auth_none(), quick(1, true))
+            .await
+            .unwrap();
+        first.await.unwrap();
+        let ch2 = ch.clone();
+        let call = tokio::spawn(async move { echo(&ch2).await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let l = TcpListener::bind(addr).await.unwrap();
+        let seen: Seen = Arc::default();
+        let s2 = seen.clone();
+        tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let (mut rd, mut wr) = s.into_split();
+            let mut asm = Assembler::new(1 << 20);
+            let mut buf = BytesMut::new();
+            loop {
+                while let Ok(Some(rec)) = asm.next(&mut buf) {
+                    let c = msg::decode_call(rec).unwrap();
+                    s2.lock().unwrap().push((1, c.xid));
+                    let mut out = BytesMut::new();
+                    record::begin(&mut out);
+                    msg::success_header(c.xid, &mut out);
+                    out.put_u32(c.xid);
+                    record::finish(&mut out);
+                    wr.write_all(&out).await.unwrap();
+                }
+                if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+            }
+        });
+        let xid = call.await.unwrap().unwrap();
+        assert_eq!(seen.lock().unwrap().clone(), vec![(1, xid)]);
+        // A few attempts in 300 ms with a pause from 10 to 50 ms, not thousands.
+        assert!(ch.reconnects() == 1);
+    }
+}

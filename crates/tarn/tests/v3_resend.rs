@@ -1,0 +1,150 @@
+//! NFSv3 over `rpc::client::Channel` (what an NFSv3 client uses for
+//! retransmission), through an in-test proxy that drops a reply with its
+//! connection: the REMOVE is resent with the same xid on a new connection
+//! and the server's duplicate request cache answers it, so it is not run
+//! twice (a second execution would say NFS3ERR_NOENT).
+//!
+//!   cargo test -p tarn --test v3_resend
+
+mod common;
+use bytes::Bytes;
+use common::*;
+use proto::nfs3::*;
+use rpc::client::{auth_sys, Channel, ChannelOptions};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Forwards to `to`; with `cut` set, the server's next bytes are dropped
+/// with both connections. Returns its address and the count of connections.
+async fn proxy(to: SocketAddr, cut: Arc<AtomicBool>) -> (SocketAddr, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut c, _) = l.accept().await.unwrap();
+            n2.fetch_add(1, Ordering::SeqCst);
+            let cut = cut.clone();
+            tokio::spawn(async move {
+                let Ok(mut s) = TcpStream::connect(to).await else {
+                    return;
+                };
+                let (mut b1, mut b2) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+                loop {
+                    tokio::select! {
+                        r = c.read(&mut b1) => match r {
+                            Ok(k) if k > 0 => if s.write_all(&b1[..k]).await.is_err() { return },
+                            _ => return,
+                        },
+                        r = s.read(&mut b2) => match r {
+                            Ok(k) if k > 0 => {
+                                if cut.swap(false, Ordering::SeqCst) {
+                                    return;
+                                }
+                                if c.write_all(&b2[..k]).await.is_err() { return }
+                            }
+                            _ => return,
+                        },
+                    }
+                }
+            });
+        }
+    });
+    (addr, n)
+}
+
+async fn call<A: xdr::Pack, R: xdr::Unpack>(ch: &Channel, prog: u32, proc_: u32, a: &A) -> R {
+    let mut d = ch.call(prog, 3, proc_, a).await.expect("call");
+    R::unpack(&mut d).expect("decode")
+}
+
+#[test]
+fn a_remove_whose_reply_was_lost_is_answered_from_the_drc() {
+    let s = TestServer::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let cut = Arc::new(AtomicBool::new(false));
+        let (addr, conns) = proxy(s.addr, cut.clone()).await;
+        let opts = ChannelOptions {
+            timeo: Duration::from_secs(10),
+            min_backoff: Duration::from_millis(20),
+            ..Default::default()
+        };
+        let ch = Channel::connect(addr, auth_sys(1000, 1000, &[1000], "t"), opts)
+            .await
+            .unwrap();
+        let mnt: proto::mount::Mountres3 = call(
+            &ch,
+            proto::mount::MOUNT_PROGRAM,
+            1,
+            &proto::mount::Dirpath(Bytes::from_static(b"/")),
+        )
+        .await;
+        let proto::mount::Mountres3::MNT3_OK(ok) = mnt else {
+            panic!("MNT: {mnt:?}")
+        };
+        let root = NfsFh3 { data: ok.fhandle.0 };
+        let how = Createhow3::UNCHECKED(Sattr3 {
+            mode: Some(0o644),
+            uid: None,
+            gid: None,
+            size: None,
+            atime: SetAtime::Default(TimeHow::DONT_CHANGE),
+            mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
+        });
+        let name = Diropargs3 {
+            dir: root.clone(),
+            name: Bytes::from_static(b"gone"),
+        };
+        let c: Create3res = call(
+            &ch,
+            NFS_PROGRAM,
+            NFSPROC3_CREATE,
+            &Create3args {
+                r#where: name.clone(),
+                how,
+            },
+        )
+        .await;
+        assert!(matches!(c, Create3res::NFS3_OK(_)), "{c:?}");
+
+        cut.store(true, Ordering::SeqCst);
+        let r: Remove3res = call(
+            &ch,
+            NFS_PROGRAM,
+            NFSPROC3_REMOVE,
+            &Remove3args {
+                object: name.clone(),
+            },
+        )
+        .await;
+        assert!(
+            matches!(r, Remove3res::NFS3_OK(_)),
+            "answered from the DRC: {r:?}"
+        );
+        assert_eq!((ch.reconnects(), ch.retransmits()), (1, 1));
+        assert_eq!(conns.load(Ordering::SeqCst), 2);
+        assert!(!s.export.join("gone").exists());
+        // Sent as a new call it is run, and finds nothing.
+        let r: Remove3res = call(
+            &ch,
+            NFS_PROGRAM,
+            NFSPROC3_REMOVE,
+            &Remove3args { object: name },
+        )
+        .await;
+        assert!(
+            matches!(r, Remove3res::Default(Nfsstat3::NFS3ERR_NOENT, _)),
+            "{r:?}"
+        );
+    });
+}
