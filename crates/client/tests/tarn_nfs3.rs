@@ -22,6 +22,7 @@ fn opts() -> Nfs3Options {
         sys_ids: (UID, GID),
         machine: "tarn-nfs3-test".into(),
         mount_port: None,
+        transport: Default::default(),
     }
 }
 

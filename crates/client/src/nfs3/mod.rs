@@ -27,7 +27,7 @@ pub use ops::{DirEntry3, Written};
 
 use crate::nfs4::{GssSec, Security};
 use proto::nfs3::{NfsFh3, NFS_PROGRAM, NFS_V3};
-use rpc::client::{auth_none, auth_sys, RpcClient};
+use rpc::client::{auth_none, auth_sys, Channel, ChannelOptions, RpcClient};
 use rpc::gss::GssService;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -57,12 +57,18 @@ pub struct Nfs3Options {
     /// MOUNT's port when known (libnfs's `mountport=`): neither the NFS
     /// port nor the portmapper is asked.
     pub mount_port: Option<u16>,
+    /// How NFS calls travel: connections (nconnect), timeo/retrans,
+    /// hard or soft. A lost connection is made again and its calls resent
+    /// with the same xid, so the server's duplicate request cache answers
+    /// a call it already executed. Connections come from a reserved port
+    /// when the process may bind one.
+    pub transport: ChannelOptions,
 }
 
 pub struct Nfs3 {
     addr: SocketAddr,
     opts: Nfs3Options,
-    rpc: Arc<RpcClient>,
+    ch: Channel,
     gss: Option<Arc<GssSec>>,
     mountc: RpcClient,
     /// Mounted exports and their root handles.
@@ -112,28 +118,37 @@ impl Nfs3 {
         let exports = mount::exports(&mountc).await.unwrap_or_default();
         let (export, root, flavors) = first_mount(&mountc, &exports, path).await?;
         mount::check_flavor(&export, wanted_flavor(&opts.security), &flavors)?;
-        let (rpc, gss) = match &opts.security {
+        let transport = ChannelOptions {
+            reserved_port: true,
+            ..opts.transport.clone()
+        };
+        let (ch, gss) = match &opts.security {
             Security::Sys { uid, gid } => {
-                let c =
-                    RpcClient::connect(addr, auth_sys(*uid, *gid, &[*gid], &opts.machine)).await?;
-                (Arc::new(c), None)
+                let cred = auth_sys(*uid, *gid, &[*gid], &opts.machine);
+                (Channel::connect(addr, cred, transport).await?, None)
             }
             Security::Krb5 {
                 service,
                 target,
                 renew,
             } => {
-                let rpc = Arc::new(mount::connect(addr, auth_none()).await?);
-                let g =
-                    GssSec::establish(rpc.clone(), NFS_PROGRAM, NFS_V3, *service, target, *renew)
-                        .await?;
-                (rpc, Some(g))
+                let ch = Channel::connect(addr, auth_none(), transport).await?;
+                let g = GssSec::establish_channel(
+                    ch.clone(),
+                    NFS_PROGRAM,
+                    NFS_V3,
+                    *service,
+                    target,
+                    *renew,
+                )
+                .await?;
+                (ch, Some(g))
             }
         };
         let c = Nfs3 {
             addr,
             opts,
-            rpc,
+            ch,
             gss,
             mountc,
             mounts: Mutex::new(vec![(export, root.clone())]),
@@ -156,6 +171,11 @@ impl Nfs3 {
 
     pub fn options(&self) -> &Nfs3Options {
         &self.opts
+    }
+
+    /// The channel NFS calls go over (retransmissions, reconnects).
+    pub fn channel(&self) -> &Channel {
+        &self.ch
     }
 
     /// The RPCSEC_GSS layer, when NFS calls go under it.

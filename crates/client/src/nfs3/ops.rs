@@ -89,7 +89,7 @@ impl Nfs3 {
             let d = match &self.gss {
                 Some(g) => g.call(proc_, &enc).await?,
                 None => {
-                    let rec = self.rpc.call_raw(NFS_PROGRAM, NFS_V3, proc_, &enc).await?;
+                    let rec = self.ch.call_raw(NFS_PROGRAM, NFS_V3, proc_, &enc).await?;
                     match rpc::msg::decode_reply(rec)? {
                         (_, rpc::msg::ReplyStatus::Success, d) => d,
                         (_, other, _) => return Err(rpc::client::ClientError::Rpc(other).into()),
@@ -170,7 +170,7 @@ impl Nfs3 {
 
     pub async fn null(&self) -> Result<()> {
         let rec = self
-            .rpc
+            .ch
             .call_raw(NFS_PROGRAM, NFS_V3, NFSPROC3_NULL, &[])
             .await?;
         match rpc::msg::decode_reply(rec)? {

@@ -54,6 +54,10 @@ pub struct ChannelOptions {
     pub max_backoff: Duration,
     /// The server's name in log messages.
     pub server: String,
+    /// Connect from a reserved source port when the process may bind one
+    /// ([`tcp_reserved`](super::tcp_reserved)): NFSv3 servers exporting
+    /// `secure` (knfsd's default) want it.
+    pub reserved_port: bool,
 }
 
 impl Default for ChannelOptions {
@@ -67,6 +71,7 @@ impl Default for ChannelOptions {
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(3),
             server: String::new(),
+            reserved_port: false,
         }
     }
 }
@@ -144,6 +149,15 @@ impl Drop for Load<'_> {
     }
 }
 
+/// A new TCP connection as `opts` want it.
+async fn dial(addr: SocketAddr, opts: &ChannelOptions) -> std::io::Result<TcpStream> {
+    if opts.reserved_port {
+        super::tcp_reserved(addr).await
+    } else {
+        TcpStream::connect(addr).await
+    }
+}
+
 impl Channel {
     /// Connects every connection now: an error here (nobody listening) is
     /// the caller's to report. Later losses are the channel's to repair.
@@ -156,7 +170,7 @@ impl Channel {
         if opts.server.is_empty() {
             opts.server = addr.ip().to_string();
         }
-        let first = TcpStream::connect(addr).await?;
+        let first = dial(addr, &opts).await?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -196,7 +210,7 @@ impl Channel {
             st.made = 1;
         }
         for i in 1..ch.inner.slots.len() {
-            let s = TcpStream::connect(addr).await?;
+            let s = dial(addr, &ch.inner.opts).await?;
             let mut st = ch.inner.slots[i].state.lock().await;
             st.conn = Some(Arc::new(RpcClient::from_stream(s, ch.inner.cred.clone())?));
             st.made = 1;
@@ -301,7 +315,7 @@ impl Channel {
             // closes at once must not be hammered.
             tokio::time::sleep(st.pause).await;
             st.pause = (st.pause * 2).min(self.inner.opts.max_backoff);
-            let s = match TcpStream::connect(self.inner.addr).await {
+            let s = match dial(self.inner.addr, &self.inner.opts).await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::debug!(server = %self.inner.opts.server, conn = i, "reconnect: {e}");

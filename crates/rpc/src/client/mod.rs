@@ -125,6 +125,49 @@ pub fn auth_none() -> OpaqueAuth {
     }
 }
 
+/// Source ports below 1024 tried when the process may bind them.
+pub const RESERVED: std::ops::Range<u16> = 665..1024;
+
+/// A TCP connection to `addr`, from a reserved source port (below 1024)
+/// when the process may bind one: servers exporting with knfsd's default
+/// `secure` option, and many MOUNT daemons, refuse calls from other
+/// ports, as they expect a kernel client or root. Otherwise any port.
+pub async fn tcp_reserved(addr: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    use std::io::ErrorKind;
+    let start = RESERVED.start + (std::process::id() % (RESERVED.len() as u32)) as u16;
+    for i in 0..16u16 {
+        let port = RESERVED.start + (start - RESERVED.start + i * 7) % RESERVED.len() as u16;
+        let sock = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        sock.set_reuseaddr(true)?;
+        let local = SocketAddr::new(
+            match addr {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            },
+            port,
+        );
+        match sock.bind(local) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => break,
+            Err(_) => continue,
+        }
+        match sock.connect(addr).await {
+            Ok(s) => return Ok(s),
+            // This source port is still tied to `addr` (TIME_WAIT): the next.
+            Err(e)
+                if e.kind() == ErrorKind::AddrInUse || e.kind() == ErrorKind::AddrNotAvailable =>
+            {
+                continue
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    tokio::net::TcpStream::connect(addr).await
+}
+
 impl RpcClient {
     pub async fn connect(addr: SocketAddr, cred: OpaqueAuth) -> Result<Self, ClientError> {
         Self::from_stream(TcpStream::connect(addr).await?, cred)

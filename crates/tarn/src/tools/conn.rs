@@ -189,6 +189,7 @@ async fn connect(url: &NfsUrl) -> Result<Remote, String> {
         sys_ids: (uid, gid),
         machine: machine_name(),
         mount_port: url.mountport,
+        transport: channel_options(url),
     };
     let mut why = String::new();
     for &addr in &addrs {
@@ -221,15 +222,7 @@ async fn connect_any(
     url: &NfsUrl,
 ) -> Result<Nfs4Conn, (String, Option<client::nfs4::Error>)> {
     let mut last = String::new();
-    let t = url.transport;
-    let opts = rpc::client::ChannelOptions {
-        nconnect: t.nconnect as usize,
-        timeo: Duration::from_millis(t.timeo as u64 * 100),
-        retrans: t.retrans,
-        hard: t.hard,
-        server: url.host.clone(),
-        ..Default::default()
-    };
+    let opts = channel_options(url);
     for &addr in addrs {
         // Over a channel that reconnects and resends.
         let conn = async {
@@ -258,6 +251,19 @@ async fn connect_any(
         }
     }
     Err((format!("{server}: cannot connect: {last}"), None))
+}
+
+/// The URL's transport keys (nconnect=, timeo=, retrans=, hard/soft).
+fn channel_options(url: &NfsUrl) -> rpc::client::ChannelOptions {
+    let t = url.transport;
+    rpc::client::ChannelOptions {
+        nconnect: t.nconnect as usize,
+        timeo: Duration::from_millis(t.timeo as u64 * 100),
+        retrans: t.retrans,
+        hard: t.hard,
+        server: url.host.clone(),
+        ..Default::default()
+    }
 }
 
 /// The handle of `url`'s parent directory and `url`'s last name; errors
