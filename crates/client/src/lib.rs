@@ -6,4 +6,5 @@
 
 pub mod nfs3;
 pub mod nfs4;
+pub mod nfs40;
 pub mod remote;

@@ -19,6 +19,7 @@ pub mod conn;
 pub mod deleg;
 pub mod error;
 pub mod ops;
+pub mod plain;
 pub mod renew;
 pub mod sec;
 pub mod session;
