@@ -389,7 +389,8 @@ fn restarted(dst: &dyn Display) -> String {
     format!("{dst}: the server restarted before the data was committed; copy again")
 }
 
-/// NFSv3: COMMIT (when writes were UNSTABLE), then mode and times.
+/// NFSv3 and NFSv4.0: COMMIT (when writes were UNSTABLE), then mode and
+/// times, then (4.0) CLOSE, which is also all a failed transfer needs.
 async fn finish_v3(
     r: &Remote,
     file: &OpenFile,
@@ -399,23 +400,29 @@ async fn finish_v3(
     mtime: &Time,
     dst: &dyn Display,
 ) -> Result<(), String> {
-    if !ok {
-        return Ok(());
-    }
-    let verfs = verfs.lock().unwrap().clone();
-    if !verfs.is_empty() {
-        let v = r.commit(&file.fh).await.map_err(|e| nfs_err(dst, e))?;
-        if verfs.iter().any(|w| *w != v) {
-            return Err(restarted(dst));
+    let done = async {
+        if !ok {
+            return Ok(());
         }
+        let verfs = verfs.lock().unwrap().clone();
+        if !verfs.is_empty() {
+            let v = r.commit(&file.fh).await.map_err(|e| nfs_err(dst, e))?;
+            if verfs.iter().any(|w| *w != v) {
+                return Err(restarted(dst));
+            }
+        }
+        let set = SetAttr {
+            mode: Some(mode),
+            atime: Some(SetTime::Client(*mtime)),
+            mtime: Some(SetTime::Client(*mtime)),
+            ..Default::default()
+        };
+        r.setattr(&file.fh, &set).await.map_err(|e| nfs_err(dst, e))
     }
-    let set = SetAttr {
-        mode: Some(mode),
-        atime: Some(SetTime::Client(*mtime)),
-        mtime: Some(SetTime::Client(*mtime)),
-        ..Default::default()
-    };
-    r.setattr(&file.fh, &set).await.map_err(|e| nfs_err(dst, e))
+    .await;
+    // Nothing over NFSv3.
+    let closed = r.close(file).await.map_err(|e| nfs_err(dst, e));
+    done.and(closed)
 }
 
 #[cfg(test)]
