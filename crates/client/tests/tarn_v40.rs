@@ -295,3 +295,79 @@ fn remote_over_v40() {
         r.close_all().await;
     });
 }
+
+/// During the server's grace period OPEN gets NFS4ERR_GRACE: the client
+/// sends it again, each time with the next seqid (GRACE moved it on),
+/// until the grace period is over.
+#[test]
+fn grace_is_waited_out_with_the_next_seqid() {
+    // A client on record (its state confirmed), then a restart: the
+    // server has someone to wait for, so grace lasts.
+    let mut t = Tarn::start(&["--grace", "0"]);
+    run(async {
+        let c = client(&t).await;
+        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        c.open(&root, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+    });
+    t.restart(&["--grace", "3"]);
+    run(async {
+        let c = client(&t).await;
+        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        let t0 = std::time::Instant::now();
+        let f = c
+            .open(&root, "late", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        assert!(t0.elapsed() > std::time::Duration::from_secs(1), "waited");
+        let n = c.open_owner().next_seqid().await;
+        assert!(n > 2, "GRACE answers moved the seqid on: {n}");
+        c.close(&f.fh, &f.stateid).await.unwrap();
+        assert_eq!(c.open_owner().next_seqid().await, n + 1);
+    });
+}
+
+/// A seqid the server does not expect: NFS4ERR_BAD_SEQID is reported and
+/// the owner's seqid stays where it was.
+#[test]
+fn bad_seqid_is_reported_and_does_not_advance() {
+    let t = Tarn::start(&["--grace", "0"]);
+    run(async {
+        let c = client(&t).await;
+        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        let f = c
+            .open(&root, "f", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        let n = c.open_owner().next_seqid().await;
+        // Someone else (here: raw COMPOUNDs) moves the owner's seqid on
+        // twice behind the client's back.
+        for seqid in [n, n + 1] {
+            let r = c
+                .conn()
+                .compound(
+                    0,
+                    vec![
+                        putfh(&root),
+                        NfsArgop4::OP_OPEN(Open4args {
+                            seqid,
+                            share_access: OPEN4_SHARE_ACCESS_READ,
+                            share_deny: OPEN4_SHARE_DENY_NONE,
+                            owner: c.open_owner().owner.clone(),
+                            openhow: Openflag4::Default(Opentype4::OPEN4_NOCREATE),
+                            claim: OpenClaim4::CLAIM_NULL(name("f")),
+                        }),
+                    ],
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status, Nfsstat4::NFS4_OK);
+        }
+        assert_eq!(
+            err(c.close(&f.fh, &f.stateid).await),
+            Nfsstat4::NFS4ERR_BAD_SEQID
+        );
+        assert_eq!(c.open_owner().next_seqid().await, n, "not advanced");
+    });
+}
