@@ -147,9 +147,14 @@ fn two_owners_lock_in_conflict() {
             .await
             .unwrap()
             .expect("its own range");
+        assert_eq!(
+            err(a.release_lock_owner(&la).await),
+            Nfsstat4::NFS4ERR_LOCKS_HELD
+        );
         a.locku(&fa.fh, &la, NfsLockType4::WRITE_LT, 0, 200)
             .await
             .unwrap();
+        a.release_lock_owner(&la).await.unwrap();
         let lb2 = b.new_lock_owner();
         b.lock(b.open_owner(), &fb, &lb2, NfsLockType4::WRITE_LT, 50, 10)
             .await

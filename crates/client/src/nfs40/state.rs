@@ -277,6 +277,18 @@ impl Client40 {
         Ok(s)
     }
 
+    /// RELEASE_LOCKOWNER: the server may forget a lock owner that holds
+    /// no locks (RFC 7530 §16.37), as one does with a denied first LOCK.
+    pub async fn release_lock_owner(&self, lock: &LockOwner) -> Result<()> {
+        self.call(vec![NfsArgop4::OP_RELEASE_LOCKOWNER(
+            ReleaseLockowner4args {
+                lock_owner: lock.owner.clone(),
+            },
+        )])
+        .await?;
+        Ok(())
+    }
+
     /// LOCKT: None if `owner` could take the lock, else who holds what.
     pub async fn lockt(
         &self,

@@ -649,8 +649,11 @@ impl Remote {
                                 kind: HeldKind::V40 { open, lock },
                             }))
                         }
-                        Ok(Err(_denied)) if wait => {}
+                        Ok(Err(_denied)) if wait => {
+                            let _ = c.release_lock_owner(&lock).await;
+                        }
                         Ok(Err(_denied)) => {
+                            let _ = c.release_lock_owner(&lock).await;
                             let _ = c.close(&open.fh, &open.stateid).await;
                             return Ok(None);
                         }
@@ -705,6 +708,9 @@ impl Remote {
                     p4::NfsLockType4::READ_LT
                 };
                 let r = c.locku(&open.fh, &lock, t, l.range.offset, len).await;
+                if r.is_ok() {
+                    let _ = c.release_lock_owner(&lock).await;
+                }
                 c.close(&open.fh, &open.stateid).await?;
                 r?;
             }
