@@ -343,7 +343,10 @@ pub async fn finish(
         return Ok(());
     };
     let (Some(s), Some(stateid)) = (r.v4(), &file.stateid) else {
-        return finish_v3(r, file, verfs, ok, mode, mtime, dst).await;
+        // NFSv3, and NFSv4.0 followed by its CLOSE (a no-op over NFSv3).
+        let done = finish_v3(r, file, verfs, ok, mode, mtime, dst).await;
+        let closed = r.close(file).await.map_err(|e| nfs_err(dst, e));
+        return done.and(closed);
     };
     let fh = &NfsFh4(file.fh.0.clone());
     let mtime = &t4(mtime);
@@ -389,8 +392,7 @@ fn restarted(dst: &dyn Display) -> String {
     format!("{dst}: the server restarted before the data was committed; copy again")
 }
 
-/// NFSv3 and NFSv4.0: COMMIT (when writes were UNSTABLE), then mode and
-/// times, then (4.0) CLOSE, which is also all a failed transfer needs.
+/// NFSv3: COMMIT (when writes were UNSTABLE), then mode and times.
 async fn finish_v3(
     r: &Remote,
     file: &OpenFile,
@@ -400,29 +402,23 @@ async fn finish_v3(
     mtime: &Time,
     dst: &dyn Display,
 ) -> Result<(), String> {
-    let done = async {
-        if !ok {
-            return Ok(());
-        }
-        let verfs = verfs.lock().unwrap().clone();
-        if !verfs.is_empty() {
-            let v = r.commit(&file.fh).await.map_err(|e| nfs_err(dst, e))?;
-            if verfs.iter().any(|w| *w != v) {
-                return Err(restarted(dst));
-            }
-        }
-        let set = SetAttr {
-            mode: Some(mode),
-            atime: Some(SetTime::Client(*mtime)),
-            mtime: Some(SetTime::Client(*mtime)),
-            ..Default::default()
-        };
-        r.setattr(&file.fh, &set).await.map_err(|e| nfs_err(dst, e))
+    if !ok {
+        return Ok(());
     }
-    .await;
-    // Nothing over NFSv3.
-    let closed = r.close(file).await.map_err(|e| nfs_err(dst, e));
-    done.and(closed)
+    let verfs = verfs.lock().unwrap().clone();
+    if !verfs.is_empty() {
+        let v = r.commit(&file.fh).await.map_err(|e| nfs_err(dst, e))?;
+        if verfs.iter().any(|w| *w != v) {
+            return Err(restarted(dst));
+        }
+    }
+    let set = SetAttr {
+        mode: Some(mode),
+        atime: Some(SetTime::Client(*mtime)),
+        mtime: Some(SetTime::Client(*mtime)),
+        ..Default::default()
+    };
+    r.setattr(&file.fh, &set).await.map_err(|e| nfs_err(dst, e))
 }
 
 #[cfg(test)]
