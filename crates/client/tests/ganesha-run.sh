@@ -11,7 +11,8 @@
 # export's pseudo path) and TARN_GANESHA_DIR (the exported directory) set;
 # its exit status is ours. Every process started here is stopped by PID on
 # exit, and the PID namespace takes anything left with it.
-# TARN_GANESHA_LOG=FILE keeps Ganesha's log.
+# TARN_GANESHA_LOG=FILE keeps Ganesha's log. TARN_GANESHA_MINORS="0" (or
+# "0, 1, 2") sets the NFSv4 minor versions served (default "1, 2").
 set -euo pipefail
 
 if [ "${1:-}" != "--inner" ]; then
@@ -71,7 +72,7 @@ NFS_CORE_PARAM {
 }
 NFSV4 {
     Graceless = true;
-    minor_versions = 1, 2;
+    minor_versions = ${TARN_GANESHA_MINORS:-1, 2};
     RecoveryBackend = fs;
     RecoveryRoot = $WORK/recovery;
 }

@@ -1,5 +1,5 @@
 //! The client tools (`tarn ls|cat|stat|df|mkdir|rm|mv|ln|cp|lock`) against
-//! a real `tarn serve` on loopback, NFSv4.1/4.2 and NFSv3 with AUTH_SYS: a
+//! a real `tarn serve` on loopback, NFSv4.0/4.1/4.2 and NFSv3 with AUTH_SYS: a
 //! 20 MiB file and a tree of 200 files (and a symbolic link) copied there
 //! and back (checksums, modes, mtimes), the namespace commands, locks held
 //! by two processes, and what the user sees when something is wrong.
@@ -26,6 +26,11 @@ fn url(s: &TestServer, path: &str) -> String {
 /// The same over NFSv3.
 fn url3(s: &TestServer, path: &str) -> String {
     url(s, path) + "&vers=3"
+}
+
+/// The same over NFSv4.0.
+fn url40(s: &TestServer, path: &str) -> String {
+    url(s, path) + "&vers=4.0"
 }
 
 /// stderr of a tool run that must fail.
@@ -205,6 +210,56 @@ fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
     );
 }
 
+#[test]
+fn v40_cp_20_mib_there_and_back_with_equal_checksums() {
+    let s = TestServer::start();
+    let src = s.state.join("big.bin");
+    let back = s.state.join("back.bin");
+    let mut data = vec![0u8; 20 << 20];
+    rand::thread_rng().fill_bytes(&mut data);
+    std::fs::write(&src, &data).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
+    set_mtime(&src, 1_600_000_000, 123_456_789);
+
+    let up = tarn(&["cp", src.to_str().unwrap(), &url40(&s, "/big.bin")]);
+    println!("local -> NFSv4.0: {}", up.trim());
+    assert!(
+        up.starts_with(&format!("1 files, {} bytes in ", 20 << 20)),
+        "{up}"
+    );
+    let on_server = s.export.join("big.bin");
+    assert_eq!(sha256_file(&on_server), sha256_file(&src));
+    assert_eq!(mode(&on_server), 0o640);
+    assert_eq!(mtime(&on_server), (1_600_000_000, 123_456_789));
+    assert_eq!(std::fs::metadata(&on_server).unwrap().uid(), 1000);
+
+    let down = tarn(&["cp", &url40(&s, "/big.bin"), back.to_str().unwrap()]);
+    println!("NFSv4.0 -> local: {}", down.trim());
+    assert_eq!(sha256_file(&back), sha256_file(&src));
+    assert_eq!(mode(&back), 0o640);
+    assert_eq!(mtime(&back), (1_600_000_000, 123_456_789));
+
+    // 4.0 -> 4.0 (READs and WRITEs, no COPY) and 4.0 -> 4.2.
+    tarn(&["mkdir", &url40(&s, "/into")]);
+    let within = tarn(&["cp", &url40(&s, "/big.bin"), &url40(&s, "/into")]);
+    println!("NFSv4.0 -> NFSv4.0: {}", within.trim());
+    assert!(!within.contains("COPY"), "{within}");
+    assert_eq!(
+        sha256_file(&s.export.join("into/big.bin")),
+        sha256_file(&src)
+    );
+    tarn(&["cp", "-q", &url40(&s, "/big.bin"), &url(&s, "/v42.bin")]);
+    assert_eq!(sha256_file(&s.export.join("v42.bin")), sha256_file(&src));
+    // Over an existing, longer file: truncated to the source's size.
+    tarn(&["cp", "-q", &url40(&s, "/v42.bin"), &url40(&s, "/longer")]);
+    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
+    tarn(&["cp", "-q", src.to_str().unwrap(), &url40(&s, "/longer")]);
+    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(&src));
+    let out = tarn_output(&["cat", &url40(&s, "/big.bin")]);
+    assert!(out.status.success());
+    assert!(out.stdout == data, "cat output differs");
+}
+
 /// A tree: nested directories, 200 files of assorted sizes and modes, and
 /// directory modes and mtimes of their own.
 fn make_tree(root: &Path) -> Vec<PathBuf> {
@@ -280,6 +335,11 @@ fn cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
 #[test]
 fn v3_cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
     cp_r_tree_there_and_back(url3);
+}
+
+#[test]
+fn v40_cp_r_tree_there_and_back_keeps_contents_modes_and_times() {
+    cp_r_tree_there_and_back(url40);
 }
 
 fn cp_r_tree_there_and_back(url: fn(&TestServer, &str) -> String) {
@@ -467,11 +527,11 @@ fn errors_name_the_path_and_the_status() {
         "{e}"
     );
 
-    let e = fails(&["ls", &format!("nfs://127.0.0.1:{p}/?vers=4.0")]);
-    assert!(
-        e.contains("vers=4.0 is not supported by the tools yet"),
-        "{e}"
-    );
+    let e = fails(&["ls", &format!("nfs://127.0.0.1:{p}/?vers=4.3")]);
+    assert!(e.contains("unknown NFS version vers=4.3"), "{e}");
+    // NFSv4.0 errors name NFSv4 statuses.
+    let e = fails(&["cat", &(missing.clone() + "&vers=4.0")]);
+    assert_eq!(e, noent);
     // NFSv3 errors name NFSv3 statuses.
     let e = fails(&["cat", &(missing.clone() + "&vers=3")]);
     assert_eq!(
@@ -672,6 +732,11 @@ fn lock_v41_two_processes() {
     two_lockers("4.1");
 }
 
+#[test]
+fn lock_v40_two_processes() {
+    two_lockers("4.0");
+}
+
 /// Relays `client`'s calls to `server`, but answers NFSv4 calls itself
 /// with PROG_MISMATCH (versions 3 to 3), as a server without NFSv4 does.
 fn relay_without_v4(client: std::net::TcpStream, server: std::net::SocketAddr) {
@@ -749,4 +814,109 @@ fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
     let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
     assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
     assert!(e.contains("it speaks versions 3 to 3"), "{e}");
+}
+
+/// Relays `client`'s calls to `server`, answering as a server that speaks
+/// NFSv4.0 only: a COMPOUND of another minor version gets
+/// NFS4ERR_MINOR_VERS_MISMATCH, NFSv3 and MOUNT get PROG_MISMATCH.
+fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let mut h = [0u8; 4];
+            s.read_exact(&mut h).ok()?;
+            let h = u32::from_be_bytes(h);
+            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
+            s.read_exact(&mut frag).ok()?;
+            out.extend_from_slice(&frag);
+            if h & 0x8000_0000 != 0 {
+                return Some(out);
+            }
+        }
+    }
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+    /// The reply the relay gives itself, if any.
+    fn answer(rec: &[u8]) -> Option<bytes::BytesMut> {
+        let word = |i: usize| {
+            rec.get(i..i + 4)
+                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+        };
+        let pad = |n: u32| (n as usize).div_ceil(4) * 4;
+        let (xid, prog, vers, proc_) = (word(0)?, word(12)?, word(16)?, word(20)?);
+        let mut out = bytes::BytesMut::new();
+        rpc::record::begin(&mut out);
+        if (prog == 100003 && vers == 3) || prog == 100005 {
+            rpc::msg::prog_mismatch(xid, 4, 4, &mut out);
+        } else if prog == 100003 && vers == 4 && proc_ == 1 {
+            // Past the credential and the verifier: the tag, then the minor version.
+            let verf = 32 + pad(word(28)?);
+            let args = verf + 8 + pad(word(verf + 4)?);
+            let minor = word(args + 4 + pad(word(args)?))?;
+            if minor == 0 {
+                return None;
+            }
+            rpc::msg::success_header(xid, &mut out);
+            out.extend_from_slice(
+                &(proto::nfs4::Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32).to_be_bytes(),
+            );
+            out.extend_from_slice(&[0; 8]); // empty tag, no results
+        } else {
+            return None;
+        }
+        rpc::record::finish(&mut out);
+        Some(out)
+    }
+    let mut srv = std::net::TcpStream::connect(server).unwrap();
+    let to_client = std::sync::Arc::new(std::sync::Mutex::new(client.try_clone().unwrap()));
+    let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
+    std::thread::spawn(move || {
+        while let Some(rec) = record(&mut from_srv) {
+            if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
+                return;
+            }
+        }
+    });
+    let mut from_client = client;
+    std::thread::spawn(move || {
+        while let Some(rec) = record(&mut from_client) {
+            let sent = match answer(&rec) {
+                Some(out) => to_client.lock().unwrap().write_all(&out),
+                None => srv.write_all(&framed(&rec)),
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+        let _ = srv.shutdown(std::net::Shutdown::Both);
+    });
+}
+
+/// No vers= and vers=4: 4.2 and 4.1 refused with
+/// NFS4ERR_MINOR_VERS_MISMATCH, the tools use NFSv4.0 (NFSv3 is refused
+/// too, so nothing else could have worked); vers=4.1 is an error.
+#[test]
+fn a_server_with_nfsv4_0_only_is_used_over_4_0() {
+    let s = TestServer::start_with(&["--grace", "0"]);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let server = s.addr;
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            relay_v40_only(c, server);
+        }
+    });
+    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
+    let f = s.state.join("f");
+    std::fs::write(&f, b"over 4.0\n").unwrap();
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over 4.0\n");
+    assert_eq!(tarn(&["cat", &u("/f")]), "over 4.0\n");
+    assert_eq!(tarn(&["cat", &(u("/f") + "&vers=4")]), "over 4.0\n");
+    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
+    assert!(e.contains("NFS4ERR_MINOR_VERS_MISMATCH"), "{e}");
 }

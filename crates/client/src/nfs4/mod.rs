@@ -7,7 +7,9 @@
 //!   `call` puts a SEQUENCE on a free slot in front of the operations.
 //!   Share it (`Arc<Session>`) to keep many calls in flight.
 //! - The file operations (`lookup_path`, `open`, `read`, `write`, ...) are
-//!   methods on [`Session`], in `ops.rs`.
+//!   methods on [`Session`], in `ops.rs`; those that hold no state are
+//!   written once in [`plain`], over any [`plain::Compound`] (the NFSv4.0
+//!   client, [`crate::nfs40`], uses them too).
 //! - Delegations: a session asks for a back channel (on by default), each
 //!   connection serves the callback program ([`callback`]), OPEN records
 //!   what the server delegated ([`deleg`]) and `stat` of a delegated file
@@ -19,6 +21,7 @@ pub mod conn;
 pub mod deleg;
 pub mod error;
 pub mod ops;
+pub mod plain;
 pub mod recover;
 pub mod renew;
 pub mod sec;

@@ -4,30 +4,18 @@
 use super::attr::{self, Attrs, SetAttrs};
 use super::deleg::DelegKind;
 use super::error::{Error, Result};
+use super::plain::{self, name, putfh, take, Compound};
 use super::session::{check, Session};
 use bytes::Bytes;
 use proto::nfs4::*;
 
-/// The result of the given variant, from the end of the reply (the results
-/// before it are PUTFH and the like).
-macro_rules! take {
-    ($res:expr, $what:literal, $pat:pat => $out:expr) => {
-        $res.into_iter()
-            .rev()
-            .find_map(|r| match r {
-                $pat => Some($out),
-                _ => None,
-            })
-            .ok_or_else(|| Error::Protocol(concat!($what, ": result missing").into()))
-    };
-}
-
-fn name(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-
-fn putfh(fh: &NfsFh4) -> NfsArgop4 {
-    NfsArgop4::OP_PUTFH(Putfh4args { object: fh.clone() })
+impl Compound for Session {
+    fn call(
+        &self,
+        ops: Vec<NfsArgop4>,
+    ) -> impl std::future::Future<Output = Result<Vec<NfsResop4>>> + Send {
+        Session::call(self, ops)
+    }
 }
 
 /// The anonymous stateid (all zeros): I/O and SETATTR with no open state.
@@ -72,52 +60,22 @@ pub struct Opened {
 impl Session {
     /// The handle of a path from the server's root (the pseudo-fs root).
     pub async fn lookup_path(&self, path: &str) -> Result<NfsFh4> {
-        let mut ops = vec![NfsArgop4::OP_PUTROOTFH];
-        for c in path.split('/').filter(|c| !c.is_empty()) {
-            ops.push(NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(c) }));
-        }
-        ops.push(NfsArgop4::OP_GETFH);
-        let r = self.call(ops).await?;
-        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+        plain::lookup_path(self, path).await
     }
 
     /// The handle and attributes `bits` of a path from the server's root,
     /// in one COMPOUND (what a tool does first with a path it was given).
     pub async fn lookup_path_attrs(&self, path: &str, bits: &[u32]) -> Result<(NfsFh4, Attrs)> {
-        let mut ops = vec![NfsArgop4::OP_PUTROOTFH];
-        for c in path.split('/').filter(|c| !c.is_empty()) {
-            ops.push(NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(c) }));
-        }
-        ops.push(NfsArgop4::OP_GETFH);
-        ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
-            attr_request: attr::bitmap(bits),
-        }));
-        let mut r = self.call(ops).await?;
-        let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
-        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
-        Ok((fh, attr::decode(&a)?))
+        plain::lookup_path_attrs(self, path, bits).await
     }
 
     pub async fn lookup(&self, dir: &NfsFh4, n: &str) -> Result<NfsFh4> {
-        let ops = vec![
-            putfh(dir),
-            NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(n) }),
-            NfsArgop4::OP_GETFH,
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+        plain::lookup(self, dir, n).await
     }
 
     /// GETATTR of the given attribute numbers (`FATTR4_*`), undecoded.
     pub async fn getattr(&self, fh: &NfsFh4, bits: &[u32]) -> Result<Fattr4> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_GETATTR(Getattr4args {
-                attr_request: attr::bitmap(bits),
-            }),
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)
+        plain::getattr(self, fh, bits).await
     }
 
     /// GETATTR, decoded; `bits` must be among [`attr::DECODABLE`].
@@ -298,16 +256,7 @@ impl Session {
         offset: u64,
         count: u32,
     ) -> Result<Read4resok> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_READ(Read4args {
-                stateid: stateid.clone(),
-                offset,
-                count,
-            }),
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "READ", NfsResop4::OP_READ(Read4res::NFS4_OK(ok)) => ok)
+        plain::read(self, stateid, fh, offset, count).await
     }
 
     pub async fn write(
@@ -318,17 +267,7 @@ impl Session {
         data: Bytes,
         stable: StableHow4,
     ) -> Result<Write4resok> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_WRITE(Write4args {
-                stateid: stateid.clone(),
-                offset,
-                stable,
-                data,
-            }),
-        ];
-        let r = self.call(ops).await?;
-        let ok = take!(r, "WRITE", NfsResop4::OP_WRITE(Write4res::NFS4_OK(ok)) => ok)?;
+        let ok = plain::write(self, stateid, fh, offset, data, stable).await?;
         self.delegations().wrote(
             fh,
             offset,
@@ -341,12 +280,7 @@ impl Session {
     /// COMMIT; `count` 0 means to the end of the file. Returns the write
     /// verifier, to compare with those of the UNSTABLE writes.
     pub async fn commit(&self, fh: &NfsFh4, offset: u64, count: u32) -> Result<Verifier4> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_COMMIT(Commit4args { offset, count }),
-        ];
-        let r = self.call(ops).await?;
-        let v = take!(r, "COMMIT", NfsResop4::OP_COMMIT(Commit4res::NFS4_OK(ok)) => ok.writeverf)?;
+        let v = plain::commit(self, fh, offset, count).await?;
         if offset == 0 && count == 0 {
             self.delegations().committed(fh);
         }
@@ -366,60 +300,27 @@ impl Session {
     }
 
     pub async fn remove(&self, dir: &NfsFh4, n: &str) -> Result<ChangeInfo4> {
-        let ops = vec![
-            putfh(dir),
-            NfsArgop4::OP_REMOVE(Remove4args { target: name(n) }),
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "REMOVE", NfsResop4::OP_REMOVE(Remove4res::NFS4_OK(ok)) => ok.cinfo)
+        plain::remove(self, dir, n).await
     }
 
     /// CREATE of a directory, then GETFH.
     pub async fn mkdir(&self, dir: &NfsFh4, n: &str, mode: u32) -> Result<NfsFh4> {
-        let ops = vec![
-            putfh(dir),
-            NfsArgop4::OP_CREATE(Create4args {
-                objtype: Createtype4::NF4DIR,
-                objname: name(n),
-                createattrs: SetAttrs::mode(mode).encode(),
-            }),
-            NfsArgop4::OP_GETFH,
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+        plain::mkdir(self, dir, n, mode).await
     }
 
     /// CREATE of a symbolic link holding `target`, then GETFH.
     pub async fn symlink(&self, dir: &NfsFh4, n: &str, target: &str) -> Result<NfsFh4> {
-        let ops = vec![
-            putfh(dir),
-            NfsArgop4::OP_CREATE(Create4args {
-                objtype: Createtype4::NF4LNK(name(target)),
-                objname: name(n),
-                createattrs: SetAttrs::default().encode(),
-            }),
-            NfsArgop4::OP_GETFH,
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+        plain::symlink(self, dir, n, target).await
     }
 
     /// READLINK: a symbolic link's text.
     pub async fn readlink(&self, fh: &NfsFh4) -> Result<Bytes> {
-        let r = self.call(vec![putfh(fh), NfsArgop4::OP_READLINK]).await?;
-        take!(r, "READLINK", NfsResop4::OP_READLINK(Readlink4res::NFS4_OK(ok)) => ok.link)
+        plain::readlink(self, fh).await
     }
 
     /// LINK: a new name `n` in `dir` for the file `fh` (the saved handle).
     pub async fn link(&self, fh: &NfsFh4, dir: &NfsFh4, n: &str) -> Result<ChangeInfo4> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_SAVEFH,
-            putfh(dir),
-            NfsArgop4::OP_LINK(Link4args { newname: name(n) }),
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "LINK", NfsResop4::OP_LINK(Link4res::NFS4_OK(ok)) => ok.cinfo)
+        plain::link(self, fh, dir, n).await
     }
 
     /// Every entry of a directory, page after page, with type and file ID.
@@ -431,38 +332,7 @@ impl Session {
     /// [`attr::DECODABLE`]): what `ls -l` and a recursive copy need in one
     /// pass instead of a GETATTR per entry.
     pub async fn readdir_with(&self, dir: &NfsFh4, bits: &[u32]) -> Result<Vec<DirEntry>> {
-        let mut out = vec![];
-        let (mut cookie, mut cookieverf) = (0u64, [0u8; 8]);
-        loop {
-            let ops = vec![
-                putfh(dir),
-                NfsArgop4::OP_READDIR(Readdir4args {
-                    cookie,
-                    cookieverf,
-                    dircount: 8 << 10,
-                    maxcount: 64 << 10,
-                    attr_request: attr::bitmap(bits),
-                }),
-            ];
-            let r = self.call(ops).await?;
-            let ok = take!(r, "READDIR", NfsResop4::OP_READDIR(Readdir4res::NFS4_OK(ok)) => ok)?;
-            cookieverf = ok.cookieverf;
-            let progressed = !ok.reply.entries.is_empty();
-            for e in ok.reply.entries {
-                cookie = e.cookie;
-                out.push(DirEntry {
-                    name: String::from_utf8_lossy(&e.name).into_owned(),
-                    cookie: e.cookie,
-                    attrs: attr::decode(&e.attrs)?,
-                });
-            }
-            if ok.reply.eof {
-                return Ok(out);
-            }
-            if !progressed {
-                return Err(Error::Protocol("READDIR: no entries and no eof".into()));
-            }
-        }
+        plain::readdir_with(self, dir, bits).await
     }
 
     /// RENAME of `from` in directory `from_dir` to `to` in `to_dir` (the
@@ -474,17 +344,7 @@ impl Session {
         to_dir: &NfsFh4,
         to: &str,
     ) -> Result<Rename4resok> {
-        let ops = vec![
-            putfh(from_dir),
-            NfsArgop4::OP_SAVEFH,
-            putfh(to_dir),
-            NfsArgop4::OP_RENAME(Rename4args {
-                oldname: name(from),
-                newname: name(to),
-            }),
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "RENAME", NfsResop4::OP_RENAME(Rename4res::NFS4_OK(ok)) => ok)
+        plain::rename(self, from_dir, from, to_dir, to).await
     }
 
     /// SETATTR under `stateid` (an open's, or [`ANON_STATEID`] for mode and
@@ -497,15 +357,7 @@ impl Session {
         stateid: &Stateid4,
         set: &SetAttrs,
     ) -> Result<Bitmap4> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_SETATTR(Setattr4args {
-                stateid: stateid.clone(),
-                obj_attributes: set.encode(),
-            }),
-        ];
-        let r = self.call(ops).await?;
-        take!(r, "SETATTR", NfsResop4::OP_SETATTR(res) => res.attrsset)
+        plain::setattr(self, fh, stateid, set).await
     }
 
     /// NFSv4.2 COPY within the server, synchronous (RFC 7862 §15.2): up

@@ -1,9 +1,9 @@
-//! One interface over NFSv3 and NFSv4.1/4.2 for tools: handles as opaque
-//! bytes, one attribute struct, the file operations a tool needs.
+//! One interface over NFSv3, NFSv4.0 and NFSv4.1/4.2 for tools: handles as
+//! opaque bytes, one attribute struct, the file operations a tool needs.
 //!
 //! What only one version has stays reachable: [`Remote::v4`] gives the
 //! session (stateids, delegations, COMPOUNDs, server-side COPY),
-//! [`Remote::v3`] the NFSv3 client. Opening and closing are NFSv4 state;
+//! [`Remote::v40`] the NFSv4.0 client, [`Remote::v3`] the NFSv3 client. Opening and closing are NFSv4 state;
 //! over NFSv3 they are a CREATE and nothing. Locks are NFSv4 LOCK on an
 //! open of the file, or NLM4 over NFSv3.
 
@@ -14,7 +14,8 @@ pub use attr::*;
 pub use error::{v4_status, Error, Kind, Result};
 
 use crate::nfs3::{self, Nfs3};
-use crate::nfs4::{Session, ANON_STATEID};
+use crate::nfs4::{plain, Session, ANON_STATEID};
+use crate::nfs40::{Client40, LockOwner, Open40};
 use bytes::Bytes;
 use proto::nfs3 as p3;
 use proto::nfs4 as p4;
@@ -36,11 +37,16 @@ enum HeldKind {
         open: p4::Stateid4,
         lock: p4::Stateid4,
     },
+    V40 {
+        open: Open40,
+        lock: Arc<LockOwner>,
+    },
 }
 
 enum Proto {
     V3(Arc<Nfs3>),
     V4(Arc<Session>),
+    V40(Arc<Client40>),
 }
 
 /// A server, over whichever version was agreed.
@@ -77,6 +83,20 @@ impl Remote {
         })
     }
 
+    /// Over an NFSv4.0 client; asks the root's maxread and maxwrite (and
+    /// keeps a READ or WRITE with its COMPOUND within 1 MiB + 64 KiB, as
+    /// for a session).
+    pub async fn from_v40(c: Arc<Client40>) -> Result<Remote> {
+        let root = plain::lookup_path(&*c, "/").await?;
+        let a = plain::attrs(&*c, &root, &[p4::FATTR4_MAXREAD, p4::FATTR4_MAXWRITE]).await?;
+        let room = (1 << 20) + (64 << 10);
+        Ok(Remote {
+            rsize: fit(a.maxread, room),
+            wsize: fit(a.maxwrite, room),
+            proto: Proto::V40(c),
+        })
+    }
+
     /// Over an NFSv3 client (its FSINFO sizes).
     pub fn from_v3(c: Arc<Nfs3>) -> Remote {
         let (rsize, wsize) = (c.rsize() & !4095, c.wsize() & !4095);
@@ -91,22 +111,31 @@ impl Remote {
     pub fn v4(&self) -> Option<&Arc<Session>> {
         match &self.proto {
             Proto::V4(s) => Some(s),
-            Proto::V3(_) => None,
+            _ => None,
         }
     }
 
     pub fn v3(&self) -> Option<&Arc<Nfs3>> {
         match &self.proto {
             Proto::V3(c) => Some(c),
-            Proto::V4(_) => None,
+            _ => None,
         }
     }
 
-    /// "3", "4.1" or "4.2".
+    /// The NFSv4.0 client, when that is the version.
+    pub fn v40(&self) -> Option<&Arc<Client40>> {
+        match &self.proto {
+            Proto::V40(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// "3", "4.0", "4.1" or "4.2".
     pub fn version(&self) -> String {
         match &self.proto {
             Proto::V3(_) => "3".into(),
             Proto::V4(s) => format!("4.{}", s.minorversion()),
+            Proto::V40(_) => "4.0".into(),
         }
     }
 
@@ -124,6 +153,8 @@ impl Remote {
         match &self.proto {
             Proto::V4(s) => (s.fore_channel().ca_maxrequests as usize).max(1),
             Proto::V3(_) => 64,
+            // No slot table either; one connection.
+            Proto::V40(_) => 32,
         }
     }
 
@@ -131,6 +162,7 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => Fh(s.lookup_path(path).await?.0),
             Proto::V3(c) => Fh(c.lookup_path(path).await?.data),
+            Proto::V40(c) => Fh(plain::lookup_path(&**c, path).await?.0),
         })
     }
 
@@ -144,6 +176,10 @@ impl Remote {
                 let (fh, a) = c.lookup_path_attr(path).await?;
                 Ok((Fh(fh.data), Attr::from_v3(&a)))
             }
+            Proto::V40(c) => {
+                let (fh, a) = plain::lookup_path_attrs(&**c, path, V4_ATTRS).await?;
+                Ok((Fh(fh.0), Attr::from_v4(&a)))
+            }
         }
     }
 
@@ -151,6 +187,7 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => Fh(s.lookup(&dir.v4(), name).await?.0),
             Proto::V3(c) => Fh(c.lookup(&dir.v3(), name).await?.0.data),
+            Proto::V40(c) => Fh(plain::lookup(&**c, &dir.v4(), name).await?.0),
         })
     }
 
@@ -158,16 +195,20 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => Attr::from_v4(&s.attrs(&fh.v4(), V4_ATTRS).await?),
             Proto::V3(c) => Attr::from_v3(&c.getattr(&fh.v3()).await?),
+            Proto::V40(c) => Attr::from_v4(&plain::attrs(&**c, &fh.v4(), V4_ATTRS).await?),
         })
     }
 
     /// Every entry but "." and "..", with attributes (fetched one by one
     /// when the listing had none: NFSv3 READDIR without PLUS).
     pub async fn readdir(&self, dir: &Fh) -> Result<Vec<Entry>> {
+        let v4 = match &self.proto {
+            Proto::V4(s) => s.readdir_with(&dir.v4(), V4_ATTRS).await?,
+            Proto::V40(c) => plain::readdir_with(&**c, &dir.v4(), V4_ATTRS).await?,
+            Proto::V3(_) => vec![],
+        };
         match &self.proto {
-            Proto::V4(s) => Ok(s
-                .readdir_with(&dir.v4(), V4_ATTRS)
-                .await?
+            Proto::V4(_) | Proto::V40(_) => Ok(v4
                 .into_iter()
                 .map(|e| Entry {
                     name: e.name,
@@ -213,6 +254,10 @@ impl Remote {
                 let r = c.read(&fh.v3(), off, len).await?;
                 Ok((r.data, r.eof))
             }
+            Proto::V40(c) => {
+                let r = plain::read(&**c, &ANON_STATEID, &fh.v4(), off, len).await?;
+                Ok((r.data, r.eof))
+            }
         }
     }
 
@@ -249,6 +294,24 @@ impl Remote {
                     stateid: Some(o.stateid),
                 })
             }
+            Proto::V40(c) => {
+                let how =
+                    p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+                let o = c
+                    .open_with(
+                        c.open_owner(),
+                        &dir.v4(),
+                        name,
+                        how,
+                        p4::OPEN4_SHARE_ACCESS_BOTH,
+                        p4::OPEN4_SHARE_DENY_NONE,
+                    )
+                    .await?;
+                Ok(OpenFile {
+                    fh: Fh(o.fh.0),
+                    stateid: Some(o.stateid),
+                })
+            }
             Proto::V3(c) => {
                 // UNCHECKED: an existing file is used, its mode kept and
                 // (size 0) truncated, as open(O_CREAT|O_TRUNC) does.
@@ -263,10 +326,17 @@ impl Remote {
         }
     }
 
-    /// CLOSE over NFSv4; nothing over NFSv3.
+    /// CLOSE over NFSv4 (4.0: by the default open owner, which opened
+    /// it); nothing over NFSv3.
     pub async fn close(&self, f: &OpenFile) -> Result<()> {
-        if let (Proto::V4(s), Some(sid)) = (&self.proto, &f.stateid) {
-            s.close(&f.fh.v4(), sid).await?;
+        match (&self.proto, &f.stateid) {
+            (Proto::V4(s), Some(sid)) => {
+                s.close(&f.fh.v4(), sid).await?;
+            }
+            (Proto::V40(c), Some(sid)) => {
+                c.close(&f.fh.v4(), sid).await?;
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -304,6 +374,19 @@ impl Remote {
                     verf: r.verf,
                 })
             }
+            Proto::V40(c) => {
+                let how = match stable {
+                    Stable::Unstable => p4::StableHow4::UNSTABLE4,
+                    Stable::FileSync => p4::StableHow4::FILE_SYNC4,
+                };
+                let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+                let r = plain::write(&**c, &sid, &f.fh.v4(), off, data, how).await?;
+                Ok(Written {
+                    count: r.count,
+                    unstable: r.committed == p4::StableHow4::UNSTABLE4,
+                    verf: r.writeverf,
+                })
+            }
         }
     }
 
@@ -312,6 +395,7 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => s.commit(&fh.v4(), 0, 0).await?,
             Proto::V3(c) => c.commit(&fh.v3(), 0, 0).await?,
+            Proto::V40(c) => plain::commit(&**c, &fh.v4(), 0, 0).await?,
         })
     }
 
@@ -323,6 +407,9 @@ impl Remote {
             Proto::V3(c) => {
                 c.setattr(&fh.v3(), set.v3()).await?;
             }
+            Proto::V40(c) => {
+                plain::setattr(&**c, &fh.v4(), &ANON_STATEID, &set.v4()).await?;
+            }
         }
         Ok(())
     }
@@ -331,6 +418,7 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => Fh(s.mkdir(&dir.v4(), name, mode).await?.0),
             Proto::V3(c) => Fh(c.mkdir(&dir.v3(), name, mode).await?.data),
+            Proto::V40(c) => Fh(plain::mkdir(&**c, &dir.v4(), name, mode).await?.0),
         })
     }
 
@@ -341,6 +429,9 @@ impl Remote {
                 s.remove(&dir.v4(), name).await?;
             }
             Proto::V3(c) => c.remove(&dir.v3(), name).await?,
+            Proto::V40(c) => {
+                plain::remove(&**c, &dir.v4(), name).await?;
+            }
         }
         Ok(())
     }
@@ -352,6 +443,9 @@ impl Remote {
                 s.remove(&dir.v4(), name).await?;
             }
             Proto::V3(c) => c.rmdir(&dir.v3(), name).await?,
+            Proto::V40(c) => {
+                plain::remove(&**c, &dir.v4(), name).await?;
+            }
         }
         Ok(())
     }
@@ -362,6 +456,9 @@ impl Remote {
                 s.rename(&from_dir.v4(), from, &to_dir.v4(), to).await?;
             }
             Proto::V3(c) => c.rename(&from_dir.v3(), from, &to_dir.v3(), to).await?,
+            Proto::V40(c) => {
+                plain::rename(&**c, &from_dir.v4(), from, &to_dir.v4(), to).await?;
+            }
         }
         Ok(())
     }
@@ -370,6 +467,7 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => Fh(s.symlink(&dir.v4(), name, target).await?.0),
             Proto::V3(c) => Fh(c.symlink(&dir.v3(), name, target).await?.data),
+            Proto::V40(c) => Fh(plain::symlink(&**c, &dir.v4(), name, target).await?.0),
         })
     }
 
@@ -377,6 +475,7 @@ impl Remote {
         let b = match &self.proto {
             Proto::V4(s) => s.readlink(&fh.v4()).await?,
             Proto::V3(c) => c.readlink(&fh.v3()).await?,
+            Proto::V40(c) => plain::readlink(&**c, &fh.v4()).await?,
         };
         Ok(String::from_utf8_lossy(&b).into_owned())
     }
@@ -388,27 +487,30 @@ impl Remote {
                 s.link(&fh.v4(), &dir.v4(), name).await?;
             }
             Proto::V3(c) => c.link(&fh.v3(), &dir.v3(), name).await?,
+            Proto::V40(c) => {
+                plain::link(&**c, &fh.v4(), &dir.v4(), name).await?;
+            }
         }
         Ok(())
     }
 
     pub async fn fsstat(&self, fh: &Fh) -> Result<FsStat> {
+        use p4::*;
+        const FS: &[u32] = &[
+            FATTR4_FILES_AVAIL,
+            FATTR4_FILES_FREE,
+            FATTR4_FILES_TOTAL,
+            FATTR4_SPACE_AVAIL,
+            FATTR4_SPACE_FREE,
+            FATTR4_SPACE_TOTAL,
+        ];
         match &self.proto {
-            Proto::V4(s) => {
-                use p4::*;
-                let a = s
-                    .attrs(
-                        &fh.v4(),
-                        &[
-                            FATTR4_FILES_AVAIL,
-                            FATTR4_FILES_FREE,
-                            FATTR4_FILES_TOTAL,
-                            FATTR4_SPACE_AVAIL,
-                            FATTR4_SPACE_FREE,
-                            FATTR4_SPACE_TOTAL,
-                        ],
-                    )
-                    .await?;
+            Proto::V4(_) | Proto::V40(_) => {
+                let a = match &self.proto {
+                    Proto::V4(s) => s.attrs(&fh.v4(), FS).await?,
+                    Proto::V40(c) => plain::attrs(&**c, &fh.v4(), FS).await?,
+                    Proto::V3(_) => unreachable!("matched above"),
+                };
                 Ok(FsStat {
                     total: a.space_total.unwrap_or(0),
                     free: a.space_free.unwrap_or(0),
@@ -514,6 +616,56 @@ impl Remote {
                     pause = (pause * 2).min(std::time::Duration::from_secs(1));
                 }
             }
+            Proto::V40(c) => {
+                let access = if exclusive {
+                    p4::OPEN4_SHARE_ACCESS_BOTH
+                } else {
+                    p4::OPEN4_SHARE_ACCESS_READ
+                };
+                let (dir, name) = dir_and_name;
+                let open = c.open(&dir.v4(), name, None, access).await?;
+                let len = if range.len == 0 { u64::MAX } else { range.len };
+                let t = match (exclusive, wait) {
+                    (true, true) => p4::NfsLockType4::WRITEW_LT,
+                    (true, false) => p4::NfsLockType4::WRITE_LT,
+                    (false, true) => p4::NfsLockType4::READW_LT,
+                    (false, false) => p4::NfsLockType4::READ_LT,
+                };
+                let mut pause = std::time::Duration::from_millis(50);
+                loop {
+                    // A new lock owner each try: whether a server kept one
+                    // whose first LOCK was denied differs between servers.
+                    // (The client retries DELAY and GRACE itself.)
+                    let lock = c.new_lock_owner();
+                    let r = c
+                        .lock(c.open_owner(), &open, &lock, t, range.offset, len)
+                        .await;
+                    match r {
+                        Ok(Ok(_)) => {
+                            return Ok(Some(HeldLock {
+                                fh: Fh(open.fh.0.clone()),
+                                range,
+                                exclusive,
+                                kind: HeldKind::V40 { open, lock },
+                            }))
+                        }
+                        Ok(Err(_denied)) if wait => {
+                            let _ = c.release_lock_owner(&lock).await;
+                        }
+                        Ok(Err(_denied)) => {
+                            let _ = c.release_lock_owner(&lock).await;
+                            let _ = c.close(&open.fh, &open.stateid).await;
+                            return Ok(None);
+                        }
+                        Err(e) => {
+                            let _ = c.close(&open.fh, &open.stateid).await;
+                            return Err(e.into());
+                        }
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                }
+            }
         }
     }
 
@@ -544,19 +696,39 @@ impl Remote {
                 s.close(&fh, &open).await?;
                 r?;
             }
+            (Proto::V40(c), HeldKind::V40 { open, lock }) => {
+                let len = if l.range.len == 0 {
+                    u64::MAX
+                } else {
+                    l.range.len
+                };
+                let t = if l.exclusive {
+                    p4::NfsLockType4::WRITE_LT
+                } else {
+                    p4::NfsLockType4::READ_LT
+                };
+                let r = c.locku(&open.fh, &lock, t, l.range.offset, len).await;
+                if r.is_ok() {
+                    let _ = c.release_lock_owner(&lock).await;
+                }
+                c.close(&open.fh, &open.stateid).await?;
+                r?;
+            }
             _ => unreachable!("a lock is released over the version that took it"),
         }
         Ok(())
     }
 
-    /// Ends the session (NFSv4 DESTROY_SESSION and friends) or the mounts
-    /// (NFSv3 UMNT). Failures change nothing for the caller.
+    /// Ends the session (NFSv4 DESTROY_SESSION and friends), the NFSv4.0
+    /// lease's renewal, or the mounts (NFSv3 UMNT). Failures change nothing for the caller.
     pub async fn close_all(&self) {
         match &self.proto {
             Proto::V4(s) => {
                 let _ = s.destroy().await;
             }
             Proto::V3(c) => c.unmount_all().await,
+            // NFSv4.0 has no DESTROY_CLIENTID: the lease runs out.
+            Proto::V40(c) => c.stop_renewal(),
         }
     }
 }

@@ -1,13 +1,16 @@
 //! Connections for the tools (one per server, version and identity,
 //! shared by every path on it) and the wording of their errors.
 //!
-//! Without `vers=` the tools try NFSv4.2, then 4.1, then 3, as mount.nfs
-//! does: a server that answers NFSv4 with "no such program or version",
-//! or that has no minor version we speak, is asked for NFSv3.
+//! Without `vers=` the tools try NFSv4.2, then 4.1, then 4.0, then 3, as
+//! mount.nfs does: a minor version the server does not have
+//! (NFS4ERR_MINOR_VERS_MISMATCH) moves on to the next, a server that
+//! answers NFSv4 with "no such program or version", or has no minor
+//! version we speak, is asked for NFSv3.
 
 use super::url::{NfsUrl, Sec, Vers};
 use client::nfs3::{Nfs3, Nfs3Options};
 use client::nfs4::{GssService, Nfs4Conn, Security, Session, SessionOptions};
+use client::nfs40::{Client40, Options40};
 use client::remote::{Attr, Error, Fh, FileType, Kind, Remote};
 use proto::nfs4::Nfsstat4;
 use rpc::client::ClientError;
@@ -149,7 +152,8 @@ async fn connect(url: &NfsUrl) -> Result<Remote, String> {
     let minors: &[u32] = match url.vers {
         Some(Vers::V3) => &[],
         Some(Vers::V4(m)) => &[m],
-        None => &[2, 1],
+        Some(Vers::V4Any) => &[2, 1, 0],
+        None => &[2, 1, 0],
     };
     let mut last = None;
     for &minor in minors {
@@ -161,6 +165,15 @@ async fn connect(url: &NfsUrl) -> Result<Remote, String> {
             }
             Err((msg, _)) => return Err(msg),
         };
+        if minor == 0 {
+            // NFSv4.0 renews its own lease (RENEW every lease/3).
+            match Client40::establish(conn, &Options40::default()).await {
+                Ok(c) => return Remote::from_v40(c).await.map_err(|e| nfs_err(&server, e)),
+                Err(e) if no_v4(&e) => last = Some(nfs_err(&server, e)),
+                Err(e) => return Err(nfs_err(&server, e)),
+            }
+            continue;
+        }
         let o = SessionOptions {
             minorversion: minor,
             // A tool lives for one command: a delegation would only have

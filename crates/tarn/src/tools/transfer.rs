@@ -486,7 +486,10 @@ pub async fn finish(
         return Ok(());
     };
     let (Some(s), Some(stateid)) = (r.v4(), &file.stateid) else {
-        return finish_v3(w, r, file, ok, mode, mtime, dst).await;
+        // NFSv3, and NFSv4.0 followed by its CLOSE (a no-op over NFSv3).
+        let done = finish_v3(w, r, file, ok, mode, mtime, dst).await;
+        let closed = r.close(file).await.map_err(|e| nfs_err(dst, e));
+        return done.and(closed);
     };
     let fh = &NfsFh4(file.fh.0.clone());
     let mtime = &t4(mtime);

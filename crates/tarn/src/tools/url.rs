@@ -24,8 +24,8 @@ pub struct NfsUrl {
     pub host: String,
     pub port: u16,
     pub path: String,
-    /// The NFS version; None: 4.2, else 4.1, else 3, the first the
-    /// server speaks (as mount.nfs tries them).
+    /// The NFS version; None: 4.2, else 4.1, else 4.0, else 3, the first
+    /// the server speaks (as mount.nfs tries them).
     pub vers: Option<Vers>,
     /// AUTH_SYS identity; None means the caller's own.
     pub uid: Option<u32>,
@@ -40,8 +40,10 @@ pub struct NfsUrl {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vers {
     V3,
-    /// NFSv4 with this minor version (1 or 2).
+    /// NFSv4 with this minor version (0, 1 or 2).
     V4(u32),
+    /// `vers=4`: NFSv4.2, else 4.1, else 4.0.
+    V4Any,
 }
 
 /// How calls travel: connections, timeouts, hard or soft.
@@ -115,11 +117,10 @@ impl NfsUrl {
                 "vers" | "version" => {
                     url.vers = match v {
                         "3" => Some(Vers::V3),
+                        "4" => Some(Vers::V4Any),
+                        "4.0" => Some(Vers::V4(0)),
                         "4.1" => Some(Vers::V4(1)),
                         "4.2" => Some(Vers::V4(2)),
-                        "4" | "4.0" => {
-                            return Err(bad(&format!("{k}={v} is not supported by the tools yet")))
-                        }
                         _ => return Err(bad(&format!("unknown NFS version {k}={v}"))),
                     }
                 }
@@ -390,6 +391,14 @@ mod tests {
                 url("10.0.0.1", 111, "/x", Some(1)),
             ),
             ("nfs://[::1]/x?vers=4.2", url("::1", 2049, "/x", Some(2))),
+            ("nfs://srv/x?vers=4.0", url("srv", 2049, "/x", Some(0))),
+            (
+                "nfs://srv/x?vers=4",
+                NfsUrl {
+                    vers: Some(Vers::V4Any),
+                    ..url("srv", 2049, "/x", None)
+                },
+            ),
             ("nfs://[fe80::1]:2050/", url("fe80::1", 2050, "/", None)),
             ("nfs://h/a%20b?sec=sys", url("h", 2049, "/a b", None)),
             ("nfs://srv/exp/f?vers=4.1&sec=sys&uid=1000&gid=50", with_ids),
@@ -451,10 +460,7 @@ mod tests {
             ("nfs://[::1/x", "closing ']'"),
             ("nfs://[nothost]/x", "is not an IPv6 address"),
             ("nfs://[::1]2049/x", "expected ':port'"),
-            (
-                "nfs://srv/x?vers=4.0",
-                "vers=4.0 is not supported by the tools yet",
-            ),
+            ("nfs://srv/x?vers=4.3", "unknown NFS version vers=4.3"),
             ("nfs://srv/x?vers=5", "unknown NFS version vers=5"),
             (
                 "nfs://srv/x?sec=krb5p&uid=0",
