@@ -19,14 +19,17 @@
 # one repetition (CI: it must complete; the numbers are not judged there).
 # Environment: TARN_BIN (default target/release/tarn, built if missing),
 # TARN_VERS (the tools' NFS version, default 4.1), TARN_NCONNECT=N (passed as
-# nconnect=N), SIZE_MIB, FILES, DIRS, REPS (large-file repetitions, median
-# shown; default 3), LIBNFS_VERS (default "3 4").
+# nconnect=N), VERBOSE=1 (print each timed step), SIZE_MIB, FILES, DIRS,
+# REPS (large-file repetitions, median shown; default 3), LIBNFS_VERS
+# (default "3 4").
 #
 # Page cache: drop_caches is not ours to use on a shared machine, so both
 # tools get the same conditions instead: the local source is the same (cached)
 # file for both, every copy writes a fresh file, and each tool reads back the
-# file it wrote itself (so the server has it cached for both). Directions run
-# in the same order for both tools. Every copy is checked (cmp / diff -r),
+# file it wrote itself (so the server has it cached for both), and dirty
+# pages are written back (syncfs, untimed) before each timed step; before a
+# large-file step as much memory as it fills is written and freed (see
+# settle below). Directions run in the same order for both tools. Every copy is checked (cmp / diff -r),
 # untimed. Every process started here is stopped by PID; the work directory
 # is removed.
 set -euo pipefail
@@ -117,7 +120,25 @@ lq() { local s=$1 v=$2; if [ "$v" = 3 ]; then echo "${L_Q3[$s]}"; else echo "${L
 now() { date +%s%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
 T=0
-timed() { local t0; t0=$(now); "$@"; T=$(secs "$t0" "$(now)"); }
+# Before each timed step, untimed: the dirty pages of the steps before are
+# written back (syncfs of the work directory's file system, which holds both
+# servers' exports), so no tool pays for another's writeback.
+# And, on a VM that hands free memory back to its host (virtio-balloon free
+# page reporting), the first to fill fresh pages after a pause pays the
+# host's page faults (1 GiB: ~2 s more here), and whoever runs right after
+# reuses those pages: MiB of memory are written and freed just before.
+PRIME_MIB=0
+settle() {
+  sync -f "$WORK" 2>/dev/null || sync
+  if [ "$PRIME_MIB" -gt 0 ]; then
+    head -c "$((PRIME_MIB << 20))" /dev/zero >"$WORK/prime"
+    rm -f "$WORK/prime"
+  fi
+}
+timed() {
+  local t0; settle; t0=$(now); "$@"; T=$(secs "$t0" "$(now)")
+  [ "${VERBOSE:-0}" = 0 ] || echo "    $T s: ${*//$WORK/\$WORK}" | cut -c1-160
+}
 to_null() { "$@" >/dev/null; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 rate() { awk -v n="$1" -v t="$2" 'BEGIN { printf "%.1f", n / t }'; }
@@ -168,7 +189,7 @@ for v in $LIBNFS_VERS; do
 done
 
 large() { # server
-  local s=$1 r v
+  local s=$1 r v PRIME_MIB=$SIZE_MIB
   local -A R=()  # workload_tool -> seconds of each repetition
   mkdir -p "${DISK[$s]}"; chmod 0777 "${DISK[$s]}"
   for r in $(seq "$REPS"); do
