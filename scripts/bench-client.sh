@@ -76,7 +76,10 @@ stop() { # stop PID: TERM, then KILL after 10 s
   wait "$pid" 2>/dev/null || true
 }
 cleanup() {
-  local i
+  local i st=$?
+  if [ $st != 0 ] && [ -s "$WORK/tarn.log" ]; then
+    echo "bench-client: exit $st; end of tarn serve's log:" >&2; tail -20 "$WORK/tarn.log" >&2
+  fi
   for ((i=${#PIDS[@]}-1; i>=0; i--)); do stop "${PIDS[$i]}"; done
   rm -rf "$WORK"
 }
@@ -230,6 +233,18 @@ large() { # server
   done
 }
 
+# One nfs-cp of the loops; a failure is retried (twice) and counted.
+RETRIES=0
+lcp() {
+  local i
+  for i in 1 2 3; do
+    nfs-cp "$1" "$2" >/dev/null 2>"$WORK/lcp.err" && return 0
+    echo "bench-client: nfs-cp $1 $2 failed: $(cat "$WORK/lcp.err")" >&2
+    RETRIES=$((RETRIES + 1))
+  done
+  return 1
+}
+
 small_tree() { # server
   local s=$1 v f d tup tdown
   local -A lu=() ld=()
@@ -246,7 +261,7 @@ small_tree() { # server
     # nfs-cp makes no directories: made beforehand on the server's disk, untimed.
     for d in "${TDIRS[@]}"; do mkdir -p "${DISK[$s]}/tree.l$v/$d"; done
     chmod -R 0777 "${DISK[$s]}/tree.l$v"
-    up_loop() { for f in "${TFILES[@]}"; do nfs-cp "$WORK/local/tree/$f" "$base/$f$q" >/dev/null; done; }
+    up_loop() { for f in "${TFILES[@]}"; do lcp "$WORK/local/tree/$f" "$base/$f$q"; done; }
     timed up_loop; lu[$v]=$T
     tree_same "$WORK/local/tree" "${DISK[$s]}/tree.l$v"
   done
@@ -254,12 +269,14 @@ small_tree() { # server
     q=$(lq "$s" "$v") base="${L_BASE[$s]}/tree.l$(from "$v")"
     # ... and locally, untimed.
     for d in "${TDIRS[@]}"; do mkdir -p "$WORK/local/tree.l$v/$d"; done
-    down_loop() { for f in "${TFILES[@]}"; do nfs-cp "$base/$f$q" "$WORK/local/tree.l$v/$f" >/dev/null; done; }
+    down_loop() { for f in "${TFILES[@]}"; do lcp "$base/$f$q" "$WORK/local/tree.l$v/$f"; done; }
     timed down_loop; ld[$v]=$T
     tree_same "$WORK/local/tree" "$WORK/local/tree.l$v"
     rm -rf "$WORK/local/tree.l$v"
   done
   rm -rf "${DISK[$s]}"/tree.l*
+  [ "$RETRIES" = 0 ] || echo "  (nfs-cp failed and was retried $RETRIES times in these loops)"
+  RETRIES=0
   local n=$FILES lr
   for v in $LIBNFS_VERS; do
     lr=-; [ -n "${lu[$v]:-}" ] && lr=$(rate "$n" "${lu[$v]}")
