@@ -2,7 +2,8 @@
 # Installs what Tarn needs on Debian 12: build tools, MIT Kerberos headers
 # and libclang (libgssapi's bindings are generated at build time), and the
 # Rust toolchain (rustup, if cargo is missing). With --test, also what the
-# tests use: libnfs-utils (a real NFS client), rpcbind, an MIT KDC and its
+# tests use: libnfs-utils (a real NFS client), NFS-Ganesha (a server nobody
+# here wrote: scripts/ganesha-run.sh), rpcbind, an MIT KDC and its
 # tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply (pynfs), and the guest
 # lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
 # serve scripts/package-test.sh).
@@ -11,7 +12,8 @@ pkgs=(build-essential pkg-config curl ca-certificates libkrb5-dev libclang-dev)
 if [ "${1:-}" = --test ]; then
   pkgs+=(krb5-kdc krb5-admin-server krb5-user libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
          systemd dpkg-dev
-         busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply)
+         busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply
+         nfs-ganesha nfs-ganesha-vfs)
 fi
 need=()
 for p in "${pkgs[@]}"; do

@@ -35,7 +35,7 @@ fn ganesha_nfs41() {
         );
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ganesha-run.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/ganesha-run.sh");
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(script)
         .arg(exe)

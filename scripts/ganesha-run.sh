@@ -1,13 +1,18 @@
 #!/bin/bash
-# Runs a command next to a private NFS-Ganesha (NFSv4.1/4.2, FSAL VFS on a
-# temporary directory), the way scripts/compare-ganesha.sh does:
+# Runs a command next to a private NFS-Ganesha (NFSv3 and NFSv4.0/4.1/4.2,
+# FSAL VFS on a temporary directory), the way scripts/compare-ganesha.sh does:
 #
-#   crates/client/tests/ganesha-run.sh COMMAND [ARGS...]
+#   scripts/ganesha-run.sh COMMAND [ARGS...]
+#
+# Used by the client's and the tools' tests against a server nobody here
+# wrote (crates/client/tests/ganesha.rs, crates/tarn/tests/tools_ganesha.rs)
+# and by scripts/bench-client.sh --ganesha.
 #
 # Run as root. Everything happens in a new network + mount + PID namespace:
 # its own lo (with 127.0.0.2 added, which Ganesha needs to start), a private
 # tmpfs on /run (so rpcbind's socket is not the machine's). COMMAND runs in
-# there with TARN_GANESHA_ADDR (host:port of NFS), TARN_GANESHA_EXPORT (the
+# there with TARN_GANESHA_ADDR (host:port of NFS), TARN_GANESHA_MOUNT_PORT
+# (NFSv3's MOUNT, also registered with rpcbind), TARN_GANESHA_EXPORT (the
 # export's pseudo path) and TARN_GANESHA_DIR (the exported directory) set;
 # its exit status is ours. Every process started here is stopped by PID on
 # exit, and the PID namespace takes anything left with it.
@@ -59,12 +64,14 @@ trap 'exit 130' INT TERM
 rpcbind -w -f & PIDS+=($!)
 for _ in $(seq 50); do [ -S /run/rpcbind.sock ] && break; sleep 0.1; done
 
-PORT=2049
+PORT=2049 MNT_PORT=20048
 mkdir -p "$WORK/export" "$WORK/recovery"
 chmod 0777 "$WORK/export"
 cat > "$WORK/ganesha.conf" <<EOF
 NFS_CORE_PARAM {
     NFS_Port = $PORT;
+    # MOUNT (NFSv3) on a known port too, so clients need not ask rpcbind.
+    MNT_Port = $MNT_PORT;
     Protocols = 3, 4;
     Mount_Path_Pseudo = true;
     Enable_NLM = false;
@@ -72,7 +79,9 @@ NFS_CORE_PARAM {
 }
 NFSV4 {
     Graceless = true;
-    minor_versions = ${TARN_GANESHA_MINORS:-1, 2};
+    # 4.0 for libnfs (scripts/bench-client.sh), which speaks no 4.1;
+    # TARN_GANESHA_MINORS="0" makes a 4.0-only server.
+    minor_versions = ${TARN_GANESHA_MINORS:-0, 1, 2};
     RecoveryBackend = fs;
     RecoveryRoot = $WORK/recovery;
 }
@@ -100,7 +109,7 @@ done
 echo "ganesha-run: $(ganesha.nfsd -v 2>&1 | head -1 | tr -s ' ') pid $GPID on 127.0.0.1:$PORT" >&2
 
 st=0
-TARN_GANESHA_ADDR=127.0.0.1:$PORT TARN_GANESHA_EXPORT=/tarn TARN_GANESHA_DIR=$WORK/export "$@" & CPID=$!
+TARN_GANESHA_ADDR=127.0.0.1:$PORT TARN_GANESHA_MOUNT_PORT=$MNT_PORT TARN_GANESHA_EXPORT=/tarn TARN_GANESHA_DIR=$WORK/export "$@" & CPID=$!
 PIDS+=($CPID)
 wait $CPID || st=$?
 if [ $st != 0 ]; then echo "ganesha-run: exit $st; end of ganesha's log:" >&2; tail -30 "$WORK/ganesha.log" >&2; fi
