@@ -19,10 +19,6 @@ const SIZE: usize = 200 << 20;
 /// A short grace period: the test's client reclaims at once anyway.
 const SERVE: &[&str] = &["--grace", "10"];
 
-fn url(s: &TestServer, path: &str) -> String {
-    url_vers(s, path, "4.1")
-}
-
 fn url_vers(s: &TestServer, path: &str, vers: &str) -> String {
     format!(
         "nfs://127.0.0.1:{}/{path}?vers={vers}&uid=1000&gid=1000",

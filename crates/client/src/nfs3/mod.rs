@@ -241,7 +241,10 @@ impl Nfs3 {
     pub async fn unmount_all(&self) {
         let exports = self.mounted();
         for e in exports {
-            let _ = mount::umnt(&self.mountc, &e).await;
+            // Bounded: MOUNT's connection is not a retransmitting channel,
+            // and a server that restarted never answers on the old one.
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), mount::umnt(&self.mountc, &e)).await;
         }
         self.mounts.lock().unwrap().clear();
     }

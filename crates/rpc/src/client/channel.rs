@@ -550,6 +550,7 @@ mod tests {
             min_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(50),
             server: "test".into(),
+            reserved_port: false,
         }
     }
 

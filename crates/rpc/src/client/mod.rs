@@ -44,7 +44,24 @@ pub enum ClientError {
     TimedOut,
 }
 
-type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Bytes>>>>;
+/// Callers waiting for replies, by xid. Once the connection has ended
+/// (`closed`) nobody may wait: a call written into a socket whose reader
+/// is gone (the peer closed before our write failed) would wait for ever.
+#[derive(Default)]
+struct Waiters {
+    by_xid: HashMap<u32, oneshot::Sender<Bytes>>,
+    closed: bool,
+}
+
+impl Waiters {
+    fn end(&mut self) {
+        self.closed = true;
+        // Dropping the senders wakes every waiting caller with Closed.
+        self.by_xid.clear();
+    }
+}
+
+type Pending = Arc<Mutex<Waiters>>;
 type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 type HandlerSlot = Arc<Mutex<Option<Arc<dyn CallHandler>>>>;
 
@@ -197,7 +214,7 @@ impl RpcClient {
                         continue;
                     }
                     let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                    if let Some(tx) = p2.lock().unwrap().remove(&xid) {
+                    if let Some(tx) = p2.lock().unwrap().by_xid.remove(&xid) {
                         let _ = tx.send(rec);
                     }
                 }
@@ -209,8 +226,7 @@ impl RpcClient {
                     Ok(_) => {}
                 }
             }
-            // Dropping the senders wakes every waiting caller with Closed.
-            p2.lock().unwrap().clear();
+            p2.lock().unwrap().end();
         });
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -257,10 +273,9 @@ impl RpcClient {
         xid: u32,
         rec: &[u8],
     ) -> Result<impl std::future::Future<Output = Result<Bytes, ClientError>>, ClientError> {
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(xid, tx);
+        let rx = self.wait_for(xid)?;
         if let Err(e) = self.wr.lock().await.write_all(rec).await {
-            self.pending.lock().unwrap().remove(&xid);
+            self.forget(xid);
             return Err(e.into());
         }
         Ok(async move { rx.await.map_err(|_| ClientError::Closed) })
@@ -280,10 +295,9 @@ impl RpcClient {
         msg::encode_call(xid, prog, vers, proc_, &self.cred, &mut out);
         out.put_slice(args);
         record::finish(&mut out);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(xid, tx);
+        let rx = self.wait_for(xid)?;
         if let Err(e) = self.wr.lock().await.write_all(&out).await {
-            self.pending.lock().unwrap().remove(&xid);
+            self.forget(xid);
             return Err(e.into());
         }
         rx.await.map_err(|_| ClientError::Closed)
@@ -310,14 +324,25 @@ impl RpcClient {
     /// Stops waiting for the reply to `xid` (its call is being resent
     /// elsewhere, or abandoned).
     pub fn forget(&self, xid: u32) {
-        self.pending.lock().unwrap().remove(&xid);
+        self.pending.lock().unwrap().by_xid.remove(&xid);
+    }
+
+    /// Registers a wait for `xid`'s reply; Closed if the connection ended.
+    fn wait_for(&self, xid: u32) -> Result<oneshot::Receiver<Bytes>, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        let mut p = self.pending.lock().unwrap();
+        if p.closed {
+            return Err(ClientError::Closed);
+        }
+        p.by_xid.insert(xid, tx);
+        Ok(rx)
     }
 
     /// Ends the connection: every waiting caller gets Closed. (After a
     /// write that was cut short the byte stream cannot be trusted.)
     pub fn close(&self) {
         self.reader.abort();
-        self.pending.lock().unwrap().clear();
+        self.pending.lock().unwrap().end();
         let wr = self.wr.clone();
         if tokio::runtime::Handle::try_current().is_ok() {
             tokio::spawn(async move {
@@ -362,7 +387,7 @@ impl crate::callback::CallbackConn for RpcClient {
             record::finish(&mut out);
             let r = tokio::time::timeout(timeout, self.send_record(xid, &out)).await;
             // A reply that never came leaves no waiter behind.
-            self.pending.lock().unwrap().remove(&xid);
+            self.forget(xid);
             match r {
                 Err(_) => Err(CallbackError::Timeout),
                 Ok(Err(_)) => Err(CallbackError::Closed),
@@ -559,5 +584,28 @@ mod tests {
         call_tx.send(call_record(4, 77, 1, 0, None)).await.unwrap();
         let (_, st, _) = msg::decode_reply(rep_rx.recv().await.unwrap()).unwrap();
         assert_eq!(st, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL));
+    }
+
+    /// A call on a connection the peer has closed fails at once: the
+    /// first write into such a socket still succeeds, and with the reader
+    /// gone nobody would ever answer its waiter (an UMNT at exit after a
+    /// server restart hung the tools so).
+    #[tokio::test]
+    async fn a_call_after_the_peer_closed_fails_instead_of_waiting() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let accept = tokio::spawn(async move { drop(l.accept().await.unwrap()) });
+        let c = RpcClient::connect(addr, auth_none()).await.unwrap();
+        accept.await.unwrap();
+        while !c.is_closed() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let r = tokio::time::timeout(std::time::Duration::from_secs(5), c.call_raw(7, 1, 0, &[]))
+            .await
+            .expect("the call must not wait for ever");
+        assert!(
+            matches!(r, Err(ClientError::Closed) | Err(ClientError::Io(_))),
+            "{r:?}"
+        );
     }
 }
