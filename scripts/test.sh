@@ -38,7 +38,6 @@ cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
 stage "NFS-Ganesha: the client library and the tools against a server nobody here wrote"
 # Root and private namespaces (scripts/ganesha-run.sh), so not in plain `cargo test`.
 # --workspace: the same features as the stage before, so nothing is rebuilt. ~15 s.
-# Set TARN_TOOLS_V3=1 too once the tools speak NFSv3.
 TARN_GANESHA=1 cargo test --workspace --test ganesha --test tools_ganesha
 stage "release build"
 cargo build --release -q -p tarn

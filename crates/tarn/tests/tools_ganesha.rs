@@ -3,10 +3,10 @@
 //! private namespaces by scripts/ganesha-run.sh: a 20 MiB file and a tree
 //! (nested and empty directories, an empty file, names with spaces and
 //! Unicode, assorted modes, a 1 MiB file) copied there and back (checksums,
-//! `diff -r`, modes, mtimes), and ls -l, stat, mkdir -p, mv, rm -r, df.
+//! `diff -r`, modes, mtimes), and ls -l, stat, mkdir -p, mv, rm -r, df,
+//! over NFSv4.1, NFSv4.0 and NFSv3.
 //!
 //!   TARN_GANESHA=1 cargo test -p tarn --test tools_ganesha -- --nocapture
-//!   TARN_GANESHA=1 TARN_TOOLS_V3=1 ...   also over NFSv3 (tools_ganesha_nfs3)
 //!
 //! Needs root (scripts/test.sh runs it as its own stage). Without
 //! TARN_GANESHA=1 the tests only print how to run them. Each test re-runs
@@ -23,18 +23,23 @@ use std::time::{Duration, Instant, SystemTime};
 
 #[test]
 fn tools_ganesha_nfs41() {
-    against_ganesha("tools_ganesha_nfs41", "4.1", None);
+    against_ganesha("tools_ganesha_nfs41", "4.1");
 }
 
-/// Runs once the tools speak NFSv3; until then only with TARN_TOOLS_V3=1.
+/// MOUNT found through the namespace's rpcbind, as on any Ganesha host.
 #[test]
 fn tools_ganesha_nfs3() {
-    against_ganesha("tools_ganesha_nfs3", "3", Some("TARN_TOOLS_V3"));
+    against_ganesha("tools_ganesha_nfs3", "3");
+}
+
+#[test]
+fn tools_ganesha_nfs40() {
+    against_ganesha("tools_ganesha_nfs40", "4.0");
 }
 
 /// Outside the namespaces: starts Ganesha and this test inside them. Inside
 /// (TARN_GANESHA_ADDR set): the scenario.
-fn against_ganesha(name: &str, vers: &str, gate: Option<&str>) {
+fn against_ganesha(name: &str, vers: &str) {
     if let Ok(addr) = std::env::var("TARN_GANESHA_ADDR") {
         let export = std::env::var("TARN_GANESHA_EXPORT").unwrap();
         let dir = PathBuf::from(std::env::var("TARN_GANESHA_DIR").unwrap());
@@ -44,12 +49,6 @@ fn against_ganesha(name: &str, vers: &str, gate: Option<&str>) {
     if std::env::var("TARN_GANESHA").as_deref() != Ok("1") {
         eprintln!("{name} skipped: set TARN_GANESHA=1 (as root) to run it against NFS-Ganesha");
         return;
-    }
-    if let Some(g) = gate {
-        if std::env::var(g).as_deref() != Ok("1") {
-            eprintln!("{name} skipped: set {g}=1 too");
-            return;
-        }
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/ganesha-run.sh");
     let exe = std::env::current_exe().unwrap();
