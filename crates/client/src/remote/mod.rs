@@ -107,6 +107,22 @@ impl Remote {
         }
     }
 
+    /// The Kerberos layer of the calls, when they go under RPCSEC_GSS.
+    pub fn gss(&self) -> Option<&Arc<crate::nfs4::GssSec>> {
+        match &self.proto {
+            Proto::V4(s) => s.conn().gss(),
+            Proto::V40(c) => c.conn().gss(),
+            Proto::V3(c) => c.gss(),
+        }
+    }
+
+    /// Changes when renewing the Kerberos credential fails (see
+    /// [`GssSec::trouble`](crate::nfs4::GssSec::trouble)): a writer should
+    /// COMMIT what it holds while the old context still works.
+    pub fn credential_trouble(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.gss().map(|g| g.trouble())
+    }
+
     /// The NFSv4 session, when that is the version.
     pub fn v4(&self) -> Option<&Arc<Session>> {
         match &self.proto {

@@ -18,7 +18,7 @@ use client::remote::{Attr, FileType, Kind as Status, Remote, SetAttr, SetTime, T
 use futures::{StreamExt, TryStreamExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 #[derive(clap::Args)]
@@ -486,11 +486,7 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
             let (file, wsize) = nfs_create(r, u).await.map_err(|e| nfs_err(u, e))?;
             chunk = chunk.min(wsize);
             depth_n = depth_n.min(depth(r));
-            Writer::Nfs {
-                r: r.clone(),
-                file,
-                verfs: Mutex::default(),
-            }
+            Writer::nfs(r.clone(), file)
         }
     };
     let plan = Plan {

@@ -54,6 +54,8 @@ pub struct Unstable {
     /// The verifier of a server-side COPY's unstable result: its data
     /// cannot be sent again, so a change of verifier fails the copy.
     copied: Option<Verifier4>,
+    /// Kerberos renewal warnings already acted on.
+    warnings_seen: u64,
 }
 
 impl Unstable {
@@ -145,7 +147,24 @@ pub enum Writer {
         r: Arc<Remote>,
         file: OpenFile,
         verfs: Mutex<Unstable>,
+        /// Kerberos renewal warnings ([`Remote::credential_trouble`]): a
+        /// new one has what is held committed at once, while the ageing
+        /// context still works.
+        trouble: Option<tokio::sync::watch::Receiver<u64>>,
     },
+}
+
+impl Writer {
+    /// A writer into `file` on `r`.
+    pub fn nfs(r: Arc<Remote>, file: OpenFile) -> Writer {
+        let trouble = r.credential_trouble();
+        Writer::Nfs {
+            r,
+            file,
+            verfs: Mutex::default(),
+            trouble,
+        }
+    }
 }
 
 type RResult<T> = Result<T, client::remote::Error>;
@@ -220,7 +239,7 @@ impl Writer {
     /// WRITEs `data` at `off` UNSTABLE, and again whatever a new write
     /// verifier says the server lost.
     async fn write_nfs(&self, off: u64, data: Bytes) -> client::remote::Result<()> {
-        let Writer::Nfs { r, file, verfs } = self else {
+        let Writer::Nfs { r, file, verfs, .. } = self else {
             return Ok(());
         };
         let mut todo = vec![(off, data)];
@@ -249,17 +268,34 @@ impl Writer {
     /// writes again what a changed verifier says was lost, until a COMMIT
     /// confirms the verifier of everything held (`all`).
     pub async fn commit(&self, all: bool) -> client::remote::Result<()> {
-        let Writer::Nfs { r, file, verfs } = self else {
+        let Writer::Nfs {
+            r,
+            file,
+            verfs,
+            trouble,
+        } = self
+        else {
             return Ok(());
         };
+        let warned = trouble.as_ref().map_or(0, |t| *t.borrow());
         for _ in 0..10 {
             let (sent, verf) = {
                 let mut u = verfs.lock().unwrap();
+                let alarm = warned > u.warnings_seen;
                 let due = if all {
                     !u.ranges.is_empty() || u.copied.is_some()
                 } else {
-                    u.bytes >= COMMIT_EVERY && !u.committing
+                    (u.bytes >= COMMIT_EVERY || (alarm && u.bytes > 0)) && !u.committing
                 };
+                if alarm {
+                    u.warnings_seen = warned;
+                    if due && !all {
+                        tracing::warn!(
+                            "the Kerberos credential could not be renewed: committing {} bytes now, while it still works",
+                            u.bytes
+                        );
+                    }
+                }
                 if !due {
                     return Ok(());
                 }
