@@ -2,7 +2,8 @@
 # The whole test suite: formatting, lints, unit/property/end-to-end tests
 # (libnfs against a real server), pynfs (the NFSv4 server conformance suite),
 # a short benchmark run that only checks the bench completes, and the guest
-# lab (the Linux kernel NFS client in qemu against Tarn). Installs what it
+# lab (the Linux kernel NFS client in qemu against Tarn), and a short run of
+# every fuzz target (fuzz/README.md). Installs what it
 # needs. Run as root (re-execs with sudo otherwise).
 #   scripts/test.sh          what CI runs: fits CI's 45-minute budget on 2 cores
 #   scripts/test.sh --full   also the whole guest matrix at full size (knfsd as a
@@ -35,6 +36,8 @@ stage "cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
 stage "cargo test"
 cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
+stage "fuzz (short: every target 12 s; scripts/fuzz.sh TARGET MINUTES for long runs)"
+bash scripts/fuzz.sh --short 12
 stage "release build"
 cargo build --release -q -p tarn
 stage "Debian package: built, unit verified, installed/served/purged in a Debian 12 chroot"
