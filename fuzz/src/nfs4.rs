@@ -19,7 +19,8 @@ use vfs::handle::HandleKey;
 use xdr::{Decoder, Unpack};
 
 fn server() -> Nfs4 {
-    let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::new());
+    // Files of at most 1 MiB: a WRITE far out is FBIG, not gigabytes of zeros.
+    let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::with_max_file(1 << 20));
     let export = Export::simple(
         "/srv/fuzz",
         "/",
