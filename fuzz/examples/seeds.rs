@@ -425,4 +425,176 @@ fn main() {
         &[&[0u8][..], &io, b"#CMP", &dirs].concat(),
     );
     write("compound_exec", "root-open", &with_sel(1, &open));
+
+    nfs3_seeds();
+}
+
+/// MOUNT and NFSv3 sessions for nfs3_exec: handles are the ones a fresh
+/// fuzz server gives (its key is fixed), found by running the calls once.
+fn nfs3_seeds() {
+    let n = tarn_fuzz::nfs3::server();
+    let root = NfsFh3 {
+        data: tarn_fuzz::nfs3::root_handle(&n),
+    };
+    let call = |opt: u8, proc_: u32, args: Bytes| [&[opt, proc_ as u8][..], &args].concat();
+    let sattr = || Sattr3 {
+        mode: Some(0o644),
+        uid: None,
+        gid: None,
+        size: None,
+        atime: SetAtime::Default(TimeHow::DONT_CHANGE),
+        mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
+    };
+    let create = call(
+        0,
+        NFSPROC3_CREATE,
+        xdr::to_bytes(&Create3args {
+            r#where: Diropargs3 {
+                dir: root.clone(),
+                name: name("f"),
+            },
+            how: Createhow3::UNCHECKED(sattr()),
+        }),
+    );
+    // The new file's handle, as the server makes it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let f = rt.block_on(async {
+        let ctx = rpc::CallContext::new(
+            1,
+            NFS_PROGRAM,
+            3,
+            NFSPROC3_CREATE,
+            rpc::Auth::Sys(rpc::AuthSys {
+                stamp: 0,
+                machinename: name("fuzz"),
+                uid: 1000,
+                gid: 1000,
+                gids: vec![],
+            }),
+            "127.0.0.1:900".parse().unwrap(),
+            1,
+            std::sync::Arc::new(rpc::observe::NoStats),
+        );
+        let mut out = BytesMut::new();
+        n.dispatch(
+            &ctx,
+            xdr::Decoder::new(Bytes::copy_from_slice(&create[2..])),
+            &mut out,
+        )
+        .await
+        .unwrap();
+        match xdr::from_bytes::<Create3res>(out.freeze()).unwrap() {
+            Create3res::NFS3_OK(ok) => ok.obj.unwrap(),
+            r => panic!("CREATE: {r:?}"),
+        }
+    });
+    let sep = b"#CALL".to_vec();
+    let join = |calls: &[Vec<u8>]| calls.join(&sep[..]);
+    let mnt = call(2, 1, xdr::to_bytes(&Dirpath(name("/"))));
+    let getattr = call(
+        0,
+        NFSPROC3_GETATTR,
+        xdr::to_bytes(&Getattr3args {
+            object: root.clone(),
+        }),
+    );
+    write("nfs3_exec", "mnt-getattr", &join(&[mnt, getattr]));
+    let w = call(
+        0,
+        NFSPROC3_WRITE,
+        xdr::to_bytes(&Write3args {
+            file: f.clone(),
+            offset: 0,
+            count: 5,
+            stable: StableHow::UNSTABLE,
+            data: name("hello"),
+        }),
+    );
+    let r = call(
+        0,
+        NFSPROC3_READ,
+        xdr::to_bytes(&Read3args {
+            file: f.clone(),
+            offset: 0,
+            count: 4096,
+        }),
+    );
+    let commit = call(
+        0,
+        NFSPROC3_COMMIT,
+        xdr::to_bytes(&Commit3args {
+            file: f.clone(),
+            offset: 0,
+            count: 0,
+        }),
+    );
+    write(
+        "nfs3_exec",
+        "create-write-read-commit",
+        &join(&[create.clone(), w, r, commit]),
+    );
+    let rd = call(
+        0,
+        NFSPROC3_READDIR,
+        xdr::to_bytes(&Readdir3args {
+            dir: root.clone(),
+            cookie: 0,
+            cookieverf: [0; 8],
+            count: 4096,
+        }),
+    );
+    let rdp = call(
+        0,
+        NFSPROC3_READDIRPLUS,
+        xdr::to_bytes(&Readdirplus3args {
+            dir: root.clone(),
+            cookie: 0,
+            cookieverf: [0; 8],
+            dircount: 1024,
+            maxcount: 8192,
+        }),
+    );
+    let mkdir = call(
+        1,
+        NFSPROC3_MKDIR,
+        xdr::to_bytes(&Mkdir3args {
+            r#where: Diropargs3 {
+                dir: root.clone(),
+                name: name("d"),
+            },
+            attributes: sattr(),
+        }),
+    );
+    let rename = call(
+        0,
+        NFSPROC3_RENAME,
+        xdr::to_bytes(&Rename3args {
+            from: Diropargs3 {
+                dir: root.clone(),
+                name: name("f"),
+            },
+            to: Diropargs3 {
+                dir: root.clone(),
+                name: name("g"),
+            },
+        }),
+    );
+    let remove = call(
+        0,
+        NFSPROC3_REMOVE,
+        xdr::to_bytes(&Remove3args {
+            object: Diropargs3 {
+                dir: root.clone(),
+                name: name("g"),
+            },
+        }),
+    );
+    write(
+        "nfs3_exec",
+        "dir-ops",
+        &join(&[create, mkdir, rd, rdp, rename, remove]),
+    );
 }

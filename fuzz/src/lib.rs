@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use xdr::{Decoder, Pack, Unpack};
 
+pub mod nfs3;
 pub mod nfs4;
 pub mod proto_args;
 
@@ -29,4 +30,15 @@ pub fn roundtrip<T: Unpack + Pack>(data: &Bytes) -> Option<(T, usize)> {
     assert_eq!(d2.remaining(), 0);
     assert_eq!(xdr::to_bytes(&w), again);
     Some((v, used))
+}
+
+/// `s` cut at every `sep` (several calls in one input).
+pub fn split<'a>(mut s: &'a [u8], sep: &[u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    while let Some(i) = s.windows(sep.len()).position(|w| w == sep) {
+        out.push(&s[..i]);
+        s = &s[i + sep.len()..];
+    }
+    out.push(s);
+    out
 }

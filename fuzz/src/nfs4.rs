@@ -213,7 +213,7 @@ pub fn run(data: &[u8]) {
     rt.block_on(async {
         let n = server();
         let sid = session(&n).await.expect("session set up");
-        for (i, part) in split(rest).into_iter().enumerate().take(8) {
+        for (i, part) in crate::split(rest, b"#CMP").into_iter().enumerate().take(8) {
             let mut args = part.to_vec();
             if opt & 2 == 0 {
                 if let Some(at) = sequence_sessionid_at(&args) {
@@ -224,15 +224,4 @@ pub fn run(data: &[u8]) {
         }
     });
     rt.shutdown_background();
-}
-
-fn split(mut s: &[u8]) -> Vec<&[u8]> {
-    const SEP: &[u8] = b"#CMP";
-    let mut out = Vec::new();
-    while let Some(i) = s.windows(SEP.len()).position(|w| w == SEP) {
-        out.push(&s[..i]);
-        s = &s[i + SEP.len()..];
-    }
-    out.push(s);
-    out
 }
