@@ -8,8 +8,9 @@
 # read, never written: what a run finds goes to $FUZZ_WORK/TARGET
 # (default /var/tmp/tarn-fuzz), crashes to $FUZZ_WORK/TARGET-crash-*. A
 # crash fails the script; keep its input as fuzz/corpus/TARGET/regress-NAME
-# with a unit test once fixed. Memory per input is capped (-malloc_limit_mb),
-# so an allocation the wire drives past that is a failure too.
+# with a unit test once fixed. The run's memory is capped (-rss_limit_mb), so
+# memory a decoded length makes the server touch is a failure too (without a
+# sanitizer, libFuzzer cannot see an allocation that is never touched).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 export PATH="$HOME/.cargo/bin:$PATH"
