@@ -36,8 +36,8 @@ stage "cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
 stage "cargo test"
 cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
-stage "fuzz (short: every target 10 s; scripts/fuzz.sh TARGET MINUTES for long runs)"
-bash scripts/fuzz.sh --short 10
+stage "fuzz (short: every target 8 s; scripts/fuzz.sh TARGET MINUTES for long runs)"
+bash scripts/fuzz.sh --short 8
 stage "release build"
 cargo build --release -q -p tarn
 stage "Debian package: built, unit verified, installed/served/purged in a Debian 12 chroot"

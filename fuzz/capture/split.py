@@ -26,6 +26,8 @@ v4 = [s for s in streams.values() if any(parse(r)[:2] == (100003, 4) for r in re
 v3.sort(key=len); v4.sort(key=len)
 w("record", "v3-session", b"\x05" + v3[-1])
 w("record", "v4-session", b"\x11" + v4[-1])
+w("pipeline", "v3-session", v3[-1])
+w("pipeline", "v4-session", v4[-1])
 seen = set()
 p3 = {1:"Getattr3args",2:"Setattr3args",3:"Lookup3args",4:"Access3args",6:"Read3args",7:"Write3args",8:"Create3args",16:"Readdir3args",17:"Readdirplus3args",18:"Fsstat3args",19:"Fsinfo3args",20:"Pathconf3args",21:"Commit3args"}
 # proto_args selectors: the table's order (tarn_fuzz::proto_args::TABLE)

@@ -9,6 +9,7 @@ use xdr::{Decoder, Pack, Unpack};
 
 pub mod nfs3;
 pub mod nfs4;
+pub mod pipeline;
 pub mod proto_args;
 
 /// Decodes a `T` from the front of `data`; if that works, its encoding must

@@ -29,15 +29,24 @@ fn server() -> Nfs4 {
         false,
         Squash::None,
     );
+    server_with(
+        Live::fixed(Exports::new(vec![export])),
+        Arc::new(LockManager::new()),
+    )
+}
+
+/// An NFSv4 server over these exports and locks (no grace period, a fixed
+/// handle key, no recovery record).
+pub fn server_with(live: Arc<Live>, locks: Arc<LockManager>) -> Nfs4 {
     let cfg = Nfs4Config {
         grace: Duration::ZERO,
         ..Nfs4Config::default()
     };
     Nfs4::new(
-        Live::fixed(Exports::new(vec![export])),
+        live,
         Arc::new(HandleKey::from_bytes(&[7; HandleKey::KEY_LEN])),
         Pool::new(1),
-        Arc::new(LockManager::new()),
+        locks,
         cfg,
         None,
     )
