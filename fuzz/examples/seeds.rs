@@ -138,6 +138,18 @@ fn main() {
         "two-records",
         &[&[60u8][..], &mark(&null, true), &mark(&g, true)].concat(),
     );
+    // The same streams for the whole pipeline (no cut byte).
+    write("pipeline", "one-fragment", &mark(&null, true));
+    write(
+        "pipeline",
+        "two-fragments",
+        &[mark(a, false), mark(b, true)].concat(),
+    );
+    write(
+        "pipeline",
+        "two-records",
+        &[mark(&null, true), mark(&g, true)].concat(),
+    );
 
     // Call headers with every flavor.
     write("rpc_call", "null-auth-none", &null);
