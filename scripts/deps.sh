@@ -6,7 +6,8 @@
 # here wrote: scripts/ganesha-run.sh), rpcbind, an MIT KDC and its
 # tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply (pynfs), and the guest
 # lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
-# serve scripts/package-test.sh).
+# serve scripts/package-test.sh), and cargo-fuzz from crates.io (the fuzz
+# targets in fuzz/ build with it on the stable toolchain).
 set -euo pipefail
 pkgs=(build-essential pkg-config curl ca-certificates libkrb5-dev libclang-dev)
 if [ "${1:-}" = --test ]; then
@@ -26,4 +27,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c clippy,rustfmt
+fi
+if [ "${1:-}" = --test ] && ! [ -x "$HOME/.cargo/bin/cargo-fuzz" ] && ! command -v cargo-fuzz >/dev/null 2>&1; then
+  echo "deps: cargo install cargo-fuzz"
+  PATH="$HOME/.cargo/bin:$PATH" cargo install --locked --quiet cargo-fuzz
 fi

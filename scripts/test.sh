@@ -2,7 +2,8 @@
 # The whole test suite: formatting, lints, unit/property/end-to-end tests
 # (libnfs against a real server), pynfs (the NFSv4 server conformance suite),
 # a short benchmark run that only checks the bench completes, and the guest
-# lab (the Linux kernel NFS client in qemu against Tarn). Installs what it
+# lab (the Linux kernel NFS client in qemu against Tarn), and a short run of
+# every fuzz target (fuzz/README.md). Installs what it
 # needs. Run as root (re-execs with sudo otherwise).
 #   scripts/test.sh          what CI runs: fits CI's 45-minute budget on 2 cores
 #   scripts/test.sh --full   also the whole guest matrix at full size (knfsd as a
@@ -39,6 +40,8 @@ stage "NFS-Ganesha: the client library and the tools against a server nobody her
 # Root and private namespaces (scripts/ganesha-run.sh), so not in plain `cargo test`.
 # --workspace: the same features as the stage before, so nothing is rebuilt. ~15 s.
 TARN_GANESHA=1 cargo test --workspace --test ganesha --test tools_ganesha
+stage "fuzz (short: every target 8 s; scripts/fuzz.sh TARGET MINUTES for long runs)"
+bash scripts/fuzz.sh --short 8
 stage "release build"
 cargo build --release -q -p tarn
 stage "Debian package: built, unit verified, installed/served/purged in a Debian 12 chroot"

@@ -27,7 +27,7 @@ use crate::{
 
 const ROOT_INO: u64 = 1;
 const FSID: u64 = 0x4d45_4d46; // "MEMF"
-/// Largest file we accept, to keep a buggy test from eating all memory.
+/// Largest file [`MemFs::new`] accepts, to keep a buggy test from eating all memory.
 const MAX_FILE: u64 = 1 << 32;
 
 /// An in-memory filesystem. See the module docs.
@@ -36,6 +36,8 @@ pub struct MemFs {
 }
 
 struct State {
+    /// Largest file size; past it writes and size changes are FBig.
+    max_file: u64,
     inodes: HashMap<u64, Inode>,
     next_ino: u64,
     next_gen: u32,
@@ -129,7 +131,15 @@ impl Default for MemFs {
 impl MemFs {
     /// An empty filesystem whose root is a 0777 directory owned by root.
     pub fn new() -> MemFs {
+        Self::with_max_file(MAX_FILE)
+    }
+
+    /// A MemFs whose files may grow to `max` bytes only (a fuzzer's memory
+    /// is counted per input: a WRITE at a large offset must fail FBIG, not
+    /// allocate the gigabytes below it).
+    pub fn with_max_file(max: u64) -> MemFs {
         let mut st = State {
+            max_file: max,
             inodes: HashMap::new(),
             next_ino: ROOT_INO,
             next_gen: 1,
@@ -313,7 +323,7 @@ impl State {
             if !(is_owner(cred, &a) || may(cred, &a, W)) {
                 return Err(FsError::Acces);
             }
-            if size > MAX_FILE {
+            if size > self.max_file {
                 return Err(FsError::FBig);
             }
         }
@@ -498,6 +508,7 @@ impl Backend for MemFs {
         _stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
         self.with(|s| {
+            let max = s.max_file;
             let ino = s.resolve(fid)?;
             let n = s.node_mut(ino);
             if !(is_owner(cred, &n.attr) || may(cred, &n.attr, W)) {
@@ -505,7 +516,7 @@ impl Backend for MemFs {
             }
             let end = offset
                 .checked_add(data.len() as u64)
-                .filter(|&e| e <= MAX_FILE)
+                .filter(|&e| e <= max)
                 .ok_or(FsError::FBig)?;
             let Data::File(v) = &mut n.data else {
                 return Err(if n.attr.ftype == FileType::Directory {
@@ -880,8 +891,9 @@ impl Backend for MemFs {
 
     fn allocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
         self.with(|s| {
+            let max = s.max_file;
             let n = s.node_mut(s.resolve(fid)?);
-            let end = range_end(offset, len)?;
+            let end = range_end(offset, len, max)?;
             let v = file_data_to_change(cred, n)?;
             if (v.len() as u64) < end {
                 v.resize(end as usize, 0);
@@ -893,8 +905,9 @@ impl Backend for MemFs {
 
     fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
         self.with(|s| {
+            let max = s.max_file;
             let n = s.node_mut(s.resolve(fid)?);
-            let end = range_end(offset, len)?;
+            let end = range_end(offset, len, max)?;
             let v = file_data_to_change(cred, n)?;
             let size = v.len() as u64;
             if offset < size {
@@ -929,10 +942,11 @@ impl Backend for MemFs {
             let size = v.len() as u64;
             let k = len.min(size.saturating_sub(src_off));
             let bytes = v[src_off.min(size) as usize..(src_off.min(size) + k) as usize].to_vec();
+            let max = s.max_file;
             let n = s.node_mut(di);
             let end = dst_off
                 .checked_add(k)
-                .filter(|&e| e <= MAX_FILE)
+                .filter(|&e| e <= max)
                 .ok_or(FsError::FBig)?;
             let v = file_data_to_change(cred, n)?;
             if k == 0 {
@@ -1050,13 +1064,13 @@ fn file_data_to_change<'a>(cred: &Cred, n: &'a mut Inode) -> Result<&'a mut Vec<
 }
 
 /// The end of an ALLOCATE or DEALLOCATE range, as fallocate(2) checks it.
-fn range_end(offset: u64, len: u64) -> Result<u64, FsError> {
+fn range_end(offset: u64, len: u64, max: u64) -> Result<u64, FsError> {
     if len == 0 {
         return Err(FsError::Inval);
     }
     offset
         .checked_add(len)
-        .filter(|&e| e <= MAX_FILE)
+        .filter(|&e| e <= max)
         .ok_or(FsError::FBig)
 }
 
@@ -1096,6 +1110,32 @@ mod tests {
 
     fn root() -> Cred {
         Cred::root()
+    }
+
+    /// The compound_exec fuzz target's out-of-memory input (fuzz/corpus/
+    /// compound_exec/regress-write-far-out-of-memory): a WRITE at a large
+    /// offset must be FBIG past the limit, not a buffer that large.
+    #[test]
+    fn files_stop_at_the_size_limit() {
+        let fs = MemFs::with_max_file(1 << 20);
+        let r = fs.root();
+        let (f, _) = fs
+            .create(&root(), &r, b"a", &CreateHow::Guarded(SetAttr::mode(0o644)))
+            .unwrap();
+        assert!(fs
+            .write(&root(), &f, (1 << 20) - 1, b"x", Stable::Unstable)
+            .is_ok());
+        let far = fs.write(&root(), &f, 1 << 40, b"x", Stable::Unstable);
+        assert_eq!(far.map(|_| ()), Err(FsError::FBig));
+        let grow = SetAttr {
+            size: Some(1 << 30),
+            ..SetAttr::default()
+        };
+        assert_eq!(
+            fs.setattr(&root(), &f, &grow).map(|_| ()),
+            Err(FsError::FBig)
+        );
+        assert_eq!(fs.allocate(&root(), &f, 0, 1 << 30), Err(FsError::FBig));
     }
 
     #[test]

@@ -68,6 +68,14 @@ impl DirSink for Plain {
     }
 }
 
+/// The bytes of entries a READDIR reply may carry: the client's count less
+/// the fixed part, and never more than the largest transfer, since the
+/// page's name arena reserves that much up front (a count of 4 GiB from
+/// the wire must not become a 4 GiB reservation).
+pub(super) fn plain_budget(count: u32) -> usize {
+    (count.min(super::MAX_IO) as usize).saturating_sub(FIXED)
+}
+
 pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir3res {
     let fail = |f: Fail, dir_attributes| {
         log_fail(ctx, &f);
@@ -77,7 +85,7 @@ pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir
         Ok(t) => t,
         Err(f) => return fail(f, None),
     };
-    let budget = (args.count as usize).saturating_sub(FIXED);
+    let budget = plain_budget(args.count);
     let (cookie, verf) = (args.cookie, args.cookieverf);
     let b = t.export.backend.clone();
     let (r, dir_attributes) = n

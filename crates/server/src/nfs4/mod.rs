@@ -195,6 +195,7 @@ opnums!(
     OP_READ,
     OP_READDIR,
     OP_SEQUENCE,
+    OP_SETATTR,
     OP_EXCHANGE_ID,
     OP_CREATE_SESSION,
     OP_DESTROY_SESSION,
@@ -557,8 +558,7 @@ impl Nfs4 {
                 break;
             }
             if i >= MAX_OPS {
-                out.put_u32(op);
-                out.put_u32(Nfsstat4::NFS4ERR_RESOURCE as u32);
+                put_error(out, op, Nfsstat4::NFS4ERR_RESOURCE);
                 status = Nfsstat4::NFS4ERR_RESOURCE;
                 done += 1;
                 break;
@@ -594,8 +594,7 @@ impl Nfs4 {
                     None
                 };
                 if let Some(s) = refuse {
-                    out.put_u32(op);
-                    out.put_u32(s as u32);
+                    put_error(out, op, s);
                     status = s;
                     done += 1;
                     break;
@@ -609,8 +608,7 @@ impl Nfs4 {
                     if ctx.client.log_allowed() {
                         warn!(peer = %ctx.peer, xid = ctx.xid, op = op_name(op), error = %e, "NFS4ERR_BADXDR");
                     }
-                    out.put_u32(op);
-                    out.put_u32(Nfsstat4::NFS4ERR_BADXDR as u32);
+                    put_error(out, op, Nfsstat4::NFS4ERR_BADXDR);
                     status = Nfsstat4::NFS4ERR_BADXDR;
                     done += 1;
                     break;
@@ -642,8 +640,7 @@ impl Nfs4 {
                     && secinfo::wrong_sec(&c, op, args.clone().u32().ok())
                 {
                     out.truncate(at);
-                    out.put_u32(op);
-                    out.put_u32(Nfsstat4::NFS4ERR_WRONGSEC as u32);
+                    put_error(out, op, Nfsstat4::NFS4ERR_WRONGSEC);
                 }
                 // RFC 8881 §2.10.6.4: a reply that outgrows the session's
                 // ca_maxresponsesize ends, in place of the result that
@@ -663,8 +660,7 @@ impl Nfs4 {
                 });
                 if let Some(s) = over {
                     out.truncate(at);
-                    out.put_u32(op);
-                    out.put_u32(s as u32);
+                    put_error(out, op, s);
                 }
             }
             done += 1;
@@ -1073,6 +1069,17 @@ fn report(e: state::Event) {
                 "NFSv4 client freed its revoked state: recorded for reclaim again"
             );
         }
+    }
+}
+
+/// An operation's result that is an error decided outside its handler:
+/// the operation number and status, and what the result carries whatever
+/// the status (SETATTR4res always has its `attrsset` bitmap, here empty).
+fn put_error(out: &mut BytesMut, op: u32, s: Nfsstat4) {
+    out.put_u32(op);
+    out.put_u32(s as u32);
+    if op == OP_SETATTR {
+        out.put_u32(0);
     }
 }
 

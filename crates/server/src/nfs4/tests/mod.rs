@@ -13,6 +13,7 @@ mod cb40;
 mod copy;
 mod deleg;
 mod deleg_write;
+mod fuzz_found;
 mod grace;
 mod lease;
 mod sparse;

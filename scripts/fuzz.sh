@@ -1,0 +1,48 @@
+#!/bin/bash
+# Coverage-guided fuzzing (libFuzzer through cargo-fuzz, on the stable
+# toolchain: `-s none`, no sanitizer; fuzz/README.md says why).
+#   scripts/fuzz.sh TARGET MINUTES   one target for that long (a long run)
+#   scripts/fuzz.sh --short SECONDS  every target for SECONDS each (the test command's stage)
+#   scripts/fuzz.sh --list           the targets
+# The committed corpus (fuzz/corpus/TARGET: seed-* and regress-* inputs) is
+# read, never written: what a run finds goes to $FUZZ_WORK/TARGET
+# (default /var/tmp/tarn-fuzz), crashes to $FUZZ_WORK/TARGET-crash-*. A
+# crash fails the script; keep its input as fuzz/corpus/TARGET/regress-NAME
+# with a unit test once fixed. The run's memory is capped (-rss_limit_mb), so
+# memory a decoded length makes the server touch is a failure too (without a
+# sanitizer, libFuzzer cannot see an allocation that is never touched).
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+export PATH="$HOME/.cargo/bin:$PATH"
+WORK=${FUZZ_WORK:-/var/tmp/tarn-fuzz}
+command -v cargo-fuzz >/dev/null || { echo "fuzz: cargo-fuzz missing (scripts/deps.sh --test installs it)" >&2; exit 1; }
+TARGETS=$(cargo fuzz list)
+usage() { echo "usage: $0 TARGET MINUTES | --short SECONDS | --list   (targets: $(echo $TARGETS))" >&2; exit 2; }
+case ${1:-} in
+  --list) echo "$TARGETS"; exit 0 ;;
+  --short) [ $# = 2 ] || usage; secs=$2; run=($TARGETS) ;;
+  "") usage ;;
+  *) [ $# = 2 ] || usage; grep -qx "$1" <<<"$TARGETS" || usage; secs=$(( $2 * 60 )); run=("$1") ;;
+esac
+cargo fuzz build -s none -O >/dev/null
+bin="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release"
+fail=0
+for t in "${run[@]}"; do
+  mkdir -p "$WORK/$t" "corpus/$t"
+  log="$WORK/$t.log"
+  t0=$(date +%s)
+  # -close_fd_mask=1: the targets' stdout is noise; libFuzzer's own lines are on stderr.
+  if "$bin/$t" "$WORK/$t" "corpus/$t" -max_total_time="$secs" -malloc_limit_mb=512 -rss_limit_mb=2048 \
+       -timeout=10 -print_final_stats=1 -close_fd_mask=1 -artifact_prefix="$WORK/$t-" >"$log" 2>&1; then
+    st=ok
+  else
+    st=FAILED fail=1
+  fi
+  execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
+  rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log")
+  echo "fuzz $t: $st, ${execs:-?} executions in $(( $(date +%s) - t0 ))s (${rate:-?}/s), corpus $(ls "$WORK/$t" | wc -l) inputs"
+  if [ $st = FAILED ]; then
+    grep -E "panicked|ERROR|SUMMARY|Test unit written" -A2 "$log" | head -20 >&2
+  fi
+done
+exit $fail
