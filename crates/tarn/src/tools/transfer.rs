@@ -281,20 +281,23 @@ impl Writer {
         for _ in 0..10 {
             let (sent, verf) = {
                 let mut u = verfs.lock().unwrap();
-                let alarm = warned > u.warnings_seen;
+                // A warning not yet acted on; one that comes while a
+                // COMMIT is under way waits for the next call here.
+                let alarm = warned > u.warnings_seen && !u.committing;
+                if alarm {
+                    u.warnings_seen = warned;
+                }
+                let urgent = alarm && u.bytes > 0;
                 let due = if all {
                     !u.ranges.is_empty() || u.copied.is_some()
                 } else {
-                    (u.bytes >= COMMIT_EVERY || (alarm && u.bytes > 0)) && !u.committing
+                    (u.bytes >= COMMIT_EVERY && !u.committing) || urgent
                 };
-                if alarm {
-                    u.warnings_seen = warned;
-                    if due && !all {
-                        tracing::warn!(
-                            "the Kerberos credential could not be renewed: committing {} bytes now, while it still works",
-                            u.bytes
-                        );
-                    }
+                if urgent && !all {
+                    tracing::warn!(
+                        "the Kerberos credential could not be renewed: committing {} bytes now, while it still works",
+                        u.bytes
+                    );
                 }
                 if !due {
                     return Ok(());
