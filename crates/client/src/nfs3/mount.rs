@@ -92,11 +92,7 @@ pub async fn call_void(
     vers: u32,
     proc_: u32,
 ) -> std::result::Result<xdr::Decoder, ClientError> {
-    let rec = c.call_raw(prog, vers, proc_, &[]).await?;
-    match rpc::msg::decode_reply(rec)? {
-        (_, ReplyStatus::Success, d) => Ok(d),
-        (_, other, _) => Err(ClientError::Rpc(other)),
-    }
+    rpc::client::results(c.call_raw(prog, vers, proc_, &[]).await?)
 }
 
 /// Whether an RPC error says "no such program (version) here".

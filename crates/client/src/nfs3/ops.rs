@@ -89,11 +89,7 @@ impl Nfs3 {
             let d = match &self.gss {
                 Some(g) => g.call(proc_, &enc).await?,
                 None => {
-                    let rec = self.ch.call_raw(NFS_PROGRAM, NFS_V3, proc_, &enc).await?;
-                    match rpc::msg::decode_reply(rec)? {
-                        (_, rpc::msg::ReplyStatus::Success, d) => d,
-                        (_, other, _) => return Err(rpc::client::ClientError::Rpc(other).into()),
-                    }
+                    rpc::client::results(self.ch.call_raw(NFS_PROGRAM, NFS_V3, proc_, &enc).await?)?
                 }
             };
             // Every result starts with its status.
@@ -173,10 +169,8 @@ impl Nfs3 {
             .ch
             .call_raw(NFS_PROGRAM, NFS_V3, NFSPROC3_NULL, &[])
             .await?;
-        match rpc::msg::decode_reply(rec)? {
-            (_, rpc::msg::ReplyStatus::Success, _) => Ok(()),
-            (_, other, _) => Err(rpc::client::ClientError::Rpc(other).into()),
-        }
+        rpc::client::results(rec)?;
+        Ok(())
     }
 
     pub async fn getattr(&self, fh: &NfsFh3) -> Result<Fattr3> {

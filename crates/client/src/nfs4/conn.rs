@@ -156,11 +156,8 @@ impl Nfs4Conn {
 
     /// The NULL procedure: is anyone there?
     pub async fn null(&self) -> Result<()> {
-        let rec = self.call_raw(0, &[]).await?;
-        match rpc::msg::decode_reply(rec)? {
-            (_, rpc::msg::ReplyStatus::Success, _) => Ok(()),
-            (_, other, _) => Err(rpc::client::ClientError::Rpc(other).into()),
-        }
+        rpc::client::results(self.call_raw(0, &[]).await?)?;
+        Ok(())
     }
 
     /// One COMPOUND with nothing added. The reply's status is not checked:
@@ -192,10 +189,7 @@ impl Nfs4Conn {
         let rec = self
             .call_raw(NFSPROC4_COMPOUND, &xdr::to_bytes(args))
             .await?;
-        let mut d = match rpc::msg::decode_reply(rec)? {
-            (_, rpc::msg::ReplyStatus::Success, d) => d,
-            (_, other, _) => return Err(rpc::client::ClientError::Rpc(other).into()),
-        };
+        let mut d = rpc::client::results(rec)?;
         Ok(Compound4res::unpack(&mut d)?)
     }
 }

@@ -20,9 +20,7 @@
 //! number on a retransmission (RFC 2203 §5.3.3.1) under the same xid.
 
 use super::{CallHandler, ClientError, RpcClient};
-use crate::msg::{self, ReplyStatus};
-use crate::record;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use proto::rpc::OpaqueAuth;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -442,12 +440,7 @@ impl Channel {
         args: &[u8],
     ) -> Result<Bytes, ClientError> {
         let xid = self.next_xid();
-        let mut out = BytesMut::with_capacity(64 + args.len());
-        record::begin(&mut out);
-        msg::encode_call(xid, prog, vers, proc_, &self.inner.cred, &mut out);
-        out.put_slice(args);
-        record::finish(&mut out);
-        let rec = out.freeze();
+        let rec = super::call_record(xid, prog, vers, proc_, &self.inner.cred, args);
         self.send_record_with(xid, |_| Ok(rec.clone())).await
     }
 
@@ -459,14 +452,10 @@ impl Channel {
         proc_: u32,
         args: &A,
     ) -> Result<Decoder, ClientError> {
-        let mut a = BytesMut::new();
-        args.pack(&mut a);
-        let rec = self.call_raw(prog, vers, proc_, &a).await?;
-        let (_, st, d) = msg::decode_reply(rec)?;
-        match st {
-            ReplyStatus::Success => Ok(d),
-            other => Err(ClientError::Rpc(other)),
-        }
+        super::results(
+            self.call_raw(prog, vers, proc_, &xdr::to_bytes(args))
+                .await?,
+        )
     }
 }
 
@@ -474,7 +463,9 @@ impl Channel {
 mod tests {
     use super::*;
     use crate::client::auth_none;
-    use crate::record::Assembler;
+    use crate::msg;
+    use crate::record::{self, Assembler};
+    use bytes::{BufMut, BytesMut};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 

@@ -289,18 +289,9 @@ impl RpcClient {
         proc_: u32,
         args: &[u8],
     ) -> Result<Bytes, ClientError> {
-        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
-        let mut out = BytesMut::with_capacity(64 + args.len());
-        record::begin(&mut out);
-        msg::encode_call(xid, prog, vers, proc_, &self.cred, &mut out);
-        out.put_slice(args);
-        record::finish(&mut out);
-        let rx = self.wait_for(xid)?;
-        if let Err(e) = self.wr.lock().await.write_all(&out).await {
-            self.forget(xid);
-            return Err(e.into());
-        }
-        rx.await.map_err(|_| ClientError::Closed)
+        let xid = self.next_xid();
+        let rec = call_record(xid, prog, vers, proc_, &self.cred, args);
+        self.send_record(xid, &rec).await
     }
 
     /// Calls a procedure and returns a decoder positioned at its results.
@@ -311,14 +302,10 @@ impl RpcClient {
         proc_: u32,
         args: &A,
     ) -> Result<Decoder, ClientError> {
-        let mut a = BytesMut::new();
-        args.pack(&mut a);
-        let rec = self.call_raw(prog, vers, proc_, &a).await?;
-        let (_, st, d) = msg::decode_reply(rec)?;
-        match st {
-            ReplyStatus::Success => Ok(d),
-            other => Err(ClientError::Rpc(other)),
-        }
+        results(
+            self.call_raw(prog, vers, proc_, &xdr::to_bytes(args))
+                .await?,
+        )
     }
 
     /// Stops waiting for the reply to `xid` (its call is being resent
@@ -360,6 +347,33 @@ impl RpcClient {
     /// Sends raw bytes on the connection (for tests of malformed input).
     pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
         Ok(self.wr.lock().await.write_all(b).await?)
+    }
+}
+
+/// A whole call record (record mark included) with `cred` and the encoded
+/// `args`.
+pub fn call_record(
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: &OpaqueAuth,
+    args: &[u8],
+) -> Bytes {
+    let mut out = BytesMut::with_capacity(64 + args.len());
+    record::begin(&mut out);
+    msg::encode_call(xid, prog, vers, proc_, cred, &mut out);
+    out.put_slice(args);
+    record::finish(&mut out);
+    out.freeze()
+}
+
+/// A reply record's results when the call succeeded; otherwise the RPC
+/// error it carries (PROG_UNAVAIL, an auth error, ...).
+pub fn results(rec: Bytes) -> Result<Decoder, ClientError> {
+    match msg::decode_reply(rec)? {
+        (_, ReplyStatus::Success, d) => Ok(d),
+        (_, other, _) => Err(ClientError::Rpc(other)),
     }
 }
 
