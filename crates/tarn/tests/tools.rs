@@ -12,7 +12,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// Acting as uid/gid 1000 (not squashed root), so owners are known.
 fn url(s: &TestServer, path: &str) -> String {
@@ -44,26 +44,15 @@ fn fails(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn set_mtime(p: &Path, secs: u64, nanos: u32) {
-    let t = SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
-    std::fs::File::open(p)
-        .unwrap()
-        .set_times(std::fs::FileTimes::new().set_modified(t))
-        .unwrap();
-}
-
-fn mtime(p: &Path) -> (i64, i64) {
-    let m = std::fs::symlink_metadata(p).unwrap();
-    (m.mtime(), m.mtime_nsec())
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
-}
-
-#[test]
-fn cp_20_mib_there_and_back_with_equal_checksums() {
-    let s = TestServer::start();
+/// A 20 MiB random file (mode 0640, a fixed mtime with nanoseconds) copied
+/// to the server through `url` ("what" names it in the output) and back:
+/// equal checksums, mode, mtime and owner on the server's disk and on the
+/// copy back. Returns the source, the copy back and the data.
+fn cp_20_mib_there_and_back(
+    s: &TestServer,
+    url: fn(&TestServer, &str) -> String,
+    what: &str,
+) -> (PathBuf, PathBuf, Vec<u8>) {
     let src = s.state.join("big.bin");
     let back = s.state.join("back.bin");
     let mut data = vec![0u8; 20 << 20];
@@ -72,8 +61,8 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
     set_mtime(&src, 1_600_000_000, 123_456_789);
 
-    let up = tarn(&["cp", src.to_str().unwrap(), &url(&s, "/big.bin")]);
-    println!("local -> NFS: {}", up.trim());
+    let up = tarn(&["cp", src.to_str().unwrap(), &url(s, "/big.bin")]);
+    println!("local -> {what}: {}", up.trim());
     assert!(
         up.starts_with(&format!("1 files, {} bytes in ", 20 << 20)),
         "{up}"
@@ -88,11 +77,18 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     assert_eq!(mtime(&on_server), (1_600_000_000, 123_456_789));
     assert_eq!(std::fs::metadata(&on_server).unwrap().uid(), 1000);
 
-    let down = tarn(&["cp", &url(&s, "/big.bin"), back.to_str().unwrap()]);
-    println!("NFS -> local: {}", down.trim());
+    let down = tarn(&["cp", &url(s, "/big.bin"), back.to_str().unwrap()]);
+    println!("{what} -> local: {}", down.trim());
     assert_eq!(sha256_file(&back), sha256_file(&src));
     assert_eq!(mode(&back), 0o640);
     assert_eq!(mtime(&back), (1_600_000_000, 123_456_789));
+    (src, back, data)
+}
+
+#[test]
+fn cp_20_mib_there_and_back_with_equal_checksums() {
+    let s = TestServer::start();
+    let (src, back, data) = cp_20_mib_there_and_back(&s, url, "NFS");
 
     // NFS -> NFS on the same server, into an existing directory: NFSv4.2
     // COPY, the data never leaving the server; over 4.1 READs and WRITEs.
@@ -143,31 +139,7 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
 #[test]
 fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
     let s = TestServer::start();
-    let src = s.state.join("big.bin");
-    let back = s.state.join("back.bin");
-    let mut data = vec![0u8; 20 << 20];
-    rand::thread_rng().fill_bytes(&mut data);
-    std::fs::write(&src, &data).unwrap();
-    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
-    set_mtime(&src, 1_600_000_000, 123_456_789);
-
-    let up = tarn(&["cp", src.to_str().unwrap(), &url3(&s, "/big.bin")]);
-    println!("local -> NFSv3: {}", up.trim());
-    assert!(
-        up.starts_with(&format!("1 files, {} bytes in ", 20 << 20)),
-        "{up}"
-    );
-    let on_server = s.export.join("big.bin");
-    assert_eq!(sha256_file(&on_server), sha256_file(&src));
-    assert_eq!(mode(&on_server), 0o640);
-    assert_eq!(mtime(&on_server), (1_600_000_000, 123_456_789));
-    assert_eq!(std::fs::metadata(&on_server).unwrap().uid(), 1000);
-
-    let down = tarn(&["cp", &url3(&s, "/big.bin"), back.to_str().unwrap()]);
-    println!("NFSv3 -> local: {}", down.trim());
-    assert_eq!(sha256_file(&back), sha256_file(&src));
-    assert_eq!(mode(&back), 0o640);
-    assert_eq!(mtime(&back), (1_600_000_000, 123_456_789));
+    let (src, _, data) = cp_20_mib_there_and_back(&s, url3, "NFSv3");
 
     // NFSv3 -> NFSv3 and NFSv3 -> NFSv4.2 (two connections, one server).
     tarn(&["mkdir", &url3(&s, "/into")]);
@@ -213,31 +185,7 @@ fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
 #[test]
 fn v40_cp_20_mib_there_and_back_with_equal_checksums() {
     let s = TestServer::start();
-    let src = s.state.join("big.bin");
-    let back = s.state.join("back.bin");
-    let mut data = vec![0u8; 20 << 20];
-    rand::thread_rng().fill_bytes(&mut data);
-    std::fs::write(&src, &data).unwrap();
-    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
-    set_mtime(&src, 1_600_000_000, 123_456_789);
-
-    let up = tarn(&["cp", src.to_str().unwrap(), &url40(&s, "/big.bin")]);
-    println!("local -> NFSv4.0: {}", up.trim());
-    assert!(
-        up.starts_with(&format!("1 files, {} bytes in ", 20 << 20)),
-        "{up}"
-    );
-    let on_server = s.export.join("big.bin");
-    assert_eq!(sha256_file(&on_server), sha256_file(&src));
-    assert_eq!(mode(&on_server), 0o640);
-    assert_eq!(mtime(&on_server), (1_600_000_000, 123_456_789));
-    assert_eq!(std::fs::metadata(&on_server).unwrap().uid(), 1000);
-
-    let down = tarn(&["cp", &url40(&s, "/big.bin"), back.to_str().unwrap()]);
-    println!("NFSv4.0 -> local: {}", down.trim());
-    assert_eq!(sha256_file(&back), sha256_file(&src));
-    assert_eq!(mode(&back), 0o640);
-    assert_eq!(mtime(&back), (1_600_000_000, 123_456_789));
+    let (src, _, data) = cp_20_mib_there_and_back(&s, url40, "NFSv4.0");
 
     // 4.0 -> 4.0 (READs and WRITEs, no COPY) and 4.0 -> 4.2.
     tarn(&["mkdir", &url40(&s, "/into")]);

@@ -19,7 +19,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 #[test]
 fn tools_ganesha_nfs41() {
@@ -72,23 +72,6 @@ fn against_ganesha(name: &str, vers: &str) {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(status.success(), "{name} against Ganesha: {status}");
-}
-
-fn set_mtime(p: &Path, secs: u64, nanos: u32) {
-    let t = SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
-    std::fs::File::open(p)
-        .unwrap()
-        .set_times(std::fs::FileTimes::new().set_modified(t))
-        .unwrap();
-}
-
-fn mtime(p: &Path) -> (i64, i64) {
-    let m = std::fs::symlink_metadata(p).unwrap();
-    (m.mtime(), m.mtime_nsec())
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
 }
 
 /// Names a user may well have: spaces, Unicode, shell and URL specials

@@ -387,3 +387,25 @@ pub fn finish_doctor(c: Child) -> String {
     );
     text
 }
+
+/// Sets a local file's mtime (seconds and nanoseconds since the epoch).
+pub fn set_mtime(p: &Path, secs: u64, nanos: u32) {
+    let t = std::time::SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
+    std::fs::File::open(p)
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_modified(t))
+        .unwrap();
+}
+
+/// A local path's own mtime (a link's, not its target's): seconds, nanoseconds.
+pub fn mtime(p: &Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mtime(), m.mtime_nsec())
+}
+
+/// A local path's permission bits (with setuid, setgid and sticky).
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
