@@ -22,21 +22,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TARN_BIN:-$PWD/target/release/tarn}
 [ "$(id -u)" = 0 ] || exec sudo -E "$0" "$@"
+# shellcheck source=scripts/ganesha-lib.sh
+. scripts/ganesha-lib.sh
 
 if [ "${1:-}" != "--inner" ]; then
   quick=0
   if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
-  need=()
-  pkgs=(nfs-ganesha nfs-ganesha-vfs rpcbind iproute2 util-linux e2fsprogs)
+  pkgs=(e2fsprogs)
   [ "${KRB5P:-1}" = 0 ] || pkgs+=(krb5-kdc krb5-admin-server krb5-user)
-  for p in "${pkgs[@]}"; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-  done
-  if [ ${#need[@]} -gt 0 ]; then
-    echo "compare-ganesha: apt-get install ${need[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=900 --no-install-recommends "${need[@]}"
-  fi
+  ganesha_install "${pkgs[@]}"
   [ -x "$BIN" ] || cargo build --release -q -p tarn
   # A PID namespace too: if this script is killed, everything it started dies with it.
   exec unshare --net --mount --pid --mount-proc --fork --kill-child "$0" --inner "$quick" "$@"
@@ -56,43 +50,14 @@ else
   sizes=(--seconds "${SECONDS_PER_PHASE:-3}")
 fi
 
-ip link set lo up
-ip addr add 127.0.0.2/32 dev lo
-mount --make-rprivate /
-mount -t tmpfs -o mode=0755 tmpfs /run
-mkdir -p /run/rpcbind
-
 WORK=$(mktemp -d /var/tmp/tarn-vs-ganesha.XXXXXX)
 chmod 0755 "$WORK"
-PIDS=()
-stop() { # stop PID: TERM, then KILL after 10 s
-  local pid=$1
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-  local i
-  for ((i=${#PIDS[@]}-1; i>=0; i--)); do stop "${PIDS[$i]}"; done
+ganesha_at_exit() {
   if [ -n "${RESULTS_DIR:-}" ]; then mkdir -p "$RESULTS_DIR"; cp "$WORK"/*.json "$WORK"/ganesha.log "$RESULTS_DIR"/ 2>/dev/null || true; fi
   for m in "$WORK"/*/export; do mountpoint -q "$m" && umount "$m"; done
   rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-wait_port() { # wait_port PORT PID LOG
-  for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || { echo "compare-ganesha: server exited; log:" >&2; tail -20 "$3" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "compare-ganesha: port $1 never opened; log:" >&2; tail -20 "$3" >&2; exit 1
-}
-
-rpcbind -w -f & PIDS+=($!)
-for _ in $(seq 50); do [ -S /run/rpcbind.sock ] && break; sleep 0.1; done
+ganesha_netns
 
 # ---- a Kerberos realm for the krb5p rows ----
 krb5p=${KRB5P:-1}
@@ -141,33 +106,7 @@ fresh_fs() { # fresh_fs DIR
 fresh_fs "$WORK/ganesha/export"
 mkdir -p "$WORK/ganesha/recovery"
 chmod 0777 "$WORK/ganesha/export"
-cat > "$WORK/ganesha/ganesha.conf" <<EOF
-NFS_CORE_PARAM {
-    NFS_Port = $GP;
-    MNT_Port = $GMP;
-    Protocols = 3, 4;
-    Mount_Path_Pseudo = true;
-    Enable_NLM = false;
-    Enable_RQUOTA = false;
-}
-NFSV4 {
-    Graceless = true;
-    RecoveryBackend = fs;
-    RecoveryRoot = $WORK/ganesha/recovery;
-}
-EXPORT {
-    Export_Id = 1;
-    Path = $WORK/ganesha/export;
-    Pseudo = /bench;
-    Access_Type = RW;
-    Squash = No_Root_Squash;
-    SecType = sys;
-    Protocols = 3, 4;
-    Transports = TCP;
-    FSAL { Name = VFS; }
-}
-LOG { Default_Log_Level = EVENT; }
-EOF
+ganesha_conf "$WORK/ganesha/ganesha.conf" $GP $GMP "$WORK/ganesha/export" /bench "$WORK/ganesha/recovery" "0, 1, 2"
 if [ "$krb5p" = 1 ]; then
   sed -i 's/SecType = sys;/SecType = sys, krb5p;/' "$WORK/ganesha/ganesha.conf"
   cat >> "$WORK/ganesha/ganesha.conf" <<EOF
@@ -178,11 +117,7 @@ NFS_KRB5 {
 }
 EOF
 fi
-ganesha.nfsd -F -L "$WORK/ganesha.log" -f "$WORK/ganesha/ganesha.conf" -p "$WORK/ganesha/ganesha.pid" & GPID=$!
-PIDS+=($GPID)
-wait_port $GP $GPID "$WORK/ganesha.log"
-wait_port $GMP $GPID "$WORK/ganesha.log"
-echo "compare-ganesha: $(ganesha.nfsd -v 2>&1 | head -1 | tr -s ' ') pid $GPID on 127.0.0.1:$GP (mount $GMP)" >&2
+ganesha_start "$WORK/ganesha/ganesha.conf" "$WORK/ganesha.log"
 "$BIN" bench --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench \
   --server-pid $GPID --label ganesha --json --keep "${sizes[@]}" "${ops[@]}" "$@" > "$WORK/ganesha.json"
 krb5p_run ganesha --server 127.0.0.1:$GP --mount-server 127.0.0.1:$GMP --export /bench --server-pid $GPID
