@@ -313,7 +313,10 @@ impl LocalFs {
     /// Switches this thread's fs credentials to `cred` until the guard drops.
     fn as_user(&self, cred: &Cred) -> Result<CredGuard<'_>, FsError> {
         if !self.switch_creds {
-            return Ok(CredGuard { fs: None });
+            return Ok(CredGuard {
+                fs: None,
+                limited: false,
+            });
         }
         // Groups first: setgroups needs CAP_SETGID, which setfsuid keeps, but
         // do it while we are still fully root anyway. The guard leaves them
@@ -327,7 +330,10 @@ impl LocalFs {
             }
             Ok::<_, FsError>(())
         })?;
-        let guard = CredGuard { fs: Some(self) };
+        let guard = CredGuard {
+            fs: Some(self),
+            limited: limit_resources(cred)?,
+        };
         sys::set_thread_fsgid(cred.gid);
         // Proven to work at start (see `new`), so no read-back here.
         sys::set_thread_fsuid(cred.uid);
@@ -740,10 +746,24 @@ thread_local! {
     static THREAD_GROUPS: std::cell::RefCell<Option<Vec<u32>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Restores root's fsuid and fsgid when dropped (the supplementary groups
-/// stay: see `as_user`).
+/// Quotas, and the blocks a filesystem keeps for root, hold for the user
+/// the server acts for, as knfsd has them: CAP_SYS_RESOURCE leaves this
+/// thread's effective set while acting for anyone but root (even when the
+/// fs credentials need no switch, as for most writes). Whether it left.
+fn limit_resources(cred: &Cred) -> Result<bool, FsError> {
+    if cred.uid == 0 || sys::geteuid() != 0 {
+        return Ok(false);
+    }
+    sys::set_thread_sys_resource(false).map_err(io_err)?;
+    Ok(true)
+}
+
+/// Restores root's fsuid, fsgid and CAP_SYS_RESOURCE when dropped (the
+/// supplementary groups stay: see `as_user`).
 struct CredGuard<'a> {
     fs: Option<&'a LocalFs>,
+    /// CAP_SYS_RESOURCE was dropped (see `limit_resources`).
+    limited: bool,
 }
 
 impl Drop for CredGuard<'_> {
@@ -751,6 +771,10 @@ impl Drop for CredGuard<'_> {
         if let Some(fs) = self.fs {
             sys::set_thread_fsuid(0);
             sys::set_thread_fsgid(fs.base_gid);
+        }
+        // After the fsuid is root's again, so only this bit changes.
+        if self.limited {
+            let _ = sys::set_thread_sys_resource(true);
         }
     }
 }
@@ -1694,16 +1718,11 @@ impl LocalFs {
         {
             return Err(FsError::Acces);
         }
-        // Writing clears suid (and group-executable sgid) unless the writer
-        // holds CAP_FSETID: write such files as the caller, all others as
-        // root (the result is the same and needs no switch).
-        let kills_privs = st.st_mode & libc::S_ISUID != 0
-            || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP);
-        let g = if kills_privs {
-            Some(self.as_user(cred)?)
-        } else {
-            None
-        };
+        // Written as the caller: writing clears suid (and group-executable
+        // sgid) unless the writer holds CAP_FSETID, and the space a
+        // filesystem keeps for root (ext4 judges by the fsuid) and quotas
+        // (by CAP_SYS_RESOURCE) must hold for the user, not for the server.
+        let g = Some(self.as_user(cred)?);
         if !d.writable {
             return Err(FsError::RoFs);
         }
