@@ -531,3 +531,129 @@ fn storage_errors_over_nfsv3() {
         assert!(log_says(&s, what), "no log line for {what}");
     }
 }
+
+/// The process whose parent is `pid` (the server under `unshare --fork`).
+fn child_of(pid: u32) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        // pid (comm) state ppid ...: comm may hold spaces, so after ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Runs `script` in the server's mount namespace.
+fn in_server_ns(server_pid: u32, script: &str) -> bool {
+    std::process::Command::new("nsenter")
+        .args(["-t", &server_pid.to_string(), "-m", "sh", "-c", script])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn v41(uid: u32) -> client::nfs4::SessionOptions {
+    client::nfs4::SessionOptions {
+        security: client::nfs4::Security::Sys { uid, gid: uid },
+        delay_retry_for: Duration::ZERO,
+        callbacks: false,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
+    if !is_root() {
+        eprintln!("skipped: mounting a tmpfs state directory needs root");
+        return;
+    }
+    // The state directory is a 1 MiB tmpfs in the server's own mount
+    // namespace (the log stays in the directory beneath, where the test
+    // reads it).
+    let (_tmp, export, state) = temp_export();
+    let script = r#"mount -t tmpfs -o size=1m tmpfs "$STATE" && exec "$@""#;
+    let wrapper = [
+        "env",
+        &format!("STATE={}", state.display()),
+        "unshare",
+        "--mount",
+        "--fork",
+        "--kill-child",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ];
+    let s = TestServer::launch(&export, &state, free_port(), &[], &wrapper);
+    let pid = child_of(s.child.as_ref().unwrap().id()).expect("the server process");
+    let st = state.display().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    use client::nfs4::Session;
+    use proto::nfs4::Nfsstat4;
+    rt.block_on(async {
+        // A client recorded while all is well.
+        let a = Session::connect(s.addr, &v41(1000)).await.unwrap();
+        let root = a.lookup_path("/").await.unwrap();
+        for (break_it, mend_it, what) in [
+            // A read-only bind mount over it (the directory's own mount is
+            // busy: the server holds its lock file open for writing).
+            (
+                format!("mount --bind {st} {st} && mount -o remount,bind,ro {st}"),
+                format!("umount {st}"),
+                "read-only",
+            ),
+            (
+                format!("dd if=/dev/zero of={st}/fill bs=64k 2>/dev/null; true"),
+                format!("rm {st}/fill"),
+                "full",
+            ),
+        ] {
+            assert!(in_server_ns(pid, &break_it), "{break_it}");
+            // A new client cannot be recorded: refused, to retry later.
+            let e = Session::connect(s.addr, &v41(1001))
+                .await
+                .err()
+                .unwrap_or_else(|| {
+                    panic!("a new client confirmed with the state directory {what}")
+                });
+            assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_DELAY), "{what}: {e}");
+            assert!(log_says(
+                &s,
+                "the state directory cannot record a new NFSv4 client"
+            ));
+            // The recorded client and NFSv3 clients are served meanwhile.
+            let (sid, fh) = a
+                .open(&root, &format!("f-{what}"), Some(0o644), 3)
+                .await
+                .unwrap();
+            let w = a
+                .write(
+                    &sid,
+                    &fh,
+                    0,
+                    bytes::Bytes::from_static(b"still served"),
+                    proto::nfs4::StableHow4::FILE_SYNC4,
+                )
+                .await
+                .unwrap();
+            assert_eq!(w.count, 12);
+            a.close(&fh, &sid).await.unwrap();
+            null_works(&s);
+            // Writable again: the same kind of client gets in.
+            assert!(in_server_ns(pid, &mend_it), "{mend_it}");
+            let b = Session::connect(s.addr, &v41(1001))
+                .await
+                .unwrap_or_else(|e| panic!("after the state directory was {what}: {e}"));
+            b.lookup_path("/").await.unwrap();
+        }
+    });
+}
