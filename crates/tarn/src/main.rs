@@ -782,6 +782,9 @@ fn serve(
         );
         nlm.notify_restart(notify_hosts);
         let mut nfs3 = Nfs3::new(live.clone(), key, pool);
+        // One write verifier: a storage error seen through either protocol
+        // concerns the unstable data of both.
+        nfs3.write_verf = nfs4.write_verf.clone();
         nfs3.recall = Some(nfs4.recaller());
         let svc = TarnService { nfs3, nfs4, mount: Mount::new(), nlm };
         let rpc_cfg = rpc::ServerConfig {

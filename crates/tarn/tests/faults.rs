@@ -657,3 +657,141 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
         }
     });
 }
+
+#[test]
+fn storage_errors_over_nfsv41() {
+    let Some((s, _tmp)) = server_on_small_ext4() else {
+        return;
+    };
+    use client::nfs4::Session;
+    use proto::nfs4::{Nfsstat4, StableHow4};
+    let mut other = TcpStream::connect(s.addr).unwrap();
+    let other_root = mnt_root(&mut other);
+    let mut others_served = || {
+        null_works(&s);
+        size3(&mut other, &other_root);
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let a = Session::connect(s.addr, &v41(1000)).await.unwrap();
+        let root = a.lookup_path("/").await.unwrap();
+        let data = |n: usize| bytes::Bytes::from(vec![0x5au8; n]);
+        let both = proto::nfs4::OPEN4_SHARE_ACCESS_BOTH;
+
+        // Quota: partial write reported as such, then DQUOT.
+        let (sid, q) = a.open(&root, "edquot-4", Some(0o644), both).await.unwrap();
+        let w = a.write(&sid, &q, 0, data(48 << 10), StableHow4::FILE_SYNC4);
+        assert_eq!(w.await.unwrap().count, 48 << 10);
+        let w = a.write(&sid, &q, 48 << 10, data(48 << 10), StableHow4::FILE_SYNC4);
+        assert_eq!(w.await.unwrap().count, 16 << 10, "the count written");
+        let e = a
+            .write(&sid, &q, 64 << 10, data(4096), StableHow4::FILE_SYNC4)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_DQUOT), "{e}");
+        assert_eq!(a.stat(&q).await.unwrap().size, Some(64 << 10));
+        others_served();
+
+        // EIO: never a stable success; COMMIT and READ fail.
+        let (sid, f) = a.open(&root, "eio-4", Some(0o644), both).await.unwrap();
+        for how in [StableHow4::FILE_SYNC4, StableHow4::DATA_SYNC4] {
+            let e = a.write(&sid, &f, 0, data(8192), how).await.unwrap_err();
+            assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_IO), "{e}");
+        }
+        let w = a.write(&sid, &f, 0, data(8192), StableHow4::UNSTABLE4);
+        assert_eq!(w.await.unwrap().count, 8192);
+        let e = a.commit(&f, 0, 0).await.unwrap_err();
+        assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_IO), "{e}");
+        let e = a.read(&sid, &f, 0, 4096).await.unwrap_err();
+        assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_IO), "{e}");
+        others_served();
+
+        // A real full filesystem (the root reserve not given to uid 1000).
+        let (sid, f) = a.open(&root, "fill", Some(0o644), both).await.unwrap();
+        let mut acked = 0u64;
+        let status = loop {
+            match a
+                .write(&sid, &f, acked, data(256 << 10), StableHow4::FILE_SYNC4)
+                .await
+            {
+                Ok(w) => acked += w.count as u64,
+                Err(e) => break e.status(),
+            }
+            assert!(acked < 32 << 20, "16 MiB filesystem never full");
+        };
+        assert_eq!(status, Some(Nfsstat4::NFS4ERR_NOSPC));
+        assert_eq!(a.stat(&f).await.unwrap().size, Some(acked));
+        assert!(acked < 10 << 20, "{acked} bytes: the root reserve was used");
+        others_served();
+    });
+    for what in ["NFS4ERR_NOSPC", "NFS4ERR_DQUOT", "NFS4ERR_IO"] {
+        assert!(log_says(&s, what), "no log line for {what}");
+    }
+}
+
+fn commit3(c: &mut TcpStream, fh: &NfsFh3) -> Result<[u8; 8], Nfsstat3> {
+    let r: Commit3res = nfs_call(
+        c,
+        xid(),
+        NFSPROC3_COMMIT,
+        &Commit3args {
+            file: fh.clone(),
+            offset: 0,
+            count: 0,
+        },
+    );
+    match r {
+        Commit3res::NFS3_OK(ok) => Ok(ok.verf),
+        Commit3res::Default(s, _) => Err(s),
+    }
+}
+
+fn write3_verf(c: &mut TcpStream, fh: &NfsFh3, stable: StableHow) -> [u8; 8] {
+    let a = Write3args {
+        file: fh.clone(),
+        offset: 0,
+        count: 4096,
+        stable,
+        data: bytes::Bytes::from(vec![1u8; 4096]),
+    };
+    match nfs_call::<_, Write3res>(c, xid(), NFSPROC3_WRITE, &a) {
+        Write3res::NFS3_OK(ok) => ok.verf,
+        other => panic!("WRITE: {other:?}"),
+    }
+}
+
+/// Writeback fails once; the kernel tells only the first fsync. The
+/// COMMIT that hears it fails, and the write verifier changes, so that
+/// a later COMMIT that succeeds does not vouch for the lost unstable
+/// data (the client sees a new verifier and sends it again), for NFSv3
+/// and NFSv4.1 clients alike.
+#[test]
+fn a_lost_write_changes_the_write_verifier() {
+    let s = TestServer::start_with(&["--debug-inject-faults"]);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let root = mnt_root(&mut c);
+    let f = create3(&mut c, &root, "lostwrite-1");
+    let plain = create3(&mut c, &root, "plain");
+    let v1 = write3_verf(&mut c, &f, StableHow::UNSTABLE);
+    assert_eq!(commit3(&mut c, &f), Err(Nfsstat3::NFS3ERR_IO));
+    let v2 = commit3(&mut c, &f).expect("the retry succeeds");
+    assert_ne!(v1, v2, "a COMMIT after lost data vouched for it");
+    // The new verifier is the server's, for every file and both protocols.
+    assert_eq!(write3_verf(&mut c, &plain, StableHow::UNSTABLE), v2);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let a = client::nfs4::Session::connect(s.addr, &v41(1000))
+            .await
+            .unwrap();
+        let r = a.lookup_path("/").await.unwrap();
+        let fh = a.lookup(&r, "plain").await.unwrap();
+        assert_eq!(a.commit(&fh, 0, 0).await.unwrap(), v2);
+    });
+    assert!(log_says(&s, "new write verifier"));
+}

@@ -5,6 +5,9 @@
 //! - `eio-*`: the disk fails. Reads fail with `Io`; writes reach the page
 //!   cache but a stable write's flush, and any COMMIT, fail with `Io` (as a
 //!   real disk error surfaces at fsync).
+//! - `lostwrite-*`: writeback fails once, as the kernel reports it: the
+//!   next COMMIT fails with `Io`, the ones after it succeed (the error is
+//!   reported to one fsync only), though the data is gone.
 //! - `edquot-*`: the owner's quota ends at [`QUOTA`] bytes of the file: a
 //!   write reaching past it writes what fits and reports that count, one
 //!   starting at or past it fails with `DQuot`, as write(2) does.
@@ -21,6 +24,7 @@ pub const QUOTA: u64 = 64 << 10;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
     Eio,
+    LostOnce,
     Quota,
 }
 
@@ -40,6 +44,8 @@ impl Faulty {
     fn note(&self, name: &[u8], fid: &Fid) {
         let f = if name.starts_with(b"eio-") {
             Fault::Eio
+        } else if name.starts_with(b"lostwrite-") {
+            Fault::LostOnce
         } else if name.starts_with(b"edquot-") {
             Fault::Quota
         } else {
@@ -100,7 +106,7 @@ impl Backend for Faulty {
         stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
         match self.fault(fid) {
-            None => self.inner.write(cred, fid, offset, data, stable),
+            None | Some(Fault::LostOnce) => self.inner.write(cred, fid, offset, data, stable),
             Some(Fault::Eio) => {
                 self.inner
                     .write(cred, fid, offset, data, Stable::Unstable)?;
@@ -120,8 +126,13 @@ impl Backend for Faulty {
         }
     }
     fn commit(&self, fid: &Fid) -> Result<(), FsError> {
-        if self.fault(fid) == Some(Fault::Eio) {
-            return Err(FsError::Io);
+        match self.fault(fid) {
+            Some(Fault::Eio) => return Err(FsError::Io),
+            Some(Fault::LostOnce) => {
+                self.marked.lock().unwrap().remove(fid);
+                return Err(FsError::Io);
+            }
+            _ => {}
         }
         self.inner.commit(fid)
     }

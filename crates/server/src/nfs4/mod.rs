@@ -96,7 +96,8 @@ pub struct Nfs4 {
     pub state: Arc<state::State>,
     pub idmap: Arc<attr::IdMap>,
     pub cfg: Nfs4Config,
-    pub write_verf: [u8; 8],
+    /// Shared with NFSv3 (see [`crate::verf`]).
+    pub write_verf: Arc<crate::verf::WriteVerf>,
     /// Identifies this server to clients (EXCHANGE_ID server owner/scope).
     pub server_owner: Bytes,
     /// When the server started: times of pseudo directories.
@@ -347,9 +348,7 @@ impl Nfs4 {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        let write_verf =
-            ((now.as_secs() << 32) ^ now.subsec_nanos() as u64 ^ rand::random::<u32>() as u64)
-                .to_be_bytes();
+        let write_verf = Default::default();
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "tarn".into());
