@@ -318,8 +318,12 @@ pub async fn serve_connection<S: Service>(
                     break;
                 }
                 // Idle only if nothing runs or waits to be written either
-                // (a long COMMIT, a reply being sent).
-                if permits.available_permits() == max_in_flight && backlog.empty() {
+                // (a long COMMIT, a reply being sent), and no call to the
+                // client waits for its answer.
+                if permits.available_permits() == max_in_flight
+                    && backlog.empty()
+                    && callbacks.outstanding() == 0
+                {
                     server.obs.count(crate::observe::Event::ClosedIdle);
                     debug!(%peer, conn_id, seconds = limit.as_secs_f64(), "closing idle connection");
                     break;

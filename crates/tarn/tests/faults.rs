@@ -105,7 +105,15 @@ fn read_record_of(xid: u32, fh: &NfsFh3, count: u32) -> Vec<u8> {
 
 #[test]
 fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
-    let s = TestServer::start_with(&["--record-timeout", "1", "--idle-timeout", "3"]);
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let s = TestServer::start_with(&[
+        "--record-timeout",
+        "1",
+        "--idle-timeout",
+        "3",
+        "--metrics",
+        &maddr,
+    ]);
     // A record header promising 100 bytes, then 10 of them, then nothing.
     let mut stalled = TcpStream::connect(s.addr).unwrap();
     stalled
@@ -145,6 +153,24 @@ fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
     assert!(t >= Duration::from_secs(2), "idle closed after {t:?}");
     assert!(log_says(&s, "closing idle connection"));
     null_works(&s);
+    let m = metrics_text(&maddr);
+    assert!(
+        m.contains(r#"tarn_connections_closed_by_server_total{reason="stalled_record"} 2"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"tarn_connections_closed_by_server_total{reason="idle"} 1"#),
+        "{m}"
+    );
+}
+
+/// The Prometheus text of the metrics endpoint.
+fn metrics_text(addr: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r
 }
 
 #[test]
@@ -235,7 +261,10 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_client_that_never_reads_its_replies_is_paused_then_closed() {
+    let maddr = format!("127.0.0.1:{}", free_port());
     let s = TestServer::start_with(&[
+        "--metrics",
+        &maddr,
         "--max-queued-reply-bytes",
         "2097152",
         "--send-timeout",
@@ -296,6 +325,12 @@ fn a_client_that_never_reads_its_replies_is_paused_then_closed() {
     }
     assert!(got < 300 << 20, "{got} bytes of replies after the close");
     null_works(&s);
+    let m = metrics_text(&maddr);
+    assert!(
+        m.contains(r#"tarn_connections_closed_by_server_total{reason="unread"} 1"#),
+        "{m}"
+    );
+    assert!(!m.contains("tarn_reading_paused_total 0"), "{m}");
 }
 
 static XID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(5000);
