@@ -593,6 +593,34 @@ fn in_server_ns(server_pid: u32, script: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// An NLM LOCK (monitored) by a host named after `who`.
+async fn nlm_lock(addr: std::net::SocketAddr, fh: &NfsFh3, who: &str) -> proto::nlm4::Nlm4Stats {
+    use proto::nlm4::*;
+    use xdr::Unpack;
+    let host = bytes::Bytes::from(format!("host-{who}"));
+    let c = rpc::client::RpcClient::connect(addr, auth_sys(0, 0, &[], "h"))
+        .await
+        .unwrap();
+    let a = Nlm4Lockargs {
+        cookie: Netobj(bytes::Bytes::from_static(b"c")),
+        block: false,
+        exclusive: true,
+        alock: Nlm4Lock {
+            caller_name: host.clone(),
+            fh: Netobj(fh.data.clone()),
+            oh: Netobj(host),
+            svid: 1,
+            // A byte of its own per host: the hosts do not conflict.
+            l_offset: who.len() as u64,
+            l_len: 1,
+        },
+        reclaim: false,
+        state: 1,
+    };
+    let mut d = c.call(NLM_PROG, 4, NLMPROC4_LOCK, &a).await.unwrap();
+    Nlm4Res::unpack(&mut d).unwrap().stat.stat
+}
+
 fn v41(uid: u32) -> client::nfs4::SessionOptions {
     client::nfs4::SessionOptions {
         security: client::nfs4::Security::Sys { uid, gid: uid },
@@ -625,7 +653,13 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
         script,
         "sh",
     ];
-    let s = TestServer::launch(&export, &state, free_port(), &[], &wrapper);
+    let s = TestServer::launch(&export, &state, free_port(), &["--grace", "0"], &wrapper);
+    std::fs::write(export.join("locked"), b"x").unwrap();
+    let locked = {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        let root = mnt_root(&mut c);
+        lookup(&mut c, &root, "locked")
+    };
     let pid = child_of(s.child.as_ref().unwrap().id()).expect("the server process");
     let st = state.display().to_string();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -665,6 +699,12 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
                 &s,
                 "the state directory cannot record a new NFSv4 client"
             ));
+            // Nor a new NLM lock holder (it could not be told to reclaim).
+            assert_eq!(
+                nlm_lock(s.addr, &locked, what).await,
+                proto::nlm4::Nlm4Stats::NLM4_DENIED_NOLOCKS
+            );
+            assert!(log_says(&s, "cannot record lock holder in stable storage"));
             // The recorded client and NFSv3 clients are served meanwhile.
             let (sid, fh) = a
                 .open(&root, &format!("f-{what}"), Some(0o644), 3)
@@ -689,6 +729,10 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
                 .await
                 .unwrap_or_else(|e| panic!("after the state directory was {what}: {e}"));
             b.lookup_path("/").await.unwrap();
+            assert_eq!(
+                nlm_lock(s.addr, &locked, what).await,
+                proto::nlm4::Nlm4Stats::NLM4_GRANTED
+            );
         }
     });
 }
