@@ -313,10 +313,7 @@ impl LocalFs {
     /// Switches this thread's fs credentials to `cred` until the guard drops.
     fn as_user(&self, cred: &Cred) -> Result<CredGuard<'_>, FsError> {
         if !self.switch_creds {
-            return Ok(CredGuard {
-                fs: None,
-                limited: false,
-            });
+            return Ok(CredGuard { fs: None });
         }
         // Groups first: setgroups needs CAP_SETGID, which setfsuid keeps, but
         // do it while we are still fully root anyway. The guard leaves them
@@ -330,10 +327,8 @@ impl LocalFs {
             }
             Ok::<_, FsError>(())
         })?;
-        let guard = CredGuard {
-            fs: Some(self),
-            limited: limit_resources(cred)?,
-        };
+        limit_resources(cred)?;
+        let guard = CredGuard { fs: Some(self) };
         sys::set_thread_fsgid(cred.gid);
         // Proven to work at start (see `new`), so no read-back here.
         sys::set_thread_fsuid(cred.uid);
@@ -744,26 +739,33 @@ thread_local! {
     /// The supplementary groups `as_user` last set on this thread; None:
     /// still the process's own.
     static THREAD_GROUPS: std::cell::RefCell<Option<Vec<u32>>> = const { std::cell::RefCell::new(None) };
+    /// Whether `limit_resources` took CAP_SYS_RESOURCE out of this thread's
+    /// effective set.
+    static THREAD_LIMITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Quotas, and the blocks a filesystem keeps for root, hold for the user
-/// the server acts for, as knfsd has them: CAP_SYS_RESOURCE leaves this
-/// thread's effective set while acting for anyone but root (even when the
-/// fs credentials need no switch, as for most writes). Whether it left.
-fn limit_resources(cred: &Cred) -> Result<bool, FsError> {
-    if cred.uid == 0 || sys::geteuid() != 0 {
-        return Ok(false);
-    }
-    sys::set_thread_sys_resource(false).map_err(io_err)?;
-    Ok(true)
+/// Quotas hold for the user the server acts for, as knfsd has them:
+/// CAP_SYS_RESOURCE leaves this thread's effective set while acting for
+/// anyone but root, and comes back when it acts for root. It stays out in
+/// between (one capset per change of side, not per call): the server's own
+/// files are written with fsuid 0, which ext4 gives its reserve to anyway,
+/// and root has no quota. Called with the fsuid still root's, so the read
+/// back capability sets are whole.
+fn limit_resources(cred: &Cred) -> Result<(), FsError> {
+    let limit = cred.uid != 0;
+    THREAD_LIMITED.with(|c| {
+        if c.get() != limit {
+            sys::set_thread_sys_resource(!limit).map_err(io_err)?;
+            c.set(limit);
+        }
+        Ok(())
+    })
 }
 
-/// Restores root's fsuid, fsgid and CAP_SYS_RESOURCE when dropped (the
-/// supplementary groups stay: see `as_user`).
+/// Restores root's fsuid and fsgid when dropped (the supplementary groups
+/// and CAP_SYS_RESOURCE stay: see `as_user` and `limit_resources`).
 struct CredGuard<'a> {
     fs: Option<&'a LocalFs>,
-    /// CAP_SYS_RESOURCE was dropped (see `limit_resources`).
-    limited: bool,
 }
 
 impl Drop for CredGuard<'_> {
@@ -771,10 +773,6 @@ impl Drop for CredGuard<'_> {
         if let Some(fs) = self.fs {
             sys::set_thread_fsuid(0);
             sys::set_thread_fsgid(fs.base_gid);
-        }
-        // After the fsuid is root's again, so only this bit changes.
-        if self.limited {
-            let _ = sys::set_thread_sys_resource(true);
         }
     }
 }

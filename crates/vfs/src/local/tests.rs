@@ -1261,3 +1261,44 @@ fn xattrs_are_checked_as_the_caller() {
     // The thread is root again afterwards.
     assert_eq!(sys::set_thread_fsuid(u32::MAX), 0);
 }
+
+#[test]
+fn acting_for_a_user_drops_cap_sys_resource_and_root_gets_it_back() {
+    use rustix::thread::{capabilities, CapabilitySet};
+    if !running_as_root()
+        || !capabilities(None)
+            .unwrap()
+            .permitted
+            .contains(CapabilitySet::SYS_RESOURCE)
+    {
+        return;
+    }
+    let (_d, fs) = setup();
+    let has = || {
+        capabilities(None)
+            .unwrap()
+            .effective
+            .contains(CapabilitySet::SYS_RESOURCE)
+    };
+    // On a thread of its own, so the test harness's thread is untouched.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            {
+                let _g = fs.as_user(&user()).unwrap();
+                assert!(!has(), "quotas would not hold for the user");
+                // The filesystem capabilities went with the fsuid, and stay gone.
+                assert!(!capabilities(None)
+                    .unwrap()
+                    .effective
+                    .contains(CapabilitySet::DAC_OVERRIDE));
+            }
+            // Root's fs capabilities are back with its fsuid.
+            assert!(capabilities(None)
+                .unwrap()
+                .effective
+                .contains(CapabilitySet::DAC_OVERRIDE));
+            let _g = fs.as_user(&root()).unwrap();
+            assert!(has());
+        });
+    });
+}
