@@ -14,6 +14,7 @@ use rpc::client::{auth_none, auth_sys};
 use rpc::msg::decode_reply;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A NULL call answered on a fresh connection: the server serves others.
@@ -440,6 +441,13 @@ fn server_on_small_ext4() -> Option<(TestServer, tempfile::TempDir)> {
         eprintln!("skipped: cannot mount a loop device here");
         return None;
     }
+    let s = launch_on_image(&export, &state, &img);
+    Some((s, tmp))
+}
+
+/// `tarn serve` on the image `img` mounted at `export` in its own mount
+/// namespace (gone with the server), with the debug fault injection on.
+fn launch_on_image(export: &Path, state: &Path, img: &Path) -> TestServer {
     let script = r#"mount -o loop "$IMG" "$EXPORT" && chmod 0777 "$EXPORT" && exec "$@""#;
     let wrapper = [
         "env",
@@ -454,19 +462,18 @@ fn server_on_small_ext4() -> Option<(TestServer, tempfile::TempDir)> {
         script,
         "sh",
     ];
-    let s = TestServer::launch(
-        &export,
-        &state,
+    TestServer::launch(
+        export,
+        state,
         free_port(),
         &["--debug-inject-faults"],
         &wrapper,
-    );
-    Some((s, tmp))
+    )
 }
 
 #[test]
 fn storage_errors_over_nfsv3() {
-    let Some((s, _tmp)) = server_on_small_ext4() else {
+    let Some((mut s, tmp)) = server_on_small_ext4() else {
         return;
     };
     let mut c = TcpStream::connect(s.addr).unwrap();
@@ -565,6 +572,42 @@ fn storage_errors_over_nfsv3() {
     for what in ["NFS3ERR_NOSPC", "NFS3ERR_DQUOT", "NFS3ERR_IO"] {
         assert!(log_says(&s, what), "no log line for {what}");
     }
+    // What was acknowledged FILE_SYNC is there after a crash, whole.
+    let (export, state) = (s.export.clone(), s.state.clone());
+    s.crash();
+    let s = launch_on_image(&export, &state, &tmp.path().join("fs.img"));
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let root = mnt_root(&mut c);
+    let f = lookup(&mut c, &root, "fill");
+    assert_eq!(size3(&mut c, &f), acked);
+    let mut off = 0u64;
+    while off < acked {
+        let r: Read3res = nfs_call(
+            &mut c,
+            xid(),
+            NFSPROC3_READ,
+            &Read3args {
+                file: f.clone(),
+                offset: off,
+                count: 1 << 20,
+            },
+        );
+        let Read3res::NFS3_OK(ok) = r else {
+            panic!("READ after the restart: {r:?}")
+        };
+        assert!(!ok.data.is_empty());
+        // write3 fills each 4 KiB block with (offset / 4096) | 1 of its write.
+        for (i, chunk) in ok.data.chunks(256 << 10).enumerate() {
+            let w = off + (i as u64) * (256 << 10);
+            assert!(
+                chunk.iter().all(|&b| b == (w / 4096) as u8 | 1),
+                "data at {w} not what was written"
+            );
+        }
+        off += ok.data.len() as u64;
+    }
+    let q = lookup(&mut c, &root, "edquot-1");
+    assert_eq!(size3(&mut c, &q), 64 << 10);
 }
 
 /// The process whose parent is `pid` (the server under `unshare --fork`).
