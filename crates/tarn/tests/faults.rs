@@ -664,6 +664,19 @@ async fn nlm_lock(addr: std::net::SocketAddr, fh: &NfsFh3, who: &str) -> proto::
     Nlm4Res::unpack(&mut d).unwrap().stat.stat
 }
 
+/// An NFSv4.0 client set up (SETCLIENTID, SETCLIENTID_CONFIRM), or the error.
+async fn v40(
+    addr: std::net::SocketAddr,
+) -> Result<std::sync::Arc<client::nfs40::Client40>, client::nfs4::Error> {
+    let conn = client::nfs4::Nfs4Conn::connect(addr, 1002, 1002).await?;
+    let o = client::nfs40::Options40 {
+        retry_for: Duration::ZERO,
+        renew: false,
+        ..Default::default()
+    };
+    client::nfs40::Client40::establish(conn, &o).await
+}
+
 fn v41(uid: u32) -> client::nfs4::SessionOptions {
     client::nfs4::SessionOptions {
         security: client::nfs4::Security::Sys { uid, gid: uid },
@@ -742,6 +755,9 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
                 &s,
                 "the state directory cannot record a new NFSv4 client"
             ));
+            // Nor an NFSv4.0 client (SETCLIENTID_CONFIRM).
+            let e = v40(s.addr).await.err().expect("a 4.0 client confirmed");
+            assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_DELAY), "{what}: {e}");
             // Nor a new NLM lock holder (it could not be told to reclaim).
             assert_eq!(
                 nlm_lock(s.addr, &locked, what).await,
@@ -772,6 +788,7 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
                 .await
                 .unwrap_or_else(|e| panic!("after the state directory was {what}: {e}"));
             b.lookup_path("/").await.unwrap();
+            v40(s.addr).await.unwrap();
             assert_eq!(
                 nlm_lock(s.addr, &locked, what).await,
                 proto::nlm4::Nlm4Stats::NLM4_GRANTED
