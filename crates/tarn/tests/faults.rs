@@ -62,7 +62,7 @@ fn log_says(s: &TestServer, what: &str) -> bool {
 }
 
 fn is_root() -> bool {
-    // SAFETY-free: the uid from /proc, not libc.
+    // The real uid, read from /proc.
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
