@@ -149,6 +149,14 @@ pub struct ServerCounters {
     pub bad_calls: AtomicU64,
     /// NFSv4.1 retransmissions answered from their slot's reply cache.
     pub slot_replays: AtomicU64,
+    /// Connections the server closed: idle, a record begun and not
+    /// finished in time, replies the client did not read.
+    pub closed_idle: AtomicU64,
+    pub closed_stalled_record: AtomicU64,
+    pub closed_unread: AtomicU64,
+    /// Times a connection's calls stopped being read because its replies
+    /// waiting to be written passed the limit.
+    pub reading_paused: AtomicU64,
     /// NFSv4 clients whose lease ran out but whose state is kept until
     /// another client needs it (courteous clients), set by the lease timer.
     pub nfs4_courteous_clients: AtomicI64,
@@ -516,6 +524,10 @@ impl Observer for Metrics {
             Event::GssDroppedOther => s.gss_dropped_other.fetch_add(1, Relaxed),
             Event::GssContextCreated => s.gss_contexts_created.fetch_add(1, Relaxed),
             Event::GssContextExpired => s.gss_contexts_expired.fetch_add(1, Relaxed),
+            Event::ClosedIdle => s.closed_idle.fetch_add(1, Relaxed),
+            Event::ClosedStalledRecord => s.closed_stalled_record.fetch_add(1, Relaxed),
+            Event::ClosedUnread => s.closed_unread.fetch_add(1, Relaxed),
+            Event::ReadingPaused => s.reading_paused.fetch_add(1, Relaxed),
             Event::GssContextsLive(n) => {
                 s.gss_contexts_live.fetch_add(n, Relaxed);
                 0

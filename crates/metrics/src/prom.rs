@@ -348,6 +348,22 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_connections_closed_by_server",
+            "Connections the server closed, by reason: idle, a record begun and not finished in time (stalled_record), replies the client did not read (unread)",
+            [
+                (vec![("reason", "idle".to_string())], v.closed_idle),
+                (vec![("reason", "stalled_record".to_string())], v.closed_stalled_record),
+                (vec![("reason", "unread".to_string())], v.closed_unread),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_reading_paused",
+            "Times a connection's calls stopped being read because its unread replies passed the limit",
+            one(v.reading_paused),
+        )?;
+        counter(
+            &mut enc,
             "tarn_slot_replays",
             "NFSv4.1 retransmissions answered from their slot's reply cache",
             one(v.slot_replays),

@@ -126,6 +126,14 @@ pub struct ServerSnap {
     pub bad_calls: u64,
     pub slot_replays: u64,
     #[serde(default)]
+    pub closed_idle: u64,
+    #[serde(default)]
+    pub closed_stalled_record: u64,
+    #[serde(default)]
+    pub closed_unread: u64,
+    #[serde(default)]
+    pub reading_paused: u64,
+    #[serde(default)]
     pub nfs4_courteous_clients: i64,
     #[serde(default)]
     pub nfs4_callback_paths_up: i64,
@@ -315,6 +323,10 @@ impl Metrics {
             drc_in_progress: s.drc_in_progress.load(Relaxed),
             bad_calls: s.bad_calls.load(Relaxed),
             slot_replays: s.slot_replays.load(Relaxed),
+            closed_idle: s.closed_idle.load(Relaxed),
+            closed_stalled_record: s.closed_stalled_record.load(Relaxed),
+            closed_unread: s.closed_unread.load(Relaxed),
+            reading_paused: s.reading_paused.load(Relaxed),
             nfs4_courteous_clients: s.nfs4_courteous_clients.load(Relaxed),
             nfs4_callback_paths_up: s.nfs4_callback_paths_up.load(Relaxed),
             nfs4_callback_paths_down: s.nfs4_callback_paths_down.load(Relaxed),

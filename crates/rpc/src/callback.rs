@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use xdr::Pack;
@@ -79,6 +79,9 @@ pub struct ConnCallbacks {
     pending: Mutex<HashMap<u32, oneshot::Sender<Bytes>>>,
     next_xid: AtomicU32,
     conn_id: u64,
+    /// The connection's count of bytes waiting to be written, which
+    /// calls join too (the writer takes them off as it writes).
+    backlog: Option<Arc<crate::server::Backlog>>,
 }
 
 impl ConnCallbacks {
@@ -89,7 +92,14 @@ impl ConnCallbacks {
             pending: Mutex::new(HashMap::new()),
             next_xid: AtomicU32::new(xid_seed),
             conn_id,
+            backlog: None,
         }
+    }
+
+    /// Counts the calls sent in the connection's write backlog.
+    pub(crate) fn with_backlog(mut self, b: Arc<crate::server::Backlog>) -> Self {
+        self.backlog = Some(b);
+        self
     }
 
     /// Hands a REPLY record to the call waiting for `xid`; false when no
@@ -137,10 +147,13 @@ impl ConnCallbacks {
         record::finish(&mut out);
         let (wake, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(xid, wake);
+        let out = out.freeze();
+        let len = out.len();
         let sent = tokio::time::timeout(timeout, async {
-            tx.send(out.freeze())
-                .await
-                .map_err(|_| CallbackError::Closed)?;
+            tx.send(out).await.map_err(|_| CallbackError::Closed)?;
+            if let Some(b) = &self.backlog {
+                b.add(len);
+            }
             drop(tx);
             rx.await.map_err(|_| CallbackError::Closed)
         })

@@ -47,6 +47,15 @@ pub enum Event {
     GssContextExpired,
     /// The number of live RPCSEC_GSS contexts changed by this much.
     GssContextsLive(i64),
+    /// A connection closed by the server after its idle timeout.
+    ClosedIdle,
+    /// A connection closed because a record begun on it did not go on.
+    ClosedStalledRecord,
+    /// A connection closed because its client did not read its replies.
+    ClosedUnread,
+    /// A connection's calls not read for a while: its replies waiting to
+    /// be written passed the limit.
+    ReadingPaused,
 }
 
 /// One client address's statistics and log limiter, resolved once per

@@ -15,12 +15,12 @@ use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -36,6 +36,20 @@ pub struct ServerConfig {
     pub drc_per_client: usize,
     /// RPCSEC_GSS (None: GSS credentials get AUTH_BADCRED).
     pub gss: Option<Arc<GssServer>>,
+    /// A connection with nothing read, running or queued for this long
+    /// is closed (clients reconnect when they need to; knfsd's is 6 min).
+    pub idle_timeout: Duration,
+    /// A record begun (its header or part of it read) whose next bytes do
+    /// not come within this long: the connection is closed, so a client
+    /// that stops mid-record holds no buffer and no connection.
+    pub record_timeout: Duration,
+    /// Bytes of replies waiting to be written on one connection above
+    /// which the server stops reading its calls (a client that does not
+    /// read its replies is not allowed to make the server hold more).
+    pub max_queued_reply_bytes: usize,
+    /// A connection whose replies cannot be written for this long (the
+    /// client does not read them) is closed.
+    pub send_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -45,8 +59,50 @@ impl Default for ServerConfig {
             max_in_flight: 128,
             drc_per_client: 1024,
             gss: None,
+            idle_timeout: Duration::from_secs(360),
+            record_timeout: Duration::from_secs(30),
+            max_queued_reply_bytes: 8 << 20,
+            send_timeout: Duration::from_secs(60),
         }
     }
+}
+
+/// Bytes of one connection's replies (and calls to the client) sent to
+/// its writer and not yet written. Signed: a sender counts its record
+/// once it is queued, so the writer may take it off first.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    bytes: AtomicI64,
+    drained: Notify,
+}
+
+impl Backlog {
+    pub(crate) fn add(&self, n: usize) {
+        self.bytes.fetch_add(n as i64, Ordering::Relaxed);
+    }
+
+    fn written(&self, n: usize) {
+        self.bytes.fetch_sub(n as i64, Ordering::Relaxed);
+        self.drained.notify_one();
+    }
+
+    fn over(&self, cap: usize) -> bool {
+        self.bytes.load(Ordering::Relaxed) > cap as i64
+    }
+
+    fn empty(&self) -> bool {
+        self.bytes.load(Ordering::Relaxed) <= 0
+    }
+}
+
+/// Queues one record for the writer; false if the connection is gone.
+async fn send(tx: &mpsc::Sender<Bytes>, backlog: &Backlog, b: Bytes) -> bool {
+    let n = b.len();
+    if tx.send(b).await.is_err() {
+        return false;
+    }
+    backlog.add(n);
+    true
 }
 
 pub struct Server<S> {
@@ -137,27 +193,56 @@ pub async fn serve_connection<S: Service>(
     // Cancelled when the server stops, or by a call that had to be dropped
     // (RPCSEC_GSS): closing makes the client retransmit at once.
     let close = server.stop.child_token();
-    let writer = tokio::spawn(write_replies(wr, rx, peer));
+    let backlog = Arc::new(Backlog::default());
+    let writer = tokio::spawn(write_replies(
+        wr,
+        rx,
+        peer,
+        backlog.clone(),
+        close.clone(),
+        server.clone() as Arc<dyn Watch>,
+    ));
     // Calls the server makes to the client on this connection (the
     // NFSv4.1 back channel); their xids start where the client's are
     // unlikely to be, though the two directions never mix.
-    let callbacks = Arc::new(ConnCallbacks::new(
-        tx.clone(),
-        conn_id,
-        0x8000_0000 ^ (conn_id as u32).rotate_left(16),
-    ));
+    let callbacks = Arc::new(
+        ConnCallbacks::new(
+            tx.clone(),
+            conn_id,
+            0x8000_0000 ^ (conn_id as u32).rotate_left(16),
+        )
+        .with_backlog(backlog.clone()),
+    );
     let back: Arc<dyn CallbackConn> = callbacks.clone();
-    let permits = Arc::new(Semaphore::new(server.cfg.max_in_flight.max(1)));
+    let max_in_flight = server.cfg.max_in_flight.max(1);
+    let permits = Arc::new(Semaphore::new(max_in_flight));
     let mut asm = Assembler::new(server.cfg.max_record);
     let mut buf = BytesMut::with_capacity(256 << 10);
     // When the bytes in `buf` came off the socket: the arrival time the
     // pipeline judges GSS expiry by, and the start of every queue wait
     // (one clock read per read, not per call).
     let mut read_at = Instant::now();
+    let timer = tokio::time::sleep(server.cfg.idle_timeout);
+    tokio::pin!(timer);
     'conn: loop {
         loop {
             if close.is_cancelled() {
                 break 'conn;
+            }
+            // A client that does not read its replies: its calls are not
+            // read either until the writer has caught up (TCP pushes back on
+            // it); the writer closes the connection if it stays stuck.
+            if backlog.over(server.cfg.max_queued_reply_bytes) {
+                server.obs.count(crate::observe::Event::ReadingPaused);
+                if client.log_allowed() {
+                    warn!(%peer, conn_id, limit = server.cfg.max_queued_reply_bytes, "client is not reading its replies: its calls are not read until they are");
+                }
+                while backlog.over(server.cfg.max_queued_reply_bytes) {
+                    tokio::select! {
+                        _ = close.cancelled() => break 'conn,
+                        _ = backlog.drained.notified() => {}
+                    }
+                }
             }
             match asm.next(&mut buf) {
                 Ok(Some(rec)) => {
@@ -169,13 +254,14 @@ pub async fn serve_connection<S: Service>(
                         conn_id,
                         client: &client,
                         tx: &tx,
+                        backlog: &backlog,
                         close: &close,
                         callbacks: &callbacks,
                         back: &back,
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, timed, permit)
                     {
-                        if tx.send(reply).await.is_err() {
+                        if !send(&tx, &backlog, reply).await {
                             break 'conn;
                         }
                     }
@@ -205,6 +291,14 @@ pub async fn serve_connection<S: Service>(
         if buf.capacity() - buf.len() < 64 << 10 {
             buf.reserve(256 << 10);
         }
+        let mid = asm.mid_record(&buf);
+        let limit = if mid {
+            server.cfg.record_timeout
+        } else {
+            server.cfg.idle_timeout
+        };
+        // Re-armed, not allocated, at each read.
+        timer.as_mut().reset((read_at + limit).into());
         tokio::select! {
             _ = close.cancelled() => break,
             r = rd.read_buf(&mut buf) => match r {
@@ -215,6 +309,27 @@ pub async fn serve_connection<S: Service>(
                     break;
                 }
             },
+            _ = &mut timer => {
+                if mid {
+                    server.obs.count(crate::observe::Event::ClosedStalledRecord);
+                    if client.log_allowed() {
+                        warn!(%peer, conn_id, seconds = limit.as_secs_f64(), bytes = buf.len(), "closing connection: a record was begun and not finished in time");
+                    }
+                    break;
+                }
+                // Idle only if nothing runs or waits to be written either
+                // (a long COMMIT, a reply being sent), and no call to the
+                // client waits for its answer.
+                if permits.available_permits() == max_in_flight
+                    && backlog.empty()
+                    && callbacks.outstanding() == 0
+                {
+                    server.obs.count(crate::observe::Event::ClosedIdle);
+                    debug!(%peer, conn_id, seconds = limit.as_secs_f64(), "closing idle connection");
+                    break;
+                }
+                read_at = Instant::now();
+            }
         }
     }
     drop(tx);
@@ -227,10 +342,30 @@ pub async fn serve_connection<S: Service>(
     debug!(%peer, conn_id, "connection closed");
 }
 
+/// What the writer of a connection needs of its server (not generic, so
+/// one writer serves every service type).
+trait Watch: Send + Sync {
+    fn send_timeout(&self) -> Duration;
+    fn closed_unread(&self);
+}
+
+impl<S: Service> Watch for Server<S> {
+    fn send_timeout(&self) -> Duration {
+        self.cfg.send_timeout
+    }
+
+    fn closed_unread(&self) {
+        self.obs.count(crate::observe::Event::ClosedUnread);
+    }
+}
+
 async fn write_replies(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::Receiver<Bytes>,
     peer: SocketAddr,
+    backlog: Arc<Backlog>,
+    close: CancellationToken,
+    watch: Arc<dyn Watch>,
 ) {
     let mut batch: Vec<Bytes> = Vec::with_capacity(64);
     while let Some(first) = rx.recv().await {
@@ -241,25 +376,45 @@ async fn write_replies(
                 Err(_) => break,
             }
         }
-        if let Err(e) = write_all_vectored(&mut wr, &mut batch).await {
-            debug!(%peer, error = %e, "write failed");
-            return;
+        let bytes: usize = batch.iter().map(|b| b.len()).sum();
+        match write_all_vectored(&mut wr, &mut batch, watch.send_timeout()).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                // The client does not read what it asked for: it loses the
+                // connection (and what it holds), the others keep theirs.
+                watch.closed_unread();
+                warn!(%peer, seconds = watch.send_timeout().as_secs_f64(), queued = bytes, "closing connection: the client has not read its replies");
+                close.cancel();
+                return;
+            }
+            Err(e) => {
+                debug!(%peer, error = %e, "write failed");
+                close.cancel();
+                return;
+            }
         }
         batch.clear();
+        backlog.written(bytes);
     }
     let _ = wr.shutdown().await;
 }
 
+/// Writes every buffer, failing with TimedOut if no byte goes out for
+/// `stall`.
 async fn write_all_vectored(
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
     bufs: &mut [Bytes],
+    stall: Duration,
 ) -> std::io::Result<()> {
     let (mut i, mut off) = (0, 0);
     while i < bufs.len() {
         let slices: Vec<IoSlice> = std::iter::once(IoSlice::new(&bufs[i][off..]))
             .chain(bufs[i + 1..].iter().map(|b| IoSlice::new(b)))
             .collect();
-        let mut n = wr.write_vectored(&slices).await?;
+        let mut n = match tokio::time::timeout(stall, wr.write_vectored(&slices)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+        };
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
@@ -279,6 +434,7 @@ struct Conn<'a> {
     conn_id: u64,
     client: &'a Arc<dyn PeerStats>,
     tx: &'a mpsc::Sender<Bytes>,
+    backlog: &'a Arc<Backlog>,
     close: &'a CancellationToken,
     callbacks: &'a ConnCallbacks,
     back: &'a Arc<dyn CallbackConn>,
@@ -336,11 +492,12 @@ fn handle_record<S: Service>(
         Decision::Run(call) => {
             let server = server.clone();
             let tx = conn.tx.clone();
+            let backlog = conn.backlog.clone();
             let close = conn.close.clone();
             let read_at = timed.then_some(read_at);
             server.calls.clone().spawn(async move {
                 let _permit = permit;
-                run_call(&server, call, read_at, &tx, &close).await;
+                run_call(&server, call, read_at, &tx, &backlog, &close).await;
             });
             None
         }
@@ -354,6 +511,7 @@ async fn run_call<S: Service>(
     call: Box<Admitted>,
     read_at: Option<Instant>,
     tx: &mpsc::Sender<Bytes>,
+    backlog: &Backlog,
     close: &CancellationToken,
 ) {
     let started = read_at.map(|t| (t, Instant::now()));
@@ -361,7 +519,7 @@ async fn run_call<S: Service>(
     let (mut ready, args) = match p.prepare(call) {
         Decision::Run(r) => r,
         Decision::Reply { bytes, .. } => {
-            let _ = tx.send(bytes).await;
+            send(tx, backlog, bytes).await;
             return;
         }
         Decision::Drop { close: c, .. } => {
@@ -407,7 +565,7 @@ async fn run_call<S: Service>(
             .call_end(ready.slot, &*ready.ctx.client, &d, true);
     }
     if let Some(r) = done.reply {
-        let _ = tx.send(r).await;
+        send(tx, backlog, r).await;
     }
 }
 

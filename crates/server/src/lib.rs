@@ -15,6 +15,7 @@ pub mod pool;
 pub mod principal;
 pub mod procedures;
 pub mod service;
+pub mod verf;
 
 pub use export::{Export, Exports};
 pub use service::TarnService;

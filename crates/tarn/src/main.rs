@@ -77,6 +77,12 @@ enum Cmd {
         locking: LockOpts,
         #[command(flatten)]
         security: SecOpts,
+        #[command(flatten)]
+        conns: ConnOpts,
+        /// Debugging only: files named eio-* fail with EIO, edquot-* run
+        /// out of quota at 64 KiB (to test error paths; see vfs::faulty).
+        #[arg(long, hide = true)]
+        debug_inject_faults: bool,
     },
     /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
     Stats {
@@ -184,6 +190,30 @@ struct LockOpts {
     nlm_callback_port: Option<u16>,
 }
 
+/// Limits on one client connection (faults and misbehaving clients).
+#[derive(clap::Args, Clone, Debug)]
+struct ConnOpts {
+    /// Close a connection with nothing read, running or waiting to be
+    /// written for this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 360.0)]
+    idle_timeout: f64,
+    /// Close a connection on which a record was begun and no more of it
+    /// came for this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    record_timeout: f64,
+    /// Stop reading a connection's calls while more than this many bytes
+    /// of its replies wait to be written (its client does not read them).
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    max_queued_reply_bytes: usize,
+    /// Close a connection whose replies could not be written for this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    send_timeout: f64,
+    /// Calls of one connection executing at once; further calls are not
+    /// read until one finishes.
+    #[arg(long, value_name = "CALLS", default_value_t = 128)]
+    max_calls_per_connection: usize,
+}
+
 /// Security flavors and Kerberos (RPCSEC_GSS).
 #[derive(clap::Args, Clone, Debug)]
 struct SecOpts {
@@ -244,7 +274,10 @@ fn main() -> ExitCode {
             observe,
             locking,
             security,
+            conns,
+            debug_inject_faults,
         } => {
+            INJECT_FAULTS.store(debug_inject_faults, std::sync::atomic::Ordering::Relaxed);
             init_logging(&log_level, log_format);
             let source = match (config, exports) {
                 (Some(f), _) => Some(ConfigSource::Toml(f)),
@@ -252,7 +285,7 @@ fn main() -> ExitCode {
                 (None, None) => None,
             };
             match serve(
-                dir, listen, allow, source, state_dir, observe, locking, security,
+                dir, listen, allow, source, state_dir, observe, locking, security, conns,
             ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -593,6 +626,7 @@ fn serve(
     observe: ObserveOpts,
     locking: LockOpts,
     security: SecOpts,
+    conns: ConnOpts,
 ) -> Result<(), String> {
     let config_file = config.clone();
     let (mut cfg, addr, state_dir) = build_config(
@@ -748,9 +782,20 @@ fn serve(
         );
         nlm.notify_restart(notify_hosts);
         let mut nfs3 = Nfs3::new(live.clone(), key, pool);
+        // One write verifier: a storage error seen through either protocol
+        // concerns the unstable data of both.
+        nfs3.write_verf = nfs4.write_verf.clone();
         nfs3.recall = Some(nfs4.recaller());
         let svc = TarnService { nfs3, nfs4, mount: Mount::new(), nlm };
-        let rpc_cfg = rpc::ServerConfig { gss, ..Default::default() };
+        let rpc_cfg = rpc::ServerConfig {
+            gss,
+            idle_timeout: secs(conns.idle_timeout),
+            record_timeout: secs(conns.record_timeout),
+            max_queued_reply_bytes: conns.max_queued_reply_bytes,
+            send_timeout: secs(conns.send_timeout),
+            max_in_flight: conns.max_calls_per_connection.max(1),
+            ..Default::default()
+        };
         let server = rpc::Server::with_observer(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
@@ -848,15 +893,26 @@ fn serve(
 
 /// The exports of `cfg`: a directory already exported in `old` keeps its
 /// backend (its open descriptors and caches), the rest are opened here.
+/// `--debug-inject-faults`: exports are wrapped in [`vfs::faulty::Faulty`].
+static INJECT_FAULTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, String> {
     let mut exports = Vec::new();
     for e in &cfg.exports {
         let backend: Arc<dyn vfs::Backend> = match old.and_then(|o| o.by_path(&e.path)) {
             Some(o) => o.backend.clone(),
-            None => Arc::new(
-                vfs::local::LocalFs::new(&e.path)
-                    .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
-            ),
+            None => {
+                let fs: Arc<dyn vfs::Backend> = Arc::new(
+                    vfs::local::LocalFs::new(&e.path)
+                        .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+                );
+                if INJECT_FAULTS.load(std::sync::atomic::Ordering::Relaxed) {
+                    warn!(export = %e.path.display(), "debug fault injection: files named eio-* fail with EIO, edquot-* run out of quota");
+                    Arc::new(vfs::faulty::Faulty::new(fs))
+                } else {
+                    fs
+                }
+            }
         };
         exports.push(Export {
             id: 0,

@@ -57,6 +57,7 @@
 use std::fmt;
 
 pub mod durable;
+pub mod faulty;
 pub mod handle;
 pub mod local;
 pub mod memory;

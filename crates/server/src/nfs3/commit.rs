@@ -27,10 +27,11 @@ pub async fn commit(n: &Nfs3, ctx: &CallContext, args: Commit3args) -> Commit3re
     match r {
         Ok(()) => Commit3res::NFS3_OK(Commit3resok {
             file_wcc,
-            verf: n.write_verf,
+            verf: n.write_verf.get(),
         }),
         Err(e) => {
-            let f = e.into();
+            let f: super::Fail = e.into();
+            n.write_verf.reset_if(super::write::lost(f.status));
             log_fail(ctx, &f);
             Commit3res::Default(f.status, Commit3resfail { file_wcc })
         }

@@ -53,7 +53,8 @@ pub struct Nfs3 {
     pub pool: Pool,
     /// Changes at every server start, so clients know to resend UNSTABLE
     /// writes that were not committed before a restart.
-    pub write_verf: [u8; 8],
+    /// Shared with NFSv4 (see [`crate::verf`]).
+    pub write_verf: std::sync::Arc<crate::verf::WriteVerf>,
     /// Recalls NFSv4 delegations on a file before NFSv3 or NLM changes or
     /// locks it; true while a recall is outstanding (the caller answers
     /// "try again": NFS3ERR_JUKEBOX, NLM4_DENIED_GRACE_PERIOD). None
@@ -128,12 +129,7 @@ impl Fail {
 
 impl Nfs3 {
     pub fn new(live: Arc<Live>, key: Arc<HandleKey>, pool: Pool) -> Self {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let write_verf =
-            ((t.as_secs() << 32) ^ t.subsec_nanos() as u64 ^ rand::random::<u32>() as u64)
-                .to_be_bytes();
+        let write_verf = Default::default();
         Nfs3 {
             live,
             key,

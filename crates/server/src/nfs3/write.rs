@@ -64,12 +64,21 @@ pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
                 Stable::DataSync => StableHow::DATA_SYNC,
                 Stable::FileSync => StableHow::FILE_SYNC,
             },
-            verf: n.write_verf,
+            verf: n.write_verf.get(),
         }),
         Err(e) => {
-            let f = e.into();
+            let f: super::Fail = e.into();
+            n.write_verf.reset_if(lost(f.status));
             log_fail(ctx, &f);
             Write3res::Default(f.status, Write3resfail { file_wcc })
         }
     }
+}
+
+/// Whether a failed WRITE or COMMIT may have lost unstable data.
+pub(crate) fn lost(s: Nfsstat3) -> bool {
+    matches!(
+        s,
+        Nfsstat3::NFS3ERR_IO | Nfsstat3::NFS3ERR_NOSPC | Nfsstat3::NFS3ERR_DQUOT
+    )
 }

@@ -228,7 +228,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
                 wr_callback_id: Vec::new(),
                 wr_count: n,
                 wr_committed: StableHow4::UNSTABLE4,
-                wr_writeverf: c.n.write_verf,
+                wr_writeverf: c.n.write_verf.get(),
             },
             cr_requirements: CopyRequirements4 {
                 cr_consecutive: true,
@@ -406,7 +406,7 @@ fn start_async(
         client,
         sid: sid.clone(),
         fh,
-        verf: n.write_verf,
+        verf: n.write_verf.get(),
     };
     tokio::spawn(job.run());
     Some(Copy4resok {
@@ -416,7 +416,7 @@ fn start_async(
             wr_callback_id: vec![sid],
             wr_count: 0,
             wr_committed: StableHow4::UNSTABLE4,
-            wr_writeverf: n.write_verf,
+            wr_writeverf: n.write_verf.get(),
         },
         cr_requirements: CopyRequirements4 {
             cr_consecutive: true,

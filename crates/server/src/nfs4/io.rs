@@ -136,13 +136,14 @@ pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
                 Stable::DataSync => StableHow4::DATA_SYNC4,
                 Stable::FileSync => StableHow4::FILE_SYNC4,
             },
-            writeverf: c.n.write_verf,
+            writeverf: c.n.write_verf.get(),
         })
     }
     .await;
     match r {
         Ok(ok) => Write4res::NFS4_OK(ok),
         Err(f) => {
+            c.n.write_verf.reset_if(lost(f.status));
             log_fail(c, "OP_WRITE", &f);
             Write4res::Default(f.status)
         }
@@ -159,11 +160,20 @@ pub async fn commit(c: &mut Compound<'_>, _a: Commit4args) -> Commit4res {
     .await;
     match r {
         Ok(()) => Commit4res::NFS4_OK(Commit4resok {
-            writeverf: c.n.write_verf,
+            writeverf: c.n.write_verf.get(),
         }),
         Err(f) => {
+            c.n.write_verf.reset_if(lost(f.status));
             log_fail(c, "OP_COMMIT", &f);
             Commit4res::Default(f.status)
         }
     }
+}
+
+/// Whether a failed WRITE or COMMIT may have lost unstable data.
+fn lost(s: Nfsstat4) -> bool {
+    matches!(
+        s,
+        Nfsstat4::NFS4ERR_IO | Nfsstat4::NFS4ERR_NOSPC | Nfsstat4::NFS4ERR_DQUOT
+    )
 }

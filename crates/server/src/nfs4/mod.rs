@@ -96,7 +96,8 @@ pub struct Nfs4 {
     pub state: Arc<state::State>,
     pub idmap: Arc<attr::IdMap>,
     pub cfg: Nfs4Config,
-    pub write_verf: [u8; 8],
+    /// Shared with NFSv3 (see [`crate::verf`]).
+    pub write_verf: Arc<crate::verf::WriteVerf>,
     /// Identifies this server to clients (EXCHANGE_ID server owner/scope).
     pub server_owner: Bytes,
     /// When the server started: times of pseudo directories.
@@ -347,9 +348,7 @@ impl Nfs4 {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        let write_verf =
-            ((now.as_secs() << 32) ^ now.subsec_nanos() as u64 ^ rand::random::<u32>() as u64)
-                .to_be_bytes();
+        let write_verf = Default::default();
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "tarn".into());
@@ -895,14 +894,17 @@ fn new_epoch() -> u32 {
 /// The one writer of the durable client records: takes the effects the
 /// state core queued and carries them out in order.
 ///
-/// Policy on failure: the change is logged (warn, with the client owner
-/// and the error) and the protocol operation that caused it still
-/// succeeds. The record's in-memory set already holds the change, so the
-/// next write that succeeds carries it; until then a restart may refuse a
-/// newly confirmed client's reclaims (NFS4ERR_RECLAIM_BAD, it starts
-/// afresh) or let a forgotten one reclaim what it no longer held (which
-/// only conflicts with locks taken since by others if they exist, and
-/// then is refused as any conflicting lock is).
+/// Policy on failure: a new client is recorded before it is confirmed
+/// ([`Records::persist_first`]); if that fails, CREATE_SESSION (or
+/// SETCLIENTID_CONFIRM) answers NFS4ERR_DELAY and the client retries
+/// until the state directory takes writes again (knfsd logs and confirms
+/// anyway; then the client's reclaims after a restart are refused). Other
+/// changes (a client forgotten) are logged at error level and the
+/// operation still succeeds: the in-memory set holds the change, so the
+/// next write that succeeds carries it; until then a restart may let a
+/// forgotten client reclaim what it no longer held (which only conflicts
+/// with locks taken since by others if they exist, and then is refused
+/// as any conflicting lock is).
 pub struct Records {
     state: Arc<state::State>,
     store: Option<recovery::Recovery>,
@@ -915,6 +917,32 @@ pub struct Records {
 }
 
 impl Records {
+    /// Writes `owner` into the durable client record now, before the
+    /// client it names is confirmed. A client is refused rather than
+    /// confirmed unrecorded: it could not reclaim after a restart, and
+    /// the server could not tell its reclaims from anyone's (RFC 8881
+    /// §8.4.3). Err: the record could not be written (logged loudly).
+    pub async fn persist_first(&self, owner: &Bytes, op: &'static str) -> Result<(), ()> {
+        let Some(store) = self.store.clone() else {
+            return Ok(());
+        };
+        let _order = self.order.lock().await;
+        let o = owner.clone();
+        match self.pool.run(move || store.add(&o)).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
+                tracing::error!(
+                    owner,
+                    op,
+                    error = %e,
+                    "the state directory cannot record a new NFSv4 client for reclaim after a restart (read-only or full?): the client is refused with NFS4ERR_DELAY until it can"
+                );
+                Err(())
+            }
+        }
+    }
+
     /// Sends CB_RECALL on the client's back channel, without waiting: the
     /// state core revokes the delegation if it is not returned within a
     /// lease, whatever happens to the call. A client with no usable back
@@ -1018,9 +1046,9 @@ impl Records {
             if let Err(e) = r {
                 let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
                 if persist {
-                    warn!(owner, error = %e, "could not record the NFSv4 client for reclaim after a restart; retried with the next record change");
+                    tracing::error!(owner, error = %e, "the state directory cannot record the NFSv4 client for reclaim after a restart; retried with the next record change");
                 } else {
-                    warn!(owner, error = %e, "could not remove the NFSv4 client's reclaim record; retried with the next record change");
+                    tracing::error!(owner, error = %e, "the state directory cannot remove the NFSv4 client's reclaim record; retried with the next record change");
                 }
             }
         }

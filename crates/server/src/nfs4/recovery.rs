@@ -53,10 +53,16 @@ impl Recovery {
         (*self.previous).clone()
     }
 
+    /// Records `owner`, on disk before this returns Ok. On failure it is
+    /// not in the record (so a caller that refuses the client because of
+    /// it leaves nothing behind).
     pub fn add(&self, owner: &Bytes) -> io::Result<()> {
         let mut cur = self.current.lock().unwrap();
         if cur.insert(owner.clone()) {
-            self.write(&cur)?;
+            if let Err(e) = self.write(&cur) {
+                cur.remove(owner);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -82,6 +88,23 @@ impl Recovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_add_leaves_nothing_behind() {
+        let d = tempfile::tempdir().unwrap();
+        // The record's path is a directory: every write fails.
+        let p = d.path().join("v4clients");
+        let r = Recovery::open(&p).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        assert!(r.add(&Bytes::from_static(b"a")).is_err());
+        std::fs::remove_dir(&p).unwrap();
+        r.add(&Bytes::from_static(b"b")).unwrap();
+        let r2 = Recovery::open(&p).unwrap();
+        assert_eq!(r2.previous(), HashSet::from([Bytes::from_static(b"b")]));
+        // A retry of the one that failed is written this time.
+        r.add(&Bytes::from_static(b"a")).unwrap();
+        assert_eq!(Recovery::open(&p).unwrap().previous().len(), 2);
+    }
 
     #[test]
     fn survives_a_restart() {

@@ -175,6 +175,23 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
             ),
         );
     }
+    // A client about to be confirmed is on stable storage first.
+    if let Some(owner) = st.unconfirmed_owner(a.csa_clientid) {
+        if c.n
+            .records
+            .persist_first(&owner, "CREATE_SESSION")
+            .await
+            .is_err()
+        {
+            return fail(
+                c,
+                Fail::new(
+                    Nfsstat4::NFS4ERR_DELAY,
+                    "the client cannot be recorded in the state directory",
+                ),
+            );
+        }
+    }
     let fore = negotiate(&a.csa_fore_chan_attrs, c.n.cfg.max_slots);
     // The back channel is granted as asked (calls use its slot 0 only).
     let back = ChannelAttrs4 {

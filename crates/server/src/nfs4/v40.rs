@@ -60,6 +60,29 @@ pub async fn setclientid_confirm(
     c: &mut Compound<'_>,
     a: SetclientidConfirm4args,
 ) -> SetclientidConfirm4res {
+    // A client about to be confirmed is on stable storage first (the
+    // verifier is checked by confirm_v40; recording an owner whose
+    // confirmation then fails only lets it reclaim nothing it held).
+    if let Some(owner) = c.n.state.unconfirmed_owner(a.clientid) {
+        if c.n
+            .records
+            .persist_first(&owner, "SETCLIENTID_CONFIRM")
+            .await
+            .is_err()
+        {
+            log_fail(
+                c,
+                "OP_SETCLIENTID_CONFIRM",
+                &Fail::new(
+                    Nfsstat4::NFS4ERR_DELAY,
+                    "the client cannot be recorded in the state directory",
+                ),
+            );
+            return SetclientidConfirm4res {
+                status: Nfsstat4::NFS4ERR_DELAY,
+            };
+        }
+    }
     let status = match c.n.state.confirm_v40(
         a.clientid,
         a.setclientid_confirm,

@@ -239,7 +239,7 @@ impl Nlm {
         nfs.run(move || nsm.record(&n2, addr))
             .await
             .map_err(|e| {
-                warn!(host = %String::from_utf8_lossy(&name), error = %e, "cannot record lock holder in stable storage");
+                tracing::error!(host = %String::from_utf8_lossy(&name), error = %e, "cannot record lock holder in stable storage (state directory read-only or full?): NLM4_DENIED_NOLOCKS");
                 Fail {
                     stat: Nlm4Stats::NLM4_DENIED_NOLOCKS,
                     why: "cannot record the host in stable storage",

@@ -327,6 +327,7 @@ impl LocalFs {
             }
             Ok::<_, FsError>(())
         })?;
+        limit_resources(cred)?;
         let guard = CredGuard { fs: Some(self) };
         sys::set_thread_fsgid(cred.gid);
         // Proven to work at start (see `new`), so no read-back here.
@@ -738,10 +739,31 @@ thread_local! {
     /// The supplementary groups `as_user` last set on this thread; None:
     /// still the process's own.
     static THREAD_GROUPS: std::cell::RefCell<Option<Vec<u32>>> = const { std::cell::RefCell::new(None) };
+    /// Whether `limit_resources` took CAP_SYS_RESOURCE out of this thread's
+    /// effective set.
+    static THREAD_LIMITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Quotas hold for the user the server acts for, as knfsd has them:
+/// CAP_SYS_RESOURCE leaves this thread's effective set while acting for
+/// anyone but root, and comes back when it acts for root. It stays out in
+/// between (one capset per change of side, not per call): the server's own
+/// files are written with fsuid 0, which ext4 gives its reserve to anyway,
+/// and root has no quota. Called with the fsuid still root's, so the read
+/// back capability sets are whole.
+fn limit_resources(cred: &Cred) -> Result<(), FsError> {
+    let limit = cred.uid != 0;
+    THREAD_LIMITED.with(|c| {
+        if c.get() != limit {
+            sys::set_thread_sys_resource(!limit).map_err(io_err)?;
+            c.set(limit);
+        }
+        Ok(())
+    })
 }
 
 /// Restores root's fsuid and fsgid when dropped (the supplementary groups
-/// stay: see `as_user`).
+/// and CAP_SYS_RESOURCE stay: see `as_user` and `limit_resources`).
 struct CredGuard<'a> {
     fs: Option<&'a LocalFs>,
 }
@@ -1694,16 +1716,11 @@ impl LocalFs {
         {
             return Err(FsError::Acces);
         }
-        // Writing clears suid (and group-executable sgid) unless the writer
-        // holds CAP_FSETID: write such files as the caller, all others as
-        // root (the result is the same and needs no switch).
-        let kills_privs = st.st_mode & libc::S_ISUID != 0
-            || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP);
-        let g = if kills_privs {
-            Some(self.as_user(cred)?)
-        } else {
-            None
-        };
+        // Written as the caller: writing clears suid (and group-executable
+        // sgid) unless the writer holds CAP_FSETID, and the space a
+        // filesystem keeps for root (ext4 judges by the fsuid) and quotas
+        // (by CAP_SYS_RESOURCE) must hold for the user, not for the server.
+        let g = Some(self.as_user(cred)?);
         if !d.writable {
             return Err(FsError::RoFs);
         }

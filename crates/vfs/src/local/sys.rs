@@ -690,6 +690,21 @@ pub fn set_thread_groups(gids: &[u32]) -> io::Result<()> {
     cvt_long(unsafe { libc::syscall(libc::SYS_setgroups, gids.len(), gids.as_ptr()) }).map(drop)
 }
 
+/// Raises or drops CAP_SYS_RESOURCE in this thread's effective set (it
+/// stays permitted). Without it, disk quotas and the blocks a filesystem
+/// keeps for root apply to the thread, as they do to the user it acts for.
+/// Only that bit changes: the rest is read back first, since setfsuid
+/// moves the filesystem capabilities in and out of the effective set.
+pub fn set_thread_sys_resource(on: bool) -> io::Result<()> {
+    use rustix::thread::{capabilities, set_capabilities, CapabilitySet};
+    let mut sets = capabilities(None)?;
+    if !sets.permitted.contains(CapabilitySet::SYS_RESOURCE) {
+        return Ok(());
+    }
+    sets.effective.set(CapabilitySet::SYS_RESOURCE, on);
+    Ok(set_capabilities(None, sets)?)
+}
+
 /// setfsuid can't report errors; it returns the previous fsuid.
 pub fn set_thread_fsuid(uid: u32) -> u32 {
     // SAFETY: plain syscall on the current thread.

@@ -689,7 +689,23 @@ fn writes_clear_suid_as_the_caller_would() {
     let (_d, mut fs) = setup();
     fs.perms = perm::PermCache::with_racy(1024, 0);
     let r = fs.root();
-    for (mode, after) in [(0o4777, 0o777), (0o2777, 0o777), (0o2767, 0o2767)] {
+    // What a local write by uid 1000 (outside the file's group) does to
+    // these bits on this kernel: since Linux 6.2 it also drops a setgid
+    // without group-exec, as it did not before.
+    let local_write = |mode: u32| -> u32 {
+        let p = _d.path().join(format!("ref{mode:o}"));
+        std::fs::write(&p, b"").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        let ok = std::process::Command::new("setpriv")
+            .args(["--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c"])
+            .arg(format!("printf x >> '{}'", p.display()))
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "setpriv (util-linux) writes as uid 1000");
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777
+    };
+    for mode in [0o4777, 0o2777, 0o2767] {
+        let after = local_write(mode);
         let name = format!("s{mode:o}");
         let (f, _) = fs
             .create(&root(), &r, name.as_bytes(), &guarded(0o644))
@@ -1244,4 +1260,45 @@ fn xattrs_are_checked_as_the_caller() {
     fs.removexattr(&user(), &open, b"a").unwrap();
     // The thread is root again afterwards.
     assert_eq!(sys::set_thread_fsuid(u32::MAX), 0);
+}
+
+#[test]
+fn acting_for_a_user_drops_cap_sys_resource_and_root_gets_it_back() {
+    use rustix::thread::{capabilities, CapabilitySet};
+    if !running_as_root()
+        || !capabilities(None)
+            .unwrap()
+            .permitted
+            .contains(CapabilitySet::SYS_RESOURCE)
+    {
+        return;
+    }
+    let (_d, fs) = setup();
+    let has = || {
+        capabilities(None)
+            .unwrap()
+            .effective
+            .contains(CapabilitySet::SYS_RESOURCE)
+    };
+    // On a thread of its own, so the test harness's thread is untouched.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            {
+                let _g = fs.as_user(&user()).unwrap();
+                assert!(!has(), "quotas would not hold for the user");
+                // The filesystem capabilities went with the fsuid, and stay gone.
+                assert!(!capabilities(None)
+                    .unwrap()
+                    .effective
+                    .contains(CapabilitySet::DAC_OVERRIDE));
+            }
+            // Root's fs capabilities are back with its fsuid.
+            assert!(capabilities(None)
+                .unwrap()
+                .effective
+                .contains(CapabilitySet::DAC_OVERRIDE));
+            let _g = fs.as_user(&root()).unwrap();
+            assert!(has());
+        });
+    });
 }

@@ -828,6 +828,16 @@ impl State {
             .map(|c| c.owner.clone())
     }
 
+    /// The owner of a client record not confirmed yet (the one a
+    /// confirmation would make durable); None once confirmed or gone.
+    pub fn unconfirmed_owner(&self, clientid: u64) -> Option<Bytes> {
+        let i = self.inner.lock().unwrap();
+        i.clients
+            .get(&clientid)
+            .filter(|c| !c.confirmed)
+            .map(|c| c.owner.clone())
+    }
+
     pub fn client_exists(&self, clientid: u64) -> bool {
         self.inner.lock().unwrap().clients.contains_key(&clientid)
     }

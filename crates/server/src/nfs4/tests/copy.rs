@@ -161,7 +161,7 @@ async fn copied_by(
             assert!(ok.cr_response.wr_callback_id.is_empty());
             assert!(ok.cr_requirements.cr_synchronous);
             assert_eq!(ok.cr_response.wr_committed, StableHow4::UNSTABLE4);
-            assert_eq!(ok.cr_response.wr_writeverf, fx.n.write_verf);
+            assert_eq!(ok.cr_response.wr_writeverf, fx.n.write_verf.get());
             Ok(ok.cr_response.wr_count)
         }
         _ => Err(r.status),
@@ -463,7 +463,7 @@ async fn started(fx: &Fx, s: &Sess, src: &Opened, dst: &Opened, count: u64) -> S
     };
     assert!(!ok.cr_requirements.cr_synchronous);
     assert_eq!(ok.cr_response.wr_count, 0);
-    assert_eq!(ok.cr_response.wr_writeverf, fx.n.write_verf);
+    assert_eq!(ok.cr_response.wr_writeverf, fx.n.write_verf.get());
     assert_eq!(ok.cr_response.wr_callback_id.len(), 1);
     ok.cr_response.wr_callback_id[0].clone()
 }
@@ -559,7 +559,7 @@ async fn async_copy_runs_in_the_background_and_calls_back_with_the_count() {
             assert_eq!(w.wr_count, 300_000);
             // Flushed before it was reported: no COMMIT needed.
             assert_eq!(w.wr_committed, StableHow4::FILE_SYNC4);
-            assert_eq!(w.wr_writeverf, fx.n.write_verf);
+            assert_eq!(w.wr_writeverf, fx.n.write_verf.get());
         }
         other => panic!("{other:?}"),
     }
