@@ -25,10 +25,10 @@
 mod common;
 use bytes::Bytes;
 use client::nfs3::{LockOwner, LockRange, Nfs3, Nfs3Options};
-use proto::nfs3::NfsFh3;
 use client::nfs4::{Nfs4Conn, Security, Session, SessionOptions};
 use client::remote::{Fh, HeldLock, Kind, OpenFile, Range, Remote, Stable};
 use common::*;
+use proto::nfs3::NfsFh3;
 use proto::nfs4 as p4;
 use proto::nlm4::Nlm4Stats;
 use rand::rngs::StdRng;
@@ -170,7 +170,13 @@ impl Client {
     async fn lock(&self, range: Range) -> Res<Held> {
         let lock = self
             .r
-            .lock(&self.lockfile, (&self.lockdir, "lockfile"), range, true, true)
+            .lock(
+                &self.lockfile,
+                (&self.lockdir, "lockfile"),
+                range,
+                true,
+                true,
+            )
             .await
             .map_err(|e| format!("{}: LOCK {range:?}: {e}", self.what()))?
             .ok_or_else(|| format!("{}: LOCK {range:?} not granted", self.what()))?;
@@ -490,13 +496,12 @@ impl Competitor {
                     .await
                 {
                     Ok(Err(_denied)) => n.denied += 1,
-                    Err(e)
-                        if during_grace && e.status() == Some(p4::Nfsstat4::NFS4ERR_GRACE) =>
-                    {
+                    Err(e) if during_grace && e.status() == Some(p4::Nfsstat4::NFS4ERR_GRACE) => {
                         n.grace += 1
                     }
                     Ok(Ok(_)) => {
-                        bad = Some(format!(
+                        bad =
+                            Some(format!(
                             "competitor over NFSv4.1 was granted {r:?}, held by another client{}",
                             if during_grace { " (during the grace period)" } else { "" }
                         ));
@@ -531,7 +536,10 @@ async fn setup(addr: SocketAddr, seed: u64) -> (Vec<Client>, Competitor) {
     let r0 = &remotes[0];
     let root = r0.lookup_path("/").await.unwrap();
     let lockdir = r0.mkdir(&root, "locks", 0o777).await.unwrap();
-    let f = r0.open_write(&lockdir, "lockfile", 0o666, false).await.unwrap();
+    let f = r0
+        .open_write(&lockdir, "lockfile", 0o666, false)
+        .await
+        .unwrap();
     r0.close(&f).await.unwrap();
     let mut clients = vec![];
     for (id, r) in remotes.into_iter().enumerate() {
@@ -558,13 +566,7 @@ async fn setup(addr: SocketAddr, seed: u64) -> (Vec<Client>, Competitor) {
     }
     let v3c = v3(addr, "crash-competitor").await;
     let lockfile3 = v3c.lookup_path("/locks/lockfile").await.unwrap();
-    (
-        clients,
-        Competitor {
-            v3: v3c,
-            lockfile3,
-        },
-    )
+    (clients, Competitor { v3: v3c, lockfile3 })
 }
 
 /// What each client believes it holds, for a failure's message.
@@ -578,11 +580,18 @@ fn locks_seen(clients: &[Client]) -> String {
                 "; recoveries {}, state book: {} opens, locks {:?}",
                 s.recoveries(),
                 b.opens.len(),
-                b.locks.iter().map(|l| (l.offset, l.length)).collect::<Vec<_>>()
+                b.locks
+                    .iter()
+                    .map(|l| (l.offset, l.length))
+                    .collect::<Vec<_>>()
             );
         }
         if let Some(c) = c.r.v3() {
-            out += &format!("; NLM held {} lost {}", c.nlm_held().len(), c.lost_locks().len());
+            out += &format!(
+                "; NLM held {} lost {}",
+                c.nlm_held().len(),
+                c.lost_locks().len()
+            );
         }
         out += "\n";
     }
@@ -609,7 +618,9 @@ fn acknowledged_state_survives_repeated_sigkill() {
             .as_nanos() as u64,
     );
     let grace: f64 = env("TARN_CRASH_GRACE", 1.5);
-    println!("crash cycles: {cycles}, seed {seed} (TARN_CRASH_SEED={seed} to repeat), grace {grace} s");
+    println!(
+        "crash cycles: {cycles}, seed {seed} (TARN_CRASH_SEED={seed} to repeat), grace {grace} s"
+    );
     let grace_s = grace.to_string();
     let serve = ["--grace", &grace_s, "--lease-time", "5"];
     let s0 = TestServer::start_with(&serve);
@@ -733,4 +744,121 @@ fn acknowledged_state_survives_repeated_sigkill() {
         }
     });
     drop(cur);
+}
+
+/// Regression: with no status monitor of its own the NFSv3 client learns
+/// of a restart by itself (a new connection, the server's SM_STAT state
+/// changed) and reclaims its NLM locks in the grace period.
+#[test]
+fn nlm_locks_are_reclaimed_after_a_crash() {
+    let serve = ["--grace", "2"];
+    let mut s = TestServer::start_with(&serve);
+    let addr = s.addr;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let lr = |offset| LockRange {
+        offset,
+        len: 10,
+        exclusive: true,
+    };
+    let (holder, other, fh) = rt.block_on(async {
+        let holder = v3(addr, "reclaim-holder").await;
+        let other = v3(addr, "reclaim-other").await;
+        let root = holder.lookup_path("/").await.unwrap();
+        let fh = holder
+            .create(
+                &root,
+                "f",
+                proto::nfs3::Createhow3::UNCHECKED(client::nfs3::ops::sattr_mode(0o666)),
+            )
+            .await
+            .unwrap();
+        let me = LockOwner::this_process("reclaim-holder");
+        assert!(holder.nlm_lock(&fh, &me, lr(0), true).await.unwrap());
+        (holder, other, fh)
+    });
+    let _s2 = s.crash_and_restart(&serve);
+    let them = LockOwner::this_process("reclaim-other");
+    rt.block_on(async {
+        // Any NFS call: its connection is made again, and the reboot seen.
+        holder.getattr(&fh).await.unwrap();
+        assert_eq!(
+            other.nlm_lock_once(&fh, &them, lr(0), false).await.unwrap(),
+            Nlm4Stats::NLM4_DENIED_GRACE_PERIOD
+        );
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        assert_eq!(
+            other.nlm_lock_once(&fh, &them, lr(0), false).await.unwrap(),
+            Nlm4Stats::NLM4_DENIED,
+            "the holder reclaimed its lock in the grace period"
+        );
+        assert_eq!(holder.nlm_reclaims(), 1);
+        assert!(holder.lost_locks().is_empty());
+        assert_eq!(holder.nlm_held().len(), 1);
+        let me = LockOwner::this_process("reclaim-holder");
+        holder.nlm_unlock(&fh, &me, lr(0)).await.unwrap();
+        assert!(holder.nlm_held().is_empty());
+        assert_eq!(
+            other.nlm_lock_once(&fh, &them, lr(0), false).await.unwrap(),
+            Nlm4Stats::NLM4_GRANTED
+        );
+    });
+}
+
+/// Regression: two locks one NFSv4.1 client holds on a file are given
+/// back one at a time (each has its own open; the first unlock's CLOSE
+/// used to release both).
+#[test]
+fn two_nfsv41_locks_on_a_file_are_released_one_at_a_time() {
+    let s = TestServer::start_with(&["--grace", "0"]);
+    let addr = s.addr;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let r = Remote::from_v4(v41(addr, Duration::ZERO).await)
+                .await
+                .unwrap();
+            let root = r.lookup_path("/").await.unwrap();
+            let f = r.open_write(&root, "f", 0o666, false).await.unwrap();
+            r.close(&f).await.unwrap();
+            let range = |offset| Range { offset, len: 10 };
+            let a = r
+                .lock(&f.fh, (&root, "f"), range(0), true, false)
+                .await
+                .unwrap()
+                .unwrap();
+            let b = r
+                .lock(&f.fh, (&root, "f"), range(100), true, false)
+                .await
+                .unwrap()
+                .unwrap();
+            r.unlock(a).await.unwrap();
+            let other = v3(addr, "other").await;
+            let fh = other.lookup_path("/f").await.unwrap();
+            let them = LockOwner::this_process("other");
+            let lr = |offset| LockRange {
+                offset,
+                len: 10,
+                exclusive: true,
+            };
+            assert_eq!(
+                other
+                    .nlm_lock_once(&fh, &them, lr(100), false)
+                    .await
+                    .unwrap(),
+                Nlm4Stats::NLM4_DENIED,
+                "the second lock is still held"
+            );
+            assert_eq!(
+                other.nlm_lock_once(&fh, &them, lr(0), false).await.unwrap(),
+                Nlm4Stats::NLM4_GRANTED
+            );
+            r.unlock(b).await.unwrap();
+        });
 }

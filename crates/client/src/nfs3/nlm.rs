@@ -279,7 +279,8 @@ impl NlmClient {
         tracing::info!(server = %self.addr, locks = held.len(), "NLM: the server restarted; reclaiming locks");
         for (i, h) in held.into_iter().enumerate() {
             let r = self.reclaim(&h, 0x8000_0000 | i as u32).await;
-            self.reclaims.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.reclaims
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             match r {
                 Ok(Nlm4Stats::NLM4_GRANTED) => {}
                 // No restart after all (no state number to tell): the
