@@ -678,6 +678,14 @@ fn acknowledged_state_survives_repeated_sigkill() {
             }
             clients.push(c);
         }
+        // Later in the grace period, once the NFSv4.1 clients have
+        // reclaimed (NFSv4's own grace may be over): still refused.
+        let mid = if restarted.elapsed() < Duration::from_secs_f64(grace * 0.8) {
+            rt.block_on(comp.probe(addr, &kept, true))
+                .unwrap_or_else(|e| fail(cycle, e))
+        } else {
+            Refusals::default()
+        };
         for c in &mut clients {
             if let Err(e) = rt.block_on(c.check()) {
                 fail(cycle, e);
@@ -690,8 +698,8 @@ fn acknowledged_state_survives_repeated_sigkill() {
         let after = rt
             .block_on(comp.probe(addr, &held, false))
             .unwrap_or_else(|e| fail(cycle, format!("{e}\n{}", locks_seen(&clients))));
-        refusals.grace += during.grace + after.grace;
-        refusals.denied += during.denied + after.denied;
+        refusals.grace += during.grace + mid.grace + after.grace;
+        refusals.denied += during.denied + mid.denied + after.denied;
         if cycle % 10 == 0 || cycle == cycles {
             println!(
                 "cycle {cycle}: {:.2} s per cycle; refusals {refusals:?}",
