@@ -701,8 +701,15 @@ fn acknowledged_state_survives_repeated_sigkill() {
         refusals.grace += during.grace + mid.grace + after.grace;
         refusals.denied += during.denied + mid.denied + after.denied;
         if cycle % 10 == 0 || cycle == cycles {
+            let (acked, lost, resent) = clients.iter().fold((0, 0, 0), |a, c| {
+                (
+                    a.0 + c.st.stable_bytes,
+                    a.1 + c.st.lost_bytes,
+                    a.2 + c.st.resent_bytes,
+                )
+            });
             println!(
-                "cycle {cycle}: {:.2} s per cycle; refusals {refusals:?}",
+                "cycle {cycle}: {:.2} s per cycle; bytes acknowledged stable {acked}, lost {lost}, sent again {resent}; refusals {refusals:?}",
                 t0.elapsed().as_secs_f64() / cycle as f64
             );
         }
