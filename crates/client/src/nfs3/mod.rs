@@ -10,7 +10,8 @@
 //!   the NFS port first (Tarn serves them there), then where the
 //!   portmapper on port 111 says (knfsd, NFS-Ganesha).
 //! - `ops.rs`: one method per NFSv3 procedure.
-//! - `nlm.rs`: byte-range locks with NLM4, non-blocking, retried.
+//! - `nlm.rs`: byte-range locks with NLM4, non-blocking, retried, and
+//!   reclaimed after a server restart (seen on a new connection).
 //!
 //! rsize and wsize are FSINFO's rtmax and wtmax of the first export
 //! mounted, capped at 1 MiB. Connections come from a reserved source
