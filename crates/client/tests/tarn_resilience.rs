@@ -268,8 +268,14 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
         assert_eq!(s.recoveries(), 1);
         assert_ne!(s.state_book().opens[0].stateid.other, sid.other);
 
-        // Another client finds the lock held (reclaimed, not lost).
-        let other = session(t.addr).await;
+        // Another client finds the lock held (reclaimed, not lost). New
+        // locks wait out the whole grace period (NLM clients may still be
+        // reclaiming), so it waits before it asks.
+        let o = SessionOptions {
+            grace_retry_for: Duration::from_secs(60),
+            ..SessionOptions::default()
+        };
+        let other = session_with(t.addr, &o).await;
         let (osid, ofh) = other
             .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_BOTH)
             .await

@@ -780,6 +780,10 @@ fn serve(
             server::nlm::NlmConfig { grace },
             Arc::new(callback),
         );
+        if !notify_hosts.is_empty() {
+            // NLM hosts held locks: new NFSv4 locks wait for their reclaims.
+            nfs4.state.hold_locks_until(grace);
+        }
         nlm.notify_restart(notify_hosts);
         let mut nfs3 = Nfs3::new(live.clone(), key, pool);
         // One write verifier: a storage error seen through either protocol

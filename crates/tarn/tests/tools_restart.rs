@@ -73,13 +73,6 @@ fn finish_cp(mut cp: Child, log: &Path) -> String {
     err
 }
 
-/// Crashes `s` and starts a server in its place.
-fn crash_and_restart(s: &mut TestServer) -> TestServer {
-    s.crash();
-    std::thread::sleep(Duration::from_millis(300));
-    TestServer::launch(&s.export, &s.state, s.port(), SERVE, &[])
-}
-
 #[test]
 fn cp_survives_a_server_crash_both_ways() {
     cp_through_crashes("4.1");
@@ -106,7 +99,7 @@ fn cp_through_crashes(vers: &str) {
     let t = Instant::now();
     let mut cp = spawn_cp(src.to_str().unwrap(), &url(&s, "big.bin"), &log);
     wait_for_size(&on_server, SIZE as u64 / 4, &mut cp);
-    let mut s2 = crash_and_restart(&mut s);
+    let mut s2 = s.crash_and_restart(SERVE);
     let err = finish_cp(cp, &log);
     println!(
         "NFSv{vers}: local -> NFS through a crash: {:?}; stderr:\n{err}",
@@ -130,7 +123,7 @@ fn cp_through_crashes(vers: &str) {
     let t = Instant::now();
     let mut cp = spawn_cp(&url(&s2, "big.bin"), back.to_str().unwrap(), &log);
     wait_for_size(&back, SIZE as u64 / 4, &mut cp);
-    let _s3 = crash_and_restart(&mut s2);
+    let _s3 = s2.crash_and_restart(SERVE);
     let err = finish_cp(cp, &log);
     println!(
         "NFSv{vers}: NFS -> local through a crash: {:?}; stderr:\n{err}",

@@ -10,7 +10,8 @@
 //!   the NFS port first (Tarn serves them there), then where the
 //!   portmapper on port 111 says (knfsd, NFS-Ganesha).
 //! - `ops.rs`: one method per NFSv3 procedure.
-//! - `nlm.rs`: byte-range locks with NLM4, non-blocking, retried.
+//! - `nlm.rs`: byte-range locks with NLM4, non-blocking, retried, and
+//!   reclaimed after a server restart (seen on a new connection).
 //!
 //! rsize and wsize are FSINFO's rtmax and wtmax of the first export
 //! mounted, capped at 1 MiB. Connections come from a reserved source
@@ -22,7 +23,7 @@ pub mod nlm;
 pub mod ops;
 
 pub use error::{describe, describe_nlm, Error, Nfs3Error, Result};
-pub use nlm::{LockOwner, LockRange};
+pub use nlm::{HeldNlmLock, LockOwner, LockRange};
 pub use ops::{DirEntry3, Written};
 
 use crate::nfs4::{GssSec, Security};
@@ -34,7 +35,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
 
 /// The largest READ or WRITE asked for, whatever the server allows.
 pub const MAX_IO: u32 = 1 << 20;
@@ -77,7 +77,7 @@ pub struct Nfs3 {
     exports: Vec<String>,
     rtmax: AtomicU32,
     wtmax: AtomicU32,
-    nlm: OnceCell<RpcClient>,
+    nlm: Arc<nlm::NlmClient>,
     /// Directory handles by path, and when they were looked up.
     dirs: Mutex<HashMap<String, (NfsFh3, Instant)>>,
 }
@@ -145,6 +145,11 @@ impl Nfs3 {
                 (ch, Some(g))
             }
         };
+        let nlm = Arc::new(nlm::NlmClient::new(
+            addr,
+            opts.machine.clone(),
+            auth_sys(uid, gid, &[gid], &opts.machine),
+        ));
         let c = Nfs3 {
             addr,
             opts,
@@ -155,9 +160,18 @@ impl Nfs3 {
             exports,
             rtmax: AtomicU32::new(MAX_IO),
             wtmax: AtomicU32::new(MAX_IO),
-            nlm: OnceCell::new(),
+            nlm,
             dirs: Mutex::default(),
         };
+        // A connection made again may reach a restarted server: locks
+        // held are reclaimed in its grace period (see `nlm.rs`).
+        let w = Arc::downgrade(&c.nlm);
+        c.ch.set_connect_hook(Arc::new(move |_, _| {
+            if let Some(n) = w.upgrade() {
+                tokio::spawn(async move { n.check_reboot().await });
+            }
+            Box::pin(async {})
+        }));
         let fi = c.fsinfo(&root).await?;
         let cap = |n: u32| if n == 0 { MAX_IO } else { n.min(MAX_IO) };
         c.rtmax.store(cap(fi.rtmax), Ordering::Relaxed);
@@ -267,23 +281,6 @@ impl Nfs3 {
     /// Forgets every remembered directory handle.
     pub fn forget_dirs(&self) {
         self.dirs.lock().unwrap().clear();
-    }
-
-    /// The connection NLM calls go on (found on first use).
-    async fn nlm_conn(&self) -> Result<&RpcClient> {
-        self.nlm
-            .get_or_try_init(|| async {
-                let (uid, gid) = self.opts.sys_ids;
-                let cred = auth_sys(uid, gid, &[gid], &self.opts.machine);
-                mount::locate(
-                    self.addr,
-                    proto::nlm4::NLM_PROG,
-                    proto::nlm4::NLM4_VERS,
-                    cred,
-                )
-                .await
-            })
-            .await
     }
 }
 

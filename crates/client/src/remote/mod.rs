@@ -588,7 +588,21 @@ impl Remote {
                     p4::OPEN4_SHARE_ACCESS_READ
                 };
                 let (dir, name) = dir_and_name;
-                let (open, ofh) = s.open(&dir.v4(), name, None, access).await?;
+                // An open owner of its own: the session's would share one
+                // open among this client's locks on the file, and
+                // [`Remote::unlock`]'s CLOSE would release them all.
+                let oo = s.new_owner("lock-open");
+                let o = s
+                    .open_with(
+                        &oo,
+                        &dir.v4(),
+                        name,
+                        p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+                        access,
+                        p4::OPEN4_SHARE_DENY_NONE,
+                    )
+                    .await?;
+                let (open, ofh) = (o.stateid, o.fh);
                 let owner = s.new_owner("lock");
                 // NFSv4 length: all ones means to the end.
                 let len = if range.len == 0 { u64::MAX } else { range.len };

@@ -159,7 +159,7 @@ fn take_lock(
     let st = &c.n.state;
     if a.reclaim {
         st.may_reclaim(owner.client, now)?;
-    } else if st.in_grace(now) {
+    } else if st.locks_in_grace(now) {
         return Err(Fail::new(
             Nfsstat4::NFS4ERR_GRACE,
             "grace period: only reclaims are allowed",

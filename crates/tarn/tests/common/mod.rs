@@ -174,6 +174,14 @@ impl TestServer {
         }
     }
 
+    /// SIGKILL, then a server started in its place on the same export,
+    /// state directory and port, with `extra` serve flags.
+    pub fn crash_and_restart(&mut self, extra: &[&str]) -> TestServer {
+        self.crash();
+        std::thread::sleep(Duration::from_millis(300));
+        TestServer::launch(&self.export, &self.state, self.port(), extra, &[])
+    }
+
     /// Whether the server process is still running.
     pub fn alive(&mut self) -> bool {
         self.child

@@ -313,6 +313,9 @@ pub struct State {
 #[derive(Default)]
 struct Grace {
     until: Option<Instant>,
+    /// The end of the server's shared period: until then NLM clients may
+    /// still reclaim locks (see [`State::locks_in_grace`]).
+    locks_until: Option<Instant>,
     /// Client owners recorded as holding state before the restart.
     reclaimable: HashSet<Bytes>,
     /// Of those, the ones that finished reclaiming.
@@ -382,7 +385,33 @@ impl State {
         if !owners.is_empty() {
             g.until = Some(period.until());
         }
+        if !owners.is_empty() {
+            g.locks_until = Some(period.until());
+        }
         g.reclaimable = owners;
+    }
+
+    /// New NFSv4 byte-range locks wait for the shared period's end: NLM
+    /// hosts are known to have held locks (the driver calls this when the
+    /// status monitor has hosts to notify).
+    pub fn hold_locks_until(&self, period: GracePeriod) {
+        self.grace.lock().unwrap().locks_until = Some(period.until());
+    }
+
+    /// Whether a new (non-reclaim) byte-range lock must wait: NFSv4's own
+    /// grace, or, after a restart with state to reclaim, the server's
+    /// shared period while it runs, though every NFSv4 client already
+    /// reclaimed: NLM clients may still be reclaiming locks a new NFSv4
+    /// LOCK would otherwise take from them (Linux's locks_in_grace() counts
+    /// lockd's grace likewise). Opens do not wait: NLM holds no opens.
+    pub fn locks_in_grace(&self, now: Instant) -> bool {
+        self.in_grace(now)
+            || self
+                .grace
+                .lock()
+                .unwrap()
+                .locks_until
+                .is_some_and(|t| now < t)
     }
 
     pub fn in_grace(&self, now: Instant) -> bool {

@@ -273,3 +273,39 @@ async fn no_grace_without_recorded_clients() {
         .await
         .expect("OPEN at once");
 }
+
+/// After a restart with NFSv4 state to reclaim, once every recorded client
+/// has reclaimed, new OPENs go ahead but new LOCKs wait for the end of the
+/// server's grace period, shared with NLM, whose clients may still be
+/// reclaiming (the crash cycles found an NFSv4 client granted a range an
+/// NLM client held before the crash and had yet to reclaim).
+#[tokio::test]
+async fn new_locks_wait_for_the_shared_grace_after_nfsv4_reclaims() {
+    let mut fx = Fx::new(Nfs4Config::default());
+    let fh = client_with_state(&fx, "reclaimer", 0x1234).await;
+    fx.restart(cfg(90, 5));
+    let a = fx.reclaiming_client("reclaimer", 0x1234).await;
+    assert_eq!(fx.call(&a, vec![reclaim_complete()]).await.status, NFS4_OK);
+    let n = fx.client("n").await;
+    let o = fx
+        .open(&n, "f", "open-n", BOTH, DENY_NONE)
+        .await
+        .expect("OPEN: NFSv4's own grace is over");
+    let lock = || {
+        vec![
+            putfh(&fh),
+            lock_args(
+                WRITE_LT,
+                false,
+                100,
+                10,
+                new_lock_owner(&o.stateid, owner(n.clientid, "lock-n")),
+            ),
+        ]
+    };
+    assert_eq!(fx.call(&n, lock()).await.status, NFS4ERR_GRACE);
+    fx.advance(millis(4999));
+    assert_eq!(fx.call(&n, lock()).await.status, NFS4ERR_GRACE);
+    fx.advance(millis(1));
+    assert_eq!(fx.call(&n, lock()).await.status, NFS4_OK);
+}
