@@ -77,6 +77,8 @@ enum Cmd {
         locking: LockOpts,
         #[command(flatten)]
         security: SecOpts,
+        #[command(flatten)]
+        limits: LimitOpts,
     },
     /// Per-operation rates of a running server, like nfsiostat: ops/s, kB/s, avg RTT, avg exe, errors.
     Stats {
@@ -200,6 +202,19 @@ struct SecOpts {
     gss_window: u32,
 }
 
+/// Connection bounds (the other bounds are in the config's [limits]).
+#[derive(clap::Args, Clone, Debug)]
+struct LimitOpts {
+    /// Open connections allowed, all clients together; more are closed at
+    /// accept (default 4096, or [limits] max_connections).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Open connections allowed from one client address (default 256, or
+    /// [limits] max_connections_per_client).
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
+}
+
 #[derive(clap::Args)]
 struct SocketOpt {
     /// The server's admin socket (default: the default state directory's admin.sock).
@@ -244,6 +259,7 @@ fn main() -> ExitCode {
             observe,
             locking,
             security,
+            limits,
         } => {
             init_logging(&log_level, log_format);
             let source = match (config, exports) {
@@ -252,7 +268,7 @@ fn main() -> ExitCode {
                 (None, None) => None,
             };
             match serve(
-                dir, listen, allow, source, state_dir, observe, locking, security,
+                dir, listen, allow, source, state_dir, observe, locking, security, limits,
             ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -540,6 +556,7 @@ fn build_config(
                     nfs4: Default::default(),
                     auth_cache: Default::default(),
                     gss: Default::default(),
+                    limits: Default::default(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -593,6 +610,7 @@ fn serve(
     observe: ObserveOpts,
     locking: LockOpts,
     security: SecOpts,
+    limit_opts: LimitOpts,
 ) -> Result<(), String> {
     let config_file = config.clone();
     let (mut cfg, addr, state_dir) = build_config(
@@ -603,6 +621,12 @@ fn serve(
         state_dir,
         security.sec.clone(),
     )?;
+    if let Some(n) = limit_opts.max_connections {
+        cfg.limits.max_connections = n.max(1);
+    }
+    if let Some(n) = limit_opts.max_connections_per_client {
+        cfg.limits.max_connections_per_client = n.max(1);
+    }
     let gss = gss_server(&cfg, &security)?;
     if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
@@ -734,11 +758,14 @@ fn serve(
         }
         if let Some(g) = gss.clone() {
             // A context: MIT's (keys, names) plus the window's bitmaps, about 2 KiB.
+            let g2 = g.clone();
             metrics.add_cache_probe("gss_contexts", move || {
                 let n = g.live().max(0) as u64;
                 (n, n * 2048)
             });
+            metrics.add_limit(rpc::observe::Limit::GssContexts, cfg.limits.max_gss_contexts as u64, move || g2.live().max(0) as u64);
         }
+        register_state_limits(&metrics, &nfs4);
         let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
         let nlm = server::nlm::Nlm::new(
             locks,
@@ -750,7 +777,15 @@ fn serve(
         let mut nfs3 = Nfs3::new(live.clone(), key, pool);
         nfs3.recall = Some(nfs4.recaller());
         let svc = TarnService { nfs3, nfs4, mount: Mount::new(), nlm };
-        let rpc_cfg = rpc::ServerConfig { gss, ..Default::default() };
+        let rpc_cfg = rpc::ServerConfig {
+            gss,
+            max_in_flight: cfg.limits.max_calls_per_connection,
+            drc_per_client: cfg.limits.drc_entries_per_client,
+            drc_max_bytes: cfg.limits.drc_max_bytes,
+            max_connections: cfg.limits.max_connections,
+            max_connections_per_client: cfg.limits.max_connections_per_client,
+            ..Default::default()
+        };
         let server = rpc::Server::with_observer(Arc::new(svc), rpc_cfg, metrics.clone());
         tokio::spawn(metrics.clone().run_upkeep());
         tokio::spawn(feed_auth_counters(live.clone(), metrics.clone()));
@@ -844,6 +879,33 @@ fn serve(
         info!("stopped");
         Ok(())
     })
+}
+
+/// The NFSv4 state's bounds in the metrics: setting, use, refusals.
+fn register_state_limits(metrics: &Arc<metrics::Metrics>, nfs4: &server::nfs4::Nfs4) {
+    use rpc::observe::Limit;
+    use server::nfs4::state::{LIMIT_CLIENTS, LIMIT_LOCKS, LIMIT_OPENS};
+    let l = nfs4.state.limits;
+    for (limit, max, k) in [
+        (Limit::Nfs4Clients, l.max_clients, LIMIT_CLIENTS),
+        (Limit::OpensPerClient, l.max_opens_per_client, LIMIT_OPENS),
+        (Limit::LocksPerClient, l.max_locks_per_client, LIMIT_LOCKS),
+    ] {
+        let st = nfs4.state.clone();
+        metrics.add_limit_reached_probe(limit, move || st.limit_hits()[k]);
+        let st = nfs4.state.clone();
+        metrics.add_limit(limit, max as u64, move || match limit {
+            Limit::Nfs4Clients => st.counts().0 as u64,
+            Limit::OpensPerClient => st.busiest_client().0 as u64,
+            _ => st.busiest_client().1 as u64,
+        });
+    }
+    let st = nfs4.state.clone();
+    metrics.add_limit(
+        Limit::Delegations,
+        nfs4.cfg.max_delegations as u64,
+        move || st.delegations() as u64,
+    );
 }
 
 /// The exports of `cfg`: a directory already exported in `old` keeps its
@@ -1027,13 +1089,13 @@ fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssSer
     }
     let gcfg = rpc::gss::GssConfig {
         window: sec.gss_window,
+        max_contexts: cfg.limits.max_gss_contexts,
         // Replays are remembered over 8x the window (rule 4).
         replay_range: sec.gss_window.saturating_mul(8).max(1024),
         map: {
             let map = map.clone();
             Arc::new(move |p| map.map(p))
         },
-        ..Default::default()
     };
     let map_realms = map.local_realms;
     let g = rpc::gss::GssServer::new(gcfg).map_err(|e| format!("{e} (keytab {keytab})"))?;
