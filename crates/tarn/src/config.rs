@@ -13,6 +13,7 @@
 //! squash = "root"                # "root" (default), "all" or "none"
 //! anonuid = 65534
 //! anongid = 65534
+//! secure = false                 # true: AUTH_SYS calls only from ports below 1024
 //! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
 //! delegations = "read-write"     # NFSv4 delegations: "none", "read", "read-write" (default)
 //!
@@ -25,7 +26,8 @@
 //! ]
 //! # client: an address, a CIDR, a host name, *.domain, or * (everyone).
 //! # options: rw or ro (the default, as in exports(5)); root_squash (the
-//! # default), no_root_squash or all_squash. Clients no rule matches get nothing.
+//! # default), no_root_squash or all_squash; insecure (the default, unlike
+//! # exports(5)) or secure. Clients no rule matches get nothing.
 //!
 //! [auth_cache]                   # optional; applied again on SIGHUP
 //! ttl_seconds = 300              # decisions; host-name lookups (at start only)
@@ -205,6 +207,7 @@ struct RawExport {
     rules: Option<Spanned<Vec<Spanned<RawRule>>>>,
     sec: Option<Spanned<Vec<Spanned<String>>>>,
     delegations: Option<Spanned<String>>,
+    secure: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +300,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                         squash,
                         anon_uid,
                         anon_gid,
+                        secure: e.secure.unwrap_or(false),
                     });
                 }
                 rules
@@ -574,16 +578,19 @@ fn rule(
         squash: Squash::Root,
         anon_uid: raw.anonuid.unwrap_or(anon_uid),
         anon_gid: raw.anongid.unwrap_or(anon_gid),
+        secure: false,
     };
-    let (mut access, mut squash): (Option<&str>, Option<&str>) = (None, None);
+    let (mut access, mut squash, mut port): (Option<&str>, Option<&str>, Option<&str>) =
+        (None, None, None);
     for o in &raw.options {
         let o_str = o.get_ref().as_str();
         let (slot, what) = match o_str {
             "rw" | "ro" => (&mut access, "rw or ro"),
             "root_squash" | "no_root_squash" | "all_squash" => (&mut squash, "squash option"),
+            "secure" | "insecure" => (&mut port, "secure or insecure"),
             other => {
                 return Err(format!(
-                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash or all_squash",
+                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash, all_squash, secure or insecure",
                     at(&o.span())
                 ))
             }
@@ -598,6 +605,7 @@ fn rule(
         }
     }
     rule.rw = access == Some("rw");
+    rule.secure = port == Some("secure");
     rule.squash = match squash {
         Some("no_root_squash") => Squash::None,
         Some("all_squash") => Squash::All,
