@@ -407,10 +407,11 @@ impl State {
 
     /// The error for a request past a bound, counted. NFSv4.0 has
     /// NFS4ERR_RESOURCE for this (RFC 7530 allows it for every operation);
-    /// NFSv4.1 dropped it from the operations' error lists,
-    /// so 4.1 clients get NFS4ERR_DELAY, as Linux's server answers when
-    /// it cannot make a client or stateid: they retry later, by when a
-    /// courteous client may have gone or the client closed something.
+    /// in NFSv4.1 that error is about a COMPOUND's size (sessions have
+    /// REP_TOO_BIG for it), so 4.1 clients get NFS4ERR_DELAY, as Linux's
+    /// server answers when it cannot make a client or stateid: they retry
+    /// later, by when a courteous client may have gone or the client
+    /// closed something.
     fn over_limit(&self, which: usize, minor: u32) -> Nfsstat4 {
         self.limit_hits[which].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if minor == 0 {
