@@ -44,6 +44,8 @@ stage "fuzz (short: every target 8 s; scripts/fuzz.sh TARGET MINUTES for long ru
 bash scripts/fuzz.sh --short 8
 stage "release build"
 cargo build --release -q -p tarn
+stage "soak (2 minutes: 64 clients, Tarn's and libnfs's, one killed and replaced every 5 s; data, errors, RSS, descriptors, threads checked)"
+TARN_BIN="$PWD/target/release/tarn" bash scripts/soak.sh --minutes 2
 stage "Debian package: built, unit verified, installed/served/purged in a Debian 12 chroot"
 TARN_BIN="$PWD/target/release/tarn" bash scripts/package-test.sh 2>&1 | tee /tmp/tarn-package.log
 stage "pynfs: NFSv4.1 and NFSv4.0 server conformance (../shared/pynfs)"

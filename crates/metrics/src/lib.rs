@@ -139,6 +139,8 @@ pub(crate) struct Shard {
 /// stay zero and the doctor rules reading them stay silent.
 #[derive(Default)]
 pub struct ServerCounters {
+    /// Times each bound ([`rpc::observe::Limit`], by index) was reached.
+    pub limit_reached: [AtomicU64; rpc::observe::Limit::ALL.len()],
     pub connections_total: AtomicU64,
     pub connections_open: AtomicI64,
     /// Retransmissions answered from the duplicate request cache.
@@ -253,6 +255,8 @@ pub struct Metrics {
     exports: Mutex<Option<ExportProbe>>,
     nfs4: Mutex<Option<Nfs4Probe>>,
     caches: Mutex<Vec<(String, CacheProbe)>>,
+    limits: Mutex<Vec<(rpc::observe::Limit, u64, rpc::observe::LimitProbe)>>,
+    reached_probes: Mutex<Vec<(rpc::observe::Limit, rpc::observe::LimitProbe)>>,
     admin: Mutex<Vec<(String, AdminCommand)>>,
     /// How often the distinct-file-handle sketches rotate.
     pub fh_window: Duration,
@@ -285,6 +289,8 @@ impl Metrics {
             exports: Mutex::new(None),
             nfs4: Mutex::new(None),
             caches: Mutex::new(Vec::new()),
+            limits: Mutex::new(Vec::new()),
+            reached_probes: Mutex::new(Vec::new()),
             admin: Mutex::new(Vec::new()),
             fh_window: Duration::from_secs(10),
             names: OnceLock::new(),
@@ -450,6 +456,38 @@ impl Metrics {
             .push((name.to_string(), Box::new(f)));
     }
 
+    /// Registers a bound: its setting and a probe of its use (replaces an
+    /// earlier registration of the same bound).
+    pub fn add_limit(
+        &self,
+        limit: rpc::observe::Limit,
+        max: u64,
+        in_use: impl Fn() -> u64 + Send + Sync + 'static,
+    ) {
+        let mut l = self.limits.lock().unwrap();
+        l.retain(|(x, _, _)| *x != limit);
+        l.push((limit, max, Box::new(in_use)));
+    }
+
+    /// A bound whose refusals are counted by its owner (the NFSv4 state
+    /// core, which is pure): added to [`ServerCounters::limit_reached`]
+    /// in snapshots.
+    pub fn add_limit_reached_probe(
+        &self,
+        limit: rpc::observe::Limit,
+        reached: impl Fn() -> u64 + Send + Sync + 'static,
+    ) {
+        self.reached_probes
+            .lock()
+            .unwrap()
+            .push((limit, Box::new(reached)));
+    }
+
+    /// Counts a bound reached outside the RPC layer (the NFSv4 state).
+    pub fn limit_reached(&self, limit: rpc::observe::Limit, n: u64) {
+        self.server.limit_reached[limit.index()].fetch_add(n, Relaxed);
+    }
+
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
@@ -532,6 +570,7 @@ impl Observer for Metrics {
                 s.gss_contexts_live.fetch_add(n, Relaxed);
                 0
             }
+            Event::LimitReached(l) => s.limit_reached[l.index()].fetch_add(1, Relaxed),
         };
     }
 
@@ -549,6 +588,10 @@ impl Observer for Metrics {
 
     fn add_cache_probe(&self, name: &str, f: Box<dyn Fn() -> (u64, u64) + Send + Sync>) {
         Metrics::add_cache_probe(self, name, f);
+    }
+
+    fn add_limit(&self, limit: rpc::observe::Limit, max: u64, in_use: rpc::observe::LimitProbe) {
+        Metrics::add_limit(self, limit, max, in_use);
     }
 
     fn programs(&self, programs: &'static [&'static rpc::Program]) {

@@ -534,6 +534,25 @@ impl Collector for SnapCollector {
                 .iter()
                 .map(|c| (vec![("cache", c.name.clone())], c.bytes as i64)),
         )?;
+        let lim = |l: &crate::snapshot::LimitSnap| -> Labels { vec![("limit", l.name.clone())] };
+        gauge(
+            &mut enc,
+            "tarn_limit",
+            "Each configured bound's setting",
+            s.limits.iter().map(|l| (lim(l), l.max as i64)),
+        )?;
+        gauge(
+            &mut enc,
+            "tarn_limit_in_use",
+            "Each bound's current use (the largest client's for per-client bounds; all connections' calls for calls_per_connection)",
+            s.limits.iter().map(|l| (lim(l), l.in_use as i64)),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_limit_reached",
+            "Times each bound was reached (connections refused, reads paused, entries evicted, requests refused)",
+            s.limits.iter().map(|l| (lim(l), l.reached)),
+        )?;
         gauge(
             &mut enc,
             "tarn_uptime_seconds",

@@ -20,6 +20,18 @@ pub struct Snapshot {
     pub exports: Vec<ExportSnap>,
     pub server: ServerSnap,
     pub caches: Vec<CacheSnap>,
+    /// Every configurable bound: its setting, use and times reached.
+    #[serde(default)]
+    pub limits: Vec<LimitSnap>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LimitSnap {
+    pub name: String,
+    /// The setting (0: not registered, e.g. no GSS).
+    pub max: u64,
+    pub in_use: u64,
+    pub reached: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -368,7 +380,34 @@ impl Metrics {
             });
         }
 
+        let registered = self.limits.lock().unwrap();
+        let limits = rpc::observe::Limit::ALL
+            .iter()
+            .map(|l| {
+                let (max, in_use) = registered
+                    .iter()
+                    .find(|(x, _, _)| x == l)
+                    .map_or((0, 0), |(_, max, probe)| (*max, probe()));
+                LimitSnap {
+                    name: l.name().to_string(),
+                    max,
+                    in_use,
+                    reached: self.server.limit_reached[l.index()].load(Relaxed)
+                        + self
+                            .reached_probes
+                            .lock()
+                            .unwrap()
+                            .iter()
+                            .filter(|(x, _)| x == l)
+                            .map(|(_, p)| p())
+                            .sum::<u64>(),
+                }
+            })
+            .collect();
+        drop(registered);
+
         Snapshot {
+            limits,
             unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)

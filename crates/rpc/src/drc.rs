@@ -43,7 +43,22 @@ struct ClientCache {
 
 pub struct Drc {
     per_client: usize,
-    shards: Vec<Mutex<HashMap<IpAddr, ClientCache>>>,
+    /// Bytes of replies each shard may hold (the configured total / SHARDS).
+    shard_bytes: usize,
+    shards: Vec<Mutex<Shard>>,
+    /// Entries evicted to stay within the byte budget.
+    byte_evictions: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Default)]
+struct Shard {
+    clients: HashMap<IpAddr, ClientCache>,
+    bytes: usize,
+}
+
+/// What one entry is charged: its reply and its bookkeeping.
+fn cost(reply: &Option<Bytes>) -> usize {
+    reply.as_ref().map_or(0, |b| b.len()) + 2 * std::mem::size_of::<Key>() + 16
 }
 
 /// A cheap checksum of the first bytes of the arguments (FNV-1a).
@@ -54,14 +69,25 @@ pub fn args_sum(args: &[u8]) -> u64 {
 }
 
 impl Drc {
+    /// A cache of `per_client` entries per client and no byte bound.
     pub fn new(per_client: usize) -> Self {
+        Self::with_max_bytes(per_client, usize::MAX)
+    }
+
+    /// ...and at most about `max_bytes` of entries in all: past it the
+    /// oldest entries go, the filling client's first (a client whose
+    /// retransmission then finds nothing re-executes the call, as after
+    /// any eviction).
+    pub fn with_max_bytes(per_client: usize, max_bytes: usize) -> Self {
         Drc {
             per_client: per_client.max(1),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shard_bytes: (max_bytes / SHARDS).max(1),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            byte_evictions: Default::default(),
         }
     }
 
-    fn shard(&self, ip: &IpAddr) -> &Mutex<HashMap<IpAddr, ClientCache>> {
+    fn shard(&self, ip: &IpAddr) -> &Mutex<Shard> {
         let h = match ip {
             IpAddr::V4(a) => u32::from(*a) as usize,
             IpAddr::V6(a) => u128::from(*a) as usize,
@@ -70,8 +96,9 @@ impl Drc {
     }
 
     pub fn lookup(&self, ip: IpAddr, key: Key) -> Lookup {
-        let mut shard = self.shard(&ip).lock().unwrap();
-        let c = shard.entry(ip).or_default();
+        let mut guard = self.shard(&ip).lock().unwrap();
+        let shard = &mut *guard;
+        let c = shard.clients.entry(ip).or_default();
         match c.entries.get(&key) {
             Some(None) => Lookup::InProgress,
             Some(Some(r)) => Lookup::Done(r.clone()),
@@ -80,9 +107,12 @@ impl Drc {
                     // Oldest first; the evicted entry may be in progress, in
                     // which case a late retransmission is simply executed.
                     if let Some(old) = c.order.pop_front() {
-                        c.entries.remove(&old);
+                        if let Some(r) = c.entries.remove(&old) {
+                            shard.bytes -= cost(&r);
+                        }
                     }
                 }
+                shard.bytes += cost(&None);
                 c.entries.insert(key, None);
                 c.order.push_back(key);
                 Lookup::New
@@ -92,10 +122,80 @@ impl Drc {
 
     /// Records the reply of a call that [`Drc::lookup`] reported as new.
     pub fn complete(&self, ip: IpAddr, key: Key, reply: Bytes) {
-        let mut shard = self.shard(&ip).lock().unwrap();
-        if let Some(e) = shard.get_mut(&ip).and_then(|c| c.entries.get_mut(&key)) {
+        let mut guard = self.shard(&ip).lock().unwrap();
+        let shard = &mut *guard;
+        if let Some(e) = shard
+            .clients
+            .get_mut(&ip)
+            .and_then(|c| c.entries.get_mut(&key))
+        {
+            shard.bytes += reply.len();
             *e = Some(reply);
         }
+        self.trim(shard, ip, key);
+    }
+
+    /// Evicts the oldest entries until the shard is within its budget: the
+    /// filling client's own first, then other clients' (never `keep`, the
+    /// entry just completed, unless it alone is over the budget).
+    fn trim(&self, shard: &mut Shard, ip: IpAddr, keep: Key) {
+        let mut others: Vec<IpAddr> = Vec::new();
+        let mut evicted = 0u64;
+        while shard.bytes > self.shard_bytes {
+            let victim = shard.clients.get_mut(&ip).and_then(|c| {
+                let k = *c.order.front()?;
+                (k != keep).then(|| {
+                    c.order.pop_front();
+                    c.entries.remove(&k)
+                })
+            });
+            let freed = match victim {
+                Some(r) => r,
+                None => {
+                    if others.is_empty() {
+                        others = shard
+                            .clients
+                            .keys()
+                            .filter(|a| **a != ip)
+                            .copied()
+                            .collect();
+                        if others.is_empty() {
+                            break;
+                        }
+                    }
+                    let Some(o) = others.pop() else { break };
+                    let c = shard.clients.get_mut(&o).expect("listed");
+                    let Some(k) = c.order.pop_front() else {
+                        shard.clients.remove(&o);
+                        continue;
+                    };
+                    let r = c.entries.remove(&k);
+                    if !c.order.is_empty() {
+                        others.push(o);
+                    }
+                    r
+                }
+            };
+            if let Some(r) = freed {
+                shard.bytes -= cost(&r);
+                evicted += 1;
+            }
+        }
+        if evicted > 0 {
+            self.byte_evictions
+                .fetch_add(evicted, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Entries evicted so far to stay within the byte budget.
+    pub fn byte_evictions(&self) -> u64 {
+        self.byte_evictions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes held, all shards (what the byte budget bounds).
+    pub fn bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap().bytes).sum()
     }
 
     /// (entries, approximate bytes) held, for the metrics; walks every
@@ -104,25 +204,25 @@ impl Drc {
         let (mut n, mut bytes) = (0u64, 0u64);
         for shard in &self.shards {
             let shard = shard.lock().unwrap();
-            for c in shard.values() {
-                n += c.entries.len() as u64;
-                bytes += c
-                    .entries
-                    .values()
-                    .map(|r| {
-                        r.as_ref().map_or(0, |b| b.len()) + 2 * std::mem::size_of::<Key>() + 16
-                    })
-                    .sum::<usize>() as u64;
-            }
+            n += shard
+                .clients
+                .values()
+                .map(|c| c.entries.len() as u64)
+                .sum::<u64>();
+            bytes += shard.bytes as u64;
         }
         (n, bytes)
     }
 
     /// Forgets a call that produced no reply, so a retransmission is executed.
     pub fn abandon(&self, ip: IpAddr, key: Key) {
-        let mut shard = self.shard(&ip).lock().unwrap();
-        if let Some(c) = shard.get_mut(&ip) {
-            c.entries.remove(&key);
+        let mut guard = self.shard(&ip).lock().unwrap();
+        let shard = &mut *guard;
+        if let Some(c) = shard.clients.get_mut(&ip) {
+            if let Some(r) = c.entries.remove(&key) {
+                shard.bytes -= cost(&r);
+            }
+            c.order.retain(|k| *k != key);
         }
     }
 }
@@ -167,5 +267,27 @@ mod tests {
         }
         assert_eq!(d.lookup(ip, key(0)), Lookup::New, "oldest evicted");
         assert!(matches!(d.lookup(ip, key(2)), Lookup::Done(_)));
+    }
+
+    #[test]
+    fn bounded_in_bytes() {
+        // 16 shards of 2 KiB: a client's 1 KiB replies keep at most two.
+        let d = Drc::with_max_bytes(1000, 16 * 2048);
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        for x in 0..50 {
+            assert_eq!(d.lookup(ip, key(x)), Lookup::New);
+            d.complete(ip, key(x), Bytes::from(vec![0u8; 1000]));
+        }
+        assert!(d.bytes() <= 2048, "{} bytes held", d.bytes());
+        assert!(d.byte_evictions() >= 48);
+        assert!(
+            matches!(d.lookup(ip, key(49)), Lookup::Done(_)),
+            "newest kept"
+        );
+        assert_eq!(d.lookup(ip, key(0)), Lookup::New, "oldest evicted");
+        // Abandoned and evicted entries give their bytes back.
+        d.abandon(ip, key(0));
+        let (n, b) = d.usage();
+        assert!(n <= 3 && b as usize == d.bytes());
     }
 }

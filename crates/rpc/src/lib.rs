@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod callback;
 pub mod client;
+pub mod conn_limits;
 pub mod drc;
 pub mod gss;
 pub mod msg;

@@ -56,7 +56,70 @@ pub enum Event {
     /// A connection's calls not read for a while: its replies waiting to
     /// be written passed the limit.
     ReadingPaused,
+    /// A configured bound was reached (a refusal, an eviction or a wait).
+    LimitReached(Limit),
 }
+
+/// The server's configurable resource bounds, each with a metric of its
+/// use and of the times it was reached (`tarn_limit*{limit="..."}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// Open connections, all clients: further ones are closed at accept.
+    Connections,
+    /// Open connections from one client address: likewise.
+    ConnectionsPerClient,
+    /// Calls of one connection executing at once: the reader stops reading.
+    CallsPerConnection,
+    /// Bytes of cached replies in the duplicate request cache: oldest evicted.
+    DrcBytes,
+    /// NFSv4 client records: EXCHANGE_ID and SETCLIENTID refused.
+    Nfs4Clients,
+    /// Open stateids of one NFSv4 client: OPEN refused.
+    OpensPerClient,
+    /// Lock stateids of one NFSv4 client: LOCK refused.
+    LocksPerClient,
+    /// Outstanding delegations: OPEN grants none.
+    Delegations,
+    /// RPCSEC_GSS contexts: the least recently used idle one is evicted.
+    GssContexts,
+}
+
+impl Limit {
+    pub const ALL: [Limit; 9] = [
+        Limit::Connections,
+        Limit::ConnectionsPerClient,
+        Limit::CallsPerConnection,
+        Limit::DrcBytes,
+        Limit::Nfs4Clients,
+        Limit::OpensPerClient,
+        Limit::LocksPerClient,
+        Limit::Delegations,
+        Limit::GssContexts,
+    ];
+
+    /// The metric label and the `[limits]` key's stem.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::Connections => "connections",
+            Limit::ConnectionsPerClient => "connections_per_client",
+            Limit::CallsPerConnection => "calls_per_connection",
+            Limit::DrcBytes => "drc_bytes",
+            Limit::Nfs4Clients => "nfs4_clients",
+            Limit::OpensPerClient => "opens_per_client",
+            Limit::LocksPerClient => "locks_per_client",
+            Limit::Delegations => "delegations",
+            Limit::GssContexts => "gss_contexts",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        Limit::ALL.iter().position(|l| *l == self).expect("in ALL")
+    }
+}
+
+/// Reports a bound's setting and current use (largest for per-client and
+/// per-connection bounds, total otherwise).
+pub type LimitProbe = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// One client address's statistics and log limiter, resolved once per
 /// connection and carried by every call ([`crate::CallContext::client`]).
@@ -153,6 +216,11 @@ pub trait Observer: Send + Sync + 'static {
     /// Registers a cache whose (entries, bytes) are reported (the DRC).
     fn add_cache_probe(&self, name: &str, f: Box<dyn Fn() -> (u64, u64) + Send + Sync>) {
         let _ = (name, f);
+    }
+
+    /// Registers a bound: its setting and a probe of its current use.
+    fn add_limit(&self, limit: Limit, max: u64, in_use: LimitProbe) {
+        let _ = (limit, max, in_use);
     }
 
     /// The procedure tables of the programs served, to name metric slots.

@@ -5,9 +5,11 @@
 //! connection in the order they finish (batched into vectored writes).
 
 use crate::callback::{CallbackConn, ConnCallbacks};
+use crate::conn_limits::ConnLimits;
 use crate::drc::Drc;
 use crate::gss::GssServer;
 use crate::msg::CallError;
+use crate::observe::Limit;
 use crate::observe::{CallDone, NoObserver, Observer, PeerStats};
 use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
@@ -34,6 +36,12 @@ pub struct ServerConfig {
     /// (the reader stops reading, so TCP pushes back on the client).
     pub max_in_flight: usize,
     pub drc_per_client: usize,
+    /// Bytes of cached replies the DRC keeps, all clients together.
+    pub drc_max_bytes: usize,
+    /// Open connections, in total and per client address; connections
+    /// past either are closed at accept (and logged).
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
     /// RPCSEC_GSS (None: GSS credentials get AUTH_BADCRED).
     pub gss: Option<Arc<GssServer>>,
     /// A connection with nothing read, running or queued for this long
@@ -58,6 +66,9 @@ impl Default for ServerConfig {
             max_record: record::DEFAULT_MAX_RECORD,
             max_in_flight: 128,
             drc_per_client: 1024,
+            drc_max_bytes: 64 << 20,
+            max_connections: 4096,
+            max_connections_per_client: 256,
             gss: None,
             idle_timeout: Duration::from_secs(360),
             record_timeout: Duration::from_secs(30),
@@ -111,6 +122,11 @@ pub struct Server<S> {
     drc: Arc<Drc>,
     obs: Arc<dyn Observer>,
     next_conn: AtomicU64,
+    conns: Arc<ConnLimits>,
+    /// Calls executing, all connections (for the calls-per-connection metric).
+    in_flight: Arc<AtomicU64>,
+    /// When a refused connection was last logged, and how many since.
+    refused_log: std::sync::Mutex<(Option<Instant>, u64)>,
     stop: CancellationToken,
     calls: TaskTracker,
 }
@@ -123,11 +139,40 @@ impl<S: Service> Server<S> {
 
     /// A server that reports every call to `obs` (the metrics).
     pub fn with_observer(svc: Arc<S>, cfg: ServerConfig, obs: Arc<dyn Observer>) -> Arc<Self> {
-        let drc = Arc::new(Drc::new(cfg.drc_per_client));
+        let drc = Arc::new(Drc::with_max_bytes(cfg.drc_per_client, cfg.drc_max_bytes));
         let d = drc.clone();
         obs.add_cache_probe("drc", Box::new(move || d.usage()));
+        let d = drc.clone();
+        obs.add_limit(
+            Limit::DrcBytes,
+            cfg.drc_max_bytes as u64,
+            Box::new(move || d.bytes() as u64),
+        );
         obs.programs(svc.programs());
+        let conns = ConnLimits::new(cfg.max_connections, cfg.max_connections_per_client);
+        let c = conns.clone();
+        obs.add_limit(
+            Limit::Connections,
+            c.max_total() as u64,
+            Box::new(move || c.total() as u64),
+        );
+        let c = conns.clone();
+        obs.add_limit(
+            Limit::ConnectionsPerClient,
+            c.max_per_client() as u64,
+            Box::new(move || c.busiest_client() as u64),
+        );
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let f = in_flight.clone();
+        obs.add_limit(
+            Limit::CallsPerConnection,
+            cfg.max_in_flight.max(1) as u64,
+            Box::new(move || f.load(Ordering::Relaxed)),
+        );
         Arc::new(Server {
+            conns,
+            in_flight,
+            refused_log: Default::default(),
             drc,
             obs,
             svc,
@@ -144,10 +189,19 @@ impl<S: Service> Server<S> {
             tokio::select! {
                 _ = self.stop.cancelled() => break,
                 r = listener.accept() => match r {
-                    Ok((stream, peer)) => {
-                        let me = self.clone();
-                        tokio::spawn(async move { serve_connection(me, stream, peer).await });
-                    }
+                    Ok((stream, peer)) => match self.conns.admit(peer.ip()) {
+                        Ok(place) => {
+                            let me = self.clone();
+                            tokio::spawn(async move {
+                                serve_connection(me, stream, peer).await;
+                                drop(place);
+                            });
+                        }
+                        Err(limit) => {
+                            drop(stream);
+                            self.refused(peer, limit);
+                        }
+                    },
                     Err(e) => {
                         // EMFILE and friends: log, breathe, keep serving the others.
                         warn!(error = %e, "accept failed");
@@ -155,6 +209,24 @@ impl<S: Service> Server<S> {
                     }
                 },
             }
+        }
+    }
+
+    /// Counts a connection closed at accept, and logs it: at once for the
+    /// first, then at most once a second with the number since (a crowd of
+    /// reconnecting clients must not flood the log).
+    fn refused(&self, peer: SocketAddr, limit: Limit) {
+        self.obs.count(crate::observe::Event::LimitReached(limit));
+        let mut l = self.refused_log.lock().unwrap();
+        l.1 += 1;
+        let now = Instant::now();
+        if l.0.is_none_or(|t| now.duration_since(t).as_secs() >= 1) {
+            let max = match limit {
+                Limit::Connections => self.conns.max_total(),
+                _ => self.conns.max_per_client(),
+            };
+            warn!(%peer, limit = limit.name(), max, refused = l.1, "connection refused: limit reached");
+            *l = (Some(now), 0);
         }
     }
 
@@ -246,8 +318,19 @@ pub async fn serve_connection<S: Service>(
             }
             match asm.next(&mut buf) {
                 Ok(Some(rec)) => {
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        break 'conn;
+                    let permit = match permits.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            // Back-pressure: this connection is not read
+                            // until one of its calls finishes.
+                            server.obs.count(crate::observe::Event::LimitReached(
+                                Limit::CallsPerConnection,
+                            ));
+                            let Ok(p) = permits.clone().acquire_owned().await else {
+                                break 'conn;
+                            };
+                            p
+                        }
                     };
                     let conn = Conn {
                         peer,
@@ -495,9 +578,11 @@ fn handle_record<S: Service>(
             let backlog = conn.backlog.clone();
             let close = conn.close.clone();
             let read_at = timed.then_some(read_at);
+            server.in_flight.fetch_add(1, Ordering::Relaxed);
             server.calls.clone().spawn(async move {
                 let _permit = permit;
                 run_call(&server, call, read_at, &tx, &backlog, &close).await;
+                server.in_flight.fetch_sub(1, Ordering::Relaxed);
             });
             None
         }

@@ -35,6 +35,7 @@ fn decision() -> (Vec<Option<Access>>, bool) {
     (
         vec![Some(Access {
             rw: true,
+            secure: false,
             cred: vfs::Cred {
                 uid: 1000,
                 gid: 1000,

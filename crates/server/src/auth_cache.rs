@@ -35,8 +35,22 @@ use vfs::Cred;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
     pub rw: bool,
+    /// The rule says `secure`: see [`Access::port_refused`].
+    pub secure: bool,
     /// The credential the backend acts with (after squashing).
     pub cred: Cred,
+}
+
+impl Access {
+    /// Whether a `secure` rule refuses this call: AUTH_SYS or AUTH_NONE
+    /// from a source port of 1024 or more (anyone can bind those, so the
+    /// uid the call claims is not vouched for by the client's root). As in
+    /// Linux's server, RPCSEC_GSS calls are exempt: the credential is
+    /// proven, whatever the port. The decision is cached per address and
+    /// credential, not per port, so this is checked on every call.
+    pub fn port_refused(&self, auth: &rpc::Auth, peer: std::net::SocketAddr) -> bool {
+        self.secure && peer.port() >= 1024 && !matches!(auth, rpc::Auth::Gss(_))
+    }
 }
 
 /// The cached answer for one (client, credential): per export id, `None`
@@ -440,6 +454,7 @@ pub fn decide(
             if hit {
                 out[e.id as usize] = Some(Access {
                     rw: r.rw,
+                    secure: r.secure,
                     cred: r.map(auth),
                 });
                 break;

@@ -244,6 +244,10 @@ pub struct Rule {
     pub squash: Squash,
     pub anon_uid: u32,
     pub anon_gid: u32,
+    /// exports(5) `secure`: AUTH_SYS and AUTH_NONE calls must come from a
+    /// reserved source port (below 1024). Off by default in Tarn (see
+    /// docs/limits.md: Tarn and its tests run unprivileged).
+    pub secure: bool,
 }
 
 impl Rule {
@@ -256,6 +260,7 @@ impl Rule {
             squash: Squash::Root,
             anon_uid: 65534,
             anon_gid: 65534,
+            secure: false,
         }
     }
 
@@ -302,7 +307,12 @@ impl Rule {
             Squash::All => format!("everyone squashed to {ids}"),
             Squash::None => "root stays root (no_root_squash)".into(),
         };
-        format!("{}, {sq}", if self.rw { "rw" } else { "ro" })
+        let port = if self.secure {
+            ", reserved source ports only (secure)"
+        } else {
+            ""
+        };
+        format!("{}, {sq}{port}", if self.rw { "rw" } else { "ro" })
     }
 }
 

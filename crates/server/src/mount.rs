@@ -72,6 +72,16 @@ impl Mount {
                         );
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
+                    Some((_, _, Some(access))) if access.port_refused(&ctx.auth, ctx.peer) => {
+                        // mountd's answer to an "illegal port".
+                        refused(
+                            ctx,
+                            Mountstat3::MNT3ERR_ACCES,
+                            &shown,
+                            "unprivileged source port (1024 or above) on a `secure` export",
+                        );
+                        Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
+                    }
                     Some((e, below, Some(access))) => {
                         // A directory below the export's root: walk to it as the caller.
                         let (e, cred) = (e.clone(), access.cred);

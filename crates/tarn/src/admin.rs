@@ -34,6 +34,7 @@ pub fn exports_json(
                         },
                         "anonuid": r.anon_uid,
                         "anongid": r.anon_gid,
+                        "secure": r.secure,
                         "options": r.describe(),
                     })
                 })

@@ -13,6 +13,7 @@
 //! squash = "root"                # "root" (default), "all" or "none"
 //! anonuid = 65534
 //! anongid = 65534
+//! secure = false                 # true: AUTH_SYS calls only from ports below 1024
 //! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
 //! delegations = "read-write"     # NFSv4 delegations: "none", "read", "read-write" (default)
 //!
@@ -25,7 +26,8 @@
 //! ]
 //! # client: an address, a CIDR, a host name, *.domain, or * (everyone).
 //! # options: rw or ro (the default, as in exports(5)); root_squash (the
-//! # default), no_root_squash or all_squash. Clients no rule matches get nothing.
+//! # default), no_root_squash or all_squash; insecure (the default, unlike
+//! # exports(5)) or secure. Clients no rule matches get nothing.
 //!
 //! [auth_cache]                   # optional; applied again on SIGHUP
 //! ttl_seconds = 300              # decisions; host-name lookups (at start only)
@@ -38,6 +40,20 @@
 //! grace_seconds = 90             # after a restart, time for clients to reclaim
 //! idmap_domain = "example.com"   # owner strings are user@idmap_domain
 //! id_names = false               # send names instead of numeric ids
+//!
+//! [limits]                       # optional: resource bounds (docs/limits.md)
+//! max_connections = 4096         # open connections, all clients
+//! max_connections_per_client = 256   # per client address
+//! max_calls_per_connection = 128 # executing at once; then the connection is not read
+//! drc_entries_per_client = 1024  # duplicate request cache
+//! drc_max_bytes = 67108864       # duplicate request cache, all clients
+//! max_nfs4_clients = 8192        # EXCHANGE_ID/SETCLIENTID refused beyond
+//! max_opens_per_client = 65536   # OPEN refused beyond
+//! max_locks_per_client = 65536   # LOCK (new lock owner or file) refused beyond
+//! max_delegations = 65536        # default: 4 per MiB of RAM; none granted beyond
+//! max_session_slots = 128        # NFSv4.1 slots (and slot-cache entries) per session
+//! max_courteous_clients = 1024   # lapsed clients whose state is kept
+//! max_gss_contexts = 16384       # least recently used evicted beyond
 //!
 //! [gss]                          # optional: Kerberos (RPCSEC_GSS)
 //! keytab = "/etc/krb5.keytab"    # nfs/<host> key (--keytab wins, then this, then KRB5_KTNAME)
@@ -76,6 +92,34 @@ pub struct Config {
     pub nfs4: server::nfs4::Nfs4Config,
     pub auth_cache: server::auth_cache::CacheConfig,
     pub gss: GssSettings,
+    pub limits: Limits,
+}
+
+/// The `[limits]` section: every resource bound in one place. The NFSv4
+/// ones (clients, opens, locks, delegations, slots, courtesy) are copied
+/// into [`server::nfs4::Nfs4Config`] when the server starts.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
+    pub max_calls_per_connection: usize,
+    pub drc_entries_per_client: usize,
+    pub drc_max_bytes: usize,
+    pub max_gss_contexts: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let rpc = rpc::ServerConfig::default();
+        Limits {
+            max_connections: rpc.max_connections,
+            max_connections_per_client: rpc.max_connections_per_client,
+            max_calls_per_connection: rpc.max_in_flight,
+            drc_entries_per_client: rpc.drc_per_client,
+            drc_max_bytes: rpc.drc_max_bytes,
+            max_gss_contexts: rpc::gss::GssConfig::default().max_contexts,
+        }
+    }
 }
 
 /// The `[gss]` section.
@@ -99,6 +143,27 @@ struct RawConfig {
     nfs4: Option<RawNfs4>,
     auth_cache: Option<RawAuthCache>,
     gss: Option<RawGss>,
+    limits: Option<RawLimits>,
+}
+
+/// One `[limits]` key: (value, name, lowest, highest, where it goes).
+type LimitSlot<'a> = (&'a Option<Spanned<i64>>, &'a str, i64, i64, &'a mut usize);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_connections: Option<Spanned<i64>>,
+    max_connections_per_client: Option<Spanned<i64>>,
+    max_calls_per_connection: Option<Spanned<i64>>,
+    drc_entries_per_client: Option<Spanned<i64>>,
+    drc_max_bytes: Option<Spanned<i64>>,
+    max_nfs4_clients: Option<Spanned<i64>>,
+    max_opens_per_client: Option<Spanned<i64>>,
+    max_locks_per_client: Option<Spanned<i64>>,
+    max_delegations: Option<Spanned<i64>>,
+    max_session_slots: Option<Spanned<i64>>,
+    max_courteous_clients: Option<Spanned<i64>>,
+    max_gss_contexts: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -142,6 +207,7 @@ struct RawExport {
     rules: Option<Spanned<Vec<Spanned<RawRule>>>>,
     sec: Option<Spanned<Vec<Spanned<String>>>>,
     delegations: Option<Spanned<String>>,
+    secure: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -234,6 +300,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                         squash,
                         anon_uid,
                         anon_gid,
+                        secure: e.secure.unwrap_or(false),
                     });
                 }
                 rules
@@ -347,6 +414,111 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         }
     }
+    let mut limits = Limits::default();
+    if let Some(l) = raw.limits {
+        // Each bound: (value, key, lowest, highest, where it goes).
+        let mut slots: Vec<LimitSlot<'_>> = vec![
+            (
+                &l.max_connections,
+                "max_connections",
+                1,
+                1 << 20,
+                &mut limits.max_connections,
+            ),
+            (
+                &l.max_connections_per_client,
+                "max_connections_per_client",
+                1,
+                1 << 20,
+                &mut limits.max_connections_per_client,
+            ),
+            (
+                &l.max_calls_per_connection,
+                "max_calls_per_connection",
+                1,
+                65536,
+                &mut limits.max_calls_per_connection,
+            ),
+            (
+                &l.drc_entries_per_client,
+                "drc_entries_per_client",
+                1,
+                1 << 20,
+                &mut limits.drc_entries_per_client,
+            ),
+            (
+                &l.drc_max_bytes,
+                "drc_max_bytes",
+                1 << 16,
+                1 << 40,
+                &mut limits.drc_max_bytes,
+            ),
+            (
+                &l.max_nfs4_clients,
+                "max_nfs4_clients",
+                1,
+                1 << 24,
+                &mut nfs4.limits.max_clients,
+            ),
+            (
+                &l.max_opens_per_client,
+                "max_opens_per_client",
+                1,
+                1 << 24,
+                &mut nfs4.limits.max_opens_per_client,
+            ),
+            (
+                &l.max_locks_per_client,
+                "max_locks_per_client",
+                1,
+                1 << 24,
+                &mut nfs4.limits.max_locks_per_client,
+            ),
+            (
+                &l.max_delegations,
+                "max_delegations",
+                0,
+                1 << 24,
+                &mut nfs4.max_delegations,
+            ),
+            (
+                &l.max_courteous_clients,
+                "max_courteous_clients",
+                0,
+                1 << 24,
+                &mut nfs4.courtesy.max_clients,
+            ),
+            (
+                &l.max_gss_contexts,
+                "max_gss_contexts",
+                16,
+                1 << 24,
+                &mut limits.max_gss_contexts,
+            ),
+        ];
+        for (v, name, lo, hi, slot) in slots.iter_mut() {
+            if let Some(v) = v {
+                let n = *v.get_ref();
+                if n < *lo || n > *hi {
+                    return Err(format!(
+                        "{f}:{}: {name} = {n}: expected a number from {lo} to {hi}",
+                        at(&v.span())
+                    ));
+                }
+                **slot = n as usize;
+            }
+        }
+        if let Some(v) = &l.max_session_slots {
+            let n = *v.get_ref();
+            if !(1..=1024).contains(&n) {
+                return Err(format!(
+                    "{f}:{}: max_session_slots = {n}: expected a number from 1 to 1024",
+                    at(&v.span())
+                ));
+            }
+            nfs4.max_slots = n as u32;
+        }
+    }
     let mut gss = GssSettings::default();
     if let Some(g) = raw.gss {
         gss.keytab = g.keytab;
@@ -382,6 +554,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
         nfs4,
         auth_cache,
         gss,
+        limits,
     })
 }
 
@@ -405,16 +578,19 @@ fn rule(
         squash: Squash::Root,
         anon_uid: raw.anonuid.unwrap_or(anon_uid),
         anon_gid: raw.anongid.unwrap_or(anon_gid),
+        secure: false,
     };
-    let (mut access, mut squash): (Option<&str>, Option<&str>) = (None, None);
+    let (mut access, mut squash, mut port): (Option<&str>, Option<&str>, Option<&str>) =
+        (None, None, None);
     for o in &raw.options {
         let o_str = o.get_ref().as_str();
         let (slot, what) = match o_str {
             "rw" | "ro" => (&mut access, "rw or ro"),
             "root_squash" | "no_root_squash" | "all_squash" => (&mut squash, "squash option"),
+            "secure" | "insecure" => (&mut port, "secure or insecure"),
             other => {
                 return Err(format!(
-                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash or all_squash",
+                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash, all_squash, secure or insecure",
                     at(&o.span())
                 ))
             }
@@ -429,6 +605,7 @@ fn rule(
         }
     }
     rule.rw = access == Some("rw");
+    rule.secure = port == Some("secure");
     rule.squash = match squash {
         Some("no_root_squash") => Squash::None,
         Some("all_squash") => Squash::All,
@@ -585,6 +762,56 @@ mod tests {
         let e = parse(Path::new("t.toml"), "[[export]]\npath = \"/srv\"\n").unwrap_err();
         assert!(
             e.starts_with("t.toml:2: ") && e.contains("no clients"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn limits_section() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[limits]\nmax_connections = 10\nmax_connections_per_client = 2\nmax_nfs4_clients = 5\nmax_opens_per_client = 7\nmax_locks_per_client = 8\nmax_delegations = 0\nmax_session_slots = 16\ndrc_max_bytes = 1048576\nmax_gss_contexts = 64\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.limits.max_connections,
+                c.limits.max_connections_per_client
+            ),
+            (10, 2)
+        );
+        assert_eq!(c.limits.drc_max_bytes, 1 << 20);
+        assert_eq!(c.limits.max_gss_contexts, 64);
+        assert_eq!(c.nfs4.limits.max_clients, 5);
+        assert_eq!(c.nfs4.limits.max_opens_per_client, 7);
+        assert_eq!(c.nfs4.limits.max_locks_per_client, 8);
+        assert_eq!(c.nfs4.max_delegations, 0);
+        assert_eq!(c.nfs4.max_slots, 16);
+        // Defaults where not given.
+        let d = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap();
+        assert_eq!(d.limits.max_connections, 4096);
+        assert_eq!(d.limits.max_calls_per_connection, 128);
+        // Errors name the file, the line and what was expected.
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[limits]\n\nmax_connections = 0\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "t.toml:6: max_connections = 0: expected a number from 1 to 1048576"
+        );
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n[limits]\nmax_conections = 1\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:5: ") && e.contains("max_conections"),
             "{e}"
         );
     }

@@ -3,17 +3,19 @@
 //! exactly what `tarn serve --exports` runs.
 //!
 //! What maps: rw/ro, root_squash/no_root_squash/all_squash/no_all_squash,
-//! anonuid/anongid, sec=sys:krb5:krb5i:krb5p, fsid=0|root (the NFSv4
+//! secure/insecure (exports(5)'s default, secure, is written out, as
+//! Tarn's own default is insecure), anonuid/anongid,
+//! sec=sys:krb5:krb5i:krb5p, fsid=0|root (the NFSv4
 //! pseudo root: exports below it are mounted relative to it), and clients
 //! given as `*`, an address, a CIDR or address/netmask, a host name or
 //! `*.domain`.
 //!
 //! Accepted without a word because they describe what Tarn does anyway:
-//! sync, no_subtree_check, crossmnt, nohide, no_wdelay, insecure, no_pnfs,
+//! sync, no_subtree_check, crossmnt, nohide, no_wdelay, no_pnfs,
 //! and fsid=NUMBER|UUID (Tarn keeps export ids in STATE_DIR/export-ids).
 //!
 //! Everything else is named with its line number in a warning: options
-//! Tarn has no equivalent for (async, secure, subtree_check, hide,
+//! Tarn has no equivalent for (async, subtree_check, hide,
 //! netgroups, `?` wildcards, ...) are left out, never guessed at.
 //! Warnings go to stderr (or the log) rather than into the TOML, so the
 //! printed configuration can be redirected to a file as it is and the same
@@ -141,6 +143,8 @@ struct Opts {
     /// None: not given (sys).
     sec: Option<Vec<String>>,
     fsid_root: bool,
+    /// Calls only from reserved source ports.
+    secure: bool,
 }
 
 impl Default for Opts {
@@ -154,6 +158,7 @@ impl Default for Opts {
             anongid: None,
             sec: None,
             fsid_root: false,
+            secure: true,
         }
     }
 }
@@ -162,7 +167,6 @@ impl Default for Opts {
 fn unsupported(name: &str) -> Option<&'static str> {
     Some(match name {
         "async" => "Tarn answers stable WRITEs and COMMIT only once data is on disk (as sync)",
-        "secure" => "Tarn accepts calls from any source port (as insecure)",
         "subtree_check" => "Tarn does not check subtrees: a file handle is valid in its whole export (as no_subtree_check)",
         "hide" => "Tarn shows file systems mounted below an export (as nohide/crossmnt)",
         "wdelay" => "Tarn does not hold writes back to gather them (as no_wdelay)",
@@ -194,6 +198,8 @@ fn parse_opts(list: &str, line: usize, o: &mut Opts, warn: &mut Vec<Warning>) {
             ("no_root_squash", None) => o.root_squash = false,
             ("all_squash", None) => o.all_squash = true,
             ("no_all_squash", None) => o.all_squash = false,
+            ("secure", None) => o.secure = true,
+            ("insecure", None) => o.secure = false,
             ("anonuid" | "anongid", Some(v)) => match v.parse::<u32>() {
                 Ok(id) if name == "anonuid" => o.anonuid = Some(id),
                 Ok(id) => o.anongid = Some(id),
@@ -225,8 +231,7 @@ fn parse_opts(list: &str, line: usize, o: &mut Opts, warn: &mut Vec<Warning>) {
             ("fsid", Some("0" | "root")) => o.fsid_root = true,
             ("fsid", Some(_)) => {}
             (
-                "sync" | "no_subtree_check" | "crossmnt" | "nohide" | "no_wdelay" | "insecure"
-                | "no_pnfs",
+                "sync" | "no_subtree_check" | "crossmnt" | "nohide" | "no_wdelay" | "no_pnfs",
                 None,
             ) => {}
             _ => match unsupported(name) {
@@ -469,9 +474,10 @@ pub fn convert(origin: &str, src: &str) -> Converted {
             };
             let _ = write!(
                 out,
-                "  {{ client = {}, options = [\"{}\", \"{squash}\"]",
+                "  {{ client = {}, options = [\"{}\", \"{squash}\"{}]",
                 quote(c),
-                if o.rw { "rw" } else { "ro" }
+                if o.rw { "rw" } else { "ro" },
+                if o.secure { ", \"secure\"" } else { "" }
             );
             if let Some(u) = o.anonuid {
                 let _ = write!(out, ", anonuid = {u}");

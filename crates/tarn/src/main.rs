@@ -79,6 +79,8 @@ enum Cmd {
         security: SecOpts,
         #[command(flatten)]
         conns: ConnOpts,
+        #[command(flatten)]
+        limits: LimitOpts,
         /// Debugging only: files named eio-* fail with EIO, edquot-* run
         /// out of quota at 64 KiB (to test error paths; see vfs::faulty).
         #[arg(long, hide = true)]
@@ -208,10 +210,6 @@ struct ConnOpts {
     /// Close a connection whose replies could not be written for this long.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     send_timeout: f64,
-    /// Calls of one connection executing at once; further calls are not
-    /// read until one finishes.
-    #[arg(long, value_name = "CALLS", default_value_t = 128)]
-    max_calls_per_connection: usize,
 }
 
 /// Security flavors and Kerberos (RPCSEC_GSS).
@@ -228,6 +226,23 @@ struct SecOpts {
     /// The RPCSEC_GSS sequence window advertised to clients.
     #[arg(long, value_name = "CALLS", default_value_t = 128)]
     gss_window: u32,
+}
+
+/// Connection bounds (the other bounds are in the config's [limits]).
+#[derive(clap::Args, Clone, Debug)]
+struct LimitOpts {
+    /// Open connections allowed, all clients together; more are closed at
+    /// accept (default 4096, or [limits] max_connections).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Open connections allowed from one client address (default 256, or
+    /// [limits] max_connections_per_client).
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
+    /// Calls of one connection executing at once; further calls are not
+    /// read until one finishes (default 128, or [limits] max_calls_per_connection).
+    #[arg(long, value_name = "CALLS")]
+    max_calls_per_connection: Option<usize>,
 }
 
 #[derive(clap::Args)]
@@ -276,6 +291,7 @@ fn main() -> ExitCode {
             security,
             conns,
             debug_inject_faults,
+            limits,
         } => {
             INJECT_FAULTS.store(debug_inject_faults, std::sync::atomic::Ordering::Relaxed);
             init_logging(&log_level, log_format);
@@ -285,7 +301,7 @@ fn main() -> ExitCode {
                 (None, None) => None,
             };
             match serve(
-                dir, listen, allow, source, state_dir, observe, locking, security, conns,
+                dir, listen, allow, source, state_dir, observe, locking, security, conns, limits,
             ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -573,6 +589,7 @@ fn build_config(
                     nfs4: Default::default(),
                     auth_cache: Default::default(),
                     gss: Default::default(),
+                    limits: Default::default(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -627,6 +644,7 @@ fn serve(
     locking: LockOpts,
     security: SecOpts,
     conns: ConnOpts,
+    limit_opts: LimitOpts,
 ) -> Result<(), String> {
     let config_file = config.clone();
     let (mut cfg, addr, state_dir) = build_config(
@@ -637,6 +655,15 @@ fn serve(
         state_dir,
         security.sec.clone(),
     )?;
+    if let Some(n) = limit_opts.max_connections {
+        cfg.limits.max_connections = n.max(1);
+    }
+    if let Some(n) = limit_opts.max_connections_per_client {
+        cfg.limits.max_connections_per_client = n.max(1);
+    }
+    if let Some(n) = limit_opts.max_calls_per_connection {
+        cfg.limits.max_calls_per_connection = n.max(1);
+    }
     let gss = gss_server(&cfg, &security)?;
     if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
@@ -768,11 +795,14 @@ fn serve(
         }
         if let Some(g) = gss.clone() {
             // A context: MIT's (keys, names) plus the window's bitmaps, about 2 KiB.
+            let g2 = g.clone();
             metrics.add_cache_probe("gss_contexts", move || {
                 let n = g.live().max(0) as u64;
                 (n, n * 2048)
             });
+            metrics.add_limit(rpc::observe::Limit::GssContexts, cfg.limits.max_gss_contexts as u64, move || g2.live().max(0) as u64);
         }
+        register_state_limits(&metrics, &nfs4);
         let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
         let nlm = server::nlm::Nlm::new(
             locks,
@@ -797,7 +827,11 @@ fn serve(
             record_timeout: secs(conns.record_timeout),
             max_queued_reply_bytes: conns.max_queued_reply_bytes,
             send_timeout: secs(conns.send_timeout),
-            max_in_flight: conns.max_calls_per_connection.max(1),
+            max_in_flight: cfg.limits.max_calls_per_connection,
+            drc_per_client: cfg.limits.drc_entries_per_client,
+            drc_max_bytes: cfg.limits.drc_max_bytes,
+            max_connections: cfg.limits.max_connections,
+            max_connections_per_client: cfg.limits.max_connections_per_client,
             ..Default::default()
         };
         let server = rpc::Server::with_observer(Arc::new(svc), rpc_cfg, metrics.clone());
@@ -893,6 +927,33 @@ fn serve(
         info!("stopped");
         Ok(())
     })
+}
+
+/// The NFSv4 state's bounds in the metrics: setting, use, refusals.
+fn register_state_limits(metrics: &Arc<metrics::Metrics>, nfs4: &server::nfs4::Nfs4) {
+    use rpc::observe::Limit;
+    use server::nfs4::state::{LIMIT_CLIENTS, LIMIT_LOCKS, LIMIT_OPENS};
+    let l = nfs4.state.limits;
+    for (limit, max, k) in [
+        (Limit::Nfs4Clients, l.max_clients, LIMIT_CLIENTS),
+        (Limit::OpensPerClient, l.max_opens_per_client, LIMIT_OPENS),
+        (Limit::LocksPerClient, l.max_locks_per_client, LIMIT_LOCKS),
+    ] {
+        let st = nfs4.state.clone();
+        metrics.add_limit_reached_probe(limit, move || st.limit_hits()[k]);
+        let st = nfs4.state.clone();
+        metrics.add_limit(limit, max as u64, move || match limit {
+            Limit::Nfs4Clients => st.counts().0 as u64,
+            Limit::OpensPerClient => st.busiest_client().0 as u64,
+            _ => st.busiest_client().1 as u64,
+        });
+    }
+    let st = nfs4.state.clone();
+    metrics.add_limit(
+        Limit::Delegations,
+        nfs4.cfg.max_delegations as u64,
+        move || st.delegations() as u64,
+    );
 }
 
 /// The exports of `cfg`: a directory already exported in `old` keeps its
@@ -1087,13 +1148,13 @@ fn gss_server(cfg: &Config, sec: &SecOpts) -> Result<Option<Arc<rpc::gss::GssSer
     }
     let gcfg = rpc::gss::GssConfig {
         window: sec.gss_window,
+        max_contexts: cfg.limits.max_gss_contexts,
         // Replays are remembered over 8x the window (rule 4).
         replay_range: sec.gss_window.saturating_mul(8).max(1024),
         map: {
             let map = map.clone();
             Arc::new(move |p| map.map(p))
         },
-        ..Default::default()
     };
     let map_realms = map.local_realms;
     let g = rpc::gss::GssServer::new(gcfg).map_err(|e| format!("{e} (keytab {keytab})"))?;

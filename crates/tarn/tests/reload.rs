@@ -309,7 +309,7 @@ fn tarn_reload_adds_and_removes_exports_under_a_busy_client() {
     let file = tmp.path().join("exports");
     let write = |text: String| std::fs::write(&file, text).unwrap();
     write(format!(
-        "# as in /etc/exports\n{} 127.0.0.1(rw,sync,no_subtree_check)\n",
+        "# as in /etc/exports\n{} 127.0.0.1(rw,sync,no_subtree_check,insecure)\n",
         a.display()
     ));
     let log = state.join("server.log");
@@ -358,7 +358,7 @@ fn tarn_reload_adds_and_removes_exports_under_a_busy_client() {
 
     // Add b.
     write(format!(
-        "{} 127.0.0.1(rw)\n{} 127.0.0.1(ro,all_squash,anonuid=1000,anongid=1000)\n",
+        "{} 127.0.0.1(rw,insecure)\n{} 127.0.0.1(ro,all_squash,anonuid=1000,anongid=1000,insecure)\n",
         a.display(),
         b.display()
     ));
@@ -377,7 +377,7 @@ fn tarn_reload_adds_and_removes_exports_under_a_busy_client() {
     assert_eq!(v["exports"][1]["rules"][0]["anonuid"], 1000, "{json}");
 
     // Remove b, and make a read-only.
-    write(format!("{} 127.0.0.1(ro)\n", a.display()));
+    write(format!("{} 127.0.0.1(ro,insecure)\n", a.display()));
     let r = tarn(&["reload", "--socket", sock]);
     assert!(
         r.contains(&format!("removed {}", b.display()))

@@ -17,9 +17,10 @@
 //!   and NFS4ERR_ACCESS... as below;
 //! - a krb5p call whose sealed body was changed is GARBAGE_ARGS.
 //!
-//! Tarn has no `secure` export option (calls from unprivileged source ports
-//! are served, as with exports(5) `insecure`): `tarn import-exports` says so
-//! for an exports file that asks for it.
+//! - an AUTH_SYS call from a source port of 1024 or more on a `secure`
+//!   export gets MNT3ERR_ACCES, NFS3ERR_PERM or NFS4ERR_PERM (as mountd and
+//!   Linux's server answer), and `tarn import-exports` carries exports(5)'s
+//!   secure (its default) and insecure over.
 
 mod common;
 use bytes::Bytes;
@@ -48,6 +49,11 @@ struct Srv {
 
 impl Srv {
     fn start(extra: &[&str]) -> Srv {
+        Self::start_with("{ client = \"127.0.0.1\", options = [\"rw\"] }", extra)
+    }
+
+    /// The same, with these rules for export `a`.
+    fn start_with(a_rules: &str, extra: &[&str]) -> Srv {
         let (tmp, a, state) = temp_export();
         let (b, c) = (tmp.path().join("b"), tmp.path().join("c"));
         // Mount points in `a` for NFSv4's pseudo filesystem.
@@ -63,7 +69,7 @@ impl Srv {
         std::fs::write(
             &file,
             format!(
-                "[[export]]\npath = \"{}\"\npseudo = \"/\"\nrules = [ {{ client = \"127.0.0.1\", options = [\"rw\"] }} ]\n\n\
+                "[[export]]\npath = \"{}\"\npseudo = \"/\"\nrules = [ {a_rules} ]\n\n\
                  [[export]]\npath = \"{}\"\npseudo = \"/b\"\nrules = [ {{ client = \"127.0.0.1\", options = [\"rw\", \"no_root_squash\"] }} ]\n\n\
                  [[export]]\npath = \"{}\"\npseudo = \"/c\"\nrules = [ {{ client = \"127.0.0.3\", options = [\"rw\"] }} ]\n",
                 a.display(),
@@ -779,22 +785,100 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     assert!(matches!(g, Getattr3res::NFS3_OK(_)));
 }
 
+/// A connection from `ip` with source port `port` (0: any), or None when
+/// the port cannot be bound (a reserved one without privilege).
+fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpStream> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    let t = rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_reuseaddr(true).unwrap();
+        sock.bind(SocketAddr::new(ip, port)).ok()?;
+        sock.connect(server).await.ok()
+    })?;
+    let std = t.into_std().unwrap();
+    std.set_nonblocking(false).unwrap();
+    Some(std)
+}
+
 #[test]
-fn secure_is_not_an_option_and_import_says_so() {
-    // exports(5) `secure` (the default there) asks for a privileged source
-    // port; Tarn serves any port, and the import tells the operator.
+fn secure_refuses_unprivileged_source_ports() {
+    // Export `a`: insecure for 127.0.0.1 (where the handle comes from),
+    // `secure` for 127.0.0.2.
+    let s = Srv::start_with(
+        "{ client = \"127.0.0.1\", options = [\"rw\"] }, { client = \"127.0.0.2\", options = [\"rw\", \"secure\"] }",
+        &[],
+    );
+    let mut good = TcpStream::connect(s.addr).unwrap();
+    let root = mnt(&mut good, "/").unwrap();
+    let mut high = connect_from_port(s.addr, "127.0.0.2", 0).unwrap();
+    // MOUNT: MNT3ERR_ACCES, as mountd answers an "illegal port".
+    assert_eq!(
+        mnt(&mut high, "/"),
+        Err(proto::mount::Mountstat3::MNT3ERR_ACCES)
+    );
+    assert!(
+        s.log_text().contains("unprivileged source port"),
+        "MNT refusal logged"
+    );
+    // NFSv3 and NFSv4: PERM, as Linux's server answers.
+    assert_eq!(
+        getattr3(&mut high, 0x5ec0_0001, &root.data),
+        Err(Nfsstat3::NFS3ERR_PERM)
+    );
+    s.logged(0x5ec0_0001, "NFSv3 from an unprivileged port");
+    let (st, _) = compound(
+        &mut high,
+        0x5ec0_0002,
+        vec![putfh(&root.data), v4_getattr()],
+    );
+    assert_eq!(st, v4::Nfsstat4::NFS4ERR_PERM);
+    s.logged(0x5ec0_0002, "NFSv4 from an unprivileged port");
+    // Calls that touch no export are answered.
+    let (st, _) = rpc_call(&mut high, 0x5ec0_0003, NFS_PROGRAM, 3, 0, &auth_none(), &[]);
+    assert_eq!(st, ReplyStatus::Success);
+    // From a reserved port (when this test may bind one) the same client is served.
+    match (600..1000).find_map(|p| connect_from_port(s.addr, "127.0.0.2", p)) {
+        Some(mut low) => {
+            assert!(mnt(&mut low, "/").is_ok());
+            assert!(getattr3(&mut low, 0x5ec0_0004, &root.data).is_ok());
+            let (st, _) = compound(&mut low, 0x5ec0_0005, vec![putfh(&root.data), v4_getattr()]);
+            assert_eq!(st, v4::Nfsstat4::NFS4_OK);
+        }
+        None => eprintln!("no reserved port could be bound: the served case is not checked"),
+    }
+    s.still_serves();
+}
+
+#[test]
+fn import_maps_secure_and_insecure() {
+    // exports(5)'s default is secure: the import writes it out; insecure
+    // leaves it off (Tarn's own default).
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("exports");
-    std::fs::write(&f, "/srv 127.0.0.1(rw,secure)\n").unwrap();
+    std::fs::write(
+        &f,
+        "/srv 127.0.0.1(rw) 10.0.0.0/8(rw,insecure) 10.1.0.0/16(ro,secure)\n",
+    )
+    .unwrap();
     let out = tarn_output(&["import-exports", f.to_str().unwrap()]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "{ client = \"127.0.0.1\", options = [\"rw\", \"root_squash\", \"secure\"] }"
+        ) && text.contains("{ client = \"10.0.0.0/8\", options = [\"rw\", \"root_squash\"] }")
+            && text.contains(
+                "{ client = \"10.1.0.0/16\", options = [\"ro\", \"root_squash\", \"secure\"] }"
+            ),
+        "{text}"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("secure"), "{text}");
-    assert!(text.contains("any source port"), "{text}");
-    // And a call from an unprivileged port (every test connection's) is served.
-    let s = Srv::start(&[]);
-    s.still_serves();
 }

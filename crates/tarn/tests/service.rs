@@ -98,7 +98,7 @@ fn sd_notify_ready_reloading_stopping() {
     sock.set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .unwrap();
     let file = tmp.path().join("exports");
-    std::fs::write(&file, format!("{} 127.0.0.1(rw)\n", a.display())).unwrap();
+    std::fs::write(&file, format!("{} 127.0.0.1(rw,insecure)\n", a.display())).unwrap();
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
         .args(["serve", "--exports", file.to_str().unwrap()])

@@ -618,6 +618,11 @@ impl GssServer {
                     s.clock.push_back(h);
                     continue;
                 }
+                if !c.expired(now) {
+                    // A live context pushed out by the bound: its client
+                    // gets CREDPROBLEM at its next call and makes another.
+                    m.count(Event::LimitReached(crate::observe::Limit::GssContexts));
+                }
                 s.map.remove(&h);
                 evicted += 1;
             }

@@ -166,6 +166,13 @@ impl Nfs3 {
                 "client is not allowed to use this export",
             ));
         };
+        if access.port_refused(&ctx.auth, ctx.peer) {
+            // Linux's server answers NFSERR_PERM here.
+            return Err(Fail::new(
+                Nfsstat3::NFS3ERR_PERM,
+                "request from an unprivileged source port (1024 or above) on a `secure` export",
+            ));
+        }
         Ok(Target {
             export: export.clone(),
             fid,

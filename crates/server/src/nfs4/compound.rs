@@ -108,13 +108,22 @@ impl<'a> Compound<'a> {
     /// What the caller may do on `export` (from the auth cache, once per
     /// COMPOUND); NFS4ERR_ACCESS when its client is not let in.
     pub fn access(&self, export: &Export) -> Result<&Access, Fail> {
-        self.decision
+        let a = self
+            .decision
             .get_or_init(|| self.snap.decision(self.ctx))
             .get(export.id)
             .ok_or(Fail::new(
                 Nfsstat4::NFS4ERR_ACCESS,
                 "client is not allowed to use this export",
-            ))
+            ))?;
+        if a.port_refused(&self.ctx.auth, self.ctx.peer) {
+            // Linux's server answers NFS4ERR_PERM here.
+            return Err(Fail::new(
+                Nfsstat4::NFS4ERR_PERM,
+                "request from an unprivileged source port (1024 or above) on a `secure` export",
+            ));
+        }
+        Ok(a)
     }
 
     /// The current filehandle as an object of an export, with the caller's

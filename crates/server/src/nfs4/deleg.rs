@@ -391,7 +391,12 @@ pub async fn on_open(
             }
             granted(kind, stateid, false)
         }
-        Err(NoDeleg::Resource) => refuse(WhyNoDelegation4::WND4_RESOURCE),
+        Err(NoDeleg::Resource) => {
+            if let Some(m) = &c.n.metrics {
+                m.limit_reached(rpc::observe::Limit::Delegations, 1);
+            }
+            refuse(WhyNoDelegation4::WND4_RESOURCE)
+        }
         Err(NoDeleg::Upgrade) => refuse(WhyNoDelegation4::WND4_NOT_SUPP_UPGRADE),
         Err(NoDeleg::Contention | NoDeleg::Held) => refuse(WhyNoDelegation4::WND4_CONTENTION),
     }

@@ -70,6 +70,8 @@ pub struct Nfs4Config {
     pub max_delegations: usize,
     /// When COPY runs in the background, and its bounds.
     pub copy: copy::CopyConfig,
+    /// Bounds on client records and per-client state.
+    pub limits: state::StateLimits,
 }
 
 impl Default for Nfs4Config {
@@ -83,6 +85,7 @@ impl Default for Nfs4Config {
             courtesy: state::Courtesy::default(),
             max_delegations: deleg::default_max_delegations(),
             copy: copy::CopyConfig::default(),
+            limits: state::StateLimits::default(),
         }
     }
 }
@@ -322,12 +325,10 @@ impl Nfs4 {
         grace: Grace,
         clock: Arc<dyn clock::Clock>,
     ) -> Nfs4 {
-        let state = Arc::new(state::State::with_courtesy(
-            cfg.lease,
-            locks.clone(),
-            cfg.courtesy,
-            new_epoch(),
-        ));
+        let state = Arc::new(
+            state::State::with_courtesy(cfg.lease, locks.clone(), cfg.courtesy, new_epoch())
+                .with_limits(cfg.limits),
+        );
         // A lock request (NFSv4 or NLM) refused because of a courteous
         // client's lock expires that client and tries again. Weak: the
         // state owns the lock manager, which owns the hook.

@@ -17,6 +17,7 @@ mod list;
 mod lock;
 mod progress;
 mod small;
+mod soak;
 mod transfer;
 pub mod url;
 
@@ -72,6 +73,12 @@ pub enum ToolCmd {
     },
     /// Hold a byte-range lock on a file while a command runs (exit status: the command's).
     Lock(lock::LockArgs),
+    /// The soak test's client (scripts/soak.sh).
+    #[command(hide = true)]
+    SoakClient(soak::SoakArgs),
+    /// The soak test's check of acknowledged data (scripts/soak.sh).
+    #[command(hide = true)]
+    SoakVerify(soak::VerifyArgs),
 }
 
 /// Runs one tool on a fresh runtime. Errors go to stderr, one line each,
@@ -130,6 +137,8 @@ pub fn run(cmd: ToolCmd) -> ExitCode {
                 target,
                 url,
             } => change::ln(&mut c, &target, &url, symbolic).await,
+            ToolCmd::SoakClient(a) => soak::client(a).await,
+            ToolCmd::SoakVerify(a) => soak::verify(a),
             ToolCmd::Lock(a) => {
                 let r = lock::lock(&mut c, &a).await;
                 c.close().await;

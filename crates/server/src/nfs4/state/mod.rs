@@ -175,6 +175,40 @@ impl Default for Courtesy {
     }
 }
 
+/// Bounds on what NFSv4 clients may make the server hold. Past one, the
+/// request that would go beyond it is refused (see [`State::over_limit`])
+/// and counted in [`State::limit_hits`].
+#[derive(Clone, Copy, Debug)]
+pub struct StateLimits {
+    /// Client records, confirmed or not, courteous ones included (those
+    /// give way first: one is released to make room for a new client).
+    pub max_clients: usize,
+    /// Open stateids of one client (one per open owner per file).
+    pub max_opens_per_client: usize,
+    /// Lock stateids of one client (one per lock owner per file).
+    pub max_locks_per_client: usize,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        // A client record with a session costs about 2 KiB plus its slot
+        // cache; an open or lock stateid about 200 bytes. These defaults
+        // keep a full table within a few hundred MiB while staying far
+        // above what healthy clients hold (Linux's client keeps one open
+        // stateid per open file per user).
+        StateLimits {
+            max_clients: 8192,
+            max_opens_per_client: 65536,
+            max_locks_per_client: 65536,
+        }
+    }
+}
+
+/// The bounds of [`StateLimits`], as indexes into [`State::limit_hits`].
+pub const LIMIT_CLIENTS: usize = 0;
+pub const LIMIT_OPENS: usize = 1;
+pub const LIMIT_LOCKS: usize = 2;
+
 /// Why a client's state was released for real.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Why {
@@ -297,6 +331,9 @@ pub struct State {
     pub epoch: u32,
     pub lease: Duration,
     pub courtesy: Courtesy,
+    pub limits: StateLimits,
+    /// Requests refused by each bound of [`StateLimits`] (LIMIT_* order).
+    limit_hits: [std::sync::atomic::AtomicU64; 3],
     grace: Mutex<Grace>,
     /// The driver's wake-up (see [`Waker`]).
     waker: Mutex<Option<Waker>>,
@@ -352,10 +389,74 @@ impl State {
             epoch: epoch & 0x7fff_ffff,
             lease,
             courtesy,
+            limits: StateLimits::default(),
+            limit_hits: Default::default(),
             grace: Mutex::new(Grace::default()),
             waker: Mutex::new(None),
             delegs_hint: Default::default(),
         }
+    }
+
+    /// The same state core with other bounds (set before it is shared).
+    pub fn with_limits(mut self, limits: StateLimits) -> State {
+        self.limits = limits;
+        self
+    }
+
+    /// How many requests each bound refused so far (LIMIT_* order).
+    pub fn limit_hits(&self) -> [u64; 3] {
+        std::array::from_fn(|k| self.limit_hits[k].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The error for a request past a bound, counted. NFSv4.0 has
+    /// NFS4ERR_RESOURCE for this (RFC 7530 allows it for every operation);
+    /// in NFSv4.1 that error is about a COMPOUND's size (sessions have
+    /// REP_TOO_BIG for it), so 4.1 clients get NFS4ERR_DELAY, as Linux's
+    /// server answers when it cannot make a client or stateid: they retry
+    /// later, by when a courteous client may have gone or the client
+    /// closed something.
+    fn over_limit(&self, which: usize, minor: u32) -> Nfsstat4 {
+        self.limit_hits[which].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if minor == 0 {
+            Nfsstat4::NFS4ERR_RESOURCE
+        } else {
+            Nfsstat4::NFS4ERR_DELAY
+        }
+    }
+
+    /// Room for one more client record: at the bound, the client courteous
+    /// longest is released (its state exists only by courtesy); failing
+    /// that, the bound's error.
+    fn make_room_for_client(
+        &self,
+        i: &mut Inner,
+        minor: u32,
+        now: Instant,
+    ) -> Result<(), Nfsstat4> {
+        if i.clients.len() < self.limits.max_clients {
+            return Ok(());
+        }
+        let oldest = i
+            .clients
+            .values()
+            .filter_map(|c| c.courteous_since.map(|t| (t, c.id)))
+            .min();
+        match oldest {
+            Some((_, id)) => {
+                self.expire_now(i, id, Why::TooManyCourteous, now);
+                self.wake();
+                Ok(())
+            }
+            None => Err(self.over_limit(LIMIT_CLIENTS, minor)),
+        }
+    }
+
+    /// The most open and lock stateids any one client holds (for the metrics).
+    pub fn busiest_client(&self) -> (usize, usize) {
+        let i = self.inner.lock().unwrap();
+        i.clients.values().fold((0, 0), |(o, l), c| {
+            (o.max(c.opens.len()), l.max(c.locks.len()))
+        })
     }
 
     /// Installs the driver's wake-up (see [`Waker`]).
@@ -550,6 +651,7 @@ impl State {
         if let Some(u) = unconf {
             self.purge(&mut i, u);
         }
+        self.make_room_for_client(&mut i, minor, now)?;
         let id = self.insert_client(&mut i, owner, verifier, principal, minor, now);
         Ok((id, 1, false))
     }
@@ -642,6 +744,7 @@ impl State {
             // Case 3: the client rebooted. A new record; the old one and its
             // state go when the new one is confirmed.
         }
+        self.make_room_for_client(&mut i, 0, now)?;
         let id = self.insert_client(&mut i, owner, verifier, principal, 0, now);
         Ok((id, i.clients[&id].confirm_verf))
     }
@@ -1253,6 +1356,10 @@ impl State {
                 other: o,
             });
         }
+        let c = &i.clients[&clientid];
+        if c.opens.len() >= self.limits.max_opens_per_client {
+            return Err(self.over_limit(LIMIT_OPENS, c.minor));
+        }
         let other = self.new_other(&mut i, clientid);
         i.stateids.insert(
             other,
@@ -1579,6 +1686,9 @@ impl State {
         {
             let o = *o;
             return Ok((o, i.stateids[&o].seqid));
+        }
+        if i.clients[&client].locks.len() >= self.limits.max_locks_per_client {
+            return Err(self.over_limit(LIMIT_LOCKS, minor));
         }
         let other = self.new_other(&mut i, client);
         i.stateids.insert(
