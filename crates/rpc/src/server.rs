@@ -11,7 +11,7 @@ use crate::msg::CallError;
 use crate::observe::{CallDone, NoObserver, Observer, PeerStats};
 use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::FutureExt;
 use std::io::IoSlice;
 use std::net::SocketAddr;
@@ -149,7 +149,7 @@ pub async fn serve_connection<S: Service>(
     let back: Arc<dyn CallbackConn> = callbacks.clone();
     let permits = Arc::new(Semaphore::new(server.cfg.max_in_flight.max(1)));
     let mut asm = Assembler::new(server.cfg.max_record);
-    let mut buf = BytesMut::with_capacity(256 << 10);
+    let mut buf = BytesMut::new();
     // When the bytes in `buf` came off the socket: the arrival time the
     // pipeline judges GSS expiry by, and the start of every queue wait
     // (one clock read per read, not per call).
@@ -202,12 +202,13 @@ pub async fn serve_connection<S: Service>(
                 }
             }
         }
-        if buf.capacity() - buf.len() < 64 << 10 {
-            buf.reserve(256 << 10);
-        }
+        // No further than the next record's mark: a WRITE's data is then
+        // received into a buffer of its own, never copied.
+        let want = asm.prepare_read(&mut buf);
+        let mut room = (&mut buf).limit(want);
         tokio::select! {
             _ = close.cancelled() => break,
-            r = rd.read_buf(&mut buf) => match r {
+            r = rd.read_buf(&mut room) => match r {
                 Ok(0) => break,
                 Ok(_) => read_at = Instant::now(),
                 Err(e) => {
