@@ -21,7 +21,11 @@
 # TARN_VERS (the tools' NFS version, default 4.1), TARN_NCONNECT=N (passed as
 # nconnect=N), VERBOSE=1 (print each timed step), SIZE_MIB, FILES, DIRS,
 # REPS (large-file repetitions, median shown; default 3), LIBNFS_VERS
-# (default "3 4").
+# (default "3 4"), DELAY_MS=D: both tools reach Tarn through
+# tarn-delay-proxy (built beside TARN_BIN if missing), which adds D ms
+# (fractions allowed) each way, round trip +2D, without limiting bandwidth:
+# loopback has no latency for pipelining and nconnect to hide, and this
+# kernel no netem (not applied to Ganesha).
 #
 # Page cache: drop_caches is not ours to use on a shared machine, so both
 # tools get the same conditions instead: the local source is the same (cached)
@@ -49,6 +53,10 @@ BIN=${TARN_BIN:-$ROOT/target/release/tarn}
 if [ -z "${TARN_GANESHA_ADDR:-}" ]; then
   command -v nfs-cp >/dev/null || { echo "bench-client: nfs-cp missing: install libnfs-utils (scripts/deps.sh --test)" >&2; exit 1; }
   [ -x "$BIN" ] || cargo build --release -q -p tarn
+  if [ -n "${DELAY_MS:-}" ]; then
+    PROXY=${TARN_DELAY_PROXY:-$(dirname "$BIN")/tarn-delay-proxy}
+    [ -x "$PROXY" ] || cargo build --release -q -p tarn --bin tarn-delay-proxy
+  fi
   if [ $GANESHA = 1 ]; then
     [ "$(id -u)" = 0 ] || exec sudo -E "$0" "$@"
     # Ganesha's namespaces; this script runs again inside them.
@@ -98,6 +106,20 @@ for i in $(seq 100); do
   [ "$i" = 100 ] && { echo "bench-client: tarn serve did not start:" >&2; cat "$WORK/tarn.log" >&2; exit 1; }
   sleep 0.1
 done
+
+# DELAY_MS: the tools reach tarn serve through the delay proxy.
+SPORT=$PORT
+if [ -n "${DELAY_MS:-}" ]; then
+  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${PROXY:-$(dirname "$BIN")/tarn-delay-proxy}" "127.0.0.1:$PORT" "127.0.0.1:$SPORT" "$DELAY_MS" \
+    >"$WORK/proxy.out" 2>"$WORK/proxy.log" &
+  PIDS+=($!)
+  for i in $(seq 100); do
+    grep -q '^listening' "$WORK/proxy.out" 2>/dev/null && break
+    [ "$i" = 100 ] && { echo "bench-client: tarn-delay-proxy did not start:" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
+    sleep 0.1
+  done
+fi
 
 # Servers: name, tarn's URL base, libnfs's URL base, its NFSv3 and NFSv4
 # query strings, and the directory on disk behind the URL bases.
@@ -160,7 +182,7 @@ tree_same() { diff -r "$1" "$2" >/dev/null || { echo "bench-client: tree $2 diff
 
 echo "bench-client: $("$BIN" --version 2>/dev/null || echo tarn) (tools: vers=$TARN_VERS${TARN_NCONNECT:+, nconnect=$TARN_NCONNECT}) vs" \
   "libnfs-utils $(dpkg-query -W -f '${Version}' libnfs-utils 2>/dev/null || echo '?') (NFSv${LIBNFS_VERS// /, NFSv}; NFSv4 = 4.0)"
-echo "bench-client: servers: ${SERVERS[*]}; ${SIZE_MIB} MiB file x $REPS (median), $FILES files in $DIRS directories; work in $WORK"
+echo "bench-client: servers: ${SERVERS[*]}${DELAY_MS:+ (tarn through tarn-delay-proxy: +$DELAY_MS ms each way)}; ${SIZE_MIB} MiB file x $REPS (median), $FILES files in $DIRS directories; work in $WORK"
 
 SRC=$WORK/local/big.src
 head -c "$((SIZE_MIB << 20))" /dev/urandom >"$SRC"

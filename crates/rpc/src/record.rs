@@ -7,6 +7,11 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// Default maximum record: a 1 MiB READ or WRITE plus generous room for headers.
 pub const DEFAULT_MAX_RECORD: usize = (1 << 20) + (64 << 10);
 
+/// The least a read asks for: small records come many to a read, and at
+/// most this much of a large record is read before its mark is seen (and
+/// copied when its own buffer is made).
+pub const MIN_READ: usize = 8 << 10;
+
 const LAST: u32 = 0x8000_0000;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,7 +52,7 @@ impl Assembler {
                 return Err(RecordError::TooLarge(total, self.max));
             }
             if buf.len() < 4 + len {
-                buf.reserve(4 + len - buf.len());
+                make_room(buf, 4 + len - buf.len());
                 return Ok(None);
             }
             buf.advance(4);
@@ -63,11 +68,45 @@ impl Assembler {
         }
     }
 
+    /// Reserves room in `buf` for the next read off the stream and returns
+    /// how much to read: the rest of the fragment under way and the next
+    /// fragment's mark, or [`MIN_READ`] if that is more. Reading no
+    /// further than the next mark means a large record's room is reserved
+    /// (by [`Assembler::next`]) while little of it has arrived, so it lands
+    /// in one buffer and is split off without being copied; room reserved
+    /// blindly would fill with the start of the record and have it copied
+    /// when the buffer grows to the record's size.
+    pub fn prepare_read(&self, buf: &mut BytesMut) -> usize {
+        let rest = match buf.get(..4) {
+            Some(h) => {
+                let len = (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & !LAST) as usize;
+                (4 + len.min(self.max)).saturating_sub(buf.len())
+            }
+            None => 0,
+        };
+        let want = (rest + 4).max(MIN_READ);
+        make_room(buf, want);
+        want
+    }
+
     /// Whether part of a record has arrived (in `buf` or in earlier
     /// fragments) and the rest is awaited.
     pub fn mid_record(&self, buf: &[u8]) -> bool {
         !buf.is_empty() || !self.partial.is_empty()
     }
+}
+
+/// Room in `buf` for `additional` more bytes, copying no more than the
+/// bytes it holds: its allocation reused if nothing else holds on to it
+/// (records split off it were dropped), else a new one. (`reserve` would
+/// grow the old allocation in place, copying the records taken before.)
+pub fn make_room(buf: &mut BytesMut, additional: usize) {
+    if buf.capacity() - buf.len() >= additional || buf.try_reclaim(additional) {
+        return;
+    }
+    let mut fresh = BytesMut::with_capacity(buf.len() + additional);
+    fresh.extend_from_slice(buf);
+    *buf = fresh;
 }
 
 /// Reserves the record mark at the start of a reply buffer.
@@ -140,6 +179,45 @@ mod tests {
             a.next(&mut buf),
             Err(RecordError::TooLarge(12, 10))
         ));
+    }
+
+    #[test]
+    fn large_records_are_read_into_one_buffer_each_with_little_copied() {
+        let mut a = Assembler::new(DEFAULT_MAX_RECORD);
+        let rec = frag(&vec![7u8; 1 << 20], true);
+        let stream = rec.repeat(3);
+        let mut buf = BytesMut::new();
+        let (mut at, mut got, mut copied) = (0, vec![], 0);
+        while got.len() < 3 {
+            // Bytes a reallocation in `next` moved (held records keep
+            // the old buffer: it cannot grow in place).
+            let (ptr, len) = (buf.as_ptr(), buf.len());
+            while let Some(r) = a.next(&mut buf).unwrap() {
+                got.push(r);
+            }
+            // Taking records moves the start by what they took; anything
+            // else is a new buffer.
+            if buf.as_ptr() != ptr.wrapping_add(len - buf.len()) {
+                copied += buf.len();
+            }
+            // As a socket would: at most what was asked for, 100 KiB at a time.
+            let n = a
+                .prepare_read(&mut buf)
+                .min(100 << 10)
+                .min(stream.len() - at);
+            assert!(
+                buf.capacity() - buf.len() >= n,
+                "room for the read reserved"
+            );
+            buf.extend_from_slice(&stream[at..at + n]);
+            at += n;
+        }
+        assert!(got
+            .iter()
+            .all(|r| r.len() == 1 << 20 && r.iter().all(|&b| b == 7)));
+        // The first read, before the first mark was known, then no more
+        // than each later record's mark.
+        assert!(copied <= MIN_READ + 2 * 4, "{copied} bytes copied");
     }
 
     proptest! {

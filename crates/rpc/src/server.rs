@@ -13,7 +13,7 @@ use crate::observe::Limit;
 use crate::observe::{CallDone, NoObserver, Observer, PeerStats};
 use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::FutureExt;
 use std::io::IoSlice;
 use std::net::SocketAddr;
@@ -289,7 +289,7 @@ pub async fn serve_connection<S: Service>(
     let max_in_flight = server.cfg.max_in_flight.max(1);
     let permits = Arc::new(Semaphore::new(max_in_flight));
     let mut asm = Assembler::new(server.cfg.max_record);
-    let mut buf = BytesMut::with_capacity(256 << 10);
+    let mut buf = BytesMut::new();
     // When the bytes in `buf` came off the socket: the arrival time the
     // pipeline judges GSS expiry by, and the start of every queue wait
     // (one clock read per read, not per call).
@@ -371,9 +371,9 @@ pub async fn serve_connection<S: Service>(
                 }
             }
         }
-        if buf.capacity() - buf.len() < 64 << 10 {
-            buf.reserve(256 << 10);
-        }
+        // No further than the next record's mark: a WRITE's data is then
+        // received into a buffer of its own, never copied.
+        let want = asm.prepare_read(&mut buf);
         let mid = asm.mid_record(&buf);
         let limit = if mid {
             server.cfg.record_timeout
@@ -382,9 +382,10 @@ pub async fn serve_connection<S: Service>(
         };
         // Re-armed, not allocated, at each read.
         timer.as_mut().reset((read_at + limit).into());
+        let mut room = (&mut buf).limit(want);
         tokio::select! {
             _ = close.cancelled() => break,
-            r = rd.read_buf(&mut buf) => match r {
+            r = rd.read_buf(&mut room) => match r {
                 Ok(0) => break,
                 Ok(_) => read_at = Instant::now(),
                 Err(e) => {

@@ -202,9 +202,15 @@ impl RpcClient {
         let (p2, h2, w2) = (pending.clone(), handler.clone(), wr.clone());
         let reader = tokio::spawn(async move {
             let mut asm = Assembler::new(DEFAULT_MAX_RECORD * 2);
-            let mut buf = BytesMut::with_capacity(1 << 20);
-            loop {
-                while let Ok(Some(rec)) = asm.next(&mut buf) {
+            let mut buf = BytesMut::new();
+            'conn: loop {
+                loop {
+                    let rec = match asm.next(&mut buf) {
+                        Ok(Some(rec)) => rec,
+                        Ok(None) => break,
+                        // A record past the limit: the stream cannot be followed.
+                        Err(_) => break 'conn,
+                    };
                     if rec.len() < 8 {
                         continue;
                     }
@@ -218,10 +224,10 @@ impl RpcClient {
                         let _ = tx.send(rec);
                     }
                 }
-                if buf.capacity() - buf.len() < 64 << 10 {
-                    buf.reserve(1 << 20);
-                }
-                match rd.read_buf(&mut buf).await {
+                // No further than the next record's mark: a READ's data
+                // is then received into a buffer of its own, never copied.
+                let want = asm.prepare_read(&mut buf);
+                match rd.read_buf(&mut (&mut buf).limit(want)).await {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
