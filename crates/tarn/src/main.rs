@@ -235,7 +235,7 @@ fn secs(s: f64) -> std::time::Duration {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(mount::helper_args(std::env::args_os().collect()));
     match cli.cmd {
         Cmd::Serve {
             dir,

@@ -346,3 +346,43 @@ fn close_to_open_between_two_mounts() {
     }
     assert_eq!(std::fs::read(b.path("f")).unwrap(), new);
 }
+
+/// Without uid= in the URL each request goes as the process that made it:
+/// a file created by uid 1000 is 1000's on the server, one created by root
+/// is squashed to nobody (the server squashes root), never the mounter's by
+/// accident.
+#[test]
+fn each_caller_acts_as_itself() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = format!("nfs://127.0.0.1:{}/?vers=4.1", s.port());
+    let m = Mounted::new(&url, "");
+    let run_as = |uid: &str, file: &str| {
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "touch",
+            ])
+            .arg(m.path(file))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    use std::os::unix::fs::MetadataExt;
+    run_as("1000", "by-1000");
+    run_as("1001", "by-1001");
+    std::fs::write(m.path("by-root"), b"x").unwrap();
+    let owner = |f: &str| std::fs::metadata(s.export.join(f)).unwrap().uid();
+    assert_eq!(owner("by-1000"), 1000);
+    assert_eq!(owner("by-1001"), 1001);
+    assert_ne!(owner("by-root"), 1000);
+    assert_ne!(owner("by-root"), 1001);
+}

@@ -25,6 +25,8 @@ pub struct Inode {
     /// Where it was last found (an NFSv4 LOCK opens the file by name).
     pub parent: u64,
     pub name: String,
+    /// When last handed to the kernel or asked about (the table's clock).
+    pub used: u64,
 }
 
 impl Inode {
@@ -54,6 +56,7 @@ pub struct InodeTable {
     nodes: HashMap<u64, Inode>,
     by_fh: HashMap<Fh, u64>,
     next: u64,
+    clock: u64,
     bytes: usize,
     forgotten: u64,
 }
@@ -72,6 +75,7 @@ impl InodeTable {
             opens: 0,
             parent: ROOT,
             name: String::new(),
+            used: 0,
         };
         t.bytes += n.cost();
         t.by_fh.insert(root, ROOT);
@@ -98,8 +102,11 @@ impl InodeTable {
         now: Instant,
         ac: &AcOptions,
     ) -> u64 {
+        self.clock += 1;
+        let used = self.clock;
         if let Some(&ino) = self.by_fh.get(&fh) {
             let n = self.nodes.get_mut(&ino).expect("maps agree");
+            n.used = used;
             self.bytes -= n.cost();
             n.nlookup += 1;
             n.attr.refresh(attr, now, ac);
@@ -117,6 +124,7 @@ impl InodeTable {
             opens: 0,
             parent,
             name: name.to_string(),
+            used,
         };
         self.bytes += n.cost();
         self.by_fh.insert(fh, ino);
@@ -182,6 +190,39 @@ impl InodeTable {
             .map(|(&i, _)| i)
     }
 
+    /// The inode was used (its attributes asked, it was opened).
+    pub fn touch(&mut self, ino: u64) {
+        self.clock += 1;
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.used = self.clock;
+        }
+    }
+
+    /// With more than `cap` inodes, the least recently used ones beyond it
+    /// that are not open (and not the root), as (number, parent, name):
+    /// the names the kernel is asked to drop, after which its FORGETs
+    /// remove them here.
+    pub fn over_cap(&self, cap: usize) -> Vec<(u64, u64, String)> {
+        let excess = self.nodes.len().saturating_sub(cap);
+        if excess == 0 {
+            return vec![];
+        }
+        let mut v: Vec<(u64, u64)> = self
+            .nodes
+            .iter()
+            .filter(|(&i, n)| i != ROOT && n.opens == 0 && !n.name.is_empty())
+            .map(|(&i, n)| (n.used, i))
+            .collect();
+        v.sort_unstable();
+        v.into_iter()
+            .take(excess)
+            .map(|(_, i)| {
+                let n = &self.nodes[&i];
+                (i, n.parent, n.name.clone())
+            })
+            .collect()
+    }
+
     pub fn stats(&self) -> TableStats {
         TableStats {
             inodes: self.nodes.len(),
@@ -231,5 +272,25 @@ mod tests {
         assert_ne!(c, a);
         t.forget(ROOT, 10);
         assert!(t.get(ROOT).is_some());
+    }
+
+    #[test]
+    fn over_cap_names_the_least_recently_used_unopened_inodes() {
+        let ac = AcOptions::default();
+        let now = Instant::now();
+        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
+        let b = t.found(fh(2), Attr::default(), ROOT, "b", now, &ac);
+        let c = t.found(fh(3), Attr::default(), ROOT, "c", now, &ac);
+        assert!(t.over_cap(4).is_empty());
+        t.touch(a);
+        t.opened(b);
+        let out = t.over_cap(2);
+        // Two over the cap; b is open: c then a.
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![c, a]);
+        assert_eq!(out[0].2, "c");
+        t.forget(c, 1);
+        t.forget(a, 1);
+        assert!(t.over_cap(2).is_empty());
     }
 }

@@ -24,6 +24,7 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
     TimeOrNow,
 };
+use proto::rpc::OpaqueAuth;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +50,9 @@ pub struct State {
     locks: Mutex<HashMap<(u64, u64), Vec<HeldLock>>>,
     next_fh: AtomicU64,
     pub notifier: Mutex<Option<Notifier>>,
+    /// Some(machine name): each request's calls go as its process's
+    /// uid/gids (AUTH_SYS) instead of the mount's identity.
+    per_caller: Option<String>,
 }
 
 /// One open file: its handle (and NFSv4 open state) and its write buffer.
@@ -57,6 +61,8 @@ struct Open {
     file: OpenFile,
     /// Whether this mount created it with an OPEN (to CLOSE on release).
     owns_state: bool,
+    /// The opener's credential (per-caller mounts): what its WRITEs go as.
+    cred: Option<OpaqueAuth>,
     w: Mutex<WriteBuf>,
 }
 
@@ -136,6 +142,30 @@ fn with_nodeid(mut f: FileAttr, _ino: u64) -> FileAttr {
     f
 }
 
+/// `f`, as `cred` when there is one.
+async fn maybe_as<F: std::future::Future>(cred: Option<OpaqueAuth>, f: F) -> F::Output {
+    match cred {
+        Some(c) => rpc::client::as_caller(c, f).await,
+        None => f.await,
+    }
+}
+
+/// The supplementary groups of process `pid` (/proc/PID/status), at most
+/// the 16 AUTH_SYS carries.
+fn groups_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .take(16)
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
 fn name_of(n: &OsStr) -> Result<String, i32> {
     n.to_str().map(str::to_string).ok_or(libc::EINVAL)
 }
@@ -145,7 +175,13 @@ fn errno(e: Error) -> i32 {
 }
 
 impl State {
-    pub fn new(remote: Arc<Remote>, opts: MountOptions, root: Fh, root_attr: Attr) -> State {
+    pub fn new(
+        remote: Arc<Remote>,
+        opts: MountOptions,
+        root: Fh,
+        root_attr: Attr,
+        per_caller: Option<String>,
+    ) -> State {
         let rsize = opts.rsize.unwrap_or(u32::MAX).min(remote.rsize());
         let wsize = opts.wsize.unwrap_or(u32::MAX).min(remote.wsize());
         let table = InodeTable::new(root, root_attr, now(), &opts.ac);
@@ -159,12 +195,41 @@ impl State {
             locks: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             notifier: Mutex::new(None),
+            per_caller,
             opts,
         }
     }
 
+    /// The AUTH_SYS credential of the process behind `req`, when this
+    /// mount acts per caller.
+    fn caller_cred(&self, req: &Request<'_>) -> Option<OpaqueAuth> {
+        let machine = self.per_caller.as_ref()?;
+        Some(rpc::client::auth_sys(
+            req.uid(),
+            req.gid(),
+            &groups_of(req.pid()),
+            machine,
+        ))
+    }
+
     pub fn stats(&self) -> TableStats {
         self.table.lock().expect("table").stats()
+    }
+
+    /// Over the inode cap: asks the kernel to drop the least recently
+    /// used names; its FORGETs then remove the inodes from the table.
+    pub fn evict(&self) -> usize {
+        let out = self
+            .table
+            .lock()
+            .expect("table")
+            .over_cap(self.opts.inode_cap);
+        if let Some(n) = self.notifier.lock().expect("notifier").as_ref() {
+            for (_, parent, name) in &out {
+                let _ = n.inval_entry(*parent, OsStr::new(name));
+            }
+        }
+        out.len()
     }
 
     fn ac(&self) -> &AcOptions {
@@ -210,7 +275,8 @@ impl State {
         self.flush_writes_of(ino).await?;
         let t = now();
         {
-            let tab = self.table.lock().expect("table");
+            let mut tab = self.table.lock().expect("table");
+            tab.touch(ino);
             let n = tab.get(ino).ok_or(libc::ESTALE)?;
             if n.attr.fresh(t) {
                 return Ok((fattr(ino, &n.attr.attr), n.attr.ttl(t)));
@@ -324,7 +390,8 @@ impl State {
     ) -> JoinHandle<Result<client::remote::Written, Error>> {
         let r = self.remote.clone();
         let f = o.file.clone();
-        tokio::spawn(async move {
+        let cred = o.cred.clone();
+        tokio::spawn(maybe_as(cred, async move {
             let mut off = off;
             let mut data = data;
             let mut last;
@@ -340,7 +407,7 @@ impl State {
                 data = data.slice(n..);
             }
             Ok(last)
-        })
+        }))
     }
 
     /// Sends (without COMMIT) what any open of `ino` holds, so the server's
@@ -371,7 +438,10 @@ impl State {
             let n = ((end - at) as u32).min(self.rsize);
             let r = self.remote.clone();
             let fh = fh.clone();
-            calls.push(tokio::spawn(async move { r.read(&fh, at, n).await }));
+            let cred = rpc::client::current_caller();
+            calls.push(tokio::spawn(maybe_as(cred, async move {
+                r.read(&fh, at, n).await
+            })));
             at += n as u64;
         }
         let mut out = Vec::with_capacity(size as usize);
@@ -404,6 +474,7 @@ impl State {
                 ino,
                 file,
                 owns_state,
+                cred: rpc::client::current_caller(),
                 w: Mutex::new(WriteBuf::default()),
             }),
         );
@@ -453,11 +524,17 @@ impl TarnFs {
         TarnFs { rt, st }
     }
 
-    fn spawn<F>(&self, f: F)
+    /// Runs a request's work on the runtime, its calls made as the
+    /// requesting process (uid, gid and groups) when the mount acts per
+    /// caller.
+    fn spawn<F>(&self, req: &Request<'_>, f: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        self.rt.spawn(f);
+        match self.st.caller_cred(req) {
+            Some(c) => self.rt.spawn(rpc::client::as_caller(c, f)),
+            None => self.rt.spawn(f),
+        };
     }
 
     fn ro(&self) -> bool {
@@ -478,13 +555,13 @@ impl Filesystem for TarnFs {
         Ok(())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let st = self.st.clone();
         let name = match name_of(name) {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             match st.lookup(parent, &name).await {
                 Ok((fa, attr_ttl, entry_ttl)) => {
                     // fuser gives one TTL for both: the shorter.
@@ -527,9 +604,9 @@ impl Filesystem for TarnFs {
         }
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             match st.attr(ino).await {
                 Ok((fa, ttl)) => reply.attr(&ttl, &FileAttr { ino, ..fa }),
                 Err(e) => reply.error(e),
@@ -539,7 +616,7 @@ impl Filesystem for TarnFs {
 
     fn setattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -577,7 +654,7 @@ impl Filesystem for TarnFs {
             atime: atime.map(t),
             mtime: mtime.map(t),
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 // Buffered data first: a truncate must not be undone by a
                 // WRITE still in flight.
@@ -598,9 +675,9 @@ impl Filesystem for TarnFs {
         });
     }
 
-    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let fh = st.fh(ino)?;
                 st.remote.readlink(&fh).await.map_err(errno)
@@ -615,7 +692,7 @@ impl Filesystem for TarnFs {
 
     fn mkdir(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         mode: u32,
@@ -629,7 +706,7 @@ impl Filesystem for TarnFs {
         let Ok(name) = name_of(name) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let dfh = st.fh(parent)?;
                 let fh = st
@@ -648,17 +725,17 @@ impl Filesystem for TarnFs {
         });
     }
 
-    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(parent, name, false, reply)
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, false, reply)
     }
 
-    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(parent, name, true, reply)
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, true, reply)
     }
 
     fn symlink(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         link_name: &OsStr,
         target: &std::path::Path,
@@ -672,7 +749,7 @@ impl Filesystem for TarnFs {
         else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let dfh = st.fh(parent)?;
                 let fh = st
@@ -693,7 +770,7 @@ impl Filesystem for TarnFs {
 
     fn rename(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         newparent: u64,
@@ -712,7 +789,7 @@ impl Filesystem for TarnFs {
         let (Ok(from), Ok(to)) = (name_of(name), name_of(newname)) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let (a, b) = (st.fh(parent)?, st.fh(newparent)?);
                 st.remote.rename(&a, &from, &b, &to).await.map_err(errno)?;
@@ -734,7 +811,7 @@ impl Filesystem for TarnFs {
 
     fn link(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         newparent: u64,
         newname: &OsStr,
@@ -747,7 +824,7 @@ impl Filesystem for TarnFs {
         let Ok(name) = name_of(newname) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let (fh, dfh) = (st.fh(ino)?, st.fh(newparent)?);
                 st.remote.link(&fh, &dfh, &name).await.map_err(errno)?;
@@ -762,13 +839,13 @@ impl Filesystem for TarnFs {
         });
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         let acc = flags & libc::O_ACCMODE;
         if self.ro() && acc != libc::O_RDONLY {
             return reply.error(libc::EROFS);
         }
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let t = now();
                 // Close-to-open: the attributes are asked on every open
@@ -810,7 +887,7 @@ impl Filesystem for TarnFs {
 
     fn create(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         mode: u32,
@@ -825,7 +902,7 @@ impl Filesystem for TarnFs {
         let Ok(name) = name_of(name) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let dfh = st.fh(parent)?;
                 let f = st
@@ -854,7 +931,7 @@ impl Filesystem for TarnFs {
 
     fn read(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         _fh: u64,
         offset: i64,
@@ -864,7 +941,7 @@ impl Filesystem for TarnFs {
         reply: ReplyData,
     ) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             match st.read(ino, offset.max(0) as u64, size).await {
                 Ok(d) => reply.data(&d),
                 Err(e) => reply.error(e),
@@ -874,7 +951,7 @@ impl Filesystem for TarnFs {
 
     fn write(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -914,7 +991,7 @@ impl Filesystem for TarnFs {
             let n = data.len() as u32;
             // Waits on the runtime (not on fuser's thread, which must keep
             // reading requests) for the oldest WRITE.
-            self.spawn(async move {
+            self.spawn(req, async move {
                 let first = {
                     let mut w = o.w.lock().expect("wbuf");
                     if w.inflight.is_empty() {
@@ -945,9 +1022,9 @@ impl Filesystem for TarnFs {
         }
     }
 
-    fn flush(&mut self, _req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(&mut self, req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             // close(): POSIX drops the process's locks on the file.
             let _ = st.unlock(ino, lock_owner, 0, u64::MAX).await;
             let r = match st.open_of(fh) {
@@ -963,7 +1040,7 @@ impl Filesystem for TarnFs {
 
     fn release(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         fh: u64,
         _flags: i32,
@@ -972,7 +1049,7 @@ impl Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             let o = st.files.lock().expect("files").remove(&fh);
             let mut r = Ok(());
             if let Some(o) = o {
@@ -995,16 +1072,9 @@ impl Filesystem for TarnFs {
         });
     }
 
-    fn fsync(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
+    fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = match st.open_of(fh) {
                 Ok(o) => st.flush_open(&o, true).await,
                 Err(e) => Err(e),
@@ -1016,9 +1086,9 @@ impl Filesystem for TarnFs {
         });
     }
 
-    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let fh = st.fh(ino)?;
                 let list = st.remote.readdir(&fh).await.map_err(errno)?;
@@ -1079,9 +1149,9 @@ impl Filesystem for TarnFs {
         reply.ok();
     }
 
-    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let fh = st.fh(ROOT)?;
                 st.remote.fsstat(&fh).await.map_err(errno)
@@ -1108,7 +1178,7 @@ impl Filesystem for TarnFs {
 
     fn getlk(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         _fh: u64,
         lock_owner: u64,
@@ -1120,7 +1190,7 @@ impl Filesystem for TarnFs {
     ) {
         // NFS has LOCKT but Remote does not: try the lock and let it go.
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             match st
                 .try_lock(ino, lock_owner, start, end, typ == libc::F_WRLCK, false)
                 .await
@@ -1137,7 +1207,7 @@ impl Filesystem for TarnFs {
 
     fn setlk(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         _fh: u64,
         lock_owner: u64,
@@ -1149,7 +1219,7 @@ impl Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let st = self.st.clone();
-        self.spawn(async move {
+        self.spawn(req, async move {
             if typ == libc::F_UNLCK {
                 return match st.unlock(ino, lock_owner, start, end).await {
                     Ok(()) => reply.ok(),
@@ -1214,7 +1284,14 @@ impl State {
 }
 
 impl TarnFs {
-    fn remove(&mut self, parent: u64, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+    fn remove(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        dir: bool,
+        reply: ReplyEmpty,
+    ) {
         if self.ro() {
             return reply.error(libc::EROFS);
         }
@@ -1222,7 +1299,7 @@ impl TarnFs {
         let Ok(name) = name_of(name) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(async move {
+        self.spawn(req, async move {
             let r = async {
                 let dfh = st.fh(parent)?;
                 if dir {

@@ -30,7 +30,8 @@ pub struct MountArgs {
     pub dir: Option<PathBuf>,
     /// Options as mount.nfs names them: vers, sec, rsize, wsize, nconnect,
     /// hard, soft, timeo, retrans, ac, noac, actimeo, acregmin, acregmax,
-    /// acdirmin, acdirmax, cto, nocto, lookupcache=all|pos|none, ro, rw.
+    /// acdirmin, acdirmax, cto, nocto, lookupcache=all|pos|none, ro, rw;
+    /// and Tarn's inodecap=N (inodes cached before eviction).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Stay in the foreground (log to stderr) until unmounted.
@@ -42,9 +43,75 @@ pub struct MountArgs {
     pub stats: bool,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(|s| s.into()).collect()
+    }
+
+    #[test]
+    fn mount_helper_command_lines() {
+        let want = v(&["tarn", "mount", "nfs://h/x", "/mnt", "-o", "vers=3,ro"]);
+        assert_eq!(
+            helper_args(v(&[
+                "/sbin/mount.tarn",
+                "nfs://h/x",
+                "/mnt",
+                "-n",
+                "-o",
+                "vers=3,ro"
+            ])),
+            want
+        );
+        assert_eq!(
+            helper_args(v(&["tarn", "nfs://h/x", "/mnt", "-o", "vers=3,ro"])),
+            want
+        );
+        let plain = v(&["tarn", "ls", "nfs://h/x"]);
+        assert_eq!(helper_args(plain.clone()), plain);
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct UmountArgs {
     pub dir: PathBuf,
+}
+
+/// The command line as mount(8) helpers are called, turned into
+/// `tarn mount URL DIR -o OPTS`: as `mount.tarn URL DIR [-sfnv] [-o OPTS]`
+/// (fstab type `tarn`), or as `tarn URL DIR -o OPTS` (type `fuse.tarn`,
+/// through mount.fuse3). Any other command line is left as it is.
+pub fn helper_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let argv0 = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let first_is_url = args
+        .get(1)
+        .is_some_and(|a| a.to_string_lossy().starts_with("nfs://"));
+    if argv0 != "mount.tarn" && !first_is_url {
+        return args;
+    }
+    let mut out: Vec<std::ffi::OsString> = vec!["tarn".into(), "mount".into()];
+    let mut it = args.into_iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("-o") => {
+                out.push(a);
+                if let Some(v) = it.next() {
+                    out.push(v);
+                }
+            }
+            // mount(8)'s own: sloppy, no mtab, verbose (and fake, which a
+            // helper is never called for).
+            Some("-s" | "-n" | "-v" | "-f") => {}
+            _ => out.push(a),
+        }
+    }
+    out
 }
 
 /// Where a mount of `dir` writes its counts (JSON), refreshed every second.
@@ -146,11 +213,17 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         }
         Ok::<_, String>((Arc::new(r), fh, attr))
     })?;
+    // Without uid=/gid= in the URL, under sec=sys, every request acts as
+    // the process that made it (Kerberos: the mounter's ticket for now).
+    let per_caller =
+        (url.sec == crate::tools::url::Sec::Sys && url.uid.is_none() && url.gid.is_none())
+            .then(crate::tools::machine_name);
     let st = Arc::new(fs::State::new(
         remote.clone(),
         opts.clone(),
         root,
         root_attr,
+        per_caller,
     ));
     let mut mo = vec![
         fuser::MountOption::FSName(url_s.clone()),
@@ -202,6 +275,7 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
     let (u, v) = (url_s.clone(), remote.version());
     rt.spawn(async move {
         loop {
+            st2.evict();
             let s = st2.stats();
             let j = serde_json::json!({
                 "url": u, "version": v, "inodes": s.inodes,

@@ -26,6 +26,9 @@ pub struct MountOptions {
     pub ro: bool,
     /// Other users may use the mount (FUSE's allow_other; on for root).
     pub allow_other: Option<bool>,
+    /// Inodes cached before the least recently used are dropped
+    /// (`inodecap=N`, Tarn's own).
+    pub inode_cap: usize,
 }
 
 impl Default for MountOptions {
@@ -44,6 +47,7 @@ impl Default for MountOptions {
             lookupcache: LookupCache::All,
             ro: false,
             allow_other: None,
+            inode_cap: 500_000,
         }
     }
 }
@@ -176,6 +180,7 @@ impl MountOptions {
                     flag(&mut o)?;
                     o.ro = false
                 }
+                "inodecap" => o.inode_cap = num(1 << 32)?.max(16) as usize,
                 "allow_other" => {
                     flag(&mut o)?;
                     o.allow_other = Some(true)
