@@ -7,6 +7,7 @@ mod bench;
 mod config;
 mod exports_file;
 mod keytab;
+mod mount;
 mod rpcbind;
 mod sdnotify;
 mod statelock;
@@ -158,6 +159,10 @@ enum Cmd {
     ImportExports { file: PathBuf },
     /// Measure a running server: ops/s, MB/s and latency percentiles per operation.
     Bench(bench::BenchArgs),
+    /// Mount an NFS export (nfs://host[:port]/path) on DIR through FUSE.
+    Mount(mount::MountArgs),
+    /// Unmount a `tarn mount` (fusermount3 -u, or umount as root).
+    Umount(mount::UmountArgs),
     #[command(flatten)]
     Tools(tools::ToolCmd),
 }
@@ -275,7 +280,7 @@ fn secs(s: f64) -> std::time::Duration {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(mount::helper_args(std::env::args_os().collect()));
     match cli.cmd {
         Cmd::Serve {
             dir,
@@ -365,6 +370,8 @@ fn main() -> ExitCode {
         Cmd::GenerateAssets { dir } => tool_result(assets::generate(&dir)),
         Cmd::Bench(a) => bench::main(a),
         Cmd::Tools(t) => tools::run(t),
+        Cmd::Mount(a) => mount::run(a),
+        Cmd::Umount(a) => mount::umount(a),
         Cmd::Stats {
             socket,
             interval,

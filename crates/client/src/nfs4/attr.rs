@@ -184,6 +184,10 @@ pub fn decode(f: &Fattr4) -> Result<Attrs> {
 pub struct SetAttrs {
     pub size: Option<u64>,
     pub mode: Option<u32>,
+    /// `owner` and `owner_group` as the server names them ("1000" or
+    /// "user@domain").
+    pub owner: Option<String>,
+    pub owner_group: Option<String>,
     /// `time_access_set`: a given time, or the server's own.
     pub atime: Option<Settime4>,
     /// `time_modify_set`: a given time (what `cp -p` keeps), or the server's own.
@@ -201,8 +205,8 @@ impl SetAttrs {
     pub fn encode(&self) -> Fattr4 {
         let mut set = vec![];
         let mut v = BytesMut::new();
-        // In bit order: size (4), mode (33), time_access_set (48),
-        // time_modify_set (54).
+        // In bit order: size (4), mode (33), owner (36), owner_group
+        // (37), time_access_set (48), time_modify_set (54).
         if let Some(s) = self.size {
             set.push(FATTR4_SIZE);
             v.put_u64(s);
@@ -210,6 +214,14 @@ impl SetAttrs {
         if let Some(m) = self.mode {
             set.push(FATTR4_MODE);
             v.put_u32(m);
+        }
+        if let Some(o) = &self.owner {
+            set.push(FATTR4_OWNER);
+            xdr::Pack::pack(&bytes::Bytes::copy_from_slice(o.as_bytes()), &mut v);
+        }
+        if let Some(g) = &self.owner_group {
+            set.push(FATTR4_OWNER_GROUP);
+            xdr::Pack::pack(&bytes::Bytes::copy_from_slice(g.as_bytes()), &mut v);
         }
         if let Some(t) = &self.atime {
             set.push(FATTR4_TIME_ACCESS_SET);

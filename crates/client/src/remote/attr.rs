@@ -195,6 +195,9 @@ pub enum SetTime {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetAttr {
     pub mode: Option<u32>,
+    /// Numeric owner and group (NFSv4: sent as the number's text).
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
     pub size: Option<u64>,
     pub atime: Option<SetTime>,
     pub mtime: Option<SetTime>,
@@ -212,6 +215,8 @@ impl SetAttr {
         SetAttrs {
             size: self.size,
             mode: self.mode,
+            owner: self.uid.map(|u| u.to_string()),
+            owner_group: self.gid.map(|g| g.to_string()),
             atime: self.atime.map(t),
             mtime: self.mtime.map(t),
         }
@@ -224,8 +229,8 @@ impl SetAttr {
         };
         p3::Sattr3 {
             mode: self.mode,
-            uid: None,
-            gid: None,
+            uid: self.uid,
+            gid: self.gid,
             size: self.size,
             atime: match self.atime {
                 None => p3::SetAtime::Default(p3::TimeHow::DONT_CHANGE),
@@ -354,6 +359,7 @@ mod tests {
             size: Some(0),
             atime: Some(SetTime::Server),
             mtime: Some(SetTime::Client(t)),
+            ..Default::default()
         };
         let v3 = s.v3();
         assert_eq!((v3.mode, v3.size), (Some(0o640), Some(0)));

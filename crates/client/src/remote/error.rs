@@ -89,3 +89,62 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub fn v4_status(op: p4::NfsOpnum4, status: p4::Nfsstat4) -> Error {
     Error::V4(nfs4::Error::Nfs(nfs4::Nfs4Error { op, status }))
 }
+
+impl Error {
+    /// The POSIX errno closest to the failure (what a file system built on
+    /// [`Remote`](super::Remote) returns): EIO for transport failures and
+    /// statuses without a counterpart.
+    pub fn errno(&self) -> i32 {
+        use p3::Nfsstat3 as S3;
+        use p4::Nfsstat4 as S4;
+        match self {
+            Error::V3(e) => match e.status() {
+                Some(S3::NFS3ERR_PERM) => libc::EPERM,
+                Some(S3::NFS3ERR_NOENT) => libc::ENOENT,
+                Some(S3::NFS3ERR_NXIO) => libc::ENXIO,
+                Some(S3::NFS3ERR_ACCES) => libc::EACCES,
+                Some(S3::NFS3ERR_EXIST) => libc::EEXIST,
+                Some(S3::NFS3ERR_XDEV) => libc::EXDEV,
+                Some(S3::NFS3ERR_NODEV) => libc::ENODEV,
+                Some(S3::NFS3ERR_NOTDIR) => libc::ENOTDIR,
+                Some(S3::NFS3ERR_ISDIR) => libc::EISDIR,
+                Some(S3::NFS3ERR_INVAL) => libc::EINVAL,
+                Some(S3::NFS3ERR_FBIG) => libc::EFBIG,
+                Some(S3::NFS3ERR_NOSPC) => libc::ENOSPC,
+                Some(S3::NFS3ERR_ROFS) => libc::EROFS,
+                Some(S3::NFS3ERR_MLINK) => libc::EMLINK,
+                Some(S3::NFS3ERR_NAMETOOLONG) => libc::ENAMETOOLONG,
+                Some(S3::NFS3ERR_NOTEMPTY) => libc::ENOTEMPTY,
+                Some(S3::NFS3ERR_DQUOT) => libc::EDQUOT,
+                Some(S3::NFS3ERR_STALE) => libc::ESTALE,
+                Some(S3::NFS3ERR_NOTSUPP) => libc::EOPNOTSUPP,
+                _ => libc::EIO,
+            },
+            Error::V4(e) => match e.status() {
+                Some(S4::NFS4ERR_PERM) => libc::EPERM,
+                Some(S4::NFS4ERR_NOENT) => libc::ENOENT,
+                Some(S4::NFS4ERR_NXIO) => libc::ENXIO,
+                Some(S4::NFS4ERR_ACCESS) => libc::EACCES,
+                Some(S4::NFS4ERR_EXIST) => libc::EEXIST,
+                Some(S4::NFS4ERR_XDEV) => libc::EXDEV,
+                Some(S4::NFS4ERR_NOTDIR) => libc::ENOTDIR,
+                Some(S4::NFS4ERR_ISDIR) => libc::EISDIR,
+                Some(S4::NFS4ERR_INVAL) => libc::EINVAL,
+                Some(S4::NFS4ERR_FBIG) => libc::EFBIG,
+                Some(S4::NFS4ERR_NOSPC) => libc::ENOSPC,
+                Some(S4::NFS4ERR_ROFS) => libc::EROFS,
+                Some(S4::NFS4ERR_MLINK) => libc::EMLINK,
+                Some(S4::NFS4ERR_NAMETOOLONG) => libc::ENAMETOOLONG,
+                Some(S4::NFS4ERR_NOTEMPTY) => libc::ENOTEMPTY,
+                Some(S4::NFS4ERR_DQUOT) => libc::EDQUOT,
+                Some(S4::NFS4ERR_STALE) => libc::ESTALE,
+                Some(S4::NFS4ERR_NOTSUPP) => libc::EOPNOTSUPP,
+                Some(S4::NFS4ERR_SYMLINK) => libc::ELOOP,
+                Some(S4::NFS4ERR_WRONG_TYPE) => libc::EINVAL,
+                Some(S4::NFS4ERR_DENIED | S4::NFS4ERR_LOCKED) => libc::EAGAIN,
+                Some(S4::NFS4ERR_BADNAME) => libc::EINVAL,
+                _ => libc::EIO,
+            },
+        }
+    }
+}

@@ -30,6 +30,13 @@ pub struct HeldLock {
     kind: HeldKind,
 }
 
+impl HeldLock {
+    /// The locked range (len 0: to the end of the file).
+    pub fn range(&self) -> Range {
+        self.range
+    }
+}
+
 #[derive(Debug)]
 enum HeldKind {
     V3(nfs3::LockOwner),
@@ -563,9 +570,36 @@ impl Remote {
         exclusive: bool,
         wait: bool,
     ) -> Result<Option<HeldLock>> {
+        self.lock_for(fh, dir_and_name, range, exclusive, wait, None)
+            .await
+    }
+
+    /// [`Remote::lock`] on behalf of one of several local lock owners
+    /// (a FUSE mount serves many processes): over NLM each `owner` is a
+    /// lock owner of its own, so their locks conflict at the server as
+    /// the processes' would. (NFSv4 locks have a new owner each.)
+    pub async fn lock_for(
+        &self,
+        fh: &Fh,
+        dir_and_name: (&Fh, &str),
+        range: Range,
+        exclusive: bool,
+        wait: bool,
+        owner: Option<u64>,
+    ) -> Result<Option<HeldLock>> {
         match &self.proto {
             Proto::V3(c) => {
-                let owner = nfs3::LockOwner::this_process(&c.options().machine);
+                let mut owner_of = nfs3::LockOwner::this_process(&c.options().machine);
+                if let Some(o) = owner {
+                    owner_of.oh = Bytes::from(format!(
+                        "tarn:{}.{o:x}@{}",
+                        std::process::id(),
+                        c.options().machine
+                    ));
+                    // svid names the holder in NLM4_DENIED replies.
+                    owner_of.svid = (o as i32) & i32::MAX;
+                }
+                let owner = owner_of;
                 let r = nfs3::LockRange {
                     offset: range.offset,
                     len: range.len,

@@ -440,7 +440,8 @@ impl Channel {
         args: &[u8],
     ) -> Result<Bytes, ClientError> {
         let xid = self.next_xid();
-        let rec = super::call_record(xid, prog, vers, proc_, &self.inner.cred, args);
+        let cred = super::effective_cred(&self.inner.cred);
+        let rec = super::call_record(xid, prog, vers, proc_, &cred, args);
         self.send_record_with(xid, |_| Ok(rec.clone())).await
     }
 

@@ -120,6 +120,35 @@ impl Drop for RpcClient {
     }
 }
 
+tokio::task_local! {
+    /// The AUTH_SYS credential of the caller on whose behalf a task calls
+    /// (a FUSE mount serving many users over one connection).
+    static CALLER: OpaqueAuth;
+}
+
+/// Runs `f` with its calls over AUTH_SYS connections made as `cred`
+/// instead of the connection's own credential (connections under
+/// RPCSEC_GSS or AUTH_NONE keep theirs). Tasks `f` spawns do not inherit it.
+pub async fn as_caller<F: std::future::Future>(cred: OpaqueAuth, f: F) -> F::Output {
+    CALLER.scope(cred, f).await
+}
+
+/// The credential [`as_caller`] set for this task, if any.
+pub fn current_caller() -> Option<OpaqueAuth> {
+    CALLER.try_with(|c| c.clone()).ok()
+}
+
+/// The credential a call goes with: the caller's (see [`as_caller`]) when
+/// the connection's own is AUTH_SYS.
+fn effective_cred(own: &OpaqueAuth) -> std::borrow::Cow<'_, OpaqueAuth> {
+    if own.flavor == AUTH_SYS {
+        if let Ok(c) = CALLER.try_with(|c| c.clone()) {
+            return std::borrow::Cow::Owned(c);
+        }
+    }
+    std::borrow::Cow::Borrowed(own)
+}
+
 /// An AUTH_SYS credential.
 pub fn auth_sys(uid: u32, gid: u32, gids: &[u32], machine: &str) -> OpaqueAuth {
     let p = AuthsysParms {
@@ -296,7 +325,7 @@ impl RpcClient {
         args: &[u8],
     ) -> Result<Bytes, ClientError> {
         let xid = self.next_xid();
-        let rec = call_record(xid, prog, vers, proc_, &self.cred, args);
+        let rec = call_record(xid, prog, vers, proc_, &effective_cred(&self.cred), args);
         self.send_record(xid, &rec).await
     }
 

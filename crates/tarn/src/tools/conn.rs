@@ -130,7 +130,9 @@ fn no_v4(e: &client::nfs4::Error) -> bool {
     }
 }
 
-async fn connect(url: &NfsUrl) -> Result<Remote, String> {
+/// A connection to `url`'s server with the URL's version, security and
+/// transport options (what the tools and `tarn mount` use).
+pub async fn connect(url: &NfsUrl) -> Result<Remote, String> {
     let server = format!("nfs://{}", url.authority());
     let addrs: Vec<_> = tokio::net::lookup_host(url.authority())
         .await

@@ -1,0 +1,296 @@
+//! One mount's inodes: the numbers handed to the kernel and the handles
+//! and attributes behind them. Each mount owns its table (nothing global),
+//! so unmounting or flushing one mount walks only its own inodes.
+//!
+//! An inode lives while the kernel holds lookups on it (FUSE's `nlookup`,
+//! dropped by FORGET) or while it is open; a hard link found under another
+//! name is the same inode (one number per handle).
+
+use super::attr::{AcOptions, CachedAttr};
+use crate::remote::{Attr, Fh};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// FUSE's root inode number.
+pub const ROOT: u64 = 1;
+
+#[derive(Clone, Debug)]
+pub struct Inode {
+    pub fh: Fh,
+    pub attr: CachedAttr,
+    /// Lookups the kernel holds (replies that handed out this number).
+    pub nlookup: u64,
+    /// Open files on it (kept while > 0 even when forgotten).
+    pub opens: u32,
+    /// Where it was last found (an NFSv4 LOCK opens the file by name).
+    pub parent: u64,
+    pub name: String,
+    /// When last handed to the kernel or asked about (the table's clock).
+    pub used: u64,
+}
+
+impl Inode {
+    /// Bytes this entry holds, counted for the table's total.
+    fn cost(&self) -> usize {
+        std::mem::size_of::<Inode>()
+            + self.fh.0.len()
+            + self.name.len()
+            + self.attr.attr.owner.as_ref().map_or(0, |s| s.len())
+            + self.attr.attr.group.as_ref().map_or(0, |s| s.len())
+            // The reverse map's key and slot.
+            + self.fh.0.len()
+            + 2 * std::mem::size_of::<u64>()
+    }
+}
+
+/// Counts for `tarn mount --stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    pub inodes: usize,
+    pub bytes: usize,
+    pub forgotten: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct InodeTable {
+    nodes: HashMap<u64, Inode>,
+    by_fh: HashMap<Fh, u64>,
+    next: u64,
+    clock: u64,
+    bytes: usize,
+    forgotten: u64,
+}
+
+impl InodeTable {
+    pub fn new(root: Fh, attr: Attr, now: Instant, ac: &AcOptions) -> InodeTable {
+        let mut t = InodeTable {
+            next: ROOT + 1,
+            ..Default::default()
+        };
+        let n = Inode {
+            fh: root.clone(),
+            attr: CachedAttr::new(attr, now, ac),
+            // The root is never forgotten.
+            nlookup: 1,
+            opens: 0,
+            parent: ROOT,
+            name: String::new(),
+            used: 0,
+        };
+        t.bytes += n.cost();
+        t.by_fh.insert(root, ROOT);
+        t.nodes.insert(ROOT, n);
+        t
+    }
+
+    pub fn get(&self, ino: u64) -> Option<&Inode> {
+        self.nodes.get(&ino)
+    }
+
+    pub fn get_mut(&mut self, ino: u64) -> Option<&mut Inode> {
+        self.nodes.get_mut(&ino)
+    }
+
+    /// The inode for `fh` found as `parent/name`, one more lookup held by
+    /// the kernel; the attributes refreshed. Returns its number.
+    pub fn found(
+        &mut self,
+        fh: Fh,
+        attr: Attr,
+        parent: u64,
+        name: &str,
+        now: Instant,
+        ac: &AcOptions,
+    ) -> u64 {
+        self.clock += 1;
+        let used = self.clock;
+        if let Some(&ino) = self.by_fh.get(&fh) {
+            let n = self.nodes.get_mut(&ino).expect("maps agree");
+            n.used = used;
+            self.bytes -= n.cost();
+            n.nlookup += 1;
+            n.attr.refresh(attr, now, ac);
+            n.parent = parent;
+            n.name = name.to_string();
+            self.bytes += n.cost();
+            return ino;
+        }
+        let ino = self.next;
+        self.next += 1;
+        let n = Inode {
+            fh: fh.clone(),
+            attr: CachedAttr::new(attr, now, ac),
+            nlookup: 1,
+            opens: 0,
+            parent,
+            name: name.to_string(),
+            used,
+        };
+        self.bytes += n.cost();
+        self.by_fh.insert(fh, ino);
+        self.nodes.insert(ino, n);
+        ino
+    }
+
+    /// The kernel dropped `n` lookups; an inode neither looked up nor open
+    /// is removed.
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        let Some(node) = self.nodes.get_mut(&ino) else {
+            return;
+        };
+        node.nlookup = node.nlookup.saturating_sub(n);
+        self.drop_if_unused(ino);
+    }
+
+    pub fn opened(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.opens += 1;
+        }
+    }
+
+    pub fn closed(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.opens = n.opens.saturating_sub(1);
+        }
+        self.drop_if_unused(ino);
+    }
+
+    fn drop_if_unused(&mut self, ino: u64) {
+        let unused = self
+            .nodes
+            .get(&ino)
+            .is_some_and(|n| n.nlookup == 0 && n.opens == 0 && ino != ROOT);
+        if unused {
+            let n = self.nodes.remove(&ino).expect("checked");
+            self.bytes -= n.cost();
+            self.by_fh.remove(&n.fh);
+            self.forgotten += 1;
+        }
+    }
+
+    /// A name was removed or renamed away: an inode found under it keeps
+    /// its number but forgets where (a lock then reopens by a new lookup).
+    pub fn renamed(&mut self, ino: u64, parent: u64, name: &str) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            self.bytes -= n.cost();
+            n.parent = parent;
+            n.name = name.to_string();
+            self.bytes += n.cost();
+        }
+    }
+
+    /// The inode found as `parent/name`, if one is known.
+    pub fn child(&self, parent: u64, name: &str) -> Option<u64> {
+        self.nodes
+            .iter()
+            .find(|(_, n)| n.parent == parent && n.name == name)
+            .map(|(&i, _)| i)
+    }
+
+    /// The inode was used (its attributes asked, it was opened).
+    pub fn touch(&mut self, ino: u64) {
+        self.clock += 1;
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.used = self.clock;
+        }
+    }
+
+    /// With more than `cap` inodes, the least recently used ones beyond it
+    /// that are not open (and not the root), as (number, parent, name):
+    /// the names the kernel is asked to drop, after which its FORGETs
+    /// remove them here.
+    pub fn over_cap(&self, cap: usize) -> Vec<(u64, u64, String)> {
+        let excess = self.nodes.len().saturating_sub(cap);
+        if excess == 0 {
+            return vec![];
+        }
+        let mut v: Vec<(u64, u64)> = self
+            .nodes
+            .iter()
+            .filter(|(&i, n)| i != ROOT && n.opens == 0 && !n.name.is_empty())
+            .map(|(&i, n)| (n.used, i))
+            .collect();
+        v.sort_unstable();
+        v.into_iter()
+            .take(excess)
+            .map(|(_, i)| {
+                let n = &self.nodes[&i];
+                (i, n.parent, n.name.clone())
+            })
+            .collect()
+    }
+
+    pub fn stats(&self) -> TableStats {
+        TableStats {
+            inodes: self.nodes.len(),
+            bytes: self.bytes,
+            forgotten: self.forgotten,
+        }
+    }
+
+    /// Every inode (for flushing or unmounting this mount only).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &Inode)> {
+        self.nodes.iter().map(|(&i, n)| (i, n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn fh(n: u8) -> Fh {
+        Fh(Bytes::from(vec![n; 8]))
+    }
+
+    #[test]
+    fn one_number_per_handle_and_forget_drops_it() {
+        let ac = AcOptions::default();
+        let now = Instant::now();
+        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
+        let b = t.found(fh(1), Attr::default(), ROOT, "hardlink", now, &ac);
+        assert_eq!(a, b);
+        assert_eq!(t.get(a).unwrap().nlookup, 2);
+        let before = t.stats();
+        assert_eq!(before.inodes, 2);
+        t.forget(a, 1);
+        assert!(t.get(a).is_some());
+        t.opened(a);
+        t.forget(a, 1);
+        assert!(t.get(a).is_some(), "open keeps it");
+        t.closed(a);
+        assert!(t.get(a).is_none());
+        let s = t.stats();
+        assert_eq!((s.inodes, s.forgotten), (1, 1));
+        assert!(s.bytes < before.bytes);
+        // A new lookup of the handle gets a new number.
+        let c = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
+        assert_ne!(c, a);
+        t.forget(ROOT, 10);
+        assert!(t.get(ROOT).is_some());
+    }
+
+    #[test]
+    fn over_cap_names_the_least_recently_used_unopened_inodes() {
+        let ac = AcOptions::default();
+        let now = Instant::now();
+        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
+        let b = t.found(fh(2), Attr::default(), ROOT, "b", now, &ac);
+        let c = t.found(fh(3), Attr::default(), ROOT, "c", now, &ac);
+        assert!(t.over_cap(4).is_empty());
+        t.touch(a);
+        t.opened(b);
+        let out = t.over_cap(2);
+        // Two over the cap; b is open: c then a.
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![c, a]);
+        assert_eq!(out[0].2, "c");
+        t.forget(c, 1);
+        t.forget(a, 1);
+        assert!(t.over_cap(2).is_empty());
+    }
+}

@@ -1,0 +1,361 @@
+//! `tarn mount URL DIR [-o options]`: an NFS export mounted through FUSE
+//! over the client library ([`client::remote::Remote`]), and `tarn umount`.
+//!
+//! `options` parses `-o` as mount.nfs names the options; `fs` is the FUSE
+//! file system. Cache policy (attribute timeouts, lookup cache, the inode
+//! table) lives in `client::cache`, pure and tested there; fuser stays out
+//! of the library.
+//!
+//! Without `-f` the command starts itself again in the foreground, in
+//! its own process group, and returns once the mount is in place (as
+//! mount(8) expects of a helper), so `/etc/fstab` can name it
+//! (`mount.tarn`, or type `fuse.tarn` through mount.fuse3).
+
+mod fs;
+pub mod options;
+
+use crate::tools::url::NfsUrl;
+use options::MountOptions;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct MountArgs {
+    /// The export, as nfs://host[:port]/path (query keys as for the tools).
+    #[arg(required_unless_present = "stats")]
+    pub url: Option<String>,
+    /// The mount point.
+    pub dir: Option<PathBuf>,
+    /// Options as mount.nfs names them: vers, sec, rsize, wsize, nconnect,
+    /// hard, soft, timeo, retrans, ac, noac, actimeo, acregmin, acregmax,
+    /// acdirmin, acdirmax, cto, nocto, lookupcache=all|pos|none, ro, rw;
+    /// and Tarn's inodecap=N (inodes cached before eviction).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
+    /// Stay in the foreground (log to stderr) until unmounted.
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    /// Print the inode cache's counts of the mount at DIR (the first
+    /// argument) and exit.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(|s| s.into()).collect()
+    }
+
+    #[test]
+    fn mount_helper_command_lines() {
+        let want = v(&["tarn", "mount", "nfs://h/x", "/mnt", "-o", "vers=3,ro"]);
+        assert_eq!(
+            helper_args(v(&[
+                "/sbin/mount.tarn",
+                "nfs://h/x",
+                "/mnt",
+                "-n",
+                "-o",
+                "vers=3,ro"
+            ])),
+            want
+        );
+        assert_eq!(
+            helper_args(v(&["tarn", "nfs://h/x", "/mnt", "-o", "vers=3,ro"])),
+            want
+        );
+        let plain = v(&["tarn", "ls", "nfs://h/x"]);
+        assert_eq!(helper_args(plain.clone()), plain);
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UmountArgs {
+    pub dir: PathBuf,
+}
+
+/// The command line as mount(8) helpers are called, turned into
+/// `tarn mount URL DIR -o OPTS`: as `mount.tarn URL DIR [-sfnv] [-o OPTS]`
+/// (fstab type `tarn`), or as `tarn URL DIR -o OPTS` (type `fuse.tarn`,
+/// through mount.fuse3). Any other command line is left as it is.
+pub fn helper_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let argv0 = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let first_is_url = args
+        .get(1)
+        .is_some_and(|a| a.to_string_lossy().starts_with("nfs://"));
+    if argv0 != "mount.tarn" && !first_is_url {
+        return args;
+    }
+    let mut out: Vec<std::ffi::OsString> = vec!["tarn".into(), "mount".into()];
+    let mut it = args.into_iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("-o") => {
+                out.push(a);
+                if let Some(v) = it.next() {
+                    out.push(v);
+                }
+            }
+            // mount(8)'s own: sloppy, no mtab, verbose (and fake, which a
+            // helper is never called for).
+            Some("-s" | "-n" | "-v" | "-f") => {}
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+/// Where a mount of `dir` writes its counts (JSON), refreshed every second.
+pub fn status_file(dir: &Path) -> PathBuf {
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let name: String = abs
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c == '/' { '_' } else { c })
+        .collect();
+    std::env::temp_dir()
+        .join(format!("tarn-mount-{}", own_uid()))
+        .join(format!("{name}.json"))
+}
+
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+/// Whether `dir` is a mount point of a Tarn FUSE mount now.
+fn mounted(dir: &Path) -> bool {
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let want = abs.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            f.len() > 2 && f[1] == want && f[2].starts_with("fuse")
+        })
+}
+
+pub fn run(a: MountArgs) -> ExitCode {
+    match run_inner(a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tarn: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(a: MountArgs) -> Result<(), String> {
+    if a.stats {
+        let dir = a
+            .url
+            .as_deref()
+            .map(PathBuf::from)
+            .or(a.dir.clone())
+            .ok_or("--stats needs the mount point")?;
+        let f = status_file(&dir);
+        let s = std::fs::read_to_string(&f).map_err(|e| {
+            format!(
+                "{}: no Tarn mount status ({}: {e})",
+                dir.display(),
+                f.display()
+            )
+        })?;
+        print!("{s}");
+        return Ok(());
+    }
+    let url_s = a.url.clone().expect("clap requires it");
+    let dir = a.dir.clone().ok_or("mount: the mount point is missing")?;
+    let url = NfsUrl::parse(&url_s)?;
+    let opts = MountOptions::parse(a.options.iter().map(String::as_str))?;
+    if !dir.is_dir() {
+        return Err(format!("{}: not a directory", dir.display()));
+    }
+    if !a.foreground {
+        return daemonize(&a, &dir);
+    }
+    // fuser logs an error when the kernel already let go at exit.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TARN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,fuser=off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let url = opts.apply(&url);
+    let (remote, root, root_attr) = rt.block_on(async {
+        let r = crate::tools::connect(&url).await?;
+        if let Some(s) = r.v4() {
+            // Keeps the lease while the mount is idle.
+            s.spawn_renewal(Duration::from_secs(15));
+        }
+        let (fh, attr) = r
+            .lookup_path_attr(&url.path)
+            .await
+            .map_err(|e| crate::tools::nfs_err(&url, e))?;
+        if !attr.is_dir() {
+            return Err(format!("{url}: not a directory"));
+        }
+        Ok::<_, String>((Arc::new(r), fh, attr))
+    })?;
+    // Without uid=/gid= in the URL, under sec=sys, every request acts as
+    // the process that made it (Kerberos: the mounter's ticket for now).
+    let per_caller =
+        (url.sec == crate::tools::url::Sec::Sys && url.uid.is_none() && url.gid.is_none())
+            .then(crate::tools::machine_name);
+    let st = Arc::new(fs::State::new(
+        remote.clone(),
+        opts.clone(),
+        root,
+        root_attr,
+        per_caller,
+    ));
+    let mut mo = vec![
+        fuser::MountOption::FSName(url_s.clone()),
+        fuser::MountOption::Subtype("tarn".into()),
+        // Permission checks by the kernel from the mode bits, for the
+        // caller (the server sees the mounter's identity).
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoAtime,
+    ];
+    if opts.ro {
+        mo.push(fuser::MountOption::RO);
+    }
+    if opts.allow_other.unwrap_or(own_uid() == 0) {
+        mo.push(fuser::MountOption::AllowOther);
+    }
+    let fsys = fs::TarnFs::new(rt.handle().clone(), st.clone());
+    let mut se = fuser::Session::new(fsys, &dir, &mo)
+        .map_err(|e| format!("{}: cannot mount: {e}", dir.display()))?;
+    *st.notifier.lock().expect("notifier") = Some(se.notifier());
+    let mut unmounter = se.unmount_callable();
+    // SIGTERM/SIGINT: unmount, which ends the session loop.
+    let mp = dir.clone();
+    rt.spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut t), Ok(mut i)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = t.recv() => {}
+            _ = i.recv() => {}
+        }
+        if unmounter.unmount().is_err() {
+            let _ = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&mp)
+                .status();
+        }
+    });
+    let status = status_file(&dir);
+    if let Some(p) = status.parent() {
+        let _ = std::fs::create_dir_all(p);
+    }
+    let st2 = st.clone();
+    let status2 = status.clone();
+    let (u, v) = (url_s.clone(), remote.version());
+    rt.spawn(async move {
+        loop {
+            st2.evict();
+            let s = st2.stats();
+            let j = serde_json::json!({
+                "url": u, "version": v, "inodes": s.inodes,
+                "inode_bytes": s.bytes, "forgotten": s.forgotten,
+            });
+            let tmp = status2.with_extension("tmp");
+            if std::fs::write(&tmp, format!("{j}\n")).is_ok() {
+                let _ = std::fs::rename(&tmp, &status2);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let r = se.run();
+    drop(se);
+    let _ = std::fs::remove_file(&status);
+    rt.block_on(remote.close_all());
+    r.map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Starts `tarn mount -f ...` detached and waits until the mount is there
+/// (or the child failed, whose error is then ours).
+fn daemonize(a: &MountArgs, dir: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let log = std::env::temp_dir().join(format!(
+        "tarn-mount-{}.{}.err",
+        own_uid(),
+        std::process::id()
+    ));
+    let err = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("mount").arg("-f");
+    for o in &a.options {
+        cmd.arg("-o").arg(o);
+    }
+    cmd.arg(a.url.as_deref().unwrap_or_default()).arg(dir);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err)
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the mount: {e}"))?;
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if mounted(dir) {
+            let _ = std::fs::remove_file(&log);
+            return Ok(());
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            let msg = std::fs::read_to_string(&log).unwrap_or_default();
+            let _ = std::fs::remove_file(&log);
+            let msg = msg.trim().trim_start_matches("tarn: ");
+            return Err(if msg.is_empty() {
+                "the mount failed".into()
+            } else {
+                msg.to_string()
+            });
+        }
+        if std::time::Instant::now() > until {
+            return Err(format!("{}: not mounted after 120 s", dir.display()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `tarn umount DIR`: fusermount3 -u (works for the user who mounted),
+/// else umount(8) (root).
+pub fn umount(a: UmountArgs) -> ExitCode {
+    let ok = |s: std::io::Result<std::process::ExitStatus>| s.is_ok_and(|s| s.success());
+    if ok(std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg(&a.dir)
+        .status())
+        || ok(std::process::Command::new("umount").arg(&a.dir).status())
+    {
+        // The mount process ends by itself once the kernel lets go.
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("tarn: {}: cannot unmount", a.dir.display());
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,314 @@
+//! `-o` options of `tarn mount`, named as mount.nfs(5) names them. Pure:
+//! every option is checked here and an unknown one is an error naming it.
+//! The transport ones (vers, sec, nconnect, timeo, retrans, hard, soft)
+//! are applied to the URL, so the mount connects as the tools do.
+
+use crate::tools::url::{NfsUrl, Sec, Vers};
+use client::cache::attr::AcOptions;
+use client::cache::lookup::LookupCache;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOptions {
+    pub vers: Option<Vers>,
+    pub sec: Option<Sec>,
+    /// Caps on the transfer sizes (the server's may be smaller).
+    pub rsize: Option<u32>,
+    pub wsize: Option<u32>,
+    pub nconnect: Option<u8>,
+    pub hard: Option<bool>,
+    pub timeo: Option<u32>,
+    pub retrans: Option<u32>,
+    pub ac: AcOptions,
+    /// Close-to-open: GETATTR on open, flush on close.
+    pub cto: bool,
+    pub lookupcache: LookupCache,
+    pub ro: bool,
+    /// Other users may use the mount (FUSE's allow_other; on for root).
+    pub allow_other: Option<bool>,
+    /// Inodes cached before the least recently used are dropped
+    /// (`inodecap=N`, Tarn's own).
+    pub inode_cap: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            vers: None,
+            sec: None,
+            rsize: None,
+            wsize: None,
+            nconnect: None,
+            hard: None,
+            timeo: None,
+            retrans: None,
+            ac: AcOptions::default(),
+            cto: true,
+            lookupcache: LookupCache::All,
+            ro: false,
+            allow_other: None,
+            inode_cap: 500_000,
+        }
+    }
+}
+
+/// Options mount(8) passes from /etc/fstab that concern mount(8) itself
+/// or that a FUSE file system has anyway; accepted and ignored.
+const GENERIC: &[&str] = &[
+    "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "exec", "noexec",
+    "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime", "bg", "fg",
+];
+
+impl MountOptions {
+    /// Parses one or more comma-separated `-o` lists.
+    pub fn parse<'a>(lists: impl IntoIterator<Item = &'a str>) -> Result<MountOptions, String> {
+        let mut o = MountOptions::default();
+        // actimeo and the ac*min/max given alone combine as in nfs(5):
+        // actimeo sets all four; the specific ones win whatever the order.
+        let mut actimeo = None;
+        let (mut regmin, mut regmax, mut dirmin, mut dirmax) = (None, None, None, None);
+        for item in lists
+            .into_iter()
+            .flat_map(|l| l.split(','))
+            .filter(|s| !s.is_empty())
+        {
+            let (k, v) = match item.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (item, None),
+            };
+            let num = |max: u64| -> Result<u64, String> {
+                let v = v.ok_or_else(|| format!("option {k} needs a value ({k}=N)"))?;
+                match v.parse::<u64>() {
+                    Ok(n) if n <= max => Ok(n),
+                    _ => Err(format!("option {k}={v}: expected a number up to {max}")),
+                }
+            };
+            let flag = |o: &mut MountOptions| -> Result<(), String> {
+                if v.is_some() {
+                    return Err(format!("option {k} takes no value"));
+                }
+                let _ = o;
+                Ok(())
+            };
+            match k {
+                "vers" | "nfsvers" => {
+                    o.vers = Some(match v {
+                        Some("3") => Vers::V3,
+                        Some("4") => Vers::V4Any,
+                        Some("4.0") => Vers::V4(0),
+                        Some("4.1") => Vers::V4(1),
+                        Some("4.2") => Vers::V4(2),
+                        _ => return Err(format!("option {item}: vers is 3, 4, 4.0, 4.1 or 4.2")),
+                    })
+                }
+                "sec" => {
+                    o.sec = Some(match v {
+                        Some("sys") => Sec::Sys,
+                        Some("krb5") => Sec::Krb5,
+                        Some("krb5i") => Sec::Krb5i,
+                        Some("krb5p") => Sec::Krb5p,
+                        _ => {
+                            return Err(format!("option {item}: sec is sys, krb5, krb5i or krb5p"))
+                        }
+                    })
+                }
+                "rsize" | "wsize" => {
+                    let n = num(1 << 20)?.max(4096) as u32 & !4095;
+                    if k == "rsize" {
+                        o.rsize = Some(n);
+                    } else {
+                        o.wsize = Some(n);
+                    }
+                }
+                "nconnect" => {
+                    let n = num(16)?;
+                    if n == 0 {
+                        return Err(format!("option {item}: 1 to 16"));
+                    }
+                    o.nconnect = Some(n as u8);
+                }
+                "timeo" => {
+                    let n = num(6000)?;
+                    if n == 0 {
+                        return Err(format!("option {item}: 1 to 6000 deciseconds"));
+                    }
+                    o.timeo = Some(n as u32);
+                }
+                "retrans" => o.retrans = Some(num(100)? as u32),
+                "hard" => {
+                    flag(&mut o)?;
+                    o.hard = Some(true)
+                }
+                "soft" => {
+                    flag(&mut o)?;
+                    o.hard = Some(false)
+                }
+                "ac" => {
+                    flag(&mut o)?;
+                    o.ac.noac = false
+                }
+                "noac" => {
+                    flag(&mut o)?;
+                    o.ac.noac = true
+                }
+                "actimeo" => actimeo = Some(num(86400)?),
+                "acregmin" => regmin = Some(num(86400)?),
+                "acregmax" => regmax = Some(num(86400)?),
+                "acdirmin" => dirmin = Some(num(86400)?),
+                "acdirmax" => dirmax = Some(num(86400)?),
+                "cto" => {
+                    flag(&mut o)?;
+                    o.cto = true
+                }
+                "nocto" => {
+                    flag(&mut o)?;
+                    o.cto = false
+                }
+                "lookupcache" => {
+                    o.lookupcache = match v {
+                        Some("all") => LookupCache::All,
+                        Some("pos" | "positive") => LookupCache::Pos,
+                        Some("none") => LookupCache::None,
+                        _ => return Err(format!("option {item}: lookupcache is all, pos or none")),
+                    }
+                }
+                "ro" => {
+                    flag(&mut o)?;
+                    o.ro = true
+                }
+                "rw" => {
+                    flag(&mut o)?;
+                    o.ro = false
+                }
+                "inodecap" => o.inode_cap = num(1 << 32)?.max(16) as usize,
+                "allow_other" => {
+                    flag(&mut o)?;
+                    o.allow_other = Some(true)
+                }
+                g if GENERIC.contains(&g) && v.is_none() => {}
+                g if g.starts_with("x-") || g.starts_with("comment=") => {}
+                _ => return Err(format!("unknown mount option {item:?}")),
+            }
+        }
+        let s = Duration::from_secs;
+        if let Some(t) = actimeo {
+            o.ac.acregmin = s(t);
+            o.ac.acregmax = s(t);
+            o.ac.acdirmin = s(t);
+            o.ac.acdirmax = s(t);
+        }
+        if let Some(t) = regmin {
+            o.ac.acregmin = s(t);
+        }
+        if let Some(t) = regmax {
+            o.ac.acregmax = s(t);
+        }
+        if let Some(t) = dirmin {
+            o.ac.acdirmin = s(t);
+        }
+        if let Some(t) = dirmax {
+            o.ac.acdirmax = s(t);
+        }
+        // A max below its min is raised to it (Linux does the same).
+        o.ac.acregmax = o.ac.acregmax.max(o.ac.acregmin);
+        o.ac.acdirmax = o.ac.acdirmax.max(o.ac.acdirmin);
+        Ok(o)
+    }
+
+    /// The URL with the transport options applied (an option wins over
+    /// the URL's query).
+    pub fn apply(&self, url: &NfsUrl) -> NfsUrl {
+        let mut u = url.clone();
+        if let Some(v) = self.vers {
+            u.vers = Some(v);
+        }
+        if let Some(s) = self.sec {
+            u.sec = s;
+        }
+        let t = &mut u.transport;
+        if let Some(n) = self.nconnect {
+            t.nconnect = n;
+        }
+        if let Some(n) = self.timeo {
+            t.timeo = n;
+        }
+        if let Some(n) = self.retrans {
+            t.retrans = n;
+        }
+        if let Some(h) = self.hard {
+            t.hard = h;
+        }
+        u
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<MountOptions, String> {
+        MountOptions::parse([s])
+    }
+
+    #[test]
+    fn defaults_are_linuxs() {
+        let o = p("").unwrap();
+        assert!(o.cto && !o.ro && !o.ac.noac);
+        assert_eq!(o.ac, AcOptions::default());
+        assert_eq!(o.lookupcache, LookupCache::All);
+    }
+
+    #[test]
+    fn every_nfs_option() {
+        let o = MountOptions::parse([
+            "vers=4.1,sec=sys,rsize=65536,wsize=131072,nconnect=4,soft,timeo=50,retrans=3",
+            "noac,nocto,lookupcache=pos,ro,acregmin=1,acregmax=2,acdirmin=3,acdirmax=4",
+        ])
+        .unwrap();
+        assert_eq!(o.vers, Some(Vers::V4(1)));
+        assert_eq!(o.sec, Some(Sec::Sys));
+        assert_eq!((o.rsize, o.wsize), (Some(65536), Some(131072)));
+        assert_eq!(
+            (o.nconnect, o.hard, o.timeo, o.retrans),
+            (Some(4), Some(false), Some(50), Some(3))
+        );
+        assert!(o.ac.noac && !o.cto && o.ro);
+        assert_eq!(o.lookupcache, LookupCache::Pos);
+        assert_eq!(o.ac.acregmin, Duration::from_secs(1));
+        assert_eq!(o.ac.acdirmax, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn actimeo_sets_all_and_specific_ones_win() {
+        let o = p("acregmin=5,actimeo=10").unwrap();
+        assert_eq!(o.ac.acregmin, Duration::from_secs(5));
+        assert_eq!(o.ac.acregmax, Duration::from_secs(10));
+        assert_eq!(o.ac.acdirmin, Duration::from_secs(10));
+        let o = p("acregmin=100").unwrap();
+        assert_eq!(o.ac.acregmax, Duration::from_secs(100));
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        assert!(p("bogus").unwrap_err().contains("bogus"));
+        assert!(p("rw,frobnicate=3").unwrap_err().contains("frobnicate=3"));
+        assert!(p("vers=5").unwrap_err().contains("vers=5"));
+        assert!(p("nconnect=0").unwrap_err().contains("nconnect"));
+        assert!(p("timeo").unwrap_err().contains("timeo"));
+        assert!(p("noac=1").unwrap_err().contains("noac"));
+        assert!(p("lookupcache=some").unwrap_err().contains("lookupcache"));
+        // fstab's own options pass.
+        p("defaults,_netdev,noauto,x-systemd.automount").unwrap();
+    }
+
+    #[test]
+    fn transport_options_override_the_url() {
+        let url = NfsUrl::parse("nfs://h/x?vers=3&timeo=10").unwrap();
+        let o = p("vers=4.2,timeo=20,nconnect=2,soft").unwrap();
+        let u = o.apply(&url);
+        assert_eq!(u.vers, Some(Vers::V4(2)));
+        assert_eq!(u.transport.timeo, 20);
+        assert_eq!(u.transport.nconnect, 2);
+        assert!(!u.transport.hard);
+    }
+}

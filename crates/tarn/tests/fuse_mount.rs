@@ -1,0 +1,388 @@
+//! `tarn mount` end to end: a real `tarn serve`, the export mounted through
+//! FUSE, and ordinary programs (cp -r, diff -r, ln, mv, truncate, chmod,
+//! python fcntl locks from two processes) working on the mount, over NFSv3
+//! and NFSv4.1. Also the attribute cache (a second stat pass within
+//! actimeo sends no GETATTR; noac sends one per stat, counted by the
+//! server) and close-to-open between two mounts.
+//!
+//! Skipped, with a message, where /dev/fuse or fusermount3 is missing.
+//! Every mount is undone and every process killed by PID, even on failure
+//! (the Drop of [`Mounted`] and of the server).
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fuse_usable() -> bool {
+    let fusermount = Command::new("fusermount3")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    let ok = Path::new("/dev/fuse").exists() && fusermount;
+    if !ok {
+        eprintln!("SKIP: FUSE tests need /dev/fuse and fusermount3 (Debian's fuse3)");
+    }
+    ok
+}
+
+/// A `tarn mount -f` process and its mount point; unmounted and killed on drop.
+struct Mounted {
+    child: Option<Child>,
+    dir: PathBuf,
+    log: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let want = dir.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
+}
+
+impl Mounted {
+    fn new(url: &str, opts: &str) -> Mounted {
+        let tmp = tempfile::Builder::new()
+            .prefix("tarn-fuse-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let dir = tmp.path().join("mnt");
+        std::fs::create_dir(&dir).unwrap();
+        let log = tmp.path().join("mount.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+        cmd.args(["mount", "-f", url])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        if !opts.is_empty() {
+            cmd.args(["-o", opts]);
+        }
+        let child = cmd.spawn().expect("start tarn mount");
+        let mut m = Mounted {
+            child: Some(child),
+            dir,
+            log,
+            _tmp: tmp,
+        };
+        let t = Instant::now();
+        while !is_mounted(&m.dir) {
+            let exited = m.child.as_mut().unwrap().try_wait().unwrap();
+            assert!(
+                exited.is_none() && t.elapsed() < Duration::from_secs(30),
+                "not mounted ({exited:?}): {}",
+                std::fs::read_to_string(&m.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.join(p)
+    }
+
+    /// Unmounts and waits for the mount process to end by itself.
+    fn unmount(&mut self) {
+        if is_mounted(&self.dir) {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.dir)
+                .status();
+            if is_mounted(&self.dir) {
+                let _ = Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(&self.dir)
+                    .status();
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(10) {
+                if c.try_wait().unwrap().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+fn sh(dir: &Path, script: &str) {
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A server without NLM/NFSv4 grace (locks at once), with metrics.
+fn server() -> (TestServer, String) {
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let s = TestServer::start_with(&["--grace", "0.05", "--metrics", &maddr]);
+    (s, maddr)
+}
+
+fn mount_url(s: &TestServer, vers: &str) -> String {
+    // As uid 1000: the server squashes root.
+    format!(
+        "nfs://127.0.0.1:{}/?vers={vers}&uid=1000&gid=1000",
+        s.port()
+    )
+}
+
+const LOCKERS: &str = r#"
+import fcntl, os, sys, time
+p = sys.argv[1]
+fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    fd2 = os.open(p, os.O_RDWR)
+    try:
+        fcntl.lockf(fd2, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os._exit(3)
+    except OSError:
+        pass
+    os.write(w, b"x")
+    t = time.time()
+    fcntl.lockf(fd2, fcntl.LOCK_EX)
+    waited = time.time() - t
+    fcntl.lockf(fd2, fcntl.LOCK_UN)
+    os._exit(0 if waited > 0.5 else 4)
+os.read(r, 1)
+time.sleep(1.0)
+fcntl.lockf(fd, fcntl.LOCK_UN)
+_, st = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(st))
+"#;
+
+fn workload(vers: &str) {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let m = Mounted::new(&mount_url(&s, vers), "");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mnt = m.dir.clone();
+    sh(
+        &mnt,
+        &format!(
+            "echo hello > a; test \"$(cat a)\" = hello
+             mkdir tree; cp -r {src} tree/src; diff -r {src} tree/src
+             ln a hard; test \"$(stat -c %h a)\" = 2
+             ln -s a sym; test \"$(readlink sym)\" = a; test \"$(cat sym)\" = hello
+             truncate -s 2 a; test \"$(cat hard)\" = he
+             truncate -s 100000 a; test \"$(stat -c %s a)\" = 100000
+             chmod 640 a; test \"$(stat -c %a hard)\" = 640
+             chown 1000:1000 a; test \"$(stat -c %u:%g a)\" = 1000:1000
+             touch -d '2001-02-03 04:05:06' a; test \"$(stat -c %Y a)\" = \"$(date -d '2001-02-03 04:05:06' +%s)\"
+             mv a moved; test ! -e a; test -e moved
+             mv tree tree2; diff -r {src} tree2/src
+             rm moved hard sym; rm -r tree2
+             test -z \"$(ls -A)\"
+             df . >/dev/null",
+            src = src.display()
+        ),
+    );
+    // The server's view matches.
+    sh(
+        &mnt,
+        "head -c 5000000 /dev/urandom > big; cp big big2; cmp big big2",
+    );
+    let a = std::fs::read(m.path("big")).unwrap();
+    assert_eq!(a, std::fs::read(s.export.join("big2")).unwrap());
+    // Two processes, one exclusive fcntl lock between them.
+    std::fs::write(m.dir.join("../lockers.py"), LOCKERS).unwrap();
+    let out = Command::new("timeout")
+        .args(["60", "python3"])
+        .arg(m.dir.join("../lockers.py"))
+        .arg(m.path("lockfile"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "locks: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(m);
+}
+
+#[test]
+fn workload_over_nfsv3() {
+    workload("3");
+}
+
+#[test]
+fn workload_over_nfsv41() {
+    workload("4.1");
+}
+
+/// GETATTR calls the server counted (NFSv3 procedure and NFSv4 operation).
+fn getattrs(maddr: &str) -> f64 {
+    let mut c = TcpStream::connect(maddr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    let body = r.split_once("\r\n\r\n").unwrap().1;
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .filter(|x| x.metric == "tarn_op_calls_total" && x.labels.get("op") == Some("GETATTR"))
+        .map(|x| match x.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+fn stat_all(dir: &Path, n: usize) {
+    for i in 0..n {
+        std::fs::metadata(dir.join(format!("d/f{i}"))).unwrap();
+    }
+}
+
+/// FILES files stat'ed twice within actimeo: no GETATTR the second time;
+/// with noac every stat asks the server.
+fn stat_cache(vers: &str, files: usize) {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, maddr) = server();
+    std::fs::create_dir(s.export.join("d")).unwrap();
+    for i in 0..files {
+        std::fs::write(s.export.join(format!("d/f{i}")), b"x").unwrap();
+    }
+    let url = mount_url(&s, vers);
+    {
+        let m = Mounted::new(&url, "actimeo=600");
+        stat_all(&m.dir, files);
+        let before = getattrs(&maddr);
+        stat_all(&m.dir, files);
+        let after = getattrs(&maddr);
+        assert_eq!(
+            after - before,
+            0.0,
+            "second pass within actimeo asked the server"
+        );
+    }
+    let m = Mounted::new(&url, "noac");
+    stat_all(&m.dir, files);
+    let before = getattrs(&maddr);
+    stat_all(&m.dir, files);
+    let after = getattrs(&maddr);
+    assert!(
+        after - before >= files as f64,
+        "noac: {} GETATTRs for {files} stats",
+        after - before
+    );
+}
+
+#[test]
+fn stat_cache_over_nfsv41() {
+    stat_cache("4.1", 2000);
+}
+
+#[test]
+fn stat_cache_over_nfsv3() {
+    stat_cache("3", 2000);
+}
+
+/// The stat test at full size (10,000 files): `cargo test --release -- --ignored`.
+#[test]
+#[ignore]
+fn stat_cache_10000_files() {
+    stat_cache("4.1", 10_000);
+}
+
+/// Close-to-open: what one mount wrote and closed is read whole through a
+/// second mount opened afterwards, even though the second had the old
+/// contents cached (same size, within its attribute timeout).
+#[test]
+fn close_to_open_between_two_mounts() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, "actimeo=600");
+    let b = Mounted::new(&url, "actimeo=600");
+    let old = vec![b'o'; 300_000];
+    std::fs::write(a.path("f"), &old).unwrap();
+    assert_eq!(std::fs::read(b.path("f")).unwrap(), old);
+    let new: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(a.path("f"))
+            .unwrap();
+        f.write_all(&new).unwrap();
+    }
+    assert_eq!(std::fs::read(b.path("f")).unwrap(), new);
+}
+
+/// Without uid= in the URL each request goes as the process that made it:
+/// a file created by uid 1000 is 1000's on the server, one created by root
+/// is squashed to nobody (the server squashes root), never the mounter's by
+/// accident.
+#[test]
+fn each_caller_acts_as_itself() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = format!("nfs://127.0.0.1:{}/?vers=4.1", s.port());
+    let m = Mounted::new(&url, "");
+    let run_as = |uid: &str, file: &str| {
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "touch",
+            ])
+            .arg(m.path(file))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    use std::os::unix::fs::MetadataExt;
+    run_as("1000", "by-1000");
+    run_as("1001", "by-1001");
+    std::fs::write(m.path("by-root"), b"x").unwrap();
+    let owner = |f: &str| std::fs::metadata(s.export.join(f)).unwrap().uid();
+    assert_eq!(owner("by-1000"), 1000);
+    assert_eq!(owner("by-1001"), 1001);
+    assert_ne!(owner("by-root"), 1000);
+    assert_ne!(owner("by-root"), 1001);
+}
