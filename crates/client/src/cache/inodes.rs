@@ -8,7 +8,7 @@
 
 use super::attr::{AcOptions, CachedAttr};
 use crate::remote::{Attr, Fh};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// FUSE's root inode number.
@@ -37,8 +37,12 @@ impl Inode {
             + self.name.len()
             + self.attr.attr.owner.as_ref().map_or(0, |s| s.len())
             + self.attr.attr.group.as_ref().map_or(0, |s| s.len())
-            // The reverse map's key and slot.
+            // The reverse map's key and slot, the name index's and the
+            // LRU order's entries.
             + self.fh.0.len()
+            + 2 * std::mem::size_of::<u64>()
+            + self.name.len()
+            + 3 * std::mem::size_of::<u64>()
             + 2 * std::mem::size_of::<u64>()
     }
 }
@@ -55,6 +59,12 @@ pub struct TableStats {
 pub struct InodeTable {
     nodes: HashMap<u64, Inode>,
     by_fh: HashMap<Fh, u64>,
+    /// (parent, name) → the inode last found there: rename and remove
+    /// find theirs without walking the table.
+    by_name: HashMap<(u64, String), u64>,
+    /// Least recently used first (`Inode::used` → number): eviction takes
+    /// from the front instead of sorting the table.
+    lru: BTreeMap<u64, u64>,
     next: u64,
     clock: u64,
     bytes: usize,
@@ -79,6 +89,7 @@ impl InodeTable {
         };
         t.bytes += n.cost();
         t.by_fh.insert(root, ROOT);
+        t.lru.insert(0, ROOT);
         t.nodes.insert(ROOT, n);
         t
     }
@@ -105,14 +116,11 @@ impl InodeTable {
         self.clock += 1;
         let used = self.clock;
         if let Some(&ino) = self.by_fh.get(&fh) {
+            self.mark_used(ino, used);
+            self.place(ino, parent, name);
             let n = self.nodes.get_mut(&ino).expect("maps agree");
-            n.used = used;
-            self.bytes -= n.cost();
             n.nlookup += 1;
             n.attr.refresh(attr, now, ac);
-            n.parent = parent;
-            n.name = name.to_string();
-            self.bytes += n.cost();
             return ino;
         }
         let ino = self.next;
@@ -128,8 +136,38 @@ impl InodeTable {
         };
         self.bytes += n.cost();
         self.by_fh.insert(fh, ino);
+        self.by_name.insert((parent, name.to_string()), ino);
+        self.lru.insert(used, ino);
         self.nodes.insert(ino, n);
         ino
+    }
+
+    /// Moves `ino` to the back of the LRU order.
+    fn mark_used(&mut self, ino: u64, used: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            self.lru.remove(&n.used);
+            n.used = used;
+            self.lru.insert(used, ino);
+        }
+    }
+
+    /// Records `ino` as found at `parent/name` (in the entry and the index).
+    fn place(&mut self, ino: u64, parent: u64, name: &str) {
+        let Some(n) = self.nodes.get_mut(&ino) else {
+            return;
+        };
+        if n.parent == parent && n.name == name {
+            self.by_name.insert((parent, name.to_string()), ino);
+            return;
+        }
+        self.bytes -= n.cost();
+        let old = (n.parent, std::mem::replace(&mut n.name, name.to_string()));
+        n.parent = parent;
+        self.bytes += n.cost();
+        if self.by_name.get(&old) == Some(&ino) {
+            self.by_name.remove(&old);
+        }
+        self.by_name.insert((parent, name.to_string()), ino);
     }
 
     /// The kernel dropped `n` lookups; an inode neither looked up nor open
@@ -167,6 +205,11 @@ impl InodeTable {
             let n = self.nodes.remove(&ino).expect("checked");
             self.bytes -= n.cost();
             self.by_fh.remove(&n.fh);
+            self.lru.remove(&n.used);
+            let key = (n.parent, n.name);
+            if self.by_name.get(&key) == Some(&ino) {
+                self.by_name.remove(&key);
+            }
             self.forgotten += 1;
         }
     }
@@ -174,28 +217,22 @@ impl InodeTable {
     /// A name was removed or renamed away: an inode found under it keeps
     /// its number but forgets where (a lock then reopens by a new lookup).
     pub fn renamed(&mut self, ino: u64, parent: u64, name: &str) {
-        if let Some(n) = self.nodes.get_mut(&ino) {
-            self.bytes -= n.cost();
-            n.parent = parent;
-            n.name = name.to_string();
-            self.bytes += n.cost();
-        }
+        self.place(ino, parent, name);
     }
 
     /// The inode found as `parent/name`, if one is known.
     pub fn child(&self, parent: u64, name: &str) -> Option<u64> {
-        self.nodes
-            .iter()
-            .find(|(_, n)| n.parent == parent && n.name == name)
-            .map(|(&i, _)| i)
+        // The lookup key is built (one String) rather than the map keyed
+        // by a borrowed pair: rename and remove are not hot paths.
+        let ino = *self.by_name.get(&(parent, name.to_string()))?;
+        let n = self.nodes.get(&ino)?;
+        (n.parent == parent && n.name == name).then_some(ino)
     }
 
     /// The inode was used (its attributes asked, it was opened).
     pub fn touch(&mut self, ino: u64) {
         self.clock += 1;
-        if let Some(n) = self.nodes.get_mut(&ino) {
-            n.used = self.clock;
-        }
+        self.mark_used(ino, self.clock);
     }
 
     /// With more than `cap` inodes, the least recently used ones beyond it
@@ -207,19 +244,15 @@ impl InodeTable {
         if excess == 0 {
             return vec![];
         }
-        let mut v: Vec<(u64, u64)> = self
-            .nodes
-            .iter()
-            .filter(|(&i, n)| i != ROOT && n.opens == 0 && !n.name.is_empty())
-            .map(|(&i, n)| (n.used, i))
-            .collect();
-        v.sort_unstable();
-        v.into_iter()
-            .take(excess)
-            .map(|(_, i)| {
+        // From the least recently used, past the open ones (few).
+        self.lru
+            .values()
+            .filter_map(|&i| {
                 let n = &self.nodes[&i];
-                (i, n.parent, n.name.clone())
+                (i != ROOT && n.opens == 0 && !n.name.is_empty())
+                    .then(|| (i, n.parent, n.name.clone()))
             })
+            .take(excess)
             .collect()
     }
 
@@ -292,5 +325,29 @@ mod tests {
         t.forget(c, 1);
         t.forget(a, 1);
         assert!(t.over_cap(2).is_empty());
+    }
+
+    #[test]
+    fn child_follows_renames_and_forgets() {
+        let ac = AcOptions::default();
+        let now = Instant::now();
+        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
+        let d = t.found(fh(2), Attr::default(), ROOT, "d", now, &ac);
+        assert_eq!(t.child(ROOT, "a"), Some(a));
+        t.renamed(a, d, "b");
+        assert_eq!(t.child(ROOT, "a"), None);
+        assert_eq!(t.child(d, "b"), Some(a));
+        // Another file renamed over the name, then the old one forgotten:
+        // the name stays the newcomer's.
+        let c = t.found(fh(3), Attr::default(), ROOT, "c", now, &ac);
+        t.renamed(c, d, "b");
+        assert_eq!(t.child(d, "b"), Some(c));
+        t.forget(a, 1);
+        assert_eq!(t.child(d, "b"), Some(c));
+        t.forget(c, 1);
+        assert_eq!(t.child(d, "b"), None);
+        assert_eq!(t.lru.len(), t.nodes.len());
+        assert_eq!(t.by_name.len(), 1, "d alone");
     }
 }
