@@ -524,13 +524,13 @@ mod tests {
         let c = convert("x", src);
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert!(c.toml.contains("path = \"/srv/my data\""), "{}", c.toml);
-        assert!(c
-            .toml
-            .contains("{ client = \"host.example.com\", options = [\"ro\", \"no_root_squash\"] }"));
-        assert!(c.toml.contains("path = \"/srv/oct al\""));
-        assert!(c.toml.contains("{ client = \"*.lab.example.com\", options = [\"rw\", \"all_squash\"], anonuid = 1000 }"));
         assert!(c.toml.contains(
-            "{ client = \"192.168.0.0/16\", options = [\"ro\", \"all_squash\"], anonuid = 1000 }"
+            "{ client = \"host.example.com\", options = [\"ro\", \"no_root_squash\", \"secure\"] }"
+        ));
+        assert!(c.toml.contains("path = \"/srv/oct al\""));
+        assert!(c.toml.contains("{ client = \"*.lab.example.com\", options = [\"rw\", \"all_squash\", \"secure\"], anonuid = 1000 }"));
+        assert!(c.toml.contains(
+            "{ client = \"192.168.0.0/16\", options = [\"ro\", \"all_squash\", \"secure\"], anonuid = 1000 }"
         ));
         assert!(c.toml.contains("# x:4\n"));
     }
