@@ -18,7 +18,11 @@ use clap::{Parser, Subcommand};
 /// mimalloc: freed reply buffers (up to 1 MiB each) are reused from
 /// per-thread free lists instead of going back to the kernel and faulting
 /// in fresh zeroed pages on the next READ (glibc's malloc maps and unmaps
-/// buffers that size).
+/// buffers that size). Without transparent huge pages (`no_thp`, and
+/// [`no_huge_pages`]): each thread keeps its own partly used pages per size
+/// class, and with THP every such page touched became 2 MiB resident (the
+/// 64-client soak held 1.5 GB, 1.28 GB of it huge pages, against 0.43 GB
+/// without).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use config::{Config, ExportConfig};
@@ -279,7 +283,17 @@ fn secs(s: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(s.max(0.05))
 }
 
+/// Transparent huge pages off for this process (PR_SET_THP_DISABLE): the
+/// `no_thp` build of mimalloc no longer asks for them, and this keeps a
+/// host whose THP setting is `always` from giving them anyway.
+fn no_huge_pages() {
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        warn!("cannot turn transparent huge pages off: {e}");
+    }
+}
+
 fn main() -> ExitCode {
+    no_huge_pages();
     let cli = Cli::parse_from(mount::helper_args(std::env::args_os().collect()));
     match cli.cmd {
         Cmd::Serve {
