@@ -171,7 +171,24 @@ impl TestServer {
             }
             let _ = c.kill();
             let _ = c.wait();
+            // Descendants (a server under a wrapper) are not ours to reap,
+            // and a killed process's files close only when its last thread
+            // is gone: wait until the state directory's lock is free for
+            // the next server.
+            self.wait_state_unlocked();
         }
+    }
+
+    /// Until no process holds the state directory's lock (at most 10 s).
+    fn wait_state_unlocked(&self) {
+        let Ok(f) = std::fs::File::open(self.state.join("lock")) else {
+            return;
+        };
+        let t0 = std::time::Instant::now();
+        while f.try_lock().is_err() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Dropping `f` releases the lock this took.
     }
 
     /// SIGKILL, then a server started in its place on the same export,
