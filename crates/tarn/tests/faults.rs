@@ -454,19 +454,8 @@ fn server_on_small_ext4() -> Option<(TestServer, tempfile::TempDir)> {
 /// namespace (gone with the server), with the debug fault injection on.
 fn launch_on_image(export: &Path, state: &Path, img: &Path) -> TestServer {
     let script = r#"mount -o loop "$IMG" "$EXPORT" && chmod 0777 "$EXPORT" && exec "$@""#;
-    let wrapper = [
-        "env",
-        &format!("EXPORT={}", export.display()),
-        &format!("IMG={}", img.display()),
-        "unshare",
-        "--mount",
-        "--fork",
-        "--kill-child",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ];
+    let wrapper = mount_ns_wrapper(&[("EXPORT", export), ("IMG", img)], script);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     TestServer::launch(
         export,
         state,
@@ -702,18 +691,8 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
     // reads it).
     let (_tmp, export, state) = temp_export();
     let script = r#"mount -t tmpfs -o size=1m tmpfs "$STATE" && exec "$@""#;
-    let wrapper = [
-        "env",
-        &format!("STATE={}", state.display()),
-        "unshare",
-        "--mount",
-        "--fork",
-        "--kill-child",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ];
+    let wrapper = mount_ns_wrapper(&[("STATE", &state)], script);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let s = TestServer::launch(&export, &state, free_port(), &["--grace", "0"], &wrapper);
     std::fs::write(export.join("locked"), b"x").unwrap();
     let locked = {

@@ -238,18 +238,8 @@ fn doctor_sees_an_export_near_full() {
     // A private mount namespace with a 2 MiB tmpfs as the export, filled.
     let (_tmp, export, state) = temp_export();
     let script = r#"mount -t tmpfs -o size=2m tmpfs "$EXPORT" && chmod 0777 "$EXPORT" && { dd if=/dev/zero of="$EXPORT/fill" bs=64k 2>/dev/null; true; } && exec "$@""#;
-    let wrapper = [
-        "env",
-        &format!("EXPORT={}", export.display()),
-        "unshare",
-        "--mount",
-        "--fork",
-        "--kill-child",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ];
+    let wrapper = mount_ns_wrapper(&[("EXPORT", &export)], script);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let s = TestServer::launch(&export, &state, free_port(), &[], &wrapper);
     let out = tarn(&[
         "doctor",

@@ -207,6 +207,27 @@ impl TestServer {
     }
 }
 
+/// A [`TestServer::launch`] wrapper: `script` (which ends by exec'ing
+/// `"$@"`, the server) runs in a mount namespace of its own, with `vars`
+/// in its environment, so what it mounts is gone with the server.
+pub fn mount_ns_wrapper(vars: &[(&str, &Path)], script: &str) -> Vec<String> {
+    let mut w = vec!["env".to_string()];
+    w.extend(vars.iter().map(|(k, v)| format!("{k}={}", v.display())));
+    for a in [
+        "unshare",
+        "--mount",
+        "--fork",
+        "--kill-child",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ] {
+        w.push(a.to_string());
+    }
+    w
+}
+
 /// `pid`'s descendants, parents before their children.
 fn descendants(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
