@@ -346,27 +346,6 @@ fn xid() -> u32 {
     XID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-fn create3(c: &mut TcpStream, dir: &NfsFh3, name: &str) -> NfsFh3 {
-    let a = Create3args {
-        r#where: Diropargs3 {
-            dir: dir.clone(),
-            name: bytes::Bytes::copy_from_slice(name.as_bytes()),
-        },
-        how: Createhow3::UNCHECKED(Sattr3 {
-            mode: Some(0o644),
-            uid: None,
-            gid: None,
-            size: None,
-            atime: SetAtime::Default(TimeHow::DONT_CHANGE),
-            mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
-        }),
-    };
-    match nfs_call::<_, Create3res>(c, xid(), NFSPROC3_CREATE, &a) {
-        Create3res::NFS3_OK(ok) => ok.obj.expect("handle"),
-        other => panic!("CREATE {name}: {other:?}"),
-    }
-}
-
 /// WRITE: the count acknowledged, or the error.
 fn write3(
     c: &mut TcpStream,
@@ -481,7 +460,7 @@ fn storage_errors_over_nfsv3() {
 
     // Quota: a write reaching past it is partial and says so; the next
     // fails with DQUOT; what was acknowledged is what the file holds.
-    let q = create3(&mut c, &root, "edquot-1");
+    let q = create3(&mut c, xid(), &root, "edquot-1");
     assert_eq!(
         write3(&mut c, &q, 0, 48 << 10, StableHow::FILE_SYNC),
         Ok(48 << 10)
@@ -500,7 +479,7 @@ fn storage_errors_over_nfsv3() {
 
     // EIO: a stable write that could not be flushed is an error, never a
     // success; an unstable one is taken, and its COMMIT fails.
-    let e = create3(&mut c, &root, "eio-1");
+    let e = create3(&mut c, xid(), &root, "eio-1");
     assert_eq!(
         write3(&mut c, &e, 0, 8192, StableHow::FILE_SYNC),
         Err(Nfsstat3::NFS3ERR_IO)
@@ -543,7 +522,7 @@ fn storage_errors_over_nfsv3() {
     // A real full filesystem: writes as uid 1000 until NOSPC. Half the
     // image is kept for root, and the server acting for a user does not
     // get it (CAP_SYS_RESOURCE dropped, as knfsd does).
-    let f = create3(&mut c, &root, "fill");
+    let f = create3(&mut c, xid(), &root, "fill");
     let mut acked = 0u64;
     let status = loop {
         match write3(&mut c, &f, acked, 256 << 10, StableHow::FILE_SYNC) {
@@ -896,8 +875,8 @@ fn a_lost_write_changes_the_write_verifier() {
     let s = TestServer::start_with(&["--debug-inject-faults"]);
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
-    let f = create3(&mut c, &root, "lostwrite-1");
-    let plain = create3(&mut c, &root, "plain");
+    let f = create3(&mut c, xid(), &root, "lostwrite-1");
+    let plain = create3(&mut c, xid(), &root, "plain");
     let v1 = write3_verf(&mut c, &f, StableHow::UNSTABLE);
     assert_eq!(commit3(&mut c, &f), Err(Nfsstat3::NFS3ERR_IO));
     let v2 = commit3(&mut c, &f).expect("the retry succeeds");

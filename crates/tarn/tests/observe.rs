@@ -23,31 +23,6 @@ fn xid() -> u32 {
     XID.fetch_add(1, Ordering::Relaxed)
 }
 
-fn sattr() -> Sattr3 {
-    Sattr3 {
-        mode: Some(0o644),
-        uid: None,
-        gid: None,
-        size: None,
-        atime: SetAtime::Default(TimeHow::DONT_CHANGE),
-        mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
-    }
-}
-
-fn create(c: &mut TcpStream, dir: &NfsFh3, name: &str) -> NfsFh3 {
-    let a = Create3args {
-        r#where: Diropargs3 {
-            dir: dir.clone(),
-            name: Bytes::copy_from_slice(name.as_bytes()),
-        },
-        how: Createhow3::UNCHECKED(sattr()),
-    };
-    match nfs_call::<_, Create3res>(c, xid(), NFSPROC3_CREATE, &a) {
-        Create3res::NFS3_OK(ok) => ok.obj.expect("handle"),
-        other => panic!("CREATE {name}: {other:?}"),
-    }
-}
-
 fn write(c: &mut TcpStream, fh: &NfsFh3, offset: u64, len: usize, stable: StableHow) {
     let a = Write3args {
         file: fh.clone(),
@@ -99,7 +74,7 @@ fn healthy_clients_yield_no_findings() {
     let s = TestServer::start();
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
-    let fh = create(&mut c, &root, "healthy");
+    let fh = create3(&mut c, xid(), &root, "healthy");
     let doctor = spawn_doctor(&s, "2", &[]);
     // An ordinary client: big UNSTABLE writes and a COMMIT, a few GETATTRs
     // of the same files, at a human pace.
@@ -138,12 +113,12 @@ fn doctor_names_misbehaving_clients() {
     let mut storm = connect_from(s.addr, "127.0.0.2");
     let root = mnt_root(&mut storm);
     let files: Vec<NfsFh3> = (0..300)
-        .map(|i| create(&mut storm, &root, &format!("f{i}")))
+        .map(|i| create3(&mut storm, xid(), &root, &format!("f{i}")))
         .collect();
     // 127.0.0.3: small FILE_SYNC writes.
     let mut syncer = connect_from(s.addr, "127.0.0.3");
     let sroot = mnt_root(&mut syncer);
-    let sfh = create(&mut syncer, &sroot, "synced");
+    let sfh = create3(&mut syncer, xid(), &sroot, "synced");
     // 127.0.0.1: a healthy neighbour that must not be named.
     let mut calm = TcpStream::connect(s.addr).unwrap();
     let croot = mnt_root(&mut calm);

@@ -29,34 +29,12 @@ fn write(
     }
 }
 
-fn create(c: &mut TcpStream, root: &NfsFh3, name: &'static [u8]) -> NfsFh3 {
-    let how = Createhow3::UNCHECKED(Sattr3 {
-        mode: Some(0o644),
-        uid: None,
-        gid: None,
-        size: None,
-        atime: SetAtime::Default(TimeHow::DONT_CHANGE),
-        mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
-    });
-    let a = Create3args {
-        r#where: Diropargs3 {
-            dir: root.clone(),
-            name: Bytes::from_static(name),
-        },
-        how,
-    };
-    match nfs_call::<_, Create3res>(c, 1, NFSPROC3_CREATE, &a) {
-        Create3res::NFS3_OK(ok) => ok.obj.expect("handle"),
-        other => panic!("CREATE: {other:?}"),
-    }
-}
-
 #[test]
 fn handles_survive_a_restart_and_the_write_verifier_changes() {
     let mut s = TestServer::start();
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
-    let fh = create(&mut c, &root, b"kept");
+    let fh = create3(&mut c, 1, &root, "kept");
     let v1 = write(&mut c, 2, &fh, 0, b"before", StableHow::UNSTABLE).verf;
     drop(c);
     let (export, state, port) = (s.export.clone(), s.state.clone(), s.port());
@@ -98,7 +76,7 @@ fn file_sync_data_survives_a_crash() {
     let mut s = TestServer::start();
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
-    let fh = create(&mut c, &root, b"durable");
+    let fh = create3(&mut c, 1, &root, "durable");
     let block: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
     let ok = write(&mut c, 2, &fh, 0, &block, StableHow::FILE_SYNC);
     assert_eq!(ok.committed, StableHow::FILE_SYNC);
@@ -114,7 +92,7 @@ fn sigterm_answers_and_stops_cleanly() {
     let mut s = TestServer::start();
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
-    let fh = create(&mut c, &root, b"f");
+    let fh = create3(&mut c, 1, &root, "f");
     write(&mut c, 2, &fh, 0, b"unstable data", StableHow::UNSTABLE);
     s.stop();
     assert!(!s.alive());

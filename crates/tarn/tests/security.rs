@@ -524,26 +524,7 @@ fn root_is_squashed_where_the_export_says_so() {
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = auth_sys(0, 0, &[0], "client");
     let create = |c: &mut TcpStream, xid, dir: &NfsFh3, name: &'static str| -> Create3res {
-        nfs3_as(
-            c,
-            xid,
-            NFSPROC3_CREATE,
-            &root,
-            &Create3args {
-                r#where: Diropargs3 {
-                    dir: dir.clone(),
-                    name: Bytes::from_static(name.as_bytes()),
-                },
-                how: Createhow3::UNCHECKED(Sattr3 {
-                    mode: Some(0o644),
-                    uid: None,
-                    gid: None,
-                    size: None,
-                    atime: SetAtime::Default(TimeHow::DONT_CHANGE),
-                    mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
-                }),
-            },
-        )
+        nfs3_as(c, xid, NFSPROC3_CREATE, &root, &create3_args(dir, name))
     };
     let a_root = mnt_as(&mut c, "/", &root).unwrap();
     let r = create(&mut c, 0x5a0_0001, &a_root, "by-root");

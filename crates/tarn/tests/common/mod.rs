@@ -350,6 +350,32 @@ pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
     }
 }
 
+/// CREATE UNCHECKED of `name` in `dir`, mode 0644, nothing else set.
+pub fn create3_args(dir: &NfsFh3, name: &str) -> Create3args {
+    Create3args {
+        r#where: Diropargs3 {
+            dir: dir.clone(),
+            name: bytes::Bytes::copy_from_slice(name.as_bytes()),
+        },
+        how: Createhow3::UNCHECKED(Sattr3 {
+            mode: Some(0o644),
+            uid: None,
+            gid: None,
+            size: None,
+            atime: SetAtime::Default(TimeHow::DONT_CHANGE),
+            mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
+        }),
+    }
+}
+
+/// CREATE (as [`create3_args`]) with the given xid: the new file's handle.
+pub fn create3(c: &mut TcpStream, xid: u32, dir: &NfsFh3, name: &str) -> NfsFh3 {
+    match nfs_call::<_, Create3res>(c, xid, NFSPROC3_CREATE, &create3_args(dir, name)) {
+        Create3res::NFS3_OK(ok) => ok.obj.expect("handle"),
+        other => panic!("CREATE {name}: {other:?}"),
+    }
+}
+
 pub fn nfs_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_: u32, a: &A) -> R {
     let r = raw_call(
         c,
