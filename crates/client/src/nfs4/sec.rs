@@ -7,8 +7,24 @@
 //! destroys the old one on the server once the calls under it are done.
 //! A call refused because its context is gone (RPCSEC_GSS_CREDPROBLEM or
 //! CTXPROBLEM: it was not executed) is sent again, once, on a fresh context.
+//!
+//! Acting for many users (a FUSE mount; rpc.gssd's job under the Linux
+//! kernel): a call made inside [`rpc::client::as_caller`] goes under a
+//! context of the caller's uid instead, from that user's credential cache
+//! ([`ccache`](super::ccache): the calling process's KRB5CCNAME, else
+//! `/tmp/krb5cc_UID`). Each uid's context is made on its first call,
+//! renewed ahead of expiry like the client's own (a [`GssSec`] of its
+//! own), and dropped when idle or beyond the cap ([`users`](super::users)).
+//! A uid without a usable credential gets RPCSEC_GSS_CREDPROBLEM (EACCES
+//! to a file system), never the client's own identity; this is logged once
+//! per uid. Callers acting as uid 0 or as the client's own uid use the
+//! client's own context: root's requests on a root mount go as the
+//! mounter's credential (the machine's, when the mount was made from a
+//! keytab), as rpc.gssd uses the machine credential for root.
 
+use super::ccache;
 use super::renew::{self, Decision, RenewPolicy};
+use super::users::{Found, UserLimits, UserTable};
 use proto::rpc::AuthStat;
 use rpc::client::gss::GssClient;
 use rpc::client::{Channel, ClientError, RpcClient};
@@ -53,12 +69,74 @@ pub struct GssSec {
     warnings: AtomicU64,
     trouble: tokio::sync::watch::Sender<u64>,
     renewer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Whose credential this context is made from.
+    source: Source,
+    /// Contexts of the local users this client acts for (the client's own
+    /// [`GssSec`] only).
+    users: Option<Users>,
+}
+
+/// Where a context's credential comes from.
+#[derive(Clone, Debug)]
+enum Source {
+    /// The process's default credential cache (KRB5CCNAME, or a keytab).
+    Own,
+    /// Local user `uid`'s cache `ccname`, read by us and checked to be
+    /// theirs.
+    User { uid: u32, ccname: String },
+}
+
+struct Users {
+    table: Mutex<UserTable<Arc<GssSec>>>,
+    /// One user's context made at a time.
+    making: tokio::sync::Mutex<()>,
+    /// The uid this process runs as: its callers use the own context.
+    own_uid: u32,
+    sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for GssSec {
     fn drop(&mut self) {
         if let Some(t) = self.renewer.lock().unwrap().take() {
             t.abort();
+        }
+        if let Some(u) = &self.users {
+            if let Some(t) = u.sweeper.lock().unwrap().take() {
+                t.abort();
+            }
+        }
+    }
+}
+
+/// What a call of a user without a usable credential gets: an RPC
+/// authentication error, as if the server had refused it (it was not
+/// sent: an NFSv4.1 slot is not used up), EACCES to a file system.
+pub fn no_credential() -> ClientError {
+    ClientError::Rpc(ReplyStatus::AuthError(AuthStat::RPCSEC_GSS_CREDPROBLEM))
+}
+
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+/// Distinguishes the private copies of caches alive at once.
+static COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// A context for `prog`/`vers` with `target` over `rpc`, from `source`.
+async fn make_ctx(
+    rpc: Arc<RpcClient>,
+    prog: u32,
+    vers: u32,
+    target: &str,
+    source: &Source,
+) -> Result<Ctx, ClientError> {
+    match source {
+        Source::Own => GssClient::establish(rpc, prog, vers, target).await,
+        Source::User { uid, ccname } => {
+            let tag = COPIES.fetch_add(1, Ordering::Relaxed);
+            let copy = ccache::Copy::of(ccname, *uid, tag).map_err(ClientError::Gss)?;
+            GssClient::establish_from(rpc, prog, vers, target, Some(&copy.name())).await
         }
     }
 }
@@ -108,7 +186,37 @@ impl GssSec {
         target: &str,
         policy: RenewPolicy,
     ) -> Result<Arc<GssSec>, ClientError> {
-        let ctx = GssClient::establish(rpc.clone(), prog, vers, target).await?;
+        let users = Users {
+            table: Mutex::new(UserTable::new(UserLimits::default())),
+            making: tokio::sync::Mutex::new(()),
+            own_uid: own_uid(),
+            sweeper: Mutex::new(None),
+        };
+        GssSec::make_sec(
+            rpc,
+            channel,
+            (prog, vers),
+            service,
+            target,
+            policy,
+            Source::Own,
+            Some(users),
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn make_sec(
+        rpc: Arc<RpcClient>,
+        channel: Option<Channel>,
+        (prog, vers): (u32, u32),
+        service: GssService,
+        target: &str,
+        policy: RenewPolicy,
+        source: Source,
+        users: Option<Users>,
+    ) -> Result<Arc<GssSec>, ClientError> {
+        let ctx = make_ctx(rpc.clone(), prog, vers, target, &source).await?;
         let now = Instant::now();
         let first = CtxRecord {
             principal: ctx.principal().to_string(),
@@ -131,10 +239,100 @@ impl GssSec {
             warnings: AtomicU64::new(0),
             trouble: tokio::sync::watch::channel(0).0,
             renewer: Mutex::new(None),
+            source,
+            users,
         });
         let t = tokio::spawn(renew_loop(Arc::downgrade(&sec), next));
         *sec.renewer.lock().unwrap() = Some(t);
+        if let Some(u) = &sec.users {
+            let t = tokio::spawn(sweep_loop(Arc::downgrade(&sec)));
+            *u.sweeper.lock().unwrap() = Some(t);
+        }
         Ok(sec)
+    }
+
+    /// Sets how many users' contexts are kept and for how long (before
+    /// any call acts for a user).
+    pub fn set_user_limits(&self, limits: UserLimits) {
+        if let Some(u) = &self.users {
+            *u.table.lock().unwrap() = UserTable::new(limits);
+        }
+    }
+
+    /// The local user a call in this task acts for, when it is not the
+    /// client itself (see the module comment).
+    fn acting_for(&self) -> Option<(&Users, u32)> {
+        let users = self.users.as_ref()?;
+        let uid = rpc::client::current_caller_uid()?;
+        (uid != 0 && uid != users.own_uid).then_some((users, uid))
+    }
+
+    /// How many local users have a context now.
+    pub fn user_contexts(&self) -> usize {
+        self.users
+            .as_ref()
+            .map_or(0, |u| u.table.lock().unwrap().len())
+    }
+
+    /// `uid`'s context: the live one, or one made now from its cache.
+    async fn user_sec(&self, users: &Users, uid: u32) -> Result<Arc<GssSec>, ClientError> {
+        let find = || users.table.lock().unwrap().find(uid, Instant::now());
+        match find() {
+            Found::Live(s) => return Ok(s),
+            Found::Refused => return Err(no_credential()),
+            Found::Absent => {}
+        }
+        let _making = users.making.lock().await;
+        match find() {
+            Found::Live(s) => return Ok(s),
+            Found::Refused => return Err(no_credential()),
+            Found::Absent => {}
+        }
+        let (ccname, from) = match rpc::client::current_caller_pid().and_then(ccache::of_process) {
+            Some(c) => (c, "the caller's KRB5CCNAME"),
+            None => (ccache::default_for(uid), "the default"),
+        };
+        let rpc = match &self.channel {
+            Some(ch) => ch.any_connection().await,
+            None => self.rpc.clone(),
+        };
+        let made = GssSec::make_sec(
+            rpc,
+            self.channel.clone(),
+            (self.prog, self.vers),
+            self.service,
+            &self.target,
+            self.policy,
+            Source::User {
+                uid,
+                ccname: ccname.clone(),
+            },
+            None,
+        )
+        .await;
+        let now = Instant::now();
+        match made {
+            Ok(sec) => {
+                tracing::info!(
+                    uid,
+                    principal = sec.current().principal(),
+                    "RPCSEC_GSS context for uid {uid} from {ccname} ({from})"
+                );
+                let gone = users.table.lock().unwrap().insert(uid, sec.clone(), now);
+                gone.into_iter().for_each(end_user);
+                Ok(sec)
+            }
+            Err(e) => {
+                if users.table.lock().unwrap().refuse(uid, now) {
+                    tracing::warn!(
+                        uid,
+                        "no usable Kerberos credential for uid {uid} ({ccname}, {from}): {e}; \
+                         its NFS calls fail with EACCES until it has one (kinit)"
+                    );
+                }
+                Err(no_credential())
+            }
+        }
     }
 
     pub fn service(&self) -> GssService {
@@ -169,8 +367,18 @@ impl GssSec {
         self.trouble.send_replace(n);
     }
 
-    /// Calls `proc_` with encoded `args` under the current context.
+    /// Calls `proc_` with encoded `args` under the current context, or,
+    /// inside [`rpc::client::as_caller`], under the calling user's.
     pub async fn call(&self, proc_: u32, args: &[u8]) -> Result<Decoder, ClientError> {
+        if let Some((users, uid)) = self.acting_for() {
+            let sec = self.user_sec(users, uid).await?;
+            return sec.call_own(proc_, args).await;
+        }
+        self.call_own(proc_, args).await
+    }
+
+    /// [`GssSec::call`] under this [`GssSec`]'s own current context.
+    async fn call_own(&self, proc_: u32, args: &[u8]) -> Result<Decoder, ClientError> {
         let ctx = self.current();
         match self.call_on(&ctx, proc_, args).await {
             Err(e) if refused_context(&e) => {
@@ -222,7 +430,7 @@ impl GssSec {
             Some(ch) => ch.any_connection().await,
             None => self.rpc.clone(),
         };
-        GssClient::establish(rpc, self.prog, self.vers, &self.target).await
+        make_ctx(rpc, self.prog, self.vers, &self.target, &self.source).await
     }
 
     /// Makes `ctx` current; the old one is destroyed once no call uses it.
@@ -253,6 +461,36 @@ async fn retire(old: Arc<Ctx>) {
     if Instant::now() < old.expires() {
         // The server would drop it at expiry anyway; an error is no matter.
         let _ = old.destroy().await;
+    }
+}
+
+/// Ends a user's [`GssSec`] dropped from the table: its context is
+/// destroyed on the server once the calls on it are done (its renewal
+/// stops when the last call lets go of it).
+fn end_user(sec: Arc<GssSec>) {
+    tokio::spawn(retire(sec.current()));
+}
+
+/// Drops the users' contexts that have been idle too long.
+async fn sweep_loop(sec: Weak<GssSec>) {
+    loop {
+        let every = {
+            let Some(s) = sec.upgrade() else { return };
+            let Some(u) = &s.users else { return };
+            let limits = u.table.lock().unwrap().limits();
+            (limits.idle / 4).max(Duration::from_secs(1))
+        };
+        tokio::time::sleep(every).await;
+        let Some(s) = sec.upgrade() else { return };
+        let Some(u) = &s.users else { return };
+        let gone = u.table.lock().unwrap().sweep(Instant::now());
+        for g in gone {
+            tracing::debug!(
+                principal = g.current().principal(),
+                "RPCSEC_GSS context of an idle user dropped"
+            );
+            end_user(g);
+        }
     }
 }
 
