@@ -168,11 +168,49 @@ fn ok(o: &std::process::Output, what: &str) {
     );
 }
 
-fn each_user_acts_with_own_credential(vers: &str) {
-    if !usable() {
-        return;
+/// A KDC with users bob and carol (tickets of `life` in caches of their
+/// own, owned by them), a krb5p-only server mapping alice (the mounter)
+/// to 3000, bob to 2001 and carol to 2002, and the export mounted by root
+/// with alice's ticket. Fields drop in reverse order: mount, server, KDC.
+struct Fixture {
+    m: Mount,
+    _server: Proc,
+    export: PathBuf,
+    mnt: PathBuf,
+    bob: PathBuf,
+    carol: PathBuf,
+    tmp: tempfile::TempDir,
+    kdc: kdc::Kdc,
+    _env: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Fixture {
+    fn owner(&self, f: &str) -> (u32, u32) {
+        let md = std::fs::metadata(self.export.join(f)).unwrap();
+        (md.uid(), md.gid())
     }
-    let _env = kdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+
+    fn mount_log(&self) -> String {
+        self.m.log_text()
+    }
+
+    /// A new ticket of `life` for `name` in its cache, swapped in whole
+    /// (a renewal never sees a half-written or root-owned cache).
+    fn rekinit(&self, name: &str, uid: u32, life: &str) {
+        let cc = self.tmp.path().join("ccs").join(format!("cc-{name}"));
+        let new = self.tmp.path().join("ccs").join(format!("new-{name}"));
+        self.kdc
+            .kinit_user(name, &format!("{name}-pw-1"), life, &new);
+        std::os::unix::fs::chown(&new, Some(uid), Some(uid)).unwrap();
+        std::fs::rename(&new, &cc).unwrap();
+    }
+}
+
+fn fixture(vers: &str, life: &str) -> Option<Fixture> {
+    if !usable() {
+        return None;
+    }
+    let env = kdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
     let kdc = kdc::Kdc::start();
     let mounter_cc = kdc.kinit("mounter", "10m");
     kdc.activate(&mounter_cc); // the server and the mount inherit it
@@ -197,7 +235,7 @@ fn each_user_acts_with_own_credential(vers: &str) {
     let cache = |name: &str, uid: u32| {
         kdc.add_user(name, &format!("{name}-pw-1"));
         let cc = ccs.join(format!("cc-{name}"));
-        kdc.kinit_user(name, &format!("{name}-pw-1"), "10m", &cc);
+        kdc.kinit_user(name, &format!("{name}-pw-1"), life, &cc);
         std::os::unix::fs::chown(&cc, Some(uid), Some(uid)).unwrap();
         cc
     };
@@ -219,7 +257,7 @@ fn each_user_acts_with_own_credential(vers: &str) {
     )
     .unwrap();
     let slog = state.join("server.log");
-    let mut server = Proc(Some(
+    let server = Proc(Some(
         Command::new(env!("CARGO_BIN_EXE_tarn"))
             .args(["serve", "--config"])
             .arg(&conf)
@@ -232,6 +270,7 @@ fn each_user_acts_with_own_credential(vers: &str) {
             .expect("start tarn serve"),
     ));
     let mut line = String::new();
+    let mut server = server;
     BufReader::new(server.0.as_mut().unwrap().stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
@@ -244,17 +283,33 @@ fn each_user_acts_with_own_credential(vers: &str) {
     // The host as Kerberos names the service: nfs@localhost.
     let url = format!("nfs://localhost:{port}/?sec=krb5p&vers={vers}");
     let m = Mount::new(&url, &mnt, &tmp.path().join("mount.log"));
-    let owner = |f: &str| {
-        let md = std::fs::metadata(export.join(f)).unwrap();
-        (md.uid(), md.gid())
+    Some(Fixture {
+        m,
+        _server: server,
+        export,
+        mnt,
+        bob,
+        carol,
+        tmp,
+        kdc,
+        _env: env,
+    })
+}
+
+fn each_user_acts_with_own_credential(vers: &str) {
+    let Some(f) = fixture(vers, "10m") else {
+        return;
     };
+    let (mnt, export) = (&f.mnt, &f.export);
+    let (bob, carol) = (&f.bob, &f.carol);
+    let owner = |p: &str| f.owner(p);
 
     // bob and carol, each with their own ticket: a small file and a
     // buffered write of 3 MiB (flushed at close as the opener).
     let o = run_as(
         2001,
-        Some(&bob),
-        &mnt,
+        Some(bob),
+        mnt,
         "echo bob > by-bob && head -c 3145728 /dev/zero > big-bob && cat by-bob",
     );
     ok(&o, "bob");
@@ -262,8 +317,8 @@ fn each_user_acts_with_own_credential(vers: &str) {
     ok(
         &run_as(
             2002,
-            Some(&carol),
-            &mnt,
+            Some(carol),
+            mnt,
             "echo carol > by-carol && mkdir d-carol",
         ),
         "carol",
@@ -279,17 +334,12 @@ fn each_user_acts_with_own_credential(vers: &str) {
 
     // dave has no ticket: EACCES, not the mounter's identity; nor may he
     // borrow bob's cache by naming it.
-    let o = run_as(2003, None, &mnt, "echo dave > by-dave");
+    let o = run_as(2003, None, mnt, "echo dave > by-dave");
     assert!(!o.status.success(), "dave without a ticket");
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(err.contains("Permission denied"), "{err}");
     std::thread::sleep(Duration::from_millis(2500)); // past the retry pause
-    let o = run_as(
-        2003,
-        Some(&bob),
-        &mnt,
-        "echo dave > by-dave2; ls >/dev/null",
-    );
+    let o = run_as(2003, Some(bob), mnt, "echo dave > by-dave2; ls >/dev/null");
     assert!(!o.status.success(), "dave with bob's cache");
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(err.contains("Permission denied"), "{err}");
@@ -300,18 +350,12 @@ fn each_user_acts_with_own_credential(vers: &str) {
     assert_eq!(owner("by-root"), (3000, 3000));
 
     // bob again: still his context (read back carol's file too).
-    let o = run_as(
-        2001,
-        Some(&bob),
-        &mnt,
-        "cat by-carol && echo more >> by-bob",
-    );
+    let o = run_as(2001, Some(bob), mnt, "cat by-carol && echo more >> by-bob");
     ok(&o, "bob again");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "carol\n");
     assert_eq!(owner("by-bob"), (2001, 2001));
 
-    drop(m);
-    let log = std::fs::read_to_string(tmp.path().join("mount.log")).unwrap();
+    let log = f.mount_log();
     let refusals = log
         .lines()
         .filter(|l| l.contains("no usable Kerberos credential for uid 2003"))
@@ -322,7 +366,6 @@ fn each_user_acts_with_own_credential(vers: &str) {
         "{log}"
     );
     assert!(!log.contains("uid 2003 from"), "{log}");
-    drop(server);
 }
 
 #[test]
@@ -333,4 +376,47 @@ fn each_user_acts_with_own_credential_nfsv41() {
 #[test]
 fn each_user_acts_with_own_credential_nfsv3() {
     each_user_acts_with_own_credential("3");
+}
+
+/// bob's tickets live 24 s and are refreshed in his cache (as k5start
+/// would) every 10 s while he appends to a file once a second for 32 s:
+/// his context is replaced before each ticket ends, from his own cache,
+/// and no append fails.
+#[test]
+fn a_users_context_is_renewed_before_expiry() {
+    let Some(f) = fixture("4.1", "24s") else {
+        return;
+    };
+    let writer = Command::new("setpriv")
+        .args([
+            "--reuid=2001",
+            "--regid=2001",
+            "--clear-groups",
+            "sh",
+            "-ec",
+            "for i in $(seq 32); do echo $i >> appended; sleep 1; done",
+        ])
+        .current_dir(&f.mnt)
+        .env("KRB5CCNAME", format!("FILE:{}", f.bob.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_secs(10));
+        f.rekinit("bob", 2001, "24s");
+    }
+    let o = writer.wait_with_output().unwrap();
+    ok(&o, "bob appending across ticket lifetimes");
+    let text = std::fs::read_to_string(f.export.join("appended")).unwrap();
+    assert_eq!(text.lines().count(), 32, "{text}");
+    assert_eq!(f.owner("appended"), (2001, 2001));
+    let log = f.mount_log();
+    let renewals = log
+        .lines()
+        .filter(|l| l.contains("renewed before expiry") && l.contains("bob@TARN.TEST"))
+        .count();
+    assert!(
+        renewals >= 2,
+        "bob's context renewed ahead of expiry: {log}"
+    );
 }

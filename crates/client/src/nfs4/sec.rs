@@ -30,6 +30,7 @@ use rpc::client::gss::GssClient;
 use rpc::client::{Channel, ClientError, RpcClient};
 use rpc::gss::GssService;
 use rpc::msg::ReplyStatus;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -65,9 +66,9 @@ pub struct GssSec {
     making: tokio::sync::Mutex<()>,
     /// Warnings given that the credential could not be renewed; also
     /// published on `trouble` so writers can flush while the old context
-    /// still works.
+    /// still works (users' contexts publish on their client's).
     warnings: AtomicU64,
-    trouble: tokio::sync::watch::Sender<u64>,
+    trouble: Arc<tokio::sync::watch::Sender<u64>>,
     renewer: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Whose credential this context is made from.
     source: Source,
@@ -88,8 +89,9 @@ enum Source {
 
 struct Users {
     table: Mutex<UserTable<Arc<GssSec>>>,
-    /// One user's context made at a time.
-    making: tokio::sync::Mutex<()>,
+    /// Held while a uid's context is being made (by uid: one slow KDC
+    /// answer for one user does not hold up the others).
+    making: Mutex<HashMap<u32, Arc<tokio::sync::Mutex<()>>>>,
     /// The uid this process runs as: its callers use the own context.
     own_uid: u32,
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -188,7 +190,7 @@ impl GssSec {
     ) -> Result<Arc<GssSec>, ClientError> {
         let users = Users {
             table: Mutex::new(UserTable::new(UserLimits::default())),
-            making: tokio::sync::Mutex::new(()),
+            making: Mutex::default(),
             own_uid: own_uid(),
             sweeper: Mutex::new(None),
         };
@@ -201,6 +203,7 @@ impl GssSec {
             policy,
             Source::Own,
             Some(users),
+            None,
         )
         .await
     }
@@ -215,6 +218,7 @@ impl GssSec {
         policy: RenewPolicy,
         source: Source,
         users: Option<Users>,
+        trouble: Option<Arc<tokio::sync::watch::Sender<u64>>>,
     ) -> Result<Arc<GssSec>, ClientError> {
         let ctx = make_ctx(rpc.clone(), prog, vers, target, &source).await?;
         let now = Instant::now();
@@ -237,7 +241,7 @@ impl GssSec {
             history: Mutex::new(vec![first]),
             making: tokio::sync::Mutex::new(()),
             warnings: AtomicU64::new(0),
-            trouble: tokio::sync::watch::channel(0).0,
+            trouble: trouble.unwrap_or_else(|| Arc::new(tokio::sync::watch::channel(0).0)),
             renewer: Mutex::new(None),
             source,
             users,
@@ -282,7 +286,15 @@ impl GssSec {
             Found::Refused => return Err(no_credential()),
             Found::Absent => {}
         }
-        let _making = users.making.lock().await;
+        let making = users.making.lock().unwrap().entry(uid).or_default().clone();
+        let _making = making.lock().await;
+        let r = self.make_user_sec(users, uid).await;
+        users.making.lock().unwrap().remove(&uid);
+        r
+    }
+
+    async fn make_user_sec(&self, users: &Users, uid: u32) -> Result<Arc<GssSec>, ClientError> {
+        let find = || users.table.lock().unwrap().find(uid, Instant::now());
         match find() {
             Found::Live(s) => return Ok(s),
             Found::Refused => return Err(no_credential()),
@@ -308,6 +320,7 @@ impl GssSec {
                 ccname: ccname.clone(),
             },
             None,
+            Some(self.trouble.clone()),
         )
         .await;
         let now = Instant::now();
@@ -355,7 +368,8 @@ impl GssSec {
         self.warnings.load(Ordering::Relaxed)
     }
 
-    /// Changes each time renewal warns (the value is the warning count).
+    /// Changes each time renewal warns (the value counts the warnings,
+    /// those about the contexts of the users it acts for included).
     /// A writer holding unstable data should COMMIT it when this changes:
     /// the current context still works, but may not for long.
     pub fn trouble(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -363,8 +377,8 @@ impl GssSec {
     }
 
     fn warn(&self) {
-        let n = self.warnings.fetch_add(1, Ordering::Relaxed) + 1;
-        self.trouble.send_replace(n);
+        self.warnings.fetch_add(1, Ordering::Relaxed);
+        self.trouble.send_modify(|n| *n += 1);
     }
 
     /// Calls `proc_` with encoded `args` under the current context, or,
