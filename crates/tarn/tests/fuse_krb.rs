@@ -420,3 +420,41 @@ fn a_users_context_is_renewed_before_expiry() {
         "bob's context renewed ahead of expiry: {log}"
     );
 }
+
+/// bob's 10 s ticket runs out with nothing newer in his cache: his calls
+/// then fail with EACCES (not as the mounter), the failure is logged once
+/// however often he tries, and a kinit brings him back without a remount.
+#[test]
+fn an_expired_users_calls_are_refused_until_kinit() {
+    let Some(f) = fixture("4.1", "10s") else {
+        return;
+    };
+    let bob = Some(f.bob.as_path());
+    ok(&run_as(2001, bob, &f.mnt, "echo 1 >> log"), "bob, fresh");
+    // Past the ticket's end and the realm's 2 s clock skew.
+    std::thread::sleep(Duration::from_secs(14));
+    for i in 0..3 {
+        let o = run_as(2001, bob, &f.mnt, "echo 2 >> log");
+        assert!(!o.status.success(), "bob with an expired ticket ({i})");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(err.contains("Permission denied"), "{err}");
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    f.rekinit("bob", 2001, "10m");
+    std::thread::sleep(Duration::from_millis(2500));
+    ok(
+        &run_as(2001, bob, &f.mnt, "echo 3 >> log"),
+        "bob after kinit",
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.export.join("log")).unwrap(),
+        "1\n3\n"
+    );
+    assert_eq!(f.owner("log"), (2001, 2001));
+    let log = f.mount_log();
+    let refusals = log
+        .lines()
+        .filter(|l| l.contains("uid 2001") && l.contains("EACCES"))
+        .count();
+    assert_eq!(refusals, 1, "logged once: {log}");
+}

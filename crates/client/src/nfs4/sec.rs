@@ -24,7 +24,7 @@
 
 use super::ccache;
 use super::renew::{self, Decision, RenewPolicy};
-use super::users::{Found, UserLimits, UserTable};
+use super::users::{acts_for, Found, UserLimits, UserTable};
 use proto::rpc::AuthStat;
 use rpc::client::gss::GssClient;
 use rpc::client::{Channel, ClientError, RpcClient};
@@ -267,8 +267,8 @@ impl GssSec {
     /// client itself (see the module comment).
     fn acting_for(&self) -> Option<(&Users, u32)> {
         let users = self.users.as_ref()?;
-        let uid = rpc::client::current_caller_uid()?;
-        (uid != 0 && uid != users.own_uid).then_some((users, uid))
+        let uid = acts_for(rpc::client::current_caller_uid(), users.own_uid)?;
+        Some((users, uid))
     }
 
     /// How many local users have a context now.
@@ -276,6 +276,32 @@ impl GssSec {
         self.users
             .as_ref()
             .map_or(0, |u| u.table.lock().unwrap().len())
+    }
+
+    /// `uid`'s context was refused and no new one could be made (its
+    /// ticket ran out): the uid's calls fail at once for a moment, then
+    /// its cache is tried afresh; this is logged once.
+    fn user_refused(&self, users: &Users, uid: u32, sec: &Arc<GssSec>, e: &ClientError) {
+        let now = Instant::now();
+        let mut t = users.table.lock().unwrap();
+        // Another call may have replaced it already.
+        let Found::Live(cur) = t.find(uid, now) else {
+            return;
+        };
+        if !Arc::ptr_eq(&cur, sec) {
+            return;
+        }
+        let first = t.refuse(uid, now);
+        drop(t);
+        if first {
+            tracing::warn!(
+                uid,
+                principal = sec.current().principal(),
+                "the Kerberos credential of uid {uid} no longer works ({e}) and its cache holds \
+                 no usable ticket: its NFS calls fail with EACCES until it has one (kinit)"
+            );
+        }
+        end_user(cur);
     }
 
     /// `uid`'s context: the live one, or one made now from its cache.
@@ -386,7 +412,13 @@ impl GssSec {
     pub async fn call(&self, proc_: u32, args: &[u8]) -> Result<Decoder, ClientError> {
         if let Some((users, uid)) = self.acting_for() {
             let sec = self.user_sec(users, uid).await?;
-            return sec.call_own(proc_, args).await;
+            let r = sec.call_own(proc_, args).await;
+            if let Err(e) = &r {
+                if refused_context(e) {
+                    self.user_refused(users, uid, &sec, e);
+                }
+            }
+            return r;
         }
         self.call_own(proc_, args).await
     }
@@ -403,10 +435,13 @@ impl GssSec {
                     Err(why) => {
                         // The refusal is the call's result: it says the
                         // call was not executed (its slot did not move).
-                        tracing::warn!(
-                            principal = ctx.principal(),
-                            "RPCSEC_GSS context refused and no new one can be made: {why}"
-                        );
+                        // (A user's is logged once by its client.)
+                        if matches!(self.source, Source::Own) {
+                            tracing::warn!(
+                                principal = ctx.principal(),
+                                "RPCSEC_GSS context refused and no new one can be made: {why}"
+                            );
+                        }
                         Err(e)
                     }
                 }
@@ -514,6 +549,12 @@ async fn renew_loop(sec: Weak<GssSec>, mut next: Instant) {
         let Some(s) = sec.upgrade() else { return };
         let _making = s.making.lock().await;
         let old = s.current();
+        if matches!(s.source, Source::User { .. }) && Instant::now() >= old.expires() {
+            // A user's context that ran out is not kept trying for (and
+            // warned about) every second: the user's next call makes a
+            // fresh one from the cache, or is refused (logged once).
+            return;
+        }
         let made = s.make().await;
         let now = Instant::now();
         let decision = match &made {

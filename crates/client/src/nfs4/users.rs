@@ -12,6 +12,15 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+/// The uid whose own credential a call made for `caller` (the caller's
+/// uid, if the call is made for one) should use, by a client running as
+/// `own_uid`: none for root and for the client's own uid, whose calls use
+/// the client's own credential (the mounter's; for root, as rpc.gssd uses
+/// the machine's credential for root).
+pub fn acts_for(caller: Option<u32>, own_uid: u32) -> Option<u32> {
+    caller.filter(|&uid| uid != 0 && uid != own_uid)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UserLimits {
     /// Users with a live entry at most.
@@ -175,6 +184,17 @@ mod tests {
             idle: Duration::from_secs(600),
             retry_after: Duration::from_secs(2),
         })
+    }
+
+    #[test]
+    fn root_and_the_clients_own_uid_use_the_clients_credential() {
+        assert_eq!(acts_for(None, 0), None, "not made for a caller");
+        assert_eq!(acts_for(Some(0), 0), None, "root");
+        assert_eq!(acts_for(Some(1000), 0), Some(1000));
+        // A user's own mount: their calls are the mounter's.
+        assert_eq!(acts_for(Some(1000), 1000), None);
+        assert_eq!(acts_for(Some(0), 1000), None);
+        assert_eq!(acts_for(Some(1001), 1000), Some(1001));
     }
 
     #[test]
