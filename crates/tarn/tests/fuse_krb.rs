@@ -7,7 +7,10 @@
 //! and write files through the mount: the server owns them to 2001 and
 //! 2002. User 2003 (dave) without a ticket gets EACCES, also when his
 //! KRB5CCNAME names bob's cache (not his file); the refusal is logged
-//! once. Root's requests go as the mounter (alice, 3000).
+//! once. Root's requests go as the mounter (alice, 3000). Over NFSv4.1,
+//! 4.0 and 3. Also: a user's context is renewed ahead of expiry from his
+//! refreshed cache (short tickets), and a user whose ticket ran out is
+//! refused (logged once) until a kinit, without a remount.
 //!
 //! Skipped, with a message, where /dev/fuse, fusermount3, setpriv or the
 //! MIT KDC tools are missing.
@@ -371,6 +374,11 @@ fn each_user_acts_with_own_credential(vers: &str) {
 #[test]
 fn each_user_acts_with_own_credential_nfsv41() {
     each_user_acts_with_own_credential("4.1");
+}
+
+#[test]
+fn each_user_acts_with_own_credential_nfsv40() {
+    each_user_acts_with_own_credential("4.0");
 }
 
 #[test]
