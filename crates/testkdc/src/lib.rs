@@ -255,36 +255,78 @@ impl Kdc {
         self.kinit_with(&self.conf, name, lifetime)
     }
 
+    /// Adds user principal `name@REALM` with password `pw` (more users
+    /// than [`USER`], e.g. several local users of one client).
+    pub fn add_user(&self, name: &str, pw: &str) {
+        let o = Command::new("kadmin.local")
+            .args(["-r", &self.realm, "-q"])
+            .arg(format!("addprinc -pw {pw} {name}"))
+            .env("KRB5_CONFIG", &self.conf)
+            .env("KRB5_KDC_PROFILE", self.dir.path().join("kdc.conf"))
+            .env_remove("KRB5CCNAME")
+            .env_remove("KRB5_KTNAME")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "addprinc {name}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    /// `kinit` principal `name` (added by [`Kdc::add_user`] with `pw`)
+    /// into the fresh credential cache `cc`.
+    pub fn kinit_user(&self, name: &str, pw: &str, lifetime: &str, cc: &Path) {
+        kinit_into(
+            &self.conf,
+            &format!("{name}@{}", self.realm),
+            pw,
+            lifetime,
+            cc,
+        );
+    }
+
     /// [`Kdc::kinit`] under another krb5.conf (see [`Kdc::conf_for`]).
     pub fn kinit_with(&self, conf: &Path, name: &str, lifetime: &str) -> PathBuf {
         let cc = self.dir.path().join(format!("cc-{name}"));
-        let mut ch = Command::new("kinit")
-            .args([
-                "-l",
-                lifetime,
-                "-c",
-                &format!("FILE:{}", cc.display()),
-                &format!("{USER}@{}", self.realm),
-            ])
-            .env("KRB5_CONFIG", conf)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        ch.stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{USER_PW}\n").as_bytes())
-            .unwrap();
-        let o = ch.wait_with_output().unwrap();
-        assert!(
-            o.status.success(),
-            "kinit: {}",
-            String::from_utf8_lossy(&o.stderr)
+        kinit_into(
+            conf,
+            &format!("{USER}@{}", self.realm),
+            USER_PW,
+            lifetime,
+            &cc,
         );
         cc
     }
+}
+
+fn kinit_into(conf: &Path, principal: &str, pw: &str, lifetime: &str, cc: &Path) {
+    let mut ch = Command::new("kinit")
+        .args([
+            "-l",
+            lifetime,
+            "-c",
+            &format!("FILE:{}", cc.display()),
+            principal,
+        ])
+        .env("KRB5_CONFIG", conf)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{pw}\n").as_bytes())
+        .unwrap();
+    let o = ch.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "kinit: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 impl Drop for Kdc {

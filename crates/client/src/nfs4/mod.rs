@@ -1,7 +1,8 @@
 //! NFSv4.1 client (RFC 8881).
 //!
 //! - [`Nfs4Conn`]: one TCP connection with AUTH_SYS or RPCSEC_GSS (krb5,
-//!   krb5i, krb5p; contexts renewed ahead of expiry: [`sec`], [`renew`]); `compound` sends any
+//!   krb5i, krb5p; contexts renewed ahead of expiry: [`sec`], [`renew`];
+//!   per local user when one client acts for many: [`users`], [`ccache`]); `compound` sends any
 //!   operations with any minor version, nothing added.
 //! - [`Session`]: EXCHANGE_ID + CREATE_SESSION + RECLAIM_COMPLETE, then
 //!   `call` puts a SEQUENCE on a free slot in front of the operations.
@@ -17,6 +18,7 @@
 
 pub mod attr;
 pub mod callback;
+pub mod ccache;
 pub mod conn;
 pub mod deleg;
 pub mod error;
@@ -27,6 +29,7 @@ pub mod renew;
 pub mod sec;
 pub mod session;
 pub mod slots;
+pub mod users;
 
 pub use attr::{Attrs, SetAttrs};
 pub use callback::CbService;

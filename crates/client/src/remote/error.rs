@@ -97,6 +97,15 @@ impl Error {
     pub fn errno(&self) -> i32 {
         use p3::Nfsstat3 as S3;
         use p4::Nfsstat4 as S4;
+        use rpc::client::ClientError as CE;
+        use rpc::msg::ReplyStatus as RS;
+        // An RPC authentication error (no credential for the caller, a
+        // flavor the export refuses): EACCES, as the Linux client gives.
+        if let Error::V3(nfs3::Error::Rpc(CE::Rpc(RS::AuthError(_))))
+        | Error::V4(nfs4::Error::Rpc(CE::Rpc(RS::AuthError(_)))) = self
+        {
+            return libc::EACCES;
+        }
         match self {
             Error::V3(e) => match e.status() {
                 Some(S3::NFS3ERR_PERM) => libc::EPERM,

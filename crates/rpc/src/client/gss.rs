@@ -10,7 +10,7 @@
 //! separately so tests can inspect or tamper with the bytes on the wire.
 
 use super::{ClientError, RpcClient};
-use crate::gss::lucid::{MitCtx, Target};
+use crate::gss::lucid::{InitCred, MitCtx, Target};
 use crate::gss::{Crypto, GssCred, GssService};
 use crate::msg::{self, ReplyStatus};
 use crate::record;
@@ -68,9 +68,27 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         vers: u32,
         target: &str,
     ) -> Result<GssClient<R>, ClientError> {
+        GssClient::establish_from(rpc, prog, vers, target, None).await
+    }
+
+    /// [`GssClient::establish`] with the credential in `ccache` (a
+    /// credential cache name, `FILE:/path`) instead of the default one.
+    pub async fn establish_from(
+        rpc: R,
+        prog: u32,
+        vers: u32,
+        target: &str,
+        ccache: Option<&str>,
+    ) -> Result<GssClient<R>, ClientError> {
         let name = Target::hostbased(target).map_err(gss_err)?;
+        let init_cred = match ccache {
+            Some(cc) => Some(InitCred::from_ccache(cc).map_err(gss_err)?),
+            None => None,
+        };
         let mut ctx = MitCtx::new();
-        let first_step = ctx.init_step(&name, None).map_err(gss_err)?;
+        let first_step = ctx
+            .init_step_as(init_cred.as_ref(), &name, None)
+            .map_err(gss_err)?;
         let mut complete = first_step.complete;
         let mut token = Some(first_step.token).filter(|t| !t.is_empty());
         let mut handle = Bytes::new();
@@ -117,7 +135,7 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
                 None
             } else {
                 let st = ctx
-                    .init_step(&name, Some(&res.gss_token))
+                    .init_step_as(init_cred.as_ref(), &name, Some(&res.gss_token))
                     .map_err(gss_err)?;
                 complete = st.complete;
                 Some(st.token).filter(|t| !t.is_empty())

@@ -138,6 +138,35 @@ pub fn current_caller() -> Option<OpaqueAuth> {
     CALLER.try_with(|c| c.clone()).ok()
 }
 
+tokio::task_local! {
+    /// The process a FUSE request came from, beside its [`CALLER`]: where
+    /// RPCSEC_GSS looks for the caller's credential cache (its KRB5CCNAME).
+    static CALLER_PID: u32;
+}
+
+/// [`as_caller`], also naming the calling process (`pid`).
+pub async fn as_caller_pid<F: std::future::Future>(cred: OpaqueAuth, pid: u32, f: F) -> F::Output {
+    CALLER.scope(cred, CALLER_PID.scope(pid, f)).await
+}
+
+/// The calling process [`as_caller_pid`] set for this task, if any.
+pub fn current_caller_pid() -> Option<u32> {
+    CALLER_PID.try_with(|p| *p).ok()
+}
+
+/// The uid of the credential [`as_caller`] set for this task, if it is
+/// an AUTH_SYS one.
+pub fn current_caller_uid() -> Option<u32> {
+    let c = current_caller()?;
+    if c.flavor != AUTH_SYS {
+        return None;
+    }
+    let mut d = Decoder::new(c.body);
+    <AuthsysParms as xdr::Unpack>::unpack(&mut d)
+        .ok()
+        .map(|p| p.uid)
+}
+
 /// The credential a call goes with: the caller's (see [`as_caller`]) when
 /// the connection's own is AUTH_SYS.
 fn effective_cred(own: &OpaqueAuth) -> std::borrow::Cow<'_, OpaqueAuth> {

@@ -151,6 +151,67 @@ impl Default for MitCtx {
     }
 }
 
+/// An initiator credential from a credential cache named explicitly (a
+/// FUSE mount acting for several users holds one per user, where the
+/// default credential would be the mounter's).
+pub struct InitCred {
+    cred: sys::gss_cred_id_t,
+}
+
+// SAFETY: a credential handle may move between threads; MIT only reads it
+// while a context is initiated, and we use it from one task at a time.
+unsafe impl Send for InitCred {}
+
+impl Drop for InitCred {
+    fn drop(&mut self) {
+        let mut minor = 0;
+        // SAFETY: our handle, released once.
+        unsafe { sys::gss_release_cred(&mut minor, &mut self.cred) };
+    }
+}
+
+impl InitCred {
+    /// The initiator credential in credential cache `ccache` (as
+    /// KRB5CCNAME names one: `FILE:/path`), through gss_acquire_cred_from.
+    pub fn from_ccache(ccache: &str) -> Result<InitCred, GssError> {
+        let value = std::ffi::CString::new(ccache).map_err(|_| GssError {
+            major: 0,
+            minor: 0,
+            text: "a credential cache name with a NUL byte".into(),
+        })?;
+        let mut el = sys::gss_key_value_element_desc {
+            key: c"ccache".as_ptr(),
+            value: value.as_ptr(),
+        };
+        let store = sys::gss_key_value_set_desc {
+            count: 1,
+            elements: &mut el,
+        };
+        let mut minor = 0;
+        let mut cred: sys::gss_cred_id_t = null_mut();
+        // SAFETY: the store and its strings live across the call (MIT only
+        // reads them); `cred` is an out-parameter released by the guard;
+        // the other out-parameters are null.
+        let major = unsafe {
+            sys::gss_acquire_cred_from(
+                &mut minor,
+                null_mut(),
+                0,
+                null_mut(),
+                sys::GSS_C_INITIATE as sys::gss_cred_usage_t,
+                &store,
+                &mut cred,
+                null_mut(),
+                null_mut(),
+            )
+        };
+        if gss_error(major) {
+            return Err(error(major, minor));
+        }
+        Ok(InitCred { cred })
+    }
+}
+
 impl MitCtx {
     pub fn new() -> MitCtx {
         MitCtx { ctx: null_mut() }
@@ -188,13 +249,24 @@ impl MitCtx {
         })
     }
 
-    /// One gss_init_sec_context step towards `target` with the default
-    /// initiator credential (the credential cache), mechanism krb5, asking
+    /// [`MitCtx::init_step_as`] with the default initiator credential
+    /// (the credential cache KRB5CCNAME names).
+    pub fn init_step(&mut self, target: &Target, token: Option<&[u8]>) -> Result<Step, GssError> {
+        self.init_step_as(None, target, token)
+    }
+
+    /// One gss_init_sec_context step towards `target` with `cred` (None:
+    /// the default initiator credential), mechanism krb5, asking
     /// for mutual authentication, integrity and confidentiality; never the
     /// replay or sequence flags (RPCSEC_GSS sequences calls itself, and
     /// those flags turn out-of-order messages into errors). `token`: the
     /// acceptor's last token, none on the first step.
-    pub fn init_step(&mut self, target: &Target, token: Option<&[u8]>) -> Result<Step, GssError> {
+    pub fn init_step_as(
+        &mut self,
+        cred: Option<&InitCred>,
+        target: &Target,
+        token: Option<&[u8]>,
+    ) -> Result<Step, GssError> {
         const MUTUAL: u32 = 2;
         const CONF: u32 = 16;
         const INTEG: u32 = 32;
@@ -207,13 +279,15 @@ impl MitCtx {
         let mut minor = 0;
         let mut input = in_buf(token.unwrap_or(&[]));
         let mut out = OutBuf::new();
+        let cred = cred.map_or(null_mut(), |c| c.cred);
         // SAFETY: the handle is ours (null on the first step, which MIT
-        // then allocates); the name lives in `target`; MIT only reads the
-        // mechanism OID and the input token; out-parameters are ours or null.
+        // then allocates); the name lives in `target`, the credential in
+        // `cred` (borrowed for the call); MIT only reads the mechanism OID
+        // and the input token; out-parameters are ours or null.
         let major = unsafe {
             sys::gss_init_sec_context(
                 &mut minor,
-                null_mut(),
+                cred,
                 &mut self.ctx,
                 target.0,
                 &mut mech,

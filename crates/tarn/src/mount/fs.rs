@@ -550,14 +550,15 @@ impl TarnFs {
     }
 
     /// Runs a request's work on the runtime, its calls made as the
-    /// requesting process (uid, gid and groups) when the mount acts per
+    /// requesting process (uid, gid and groups; under Kerberos, its uid's
+    /// credential cache, found through its pid) when the mount acts per
     /// caller.
     fn spawn<F>(&self, req: &Request<'_>, f: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         match self.st.caller_cred(req) {
-            Some(c) => self.rt.spawn(rpc::client::as_caller(c, f)),
+            Some(c) => self.rt.spawn(rpc::client::as_caller_pid(c, req.pid(), f)),
             None => self.rt.spawn(f),
         };
     }

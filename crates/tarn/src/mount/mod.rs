@@ -213,11 +213,11 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         }
         Ok::<_, String>((Arc::new(r), fh, attr))
     })?;
-    // Without uid=/gid= in the URL, under sec=sys, every request acts as
-    // the process that made it (Kerberos: the mounter's ticket for now).
-    let per_caller =
-        (url.sec == crate::tools::url::Sec::Sys && url.uid.is_none() && url.gid.is_none())
-            .then(crate::tools::machine_name);
+    // Without uid=/gid= in the URL every request acts as the process that
+    // made it: under sec=sys its uid/gids; under Kerberos its uid's
+    // credential cache (client::nfs4::sec: the caller's KRB5CCNAME, else
+    // /tmp/krb5cc_UID; root and the mounter's own uid use the mount's).
+    let per_caller = (url.uid.is_none() && url.gid.is_none()).then(crate::tools::machine_name);
     let st = Arc::new(fs::State::new(
         remote.clone(),
         opts.clone(),
