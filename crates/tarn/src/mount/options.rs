@@ -314,6 +314,14 @@ mod tests {
     }
 
     #[test]
+    fn delegations_on_unless_nodeleg() {
+        assert!(p("").unwrap().deleg);
+        assert!(!p("nodeleg").unwrap().deleg);
+        assert!(p("nodeleg,deleg").unwrap().deleg);
+        assert!(p("deleg=1").unwrap_err().contains("deleg"));
+    }
+
+    #[test]
     fn transport_options_override_the_url() {
         let url = NfsUrl::parse("nfs://h/x?vers=3&timeo=10").unwrap();
         let o = p("vers=4.2,timeo=20,nconnect=2,soft").unwrap();
