@@ -469,6 +469,85 @@ fn recall_flushes_buffered_writes() {
     assert_eq!(std::fs::read(b.path("f")).unwrap(), want);
 }
 
+/// The recall is answered and the delegation returned while mount A is
+/// busy writing the file (a process in a write loop, its WRITEs in flight
+/// and the kernel's lock on the inode taken for each write): B's open and
+/// read complete while A's writer still runs, and once the writer closes,
+/// B reads all it wrote.
+#[test]
+fn recall_while_the_holder_keeps_writing() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, maddr) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, "");
+    let b = Mounted::new(&url, "");
+    let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
+    let mut w = Command::new("python3")
+        .args(["-c", STREAMER])
+        .arg(a.path("f"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "started\n");
+    assert_eq!(
+        metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
+        1.0
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let seen = std::fs::read(b.path("f")).unwrap();
+    let took = t.elapsed();
+    assert!(
+        w.try_wait().unwrap().is_none(),
+        "the writer ended before B got in"
+    );
+    eprintln!("B read {} bytes in {took:?} while A wrote", seen.len());
+    assert!(took < Duration::from_secs(10), "recall took {took:?}");
+    let st = mount_status(&a, "delegations_returned", 1);
+    assert!(st["recalls"].as_u64().unwrap() >= 1, "{st}");
+    assert!(st["delegations_returned"].as_u64().unwrap() >= 1, "{st}");
+    w.stdin.take().unwrap().write_all(b"\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let chunks: usize = line.trim().parse().unwrap();
+    assert!(w.wait().unwrap().success());
+    let all = std::fs::read(b.path("f")).unwrap();
+    assert_eq!(all.len(), chunks * 65536);
+    assert!(all.len() > seen.len());
+    let chunk: Vec<u8> = (0..65536u32).map(|i| (i % 256) as u8).collect();
+    assert!(all.chunks(65536).all(|c| c == &chunk[..]));
+}
+
+/// Writes 64 KiB pieces to argv[1] (created), about 64 MB/s, until a line
+/// comes on stdin (at most 1 GiB); says "started" after the first, and at
+/// the end (after close) the number of pieces.
+const STREAMER: &str = r#"
+import os, sys, select, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+chunk = bytes(range(256)) * 256
+n = 0
+while n < 16384:
+    m = 0
+    while m < len(chunk):
+        m += os.write(fd, chunk[m:])
+    n += 1
+    if n == 1:
+        print("started", flush=True)
+    if n % 16 == 0:
+        if select.select([sys.stdin], [], [], 0)[0]:
+            break
+        time.sleep(0.015)
+os.close(fd)
+print(n, flush=True)
+"#;
+
 /// Writes 200,000 bytes to argv[1] (created), says "written", waits for a
 /// line on stdin, appends "tail", closes, says "closed".
 const HOLDER: &str = r#"

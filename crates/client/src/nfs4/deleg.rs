@@ -145,6 +145,11 @@ impl DelegTable {
         self.inner.lock().unwrap().by_fh.get(&fh.0).cloned()
     }
 
+    /// The kind of delegation held on `fh` (no copy of what it caches).
+    pub fn kind(&self, fh: &NfsFh4) -> Option<DelegKind> {
+        self.inner.lock().unwrap().by_fh.get(&fh.0).map(|d| d.kind)
+    }
+
     /// Held while an OPEN is outstanding.
     pub fn open_in_flight(&self) -> OpenInFlight<'_> {
         self.inner.lock().unwrap().opens_in_flight += 1;

@@ -336,7 +336,7 @@ impl Remote {
     /// The kind of delegation held on `fh` (NFSv4.1/4.2), if any.
     pub fn delegation(&self, fh: &Fh) -> Option<crate::nfs4::DelegKind> {
         let s = self.v4()?;
-        s.delegations().get(&fh.v4()).map(|d| d.kind)
+        s.delegations().kind(&fh.v4())
     }
 
     /// Creates `dir/name` if missing (with `mode`) and opens it for
