@@ -379,6 +379,13 @@ fn stat_with_delegations_over_nfsv41() {
     stat_with_delegations(300);
 }
 
+/// At the size (10,000 files): `cargo test --release -- --ignored`.
+#[test]
+#[ignore]
+fn stat_with_delegations_10000_files() {
+    stat_with_delegations(10_000);
+}
+
 /// The mount's own counts (`tarn mount --stats`), once they show `key` at
 /// least `min` (the file is written every second).
 fn mount_status(m: &Mounted, key: &str, min: u64) -> serde_json::Value {

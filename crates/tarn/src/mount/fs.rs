@@ -1051,14 +1051,24 @@ impl Filesystem for TarnFs {
                 let keep = match attr {
                     Some(a) => {
                         let fh = file.fh.clone();
-                        let (_, _, r) = st.got_attr(ino, &fh, a)?;
-                        r != Refresh::Changed
+                        st.got_attr(ino, &fh, a)
+                            .map(|(_, _, r)| r != Refresh::Changed)
                     }
-                    None if ask => {
-                        let (_, _, r) = st.fetch_attr(ino).await?;
-                        r != Refresh::Changed
+                    None if ask => st
+                        .fetch_attr(ino)
+                        .await
+                        .map(|(_, _, r)| r != Refresh::Changed),
+                    None => Ok(true),
+                };
+                let keep = match keep {
+                    Ok(k) => k,
+                    Err(e) => {
+                        // The open is not handed out: its state goes.
+                        if owns {
+                            let _ = st.remote.close(&file).await;
+                        }
+                        return Err(e);
                     }
-                    None => true,
                 };
                 let id = st.add_open(ino, file, owns, write);
                 Ok::<_, i32>((id, keep))
