@@ -228,6 +228,56 @@ impl Session {
         })
     }
 
+    /// [`Session::open_with`] with a GETATTR of `bits` in the same
+    /// COMPOUND (a new file's attributes come with its OPEN; a write
+    /// delegation granted then needs no GETATTR of its own).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open_with_attrs(
+        &self,
+        owner: &StateOwner4,
+        dir: &NfsFh4,
+        n: &str,
+        openhow: Openflag4,
+        share_access: u32,
+        share_deny: u32,
+        bits: &[u32],
+    ) -> Result<(Opened, Attrs)> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_OPEN(Open4args {
+                seqid: 0,
+                share_access,
+                share_deny,
+                owner: owner.clone(),
+                openhow,
+                claim: OpenClaim4::CLAIM_NULL(name(n)),
+            }),
+            NfsArgop4::OP_GETFH,
+            NfsArgop4::OP_GETATTR(Getattr4args {
+                attr_request: attr::bitmap(bits),
+            }),
+        ];
+        let in_flight = self.delegations().open_in_flight();
+        let mut r = self.call(ops).await?;
+        let a = attr::decode(&take!(
+            r.pop(),
+            "GETATTR",
+            NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes
+        )?)?;
+        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
+        let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
+        self.opened_delegation(&fh, &res, Some(a.clone()), in_flight)
+            .await?;
+        Ok((
+            Opened {
+                stateid: res.stateid.clone(),
+                fh,
+                res,
+            },
+            a,
+        ))
+    }
+
     /// OPEN of a file by its handle (CLAIM_FH, RFC 8881 §18.16.3), and
     /// with `bits` a GETATTR in the same COMPOUND (a mount's close-to-open
     /// check costs no extra call). `share_access` may carry

@@ -404,6 +404,44 @@ impl Remote {
         }
     }
 
+    /// [`Remote::open_write`], with the file's attributes from the same
+    /// COMPOUND over NFSv4.1/4.2 (None elsewhere).
+    pub async fn open_write_attr(
+        &self,
+        dir: &Fh,
+        name: &str,
+        mode: u32,
+        truncate: bool,
+    ) -> Result<(OpenFile, Option<Attr>)> {
+        let Proto::V4(s) = &self.proto else {
+            return Ok((self.open_write(dir, name, mode, truncate).await?, None));
+        };
+        let set = SetAttr {
+            mode: Some(mode),
+            size: truncate.then_some(0),
+            ..Default::default()
+        };
+        let how = p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+        let (o, a) = s
+            .open_with_attrs(
+                &s.open_owner(),
+                &dir.v4(),
+                name,
+                how,
+                p4::OPEN4_SHARE_ACCESS_BOTH,
+                p4::OPEN4_SHARE_DENY_NONE,
+                V4_ATTRS,
+            )
+            .await?;
+        Ok((
+            OpenFile {
+                fh: Fh(o.fh.0),
+                stateid: Some(o.stateid),
+            },
+            Some(Attr::from_v4(&a)),
+        ))
+    }
+
     /// CLOSE over NFSv4 (4.0: by the default open owner, which opened
     /// it); nothing over NFSv3.
     pub async fn close(&self, f: &OpenFile) -> Result<()> {

@@ -356,14 +356,18 @@ impl State {
         dir: u64,
         name: &str,
         fh: Fh,
+        known: Option<Attr>,
     ) -> Result<(FileAttr, Duration, Duration), i32> {
         // A delegated file known here is not asked about (a lookup after
-        // the entry's timeout is then one LOOKUP, no GETATTR).
+        // the entry's timeout is then one LOOKUP, no GETATTR); nor is one
+        // whose attributes came with the call that made it (`known`).
         let held = self.delegated(&fh);
-        let cached = held.and_then(|_| {
-            let tab = self.table.lock().expect("table");
-            let n = tab.get(tab.ino_of(&fh)?)?;
-            n.attr.deleg.is_some().then(|| n.attr.attr.clone())
+        let cached = known.or_else(|| {
+            held.and_then(|_| {
+                let tab = self.table.lock().expect("table");
+                let n = tab.get(tab.ino_of(&fh)?)?;
+                n.attr.deleg.is_some().then(|| n.attr.attr.clone())
+            })
         });
         let a = match cached {
             Some(a) => a,
@@ -400,7 +404,7 @@ impl State {
     async fn lookup(&self, dir: u64, name: &str) -> Result<(FileAttr, Duration, Duration), i32> {
         let dfh = self.fh(dir)?;
         let fh = self.remote.lookup(&dfh, name).await.map_err(errno)?;
-        self.entry(dir, name, fh).await
+        self.entry(dir, name, fh, None).await
     }
 
     /// Sends what `o` has buffered, waits for its WRITEs, and with
@@ -879,7 +883,7 @@ impl Filesystem for TarnFs {
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
-                st.entry(parent, &name, fh).await
+                st.entry(parent, &name, fh, None).await
             }
             .await;
             match r {
@@ -922,7 +926,7 @@ impl Filesystem for TarnFs {
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
-                st.entry(parent, &name, fh).await
+                st.entry(parent, &name, fh, None).await
             }
             .await;
             match r {
@@ -1000,7 +1004,7 @@ impl Filesystem for TarnFs {
                 // Its nlink and ctime moved (a delegation does not vouch
                 // for what this mount changed).
                 st.dir_changed(ino);
-                st.entry(newparent, &name, fh).await
+                st.entry(newparent, &name, fh, None).await
             }
             .await;
             match r {
@@ -1108,9 +1112,10 @@ impl Filesystem for TarnFs {
         self.spawn(req, async move {
             let r = async {
                 let dfh = st.fh(parent)?;
-                let f = st
+                // NFSv4.1/4.2: the attributes come with the OPEN.
+                let (f, known) = st
                     .remote
-                    .open_write(
+                    .open_write_attr(
                         &dfh,
                         &name,
                         mode & !umask & 0o7777,
@@ -1119,7 +1124,7 @@ impl Filesystem for TarnFs {
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
-                let (fa, a, e) = st.entry(parent, &name, f.fh.clone()).await?;
+                let (fa, a, e) = st.entry(parent, &name, f.fh.clone(), known).await?;
                 let owns = f.stateid.is_some();
                 let id = st.add_open(fa.ino, f, owns, true);
                 Ok::<_, i32>((fa, a.min(e), id))
