@@ -13,6 +13,7 @@
 //! - A process on the server writing the file directly recalls it too
 //!   (the server's fanotify group; as root only).
 //! - Write delegations and CB_GETATTR.
+//! - OPEN by handle, and the hook that runs before a DELEGRETURN.
 //!
 //!   cargo build -p tarn && TARN_BIN=... cargo test -p client --test tarn_deleg -- --nocapture
 
@@ -411,5 +412,68 @@ fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
         assert!(a.delegations().is_empty());
         let r = b.read(&sid_b, &fh_b, 0, 100).await.unwrap();
         assert_eq!(&r.data[..], b"written under a write delegation");
+    });
+}
+
+/// OPEN by handle (CLAIM_FH) with a GETATTR in the same COMPOUND gets a
+/// write delegation with its attributes; on recall the before-return hook
+/// runs before the DELEGRETURN, and what it writes then (data a layer
+/// above had buffered) is what the recalling client reads.
+#[test]
+fn open_by_handle_and_the_hook_before_return() {
+    let t = Tarn::start(&[]);
+    run(async {
+        make_file(t.addr, "h", b"").await;
+        let a = std::sync::Arc::new(session(t.addr).await);
+        let root = a.lookup_path("/").await.unwrap();
+        let fh = a.lookup(&root, "h").await.unwrap();
+        let owner = a.new_owner("open");
+        let (o, attrs) = a
+            .open_fh(&owner, &fh, OPEN4_SHARE_ACCESS_BOTH, Some(&[FATTR4_SIZE]))
+            .await
+            .unwrap();
+        assert_eq!(attrs.unwrap().size, Some(0));
+        let d = a.delegations().get(&fh).expect("a write delegation");
+        assert_eq!(d.kind, DelegKind::Write);
+        // The hook writes (FILE_SYNC) with the open stateid and says all
+        // is stable; it sees the delegation already out of the table.
+        let (a2, sid, fh2) = (a.clone(), o.stateid.clone(), fh.clone());
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let c2 = calls.clone();
+        a.delegations()
+            .set_before_return(Some(std::sync::Arc::new(move |f: NfsFh4| {
+                let (a, sid, fh, calls) = (a2.clone(), sid.clone(), fh2.clone(), c2.clone());
+                Box::pin(async move {
+                    assert_eq!(f, fh);
+                    assert!(a.delegations().get(&fh).is_none());
+                    calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    a.write(
+                        &sid,
+                        &fh,
+                        0,
+                        Bytes::from_static(b"buffered above"),
+                        StableHow4::FILE_SYNC4,
+                    )
+                    .await
+                    .is_ok()
+                })
+            })));
+        let b = session(t.addr).await;
+        let (sid_b, fh_b) = b
+            .open(&root, "h", None, OPEN4_SHARE_ACCESS_READ)
+            .await
+            .unwrap();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // B may proceed before A has read its DELEGRETURN's reply.
+        let t0 = Instant::now();
+        while a.delegations().returned() == 0 && t0.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(a.delegations().returned(), 1);
+        assert_eq!(a.delegations().recalls_received(), 1);
+        let r = b.read(&sid_b, &fh_b, 0, 100).await.unwrap();
+        assert_eq!(&r.data[..], b"buffered above");
+        // The hook holds the session: break the cycle.
+        a.delegations().set_before_return(None);
     });
 }

@@ -245,6 +245,11 @@ fn workload_over_nfsv41() {
 
 /// GETATTR calls the server counted (NFSv3 procedure and NFSv4 operation).
 fn getattrs(maddr: &str) -> f64 {
+    metric(maddr, "tarn_op_calls_total", "op", "GETATTR")
+}
+
+/// The sum of the server's samples of `name` whose label `key` is `value`.
+fn metric(maddr: &str, name: &str, key: &str, value: &str) -> f64 {
     let mut c = TcpStream::connect(maddr).unwrap();
     write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut r = String::new();
@@ -254,7 +259,7 @@ fn getattrs(maddr: &str) -> f64 {
     scrape
         .samples
         .iter()
-        .filter(|x| x.metric == "tarn_op_calls_total" && x.labels.get("op") == Some("GETATTR"))
+        .filter(|x| x.metric == name && x.labels.get(key) == Some(value))
         .map(|x| match x.value {
             prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
             _ => 0.0,
@@ -320,6 +325,251 @@ fn stat_cache_over_nfsv3() {
 fn stat_cache_10000_files() {
     stat_cache("4.1", 10_000);
 }
+
+/// FILES files opened and read through the mount (the server delegates
+/// each to it), then stat'ed twice; the second pass comes after the files'
+/// attribute timeout (1 s) has run out, and still sends no GETATTR: the
+/// delegations vouch for the cached attributes (the lookups the kernel
+/// repeats are LOOKUPs only). Directories keep a long timeout so that only
+/// the files' attributes are at stake. Without delegations (`nodeleg`) the
+/// same second pass asks the server about every file.
+fn stat_with_delegations(files: usize) {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, maddr) = server();
+    std::fs::create_dir(s.export.join("d")).unwrap();
+    for i in 0..files {
+        std::fs::write(s.export.join(format!("d/f{i}")), b"x").unwrap();
+    }
+    let url = mount_url(&s, "4.1");
+    let opts = "acregmin=1,acregmax=1,acdirmin=600,acdirmax=600";
+    let pass = |m: &Mounted| {
+        let granted = metric(&maddr, "tarn_delegations_total", "event", "granted");
+        for i in 0..files {
+            assert_eq!(std::fs::read(m.path(&format!("d/f{i}"))).unwrap(), b"x");
+        }
+        let granted = metric(&maddr, "tarn_delegations_total", "event", "granted") - granted;
+        stat_all(&m.dir, files);
+        std::thread::sleep(Duration::from_millis(1500));
+        let before = getattrs(&maddr);
+        stat_all(&m.dir, files);
+        (granted, getattrs(&maddr) - before)
+    };
+    {
+        let m = Mounted::new(&url, opts);
+        let (granted, sent) = pass(&m);
+        assert!(
+            granted >= files as f64,
+            "{granted} delegations for {files} files"
+        );
+        assert_eq!(sent, 0.0, "second pass under delegations asked the server");
+    }
+    let m = Mounted::new(&url, &format!("{opts},nodeleg"));
+    let (granted, sent) = pass(&m);
+    assert_eq!(granted, 0.0, "nodeleg: no back channel, no delegation");
+    assert!(
+        sent >= files as f64,
+        "nodeleg: {sent} GETATTRs for {files} stats after the timeout"
+    );
+}
+
+#[test]
+fn stat_with_delegations_over_nfsv41() {
+    stat_with_delegations(300);
+}
+
+/// At the issue's size (10,000 files): `cargo test --release -- --ignored`.
+#[test]
+#[ignore]
+fn stat_with_delegations_10000_files() {
+    stat_with_delegations(10_000);
+}
+
+/// The mount's own counts (`tarn mount --stats`), once they show `key` at
+/// least `min` (the file is written every second).
+fn mount_status(m: &Mounted, key: &str, min: u64) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .args(["mount", "--stats"])
+            .arg(&m.dir)
+            .output()
+            .unwrap();
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            if v[key].as_u64().unwrap_or(0) >= min || t.elapsed() > Duration::from_secs(10) {
+                return v;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no mount status");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A write delegation recalled while its data is still buffered: mount A
+/// creates a file (the server delegates it for writing) and writes to it
+/// without closing, so the data sits in A's write buffer, not yet at the
+/// server; mount B then opens and reads the file. The server recalls A's
+/// delegation, A sends and commits its data and returns the delegation,
+/// and B reads the whole of it. The counters show the recall and the
+/// DELEGRETURN.
+#[test]
+fn recall_flushes_buffered_writes() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, maddr) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, "");
+    let b = Mounted::new(&url, "");
+    let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    // The writer is a process of its own: a descriptor of the file in this
+    // (multi-threaded) test process would be copied into every process
+    // another test starts meanwhile, and its close at exec is a close of
+    // the file (a FLUSH, which sends the data).
+    let mut w = Command::new("python3")
+        .args(["-c", HOLDER])
+        .arg(a.path("f"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "written\n");
+    assert_eq!(
+        metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
+        1.0,
+        "a write delegation for the new file"
+    );
+    // A, under its write delegation, knows the size it wrote.
+    assert_eq!(std::fs::metadata(a.path("f")).unwrap().len(), 200_000);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        std::fs::metadata(s.export.join("f")).unwrap().len(),
+        0,
+        "the data is still buffered in mount A"
+    );
+    let returns = metric(&maddr, "tarn_op_calls_total", "op", "DELEGRETURN");
+    let t = Instant::now();
+    assert_eq!(std::fs::read(b.path("f")).unwrap(), data);
+    eprintln!("read through B, recall included: {:?}", t.elapsed());
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), data);
+    // The server counts recalls at its lease walk (every lease/4, 22 s by
+    // default): the CB_RECALL is counted where it arrived, in mount A.
+    assert!(metric(&maddr, "tarn_op_calls_total", "op", "DELEGRETURN") - returns >= 1.0);
+    let st = mount_status(&a, "delegations_returned", 1);
+    assert!(st["recalls"].as_u64().unwrap() >= 1, "{st}");
+    assert!(st["delegations_returned"].as_u64().unwrap() >= 1, "{st}");
+    // A keeps working on the file without its delegation.
+    w.stdin.take().unwrap().write_all(b"\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "closed\n");
+    assert!(w.wait().unwrap().success());
+    let mut want = data.clone();
+    want.extend_from_slice(b"tail");
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), want);
+    assert_eq!(std::fs::read(b.path("f")).unwrap(), want);
+}
+
+/// The recall is answered and the delegation returned while mount A is
+/// busy writing the file (a process in a write loop, its WRITEs in flight
+/// and the kernel's lock on the inode taken for each write): B's open and
+/// read complete while A's writer still runs, and once the writer closes,
+/// B reads all it wrote.
+#[test]
+fn recall_while_the_holder_keeps_writing() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, maddr) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, "");
+    let b = Mounted::new(&url, "");
+    let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
+    let mut w = Command::new("python3")
+        .args(["-c", STREAMER])
+        .arg(a.path("f"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "started\n");
+    assert_eq!(
+        metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
+        1.0
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let seen = std::fs::read(b.path("f")).unwrap();
+    let took = t.elapsed();
+    assert!(
+        w.try_wait().unwrap().is_none(),
+        "the writer ended before B got in"
+    );
+    eprintln!("B read {} bytes in {took:?} while A wrote", seen.len());
+    assert!(took < Duration::from_secs(10), "recall took {took:?}");
+    let st = mount_status(&a, "delegations_returned", 1);
+    assert!(st["recalls"].as_u64().unwrap() >= 1, "{st}");
+    assert!(st["delegations_returned"].as_u64().unwrap() >= 1, "{st}");
+    w.stdin.take().unwrap().write_all(b"\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let chunks: usize = line.trim().parse().unwrap();
+    assert!(w.wait().unwrap().success());
+    let all = std::fs::read(b.path("f")).unwrap();
+    assert_eq!(all.len(), chunks * 65536);
+    assert!(all.len() > seen.len());
+    let chunk: Vec<u8> = (0..65536u32).map(|i| (i % 256) as u8).collect();
+    assert!(all.chunks(65536).all(|c| c == &chunk[..]));
+}
+
+/// Writes 64 KiB pieces to argv[1] (created), about 64 MB/s, until a line
+/// comes on stdin (at most 1 GiB); says "started" after the first, and at
+/// the end (after close) the number of pieces.
+const STREAMER: &str = r#"
+import os, sys, select, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+chunk = bytes(range(256)) * 256
+n = 0
+while n < 16384:
+    m = 0
+    while m < len(chunk):
+        m += os.write(fd, chunk[m:])
+    n += 1
+    if n == 1:
+        print("started", flush=True)
+    if n % 16 == 0:
+        if select.select([sys.stdin], [], [], 0)[0]:
+            break
+        time.sleep(0.015)
+os.close(fd)
+print(n, flush=True)
+"#;
+
+/// Writes 200,000 bytes to argv[1] (created), says "written", waits for a
+/// line on stdin, appends "tail", closes, says "closed".
+const HOLDER: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+data = bytes(i % 253 for i in range(200000))
+n = 0
+while n < len(data):
+    n += os.write(fd, data[n:])
+print("written", flush=True)
+sys.stdin.readline()
+os.write(fd, b"tail")
+os.close(fd)
+print("closed", flush=True)
+"#;
 
 /// Close-to-open: what one mount wrote and closed is read whole through a
 /// second mount opened afterwards, even though the second had the old

@@ -3,8 +3,16 @@
 //! whenever a revalidation finds the attributes changed, and doubles (up to
 //! the maximum) when a revalidation after the timeout found them unchanged,
 //! so a file that has not changed for long is asked about less often.
+//!
+//! A delegation (RFC 8881 §10.2) suspends the timeout: attributes fetched
+//! while one is held stay true until it is recalled, since nobody else can
+//! change the file before the server has the delegation back. Under a
+//! write delegation this client's own writes update size and mtime here;
+//! under a read one (or none) they drop the cache. When the delegation
+//! goes, the timeout applies again: from that moment after a read one,
+//! at once after a write one (the server's mtime is not ours).
 
-use crate::remote::Attr;
+use crate::remote::{Attr, Time};
 use std::time::{Duration, Instant};
 
 /// `ac*` mount options, in force for one mount.
@@ -51,6 +59,16 @@ pub struct CachedAttr {
     pub checked: Instant,
     /// The current timeout (between the type's min and max).
     pub timeo: Duration,
+    /// The attributes were fetched while this kind of delegation was held
+    /// (and it still is, as far as this cache was told).
+    pub deleg: Option<Delegated>,
+}
+
+/// A delegation the cached attributes are held under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delegated {
+    Read,
+    Write,
 }
 
 /// What a refresh found.
@@ -79,19 +97,55 @@ impl CachedAttr {
             attr,
             checked: now,
             timeo: min,
+            deleg: None,
         }
     }
 
-    /// Whether the cached attributes may be used at `now` without asking.
+    /// Whether the cached attributes may be used at `now` without asking:
+    /// within the timeout, or under a delegation.
     pub fn fresh(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.checked) < self.timeo
+        self.deleg.is_some() || now.saturating_duration_since(self.checked) < self.timeo
     }
 
     /// What is left of the timeout at `now` (what a kernel cache may keep
-    /// the attributes for).
+    /// the attributes for). Under a delegation, a whole timeout: the
+    /// kernel asks again after it, and is answered from here.
     pub fn ttl(&self, now: Instant) -> Duration {
+        if self.deleg.is_some() {
+            return self.timeo;
+        }
         self.timeo
             .saturating_sub(now.saturating_duration_since(self.checked))
+    }
+
+    /// The attributes were just fetched (or confirmed) while a delegation
+    /// of `kind` is held: trusted until [`CachedAttr::released`].
+    pub fn held(&mut self, kind: Delegated) {
+        self.deleg = Some(kind);
+    }
+
+    /// The delegation went back (recalled or returned) at `now`.
+    pub fn released(&mut self, now: Instant) {
+        match self.deleg.take() {
+            // Nobody could change the file until now.
+            Some(Delegated::Read) => self.checked = now,
+            Some(Delegated::Write) => self.invalidate(),
+            None => {}
+        }
+    }
+
+    /// This client wrote up to byte `end` at wall time `at`. Under a write
+    /// delegation the client is the authority on size and mtime (RFC 8881
+    /// §10.4.3), so they are updated here; otherwise the cache is dropped.
+    pub fn wrote(&mut self, end: u64, at: Time) {
+        if self.deleg == Some(Delegated::Write) {
+            let a = &mut self.attr;
+            a.size = Some(a.size.unwrap_or(0).max(end));
+            a.mtime = Some(at);
+            a.ctime = Some(at);
+        } else {
+            self.invalidate();
+        }
     }
 
     /// New attributes from the server at `now`: the timeout goes back to
@@ -119,6 +173,7 @@ impl CachedAttr {
     /// through this mount whose result was not returned).
     pub fn invalidate(&mut self) {
         self.timeo = Duration::ZERO;
+        self.deleg = None;
     }
 }
 
@@ -192,6 +247,59 @@ mod tests {
         c.refresh(dir(1), t + Duration::from_secs(5), &ac);
         assert_eq!(c.timeo, Duration::ZERO);
         assert_eq!(c.ttl(t), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_delegation_suspends_the_timeout_until_released() {
+        let ac = AcOptions::default();
+        let t = Instant::now();
+        let mut c = CachedAttr::new(file(1), t, &ac);
+        c.held(Delegated::Read);
+        let late = t + Duration::from_secs(3600);
+        assert!(c.fresh(late), "an hour later, still trusted");
+        assert_eq!(c.ttl(late), ac.acregmin);
+        c.released(late);
+        assert!(
+            c.fresh(late + Duration::from_secs(2)),
+            "timeout from release"
+        );
+        assert!(!c.fresh(late + Duration::from_secs(3)));
+        c.held(Delegated::Read);
+        c.wrote(10, Time::default());
+        assert!(!c.fresh(late), "own write under a read delegation drops it");
+        assert_eq!(c.deleg, None);
+    }
+
+    #[test]
+    fn a_write_delegation_keeps_local_size_and_mtime() {
+        let ac = AcOptions::default();
+        let t = Instant::now();
+        let mut c = CachedAttr::new(
+            Attr {
+                size: Some(100),
+                ..file(1)
+            },
+            t,
+            &ac,
+        );
+        c.held(Delegated::Write);
+        let at = Time {
+            seconds: 1_700_000_000,
+            nseconds: 5,
+        };
+        c.wrote(50, at);
+        assert_eq!(c.attr.size, Some(100), "a write inside does not shrink it");
+        c.wrote(4096, at);
+        assert_eq!((c.attr.size, c.attr.mtime), (Some(4096), Some(at)));
+        assert!(c.fresh(t + Duration::from_secs(600)));
+        c.released(t + Duration::from_secs(600));
+        assert!(
+            !c.fresh(t + Duration::from_secs(600)),
+            "the server's view is asked for after a write delegation"
+        );
+        c.held(Delegated::Write);
+        c.invalidate();
+        assert_eq!(c.deleg, None, "invalidated attributes are not held");
     }
 
     #[test]

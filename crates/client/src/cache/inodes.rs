@@ -98,6 +98,11 @@ impl InodeTable {
         self.nodes.get(&ino)
     }
 
+    /// The inode number of `fh`, if it is in the table.
+    pub fn ino_of(&self, fh: &Fh) -> Option<u64> {
+        self.by_fh.get(fh).copied()
+    }
+
     pub fn get_mut(&mut self, ino: u64) -> Option<&mut Inode> {
         self.nodes.get_mut(&ino)
     }

@@ -12,8 +12,10 @@ use super::attr::Attrs;
 use bytes::Bytes;
 use proto::nfs4::*;
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DelegKind {
@@ -69,12 +71,21 @@ struct Inner {
     opens_in_flight: usize,
 }
 
+/// Called with a delegated file's handle before its delegation goes back
+/// (recall, CB_RECALL_ANY, unmount): whoever buffers data of the file
+/// (a mount's write-back) sends it now. Returns true when everything
+/// written under the delegation is also committed (no COMMIT owed then).
+pub type BeforeReturn =
+    Arc<dyn Fn(NfsFh4) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
 /// Every delegation a session's client holds, by file handle.
 #[derive(Default)]
 pub struct DelegTable {
     inner: Mutex<Inner>,
     ignore_recalls: AtomicBool,
     recalls: AtomicU64,
+    returned: AtomicU64,
+    before_return: Mutex<Option<BeforeReturn>>,
 }
 
 /// Counts delegation-bearing OPENs in flight while alive (see [`Recall::Early`]).
@@ -102,6 +113,25 @@ impl DelegTable {
         self.recalls.load(Ordering::Relaxed)
     }
 
+    /// Delegations given back so far (DELEGRETURN answered, or the server
+    /// had already let go of them).
+    pub fn returned(&self) -> u64 {
+        self.returned.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_returned(&self) {
+        self.returned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets what runs before each delegation goes back (see [`BeforeReturn`]).
+    pub fn set_before_return(&self, hook: Option<BeforeReturn>) {
+        *self.before_return.lock().unwrap() = hook;
+    }
+
+    pub(crate) fn before_return(&self) -> Option<BeforeReturn> {
+        self.before_return.lock().unwrap().clone()
+    }
+
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap().by_fh.len()
     }
@@ -113,6 +143,11 @@ impl DelegTable {
     /// The delegation held on `fh`, if any.
     pub fn get(&self, fh: &NfsFh4) -> Option<Delegation> {
         self.inner.lock().unwrap().by_fh.get(&fh.0).cloned()
+    }
+
+    /// The kind of delegation held on `fh` (no copy of what it caches).
+    pub fn kind(&self, fh: &NfsFh4) -> Option<DelegKind> {
+        self.inner.lock().unwrap().by_fh.get(&fh.0).map(|d| d.kind)
     }
 
     /// Held while an OPEN is outstanding.

@@ -220,6 +220,124 @@ impl Session {
         let mut r = self.call(ops).await?;
         let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
         let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
+        self.opened_delegation(&fh, &res, None, in_flight).await?;
+        Ok(Opened {
+            stateid: res.stateid.clone(),
+            fh,
+            res,
+        })
+    }
+
+    /// [`Session::open_with`] with a GETATTR of `bits` in the same
+    /// COMPOUND (a new file's attributes come with its OPEN; a write
+    /// delegation granted then needs no GETATTR of its own).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open_with_attrs(
+        &self,
+        owner: &StateOwner4,
+        dir: &NfsFh4,
+        n: &str,
+        openhow: Openflag4,
+        share_access: u32,
+        share_deny: u32,
+        bits: &[u32],
+    ) -> Result<(Opened, Attrs)> {
+        let ops = vec![
+            putfh(dir),
+            NfsArgop4::OP_OPEN(Open4args {
+                seqid: 0,
+                share_access,
+                share_deny,
+                owner: owner.clone(),
+                openhow,
+                claim: OpenClaim4::CLAIM_NULL(name(n)),
+            }),
+            NfsArgop4::OP_GETFH,
+            NfsArgop4::OP_GETATTR(Getattr4args {
+                attr_request: attr::bitmap(bits),
+            }),
+        ];
+        let in_flight = self.delegations().open_in_flight();
+        let mut r = self.call(ops).await?;
+        let a = attr::decode(&take!(
+            r.pop(),
+            "GETATTR",
+            NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes
+        )?)?;
+        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
+        let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
+        self.opened_delegation(&fh, &res, Some(a.clone()), in_flight)
+            .await?;
+        Ok((
+            Opened {
+                stateid: res.stateid.clone(),
+                fh,
+                res,
+            },
+            a,
+        ))
+    }
+
+    /// OPEN of a file by its handle (CLAIM_FH, RFC 8881 §18.16.3), and
+    /// with `bits` a GETATTR in the same COMPOUND (a mount's close-to-open
+    /// check costs no extra call). `share_access` may carry
+    /// OPEN4_SHARE_ACCESS_WANT_* bits.
+    pub async fn open_fh(
+        &self,
+        owner: &StateOwner4,
+        fh: &NfsFh4,
+        share_access: u32,
+        bits: Option<&[u32]>,
+    ) -> Result<(Opened, Option<Attrs>)> {
+        let mut ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_OPEN(Open4args {
+                seqid: 0,
+                share_access,
+                share_deny: OPEN4_SHARE_DENY_NONE,
+                owner: owner.clone(),
+                openhow: Openflag4::Default(Opentype4::OPEN4_NOCREATE),
+                claim: OpenClaim4::CLAIM_FH,
+            }),
+        ];
+        if let Some(b) = bits {
+            ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
+                attr_request: attr::bitmap(b),
+            }));
+        }
+        let in_flight = self.delegations().open_in_flight();
+        let mut r = self.call(ops).await?;
+        let attrs = match bits {
+            Some(_) => Some(attr::decode(&take!(
+                r.pop(),
+                "GETATTR",
+                NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes
+            )?)?),
+            None => None,
+        };
+        let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
+        self.opened_delegation(fh, &res, attrs.clone(), in_flight)
+            .await?;
+        Ok((
+            Opened {
+                stateid: res.stateid.clone(),
+                fh: fh.clone(),
+                res,
+            },
+            attrs,
+        ))
+    }
+
+    /// Records the delegation an OPEN reply brought, if any (returned at
+    /// once when it was recalled before we got here). `attrs`: the file's
+    /// attributes from the same COMPOUND.
+    async fn opened_delegation(
+        &self,
+        fh: &NfsFh4,
+        res: &Open4resok,
+        attrs: Option<Attrs>,
+        in_flight: super::deleg::OpenInFlight<'_>,
+    ) -> Result<()> {
         let granted = match &res.delegation {
             OpenDelegation4::OPEN_DELEGATE_READ(d) => {
                 Some((d.stateid.clone(), DelegKind::Read, d.recall))
@@ -229,24 +347,22 @@ impl Session {
             }
             _ => None,
         };
-        if let Some((sid, kind, recall)) = granted {
-            let now_back = self.delegations().granted(&fh, sid, kind, recall);
-            drop(in_flight);
-            match now_back {
-                Some(d) => self.fore().return_delegation(&d).await?,
-                // The client answers CB_GETATTR from what it knows: know
-                // it from the start.
-                None if kind == DelegKind::Write => {
-                    self.stat(&fh).await?;
-                }
-                None => {}
+        let Some((sid, kind, recall)) = granted else {
+            return Ok(());
+        };
+        let now_back = self.delegations().granted(fh, sid.clone(), kind, recall);
+        drop(in_flight);
+        match (now_back, attrs) {
+            (Some(d), _) => self.fore().return_delegation(&d).await?,
+            (None, Some(a)) => self.delegations().store_attrs(fh, &sid, a),
+            // The client answers CB_GETATTR from what it knows: know
+            // it from the start.
+            (None, None) if kind == DelegKind::Write => {
+                self.stat(fh).await?;
             }
+            (None, None) => {}
         }
-        Ok(Opened {
-            stateid: res.stateid.clone(),
-            fh,
-            res,
-        })
+        Ok(())
     }
 
     pub async fn read(

@@ -932,7 +932,15 @@ impl Fore {
         let putfh = NfsArgop4::OP_PUTFH(Putfh4args {
             object: d.fh.clone(),
         });
-        if d.uncommitted {
+        // Data buffered above the session (a mount's write-back) goes out
+        // first: once the delegation is back, another client reads the file.
+        let mut uncommitted = d.uncommitted;
+        if let Some(hook) = self.delegs.before_return() {
+            if hook(d.fh.clone()).await {
+                uncommitted = false;
+            }
+        }
+        if uncommitted {
             self.call(vec![
                 putfh.clone(),
                 NfsArgop4::OP_COMMIT(Commit4args {
@@ -951,7 +959,10 @@ impl Fore {
             ])
             .await;
         match r {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.delegs.count_returned();
+                Ok(())
+            }
             Err(e)
                 if matches!(
                     e.status(),

@@ -284,6 +284,61 @@ impl Remote {
         }
     }
 
+    /// [`Remote::read`] with the open's stateid (NFSv4: the server may
+    /// have granted a delegation on that open; the anonymous stateid would
+    /// be a read by nobody it knows).
+    pub async fn read_open(&self, f: &OpenFile, off: u64, len: u32) -> Result<(Bytes, bool)> {
+        match (&self.proto, &f.stateid) {
+            (Proto::V4(s), Some(sid)) => {
+                let r = s.read(sid, &f.fh.v4(), off, len).await?;
+                Ok((r.data, r.eof))
+            }
+            _ => self.read(&f.fh, off, len).await,
+        }
+    }
+
+    /// Opens an existing file by its handle with a real NFSv4.1 OPEN
+    /// (CLAIM_FH) for reading, or writing with `write` (reading too
+    /// with `read`), so the server can grant a delegation; with
+    /// `with_attr` its attributes come in the same COMPOUND. None over
+    /// NFSv3 and NFSv4.0 (no open state there: I/O goes without).
+    pub async fn open_fh(
+        &self,
+        fh: &Fh,
+        read: bool,
+        write: bool,
+        with_attr: bool,
+    ) -> Result<Option<(OpenFile, Option<Attr>)>> {
+        let Proto::V4(s) = &self.proto else {
+            return Ok(None);
+        };
+        let access = match (read, write) {
+            (true, true) => p4::OPEN4_SHARE_ACCESS_BOTH,
+            (false, true) => p4::OPEN4_SHARE_ACCESS_WRITE,
+            _ => p4::OPEN4_SHARE_ACCESS_READ,
+        };
+        // An open owner per open: each CLOSE then ends only its own open
+        // (one shared owner would share one stateid among all opens of
+        // the file, and the first CLOSE would end them all).
+        let owner = s.new_owner("open");
+        let (o, a) = s
+            .open_fh(&owner, &fh.v4(), access, with_attr.then_some(V4_ATTRS))
+            .await?;
+        Ok(Some((
+            OpenFile {
+                fh: fh.clone(),
+                stateid: Some(o.stateid),
+            },
+            a.as_ref().map(Attr::from_v4),
+        )))
+    }
+
+    /// The kind of delegation held on `fh` (NFSv4.1/4.2), if any.
+    pub fn delegation(&self, fh: &Fh) -> Option<crate::nfs4::DelegKind> {
+        let s = self.v4()?;
+        s.delegations().kind(&fh.v4())
+    }
+
     /// Creates `dir/name` if missing (with `mode`) and opens it for
     /// writing, truncated to nothing when `truncate`.
     pub async fn open_write(
@@ -347,6 +402,44 @@ impl Remote {
                 })
             }
         }
+    }
+
+    /// [`Remote::open_write`], with the file's attributes from the same
+    /// COMPOUND over NFSv4.1/4.2 (None elsewhere).
+    pub async fn open_write_attr(
+        &self,
+        dir: &Fh,
+        name: &str,
+        mode: u32,
+        truncate: bool,
+    ) -> Result<(OpenFile, Option<Attr>)> {
+        let Proto::V4(s) = &self.proto else {
+            return Ok((self.open_write(dir, name, mode, truncate).await?, None));
+        };
+        let set = SetAttr {
+            mode: Some(mode),
+            size: truncate.then_some(0),
+            ..Default::default()
+        };
+        let how = p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+        let (o, a) = s
+            .open_with_attrs(
+                &s.open_owner(),
+                &dir.v4(),
+                name,
+                how,
+                p4::OPEN4_SHARE_ACCESS_BOTH,
+                p4::OPEN4_SHARE_DENY_NONE,
+                V4_ATTRS,
+            )
+            .await?;
+        Ok((
+            OpenFile {
+                fh: Fh(o.fh.0),
+                stateid: Some(o.stateid),
+            },
+            Some(Attr::from_v4(&a)),
+        ))
     }
 
     /// CLOSE over NFSv4 (4.0: by the default open owner, which opened

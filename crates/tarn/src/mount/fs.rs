@@ -10,11 +10,21 @@
 //! file's change attribute has not moved; a change seen by GETATTR drops
 //! it (notify_inval_inode). Writes are buffered per open file and sent as
 //! wsize UNSTABLE WRITEs, then COMMIT on flush (close) and fsync.
+//!
+//! Delegations (NFSv4.1/4.2, the session has a back channel): an existing
+//! file is opened with a real OPEN (CLAIM_FH, GETATTR in the same
+//! COMPOUND) whose stateid its READs and WRITEs carry, so the server may
+//! delegate it. While the session holds a delegation on a file, its cached
+//! attributes are used without asking (stat, and open's close-to-open
+//! check); under a write delegation this mount's writes set size and
+//! mtime. On CB_RECALL the session calls [`State::before_return`], which
+//! sends the file's buffered data and COMMITs it before the DELEGRETURN.
 
 use super::options::MountOptions;
 use bytes::{Bytes, BytesMut};
-use client::cache::attr::{AcOptions, Refresh};
+use client::cache::attr::{AcOptions, Delegated, Refresh};
 use client::cache::inodes::{InodeTable, TableStats, ROOT};
+use client::nfs4::DelegKind;
 use client::remote::{
     Attr, Error, Fh, FileType as FT, HeldLock, OpenFile, Range, Remote, SetAttr, SetTime, Stable,
     Time,
@@ -63,7 +73,12 @@ struct Open {
     owns_state: bool,
     /// The opener's credential (per-caller mounts): what its WRITEs go as.
     cred: Option<OpaqueAuth>,
+    /// Opened for writing (its close invalidates the cached attributes).
+    writable: bool,
     w: Mutex<WriteBuf>,
+    /// Held by a flush from send to COMMIT, so that a second flush (close
+    /// beside a recall's) waits for the first's data to be stable.
+    flushing: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -250,11 +265,20 @@ impl State {
     async fn fetch_attr(&self, ino: u64) -> Result<(FileAttr, Duration, Refresh), i32> {
         let fh = self.fh(ino)?;
         let a = self.remote.stat(&fh).await.map_err(errno)?;
+        self.got_attr(ino, &fh, a)
+    }
+
+    /// Attributes just fetched for `ino` (a GETATTR, or one in an OPEN's
+    /// COMPOUND) into the cache, held under the delegation if there is one.
+    fn got_attr(&self, ino: u64, fh: &Fh, a: Attr) -> Result<(FileAttr, Duration, Refresh), i32> {
         let t = now();
         let (r, ttl, fa) = {
             let mut tab = self.table.lock().expect("table");
             let n = tab.get_mut(ino).ok_or(libc::ESTALE)?;
             let r = n.attr.refresh(a, t, &self.opts.ac);
+            if let Some(k) = self.delegated(fh) {
+                n.attr.held(k);
+            }
             (r, n.attr.ttl(t), fattr(ino, &n.attr.attr))
         };
         if r == Refresh::Changed && fa.kind == FileType::RegularFile {
@@ -270,9 +294,40 @@ impl State {
         }
     }
 
-    /// Attributes for the kernel: cached while fresh, else from the server.
+    /// The delegation the session holds on `fh`, as the attribute cache
+    /// knows it; None with `noac` (every stat asks the server).
+    fn delegated(&self, fh: &Fh) -> Option<Delegated> {
+        if self.opts.ac.noac {
+            return None;
+        }
+        self.remote.delegation(fh).map(|k| match k {
+            DelegKind::Read => Delegated::Read,
+            DelegKind::Write => Delegated::Write,
+        })
+    }
+
+    /// Brings `ino`'s cache in line with the session's delegations: one
+    /// that went back (recalled) ends the cache's hold. Returns the
+    /// delegation held on it now.
+    fn sync_deleg(&self, ino: u64) -> Result<Option<Delegated>, i32> {
+        let fh = self.fh(ino)?;
+        let held = self.delegated(&fh);
+        if held.is_none() {
+            if let Some(n) = self.table.lock().expect("table").get_mut(ino) {
+                n.attr.released(now());
+            }
+        }
+        Ok(held)
+    }
+
+    /// Attributes for the kernel: cached while fresh (or delegated), else
+    /// from the server.
     async fn attr(&self, ino: u64) -> Result<(FileAttr, Duration), i32> {
-        self.flush_writes_of(ino).await?;
+        // Under a write delegation the cache has this mount's size and
+        // mtime: buffered data need not go out first.
+        if self.sync_deleg(ino)? != Some(Delegated::Write) {
+            self.flush_writes_of(ino).await?;
+        }
         let t = now();
         {
             let mut tab = self.table.lock().expect("table");
@@ -286,7 +341,8 @@ impl State {
         Ok((fa, ttl))
     }
 
-    /// The parent's cached attributes are stale after a change in it.
+    /// The cached attributes of `dir` (or of any inode) are stale after a
+    /// change made through this mount.
     fn dir_changed(&self, dir: u64) {
         if let Some(n) = self.table.lock().expect("table").get_mut(dir) {
             n.attr.invalidate();
@@ -300,11 +356,34 @@ impl State {
         dir: u64,
         name: &str,
         fh: Fh,
+        known: Option<Attr>,
     ) -> Result<(FileAttr, Duration, Duration), i32> {
-        let a = self.remote.stat(&fh).await.map_err(errno)?;
+        // A delegated file known here is not asked about (a lookup after
+        // the entry's timeout is then one LOOKUP, no GETATTR); nor is one
+        // whose attributes came with the call that made it (`known`).
+        let held = self.delegated(&fh);
+        let cached = known.or_else(|| {
+            held.and_then(|_| {
+                let tab = self.table.lock().expect("table");
+                let n = tab.get(tab.ino_of(&fh)?)?;
+                n.attr.deleg.is_some().then(|| n.attr.attr.clone())
+            })
+        });
+        let a = match cached {
+            Some(a) => a,
+            None => self.remote.stat(&fh).await.map_err(errno)?,
+        };
         let t = now();
         let mut tab = self.table.lock().expect("table");
+        if held.is_none() {
+            if let Some(n) = tab.ino_of(&fh).and_then(|i| tab.get_mut(i)) {
+                n.attr.released(t);
+            }
+        }
         let ino = tab.found(fh, a, dir, name, t, self.ac());
+        if let (Some(k), Some(n)) = (held, tab.get_mut(ino)) {
+            n.attr.held(k);
+        }
         let n = tab.get(ino).expect("just found");
         let attr_ttl = n.attr.ttl(t);
         let fa = with_nodeid(fattr(ino, &n.attr.attr), ino);
@@ -325,12 +404,13 @@ impl State {
     async fn lookup(&self, dir: u64, name: &str) -> Result<(FileAttr, Duration, Duration), i32> {
         let dfh = self.fh(dir)?;
         let fh = self.remote.lookup(&dfh, name).await.map_err(errno)?;
-        self.entry(dir, name, fh).await
+        self.entry(dir, name, fh, None).await
     }
 
     /// Sends what `o` has buffered, waits for its WRITEs, and with
     /// `commit` makes them stable.
     async fn flush_open(&self, o: &Open, commit: bool) -> Result<(), i32> {
+        let _one = o.flushing.lock().await;
         let (pending, verf) = {
             let mut w = o.w.lock().expect("wbuf");
             if commit
@@ -452,9 +532,22 @@ impl State {
         Ok(())
     }
 
-    async fn read(&self, ino: u64, off: u64, size: u32) -> Result<Vec<u8>, i32> {
+    /// `size` bytes at `off`, with the open's stateid when there is one.
+    async fn read(
+        &self,
+        ino: u64,
+        open: Option<Arc<Open>>,
+        off: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, i32> {
         self.flush_writes_of(ino).await?;
-        let fh = self.fh(ino)?;
+        let file = match open {
+            Some(o) => o.file.clone(),
+            None => OpenFile {
+                fh: self.fh(ino)?,
+                stateid: None,
+            },
+        };
         // Pieces of rsize read at once.
         let mut calls = vec![];
         let mut at = off;
@@ -462,10 +555,10 @@ impl State {
         while at < end {
             let n = ((end - at) as u32).min(self.rsize);
             let r = self.remote.clone();
-            let fh = fh.clone();
+            let f = file.clone();
             let cred = rpc::client::current_caller();
             calls.push(tokio::spawn(maybe_as(cred, async move {
-                r.read(&fh, at, n).await
+                r.read_open(&f, at, n).await
             })));
             at += n as u64;
         }
@@ -490,7 +583,7 @@ impl State {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn add_open(&self, ino: u64, file: OpenFile, owns_state: bool) -> u64 {
+    fn add_open(&self, ino: u64, file: OpenFile, owns_state: bool, writable: bool) -> u64 {
         let fh = self.new_fh();
         self.table.lock().expect("table").opened(ino);
         self.files.lock().expect("files").insert(
@@ -500,10 +593,60 @@ impl State {
                 file,
                 owns_state,
                 cred: rpc::client::current_caller(),
+                writable,
                 w: Mutex::new(WriteBuf::default()),
+                flushing: tokio::sync::Mutex::new(()),
             }),
         );
         fh
+    }
+
+    /// Has the session call [`State::before_return`] before it gives a
+    /// delegation back (NFSv4.1/4.2). The hook holds the state weakly: the
+    /// state owns the session that owns the hook.
+    pub fn install_recall_hook(self: &Arc<Self>) {
+        let Some(s) = self.remote.v4() else {
+            return;
+        };
+        let w = Arc::downgrade(self);
+        s.delegations()
+            .set_before_return(Some(Arc::new(move |fh: proto::nfs4::NfsFh4| {
+                let w = w.clone();
+                Box::pin(async move {
+                    match w.upgrade() {
+                        Some(st) => st.before_return(Fh(fh.0)).await,
+                        None => false,
+                    }
+                })
+            })));
+    }
+
+    /// The delegation on `fh` is about to go back (CB_RECALL, or the
+    /// server asked for some back): what this mount buffered of the file
+    /// is written and committed (the recall is already answered; this
+    /// runs on a task of its own, so a FUSE request on the file never
+    /// stands in its way), and the attribute cache stops leaning on the
+    /// delegation. True when every open's data was made stable.
+    async fn before_return(&self, fh: Fh) -> bool {
+        let Some(ino) = self.table.lock().expect("table").ino_of(&fh) else {
+            return false;
+        };
+        let opens: Vec<Arc<Open>> = self
+            .files
+            .lock()
+            .expect("files")
+            .values()
+            .filter(|o| o.ino == ino)
+            .cloned()
+            .collect();
+        let mut ok = !opens.is_empty();
+        for o in opens {
+            ok &= self.flush_open(&o, true).await.is_ok();
+        }
+        if let Some(n) = self.table.lock().expect("table").get_mut(ino) {
+            n.attr.released(now());
+        }
+        ok
     }
 
     fn open_of(&self, fh: u64) -> Result<Arc<Open>, i32> {
@@ -741,7 +884,7 @@ impl Filesystem for TarnFs {
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
-                st.entry(parent, &name, fh).await
+                st.entry(parent, &name, fh, None).await
             }
             .await;
             match r {
@@ -784,7 +927,7 @@ impl Filesystem for TarnFs {
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
-                st.entry(parent, &name, fh).await
+                st.entry(parent, &name, fh, None).await
             }
             .await;
             match r {
@@ -823,6 +966,10 @@ impl Filesystem for TarnFs {
                 st.dir_changed(newparent);
                 let mut tab = st.table.lock().expect("table");
                 if let Some(i) = tab.child(parent, &from) {
+                    // Its ctime moved.
+                    if let Some(n) = tab.get_mut(i) {
+                        n.attr.invalidate();
+                    }
                     tab.renamed(i, newparent, &to);
                 }
                 Ok::<_, i32>(())
@@ -855,7 +1002,10 @@ impl Filesystem for TarnFs {
                 let (fh, dfh) = (st.fh(ino)?, st.fh(newparent)?);
                 st.remote.link(&fh, &dfh, &name).await.map_err(errno)?;
                 st.dir_changed(newparent);
-                st.entry(newparent, &name, fh).await
+                // Its nlink and ctime moved (a delegation does not vouch
+                // for what this mount changed).
+                st.dir_changed(ino);
+                st.entry(newparent, &name, fh, None).await
             }
             .await;
             match r {
@@ -874,9 +1024,13 @@ impl Filesystem for TarnFs {
         self.spawn(req, async move {
             let r = async {
                 let t = now();
+                let write = acc != libc::O_RDONLY;
+                let read = acc != libc::O_WRONLY;
                 // Close-to-open: the attributes are asked on every open
-                // (nocto: only when the cache is stale); cached pages are
-                // kept only if the file did not change.
+                // (nocto: only when the cache is stale), unless a
+                // delegation vouches for them; cached pages are kept only
+                // if the file did not change.
+                let held = st.sync_deleg(ino)?;
                 let fresh = st
                     .table
                     .lock()
@@ -885,15 +1039,43 @@ impl Filesystem for TarnFs {
                     .ok_or(libc::ESTALE)?
                     .attr
                     .fresh(t);
-                let keep = if st.opts.cto || !fresh {
-                    let (_, _, r) = st.fetch_attr(ino).await?;
-                    r != Refresh::Changed
-                } else {
-                    true
-                };
+                let ask = (st.opts.cto && held.is_none()) || !fresh;
                 let fh = st.fh(ino)?;
-                // NFSv4: reads and writes go with the anonymous stateid.
-                let id = st.add_open(ino, OpenFile { fh, stateid: None }, false);
+                // NFSv4.1/4.2: a real OPEN (the server may delegate the
+                // file), its GETATTR in the same COMPOUND; elsewhere I/O
+                // goes without open state.
+                let opened = st
+                    .remote
+                    .open_fh(&fh, read, write, ask)
+                    .await
+                    .map_err(errno)?;
+                let (file, owns, attr) = match opened {
+                    Some((f, a)) => (f, true, a),
+                    None => (OpenFile { fh, stateid: None }, false, None),
+                };
+                let keep = match attr {
+                    Some(a) => {
+                        let fh = file.fh.clone();
+                        st.got_attr(ino, &fh, a)
+                            .map(|(_, _, r)| r != Refresh::Changed)
+                    }
+                    None if ask => st
+                        .fetch_attr(ino)
+                        .await
+                        .map(|(_, _, r)| r != Refresh::Changed),
+                    None => Ok(true),
+                };
+                let keep = match keep {
+                    Ok(k) => k,
+                    Err(e) => {
+                        // The open is not handed out: its state goes.
+                        if owns {
+                            let _ = st.remote.close(&file).await;
+                        }
+                        return Err(e);
+                    }
+                };
+                let id = st.add_open(ino, file, owns, write);
                 Ok::<_, i32>((id, keep))
             }
             .await;
@@ -931,9 +1113,10 @@ impl Filesystem for TarnFs {
         self.spawn(req, async move {
             let r = async {
                 let dfh = st.fh(parent)?;
-                let f = st
+                // NFSv4.1/4.2: the attributes come with the OPEN.
+                let (f, known) = st
                     .remote
-                    .open_write(
+                    .open_write_attr(
                         &dfh,
                         &name,
                         mode & !umask & 0o7777,
@@ -942,9 +1125,9 @@ impl Filesystem for TarnFs {
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
-                let (fa, a, e) = st.entry(parent, &name, f.fh.clone()).await?;
+                let (fa, a, e) = st.entry(parent, &name, f.fh.clone(), known).await?;
                 let owns = f.stateid.is_some();
-                let id = st.add_open(fa.ino, f, owns);
+                let id = st.add_open(fa.ino, f, owns, true);
                 Ok::<_, i32>((fa, a.min(e), id))
             }
             .await;
@@ -959,7 +1142,7 @@ impl Filesystem for TarnFs {
         &mut self,
         req: &Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         offset: i64,
         size: u32,
         _flags: i32,
@@ -967,8 +1150,9 @@ impl Filesystem for TarnFs {
         reply: ReplyData,
     ) {
         let st = self.st.clone();
+        let open = st.open_of(fh).ok();
         self.spawn(req, async move {
-            match st.read(ino, offset.max(0) as u64, size).await {
+            match st.read(ino, open, offset.max(0) as u64, size).await {
                 Ok(d) => reply.data(&d),
                 Err(e) => reply.error(e),
             }
@@ -978,7 +1162,7 @@ impl Filesystem for TarnFs {
     fn write(
         &mut self,
         req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         fh: u64,
         offset: i64,
         data: &[u8],
@@ -992,6 +1176,24 @@ impl Filesystem for TarnFs {
             Err(e) => return reply.error(e),
         };
         let off = offset.max(0) as u64;
+        // Under a write delegation this mount has the file's size and
+        // mtime (stat answers from them); a read delegation no longer
+        // vouches for the cache; without one nothing changes here.
+        {
+            let mut tab = self.st.table.lock().expect("table");
+            if let Some(n) = tab.get_mut(ino) {
+                if n.attr.deleg.is_some() {
+                    let d = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default();
+                    let at = Time {
+                        seconds: d.as_secs() as i64,
+                        nseconds: d.subsec_nanos(),
+                    };
+                    n.attr.wrote(off + data.len() as u64, at);
+                }
+            }
+        }
         // Buffered here, on fuser's thread, so writes keep their order; a
         // writer waits only when too many WRITEs are in flight.
         let wait = {
@@ -1083,9 +1285,13 @@ impl Filesystem for TarnFs {
                 if o.owns_state {
                     let _ = st.remote.close(&o.file).await;
                 }
-                // What we wrote moved the change attribute: ask next time.
+                // What we wrote moved the change attribute: ask next time
+                // (under a write delegation the cache already has it).
                 if let Some(n) = st.table.lock().expect("table").get_mut(ino) {
-                    if o.w.lock().expect("wbuf").verf.is_none() {
+                    if o.writable
+                        && n.attr.deleg != Some(Delegated::Write)
+                        && o.w.lock().expect("wbuf").verf.is_none()
+                    {
                         n.attr.invalidate();
                     }
                 }

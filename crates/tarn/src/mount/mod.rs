@@ -31,7 +31,8 @@ pub struct MountArgs {
     /// Options as mount.nfs names them: vers, sec, rsize, wsize, nconnect,
     /// hard, soft, timeo, retrans, ac, noac, actimeo, acregmin, acregmax,
     /// acdirmin, acdirmax, cto, nocto, lookupcache=all|pos|none, ro, rw;
-    /// and Tarn's inodecap=N (inodes cached before eviction).
+    /// and Tarn's inodecap=N (inodes cached before eviction) and
+    /// deleg/nodeleg (NFSv4.1/4.2 delegations; on by default).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Stay in the foreground (log to stderr) until unmounted.
@@ -199,7 +200,9 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let url = opts.apply(&url);
     let (remote, root, root_attr) = rt.block_on(async {
-        let r = crate::tools::connect(&url).await?;
+        // With a back channel: the server may then delegate files to the
+        // mount (see `fs`), which a long-lived client profits from.
+        let r = crate::tools::connect_with(&url, opts.deleg).await?;
         if let Some(s) = r.v4() {
             // Keeps the lease while the mount is idle.
             s.spawn_renewal(Duration::from_secs(15));
@@ -225,6 +228,7 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         root_attr,
         per_caller,
     ));
+    st.install_recall_hook();
     let mut mo = vec![
         fuser::MountOption::FSName(url_s.clone()),
         fuser::MountOption::Subtype("tarn".into()),
@@ -273,13 +277,21 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
     let st2 = st.clone();
     let status2 = status.clone();
     let (u, v) = (url_s.clone(), remote.version());
+    let r2 = remote.clone();
     rt.spawn(async move {
         loop {
             st2.evict();
             let s = st2.stats();
+            // Delegations held now, CB_RECALLs received, returned so far.
+            let (held, recalls, returned) = r2.v4().map_or((0, 0, 0), |s| {
+                let d = s.delegations();
+                (d.len(), d.recalls_received(), d.returned())
+            });
             let j = serde_json::json!({
                 "url": u, "version": v, "inodes": s.inodes,
                 "inode_bytes": s.bytes, "forgotten": s.forgotten,
+                "delegations": held, "recalls": recalls,
+                "delegations_returned": returned,
             });
             let tmp = status2.with_extension("tmp");
             if std::fs::write(&tmp, format!("{j}\n")).is_ok() {

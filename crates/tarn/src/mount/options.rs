@@ -29,6 +29,9 @@ pub struct MountOptions {
     /// Inodes cached before the least recently used are dropped
     /// (`inodecap=N`, Tarn's own).
     pub inode_cap: usize,
+    /// NFSv4.1/4.2: a back channel, so the server may grant delegations
+    /// (`deleg`, the default, or `nodeleg`; Tarn's own).
+    pub deleg: bool,
 }
 
 impl Default for MountOptions {
@@ -48,6 +51,7 @@ impl Default for MountOptions {
             ro: false,
             allow_other: None,
             inode_cap: 500_000,
+            deleg: true,
         }
     }
 }
@@ -180,6 +184,14 @@ impl MountOptions {
                     flag(&mut o)?;
                     o.ro = false
                 }
+                "deleg" => {
+                    flag(&mut o)?;
+                    o.deleg = true
+                }
+                "nodeleg" => {
+                    flag(&mut o)?;
+                    o.deleg = false
+                }
                 "inodecap" => o.inode_cap = num(1 << 32)?.max(16) as usize,
                 "allow_other" => {
                     flag(&mut o)?;
@@ -299,6 +311,14 @@ mod tests {
         assert!(p("lookupcache=some").unwrap_err().contains("lookupcache"));
         // fstab's own options pass.
         p("defaults,_netdev,noauto,x-systemd.automount").unwrap();
+    }
+
+    #[test]
+    fn delegations_on_unless_nodeleg() {
+        assert!(p("").unwrap().deleg);
+        assert!(!p("nodeleg").unwrap().deleg);
+        assert!(p("nodeleg,deleg").unwrap().deleg);
+        assert!(p("deleg=1").unwrap_err().contains("deleg"));
     }
 
     #[test]

@@ -131,8 +131,16 @@ fn no_v4(e: &client::nfs4::Error) -> bool {
 }
 
 /// A connection to `url`'s server with the URL's version, security and
-/// transport options (what the tools and `tarn mount` use).
+/// transport options (what the tools use): no back channel, so no
+/// delegations.
 pub async fn connect(url: &NfsUrl) -> Result<Remote, String> {
+    connect_with(url, false).await
+}
+
+/// [`connect`], with `callbacks` a back channel on an NFSv4.1/4.2 session
+/// (what `tarn mount` asks for: a long-lived client the server may give
+/// delegations to and recall them from).
+pub async fn connect_with(url: &NfsUrl, callbacks: bool) -> Result<Remote, String> {
     let server = format!("nfs://{}", url.authority());
     let addrs: Vec<_> = tokio::net::lookup_host(url.authority())
         .await
@@ -180,7 +188,7 @@ pub async fn connect(url: &NfsUrl) -> Result<Remote, String> {
             minorversion: minor,
             // A tool lives for one command: a delegation would only have
             // to be returned at exit, and a back channel kept served.
-            callbacks: false,
+            callbacks,
             // A server in its grace period after a restart: wait, as a
             // mount would.
             grace_retry_for: Duration::from_secs(300),

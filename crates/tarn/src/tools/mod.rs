@@ -11,7 +11,7 @@
 
 mod change;
 mod conn;
-pub(crate) use conn::{connect, machine_name, nfs_err};
+pub(crate) use conn::{connect_with, machine_name, nfs_err};
 mod copy;
 mod fmt;
 mod list;
