@@ -455,7 +455,11 @@ impl State {
             }
         }
         if commit && verf.is_some() {
-            let v = self.remote.commit(&o.file.fh).await.map_err(errno)?;
+            // As the opener, like its WRITEs: a recall's flush runs on no
+            // caller's behalf, and the mounter may not write the file.
+            let v = maybe_as(o.cred.clone(), self.remote.commit(&o.file.fh))
+                .await
+                .map_err(errno)?;
             if Some(v) != verf {
                 // The server restarted between WRITE and COMMIT: the data
                 // may be lost, and is no longer held here to resend.
