@@ -995,12 +995,14 @@ impl Filesystem for TarnFs {
         // writer waits only when too many WRITEs are in flight.
         let wait = {
             let mut w = o.w.lock().expect("wbuf");
+            // WRITEs are spawned on the runtime from this (fuser's) thread,
+            // also when a write not contiguous with the buffer sends it.
+            let _g = self.rt.enter();
             if w.data.is_empty() || w.off + w.data.len() as u64 != off {
                 self.st.send_buffer(&o, &mut w);
                 w.off = off;
             }
             w.data.extend_from_slice(data);
-            let _g = self.rt.enter();
             while w.data.len() >= self.st.wsize as usize {
                 let n = self.st.wsize as usize;
                 let chunk = w.data.split_to(n).freeze();
