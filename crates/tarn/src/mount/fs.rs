@@ -117,8 +117,14 @@ fn kind(t: Option<FT>) -> FileType {
 fn fattr(ino: u64, a: &Attr) -> FileAttr {
     let size = a.size.unwrap_or(0);
     FileAttr {
-        // st_ino is the server's fileid (what `ls -i` shows on an NFS mount).
-        ino: a.fileid.filter(|&f| f != 0).unwrap_or(ino),
+        // st_ino: the node id, which is the server's fileid when it can be
+        // (cache::inodes), as `ls -i` shows on a kernel NFS mount; the root
+        // is FUSE's 1, but only GETATTR tells the kernel its attributes.
+        ino: if ino == ROOT {
+            a.fileid.filter(|&f| f != 0).unwrap_or(ino)
+        } else {
+            ino
+        },
         size,
         blocks: a.used.unwrap_or(size).div_ceil(512),
         atime: to_system(a.atime),
@@ -633,7 +639,7 @@ impl Filesystem for TarnFs {
         let st = self.st.clone();
         self.spawn(req, async move {
             match st.attr(ino).await {
-                Ok((fa, ttl)) => reply.attr(&ttl, &FileAttr { ino, ..fa }),
+                Ok((fa, ttl)) => reply.attr(&ttl, &fa),
                 Err(e) => reply.error(e),
             }
         });
@@ -694,7 +700,7 @@ impl Filesystem for TarnFs {
             }
             .await;
             match r {
-                Ok((fa, ttl)) => reply.attr(&ttl, &FileAttr { ino, ..fa }),
+                Ok((fa, ttl)) => reply.attr(&ttl, &fa),
                 Err(e) => reply.error(e),
             }
         });
