@@ -36,10 +36,12 @@ stage "cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
 stage "cargo test"
 cargo test --workspace 2>&1 | tee /tmp/tarn-cargo-test.log
-stage "NFS-Ganesha: the client library and the tools against a server nobody here wrote"
+stage "NFS-Ganesha: the client library, the tools and the FUSE mount against a server nobody here wrote"
 # Root and private namespaces (scripts/ganesha-run.sh), so not in plain `cargo test`.
 # --workspace: the same features as the stage before, so nothing is rebuilt. ~15 s.
 TARN_GANESHA=1 cargo test --workspace --test ganesha --test tools_ganesha
+# `tarn mount`'s workload (FUSE) over NFSv3 and NFSv4.1 against Ganesha. ~10 s.
+TARN_GANESHA=1 cargo test --workspace --test fuse_mount ganesha
 stage "fuzz (short: every target 8 s; scripts/fuzz.sh TARGET MINUTES for long runs)"
 bash scripts/fuzz.sh --short 8
 stage "release build"

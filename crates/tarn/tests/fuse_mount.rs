@@ -1,9 +1,11 @@
 //! `tarn mount` end to end: a real `tarn serve`, the export mounted through
 //! FUSE, and ordinary programs (cp -r, diff -r, ln, mv, truncate, chmod,
-//! python fcntl locks from two processes) working on the mount, over NFSv3
-//! and NFSv4.1. Also the attribute cache (a second stat pass within
-//! actimeo sends no GETATTR; noac sends one per stat, counted by the
-//! server) and close-to-open between two mounts.
+//! fio with verify, python fcntl locks from two processes) working on the
+//! mount, over NFSv3, NFSv4.0, NFSv4.1 and NFSv4.2, with sec=krb5p (a test
+//! KDC), and against NFS-Ganesha (NFSv3 and NFSv4.1, with TARN_GANESHA=1
+//! as root). Also the attribute cache (a second stat pass within actimeo
+//! sends no GETATTR; noac sends one per stat, counted by the server),
+//! close-to-open between two mounts, and st_ino being the server's fileid.
 //!
 //! Skipped, with a message, where /dev/fuse or fusermount3 is missing.
 //! Every mount is undone and every process killed by PID, even on failure
@@ -181,16 +183,74 @@ _, st = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(st))
 "#;
 
-fn workload(vers: &str) {
-    if !fuse_usable() {
+/// fio with verification: random 4 KiB and sequential 128 KiB writes
+/// (buffered, fsync at the end) checked by reading back in the same run,
+/// then checked again through `fresh` (a mount made afterwards, so its
+/// reads come from the server, not this mount's page cache). Skipped with
+/// a message without fio (scripts/deps.sh --test installs it).
+fn fio_verify(mnt: &Path, fresh: &Path) {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("SKIP fio step: fio is not installed (Debian's fio)");
         return;
     }
-    let (s, _) = server();
-    let m = Mounted::new(&mount_url(&s, vers), "");
+    let jobs: [(&str, &[&str]); 2] = [
+        ("rand4k", &["--rw=randwrite", "--bs=4k", "--size=4m"]),
+        ("seq128k", &["--rw=write", "--bs=128k", "--size=8m"]),
+    ];
+    for (dir, verify_only) in [(mnt, false), (fresh, true)] {
+        for (name, args) in jobs {
+            let mut c = Command::new("timeout");
+            c.args(["120", "fio", "--name", name, "--filename"])
+                .arg(dir.join(format!("fio-{name}")))
+                .args(args)
+                .args([
+                    "--ioengine=psync",
+                    "--direct=0",
+                    "--verify=crc32c",
+                    "--verify_fatal=1",
+                    "--end_fsync=1",
+                    "--randseed=17",
+                    // No state file left in the working directory.
+                    "--verify_state_save=0",
+                ])
+                .current_dir(dir);
+            if verify_only {
+                c.arg("--verify_only");
+            }
+            let out = c.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && !text.contains("verify: bad"),
+                "fio {name} (verify_only={verify_only}): {:?}\n{text}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    sh(mnt, "rm fio-rand4k fio-seq128k");
+}
+
+/// The workload against the export mounted at `mnt`, which is `on_server`
+/// on this machine's disk; `fresh()` mounts the export again (a mount with
+/// nothing cached). `owned`: the mount acts as uid/gid 1000, which may
+/// chown to itself (a Kerberos user mapped to nobody may not); `locks`:
+/// fcntl locks between two processes (not where the server has no NLM).
+fn run_workload(
+    mnt: &Path,
+    on_server: &Path,
+    fresh: impl Fn() -> Mounted,
+    owned: bool,
+    locks: bool,
+) {
+    let t = Instant::now();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mnt = m.dir.clone();
+    let chown = if owned {
+        "chown 1000:1000 a; test \"$(stat -c %u:%g a)\" = 1000:1000"
+    } else {
+        "true"
+    };
     sh(
-        &mnt,
+        mnt,
         &format!(
             "echo hello > a; test \"$(cat a)\" = hello
              mkdir tree; cp -r {src} tree/src; diff -r {src} tree/src
@@ -199,7 +259,7 @@ fn workload(vers: &str) {
              truncate -s 2 a; test \"$(cat hard)\" = he
              truncate -s 100000 a; test \"$(stat -c %s a)\" = 100000
              chmod 640 a; test \"$(stat -c %a hard)\" = 640
-             chown 1000:1000 a; test \"$(stat -c %u:%g a)\" = 1000:1000
+             {chown}
              touch -d '2001-02-03 04:05:06' a; test \"$(stat -c %Y a)\" = \"$(date -d '2001-02-03 04:05:06' +%s)\"
              mv a moved; test ! -e a; test -e moved
              mv tree tree2; diff -r {src} tree2/src
@@ -211,25 +271,43 @@ fn workload(vers: &str) {
     );
     // The server's view matches.
     sh(
-        &mnt,
+        mnt,
         "head -c 5000000 /dev/urandom > big; cp big big2; cmp big big2",
     );
-    let a = std::fs::read(m.path("big")).unwrap();
-    assert_eq!(a, std::fs::read(s.export.join("big2")).unwrap());
-    // Two processes, one exclusive fcntl lock between them.
-    std::fs::write(m.dir.join("../lockers.py"), LOCKERS).unwrap();
-    let out = Command::new("timeout")
-        .args(["60", "python3"])
-        .arg(m.dir.join("../lockers.py"))
-        .arg(m.path("lockfile"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "locks: {:?} {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let a = std::fs::read(mnt.join("big")).unwrap();
+    assert_eq!(a, std::fs::read(on_server.join("big2")).unwrap());
+    sh(mnt, "rm big big2");
+    {
+        let f = fresh();
+        fio_verify(mnt, &f.dir);
+    }
+    if locks {
+        // Two processes, one exclusive fcntl lock between them.
+        std::fs::write(mnt.join("../lockers.py"), LOCKERS).unwrap();
+        let out = Command::new("timeout")
+            .args(["60", "python3"])
+            .arg(mnt.join("../lockers.py"))
+            .arg(mnt.join("lockfile"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "locks: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!("workload on {}: {:?}", mnt.display(), t.elapsed());
+}
+
+fn workload(vers: &str) {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = mount_url(&s, vers);
+    let m = Mounted::new(&url, "");
+    run_workload(&m.dir, &s.export, || Mounted::new(&url, ""), true, true);
     drop(m);
 }
 
@@ -241,6 +319,128 @@ fn workload_over_nfsv3() {
 #[test]
 fn workload_over_nfsv41() {
     workload("4.1");
+}
+
+#[test]
+fn workload_over_nfsv42() {
+    workload("4.2");
+}
+
+#[test]
+fn workload_over_nfsv40() {
+    workload("4.0");
+}
+
+/// The workload against NFS-Ganesha (Debian's nfs-ganesha, FSAL VFS),
+/// started on loopback in private namespaces by scripts/ganesha-run.sh:
+/// `TARN_GANESHA=1 cargo test -p tarn --test fuse_mount ganesha` (as
+/// root); otherwise skipped with that hint. Ganesha runs without NLM, so
+/// no fcntl locks over NFSv3.
+#[test]
+fn workload_ganesha_nfs3() {
+    against_ganesha("workload_ganesha_nfs3", "3");
+}
+
+#[test]
+fn workload_ganesha_nfs41() {
+    against_ganesha("workload_ganesha_nfs41", "4.1");
+}
+
+/// Outside the namespaces: starts Ganesha and this test again inside them
+/// (the mount must share Ganesha's network namespace). Inside
+/// (TARN_GANESHA_ADDR set): the workload.
+fn against_ganesha(name: &str, vers: &str) {
+    if let Ok(addr) = std::env::var("TARN_GANESHA_ADDR") {
+        assert!(fuse_usable(), "FUSE is needed inside the namespaces too");
+        let export = std::env::var("TARN_GANESHA_EXPORT").unwrap();
+        let dir = PathBuf::from(std::env::var("TARN_GANESHA_DIR").unwrap());
+        let url = format!("nfs://{addr}{export}?vers={vers}&uid=1000&gid=1000");
+        let m = Mounted::new(&url, "");
+        run_workload(&m.dir, &dir, || Mounted::new(&url, ""), true, vers != "3");
+        return;
+    }
+    if std::env::var("TARN_GANESHA").as_deref() != Ok("1") {
+        eprintln!("{name} skipped: set TARN_GANESHA=1 (as root) to run it against NFS-Ganesha");
+        return;
+    }
+    if !fuse_usable() {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/ganesha-run.sh");
+    let mut child = Command::new(script)
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .spawn()
+        .expect("ganesha-run.sh");
+    // The script stops what it started; killing its PID (the unshare)
+    // takes the whole PID namespace with it.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name}: timed out after 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{name} against Ganesha: {status}");
+}
+
+/// Through a mount with sec=krb5p (the mounter's credential cache) to a
+/// krb5p-only Tarn: files, a tree, fio with verify. The server accepts no
+/// other flavor and counts the GSS contexts it made.
+#[test]
+fn workload_over_krb5p() {
+    if !fuse_usable() {
+        return;
+    }
+    if !testkdc::available() {
+        eprintln!("SKIP: krb5p through the mount needs the MIT KDC tools (scripts/deps.sh --test)");
+        return;
+    }
+    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit("fuse", "10m");
+    kdc.activate(&cc); // tarn mount inherits KRB5CCNAME and KRB5_CONFIG
+    let (_tmp, export, state) = temp_export();
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let kt = kdc.keytab.display().to_string();
+    let s = TestServer::launch(
+        &export,
+        &state,
+        free_port(),
+        &["--sec", "krb5p", "--keytab", &kt, "--metrics", &maddr],
+        &[],
+    );
+    // nfs@localhost is the service's name.
+    let url = format!("nfs://localhost:{}/?vers=4.1&sec=krb5p", s.port());
+    let m = Mounted::new(&url, "");
+    run_workload(&m.dir, &export, || Mounted::new(&url, ""), false, false);
+    drop(m);
+    let contexts = metric_sum(&maddr, "tarn_gss_contexts_created_total");
+    assert!(contexts >= 1.0, "the server made {contexts} GSS contexts");
+    let out = tarn_output(&["ls", &format!("nfs://localhost:{}/?sec=sys", s.port())]);
+    assert!(!out.status.success(), "the export took sec=sys");
+}
+
+/// The sum of a metric's samples (all labels), read line by line
+/// (prometheus-parse takes a counter named `..._created` for OpenMetrics'
+/// creation-time sample and drops it).
+fn metric_sum(maddr: &str, name: &str) -> f64 {
+    let mut c = TcpStream::connect(maddr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// GETATTR calls the server counted (NFSv3 procedure and NFSv4 operation).
@@ -570,6 +770,52 @@ os.write(fd, b"tail")
 os.close(fd)
 print("closed", flush=True)
 "#;
+
+/// st_ino through the mount is the server's fileid (here the export's
+/// own inode numbers), the same from a fresh lookup, after GETATTR, from
+/// `ls -i` and for a hard link, over NFSv4.1 and NFSv3.
+#[test]
+fn st_ino_is_the_servers_fileid() {
+    if !fuse_usable() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let (s, _) = server();
+    std::fs::create_dir(s.export.join("d")).unwrap();
+    std::fs::write(s.export.join("d/a"), b"a").unwrap();
+    std::fs::write(s.export.join("b"), b"b").unwrap();
+    std::fs::hard_link(s.export.join("d/a"), s.export.join("link")).unwrap();
+    let want = |p: &str| std::fs::metadata(s.export.join(p)).unwrap().ino();
+    for vers in ["4.1", "3"] {
+        // noac: the second stat asks the server (GETATTR) again.
+        for opts in ["actimeo=600", "noac"] {
+            let m = Mounted::new(&mount_url(&s, vers), opts);
+            for p in ["d", "d/a", "b", "link"] {
+                for pass in 0..2 {
+                    let got = std::fs::metadata(m.path(p)).unwrap().ino();
+                    assert_eq!(got, want(p), "{p} over {vers} ({opts}), stat {pass}");
+                }
+            }
+            let out = Command::new("ls")
+                .args(["-i", "-1"])
+                .arg(&m.dir)
+                .output()
+                .unwrap();
+            let ls = String::from_utf8_lossy(&out.stdout);
+            for p in ["d", "b", "link"] {
+                assert!(
+                    ls.lines().any(|l| l.trim() == format!("{} {p}", want(p))),
+                    "ls -i over {vers}: {ls}"
+                );
+            }
+            assert_eq!(
+                std::fs::metadata(&m.dir).unwrap().ino(),
+                std::fs::metadata(&s.export).unwrap().ino(),
+                "the root"
+            );
+        }
+    }
+}
 
 /// Close-to-open: what one mount wrote and closed is read whole through a
 /// second mount opened afterwards, even though the second had the old

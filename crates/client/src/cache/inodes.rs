@@ -5,6 +5,14 @@
 //! An inode lives while the kernel holds lookups on it (FUSE's `nlookup`,
 //! dropped by FORGET) or while it is open; a hard link found under another
 //! name is the same inode (one number per handle).
+//!
+//! The number is the server's fileid when that is free: the kernel reports
+//! a FUSE inode's number as st_ino (an entry reply carries one number for
+//! both the node id and st_ino in fuser), so `ls -i` on the mount shows
+//! what it shows on a kernel NFS mount. A fileid that is 0, the root's
+//! number, or held by another handle (a second file system under the
+//! export, a fileid the server reused while the kernel still holds the old
+//! file) gets a spare number from the top half instead.
 
 use super::attr::{AcOptions, CachedAttr};
 use crate::remote::{Attr, Fh};
@@ -13,6 +21,10 @@ use std::time::Instant;
 
 /// FUSE's root inode number.
 pub const ROOT: u64 = 1;
+
+/// The first spare number (for a fileid that cannot be used): fileids
+/// this large are rare, and a clash is checked anyway.
+pub const SPARE: u64 = 1 << 63;
 
 #[derive(Clone, Debug)]
 pub struct Inode {
@@ -74,7 +86,7 @@ pub struct InodeTable {
 impl InodeTable {
     pub fn new(root: Fh, attr: Attr, now: Instant, ac: &AcOptions) -> InodeTable {
         let mut t = InodeTable {
-            next: ROOT + 1,
+            next: SPARE,
             ..Default::default()
         };
         let n = Inode {
@@ -128,8 +140,7 @@ impl InodeTable {
             n.attr.refresh(attr, now, ac);
             return ino;
         }
-        let ino = self.next;
-        self.next += 1;
+        let ino = self.number_for(attr.fileid);
         let n = Inode {
             fh: fh.clone(),
             attr: CachedAttr::new(attr, now, ac),
@@ -145,6 +156,21 @@ impl InodeTable {
         self.lru.insert(used, ino);
         self.nodes.insert(ino, n);
         ino
+    }
+
+    /// The server's fileid if no other inode has it as its number, else
+    /// the next free spare number.
+    fn number_for(&mut self, fileid: Option<u64>) -> u64 {
+        if let Some(f) = fileid.filter(|&f| f > ROOT && !self.nodes.contains_key(&f)) {
+            return f;
+        }
+        loop {
+            let n = self.next;
+            self.next = self.next.checked_add(1).unwrap_or(SPARE);
+            if !self.nodes.contains_key(&n) {
+                return n;
+            }
+        }
     }
 
     /// Moves `ino` to the back of the LRU order.
@@ -310,6 +336,47 @@ mod tests {
         assert_ne!(c, a);
         t.forget(ROOT, 10);
         assert!(t.get(ROOT).is_some());
+    }
+
+    fn with_id(fileid: u64) -> Attr {
+        Attr {
+            fileid: Some(fileid),
+            ..Attr::default()
+        }
+    }
+
+    #[test]
+    fn the_number_is_the_fileid_unless_taken() {
+        let ac = AcOptions::default();
+        let now = Instant::now();
+        let mut t = InodeTable::new(fh(0), with_id(2), now, &ac);
+        let a = t.found(fh(1), with_id(1234), ROOT, "a", now, &ac);
+        assert_eq!(a, 1234);
+        assert_eq!(t.found(fh(1), with_id(1234), ROOT, "link", now, &ac), a);
+        // Another handle with the same fileid (another file system, or a
+        // reused fileid while the old file is held): a spare number.
+        let b = t.found(fh(2), with_id(1234), ROOT, "b", now, &ac);
+        assert_eq!(b, SPARE);
+        // Neither 0 nor the root's number.
+        assert_eq!(t.found(fh(3), with_id(0), ROOT, "c", now, &ac), SPARE + 1);
+        assert_eq!(
+            t.found(fh(4), with_id(ROOT), ROOT, "d", now, &ac),
+            SPARE + 2
+        );
+        assert_eq!(
+            t.found(fh(5), Attr::default(), ROOT, "e", now, &ac),
+            SPARE + 3
+        );
+        // Once forgotten, the fileid is free again.
+        t.forget(a, 2);
+        assert_eq!(t.found(fh(6), with_id(1234), ROOT, "f", now, &ac), 1234);
+        // A fileid in the spare range that is taken gets the next spare.
+        let g = t.found(fh(7), with_id(SPARE + 4), ROOT, "g", now, &ac);
+        assert_eq!(g, SPARE + 4);
+        assert_eq!(
+            t.found(fh(8), Attr::default(), ROOT, "h", now, &ac),
+            SPARE + 5
+        );
     }
 
     #[test]

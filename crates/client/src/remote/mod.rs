@@ -15,7 +15,7 @@ pub use error::{v4_status, Error, Kind, Result};
 
 use crate::nfs3::{self, Nfs3};
 use crate::nfs4::{plain, Session, ANON_STATEID};
-use crate::nfs40::{Client40, LockOwner, Open40};
+use crate::nfs40::{Client40, LockOwner, Open40, OpenOwner};
 use bytes::Bytes;
 use proto::nfs3 as p3;
 use proto::nfs4 as p4;
@@ -46,6 +46,8 @@ enum HeldKind {
     },
     V40 {
         open: Open40,
+        /// The open's own owner (CLOSE goes as it).
+        owner: Arc<OpenOwner>,
         lock: Arc<LockOwner>,
     },
 }
@@ -780,7 +782,22 @@ impl Remote {
                     p4::OPEN4_SHARE_ACCESS_READ
                 };
                 let (dir, name) = dir_and_name;
-                let open = c.open(&dir.v4(), name, None, access).await?;
+                // An open owner of its own, as over NFSv4.1: with the
+                // client's one, a second lock on the file would get the
+                // same open (one per owner and file), and its CLOSE (after
+                // a denied try, or at its unlock) would end the first
+                // lock's open too.
+                let oo = c.new_open_owner();
+                let open = c
+                    .open_with(
+                        &oo,
+                        &dir.v4(),
+                        name,
+                        p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+                        access,
+                        p4::OPEN4_SHARE_DENY_NONE,
+                    )
+                    .await?;
                 let len = if range.len == 0 { u64::MAX } else { range.len };
                 let t = match (exclusive, wait) {
                     (true, true) => p4::NfsLockType4::WRITEW_LT,
@@ -794,16 +811,18 @@ impl Remote {
                     // whose first LOCK was denied differs between servers.
                     // (The client retries DELAY and GRACE itself.)
                     let lock = c.new_lock_owner();
-                    let r = c
-                        .lock(c.open_owner(), &open, &lock, t, range.offset, len)
-                        .await;
+                    let r = c.lock(&oo, &open, &lock, t, range.offset, len).await;
                     match r {
                         Ok(Ok(_)) => {
                             return Ok(Some(HeldLock {
                                 fh: Fh(open.fh.0.clone()),
                                 range,
                                 exclusive,
-                                kind: HeldKind::V40 { open, lock },
+                                kind: HeldKind::V40 {
+                                    open,
+                                    owner: oo,
+                                    lock,
+                                },
                             }))
                         }
                         Ok(Err(_denied)) if wait => {
@@ -811,11 +830,11 @@ impl Remote {
                         }
                         Ok(Err(_denied)) => {
                             let _ = c.release_lock_owner(&lock).await;
-                            let _ = c.close(&open.fh, &open.stateid).await;
+                            let _ = c.close_as(&oo, &open.fh, &open.stateid).await;
                             return Ok(None);
                         }
                         Err(e) => {
-                            let _ = c.close(&open.fh, &open.stateid).await;
+                            let _ = c.close_as(&oo, &open.fh, &open.stateid).await;
                             return Err(e.into());
                         }
                     }
@@ -853,7 +872,7 @@ impl Remote {
                 s.close(&fh, &open).await?;
                 r?;
             }
-            (Proto::V40(c), HeldKind::V40 { open, lock }) => {
+            (Proto::V40(c), HeldKind::V40 { open, owner, lock }) => {
                 let len = if l.range.len == 0 {
                     u64::MAX
                 } else {
@@ -868,7 +887,7 @@ impl Remote {
                 if r.is_ok() {
                     let _ = c.release_lock_owner(&lock).await;
                 }
-                c.close(&open.fh, &open.stateid).await?;
+                c.close_as(&owner, &open.fh, &open.stateid).await?;
                 r?;
             }
             _ => unreachable!("a lock is released over the version that took it"),

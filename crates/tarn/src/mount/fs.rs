@@ -132,8 +132,14 @@ fn kind(t: Option<FT>) -> FileType {
 fn fattr(ino: u64, a: &Attr) -> FileAttr {
     let size = a.size.unwrap_or(0);
     FileAttr {
-        // st_ino is the server's fileid (what `ls -i` shows on an NFS mount).
-        ino: a.fileid.filter(|&f| f != 0).unwrap_or(ino),
+        // st_ino: the node id, which is the server's fileid when it can be
+        // (cache::inodes), as `ls -i` shows on a kernel NFS mount; the root
+        // is FUSE's 1, but only GETATTR tells the kernel its attributes.
+        ino: if ino == ROOT {
+            a.fileid.filter(|&f| f != 0).unwrap_or(ino)
+        } else {
+            ino
+        },
         size,
         blocks: a.used.unwrap_or(size).div_ceil(512),
         atime: to_system(a.atime),
@@ -781,7 +787,7 @@ impl Filesystem for TarnFs {
         let st = self.st.clone();
         self.spawn(req, async move {
             match st.attr(ino).await {
-                Ok((fa, ttl)) => reply.attr(&ttl, &FileAttr { ino, ..fa }),
+                Ok((fa, ttl)) => reply.attr(&ttl, &fa),
                 Err(e) => reply.error(e),
             }
         });
@@ -842,7 +848,7 @@ impl Filesystem for TarnFs {
             }
             .await;
             match r {
-                Ok((fa, ttl)) => reply.attr(&ttl, &FileAttr { ino, ..fa }),
+                Ok((fa, ttl)) => reply.attr(&ttl, &fa),
                 Err(e) => reply.error(e),
             }
         });
@@ -1202,12 +1208,14 @@ impl Filesystem for TarnFs {
         // writer waits only when too many WRITEs are in flight.
         let wait = {
             let mut w = o.w.lock().expect("wbuf");
+            // WRITEs are spawned on the runtime from this (fuser's) thread,
+            // also when a write not contiguous with the buffer sends it.
+            let _g = self.rt.enter();
             if w.data.is_empty() || w.off + w.data.len() as u64 != off {
                 self.st.send_buffer(&o, &mut w);
                 w.off = off;
             }
             w.data.extend_from_slice(data);
-            let _g = self.rt.enter();
             while w.data.len() >= self.st.wsize as usize {
                 let n = self.st.wsize as usize;
                 let chunk = w.data.split_to(n).freeze();
