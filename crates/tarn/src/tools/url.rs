@@ -34,6 +34,21 @@ pub struct NfsUrl {
     /// NFSv3 MOUNT's port (`mountport=`, as libnfs); None: found.
     pub mountport: Option<u16>,
     pub transport: Transport,
+    /// RPC-with-TLS (`xprtsec=tls` or `mtls`); None: plain TCP.
+    pub tls: Option<TlsUrl>,
+}
+
+/// The TLS keys of a URL: `xprtsec=tls|mtls`, `tls-ca=FILE` (the CA the
+/// server's certificate must chain to), `tls-cert=FILE` and `tls-key=FILE`
+/// (the client's, for mtls), `insecure=1` (do not verify the server).
+/// Files not given here come from TARN_TLS_CA, TARN_TLS_CERT, TARN_TLS_KEY.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsUrl {
+    pub mtls: bool,
+    pub ca: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub insecure: bool,
 }
 
 /// An NFS version (`vers=`).
@@ -104,7 +119,11 @@ impl NfsUrl {
             sec: Sec::Sys,
             mountport: None,
             transport: Transport::default(),
+            tls: None,
         };
+        let mut tls: Option<TlsUrl> = None;
+        let mut tls_files: (Option<String>, Option<String>, Option<String>, bool) =
+            Default::default();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let pair = match pair {
                 "hard" | "soft" => &*format!("{pair}=1"),
@@ -169,6 +188,23 @@ impl NfsUrl {
                         _ => t.retrans = n.min(100),
                     }
                 }
+                "xprtsec" => match v {
+                    "none" => tls = None,
+                    "tls" | "mtls" => {
+                        tls.get_or_insert_with(TlsUrl::default).mtls = v == "mtls";
+                    }
+                    _ => return Err(bad(&format!("xprtsec={v}: expected none, tls or mtls"))),
+                },
+                "tls-ca" => tls_files.0 = Some(v.to_string()),
+                "tls-cert" => tls_files.1 = Some(v.to_string()),
+                "tls-key" => tls_files.2 = Some(v.to_string()),
+                "insecure" => {
+                    tls_files.3 = match v {
+                        "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        _ => return Err(bad(&format!("{k}={v}: expected 1 or 0"))),
+                    }
+                }
                 "hard" | "soft" => {
                     let on = match v {
                         "1" | "true" | "yes" => true,
@@ -180,6 +216,17 @@ impl NfsUrl {
                 _ => return Err(bad(&format!("unknown query key {k:?}"))),
             }
         }
+        if let Some(t) = &mut tls {
+            t.ca = tls_files.0;
+            t.cert = tls_files.1;
+            t.key = tls_files.2;
+            t.insecure = tls_files.3;
+        } else if tls_files != Default::default() {
+            return Err(bad(
+                "tls-ca=, tls-cert=, tls-key= and insecure= need xprtsec=tls or mtls",
+            ));
+        }
+        url.tls = tls;
         // Under Kerberos the ticket says who we are.
         if url.sec != Sec::Sys && (url.uid.is_some() || url.gid.is_some()) {
             return Err(bad("uid= and gid= are for sec=sys only"));
