@@ -324,7 +324,7 @@ async fn start<S: Service>(
         return Start::Closed;
     };
     if !buf.is_empty() {
-        server.obs.tls_handshake(Err("early-data"));
+        server.obs.tls_handshake(Err("other"));
         warn!(%peer, "TLS: bytes after the STARTTLS probe before its reply; closing");
         return Start::Closed;
     }

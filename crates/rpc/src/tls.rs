@@ -332,6 +332,23 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
     }
 }
 
+/// Every label [`failure_reason`] and the server give a failed handshake
+/// (the metrics keep one counter each).
+pub const FAILURE_REASONS: [&str; 12] = [
+    "no-client-certificate",
+    "unknown-ca",
+    "expired-certificate",
+    "name-mismatch",
+    "bad-certificate",
+    "alert-received",
+    "incompatible",
+    "no-alpn",
+    "other",
+    "closed",
+    "io",
+    "timeout",
+];
+
 /// A short label for why a handshake failed, for metrics and logs.
 pub fn failure_reason(e: &std::io::Error) -> &'static str {
     use rustls::{CertificateError as C, Error as E};

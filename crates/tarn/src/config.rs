@@ -938,4 +938,41 @@ mod tests {
         let e = parse(Path::new("t.toml"), &bad).unwrap_err();
         assert!(e.contains("expected name@REALM"), "{e}");
     }
+
+    #[test]
+    fn xprtsec_and_tls_section() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n[[export]]\npath = \"/srv\"\nclients = []\nxprtsec = [\"tls\", \"mtls\"]\n",
+        )
+        .unwrap();
+        use rpc::tls::XprtSec;
+        assert_eq!(c.exports[0].xprtsec, vec![XprtSec::Tls, XprtSec::Mtls]);
+        assert_eq!(c.tls.unwrap().cert, PathBuf::from("/s.pem"));
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap();
+        assert_eq!(c.exports[0].xprtsec, XprtSec::ALL.to_vec());
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\nxprtsec = [\n \"tls\",\n \"ssl\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:6:")
+                && e.contains("\"ssl\": expected \"none\", \"tls\" or \"mtls\""),
+            "{e}"
+        );
+        let e = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:") && e.contains("expected both cert"),
+            "{e}"
+        );
+    }
 }

@@ -178,7 +178,7 @@ fn unsupported(name: &str) -> Option<&'static str> {
         "refer" | "replicas" => "Tarn has no NFSv4 referrals or replicas",
         "pnfs" => "Tarn has no pNFS",
         "security_label" => "Tarn has no NFSv4.2 security labels",
-        "xprtsec" => "Tarn reads xprtsec= from its TOML configuration only (`xprtsec = [\"tls\"]` per export)",
+        "xprtsec" => "Tarn takes xprtsec only in its TOML configuration (xprtsec per [[export]], docs/tls.md): this export will NOT require TLS",
         "acl" | "no_acl" => "Tarn has no such ACL switch",
         _ => return None,
     })

@@ -552,6 +552,7 @@ mod tests {
             max_backoff: Duration::from_millis(50),
             server: "test".into(),
             reserved_port: false,
+            tls: None,
         }
     }
 

@@ -568,7 +568,7 @@ async fn write_reply(wr: &Writer, xid: u32, r: CallResult) {
     }
     record::finish(&mut out);
     // A write error means the connection is going: the reader sees it too.
-    let _ = put(&wr, &out).await;
+    let _ = put(wr, &out).await;
 }
 
 #[cfg(test)]

@@ -391,6 +391,37 @@ mod tests {
             sec: Sec::Sys,
             mountport: None,
             transport: Transport::default(),
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn tls_keys() {
+        let u =
+            NfsUrl::parse("nfs://srv/x?xprtsec=mtls&tls-ca=/ca.pem&tls-cert=/c.pem&tls-key=/k.pem")
+                .unwrap();
+        assert_eq!(
+            u.tls,
+            Some(TlsUrl {
+                mtls: true,
+                ca: Some("/ca.pem".into()),
+                cert: Some("/c.pem".into()),
+                key: Some("/k.pem".into()),
+                insecure: false,
+            })
+        );
+        let u = NfsUrl::parse("nfs://srv/x?xprtsec=tls&insecure=1").unwrap();
+        assert!(u.tls.as_ref().is_some_and(|t| !t.mtls && t.insecure));
+        assert_eq!(NfsUrl::parse("nfs://srv/x?xprtsec=none").unwrap().tls, None);
+        for (s, why) in [
+            (
+                "nfs://srv/x?xprtsec=ssl",
+                "xprtsec=ssl: expected none, tls or mtls",
+            ),
+            ("nfs://srv/x?tls-ca=/ca.pem", "need xprtsec=tls or mtls"),
+        ] {
+            let e = NfsUrl::parse(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
         }
     }
 
