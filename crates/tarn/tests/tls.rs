@@ -55,6 +55,22 @@ fn make_pki(dir: &Path) {
         "keyUsage=critical,keyCertSign",
     ]);
     run(&a);
+    // A client certificate no configured CA signed.
+    let mut a = vec!["req", "-x509"];
+    a.extend(ec);
+    a.extend([
+        "-keyout",
+        "rogue.key",
+        "-out",
+        "rogue.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=rogue",
+        "-addext",
+        "basicConstraints=CA:FALSE",
+    ]);
+    run(&a);
     for (name, subj, san, usage) in [
         (
             "server",
@@ -123,12 +139,16 @@ impl Pki {
 
     /// A server exporting with `xprtsec`, TLS configured (client CA too).
     fn server(&self, xprtsec: &str) -> TestServer {
+        self.server_with(xprtsec, &[])
+    }
+
+    fn server_with(&self, xprtsec: &str, extra: &[&str]) -> TestServer {
         let (cert, key, ca) = (
             self.file("server.pem"),
             self.file("server.key"),
             self.file("ca.pem"),
         );
-        TestServer::start_with(&[
+        let mut args = vec![
             "--tls-cert",
             &cert,
             "--tls-key",
@@ -137,13 +157,16 @@ impl Pki {
             &ca,
             "--xprtsec",
             xprtsec,
-        ])
+        ];
+        args.extend(extra);
+        TestServer::start_with(&args)
     }
 
     /// A URL for `path` on `port` with `query` (acting as uid 1000).
     fn url(&self, port: u16, path: &str, query: &str) -> String {
         let ca = self.file("ca.pem");
         let q = query
+            .replace("ROGUE", &self.file("rogue"))
             .replace("CA", &ca)
             .replace("CERT", &self.file("client.pem"))
             .replace("KEY", &self.file("client.key"));
@@ -218,7 +241,8 @@ fn tls_round_trips_and_plain_refused() {
 #[test]
 fn mtls_export_wants_a_client_certificate() {
     let pki = Pki::new();
-    let s = pki.server("mtls");
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let s = pki.server_with("mtls", &["--metrics", &maddr]);
     put_file(&s, "f.txt");
     let e = fails(&[
         "cat",
@@ -244,6 +268,32 @@ fn mtls_export_wants_a_client_certificate() {
         &pki.url(s.port(), "f.txt", "xprtsec=tls&tls-ca=CERT&vers=4.1"),
     ]);
     assert!(e.contains("TLS"), "{e}");
+    // A client certificate from a CA the server does not know.
+    // Under TLS 1.3 the client finishes its handshake before the server
+    // has judged its certificate: it learns only when the connection
+    // closes, so soft, or it would reconnect for ever.
+    let rogue = "xprtsec=mtls&tls-ca=CA&tls-cert=ROGUE.pem&tls-key=ROGUE.key&vers=4.1&soft=1&timeo=10&retrans=1";
+    fails(&["cat", &pki.url(s.port(), "f.txt", rogue)]);
+    let log = s.log_text();
+    assert!(
+        log.contains("TLS handshake failed") && log.contains("reason=\"unknown-ca\""),
+        "{log}"
+    );
+    // Counted by reason.
+    let mut c = TcpStream::connect(&maddr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    let value = |series: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {body}"))
+    };
+    // NFSv4.1 (one connection) and NFSv3 (MOUNT and NFS) with a certificate.
+    assert!(value("tarn_tls_handshakes_total{xprtsec=\"mtls\"}") >= 3.0);
+    assert!(value("tarn_tls_handshakes_total{xprtsec=\"tls\"}") >= 2.0);
+    assert!(value("tarn_tls_handshake_failures_total{reason=\"unknown-ca\"}") >= 1.0);
 }
 
 /// Forwards connections on a port of its own to `to`, recording every
