@@ -156,6 +156,10 @@ pub struct ServerCounters {
     pub closed_idle: AtomicU64,
     pub closed_stalled_record: AtomicU64,
     pub closed_unread: AtomicU64,
+    /// RPC-with-TLS handshakes done, by the protection given (tls, mtls).
+    pub tls_handshakes: [AtomicU64; 2],
+    /// Failed handshakes, by [`rpc::tls::FAILURE_REASONS`].
+    pub tls_failures: [AtomicU64; rpc::tls::FAILURE_REASONS.len()],
     /// Times a connection's calls stopped being read because its replies
     /// waiting to be written passed the limit.
     pub reading_paused: AtomicU64,
@@ -571,6 +575,21 @@ impl Observer for Metrics {
                 0
             }
             Event::LimitReached(l) => s.limit_reached[l.index()].fetch_add(1, Relaxed),
+        };
+    }
+
+    fn tls_handshake(&self, r: Result<rpc::tls::XprtSec, &'static str>) {
+        let s = &self.server;
+        match r {
+            Ok(rpc::tls::XprtSec::Mtls) => s.tls_handshakes[1].fetch_add(1, Relaxed),
+            Ok(_) => s.tls_handshakes[0].fetch_add(1, Relaxed),
+            Err(why) => {
+                let i = rpc::tls::FAILURE_REASONS
+                    .iter()
+                    .position(|r| *r == why)
+                    .unwrap_or(rpc::tls::FAILURE_REASONS.len() - 4);
+                s.tls_failures[i].fetch_add(1, Relaxed)
+            }
         };
     }
 

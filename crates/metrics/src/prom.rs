@@ -358,6 +358,23 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_tls_handshakes",
+            "RPC-with-TLS handshakes done, by the protection given (tls: no client certificate, mtls: a verified one)",
+            [
+                (vec![("xprtsec", "tls".to_string())], v.tls_handshakes[0]),
+                (vec![("xprtsec", "mtls".to_string())], v.tls_handshakes[1]),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "tarn_tls_handshake_failures",
+            "RPC-with-TLS handshakes that failed, by reason (unknown-ca, expired-certificate, no-client-certificate, timeout...)",
+            v.tls_failures
+                .iter()
+                .map(|(r, n)| (vec![("reason", r.clone())], *n)),
+        )?;
+        counter(
+            &mut enc,
             "tarn_reading_paused",
             "Times a connection's calls stopped being read because its unread replies passed the limit",
             one(v.reading_paused),

@@ -143,6 +143,12 @@ pub struct ServerSnap {
     pub closed_stalled_record: u64,
     #[serde(default)]
     pub closed_unread: u64,
+    /// RPC-with-TLS handshakes done: [tls, mtls].
+    #[serde(default)]
+    pub tls_handshakes: [u64; 2],
+    /// Failed handshakes by reason (only reasons seen).
+    #[serde(default)]
+    pub tls_failures: Vec<(String, u64)>,
     #[serde(default)]
     pub reading_paused: u64,
     #[serde(default)]
@@ -338,6 +344,16 @@ impl Metrics {
             closed_idle: s.closed_idle.load(Relaxed),
             closed_stalled_record: s.closed_stalled_record.load(Relaxed),
             closed_unread: s.closed_unread.load(Relaxed),
+            tls_handshakes: [
+                s.tls_handshakes[0].load(Relaxed),
+                s.tls_handshakes[1].load(Relaxed),
+            ],
+            tls_failures: rpc::tls::FAILURE_REASONS
+                .iter()
+                .zip(&s.tls_failures)
+                .map(|(r, n)| (r.to_string(), n.load(Relaxed)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
             reading_paused: s.reading_paused.load(Relaxed),
             nfs4_courteous_clients: s.nfs4_courteous_clients.load(Relaxed),
             nfs4_callback_paths_up: s.nfs4_callback_paths_up.load(Relaxed),

@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod program;
 pub mod record;
 pub mod server;
+pub mod tls;
 
 pub use auth::{Auth, AuthGss, AuthSys};
 pub use callback::{CallbackConn, CallbackError};

@@ -30,6 +30,9 @@ pub struct CallContext {
     /// The connection the call came on, for calls back to the client
     /// over it (the NFSv4.1 back channel); None where there is none.
     pub back: Option<Arc<dyn CallbackConn>>,
+    /// How the connection is protected (RPC-with-TLS), for exports that
+    /// require TLS.
+    pub xprtsec: crate::tls::XprtSec,
     /// The program-level status of the reply (0 = OK): only the program
     /// knows it. Set once per error reply; relaxed atomics, no lock.
     status: AtomicU32,
@@ -61,6 +64,7 @@ impl CallContext {
             conn_id,
             client,
             back: None,
+            xprtsec: Default::default(),
             status: AtomicU32::new(0),
             export: AtomicU32::new(u32::MAX),
             skip_cache: AtomicBool::new(false),
@@ -111,6 +115,7 @@ impl Clone for CallContext {
             self.client.clone(),
         );
         c.back = self.back.clone();
+        c.xprtsec = self.xprtsec;
         c.set_status(self.status());
         c.set_export(self.export());
         c

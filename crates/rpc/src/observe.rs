@@ -202,6 +202,12 @@ pub trait Observer: Send + Sync + 'static {
         let _ = e;
     }
 
+    /// An RPC-with-TLS handshake ended: the protection it gave, or why it
+    /// failed (a short label: "bad-certificate", "unknown-ca", "timeout"...).
+    fn tls_handshake(&self, r: Result<crate::tls::XprtSec, &'static str>) {
+        let _ = r;
+    }
+
     /// A call starts executing (after its queue wait); `slot` is its
     /// procedure's metric slot ([`crate::Procedure`]).
     fn call_begin(&self, slot: Option<usize>, peer: &dyn PeerStats) {

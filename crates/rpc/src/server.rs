@@ -13,6 +13,7 @@ use crate::observe::Limit;
 use crate::observe::{CallDone, NoObserver, Observer, PeerStats};
 use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
+use crate::tls::XprtSec;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::FutureExt;
 use std::io::IoSlice;
@@ -29,7 +30,7 @@ use tracing::{debug, info, warn};
 
 pub use crate::program::Service;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerConfig {
     pub max_record: usize,
     /// Calls of one connection executing at once; further calls wait
@@ -58,6 +59,9 @@ pub struct ServerConfig {
     /// A connection whose replies cannot be written for this long (the
     /// client does not read them) is closed.
     pub send_timeout: Duration,
+    /// RPC-with-TLS (None: AUTH_TLS probes get AUTH_BADCRED, as from a
+    /// server that does not know the flavor).
+    pub tls: Option<Arc<crate::tls::TlsServer>>,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +78,7 @@ impl Default for ServerConfig {
             record_timeout: Duration::from_secs(30),
             max_queued_reply_bytes: 8 << 20,
             send_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -248,19 +253,163 @@ impl<S: Service> Server<S> {
     }
 }
 
+/// The read half of a connection as the reader loop needs it.
+pub trait ConnRead: tokio::io::AsyncRead + Unpin + Send {
+    /// Asks the kernel to ACK at once (see the caller).
+    fn quickack(&self) {}
+}
+
+impl ConnRead for tokio::net::tcp::OwnedReadHalf {
+    fn quickack(&self) {
+        let _ = socket2::SockRef::from(self.as_ref()).set_tcp_quickack(true);
+    }
+}
+
+// Under TLS the ACK hint is not worth a way to the socket through the
+// split: rustls reads whole TLS records anyway.
+impl ConnRead for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<TcpStream>> {}
+
+/// What became of a connection's first record when TLS is configured.
+enum Start {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, XprtSec),
+    Closed,
+}
+
+/// RFC 9289: if the first record is a NULL call with AUTH_TLS, answers it
+/// with STARTTLS and runs the TLS handshake; any other first record is
+/// left in `buf` for the plain connection to serve.
+async fn start<S: Service>(
+    server: &Server<S>,
+    tls: &crate::tls::TlsServer,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    asm: &mut Assembler,
+    buf: &mut BytesMut,
+) -> Start {
+    let deadline = Instant::now() + server.cfg.idle_timeout;
+    // Enough for the mark and the call header up to the credential flavor.
+    loop {
+        let have_mark = buf.len() >= 4;
+        let len = if have_mark {
+            (u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) & 0x7fff_ffff) as usize
+        } else {
+            0
+        };
+        if have_mark && (buf.len() >= 32 || buf.len() >= 4 + len) {
+            break;
+        }
+        buf.reserve(4096);
+        let r = tokio::select! {
+            _ = server.stop.cancelled() => return Start::Closed,
+            r = tokio::time::timeout_at(deadline.into(), stream.read_buf(buf)) => r,
+        };
+        match r {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Start::Closed,
+            Ok(Ok(_)) => {}
+        }
+    }
+    let rec_len = (u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) & 0x7fff_ffff) as usize;
+    let Some(xid) = crate::tls::starttls_probe(&buf[4..(4 + rec_len).min(buf.len())]) else {
+        return Start::Plain(stream);
+    };
+    // The probe must be the only thing sent before the handshake.
+    while buf.len() < 4 + rec_len {
+        match stream.read_buf(buf).await {
+            Ok(0) | Err(_) => return Start::Closed,
+            Ok(_) => {}
+        }
+    }
+    let Ok(Some(_)) = asm.next(buf) else {
+        return Start::Closed;
+    };
+    if !buf.is_empty() {
+        server.obs.tls_handshake(Err("other"));
+        warn!(%peer, "TLS: bytes after the STARTTLS probe before its reply; closing");
+        return Start::Closed;
+    }
+    if stream
+        .write_all(&crate::tls::starttls_reply(xid))
+        .await
+        .is_err()
+    {
+        return Start::Closed;
+    }
+    let acc = tls.acceptor();
+    match tokio::time::timeout(server.cfg.record_timeout, acc.accept(stream)).await {
+        Ok(Ok(s)) => {
+            let (_, c) = s.get_ref();
+            let level = if c.peer_certificates().is_some_and(|c| !c.is_empty()) {
+                XprtSec::Mtls
+            } else {
+                XprtSec::Tls
+            };
+            let who = c
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| crate::tls::subject(c))
+                .unwrap_or_default();
+            server.obs.tls_handshake(Ok(level));
+            info!(%peer, xprtsec = %level, client = %who, "TLS handshake done");
+            Start::Tls(Box::new(s), level)
+        }
+        Ok(Err(e)) => {
+            let reason = crate::tls::failure_reason(&e);
+            server.obs.tls_handshake(Err(reason));
+            warn!(%peer, reason, error = %e, "TLS handshake failed");
+            Start::Closed
+        }
+        Err(_) => {
+            server.obs.tls_handshake(Err("timeout"));
+            warn!(%peer, "TLS handshake timed out");
+            Start::Closed
+        }
+    }
+}
+
 /// Serves one connection until the peer closes it, it misbehaves, or the server stops.
 pub async fn serve_connection<S: Service>(
     server: Arc<Server<S>>,
     stream: TcpStream,
     peer: SocketAddr,
 ) {
-    let conn_id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
+    let mut asm = Assembler::new(server.cfg.max_record);
+    let mut buf = BytesMut::new();
+    let (stream, level) = match server.cfg.tls.clone() {
+        None => (stream, XprtSec::None),
+        Some(tls) => match start(&server, &tls, stream, peer, &mut asm, &mut buf).await {
+            Start::Plain(s) => (s, XprtSec::None),
+            Start::Tls(s, level) => {
+                let (rd, wr) = tokio::io::split(*s);
+                run_connection(server, rd, wr, peer, level, asm, buf).await;
+                return;
+            }
+            Start::Closed => return,
+        },
+    };
+    let (rd, wr) = stream.into_split();
+    run_connection(server, rd, wr, peer, level, asm, buf).await;
+}
+
+async fn run_connection<
+    S: Service,
+    R: ConnRead,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+>(
+    server: Arc<Server<S>>,
+    mut rd: R,
+    wr: W,
+    peer: SocketAddr,
+    xprtsec: XprtSec,
+    mut asm: Assembler,
+    mut buf: BytesMut,
+) {
+    let conn_id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     // The one client lookup of this connection: every call carries the handle.
     let client = server.obs.connection_opened(peer.ip());
     let timed = server.obs.timed();
     debug!(%peer, conn_id, "connection opened");
-    let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Bytes>(server.cfg.max_in_flight.max(1) * 2);
     // Cancelled when the server stops, or by a call that had to be dropped
     // (RPCSEC_GSS): closing makes the client retransmit at once.
@@ -288,8 +437,6 @@ pub async fn serve_connection<S: Service>(
     let back: Arc<dyn CallbackConn> = callbacks.clone();
     let max_in_flight = server.cfg.max_in_flight.max(1);
     let permits = Arc::new(Semaphore::new(max_in_flight));
-    let mut asm = Assembler::new(server.cfg.max_record);
-    let mut buf = BytesMut::new();
     // When the bytes in `buf` came off the socket: the arrival time the
     // pipeline judges GSS expiry by, and the start of every queue wait
     // (one clock read per read, not per call).
@@ -341,6 +488,7 @@ pub async fn serve_connection<S: Service>(
                         close: &close,
                         callbacks: &callbacks,
                         back: &back,
+                        xprtsec,
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, timed, permit)
                     {
@@ -358,7 +506,7 @@ pub async fn serve_connection<S: Service>(
                         // ask for it now. The flag does not stick, so it is
                         // set at each partial read; whole-record clients
                         // never pay the syscall.
-                        let _ = socket2::SockRef::from(rd.as_ref()).set_tcp_quickack(true);
+                        rd.quickack();
                     }
                     break;
                 }
@@ -443,8 +591,8 @@ impl<S: Service> Watch for Server<S> {
     }
 }
 
-async fn write_replies(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+async fn write_replies<W: tokio::io::AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::Receiver<Bytes>,
     peer: SocketAddr,
     backlog: Arc<Backlog>,
@@ -485,8 +633,8 @@ async fn write_replies(
 
 /// Writes every buffer, failing with TimedOut if no byte goes out for
 /// `stall`.
-async fn write_all_vectored(
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(
+    wr: &mut W,
     bufs: &mut [Bytes],
     stall: Duration,
 ) -> std::io::Result<()> {
@@ -509,7 +657,11 @@ async fn write_all_vectored(
         }
         off += n;
     }
-    Ok(())
+    // TLS keeps what it has not yet sent until flushed (a no-op on TCP).
+    match tokio::time::timeout(stall, wr.flush()).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
 }
 
 /// What a call needs to know about its connection.
@@ -522,6 +674,7 @@ struct Conn<'a> {
     close: &'a CancellationToken,
     callbacks: &'a ConnCallbacks,
     back: &'a Arc<dyn CallbackConn>,
+    xprtsec: XprtSec,
 }
 
 /// Handles one record: the pipeline decides, the driver carries it out.
@@ -542,6 +695,7 @@ fn handle_record<S: Service>(
         client: conn.client,
         now: read_at,
         back: Some(conn.back),
+        xprtsec: conn.xprtsec,
     };
     match server.pipeline().admit(rec, at) {
         Decision::Reply { bytes, why } => {

@@ -330,6 +330,9 @@ pub struct Export {
     pub sec: Vec<Flavor>,
     /// Which NFSv4 delegations clients of this export may be given.
     pub delegations: Delegations,
+    /// How connections must be protected to use this export (RPC-with-TLS,
+    /// knfsd's `xprtsec=`); default: any of none, tls, mtls.
+    pub xprtsec: Vec<rpc::tls::XprtSec>,
 }
 
 /// The NFSv4 delegations an export allows (`delegations = "none" | "read"
@@ -403,12 +406,23 @@ impl Export {
                 .collect(),
             sec: vec![Flavor::Sys],
             delegations: Delegations::default(),
+            xprtsec: rpc::tls::XprtSec::ALL.to_vec(),
         }
     }
 
     /// Whether the call's security flavor is one this export accepts.
     pub fn permits(&self, auth: &Auth) -> bool {
         self.sec.contains(&Flavor::of(auth))
+    }
+
+    /// Whether a connection protected as `x` may use this export.
+    pub fn permits_xprt(&self, x: rpc::tls::XprtSec) -> bool {
+        self.xprtsec.contains(&x)
+    }
+
+    /// Both: the call's flavor and its connection's protection.
+    pub fn permits_call(&self, ctx: &rpc::CallContext) -> bool {
+        self.permits(&ctx.auth) && self.permits_xprt(ctx.xprtsec)
     }
 
     /// Host names the rules name, to look up ahead of need.
@@ -477,6 +491,8 @@ pub struct Exports {
     /// Flavors every export accepts (bit per [`Flavor`]): calls with one of
     /// these skip the per-export flavor check.
     everywhere: u8,
+    /// Connection protections every export accepts (bit per XprtSec).
+    xprt_everywhere: u8,
 }
 
 impl Exports {
@@ -498,13 +514,28 @@ impl Exports {
             .into_iter()
             .filter(|f| list.iter().flatten().all(|e| e.sec.contains(f)))
             .fold(0, |m, f| m | f.bit());
-        Exports { list, everywhere }
+        let xprt_everywhere = rpc::tls::XprtSec::ALL
+            .into_iter()
+            .filter(|x| list.iter().flatten().all(|e| e.xprtsec.contains(x)))
+            .fold(0, |m, x| m | (1u8 << x as u8));
+        Exports {
+            list,
+            everywhere,
+            xprt_everywhere,
+        }
     }
 
     /// Whether every export accepts this call's flavor.
     #[inline]
     pub fn flavor_everywhere(&self, auth: &Auth) -> bool {
         self.everywhere & Flavor::of(auth).bit() != 0
+    }
+
+    /// Whether every export accepts this call's flavor and its
+    /// connection's protection (no per-export check needed).
+    #[inline]
+    pub fn call_everywhere(&self, ctx: &rpc::CallContext) -> bool {
+        self.flavor_everywhere(&ctx.auth) && self.xprt_everywhere & (1u8 << ctx.xprtsec as u8) != 0
     }
 
     /// Exports numbered by `ids` (see [`ExportIds`]).

@@ -82,6 +82,15 @@ impl Mount {
                         );
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
+                    Some((e, _, Some(_))) if !e.permits_xprt(ctx.xprtsec) => {
+                        refused(
+                            ctx,
+                            Mountstat3::MNT3ERR_ACCES,
+                            &shown,
+                            "the export requires TLS (xprtsec) and this connection is not protected so",
+                        );
+                        Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
+                    }
                     Some((e, below, Some(access))) => {
                         // A directory below the export's root: walk to it as the caller.
                         let (e, cred) = (e.clone(), access.cred);

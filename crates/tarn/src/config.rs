@@ -82,6 +82,8 @@ pub struct ExportConfig {
     pub sec: Vec<Flavor>,
     /// NFSv4 delegations allowed (default: read-write).
     pub delegations: server::export::Delegations,
+    /// Connection protections accepted (RPC-with-TLS): none, tls, mtls.
+    pub xprtsec: Vec<rpc::tls::XprtSec>,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +95,8 @@ pub struct Config {
     pub auth_cache: server::auth_cache::CacheConfig,
     pub gss: GssSettings,
     pub limits: Limits,
+    /// The `[tls]` section: server certificate, key, client CA.
+    pub tls: Option<rpc::tls::TlsFiles>,
 }
 
 /// The `[limits]` section: every resource bound in one place. The NFSv4
@@ -144,6 +148,15 @@ struct RawConfig {
     auth_cache: Option<RawAuthCache>,
     gss: Option<RawGss>,
     limits: Option<RawLimits>,
+    tls: Option<Spanned<RawTls>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
 }
 
 /// One `[limits]` key: (value, name, lowest, highest, where it goes).
@@ -208,6 +221,7 @@ struct RawExport {
     sec: Option<Spanned<Vec<Spanned<String>>>>,
     delegations: Option<Spanned<String>>,
     secure: Option<bool>,
+    xprtsec: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -354,12 +368,35 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                 .parse()
                 .map_err(|m| format!("{f}:{}: delegations = {m}", at(&d.span())))?,
         };
+        let xprtsec = match &e.xprtsec {
+            None => rpc::tls::XprtSec::ALL.to_vec(),
+            Some(list) => {
+                let mut v = Vec::new();
+                for x in list.get_ref() {
+                    let x = x
+                        .get_ref()
+                        .parse::<rpc::tls::XprtSec>()
+                        .map_err(|m| format!("{f}:{}: xprtsec {m}", at(&x.span())))?;
+                    if !v.contains(&x) {
+                        v.push(x);
+                    }
+                }
+                if v.is_empty() {
+                    return Err(format!(
+                        "{f}:{}: xprtsec = []: expected at least one of \"none\", \"tls\", \"mtls\"",
+                        at(&list.span())
+                    ));
+                }
+                v
+            }
+        };
         exports.push(ExportConfig {
             path,
             pseudo,
             rules,
             sec,
             delegations,
+            xprtsec,
         });
     }
     let mut nfs4 = server::nfs4::Nfs4Config::default();
@@ -547,6 +584,26 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             gss.principals.insert(principal, to);
         }
     }
+    let tls = match raw.tls {
+        None => None,
+        Some(t) => {
+            let span = t.span();
+            let t = t.into_inner();
+            match (t.cert, t.key) {
+                (Some(cert), Some(key)) => Some(rpc::tls::TlsFiles {
+                    cert,
+                    key,
+                    client_ca: t.client_ca,
+                }),
+                _ => {
+                    return Err(format!(
+                        "{f}:{}: [tls] expected both cert = \"FILE\" and key = \"FILE\"",
+                        at(&span)
+                    ))
+                }
+            }
+        }
+    };
     Ok(Config {
         listen: raw.listen,
         state_dir: raw.state_dir,
@@ -555,6 +612,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
         auth_cache,
         gss,
         limits,
+        tls,
     })
 }
 
@@ -879,5 +937,42 @@ mod tests {
         let bad = src.replace("a@P.ORG", "alice");
         let e = parse(Path::new("t.toml"), &bad).unwrap_err();
         assert!(e.contains("expected name@REALM"), "{e}");
+    }
+
+    #[test]
+    fn xprtsec_and_tls_section() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n[[export]]\npath = \"/srv\"\nclients = []\nxprtsec = [\"tls\", \"mtls\"]\n",
+        )
+        .unwrap();
+        use rpc::tls::XprtSec;
+        assert_eq!(c.exports[0].xprtsec, vec![XprtSec::Tls, XprtSec::Mtls]);
+        assert_eq!(c.tls.unwrap().cert, PathBuf::from("/s.pem"));
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap();
+        assert_eq!(c.exports[0].xprtsec, XprtSec::ALL.to_vec());
+        let e = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nclients = []\nxprtsec = [\n \"tls\",\n \"ssl\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:6:")
+                && e.contains("\"ssl\": expected \"none\", \"tls\" or \"mtls\""),
+            "{e}"
+        );
+        let e = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:") && e.contains("expected both cert"),
+            "{e}"
+        );
     }
 }

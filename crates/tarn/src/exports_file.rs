@@ -178,7 +178,7 @@ fn unsupported(name: &str) -> Option<&'static str> {
         "refer" | "replicas" => "Tarn has no NFSv4 referrals or replicas",
         "pnfs" => "Tarn has no pNFS",
         "security_label" => "Tarn has no NFSv4.2 security labels",
-        "xprtsec" => "Tarn has no RPC-over-TLS; use sec=krb5p for privacy",
+        "xprtsec" => "Tarn takes xprtsec only in its TOML configuration (xprtsec per [[export]], docs/tls.md): this export will NOT require TLS",
         "acl" | "no_acl" => "Tarn has no such ACL switch",
         _ => return None,
     })

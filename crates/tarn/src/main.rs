@@ -232,6 +232,21 @@ struct SecOpts {
     /// else the system keytab). Needed when an export accepts krb5*.
     #[arg(long, value_name = "FILE")]
     keytab: Option<PathBuf>,
+    /// RPC-with-TLS (RFC 9289): the server's certificate chain (PEM).
+    /// With --tls-key; or [tls] cert in the config file.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// CA (PEM) that client certificates must chain to, for mutual TLS
+    /// (exports with xprtsec=mtls).
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// Connection protections the default export accepts: any of none,
+    /// tls, mtls (default all). With --config, use `xprtsec` per export.
+    #[arg(long, value_name = "LIST")]
+    xprtsec: Option<String>,
     /// The RPCSEC_GSS sequence window advertised to clients.
     #[arg(long, value_name = "CALLS", default_value_t = 128)]
     gss_window: u32,
@@ -601,6 +616,7 @@ fn build_config(
                     None => vec![Flavor::Sys],
                 },
                 delegations: Default::default(),
+                xprtsec: rpc::tls::XprtSec::ALL.to_vec(),
             };
             (
                 Config {
@@ -611,6 +627,7 @@ fn build_config(
                     auth_cache: Default::default(),
                     gss: Default::default(),
                     limits: Default::default(),
+                    tls: None,
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -686,6 +703,7 @@ fn serve(
         cfg.limits.max_calls_per_connection = n.max(1);
     }
     let gss = gss_server(&cfg, &security)?;
+    let tls = tls_server(&mut cfg, &security, config.is_some())?;
     if let Some(l) = locking.lease_time {
         cfg.nfs4.lease = std::time::Duration::from_secs(l.max(1));
     }
@@ -844,6 +862,7 @@ fn serve(
         let svc = TarnService { nfs3, nfs4, mount: Mount::new(), nlm };
         let rpc_cfg = rpc::ServerConfig {
             gss,
+            tls: tls.clone(),
             idle_timeout: secs(conns.idle_timeout),
             record_timeout: secs(conns.record_timeout),
             max_queued_reply_bytes: conns.max_queued_reply_bytes,
@@ -866,7 +885,9 @@ fn serve(
             current: Arc::new(std::sync::Mutex::new(cfg.exports.clone())),
         };
         if config_file.is_some() {
-            tokio::spawn(reload_on_hangup(reloader.clone()));
+            tokio::spawn(reload_on_hangup(reloader.clone(), tls.clone()));
+        } else if let Some(t) = tls.clone() {
+            tokio::spawn(reload_on_hangup_tls(t));
         }
         {
             let r = reloader.clone();
@@ -1008,6 +1029,7 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
             rules: e.rules.clone(),
             sec: e.sec.clone(),
             delegations: e.delegations,
+            xprtsec: e.xprtsec.clone(),
         });
     }
     Ok(exports)
@@ -1093,7 +1115,7 @@ impl Reloader {
     }
 }
 
-async fn reload_on_hangup(r: Reloader) {
+async fn reload_on_hangup(r: Reloader, tls: Option<Arc<rpc::tls::TlsServer>>) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         warn!("cannot catch SIGHUP: configuration reload disabled");
@@ -1102,7 +1124,101 @@ async fn reload_on_hangup(r: Reloader) {
     while hup.recv().await.is_some() {
         let r = r.clone();
         let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+        if let Some(t) = &tls {
+            reload_tls(t);
+        }
     }
+}
+
+/// SIGHUP without a config file: the TLS certificate and key are read again.
+async fn reload_on_hangup_tls(tls: Arc<rpc::tls::TlsServer>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        warn!("cannot catch SIGHUP: TLS certificate reload disabled");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        reload_tls(&tls);
+    }
+}
+
+/// Reads the certificate, key and client CA again: new connections get
+/// them, connections up keep theirs. A bad file changes nothing.
+fn reload_tls(t: &rpc::tls::TlsServer) {
+    match t.reload(None) {
+        Ok(()) => info!("TLS certificate, key and client CA reloaded"),
+        Err(e) => error!(error = %e, "TLS files NOT reloaded; the previous ones stay in force"),
+    }
+}
+
+/// The RPC-with-TLS state: from --tls-cert/--tls-key/--tls-client-ca,
+/// else the config's [tls]. Exports that require TLS without it are an
+/// error (no client could use them).
+fn tls_server(
+    cfg: &mut Config,
+    sec: &SecOpts,
+    from_file: bool,
+) -> Result<Option<Arc<rpc::tls::TlsServer>>, String> {
+    if let Some(list) = &sec.xprtsec {
+        if from_file {
+            return Err(
+                "--xprtsec is for the default export: with --config, set `xprtsec` per export"
+                    .into(),
+            );
+        }
+        let mut v = Vec::new();
+        for x in list.split(',').map(str::trim) {
+            let x: rpc::tls::XprtSec = x.parse().map_err(|e| format!("--xprtsec {e}"))?;
+            if !v.contains(&x) {
+                v.push(x);
+            }
+        }
+        for e in &mut cfg.exports {
+            e.xprtsec = v.clone();
+        }
+    }
+    let files = match (&sec.tls_cert, &sec.tls_key) {
+        (Some(cert), Some(key)) => Some(rpc::tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: sec
+                .tls_client_ca
+                .clone()
+                .or_else(|| cfg.tls.as_ref().and_then(|t| t.client_ca.clone())),
+        }),
+        (None, None) => {
+            if sec.tls_client_ca.is_some() {
+                return Err("--tls-client-ca needs --tls-cert and --tls-key".into());
+            }
+            cfg.tls.clone()
+        }
+        _ => return Err("--tls-cert and --tls-key go together".into()),
+    };
+    let Some(files) = files else {
+        if let Some(e) = cfg
+            .exports
+            .iter()
+            .find(|e| !e.xprtsec.contains(&rpc::tls::XprtSec::None))
+        {
+            return Err(format!(
+                "export {} requires TLS (xprtsec) but no certificate is configured (--tls-cert/--tls-key or [tls])",
+                e.path.display()
+            ));
+        }
+        return Ok(None);
+    };
+    if files.client_ca.is_none() {
+        if let Some(e) = cfg
+            .exports
+            .iter()
+            .find(|e| e.xprtsec == [rpc::tls::XprtSec::Mtls])
+        {
+            warn!(export = %e.path.display(), "export accepts only mtls but no client CA is configured (--tls-client-ca): no client can use it");
+        }
+    }
+    let t = rpc::tls::TlsServer::new(files.clone())?;
+    info!(cert = %files.cert.display(), client_ca = ?files.client_ca, "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; no kTLS offload)");
+    Ok(Some(t))
 }
 
 /// Copies the auth cache's counters into the metrics once a second (the

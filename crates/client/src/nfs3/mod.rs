@@ -107,11 +107,12 @@ impl Nfs3 {
     pub async fn connect(addr: SocketAddr, opts: Nfs3Options, path: &str) -> Result<Nfs3> {
         let (uid, gid) = opts.sys_ids;
         let cred = auth_sys(uid, gid, &[gid], &opts.machine);
-        let mountc = mount::locate(
+        let mountc = mount::locate_tls(
             addr,
             proto::mount::MOUNT_PROGRAM,
             proto::mount::MOUNT_V3,
             cred,
+            opts.transport.tls.as_ref(),
         )
         .await?;
         // A server may hide its export list; MNT of the path's ancestors then.

@@ -65,6 +65,28 @@ pub async fn connect(addr: SocketAddr, cred: proto::rpc::OpaqueAuth) -> Result<R
     }
 }
 
+/// [`connect`] with RPC-with-TLS started when `tls` is given.
+pub async fn connect_tls(
+    addr: SocketAddr,
+    cred: proto::rpc::OpaqueAuth,
+    tls: Option<&rpc::tls::TlsClient>,
+) -> Result<RpcClient> {
+    let Some(t) = tls else {
+        return connect(addr, cred).await;
+    };
+    let r = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let s = tcp(addr).await.map_err(ClientError::Io)?;
+        RpcClient::from_stream_tls(s, cred, t).await
+    })
+    .await;
+    match r {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Setup(format!(
+            "{addr}: no answer in {CONNECT_TIMEOUT:?}"
+        ))),
+    }
+}
+
 /// The TCP port `prog`/`vers` is registered at with the portmapper on
 /// `host` (port 111). None: not registered.
 pub async fn getport(host: std::net::IpAddr, prog: u32, vers: u32) -> Result<Option<u16>> {
@@ -114,7 +136,19 @@ pub async fn locate(
     vers: u32,
     cred: proto::rpc::OpaqueAuth,
 ) -> Result<RpcClient> {
-    let first = match connect(nfs, cred.clone()).await {
+    locate_tls(nfs, prog, vers, cred, None).await
+}
+
+/// [`locate`] over RPC-with-TLS when `tls` is given (the portmapper is
+/// asked in the clear, as the Linux client does).
+pub async fn locate_tls(
+    nfs: SocketAddr,
+    prog: u32,
+    vers: u32,
+    cred: proto::rpc::OpaqueAuth,
+    tls: Option<&rpc::tls::TlsClient>,
+) -> Result<RpcClient> {
+    let first = match connect_tls(nfs, cred.clone(), tls).await {
         Ok(c) => match call_void(&c, prog, vers, 0).await {
             Ok(_) => return Ok(c),
             Err(e) if unavailable(&e) => format!("not on port {}", nfs.port()),
@@ -139,7 +173,7 @@ pub async fn locate(
             nfs.ip()
         )));
     };
-    connect(SocketAddr::new(nfs.ip(), port), cred).await
+    connect_tls(SocketAddr::new(nfs.ip(), port), cred, tls).await
 }
 
 /// MNT: the export's root handle and the flavors it takes.

@@ -56,6 +56,8 @@ pub struct ChannelOptions {
     /// ([`tcp_reserved`](super::tcp_reserved)): NFSv3 servers exporting
     /// `secure` (knfsd's default) want it.
     pub reserved_port: bool,
+    /// RPC-with-TLS on every connection (RFC 9289).
+    pub tls: Option<crate::tls::TlsClient>,
 }
 
 impl Default for ChannelOptions {
@@ -70,6 +72,7 @@ impl Default for ChannelOptions {
             max_backoff: Duration::from_secs(3),
             server: String::new(),
             reserved_port: false,
+            tls: None,
         }
     }
 }
@@ -156,6 +159,19 @@ async fn dial(addr: SocketAddr, opts: &ChannelOptions) -> std::io::Result<TcpStr
     }
 }
 
+/// A new connection, TLS started on it if `opts` want it.
+async fn open(
+    addr: SocketAddr,
+    opts: &ChannelOptions,
+    cred: &OpaqueAuth,
+) -> Result<RpcClient, ClientError> {
+    let s = dial(addr, opts).await?;
+    match &opts.tls {
+        None => RpcClient::from_stream(s, cred.clone()),
+        Some(t) => RpcClient::from_stream_tls(s, cred.clone(), t).await,
+    }
+}
+
 impl Channel {
     /// Connects every connection now: an error here (nobody listening) is
     /// the caller's to report. Later losses are the channel's to repair.
@@ -168,7 +184,7 @@ impl Channel {
         if opts.server.is_empty() {
             opts.server = addr.ip().to_string();
         }
-        let first = dial(addr, &opts).await?;
+        let first = open(addr, &opts, &cred).await?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -201,16 +217,13 @@ impl Channel {
         };
         {
             let mut st = ch.inner.slots[0].state.lock().await;
-            st.conn = Some(Arc::new(RpcClient::from_stream(
-                first,
-                ch.inner.cred.clone(),
-            )?));
+            st.conn = Some(Arc::new(first));
             st.made = 1;
         }
         for i in 1..ch.inner.slots.len() {
-            let s = dial(addr, &ch.inner.opts).await?;
+            let c = open(addr, &ch.inner.opts, &ch.inner.cred).await?;
             let mut st = ch.inner.slots[i].state.lock().await;
-            st.conn = Some(Arc::new(RpcClient::from_stream(s, ch.inner.cred.clone())?));
+            st.conn = Some(Arc::new(c));
             st.made = 1;
         }
         Ok(ch)
@@ -313,16 +326,12 @@ impl Channel {
             // closes at once must not be hammered.
             tokio::time::sleep(st.pause).await;
             st.pause = (st.pause * 2).min(self.inner.opts.max_backoff);
-            let s = match dial(self.inner.addr, &self.inner.opts).await {
-                Ok(s) => s,
+            let c = match open(self.inner.addr, &self.inner.opts, &self.inner.cred).await {
+                Ok(c) => Arc::new(c),
                 Err(e) => {
                     tracing::debug!(server = %self.inner.opts.server, conn = i, "reconnect: {e}");
                     continue;
                 }
-            };
-            let c = match RpcClient::from_stream(s, self.inner.cred.clone()) {
-                Ok(c) => Arc::new(c),
-                Err(_) => continue,
             };
             if let Some(h) = self.inner.handler.lock().unwrap().clone() {
                 c.set_call_handler(h);
@@ -543,6 +552,7 @@ mod tests {
             max_backoff: Duration::from_millis(50),
             server: "test".into(),
             reserved_port: false,
+            tls: None,
         }
     }
 

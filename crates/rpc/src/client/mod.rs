@@ -17,7 +17,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use xdr::{Decoder, Pack};
@@ -37,6 +36,8 @@ pub enum ClientError {
     Xdr(#[from] xdr::Error),
     #[error("RPC error: {0:?}")]
     Rpc(ReplyStatus),
+    #[error("RPC-with-TLS: {0}")]
+    Tls(String),
     #[error("RPCSEC_GSS: {0}")]
     Gss(String),
     /// A soft call got no reply after its retries ([`Channel`]).
@@ -62,7 +63,18 @@ impl Waiters {
 }
 
 type Pending = Arc<Mutex<Waiters>>;
-type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+/// The write half of a connection, plain or TLS.
+pub type BoxWrite = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+/// The read half of a connection, plain or TLS.
+pub type BoxRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Writer = Arc<tokio::sync::Mutex<BoxWrite>>;
+
+/// Writes all of `b` and flushes (TLS holds back what is not flushed).
+async fn put(wr: &Writer, b: &[u8]) -> std::io::Result<()> {
+    let mut w = wr.lock().await;
+    w.write_all(b).await?;
+    w.flush().await
+}
 type HandlerSlot = Arc<Mutex<Option<Arc<dyn CallHandler>>>>;
 
 /// Why a call that reached us gets no results: the RPC-level answers a
@@ -253,7 +265,56 @@ impl RpcClient {
     pub fn from_stream(s: TcpStream, cred: OpaqueAuth) -> Result<Self, ClientError> {
         s.set_nodelay(true)?;
         let local = s.local_addr()?;
-        let (mut rd, wr) = s.into_split();
+        let (rd, wr) = s.into_split();
+        Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
+    }
+
+    /// RPC-with-TLS (RFC 9289) over a fresh connection: the STARTTLS
+    /// probe, the TLS 1.3 handshake, then a client inside TLS.
+    pub async fn from_stream_tls(
+        mut s: TcpStream,
+        cred: OpaqueAuth,
+        tls: &crate::tls::TlsClient,
+    ) -> Result<Self, ClientError> {
+        s.set_nodelay(true)?;
+        let local = s.local_addr()?;
+        let xid = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        s.write_all(&crate::tls::starttls_call(xid, 100003, 3))
+            .await?;
+        // Read exactly the one reply record: what follows is TLS.
+        let mut mark = [0u8; 4];
+        s.read_exact(&mut mark).await?;
+        let len = (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize;
+        if len > 4096 {
+            return Err(ClientError::Tls(
+                "oversized reply to the STARTTLS probe".into(),
+            ));
+        }
+        let mut rec = vec![0u8; len];
+        s.read_exact(&mut rec).await?;
+        if !crate::tls::is_starttls_reply(&rec, xid) {
+            let why = match msg::decode_reply(Bytes::from(rec)) {
+                Ok((_, st, _)) => format!("{st:?}"),
+                Err(e) => e.to_string(),
+            };
+            return Err(ClientError::Tls(format!(
+                "the server does not do RPC-with-TLS (its answer to the STARTTLS probe: {why})"
+            )));
+        }
+        let conn = tokio_rustls::TlsConnector::from(tls.config.clone());
+        let t = conn
+            .connect(tls.server_name.clone(), s)
+            .await
+            .map_err(|e| ClientError::Tls(format!("handshake: {e}")))?;
+        let (rd, wr) = tokio::io::split(t);
+        Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
+    }
+
+    /// A client over the two halves of a connection.
+    pub fn from_halves(mut rd: BoxRead, wr: BoxWrite, local: SocketAddr, cred: OpaqueAuth) -> Self {
         let pending: Pending = Arc::default();
         let handler: HandlerSlot = Arc::default();
         let wr: Writer = Arc::new(tokio::sync::Mutex::new(wr));
@@ -296,7 +357,7 @@ impl RpcClient {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .subsec_nanos();
-        Ok(RpcClient {
+        RpcClient {
             wr,
             pending,
             handler,
@@ -304,7 +365,7 @@ impl RpcClient {
             cred,
             local,
             reader,
-        })
+        }
     }
 
     /// Serves the calls the peer sends on this connection from now on
@@ -338,7 +399,7 @@ impl RpcClient {
         rec: &[u8],
     ) -> Result<impl std::future::Future<Output = Result<Bytes, ClientError>>, ClientError> {
         let rx = self.wait_for(xid)?;
-        if let Err(e) = self.wr.lock().await.write_all(rec).await {
+        if let Err(e) = put(&self.wr, rec).await {
             self.forget(xid);
             return Err(e.into());
         }
@@ -410,7 +471,7 @@ impl RpcClient {
 
     /// Sends raw bytes on the connection (for tests of malformed input).
     pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
-        Ok(self.wr.lock().await.write_all(b).await?)
+        Ok(put(&self.wr, b).await?)
     }
 }
 
@@ -507,7 +568,7 @@ fn serve_call(rec: Bytes, handler: &HandlerSlot, wr: &Writer) {
             record::begin(&mut out);
             msg::rpc_mismatch(xid, &mut out);
             record::finish(&mut out);
-            let _ = wr.lock().await.write_all(&out).await;
+            let _ = put(&wr, &out).await;
             return;
         }
         let r = match h {
@@ -536,7 +597,7 @@ async fn write_reply(wr: &Writer, xid: u32, r: CallResult) {
     }
     record::finish(&mut out);
     // A write error means the connection is going: the reader sees it too.
-    let _ = wr.lock().await.write_all(&out).await;
+    let _ = put(wr, &out).await;
 }
 
 #[cfg(test)]

@@ -127,6 +127,8 @@ pub struct Arrival<'a> {
     /// The connection, for calls back to the client over it (copied into
     /// each call's context).
     pub back: Option<&'a Arc<dyn CallbackConn>>,
+    /// How the connection is protected.
+    pub xprtsec: crate::tls::XprtSec,
 }
 
 /// A call admitted by the reader, to be prepared in its own task.
@@ -340,6 +342,7 @@ impl<S: Service> Pipeline<'_, S> {
             at.client.clone(),
         );
         ctx.back = at.back.cloned();
+        ctx.xprtsec = at.xprtsec;
         // RPCSEC_GSS calls consult the DRC once verified and unwrapped: a
         // retransmission carries a new sequence number, so its protected
         // arguments differ, and its reply must be protected anew.

@@ -219,7 +219,7 @@ impl Nfs3 {
     /// every export accepts the flavor (the common case: one MAC less).
     fn check_flavor(&self, ctx: &CallContext, args: &Decoder) -> Result<(), CallError> {
         let snap = self.live.load();
-        if snap.exports.flavor_everywhere(&ctx.auth) {
+        if snap.exports.call_everywhere(ctx) {
             return Ok(());
         }
         let Ok(fh) = NfsFh3::unpack(&mut args.clone()) else {
@@ -231,9 +231,13 @@ impl Nfs3 {
             .ok()
             .and_then(|(id, _)| snap.exports.get(id))
         {
-            Some(e) if !e.permits(&ctx.auth) => {
+            Some(e) if !e.permits_call(ctx) => {
                 if ctx.client.log_allowed() {
-                    warn!(peer = %ctx.peer, xid = ctx.xid, export = %e.path.display(), "AUTH_TOOWEAK: the export does not accept this security flavor");
+                    if e.permits(&ctx.auth) {
+                        warn!(peer = %ctx.peer, xid = ctx.xid, export = %e.path.display(), xprtsec = %ctx.xprtsec, "AUTH_TOOWEAK: the export requires a TLS connection of another kind (xprtsec)");
+                    } else {
+                        warn!(peer = %ctx.peer, xid = ctx.xid, export = %e.path.display(), "AUTH_TOOWEAK: the export does not accept this security flavor");
+                    }
                 }
                 Err(CallError::Auth(proto::rpc::AuthStat::AUTH_TOOWEAK))
             }

@@ -635,7 +635,7 @@ impl Nfs4 {
                 }
             } else {
                 self.op(&mut c, op, a, out).await;
-                if !c.snap.exports.flavor_everywhere(&ctx.auth)
+                if !c.snap.exports.call_everywhere(ctx)
                     && out[at + 4..at + 8] == [0; 4]
                     && secinfo::wrong_sec(&c, op, args.clone().u32().ok())
                 {

@@ -53,7 +53,7 @@ pub fn wrong_sec(c: &Compound<'_>, op: u32, next: Option<u32>) -> bool {
     let Some(Fh::Obj { export, .. }) = c.cur.as_ref().map(|x| &x.fh) else {
         return false;
     };
-    if export.permits(&c.ctx.auth) {
+    if export.permits_call(c.ctx) {
         return false;
     }
     match next {

@@ -212,7 +212,7 @@ pub async fn connect_with(url: &NfsUrl, callbacks: bool) -> Result<Remote, Strin
         sys_ids: (uid, gid),
         machine: machine_name(),
         mount_port: url.mountport,
-        transport: channel_options(url),
+        transport: channel_options(url)?,
     };
     let mut why = String::new();
     for &addr in &addrs {
@@ -245,7 +245,7 @@ async fn connect_any(
     url: &NfsUrl,
 ) -> Result<Nfs4Conn, (String, Option<client::nfs4::Error>)> {
     let mut last = String::new();
-    let opts = channel_options(url);
+    let opts = channel_options(url).map_err(|e| (e, None))?;
     for &addr in addrs {
         // Over a channel that reconnects and resends.
         let conn = async {
@@ -276,17 +276,55 @@ async fn connect_any(
     Err((format!("{server}: cannot connect: {last}"), None))
 }
 
-/// The URL's transport keys (nconnect=, timeo=, retrans=, hard/soft).
-fn channel_options(url: &NfsUrl) -> rpc::client::ChannelOptions {
+/// The URL's transport keys (nconnect=, timeo=, retrans=, hard/soft,
+/// xprtsec= and the TLS files).
+fn channel_options(url: &NfsUrl) -> Result<rpc::client::ChannelOptions, String> {
     let t = url.transport;
-    rpc::client::ChannelOptions {
+    Ok(rpc::client::ChannelOptions {
         nconnect: t.nconnect as usize,
         timeo: Duration::from_millis(t.timeo as u64 * 100),
         retrans: t.retrans,
         hard: t.hard,
         server: url.host.clone(),
+        tls: tls_client(url)?,
         ..Default::default()
+    })
+}
+
+/// The TLS client the URL asks for (files from the URL, else TARN_TLS_CA,
+/// TARN_TLS_CERT, TARN_TLS_KEY). The server's certificate must name the
+/// URL's host (a DNS name, or an IP address SAN for an address).
+fn tls_client(url: &NfsUrl) -> Result<Option<rpc::tls::TlsClient>, String> {
+    let Some(t) = &url.tls else {
+        return Ok(None);
+    };
+    let pick = |v: &Option<String>, env: &str| {
+        v.clone()
+            .or_else(|| std::env::var(env).ok().filter(|s| !s.is_empty()))
+            .map(std::path::PathBuf::from)
+    };
+    let o = rpc::tls::TlsClientOptions {
+        ca: pick(&t.ca, "TARN_TLS_CA"),
+        cert: if t.mtls {
+            pick(&t.cert, "TARN_TLS_CERT")
+        } else {
+            t.cert.clone().map(Into::into)
+        },
+        key: if t.mtls {
+            pick(&t.key, "TARN_TLS_KEY")
+        } else {
+            t.key.clone().map(Into::into)
+        },
+        insecure: t.insecure,
+    };
+    if t.mtls && (o.cert.is_none() || o.key.is_none()) {
+        return Err(format!(
+            "{url}: xprtsec=mtls needs a client certificate and key (tls-cert=, tls-key= or TARN_TLS_CERT, TARN_TLS_KEY)"
+        ));
     }
+    rpc::tls::TlsClient::new(&url.host, &o)
+        .map(Some)
+        .map_err(|e| format!("{url}: {e}"))
 }
 
 /// The handle of `url`'s parent directory and `url`'s last name; errors

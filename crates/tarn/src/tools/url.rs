@@ -34,6 +34,21 @@ pub struct NfsUrl {
     /// NFSv3 MOUNT's port (`mountport=`, as libnfs); None: found.
     pub mountport: Option<u16>,
     pub transport: Transport,
+    /// RPC-with-TLS (`xprtsec=tls` or `mtls`); None: plain TCP.
+    pub tls: Option<TlsUrl>,
+}
+
+/// The TLS keys of a URL: `xprtsec=tls|mtls`, `tls-ca=FILE` (the CA the
+/// server's certificate must chain to), `tls-cert=FILE` and `tls-key=FILE`
+/// (the client's, for mtls), `insecure=1` (do not verify the server).
+/// Files not given here come from TARN_TLS_CA, TARN_TLS_CERT, TARN_TLS_KEY.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsUrl {
+    pub mtls: bool,
+    pub ca: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub insecure: bool,
 }
 
 /// An NFS version (`vers=`).
@@ -104,7 +119,11 @@ impl NfsUrl {
             sec: Sec::Sys,
             mountport: None,
             transport: Transport::default(),
+            tls: None,
         };
+        let mut tls: Option<TlsUrl> = None;
+        let mut tls_files: (Option<String>, Option<String>, Option<String>, bool) =
+            Default::default();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let pair = match pair {
                 "hard" | "soft" => &*format!("{pair}=1"),
@@ -169,6 +188,23 @@ impl NfsUrl {
                         _ => t.retrans = n.min(100),
                     }
                 }
+                "xprtsec" => match v {
+                    "none" => tls = None,
+                    "tls" | "mtls" => {
+                        tls.get_or_insert_with(TlsUrl::default).mtls = v == "mtls";
+                    }
+                    _ => return Err(bad(&format!("xprtsec={v}: expected none, tls or mtls"))),
+                },
+                "tls-ca" => tls_files.0 = Some(v.to_string()),
+                "tls-cert" => tls_files.1 = Some(v.to_string()),
+                "tls-key" => tls_files.2 = Some(v.to_string()),
+                "insecure" => {
+                    tls_files.3 = match v {
+                        "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        _ => return Err(bad(&format!("{k}={v}: expected 1 or 0"))),
+                    }
+                }
                 "hard" | "soft" => {
                     let on = match v {
                         "1" | "true" | "yes" => true,
@@ -180,6 +216,17 @@ impl NfsUrl {
                 _ => return Err(bad(&format!("unknown query key {k:?}"))),
             }
         }
+        if let Some(t) = &mut tls {
+            t.ca = tls_files.0;
+            t.cert = tls_files.1;
+            t.key = tls_files.2;
+            t.insecure = tls_files.3;
+        } else if tls_files != Default::default() {
+            return Err(bad(
+                "tls-ca=, tls-cert=, tls-key= and insecure= need xprtsec=tls or mtls",
+            ));
+        }
+        url.tls = tls;
         // Under Kerberos the ticket says who we are.
         if url.sec != Sec::Sys && (url.uid.is_some() || url.gid.is_some()) {
             return Err(bad("uid= and gid= are for sec=sys only"));
@@ -344,6 +391,37 @@ mod tests {
             sec: Sec::Sys,
             mountport: None,
             transport: Transport::default(),
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn tls_keys() {
+        let u =
+            NfsUrl::parse("nfs://srv/x?xprtsec=mtls&tls-ca=/ca.pem&tls-cert=/c.pem&tls-key=/k.pem")
+                .unwrap();
+        assert_eq!(
+            u.tls,
+            Some(TlsUrl {
+                mtls: true,
+                ca: Some("/ca.pem".into()),
+                cert: Some("/c.pem".into()),
+                key: Some("/k.pem".into()),
+                insecure: false,
+            })
+        );
+        let u = NfsUrl::parse("nfs://srv/x?xprtsec=tls&insecure=1").unwrap();
+        assert!(u.tls.as_ref().is_some_and(|t| !t.mtls && t.insecure));
+        assert_eq!(NfsUrl::parse("nfs://srv/x?xprtsec=none").unwrap().tls, None);
+        for (s, why) in [
+            (
+                "nfs://srv/x?xprtsec=ssl",
+                "xprtsec=ssl: expected none, tls or mtls",
+            ),
+            ("nfs://srv/x?tls-ca=/ca.pem", "need xprtsec=tls or mtls"),
+        ] {
+            let e = NfsUrl::parse(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
         }
     }
 
