@@ -228,6 +228,10 @@ pub fn pack_padding(len: usize, out: &mut BytesMut) {
 /// Variable-length opaque data or string.
 #[inline]
 pub fn pack_opaque(data: &[u8], out: &mut BytesMut) {
+    // Room for all of it at once: the padding's 4-byte store must not
+    // find the buffer full after a large body (a WRITE's data), which
+    // would reallocate and copy the whole of it again.
+    out.reserve(8 + data.len());
     put_word(out, (data.len() as u32).to_be_bytes());
     out.extend_from_slice(data);
     pack_padding(data.len(), out);
@@ -236,6 +240,7 @@ pub fn pack_opaque(data: &[u8], out: &mut BytesMut) {
 /// Fixed-length opaque data.
 #[inline]
 pub fn pack_opaque_fixed(data: &[u8], out: &mut BytesMut) {
+    out.reserve(4 + data.len());
     out.extend_from_slice(data);
     pack_padding(data.len(), out);
 }

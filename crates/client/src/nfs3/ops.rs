@@ -82,15 +82,19 @@ fn need_fh(fh: Option<NfsFh3>, what: &str) -> Result<NfsFh3> {
 impl Nfs3 {
     /// Calls `proc_`, resending while the server answers JUKEBOX.
     pub async fn call<A: Pack, R: Unpack>(&self, proc_: u32, args: &A) -> Result<R> {
-        let enc = xdr::to_bytes(args);
+        // RPCSEC_GSS wraps the encoded arguments; AUTH_SYS encodes them
+        // straight into each call's record (a WRITE's data copied once).
+        let enc = self.gss.as_ref().map(|_| xdr::to_bytes(args));
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         loop {
-            let d = match &self.gss {
-                Some(g) => g.call(proc_, &enc).await?,
-                None => {
-                    rpc::client::results(self.ch.call_raw(NFS_PROGRAM, NFS_V3, proc_, &enc).await?)?
-                }
+            let d = match (&self.gss, &enc) {
+                (Some(g), Some(enc)) => g.call(proc_, enc).await?,
+                _ => rpc::client::results(
+                    self.ch
+                        .call_packed(NFS_PROGRAM, NFS_V3, proc_, args)
+                        .await?,
+                )?,
             };
             // Every result starts with its status.
             let jukebox = d.clone().u32().ok() == Some(Nfsstat3::NFS3ERR_JUKEBOX as u32);

@@ -186,9 +186,18 @@ impl Nfs4Conn {
             let mut d = g.call(NFSPROC4_COMPOUND, &xdr::to_bytes(args)).await?;
             return Ok(Compound4res::unpack(&mut d)?);
         }
-        let rec = self
-            .call_raw(NFSPROC4_COMPOUND, &xdr::to_bytes(args))
-            .await?;
+        // Encoded straight into the call's record: a WRITE's data is
+        // copied once on its way to the socket.
+        let rec = match &self.transport {
+            Transport::Single(r) => {
+                r.call_packed(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, args)
+                    .await?
+            }
+            Transport::Channel(c) => {
+                c.call_packed(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, args)
+                    .await?
+            }
+        };
         let mut d = rpc::client::results(rec)?;
         Ok(Compound4res::unpack(&mut d)?)
     }

@@ -462,10 +462,23 @@ impl Channel {
         proc_: u32,
         args: &A,
     ) -> Result<Decoder, ClientError> {
-        super::results(
-            self.call_raw(prog, vers, proc_, &xdr::to_bytes(args))
-                .await?,
-        )
+        super::results(self.call_packed(prog, vers, proc_, args).await?)
+    }
+
+    /// Sends a call with `args` encoded straight into its record (one copy
+    /// of a WRITE's data, see [`super::call_record_with`]), the same
+    /// record on every transmission; returns the whole reply record.
+    pub async fn call_packed<A: Pack>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<Bytes, ClientError> {
+        let xid = self.next_xid();
+        let cred = super::effective_cred(&self.inner.cred);
+        let rec = super::call_record_with(xid, prog, vers, proc_, &cred, 0, |o| args.pack(o));
+        self.send_record_with(xid, |_| Ok(rec.clone())).await
     }
 }
 

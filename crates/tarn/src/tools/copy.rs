@@ -486,7 +486,8 @@ async fn copy_file(src: &Side, dst: &Side, m: &Meta, job: &Job) -> Result<(), St
             let (file, wsize) = nfs_create(r, u).await.map_err(|e| nfs_err(u, e))?;
             chunk = chunk.min(wsize);
             depth_n = depth_n.min(depth(r));
-            Writer::nfs(r.clone(), file)
+            // Data a server restart loses is read again from the source.
+            Writer::nfs(r.clone(), file).rereading(reader.clone())
         }
     };
     let plan = Plan {

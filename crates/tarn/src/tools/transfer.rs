@@ -6,11 +6,16 @@
 //! and reply sizes; NFSv3's rtmax/wtmax). Up to `depth` chunks are read ahead in order and up to
 //! `depth` written in any order, so several READs and WRITEs are on the
 //! wire at once (on the session's slots over NFSv4). NFS writes are
-//! UNSTABLE; their data is kept ([`Unstable`]) until a COMMIT with the same
-//! write verifier says it is on stable storage, every [`COMMIT_EVERY`]
-//! bytes and at the end. A verifier that changed (the server restarted and
-//! lost what it had not committed) has the data written under the old one
-//! sent again, as a kernel client resends its dirty pages. At the end, over
+//! UNSTABLE; what they wrote is remembered ([`Unstable`]) until a COMMIT
+//! with the same write verifier says it is on stable storage, every
+//! [`COMMIT_EVERY`] bytes and at the end. A verifier that changed (the
+//! server restarted and lost what it had not committed) has the data
+//! written under the old one sent again, as a kernel client resends its
+//! dirty pages: read again from the source when the writer has one
+//! ([`Writer::rereading`]), so only offsets and lengths are kept and a
+//! chunk's buffer is freed as soon as its WRITE is answered (holding up
+//! to [`COMMIT_EVERY`] of data cost a large copy its memory, and fresh
+//! pages for every chunk); else the data itself is kept. At the end, over
 //! NFSv4 one COMPOUND sets mode and times and closes the file; over NFSv3 a
 //! SETATTR sets them.
 
@@ -40,6 +45,23 @@ pub const DEPTH: usize = 4;
 /// memory until then).
 pub const COMMIT_EVERY: u64 = 64 << 20;
 
+/// What an UNSTABLE write wrote, kept until a COMMIT covers it: the
+/// data, or only its length when the source can be read again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Held {
+    Data(Bytes),
+    Len(u32),
+}
+
+impl Held {
+    fn len(&self) -> u64 {
+        match self {
+            Held::Data(d) => d.len() as u64,
+            Held::Len(n) => *n as u64,
+        }
+    }
+}
+
 /// Data written UNSTABLE and not yet known to be on stable storage.
 #[derive(Default)]
 pub struct Unstable {
@@ -48,7 +70,7 @@ pub struct Unstable {
     /// Verifiers of server instances that are gone: data written under
     /// them is lost.
     stale: Vec<Verifier4>,
-    ranges: BTreeMap<u64, Bytes>,
+    ranges: BTreeMap<u64, Held>,
     bytes: u64,
     committing: bool,
     /// The verifier of a server-side COPY's unstable result: its data
@@ -62,7 +84,7 @@ impl Unstable {
     /// Records `data` written at `off`, answered with `v`. Returns what
     /// must be written again: `data` itself if `v` is of a server that is
     /// gone, everything held so far if `v` is a new server's.
-    fn wrote(&mut self, off: u64, data: Bytes, v: Verifier4) -> Vec<(u64, Bytes)> {
+    fn wrote(&mut self, off: u64, data: Held, v: Verifier4) -> Vec<(u64, Held)> {
         if self.stale.contains(&v) {
             return vec![(off, data)];
         }
@@ -77,9 +99,9 @@ impl Unstable {
             Some(_) => {}
             None => self.verf = Some(v),
         }
-        self.bytes += data.len() as u64;
+        self.bytes += data.len();
         if let Some(old) = self.ranges.insert(off, data) {
-            self.bytes -= old.len() as u64;
+            self.bytes -= old.len();
         }
         again
     }
@@ -91,11 +113,11 @@ impl Unstable {
         sent: &[u64],
         verf: Option<Verifier4>,
         v: Verifier4,
-    ) -> Vec<(u64, Bytes)> {
+    ) -> Vec<(u64, Held)> {
         if verf == Some(v) {
             for o in sent {
                 if let Some(d) = self.ranges.remove(o) {
-                    self.bytes -= d.len() as u64;
+                    self.bytes -= d.len();
                 }
             }
             return vec![];
@@ -135,6 +157,7 @@ pub fn t4(t: &Time) -> Nfstime4 {
 }
 
 /// Where a file's data comes from.
+#[derive(Clone)]
 pub enum Reader {
     Local(Arc<std::fs::File>),
     Nfs(Arc<Remote>, Fh),
@@ -147,6 +170,9 @@ pub enum Writer {
         r: Arc<Remote>,
         file: OpenFile,
         verfs: Mutex<Unstable>,
+        /// Where data lost in a server restart is read again; without
+        /// one, written data is kept until committed.
+        source: Option<Box<Reader>>,
         /// Kerberos renewal warnings ([`Remote::credential_trouble`]): a
         /// new one has what is held committed at once, while the ageing
         /// context still works.
@@ -162,8 +188,20 @@ impl Writer {
             r,
             file,
             verfs: Mutex::default(),
+            source: None,
             trouble,
         }
+    }
+
+    /// Data to write again after a server restart is read again from
+    /// `src` (which the copy reads from), not kept in memory until its
+    /// COMMIT. A source changed in the meantime is copied as it is then,
+    /// as when it changes under any copy.
+    pub fn rereading(mut self, src: Reader) -> Writer {
+        if let Writer::Nfs { source, .. } = &mut self {
+            *source = Some(Box::new(src));
+        }
+        self
     }
 }
 
@@ -239,11 +277,27 @@ impl Writer {
     /// WRITEs `data` at `off` UNSTABLE, and again whatever a new write
     /// verifier says the server lost.
     async fn write_nfs(&self, off: u64, data: Bytes) -> client::remote::Result<()> {
-        let Writer::Nfs { r, file, verfs, .. } = self else {
+        self.write_again(vec![(off, Held::Data(data))]).await
+    }
+
+    /// WRITEs each of `todo` (data, or a range read again from the source).
+    async fn write_again(&self, mut todo: Vec<(u64, Held)>) -> client::remote::Result<()> {
+        let Writer::Nfs {
+            r,
+            file,
+            verfs,
+            source,
+            ..
+        } = self
+        else {
             return Ok(());
         };
-        let mut todo = vec![(off, data)];
-        while let Some((off, data)) = todo.pop() {
+        while let Some((off, held)) = todo.pop() {
+            let data = match (held, source) {
+                (Held::Data(d), _) => d,
+                (Held::Len(n), Some(src)) => src.read(off, n).await?,
+                (Held::Len(_), None) => unreachable!("only a writer with a source keeps lengths"),
+            };
             let mut at = 0usize;
             while at < data.len() {
                 let w = r
@@ -252,7 +306,11 @@ impl Writer {
                 if w.count == 0 {
                     return Err(protocol("WRITE wrote nothing"));
                 }
-                let piece = data.slice(at..at + w.count as usize);
+                let piece = if source.is_some() {
+                    Held::Len(w.count)
+                } else {
+                    Held::Data(data.slice(at..at + w.count as usize))
+                };
                 if w.unstable {
                     let again = verfs.lock().unwrap().wrote(off + at as u64, piece, w.verf);
                     note_rewrite(&again);
@@ -273,6 +331,7 @@ impl Writer {
             file,
             verfs,
             trouble,
+            ..
         } = self
         else {
             return Ok(());
@@ -319,8 +378,8 @@ impl Writer {
                 u.committed(&sent, verf, v)
             };
             note_rewrite(&again);
-            for (o, d) in again {
-                Box::pin(self.write_nfs(o, d)).await?;
+            if !again.is_empty() {
+                Box::pin(self.write_again(again)).await?;
             }
             if !all {
                 return Ok(());
@@ -335,9 +394,9 @@ fn protocol(why: &str) -> client::remote::Error {
 }
 
 /// Says that data is written again because the write verifier changed.
-fn note_rewrite(again: &[(u64, Bytes)]) {
+fn note_rewrite(again: &[(u64, Held)]) {
     if !again.is_empty() {
-        let n: usize = again.iter().map(|(_, d)| d.len()).sum();
+        let n: u64 = again.iter().map(|(_, d)| d.len()).sum();
         tracing::warn!("the server restarted: writing again {n} bytes it may have lost");
     }
 }
@@ -583,8 +642,8 @@ async fn finish_v3(
 mod tests {
     use super::*;
 
-    fn b(n: u8) -> Bytes {
-        Bytes::from(vec![n; 4])
+    fn b(n: u8) -> Held {
+        Held::Data(Bytes::from(vec![n; 4]))
     }
 
     #[test]
@@ -605,6 +664,22 @@ mod tests {
         // A COMMIT answered by yet another server: all of it again.
         assert_eq!(u.committed(&[0], Some([2; 8]), [3; 8]), vec![(0, b(1))]);
         assert_eq!(u.verf, Some([3; 8]));
+    }
+
+    #[test]
+    fn a_writer_that_reads_again_keeps_only_lengths() {
+        let mut u = Unstable::default();
+        assert!(u.wrote(0, Held::Len(1 << 20), [1; 8]).is_empty());
+        assert!(u.wrote(1 << 20, Held::Len(4096), [1; 8]).is_empty());
+        assert_eq!(u.bytes, (1 << 20) + 4096);
+        // A restart: the ranges, by offset and length, are written again.
+        let again = u.wrote(2 << 20, Held::Len(10), [2; 8]);
+        assert_eq!(
+            again,
+            vec![(0, Held::Len(1 << 20)), (1 << 20, Held::Len(4096))]
+        );
+        assert!(u.committed(&[2 << 20], Some([2; 8]), [2; 8]).is_empty());
+        assert_eq!(u.bytes, 0);
     }
 
     #[test]
