@@ -10,16 +10,22 @@
 #   NETNS=<name>    use this existing namespace (caller owns it); default: create tarnlab-$$ and
 #                   delete it on exit.  TAP=tap0
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest   RUN_DIR=<dir> (default $TARN_GUEST_DIR/runs/<stamp>-$$)
+#   GUEST_DIST=bookworm|trixie  which guest (trixie: the Debian 13 one in $TARN_GUEST_DIR/trixie)
 # Outputs: $RUN_DIR/{serial.log,qemu.out,qemu.cmd,timing,share/out.log,share/rc,share/boot_to_cmd_s}
 # The VM, its timeout wrapper and (if created here) the namespace are always torn down on exit,
 # including on errors, timeouts and SIGINT/SIGTERM.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB=${TARN_GUEST_DIR:-${LAB:-/var/tmp/tarn-guest}}
+RUNS=$LAB/runs
+case ${GUEST_DIST:-bookworm} in
+  bookworm) ;; trixie) LAB=$LAB/trixie;;
+  *) echo "boot.sh: GUEST_DIST=$GUEST_DIST: only bookworm or trixie" >&2; exit 2;;
+esac
 MEM=${MEM:-2048}; CPUS=${CPUS:-2}; TIMEOUT=${TIMEOUT:-900}; APPEND=${APPEND:-}; TAP=${TAP:-tap0}
 [ $# -ge 1 ] && [ -f "$1" ] || { sed -n '2,15p' "$0" >&2; exit 2; }
 for f in vmlinuz initrd.lab root.img; do
-  [ -e "$LAB/$f" ] || { echo "boot.sh: $LAB/$f missing - run build.sh first" >&2; exit 3; }
+  [ -e "$LAB/$f" ] || { echo "boot.sh: $LAB/$f missing - run build.sh first (GUEST_DIST=${GUEST_DIST:-bookworm})" >&2; exit 3; }
 done
 
 OWN_NS=0; TPID=; RUN=
@@ -42,7 +48,7 @@ trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP
 if [ -z "${NETNS:-}" ]; then NETNS=tarnlab-$$; OWN_NS=1; fi
 "$HERE/net.sh" up "$NETNS" || { echo "boot.sh: cannot set up netns $NETNS" >&2; exit 3; }
 
-RUN=${RUN_DIR:-$LAB/runs/$(date +%Y%m%d-%H%M%S)-$$}
+RUN=${RUN_DIR:-$RUNS/$(date +%Y%m%d-%H%M%S)-$$}
 rm -rf "$RUN/share"; mkdir -p "$RUN/share" "$LAB/tmp"
 cp "$1" "$RUN/share/cmd.sh"; shift
 for f in "$@"; do cp -r "$f" "$RUN/share/"; done
@@ -85,5 +91,5 @@ if [ "$RC" = 99 ] || [ "$RC" = 124 ]; then
 fi
 echo "boot.sh: run dir $RUN" >&2
 # keep the 20 newest run dirs
-ls -1dt "$LAB"/runs/*/ 2>/dev/null | tail -n +21 | xargs -r rm -rf
+ls -1dt "$RUNS"/*/ 2>/dev/null | tail -n +21 | xargs -r rm -rf
 exit "$RC"

@@ -2,6 +2,9 @@
 # tests/guest/build.sh - build (once, cached) the Tarn guest lab: a minimal Debian 12 guest
 # with the stock kernel, the kernel NFS client (nfs-common), knfsd (nfs-kernel-server),
 # krb5-user and fio, booted by a tiny busybox initramfs into tests/guest/guest/lab-init.
+# GUEST_DIST=trixie builds the second guest instead: Debian 13 with its stock 6.12 kernel, the
+# same packages plus ktls-utils (tlshd, the kernel's TLS handshake agent for xprtsec=tls/mtls),
+# in $TARN_GUEST_DIR/trixie (default GUEST_DIST=bookworm: $TARN_GUEST_DIR itself, as before).
 #
 # Everything lives outside the repo under $TARN_GUEST_DIR (default /var/tmp/tarn-guest):
 #   cache/debs/        downloaded .debs (kept across rebuilds)
@@ -13,7 +16,12 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB=${TARN_GUEST_DIR:-${LAB:-/var/tmp/tarn-guest}}
-SUITE=bookworm
+GUEST_DIST=${GUEST_DIST:-bookworm}
+case $GUEST_DIST in
+  bookworm) SUITE=bookworm EXTRA_PKGS= ;;
+  trixie)   SUITE=trixie EXTRA_PKGS=,ktls-utils LAB=$LAB/trixie ;;
+  *) echo "build.sh: GUEST_DIST=$GUEST_DIST: only bookworm or trixie" >&2; exit 2;;
+esac
 # the Debian mirror this machine's apt already uses
 MIRROR=${MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)}
 [ -n "$MIRROR" ] || MIRROR=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
@@ -21,7 +29,7 @@ MIRROR=${MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sour
 ROOTFS=$LAB/rootfs
 IMG_SIZE=${IMG_SIZE:-1536M}
 GUEST_USER=labuser GUEST_UID=1000
-GUEST_PKGS=linux-image-amd64,nfs-common,nfs-kernel-server,krb5-user,fio,iproute2,procps,kmod,netbase,e2fsprogs,util-linux,diffutils,perl-base
+GUEST_PKGS=linux-image-amd64,nfs-common,nfs-kernel-server,krb5-user,fio,iproute2,procps,kmod,netbase,e2fsprogs,util-linux,diffutils,perl-base$EXTRA_PKGS
 HOST_PKGS=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio e2fsprogs bc xz-utils iproute2)
 
 [ "$(id -u)" = 0 ] || { echo "build.sh: must run as root (debootstrap, chroot)" >&2; exit 2; }

@@ -20,6 +20,10 @@
 #   MEM=2048 CPUS=2 ACCEL=tcg|kvm         passed to boot.sh
 # The krb5 cases (krb5.sh on the host, krb5-guest.sh in the guest) add a per-case KDC and realm, a
 # Tarn whose export accepts only the case's flavor, rpc.gssd in the guest, and mount by name.
+# The trixie cases (server column NAME@trixie) boot the second guest, Debian 13 with its 6.12 kernel
+# (build.sh GUEST_DIST=trixie, cached in $TARN_GUEST_DIR/trixie); each guest is built before its
+# first case.  Their tls/mtls cases (tls.sh on the host, tls-guest.sh in the guest) add a throwaway
+# CA, a Tarn whose export requires RPC-with-TLS, tlshd in the guest and mount -o xprtsec=tls|mtls.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -28,7 +32,7 @@ TARN_BIN=${TARN_BIN:-$REPO/target/release/tarn}
 CASE_TIMEOUT=${CASE_TIMEOUT:-1200}
 TARN_ADDR=10.77.0.1 TARN_PORT=2049
 
-# ---- cases: one line each:  ci|full|off | server | NFS version | sec flavour | extra steps | reason ---
+# ---- cases: one line each:  ci|full|off | server[@guest] | NFS version | sec flavour | extra steps | reason ---
 # ci: runs in the test command (CI) and in the full run; full: only with GUEST_FULL=1
 # (scripts/test.sh --full); off: never (the reason says why).  The CI set keeps one boot of the
 # kernel client per NFSv3, 4.0, 4.1, 4.2 and krb5p with the locking steps, inside CI's time budget on a
@@ -40,6 +44,8 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # must reclaim it).  A word NAME=VALUE there sets a workload knob (BIG_MB SMALL_N TREE_N FIO_MB
 # FIO_RUNTIME STEP_TIMEOUT) for that case only; the same variable set in run.sh's environment wins.
 # The reason column says why a case is off, or why a step is left out.
+# server@trixie: the case runs in the Debian 13 guest (6.12 kernel) instead of the Debian 12 one.
+# sec tls|mtls (trixie only): AUTH_SYS inside RPC-with-TLS, mount -o xprtsec=tls|mtls (tls.sh).
 # krb5 cases: smaller tree (every call is signed/sealed by the TCG-emulated guest CPU; measured
 # below in README.md), and a shorter step timeout so that a stalled large write (seen with this
 # client against NFS-Ganesha at krb5i/krb5p) fails its step instead of eating the CI budget.
@@ -56,6 +62,10 @@ full | tarn  | 3   | krb5p | KRB5_KNOBS    | common workload only: no mixed-lock
 full | tarn  | 4.1 | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 full | tarn  | 4.1 | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 ci   | tarn  | 4.1 | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
+full | knfsd@trixie | 4.2 | sys  |        | reference server in the Debian 13 guest: full run only
+full | tarn@trixie  | 4.2 | sys  |        | Debian 13 guest (6.12 client): full run only (a second guest image and boot)
+off  | tarn@trixie  | 4.2 | tls  |        | server TLS not landed
+off  | tarn@trixie  | 4.2 | mtls |        | server TLS not landed
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
@@ -81,6 +91,8 @@ TARN_MOUNT_OPTS4="proto=tcp,port=$TARN_PORT"
 TARN_GRACE=${TARN_GRACE:-5}
 # shellcheck source=krb5.sh
 . "$HERE/krb5.sh"
+# shellcheck source=tls.sh
+. "$HERE/tls.sh"
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: must run as root (qemu, network namespaces, debootstrap)" >&2; exit 2; }
 T_START=$(date +%s.%N)
@@ -112,12 +124,20 @@ trap cleanup EXIT
 trap 'echo "run.sh: interrupted" >&2; exit 130' INT
 trap 'exit 143' TERM; trap 'exit 129' HUP
 
-# ---- build (cached) ---------------------------------------------------------------------------------
-echo "=== build (cached guest image in $LAB)"
-T=$(date +%s.%N)
-if ! bash "$HERE/build.sh"; then echo "run.sh: guest build failed (log: $LAB/build.log)"; echo "0 passed, 0 failed, 0 skipped"; exit 1; fi
-BUILD_S=$(el "$T")
-echo "build: ${BUILD_S}s"
+# ---- build (cached), per guest, before its first case ---------------------------------------------
+BUILD_S=0
+declare -A BUILT=()   # guest -> ok|failed
+build_guest() {  # GUEST (bookworm|trixie)
+  [ -n "${BUILT[$1]:-}" ] || {
+    local t d=$LAB; t=$(date +%s.%N); [ "$1" = trixie ] && d=$LAB/trixie
+    echo "=== build $1 guest (cached image in $d)"
+    if GUEST_DIST=$1 bash "$HERE/build.sh"; then BUILT[$1]=ok
+    else BUILT[$1]=failed; echo "run.sh: $1 guest build failed (log: $LAB/build.log)"; fi
+    BUILD_S=$(awk -v a="$BUILD_S" -v b="$(el "$t")" 'BEGIN{printf "%.1f", a + b}')
+    echo "build $1: $(el "$t")s"
+  }
+  [ "${BUILT[$1]}" = ok ]
+}
 
 SESSION=$LAB/runs/$(date +%Y%m%d-%H%M%S)-run-$$
 mkdir -p "$SESSION"
@@ -130,7 +150,7 @@ add_step_row() { local s; for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return; 
 
 # write the guest-side script for one case
 guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
-  local v opts other oopts w
+  local v opts other oopts w xs
   echo 'set -u'
   for v in BIG_MB SMALL_N TREE_N STAT_N FIO_MB FIO_RUNTIME STEP_TIMEOUT ONLY_STEPS; do
     [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
@@ -158,6 +178,12 @@ guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
              printf 'export RESTART_LOCK=1 RESTART_GRACE=%q\n' "$TARN_GRACE"; fi
            if [ "$3" = sys ]; then
              printf 'exec bash /share/workload.sh %q %q %q / %q\n' "$TARN_ADDR" "$2" "$3" "$opts"
+           elif [ "$3" = tls ] || [ "$3" = mtls ]; then   # AUTH_SYS inside TLS: tlshd around the workload
+             echo '. /share/tls-guest.sh'
+             printf 'tls_guest_up %q || { echo "tls guest setup failed"; exit 97; }\n' "$TARN_ADDR"
+             printf 'bash /share/workload.sh %q %q sys / %q; rc=$?\n' "$TARN_ADDR" "$2" "$opts,xprtsec=$3"
+             echo 'tls_guest_down || rc=1'
+             echo 'exit $rc'
            else   # krb5*: Kerberos client set up around the workload (krb5-guest.sh), mount by name
              echo '. /share/krb5-guest.sh'
              printf 'krb5_guest_up %q %q || { echo "krb5 guest setup failed"; exit 97; }\n' "$KRB5_SERVER_NAME" "$TARN_ADDR"
@@ -241,7 +267,14 @@ start_tarn() {  # CASEDIR SEC -> sets SUP_PID, RPCB_PID (KDC_PID); non-zero if T
   mkdir -p "$dir"; chmod 0777 "$dir"
   : > "$1/tarn.log"; rm -f "$1/tarn.pid"
   TARN_CMD=()                 # sec=sys: the supervisor's default command line
-  if [ "$2" != sys ]; then    # krb5*: realm + KDC first, then Tarn with the realm's config
+  if [ "$2" = tls ] || [ "$2" = mtls ]; then   # TLS: a throwaway CA, Tarn with its cert + config
+    tls_ca "$1" "$2" || return 1
+    mapfile -d '' TARN_CMD < <(printf '%s\0' ip netns exec "$NS" "$TARN_BIN" serve \
+      --listen "$TARN_ADDR:$TARN_PORT" --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" \
+      --grace "$TARN_GRACE" --state-dir "$1/state"; tls_tarn_args "$1" "$2"
+      # shellcheck disable=SC2086 # TARN_EXTRA_ARGS is a word list on purpose (as for the sys cases)
+      [ -n "${TARN_EXTRA_ARGS:-}" ] && printf '%s\0' ${TARN_EXTRA_ARGS})
+  elif [ "$2" != sys ]; then  # krb5*: realm + KDC first, then Tarn with the realm's config
     krb5_realm "$1" "$2" && start_kdc "$1" || return 1
     mapfile -d '' TARN_CMD < <(krb5_tarn_cmd "$1")
   fi
@@ -272,9 +305,9 @@ nlm_evidence() {  # CASEDIR
   return 0
 }
 
-run_case() {  # NAME SERVER VERS SEC EXTRAS
-  local name=$1 server=$2 vers=$3 sec=$4 extras=$5 slug dir rc out crashed=0 t files
-  slug=${name// /-}; dir=$SESSION/$slug; mkdir -p "$dir"
+run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
+  local name=$1 server=$2 vers=$3 sec=$4 extras=$5 guest=$6 slug dir rc out crashed=0 t files
+  slug=${name// /-}; slug=${slug//[()]/}; dir=$SESSION/$slug; mkdir -p "$dir"
   echo; echo "=== CASE $name${extras:+ (+ $extras)}"
   t=$(date +%s.%N)
   guest_cmd "$server" "$vers" "$sec" "$extras" > "$dir/cmd.sh"
@@ -282,10 +315,14 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS
   "$HERE/net.sh" up "$NS" || { echo "run.sh: netns setup failed"; crashed=1; }
   if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" || crashed=1; fi
   files=("$HERE/workload.sh")
-  [ "$sec" != sys ] && files+=("$HERE/krb5-guest.sh" "$dir/krb5/lab-krb5")
+  case $sec in
+    sys) ;;
+    tls|mtls) files+=("$HERE/tls-guest.sh" "$dir/tls/lab-tls");;
+    *) files+=("$HERE/krb5-guest.sh" "$dir/krb5/lab-krb5");;
+  esac
   : > "$dir/host-steps.log"
   if [ $crashed = 0 ]; then
-    NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "${files[@]}" \
+    GUEST_DIST=$guest NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "${files[@]}" \
       > "$dir/out.log" 2> "$dir/boot.err" &
     BPID=$!; wait "$BPID"; rc=$?; BPID=
     sed 's/^/  /' "$dir/out.log"
@@ -293,7 +330,7 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS
     if [ "$server" = tarn ]; then
       nlm_evidence "$dir"
       # krb5: host-side GSS evidence (needs the running Tarn's metrics), one STEP host-gss line
-      if [ "$sec" != sys ]; then
+      if [ "$sec" != sys ] && [ "$sec" != tls ] && [ "$sec" != mtls ]; then
         krb5_evidence "$dir" > "$dir/host-steps.log"
         grep -v '^STEP ' "$dir/host-steps.log"; grep '^STEP ' "$dir/host-steps.log" | sed 's/^/  /'
       fi
@@ -323,7 +360,8 @@ while IFS='|' read -r on server vers sec extras reason; do
   on=$(echo $on); server=$(echo $server); vers=$(echo $vers); sec=$(echo $sec)
   extras=$(echo $extras); reason=$(echo $reason)
   [ -n "$on" ] || continue
-  name="$server v$vers"; [ "$sec" != sys ] && name="$name $sec"
+  guest=bookworm; [[ $server == *@* ]] && guest=${server#*@} server=${server%@*}
+  name="$server v$vers"; [ "$sec" != sys ] && name="$name $sec"; [ "$guest" != bookworm ] && name="$name ($guest)"
   if [ "$on" = off ]; then SKIPS+=("SKIP $name: $reason"); echo "SKIP $name: $reason"; continue; fi
   if [ "$on" = full ] && [ "$GUEST_FULL" != 1 ]; then
     SKIPS+=("SKIP $name: full run only (scripts/test.sh --full)"); echo "${SKIPS[-1]}"; continue; fi
@@ -331,10 +369,15 @@ while IFS='|' read -r on server vers sec extras reason; do
     SKIPS+=("SKIP $name: filtered out by CASES_MATCH=$CASES_MATCH"); echo "${SKIPS[-1]}"; continue; fi
   if [ "$server" = tarn ] && [ ! -x "$TARN_BIN" ]; then
     SKIPS+=("SKIP $name: no tarn binary (build with cargo build --release)"); echo "${SKIPS[-1]}"; continue; fi
-  if [ "$sec" != sys ] && [ -n "$(krb5_tools_missing)" ]; then
+  if [ "$sec" = tls ] || [ "$sec" = mtls ]; then
+    if [ -n "$(tls_tools_missing)" ]; then
+      SKIPS+=("SKIP $name: no openssl"); echo "${SKIPS[-1]}"; continue; fi
+  elif [ "$sec" != sys ] && [ -n "$(krb5_tools_missing)" ]; then
     SKIPS+=("SKIP $name: no $(krb5_tools_missing | paste -sd ' ') (krb5-kdc, krb5-admin-server: scripts/deps.sh --test)"); echo "${SKIPS[-1]}"; continue; fi
   [ -n "$reason" ] && echo "note $name: $reason"
-  run_case "$name" "$server" "$vers" "$sec" "$extras"
+  if ! build_guest "$guest"; then
+    SKIPS+=("SKIP $name: $guest guest build failed"); echo "${SKIPS[-1]}"; CRASHED=$((CRASHED+1)); continue; fi
+  run_case "$name" "$server" "$vers" "$sec" "$extras" "$guest"
 done <<< "$CASES"
 SKIPPED=${#SKIPS[@]}
 
@@ -342,7 +385,7 @@ SKIPPED=${#SKIPS[@]}
 echo
 ACC=$(grep -ho 'accel=[a-z]*' "$SESSION"/*/boot.err 2>/dev/null | head -1 | cut -d= -f2)
 echo "=== guest lab timings, seconds (accel=${ACC:-none}, ${CPUS:-2} vCPU, ${MEM:-2048} MiB; functional, not benchmarks)"
-W=14
+W=14; for c in "${COLS[@]}"; do [ ${#c} -gt $W ] && W=${#c}; done
 printf '%-14s' "step"; for c in "${COLS[@]}"; do printf " %${W}s" "$c"; done; echo
 for row in boot "${STEPS[@]}" wall result; do
   printf '%-14s' "$row"

@@ -82,6 +82,12 @@ s_mount() {
   if [ "$SEC" != sys ]; then
     awk -v m="$MNT" -v s="sec=$SEC" '$2==m{n=split($4,o,","); for(i=1;i<=n;i++) if(o[i]==s) f=1} END{exit !f}' /proc/mounts
   fi
+  # RPC-with-TLS: the kernel must show the transport security asked for (xprtsec=tls|mtls)
+  local xs=
+  [[ ,$MOUNT_OPTS, =~ ,(xprtsec=[a-z]+), ]] && xs=${BASH_REMATCH[1]}
+  if [ -n "$xs" ] && [ "$xs" != xprtsec=none ]; then
+    awk -v m="$MNT" -v s="$xs" '$2==m{n=split($4,o,","); for(i=1;i<=n;i++) if(o[i]==s) f=1} END{exit !f}' /proc/mounts
+  fi
   # NFSv3 with locking: the server's rpcbind must name NLM (nlockmgr) for the guest's lockd
   if [ "$VERS" = 3 ] && [[ ,$MOUNT_OPTS, != *,nolock,* ]]; then
     echo "INFO rpcinfo -p $SERVER: $(rpcinfo -p "$SERVER" | awk 'NR>1{print $5"/v"$2"/"$3"/"$4}' | sort -u | tr '\n' ' ')"

@@ -1,0 +1,72 @@
+# tests/guest/tls-guest.sh - guest side of the lab's RPC-with-TLS cases (Debian 13 guest only: it
+# has ktls-utils): sourced by cmd.sh inside the guest (as root), around workload.sh.  run.sh puts
+# the case's files in /share/lab-tls (ca.pem, mode = tls|mtls, and for mtls client.pem, client.key).
+#   tls_guest_check             kernel side only: kTLS (modprobe tls) and the netlink "handshake"
+#                               family the NFS client's TLS upcall uses; prints what it found
+#   tls_guest_up SERVER_ADDR    /etc/tlshd.conf, tlshd started (log /share/tlshd.log), checks it runs
+#   tls_guest_down              stops tlshd, prints STEP tls-handshakes (tlshd saw a handshake succeed)
+TLS_LAB=/share/lab-tls
+TLSHD_PID=
+
+tls_guest_check() {
+  modprobe tls || { echo "tls: modprobe tls failed (no CONFIG_TLS?)"; return 1; }
+  # the kernel's handshake upcall (net/handshake, CONFIG_NET_HANDSHAKE) is a generic netlink family;
+  # the NFS client asks it for a TLS session, tlshd listens on it
+  local fam
+  fam=$(perl -e '
+    use Socket; socket(my $s, 16, SOCK_RAW, 16) or die "netlink: $!\n";   # AF_NETLINK, NETLINK_GENERIC
+    my $name = "handshake\0"; my $attr = pack("SS", 4 + length($name), 2) . $name;  # CTRL_ATTR_FAMILY_NAME
+    $attr .= "\0" x ((4 - length($attr) % 4) % 4);
+    my $msg = pack("CCS", 3, 1, 0) . $attr;                                   # CTRL_CMD_GETFAMILY v1
+    my $hdr = pack("LSSLL", 16 + length($msg), 16, 1, 1, 0);                  # GENL_ID_CTRL, NLM_F_REQUEST
+    send($s, $hdr . $msg, 0) or die "send: $!\n"; recv($s, my $r, 8192, 0);
+    my ($len, $type) = unpack("LS", $r);
+    if ($type == 2) { my $err = unpack("l", substr($r, 16, 4)); print "absent (errno ", -$err, ")\n"; exit 1 }
+    print "present\n";') || { echo "tls: netlink family handshake: $fam"; return 1; }
+  echo "tls: kernel $(uname -r): tls module $(lsmod | awk '$1=="tls"{print "loaded"}'), netlink family handshake $fam," \
+       "CONFIG_TLS=$(grep -h '^CONFIG_TLS=' /boot/config-"$(uname -r)" 2>/dev/null | cut -d= -f2)" \
+       "CONFIG_NET_HANDSHAKE=$(grep -h '^CONFIG_NET_HANDSHAKE=' /boot/config-"$(uname -r)" 2>/dev/null | cut -d= -f2)"
+}
+
+tls_guest_up() {
+  local addr=$1 mode
+  mode=$(cat "$TLS_LAB/mode")
+  tls_guest_check || return 1
+  command -v tlshd >/dev/null || { echo "tls: no tlshd (ktls-utils) in this guest"; return 1; }
+  mkdir -p /etc/tlshd
+  install -m 0644 "$TLS_LAB/ca.pem" /etc/tlshd/ca.pem || return 1
+  {
+    echo '[debug]'
+    echo 'loglevel=1'
+    echo 'tls=0'
+    echo 'nl=0'
+    echo '[authenticate.client]'
+    echo 'x509.truststore=/etc/tlshd/ca.pem'
+    if [ "$mode" = mtls ]; then
+      install -m 0644 "$TLS_LAB/client.pem" /etc/tlshd/client.pem || return 1
+      install -m 0600 "$TLS_LAB/client.key" /etc/tlshd/client.key || return 1
+      echo 'x509.certificate=/etc/tlshd/client.pem'
+      echo 'x509.private_key=/etc/tlshd/client.key'
+    fi
+  } > /etc/tlshd.conf
+  echo "$addr tarn-server.lab" >> /etc/hosts
+  # -s: log to stderr, not syslog (there is no syslog in the guest)
+  tlshd -s > /share/tlshd.log 2>&1 < /dev/null &
+  TLSHD_PID=$!
+  sleep 0.5; kill -0 "$TLSHD_PID" 2>/dev/null || { echo "tls: tlshd died:"; cat /share/tlshd.log; return 1; }
+  echo "tls: tlshd pid $TLSHD_PID ($(dpkg-query -W -f '${Version}' ktls-utils 2>/dev/null)), mode $mode," \
+       "trusts the lab CA$([ "$mode" = mtls ] && echo ", presents client.pem")"
+}
+
+tls_guest_down() {
+  local rc=0
+  if [ -n "$TLSHD_PID" ]; then kill "$TLSHD_PID" 2>/dev/null; wait "$TLSHD_PID" 2>/dev/null; fi
+  # the workload's mounts were made with xprtsec=: tlshd must have completed handshakes for them
+  if grep -qi 'handshake.*success\|success.*handshake' /share/tlshd.log; then
+    echo "STEP tls-handshakes PASS 0s"
+    echo "  tlshd: $(grep -ci 'success' /share/tlshd.log) successful handshake line(s)"
+  else
+    echo "STEP tls-handshakes FAIL 0s"; sed 's/^/  | /' /share/tlshd.log | tail -20; rc=1
+  fi
+  return $rc
+}
