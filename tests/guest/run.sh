@@ -64,8 +64,8 @@ full | tarn  | 4.1 | krb5i | KRB5_KNOBS    | common workload only: no mixed-lock
 ci   | tarn  | 4.1 | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 full | knfsd@trixie | 4.2 | sys  |        | reference server in the Debian 13 guest: full run only
 full | tarn@trixie  | 4.2 | sys  |        | Debian 13 guest (6.12 client): full run only (a second guest image and boot)
-off  | tarn@trixie  | 4.2 | tls  |        | server TLS not landed
-off  | tarn@trixie  | 4.2 | mtls |        | server TLS not landed
+full | tarn@trixie  | 4.2 | tls  |        | RPC-with-TLS from the 6.12 client and tlshd: full run only
+full | tarn@trixie  | 4.2 | mtls |        | mutual TLS (the guest presents its certificate): full run only
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
