@@ -83,6 +83,7 @@ pub fn run(data: &[u8]) {
                 client: &client,
                 now: Instant::now(),
                 back: None,
+                xprtsec: Default::default(),
             };
             let is_call = rec.len() >= 8 && rec[4..8] == [0, 0, 0, 0];
             let xid = (rec.len() >= 4).then(|| u32::from_be_bytes(rec[..4].try_into().unwrap()));
