@@ -204,28 +204,8 @@ impl Session {
         share_access: u32,
         share_deny: u32,
     ) -> Result<Opened> {
-        let ops = vec![
-            putfh(dir),
-            NfsArgop4::OP_OPEN(Open4args {
-                seqid: 0,
-                share_access,
-                share_deny,
-                owner: owner.clone(),
-                openhow,
-                claim: OpenClaim4::CLAIM_NULL(name(n)),
-            }),
-            NfsArgop4::OP_GETFH,
-        ];
-        let in_flight = self.delegations().open_in_flight();
-        let mut r = self.call(ops).await?;
-        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
-        let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
-        self.opened_delegation(&fh, &res, None, in_flight).await?;
-        Ok(Opened {
-            stateid: res.stateid.clone(),
-            fh,
-            res,
-        })
+        let how = (openhow, share_access, share_deny);
+        Ok(self.open_null(owner, dir, n, how, None).await?.0)
     }
 
     /// [`Session::open_with`] with a GETATTR of `bits` in the same
@@ -242,7 +222,22 @@ impl Session {
         share_deny: u32,
         bits: &[u32],
     ) -> Result<(Opened, Attrs)> {
-        let ops = vec![
+        let how = (openhow, share_access, share_deny);
+        let (o, a) = self.open_null(owner, dir, n, how, Some(bits)).await?;
+        Ok((o, a.expect("GETATTR was in the COMPOUND")))
+    }
+
+    /// The CLAIM_NULL OPEN of both: `how` is (openhow, share_access,
+    /// share_deny); with `bits`, a GETATTR after the GETFH.
+    async fn open_null(
+        &self,
+        owner: &StateOwner4,
+        dir: &NfsFh4,
+        n: &str,
+        (openhow, share_access, share_deny): (Openflag4, u32, u32),
+        bits: Option<&[u32]>,
+    ) -> Result<(Opened, Option<Attrs>)> {
+        let mut ops = vec![
             putfh(dir),
             NfsArgop4::OP_OPEN(Open4args {
                 seqid: 0,
@@ -253,29 +248,32 @@ impl Session {
                 claim: OpenClaim4::CLAIM_NULL(name(n)),
             }),
             NfsArgop4::OP_GETFH,
-            NfsArgop4::OP_GETATTR(Getattr4args {
-                attr_request: attr::bitmap(bits),
-            }),
         ];
+        if let Some(bits) = bits {
+            ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
+                attr_request: attr::bitmap(bits),
+            }));
+        }
         let in_flight = self.delegations().open_in_flight();
         let mut r = self.call(ops).await?;
-        let a = attr::decode(&take!(
-            r.pop(),
-            "GETATTR",
-            NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes
-        )?)?;
+        let a = match bits {
+            Some(_) => Some(attr::decode(&take!(
+                r.pop(),
+                "GETATTR",
+                NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes
+            )?)?),
+            None => None,
+        };
         let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
         let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
-        self.opened_delegation(&fh, &res, Some(a.clone()), in_flight)
+        self.opened_delegation(&fh, &res, a.clone(), in_flight)
             .await?;
-        Ok((
-            Opened {
-                stateid: res.stateid.clone(),
-                fh,
-                res,
-            },
-            a,
-        ))
+        let opened = Opened {
+            stateid: res.stateid.clone(),
+            fh,
+            res,
+        };
+        Ok((opened, a))
     }
 
     /// OPEN of a file by its handle (CLAIM_FH, RFC 8881 §18.16.3), and
