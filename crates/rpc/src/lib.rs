@@ -26,6 +26,7 @@ pub mod program;
 pub mod record;
 pub mod server;
 pub mod tls;
+pub mod x509;
 
 pub use auth::{Auth, AuthGss, AuthSys};
 pub use callback::{CallbackConn, CallbackError};

@@ -11,6 +11,7 @@ mod mount;
 mod rpcbind;
 mod sdnotify;
 mod statelock;
+mod tls_check;
 mod tools;
 
 use clap::{Parser, Subcommand};
@@ -355,6 +356,19 @@ fn main() -> ExitCode {
                     print!("{}", config::explain(e));
                 }
                 print!("{}", config::explain_gss(&c.gss));
+                let tls = tls_check::check(c.tls.as_ref(), &c.exports, rpc::x509::unix_now());
+                for n in &tls.notes {
+                    println!("{n}");
+                }
+                for w in &tls.warnings {
+                    eprintln!("tarn: warning: {w}");
+                }
+                for e in &tls.errors {
+                    eprintln!("tarn: {e}");
+                }
+                if !tls.errors.is_empty() {
+                    return ExitCode::FAILURE;
+                }
                 if c.exports
                     .iter()
                     .flat_map(|e| &e.rules)

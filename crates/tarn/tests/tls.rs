@@ -360,3 +360,104 @@ fn the_wire_shows_no_plaintext() {
     // The STARTTLS reply is the only RPC in the clear.
     assert!(wire.windows(8).any(|w| w == b"STARTTLS"));
 }
+
+/// `tarn check-config` reads the TLS material: a good configuration
+/// passes and says what it found; an expired certificate and a key that
+/// is not the certificate's fail, naming the file.
+#[test]
+fn check_config_checks_the_certificates() {
+    let pki = Pki::new();
+    let d = &pki.dir;
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // An expired one: valid until a day before it was made.
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "old.key",
+        "-out",
+        "old.csr",
+        "-subj",
+        "/CN=old.example",
+    ]);
+    std::fs::write(d.join("old.ext"), "subjectAltName=DNS:old.example\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "old.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "old.pem",
+        "-days",
+        "-1",
+        "-extfile",
+        "old.ext",
+    ]);
+    let config = |cert: &str, key: &str, name: &str| -> String {
+        let p = d.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n[[export]]\npath = \"{}\"\nclients = [\"0.0.0.0/0\"]\nxprtsec = [\"mtls\"]\n",
+                pki.file(cert),
+                pki.file(key),
+                pki.file("ca.pem"),
+                d.display()
+            ),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = config("server.pem", "server.key", "good.toml");
+    let out = tarn_output(&["check-config", &good]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}{se}");
+    assert!(
+        so.contains("server certificate CN=localhost (DNS:localhost, IP:127.0.0.1)"),
+        "{so}"
+    );
+    // The test certificates live two days: close to their end.
+    assert!(se.contains("warning:") && se.contains("expires on"), "{se}");
+
+    let expired = config("old.pem", "old.key", "expired.toml");
+    let e = fails(&["check-config", &expired]);
+    assert!(
+        e.contains(&format!(
+            "{}: the server certificate expired on",
+            pki.file("old.pem")
+        )) && e.contains("subject CN=old.example"),
+        "{e}"
+    );
+    let mismatched = config("server.pem", "client.key", "mismatch.toml");
+    let e = fails(&["check-config", &mismatched]);
+    assert!(
+        e.contains(&format!(
+            "{}: this key is not the one of the certificate",
+            pki.file("client.key")
+        )) && e.contains("expected the private key of CN=localhost"),
+        "{e}"
+    );
+}
