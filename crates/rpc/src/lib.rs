@@ -26,6 +26,7 @@ pub mod program;
 pub mod record;
 pub mod server;
 pub mod tls;
+pub mod tls_events;
 pub mod x509;
 
 pub use auth::{Auth, AuthGss, AuthSys};

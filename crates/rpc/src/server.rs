@@ -336,7 +336,14 @@ async fn start<S: Service>(
         return Start::Closed;
     }
     let acc = tls.acceptor();
-    match tokio::time::timeout(server.cfg.record_timeout, acc.accept(stream)).await {
+    // The certificate the client presents is noted for the failure record.
+    let (r, presented) = crate::tls_events::PRESENTED
+        .scope(Default::default(), async {
+            let r = tokio::time::timeout(server.cfg.record_timeout, acc.accept(stream)).await;
+            (r, crate::tls_events::PRESENTED.with(|p| p.take()))
+        })
+        .await;
+    match r {
         Ok(Ok(s)) => {
             let (_, c) = s.get_ref();
             let level = if c.peer_certificates().is_some_and(|c| !c.is_empty()) {
@@ -357,11 +364,13 @@ async fn start<S: Service>(
             let reason = crate::tls::failure_reason(&e);
             server.obs.tls_handshake(Err(reason));
             warn!(%peer, reason, error = %e, "TLS handshake failed");
+            crate::tls_events::global().handshake_failed(peer, reason, &e, presented.as_deref());
             Start::Closed
         }
         Err(_) => {
             server.obs.tls_handshake(Err("timeout"));
             warn!(%peer, "TLS handshake timed out");
+            crate::tls_events::global().handshake_timed_out(peer, presented.as_deref());
             Start::Closed
         }
     }

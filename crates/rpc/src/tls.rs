@@ -177,7 +177,7 @@ impl TlsFiles {
         let b = match &self.client_ca {
             // Certificates are optional: "tls" exports take clients
             // without one, "mtls" exports want a verified one.
-            Some(ca) => b.with_client_cert_verifier(
+            Some(ca) => b.with_client_cert_verifier(Arc::new(crate::tls_events::Recording(
                 rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots(ca)?),
                     provider(),
@@ -185,7 +185,7 @@ impl TlsFiles {
                 .allow_unauthenticated()
                 .build()
                 .map_err(|e| format!("{}: {e}", ca.display()))?,
-            ),
+            ))),
             None => b.with_no_client_auth(),
         };
         let mut c = b.with_single_cert(certs, key).map_err(|e| {
@@ -223,6 +223,11 @@ impl TlsServer {
         *self.cfg.write().unwrap() = cfg;
         *self.files.write().unwrap() = files;
         Ok(())
+    }
+
+    /// The files in force.
+    pub fn files(&self) -> TlsFiles {
+        self.files.read().unwrap().clone()
     }
 
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
@@ -361,7 +366,8 @@ pub fn failure_reason(e: &std::io::Error) -> &'static str {
     match t {
         E::NoCertificatesPresented => "no-client-certificate",
         E::InvalidCertificate(C::UnknownIssuer) => "unknown-ca",
-        E::InvalidCertificate(C::Expired) => "expired-certificate",
+        // webpki reports expiry with its context (the times).
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => "expired-certificate",
         E::InvalidCertificate(C::NotValidForName) => "name-mismatch",
         E::InvalidCertificate(_) => "bad-certificate",
         E::AlertReceived(_) => "alert-received",

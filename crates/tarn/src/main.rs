@@ -1160,7 +1160,10 @@ async fn reload_on_hangup_tls(tls: Arc<rpc::tls::TlsServer>) {
 /// them, connections up keep theirs. A bad file changes nothing.
 fn reload_tls(t: &rpc::tls::TlsServer) {
     match t.reload(None) {
-        Ok(()) => info!("TLS certificate, key and client CA reloaded"),
+        Ok(()) => {
+            rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&t.files()));
+            info!("TLS certificate, key and client CA reloaded")
+        }
         Err(e) => error!(error = %e, "TLS files NOT reloaded; the previous ones stay in force"),
     }
 }
@@ -1231,6 +1234,7 @@ fn tls_server(
         }
     }
     let t = rpc::tls::TlsServer::new(files.clone())?;
+    rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&files));
     info!(cert = %files.cert.display(), client_ca = ?files.client_ca, "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; no kTLS offload)");
     Ok(Some(t))
 }

@@ -461,3 +461,82 @@ fn check_config_checks_the_certificates() {
         "{e}"
     );
 }
+
+/// `tarn doctor` explains failed handshakes and refusals from the
+/// server's record: an expired client certificate, one from a CA the
+/// server does not know, a client that does not trust the server's
+/// certificate, and one without certificate on an mTLS export.
+#[test]
+fn doctor_explains_tls_failures() {
+    let pki = Pki::new();
+    let d = &pki.dir;
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "old.key",
+        "-out",
+        "old.csr",
+        "-subj",
+        "/CN=oldclient",
+    ]);
+    std::fs::write(d.join("old.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "old.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "old.pem",
+        "-days",
+        "-1",
+        "-extfile",
+        "old.ext",
+    ]);
+    let s = pki.server("mtls");
+    put_file(&s, "f.txt");
+    let soft = "&vers=4.1&soft=1&timeo=10&retrans=1";
+    for q in [
+        "xprtsec=mtls&tls-ca=CA&tls-cert=ROGUE.pem&tls-key=ROGUE.key",
+        "xprtsec=mtls&tls-ca=CA&tls-cert=OLD.pem&tls-key=OLD.key",
+        "xprtsec=tls&tls-ca=CERT",
+        "xprtsec=tls&tls-ca=CA",
+    ] {
+        let q = format!("{q}{soft}").replace("OLD", &pki.file("old"));
+        fails(&["cat", &pki.url(s.port(), "f.txt", &q)]);
+    }
+    let text = finish_doctor(spawn_doctor(&s, "0.5", &[]));
+    let want = [
+        "[tls-client-cert-unknown-ca] client 127.0.0.1: the client's certificate (subject CN=rogue) was issued by CN=rogue, which is not in the configured client CA ",
+        "[tls-client-cert-expired] client 127.0.0.1: the client's certificate expired on ",
+        "(subject CN=oldclient, issuer CN=Tarn test CA)",
+        "[tls-client-distrusts-us] client 127.0.0.1: the client aborted the handshake with the alert ",
+        "names DNS:localhost, IP:127.0.0.1 and expires on",
+        "must mount by a name or IP address our certificate names",
+        "[tls-no-client-cert] client 127.0.0.1: the client sent no certificate but export ",
+    ];
+    for w in want {
+        assert!(text.contains(w), "{w:?} not in:\n{text}");
+    }
+}
