@@ -294,7 +294,8 @@ mod tests {
         let s = t.snapshot();
         assert_eq!(s.failures.len(), KEEP);
         assert_eq!(s.refusals.len(), 2);
-        assert_eq!(s.refusals[1].export, "/srv");
-        assert_eq!(s.refusals[1].count, 2);
+        assert_eq!(s.refusals[0].export, "/srv");
+        assert_eq!(s.refusals[0].count, 2);
+        assert_eq!(s.refusals[1].export, "/other");
     }
 }
