@@ -27,6 +27,7 @@ pub mod record;
 pub mod server;
 pub mod tls;
 pub mod tls_events;
+pub mod tls_identity;
 pub mod x509;
 
 pub use auth::{Auth, AuthGss, AuthSys};

@@ -205,6 +205,8 @@ impl TlsFiles {
 pub struct TlsServer {
     files: RwLock<TlsFiles>,
     cfg: RwLock<Arc<rustls::ServerConfig>>,
+    /// Client certificates mapped to users ([`crate::tls_identity`]).
+    identities: RwLock<Arc<Vec<crate::tls_identity::IdentityRule>>>,
 }
 
 impl TlsServer {
@@ -213,6 +215,7 @@ impl TlsServer {
         Ok(Arc::new(TlsServer {
             files: RwLock::new(files),
             cfg: RwLock::new(cfg),
+            identities: Default::default(),
         }))
     }
 
@@ -223,6 +226,16 @@ impl TlsServer {
         *self.cfg.write().unwrap() = cfg;
         *self.files.write().unwrap() = files;
         Ok(())
+    }
+
+    pub fn set_identities(&self, rules: Vec<crate::tls_identity::IdentityRule>) {
+        *self.identities.write().unwrap() = Arc::new(rules);
+    }
+
+    /// The user a verified client certificate maps to, if any.
+    pub fn identity(&self, cert: &[u8]) -> Option<crate::tls_identity::TlsIdentity> {
+        let rules = self.identities.read().unwrap().clone();
+        crate::tls_identity::map(&rules, cert)
     }
 
     /// The files in force.

@@ -642,6 +642,7 @@ fn build_config(
                     gss: Default::default(),
                     limits: Default::default(),
                     tls: None,
+                    tls_identities: Vec::new(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -1235,6 +1236,15 @@ fn tls_server(
     }
     let t = rpc::tls::TlsServer::new(files.clone())?;
     rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&files));
+    if !cfg.tls_identities.is_empty() {
+        if files.client_ca.is_none() {
+            warn!("[[tls.identity]] is configured but no client CA: no certificate is verified, none is mapped");
+        }
+        for r in &cfg.tls_identities {
+            info!(r#match = %r.text, uid = r.uid, gid = r.gid, gids = ?r.gids, "TLS identity mapping");
+        }
+        t.set_identities(cfg.tls_identities.clone());
+    }
     info!(cert = %files.cert.display(), client_ca = ?files.client_ca, "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; no kTLS offload)");
     Ok(Some(t))
 }

@@ -523,8 +523,11 @@ fn doctor_explains_tls_failures() {
         "xprtsec=tls&tls-ca=CERT",
         "xprtsec=tls&tls-ca=CA",
     ] {
-        let q = format!("{q}{soft}").replace("OLD", &pki.file("old"));
-        fails(&["cat", &pki.url(s.port(), "f.txt", &q)]);
+        // Placeholders are replaced after url()'s, which a path could contain.
+        let u = pki
+            .url(s.port(), "f.txt", &format!("{q}{soft}"))
+            .replace("OLD", &pki.file("old"));
+        fails(&["cat", &u]);
     }
     let text = finish_doctor(spawn_doctor(&s, "0.5", &[]));
     let want = [
@@ -539,4 +542,121 @@ fn doctor_explains_tls_failures() {
     for w in want {
         assert!(text.contains(w), "{w:?} not in:\n{text}");
     }
+}
+
+/// `[[tls.identity]]`: the AUTH_SYS calls of a connection whose client
+/// certificate maps run as the mapped user whatever uid they send; those
+/// of another (unmapped) certificate keep their own.
+#[test]
+fn mapped_client_certificate_runs_as_its_user() {
+    let pki = Pki::new();
+    let d = &pki.dir;
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "client2.key",
+        "-out",
+        "client2.csr",
+        "-subj",
+        "/CN=client2",
+    ]);
+    std::fs::write(d.join("client2.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "client2.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client2.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "client2.ext",
+    ]);
+    let (tmp, export, state) = temp_export();
+    let port = free_port();
+    let file = tmp.path().join("tarn.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nstate_dir = \"{}\"\n\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n[[tls.identity]]\nmatch = \"CN=client1\"\nuid = 1234\ngid = 1234\ngids = [1234, 5000]\n\n[[export]]\npath = \"{}\"\npseudo = \"/\"\nxprtsec = [\"mtls\"]\nrules = [ {{ client = \"127.0.0.1\", options = [\"rw\"] }} ]\n",
+            state.display(),
+            pki.file("server.pem"),
+            pki.file("server.key"),
+            pki.file("ca.pem"),
+            export.display()
+        ),
+    )
+    .unwrap();
+    let log = state.join("server.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args([
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+            "--log-level",
+            "debug",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let _guard = Kill(child);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("tarn: exporting"), "{line:?}");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+
+    let src = tmp.path().join("src.txt");
+    std::fs::write(&src, "hello").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    for (cert, name, vers, want) in [
+        ("client", "mapped4", "4.1", 1234),
+        ("client", "mapped3", "3", 1234),
+        ("client2", "unmapped", "4.1", 1000),
+    ] {
+        let q = format!("xprtsec=mtls&tls-ca=CA&tls-cert=@.pem&tls-key=@.key&vers={vers}");
+        let u = pki.url(port, name, &q).replace('@', &pki.file(cert));
+        tarn(&["cp", src.to_str().unwrap(), &u]);
+        let m = std::fs::metadata(export.join(name)).unwrap();
+        assert_eq!((m.uid(), name), (want, name));
+        if want == 1234 {
+            assert_eq!(m.gid(), 1234);
+        }
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("TLS identity mapped") && text.contains("client=CN=client1,O=Tarn tests"),
+        "{text}"
+    );
 }

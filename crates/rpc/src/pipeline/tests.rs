@@ -78,6 +78,7 @@ impl Fixture {
     fn admit(&self, rec: Vec<u8>) -> Decision<Box<Admitted>> {
         let at = Arrival {
             xprtsec: Default::default(),
+            tls_id: None,
             peer: "192.0.2.7:800".parse().unwrap(),
             conn_id: 1,
             client: &self.client,
@@ -320,6 +321,7 @@ fn gss_calls_on_unknown_contexts_or_procedures_are_refused_at_admission() {
     };
     let at = Arrival {
         xprtsec: Default::default(),
+        tls_id: None,
         peer: "192.0.2.7:800".parse().unwrap(),
         conn_id: 1,
         client: &f.client,
@@ -360,6 +362,7 @@ fn gss_init_with_garbage_arguments_gets_garbage_args_from_prepare() {
     };
     let at = Arrival {
         xprtsec: Default::default(),
+        tls_id: None,
         peer: "192.0.2.7:800".parse().unwrap(),
         conn_id: 1,
         client: &f.client,
