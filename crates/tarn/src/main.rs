@@ -7,6 +7,7 @@ mod bench;
 mod config;
 mod exports_file;
 mod keytab;
+mod lognoise;
 mod mount;
 mod rpcbind;
 mod sdnotify;
@@ -476,14 +477,23 @@ fn init_logging(level: &str, format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi && !journal);
-    match format {
-        LogFormat::Json => b.json().flatten_event(true).init(),
-        LogFormat::Text if journal => b
-            .event_format(JournalPriority(
+    let set = match format {
+        LogFormat::Json => {
+            tracing::subscriber::set_global_default(b.json().flatten_event(true).finish())
+        }
+        LogFormat::Text if journal => tracing::subscriber::set_global_default(
+            b.event_format(JournalPriority(
                 tracing_subscriber::fmt::format().without_time(),
             ))
-            .init(),
-        LogFormat::Text => b.init(),
+            .finish(),
+        ),
+        LogFormat::Text => tracing::subscriber::set_global_default(b.finish()),
+    };
+    set.expect("the logger is set once");
+    // Libraries' `log` records, through the shim that quiets tlshd's SNI.
+    use tracing_log::AsLog;
+    if log::set_boxed_logger(Box::new(lognoise::Quiet(tracing_log::LogTracer::new()))).is_ok() {
+        log::set_max_level(tracing::level_filters::LevelFilter::current().as_log());
     }
 }
 
