@@ -545,8 +545,9 @@ fn doctor_explains_tls_failures() {
 }
 
 /// `[[tls.identity]]`: the AUTH_SYS calls of a connection whose client
-/// certificate maps run as the mapped user whatever uid they send; those
-/// of another (unmapped) certificate keep their own.
+/// certificate maps run as the mapped user whatever uid they send (a
+/// certificate mapped to root is still root-squashed by the export); those
+/// of an unmapped certificate keep their own.
 #[test]
 fn mapped_client_certificate_runs_as_its_user() {
     let pki = Pki::new();
@@ -563,45 +564,58 @@ fn mapped_client_certificate_runs_as_its_user() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "client2.key",
-        "-out",
-        "client2.csr",
-        "-subj",
-        "/CN=client2",
-    ]);
-    std::fs::write(d.join("client2.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "client2.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "client2.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "client2.ext",
-    ]);
+    // client2 (a SAN), mapped to root; client3, not mapped.
+    for (name, ext) in [
+        ("client2", "subjectAltName=DNS:client2.example\n"),
+        ("client3", ""),
+    ] {
+        let (key, csr, pem, extf) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        let subj = format!("/CN={name}");
+        run(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &subj,
+        ]);
+        std::fs::write(d.join(&extf), format!("{ext}extendedKeyUsage=clientAuth\n")).unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &extf,
+        ]);
+    }
     let (tmp, export, state) = temp_export();
     let port = free_port();
     let file = tmp.path().join("tarn.toml");
     std::fs::write(
         &file,
         format!(
-            "listen = \"127.0.0.1:{port}\"\nstate_dir = \"{}\"\n\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n[[tls.identity]]\nmatch = \"CN=client1\"\nuid = 1234\ngid = 1234\ngids = [1234, 5000]\n\n[[export]]\npath = \"{}\"\npseudo = \"/\"\nxprtsec = [\"mtls\"]\nrules = [ {{ client = \"127.0.0.1\", options = [\"rw\"] }} ]\n",
+            "listen = \"127.0.0.1:{port}\"\nstate_dir = \"{}\"\n\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n[[tls.identity]]\nmatch = \"CN=client1\"\nuid = 1234\ngid = 1234\ngids = [1234, 5000]\n\n[[tls.identity]]\nmatch = \"san:dns:client2.example\"\nuid = 0\ngid = 0\n\n[[export]]\npath = \"{}\"\npseudo = \"/\"\nxprtsec = [\"mtls\"]\nrules = [ {{ client = \"127.0.0.1\", options = [\"rw\"] }} ]\n",
             state.display(),
             pki.file("server.pem"),
             pki.file("server.key"),
@@ -643,7 +657,9 @@ fn mapped_client_certificate_runs_as_its_user() {
     for (cert, name, vers, want) in [
         ("client", "mapped4", "4.1", 1234),
         ("client", "mapped3", "3", 1234),
-        ("client2", "unmapped", "4.1", 1000),
+        // Mapped to root, squashed by the export (root_squash).
+        ("client2", "root", "4.1", 65534),
+        ("client3", "unmapped", "4.1", 1000),
     ] {
         let q = format!("xprtsec=mtls&tls-ca=CA&tls-cert=@.pem&tls-key=@.key&vers={vers}");
         let u = pki.url(port, name, &q).replace('@', &pki.file(cert));
