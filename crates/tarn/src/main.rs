@@ -361,6 +361,12 @@ fn main() -> ExitCode {
                 for n in &tls.notes {
                     println!("{n}");
                 }
+                for r in &c.tls_identities {
+                    println!(
+                        "TLS: a client certificate matching {} runs its AUTH_SYS calls as uid {} gid {} groups {:?} (first matching rule wins)",
+                        r.text, r.uid, r.gid, r.gids
+                    );
+                }
                 for w in &tls.warnings {
                     eprintln!("tarn: warning: {w}");
                 }

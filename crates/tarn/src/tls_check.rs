@@ -164,7 +164,11 @@ fn server_cert(files: &TlsFiles, now: i64, r: &mut Report) {
     r.notes.push(format!(
         "TLS: server certificate {} ({}), valid until {}",
         leaf.subject_string(),
-        sans.join(", "),
+        if sans.is_empty() {
+            "no subjectAltName".into()
+        } else {
+            sans.join(", ")
+        },
         x509::fmt_time(leaf.not_after)
     ));
 }
