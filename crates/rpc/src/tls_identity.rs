@@ -63,11 +63,7 @@ impl IdMatch {
     fn matches(&self, c: &crate::x509::Cert<'_>) -> bool {
         match self {
             IdMatch::Subject(want) => {
-                let subject = c.subject_string();
-                let have: Vec<(&str, &str)> = subject
-                    .split(',')
-                    .filter_map(|p| p.split_once('='))
-                    .collect();
+                let have = crate::x509::name_attrs(c.subject).unwrap_or_default();
                 want.iter()
                     .all(|(k, v)| have.iter().any(|(hk, hv)| hk == k && hv == v))
             }

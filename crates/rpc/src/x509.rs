@@ -219,7 +219,19 @@ pub fn parse(cert: &[u8]) -> Option<Cert<'_>> {
 /// A Name (whole element) as "CN=...,O=..." with the attributes known by
 /// name; others show as their dotted OID.
 pub fn name_string(name: &[u8]) -> String {
-    fn go(name: &[u8]) -> Option<String> {
+    match name_attrs(name) {
+        Some(a) => a
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        None => "?".into(),
+    }
+}
+
+/// A Name's attributes in order, as (short name or OID, value).
+pub fn name_attrs(name: &[u8]) -> Option<Vec<(String, String)>> {
+    fn go(name: &[u8]) -> Option<Vec<(String, String)>> {
         let (_, mut name, _, _) = der(name)?;
         let mut parts = Vec::new();
         while !name.is_empty() {
@@ -240,12 +252,12 @@ pub fn name_string(name: &[u8]) -> String {
                     [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19] => "DC".into(),
                     o => oid_string(o),
                 };
-                parts.push(format!("{key}={}", String::from_utf8_lossy(val)));
+                parts.push((key, String::from_utf8_lossy(val).into_owned()));
             }
         }
-        Some(parts.join(","))
+        Some(parts)
     }
-    go(name).unwrap_or_else(|| "?".into())
+    go(name)
 }
 
 fn oid_string(o: &[u8]) -> String {
