@@ -84,6 +84,7 @@ pub fn run(data: &[u8]) {
                 now: Instant::now(),
                 back: None,
                 xprtsec: Default::default(),
+                tls_id: None,
             };
             let is_call = rec.len() >= 8 && rec[4..8] == [0, 0, 0, 0];
             let xid = (rec.len() >= 4).then(|| u32::from_be_bytes(rec[..4].try_into().unwrap()));

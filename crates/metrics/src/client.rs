@@ -311,6 +311,15 @@ impl rpc::PeerStats for ClientStats {
         ClientStats::note_gss(self, expires_unix, principal)
     }
 
+    /// Shown with the GSS principals (`tarn top`), marked as from TLS.
+    fn note_tls_identity(&self, who: &str) {
+        let p: std::sync::Arc<str> = format!("tls:{who}").into();
+        let mut v = self.principals.lock().unwrap();
+        v.retain(|q| *q != p);
+        v.insert(0, p);
+        v.truncate(MAX_PRINCIPALS);
+    }
+
     fn gss_dropped(&self, why: rpc::gss::DropReason) {
         match why {
             rpc::gss::DropReason::SeqWindow => &self.gss_dropped_seq_window,

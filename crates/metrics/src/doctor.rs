@@ -288,6 +288,7 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
             }
         }
     }
+    out.extend(crate::doctor_tls::diagnose(a, b));
     out
 }
 

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod doctor;
+pub mod doctor_tls;
 pub mod endpoint;
 pub mod ops;
 pub mod prom;

@@ -23,6 +23,9 @@ pub struct Snapshot {
     /// Every configurable bound: its setting, use and times reached.
     #[serde(default)]
     pub limits: Vec<LimitSnap>,
+    /// Recent TLS handshake failures and refusals, with the server's TLS setting.
+    #[serde(default)]
+    pub tls: rpc::tls_events::TlsEventsSnap,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -424,6 +427,7 @@ impl Metrics {
 
         Snapshot {
             limits,
+            tls: rpc::tls_events::global().snapshot(),
             unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)

@@ -26,6 +26,9 @@ pub mod program;
 pub mod record;
 pub mod server;
 pub mod tls;
+pub mod tls_events;
+pub mod tls_identity;
+pub mod x509;
 
 pub use auth::{Auth, AuthGss, AuthSys};
 pub use callback::{CallbackConn, CallbackError};

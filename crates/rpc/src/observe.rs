@@ -139,6 +139,11 @@ pub trait PeerStats: Any + Send + Sync + fmt::Debug {
         let _ = why;
     }
 
+    /// A connection of the client maps its certificate to a user (mTLS).
+    fn note_tls_identity(&self, who: &str) {
+        let _ = who;
+    }
+
     /// A GETATTR of this file handle (for the attribute-storm diagnosis).
     fn record_getattr(&self, fh: &[u8]) {
         let _ = fh;
@@ -167,6 +172,9 @@ impl<T: PeerStats + ?Sized> PeerStats for Arc<T> {
     }
     fn gss_dropped(&self, why: DropReason) {
         (**self).gss_dropped(why)
+    }
+    fn note_tls_identity(&self, who: &str) {
+        (**self).note_tls_identity(who)
     }
     fn record_getattr(&self, fh: &[u8]) {
         (**self).record_getattr(fh)

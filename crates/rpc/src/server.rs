@@ -14,6 +14,7 @@ use crate::observe::{CallDone, NoObserver, Observer, PeerStats};
 use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
 use crate::tls::XprtSec;
+use crate::tls_identity::TlsIdentity;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::FutureExt;
 use std::io::IoSlice;
@@ -272,7 +273,11 @@ impl ConnRead for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<TcpStream>
 /// What became of a connection's first record when TLS is configured.
 enum Start {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, XprtSec),
+    Tls(
+        Box<tokio_rustls::server::TlsStream<TcpStream>>,
+        XprtSec,
+        Option<Arc<TlsIdentity>>,
+    ),
     Closed,
 }
 
@@ -336,7 +341,14 @@ async fn start<S: Service>(
         return Start::Closed;
     }
     let acc = tls.acceptor();
-    match tokio::time::timeout(server.cfg.record_timeout, acc.accept(stream)).await {
+    // The certificate the client presents is noted for the failure record.
+    let (r, presented) = crate::tls_events::PRESENTED
+        .scope(Default::default(), async {
+            let r = tokio::time::timeout(server.cfg.record_timeout, acc.accept(stream)).await;
+            (r, crate::tls_events::PRESENTED.with(|p| p.take()))
+        })
+        .await;
+    match r {
         Ok(Ok(s)) => {
             let (_, c) = s.get_ref();
             let level = if c.peer_certificates().is_some_and(|c| !c.is_empty()) {
@@ -351,17 +363,25 @@ async fn start<S: Service>(
                 .unwrap_or_default();
             server.obs.tls_handshake(Ok(level));
             info!(%peer, xprtsec = %level, client = %who, "TLS handshake done");
-            Start::Tls(Box::new(s), level)
+            // Only a verified certificate (mtls) is mapped to a user.
+            let id = c
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .filter(|_| level == XprtSec::Mtls)
+                .and_then(|c| tls.identity(c));
+            Start::Tls(Box::new(s), level, id.map(Arc::new))
         }
         Ok(Err(e)) => {
             let reason = crate::tls::failure_reason(&e);
             server.obs.tls_handshake(Err(reason));
             warn!(%peer, reason, error = %e, "TLS handshake failed");
+            crate::tls_events::global().handshake_failed(peer, reason, &e, presented.as_deref());
             Start::Closed
         }
         Err(_) => {
             server.obs.tls_handshake(Err("timeout"));
             warn!(%peer, "TLS handshake timed out");
+            crate::tls_events::global().handshake_timed_out(peer, presented.as_deref());
             Start::Closed
         }
     }
@@ -380,16 +400,16 @@ pub async fn serve_connection<S: Service>(
         None => (stream, XprtSec::None),
         Some(tls) => match start(&server, &tls, stream, peer, &mut asm, &mut buf).await {
             Start::Plain(s) => (s, XprtSec::None),
-            Start::Tls(s, level) => {
+            Start::Tls(s, level, id) => {
                 let (rd, wr) = tokio::io::split(*s);
-                run_connection(server, rd, wr, peer, level, asm, buf).await;
+                run_connection(server, rd, wr, peer, (level, id), asm, buf).await;
                 return;
             }
             Start::Closed => return,
         },
     };
     let (rd, wr) = stream.into_split();
-    run_connection(server, rd, wr, peer, level, asm, buf).await;
+    run_connection(server, rd, wr, peer, (level, None), asm, buf).await;
 }
 
 async fn run_connection<
@@ -401,13 +421,17 @@ async fn run_connection<
     mut rd: R,
     wr: W,
     peer: SocketAddr,
-    xprtsec: XprtSec,
+    (xprtsec, tls_id): (XprtSec, Option<Arc<TlsIdentity>>),
     mut asm: Assembler,
     mut buf: BytesMut,
 ) {
     let conn_id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     // The one client lookup of this connection: every call carries the handle.
     let client = server.obs.connection_opened(peer.ip());
+    if let Some(id) = &tls_id {
+        info!(%peer, conn_id, client = %id.subject, rule = %id.rule, uid = id.uid, gid = id.gid, "TLS identity mapped: AUTH_SYS calls on this connection run as this user");
+        client.note_tls_identity(&format!("{} (uid {})", id.subject, id.uid));
+    }
     let timed = server.obs.timed();
     debug!(%peer, conn_id, "connection opened");
     let (tx, rx) = mpsc::channel::<Bytes>(server.cfg.max_in_flight.max(1) * 2);
@@ -489,6 +513,7 @@ async fn run_connection<
                         callbacks: &callbacks,
                         back: &back,
                         xprtsec,
+                        tls_id: tls_id.as_ref(),
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, timed, permit)
                     {
@@ -675,6 +700,7 @@ struct Conn<'a> {
     callbacks: &'a ConnCallbacks,
     back: &'a Arc<dyn CallbackConn>,
     xprtsec: XprtSec,
+    tls_id: Option<&'a Arc<TlsIdentity>>,
 }
 
 /// Handles one record: the pipeline decides, the driver carries it out.
@@ -696,6 +722,7 @@ fn handle_record<S: Service>(
         now: read_at,
         back: Some(conn.back),
         xprtsec: conn.xprtsec,
+        tls_id: conn.tls_id,
     };
     match server.pipeline().admit(rec, at) {
         Decision::Reply { bytes, why } => {

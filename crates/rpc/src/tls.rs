@@ -177,7 +177,7 @@ impl TlsFiles {
         let b = match &self.client_ca {
             // Certificates are optional: "tls" exports take clients
             // without one, "mtls" exports want a verified one.
-            Some(ca) => b.with_client_cert_verifier(
+            Some(ca) => b.with_client_cert_verifier(Arc::new(crate::tls_events::Recording(
                 rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots(ca)?),
                     provider(),
@@ -185,7 +185,7 @@ impl TlsFiles {
                 .allow_unauthenticated()
                 .build()
                 .map_err(|e| format!("{}: {e}", ca.display()))?,
-            ),
+            ))),
             None => b.with_no_client_auth(),
         };
         let mut c = b.with_single_cert(certs, key).map_err(|e| {
@@ -205,6 +205,8 @@ impl TlsFiles {
 pub struct TlsServer {
     files: RwLock<TlsFiles>,
     cfg: RwLock<Arc<rustls::ServerConfig>>,
+    /// Client certificates mapped to users ([`crate::tls_identity`]).
+    identities: RwLock<Arc<Vec<crate::tls_identity::IdentityRule>>>,
 }
 
 impl TlsServer {
@@ -213,6 +215,7 @@ impl TlsServer {
         Ok(Arc::new(TlsServer {
             files: RwLock::new(files),
             cfg: RwLock::new(cfg),
+            identities: Default::default(),
         }))
     }
 
@@ -223,6 +226,21 @@ impl TlsServer {
         *self.cfg.write().unwrap() = cfg;
         *self.files.write().unwrap() = files;
         Ok(())
+    }
+
+    pub fn set_identities(&self, rules: Vec<crate::tls_identity::IdentityRule>) {
+        *self.identities.write().unwrap() = Arc::new(rules);
+    }
+
+    /// The user a verified client certificate maps to, if any.
+    pub fn identity(&self, cert: &[u8]) -> Option<crate::tls_identity::TlsIdentity> {
+        let rules = self.identities.read().unwrap().clone();
+        crate::tls_identity::map(&rules, cert)
+    }
+
+    /// The files in force.
+    pub fn files(&self) -> TlsFiles {
+        self.files.read().unwrap().clone()
     }
 
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
@@ -361,7 +379,8 @@ pub fn failure_reason(e: &std::io::Error) -> &'static str {
     match t {
         E::NoCertificatesPresented => "no-client-certificate",
         E::InvalidCertificate(C::UnknownIssuer) => "unknown-ca",
-        E::InvalidCertificate(C::Expired) => "expired-certificate",
+        // webpki reports expiry with its context (the times).
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => "expired-certificate",
         E::InvalidCertificate(C::NotValidForName) => "name-mismatch",
         E::InvalidCertificate(_) => "bad-certificate",
         E::AlertReceived(_) => "alert-received",

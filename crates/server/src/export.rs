@@ -420,6 +420,19 @@ impl Export {
         self.xprtsec.contains(&x)
     }
 
+    /// Notes, for `tarn doctor`, a call refused for its connection's
+    /// protection (when that is why).
+    pub fn note_xprt_refusal(&self, ctx: &rpc::CallContext) {
+        if !self.permits_xprt(ctx.xprtsec) {
+            rpc::tls_events::global().refused(
+                ctx.peer.ip(),
+                &self.path.display().to_string(),
+                ctx.xprtsec,
+                &self.xprtsec,
+            );
+        }
+    }
+
     /// Both: the call's flavor and its connection's protection.
     pub fn permits_call(&self, ctx: &rpc::CallContext) -> bool {
         self.permits(&ctx.auth) && self.permits_xprt(ctx.xprtsec)

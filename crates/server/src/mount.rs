@@ -83,6 +83,7 @@ impl Mount {
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
                     Some((e, _, Some(_))) if !e.permits_xprt(ctx.xprtsec) => {
+                        e.note_xprt_refusal(ctx);
                         refused(
                             ctx,
                             Mountstat3::MNT3ERR_ACCES,

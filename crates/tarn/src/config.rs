@@ -97,6 +97,8 @@ pub struct Config {
     pub limits: Limits,
     /// The `[tls]` section: server certificate, key, client CA.
     pub tls: Option<rpc::tls::TlsFiles>,
+    /// `[[tls.identity]]`: client certificates mapped to users, in order.
+    pub tls_identities: Vec<rpc::tls_identity::IdentityRule>,
 }
 
 /// The `[limits]` section: every resource bound in one place. The NFSv4
@@ -157,6 +159,20 @@ struct RawTls {
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    #[serde(default)]
+    identity: Vec<Spanned<RawIdentity>>,
+}
+
+/// `[[tls.identity]]`: a client certificate mapped to a user.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIdentity {
+    #[serde(rename = "match")]
+    matches: Spanned<String>,
+    uid: u32,
+    gid: u32,
+    #[serde(default)]
+    gids: Vec<u32>,
 }
 
 /// One `[limits]` key: (value, name, lowest, highest, where it goes).
@@ -584,11 +600,31 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             gss.principals.insert(principal, to);
         }
     }
+    let mut tls_identities = Vec::new();
     let tls = match raw.tls {
         None => None,
         Some(t) => {
             let span = t.span();
             let t = t.into_inner();
+            for i in t.identity {
+                let i = i.into_inner();
+                let m = i.matches;
+                tls_identities.push(rpc::tls_identity::IdentityRule {
+                    matches: m.get_ref().parse().map_err(|e| {
+                        format!("{f}:{}: [[tls.identity]] match = {e}", at(&m.span()))
+                    })?,
+                    text: m.into_inner(),
+                    uid: i.uid,
+                    gid: i.gid,
+                    gids: i.gids,
+                });
+            }
+            if !tls_identities.is_empty() && t.client_ca.is_none() {
+                return Err(format!(
+                    "{f}:{}: [[tls.identity]] maps client certificates, but no client_ca is configured to verify them by",
+                    at(&span)
+                ));
+            }
             match (t.cert, t.key) {
                 (Some(cert), Some(key)) => Some(rpc::tls::TlsFiles {
                     cert,
@@ -613,6 +649,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
         gss,
         limits,
         tls,
+        tls_identities,
     })
 }
 
@@ -974,5 +1011,35 @@ mod tests {
             e.starts_with("t.toml:") && e.contains("expected both cert"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tls_identity_map() {
+        let head = "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\nclient_ca = \"/ca.pem\"\n";
+        let c = parse(
+            Path::new("t.toml"),
+            &format!("{head}[[tls.identity]]\nmatch = \"CN=nfsguest\"\nuid = 1234\ngid = 100\ngids = [5]\n[[tls.identity]]\nmatch = \"san:dns:h1.example\"\nuid = 0\ngid = 0\n[[export]]\npath = \"/srv\"\nclients = []\n"),
+        )
+        .unwrap();
+        assert_eq!(c.tls_identities.len(), 2);
+        assert_eq!(c.tls_identities[0].text, "CN=nfsguest");
+        assert_eq!(
+            (c.tls_identities[0].uid, c.tls_identities[0].gid),
+            (1234, 100)
+        );
+        assert_eq!(c.tls_identities[0].gids, vec![5]);
+        assert!(c.tls_identities[1].gids.is_empty());
+        let e = parse(
+            Path::new("t.toml"),
+            &format!("{head}[[tls.identity]]\nmatch = \"san:foo:x\"\nuid = 1\ngid = 1\n[[export]]\npath = \"/srv\"\nclients = []\n"),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("t.toml:6: [[tls.identity]] match = "), "{e}");
+        let e = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n[[tls.identity]]\nmatch = \"CN=a\"\nuid = 1\ngid = 1\n[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("no client_ca"), "{e}");
     }
 }

@@ -5,7 +5,8 @@
 //! What maps: rw/ro, root_squash/no_root_squash/all_squash/no_all_squash,
 //! secure/insecure (exports(5)'s default, secure, is written out, as
 //! Tarn's own default is insecure), anonuid/anongid,
-//! sec=sys:krb5:krb5i:krb5p, fsid=0|root (the NFSv4
+//! sec=sys:krb5:krb5i:krb5p, xprtsec=none:tls:mtls (RPC-with-TLS; the
+//! certificate comes from `--tls-cert`), fsid=0|root (the NFSv4
 //! pseudo root: exports below it are mounted relative to it), and clients
 //! given as `*`, an address, a CIDR or address/netmask, a host name or
 //! `*.domain`.
@@ -142,6 +143,8 @@ struct Opts {
     anongid: Option<u32>,
     /// None: not given (sys).
     sec: Option<Vec<String>>,
+    /// None: not given (any of none, tls, mtls).
+    xprtsec: Option<Vec<String>>,
     fsid_root: bool,
     /// Calls only from reserved source ports.
     secure: bool,
@@ -157,6 +160,7 @@ impl Default for Opts {
             anonuid: None,
             anongid: None,
             sec: None,
+            xprtsec: None,
             fsid_root: false,
             secure: true,
         }
@@ -178,7 +182,6 @@ fn unsupported(name: &str) -> Option<&'static str> {
         "refer" | "replicas" => "Tarn has no NFSv4 referrals or replicas",
         "pnfs" => "Tarn has no pNFS",
         "security_label" => "Tarn has no NFSv4.2 security labels",
-        "xprtsec" => "Tarn takes xprtsec only in its TOML configuration (xprtsec per [[export]], docs/tls.md): this export will NOT require TLS",
         "acl" | "no_acl" => "Tarn has no such ACL switch",
         _ => return None,
     })
@@ -226,6 +229,25 @@ fn parse_opts(list: &str, line: usize, o: &mut Opts, warn: &mut Vec<Warning>) {
                     o.sec = None;
                 } else {
                     o.sec = Some(list);
+                }
+            }
+            ("xprtsec", Some(v)) => {
+                // knfsd's spelling: colon-separated, any of none, tls, mtls.
+                let mut list: Vec<String> = Vec::new();
+                for x in v.split(':') {
+                    match x.parse::<rpc::tls::XprtSec>() {
+                        Ok(x) if !list.iter().any(|l| l == x.name()) => list.push(x.name().into()),
+                        Ok(_) => {}
+                        Err(e) => w(format!("xprtsec={e}; left out")),
+                    }
+                }
+                if list.is_empty() {
+                    w(format!(
+                        "{opt}: no protection Tarn knows; this export will NOT require TLS"
+                    ));
+                    o.xprtsec = None;
+                } else {
+                    o.xprtsec = Some(list);
                 }
             }
             ("fsid", Some("0" | "root")) => o.fsid_root = true,
@@ -284,6 +306,8 @@ struct Export {
     path: String,
     rules: Vec<(String, Opts)>,
     sec: Vec<Vec<String>>,
+    /// Each client's xprtsec list (None: any).
+    xprtsec: Vec<Option<Vec<String>>>,
     fsid_root: bool,
 }
 
@@ -352,6 +376,7 @@ pub fn convert(origin: &str, src: &str) -> Converted {
                     path: path.clone(),
                     rules: Vec::new(),
                     sec: Vec::new(),
+                    xprtsec: Vec::new(),
                     fsid_root: false,
                 });
                 exports.last_mut().unwrap()
@@ -379,6 +404,9 @@ pub fn convert(origin: &str, src: &str) -> Converted {
             let sec = o.sec.clone().unwrap_or_else(|| vec!["sys".into()]);
             if !ex.sec.contains(&sec) {
                 ex.sec.push(sec);
+            }
+            if !ex.xprtsec.contains(&o.xprtsec) {
+                ex.xprtsec.push(o.xprtsec.clone());
             }
             ex.rules.push((spec, o));
         }
@@ -458,6 +486,35 @@ pub fn convert(origin: &str, src: &str) -> Converted {
         if !sec.is_empty() && sec != ["sys"] {
             let list: Vec<String> = sec.iter().map(|s| quote(s)).collect();
             let _ = writeln!(out, "sec = [{}]", list.join(", "));
+        }
+        // xprtsec too: one list per export, the union of its clients'
+        // (a client without xprtsec= takes any, so the export does).
+        let xprtsec: Option<Vec<String>> = if e.xprtsec.iter().any(|x| x.is_none()) {
+            None
+        } else {
+            let mut u: Vec<String> = Vec::new();
+            for x in e.xprtsec.iter().flatten().flatten() {
+                if !u.contains(x) {
+                    u.push(x.clone());
+                }
+            }
+            // In knfsd's order, weakest first.
+            u.sort_by_key(|x| x.parse::<rpc::tls::XprtSec>().ok());
+            Some(u).filter(|u| !u.is_empty() && u.len() < rpc::tls::XprtSec::ALL.len())
+        };
+        if e.xprtsec.len() > 1 {
+            warn.push(Warning {
+                line: e.line,
+                msg: format!(
+                    "{}: clients have different xprtsec= lists; Tarn has one per export, so every client of it may use any of {}",
+                    e.path,
+                    xprtsec.as_deref().unwrap_or(&["none".into(), "tls".into(), "mtls".into()]).join(":")
+                ),
+            });
+        }
+        if let Some(x) = &xprtsec {
+            let list: Vec<String> = x.iter().map(|s| quote(s)).collect();
+            let _ = writeln!(out, "xprtsec = [{}]", list.join(", "));
         }
         if e.rules.is_empty() {
             out.push_str("rules = []  # no client could be carried over: nobody may mount this\n");

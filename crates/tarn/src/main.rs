@@ -7,10 +7,12 @@ mod bench;
 mod config;
 mod exports_file;
 mod keytab;
+mod lognoise;
 mod mount;
 mod rpcbind;
 mod sdnotify;
 mod statelock;
+mod tls_check;
 mod tools;
 
 use clap::{Parser, Subcommand};
@@ -355,6 +357,25 @@ fn main() -> ExitCode {
                     print!("{}", config::explain(e));
                 }
                 print!("{}", config::explain_gss(&c.gss));
+                let tls = tls_check::check(c.tls.as_ref(), &c.exports, rpc::x509::unix_now());
+                for n in &tls.notes {
+                    println!("{n}");
+                }
+                for r in &c.tls_identities {
+                    println!(
+                        "TLS: a client certificate matching {} runs its AUTH_SYS calls as uid {} gid {} groups {:?} (first matching rule wins)",
+                        r.text, r.uid, r.gid, r.gids
+                    );
+                }
+                for w in &tls.warnings {
+                    eprintln!("tarn: warning: {w}");
+                }
+                for e in &tls.errors {
+                    eprintln!("tarn: {e}");
+                }
+                if !tls.errors.is_empty() {
+                    return ExitCode::FAILURE;
+                }
                 if c.exports
                     .iter()
                     .flat_map(|e| &e.rules)
@@ -462,14 +483,23 @@ fn init_logging(level: &str, format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi && !journal);
-    match format {
-        LogFormat::Json => b.json().flatten_event(true).init(),
-        LogFormat::Text if journal => b
-            .event_format(JournalPriority(
+    let set = match format {
+        LogFormat::Json => {
+            tracing::subscriber::set_global_default(b.json().flatten_event(true).finish())
+        }
+        LogFormat::Text if journal => tracing::subscriber::set_global_default(
+            b.event_format(JournalPriority(
                 tracing_subscriber::fmt::format().without_time(),
             ))
-            .init(),
-        LogFormat::Text => b.init(),
+            .finish(),
+        ),
+        LogFormat::Text => tracing::subscriber::set_global_default(b.finish()),
+    };
+    set.expect("the logger is set once");
+    // Libraries' `log` records, through the shim that quiets tlshd's SNI.
+    use tracing_log::AsLog;
+    if log::set_boxed_logger(Box::new(lognoise::Quiet(tracing_log::LogTracer::new()))).is_ok() {
+        log::set_max_level(tracing::level_filters::LevelFilter::current().as_log());
     }
 }
 
@@ -628,6 +658,7 @@ fn build_config(
                     gss: Default::default(),
                     limits: Default::default(),
                     tls: None,
+                    tls_identities: Vec::new(),
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -1146,7 +1177,10 @@ async fn reload_on_hangup_tls(tls: Arc<rpc::tls::TlsServer>) {
 /// them, connections up keep theirs. A bad file changes nothing.
 fn reload_tls(t: &rpc::tls::TlsServer) {
     match t.reload(None) {
-        Ok(()) => info!("TLS certificate, key and client CA reloaded"),
+        Ok(()) => {
+            rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&t.files()));
+            info!("TLS certificate, key and client CA reloaded")
+        }
         Err(e) => error!(error = %e, "TLS files NOT reloaded; the previous ones stay in force"),
     }
 }
@@ -1217,6 +1251,16 @@ fn tls_server(
         }
     }
     let t = rpc::tls::TlsServer::new(files.clone())?;
+    rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&files));
+    if !cfg.tls_identities.is_empty() {
+        if files.client_ca.is_none() {
+            warn!("[[tls.identity]] is configured but no client CA: no certificate is verified, none is mapped");
+        }
+        for r in &cfg.tls_identities {
+            info!(r#match = %r.text, uid = r.uid, gid = r.gid, gids = ?r.gids, "TLS identity mapping");
+        }
+        t.set_identities(cfg.tls_identities.clone());
+    }
     info!(cert = %files.cert.display(), client_ca = ?files.client_ca, "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; no kTLS offload)");
     Ok(Some(t))
 }

@@ -360,3 +360,319 @@ fn the_wire_shows_no_plaintext() {
     // The STARTTLS reply is the only RPC in the clear.
     assert!(wire.windows(8).any(|w| w == b"STARTTLS"));
 }
+
+/// `tarn check-config` reads the TLS material: a good configuration
+/// passes and says what it found; an expired certificate and a key that
+/// is not the certificate's fail, naming the file.
+#[test]
+fn check_config_checks_the_certificates() {
+    let pki = Pki::new();
+    let d = &pki.dir;
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // An expired one: valid until a day before it was made.
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "old.key",
+        "-out",
+        "old.csr",
+        "-subj",
+        "/CN=old.example",
+    ]);
+    std::fs::write(d.join("old.ext"), "subjectAltName=DNS:old.example\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "old.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "old.pem",
+        "-days",
+        "-1",
+        "-extfile",
+        "old.ext",
+    ]);
+    let config = |cert: &str, key: &str, name: &str| -> String {
+        let p = d.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n[[export]]\npath = \"{}\"\nclients = [\"0.0.0.0/0\"]\nxprtsec = [\"mtls\"]\n",
+                pki.file(cert),
+                pki.file(key),
+                pki.file("ca.pem"),
+                d.display()
+            ),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = config("server.pem", "server.key", "good.toml");
+    let out = tarn_output(&["check-config", &good]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}{se}");
+    assert!(
+        so.contains("server certificate CN=localhost (DNS:localhost, IP:127.0.0.1)"),
+        "{so}"
+    );
+    // The test certificates live two days: close to their end.
+    assert!(se.contains("warning:") && se.contains("expires on"), "{se}");
+
+    let expired = config("old.pem", "old.key", "expired.toml");
+    let e = fails(&["check-config", &expired]);
+    assert!(
+        e.contains(&format!(
+            "{}: the server certificate expired on",
+            pki.file("old.pem")
+        )) && e.contains("subject CN=old.example"),
+        "{e}"
+    );
+    let mismatched = config("server.pem", "client.key", "mismatch.toml");
+    let e = fails(&["check-config", &mismatched]);
+    assert!(
+        e.contains(&format!(
+            "{}: this key is not the one of the certificate",
+            pki.file("client.key")
+        )) && e.contains("expected the private key of CN=localhost"),
+        "{e}"
+    );
+}
+
+/// `tarn doctor` explains failed handshakes and refusals from the
+/// server's record: an expired client certificate, one from a CA the
+/// server does not know, a client that does not trust the server's
+/// certificate, and one without certificate on an mTLS export.
+#[test]
+fn doctor_explains_tls_failures() {
+    let pki = Pki::new();
+    let d = &pki.dir;
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "old.key",
+        "-out",
+        "old.csr",
+        "-subj",
+        "/CN=oldclient",
+    ]);
+    std::fs::write(d.join("old.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "old.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "old.pem",
+        "-days",
+        "-1",
+        "-extfile",
+        "old.ext",
+    ]);
+    let s = pki.server("mtls");
+    put_file(&s, "f.txt");
+    let soft = "&vers=4.1&soft=1&timeo=10&retrans=1";
+    for q in [
+        "xprtsec=mtls&tls-ca=CA&tls-cert=ROGUE.pem&tls-key=ROGUE.key",
+        "xprtsec=mtls&tls-ca=CA&tls-cert=OLD.pem&tls-key=OLD.key",
+        "xprtsec=tls&tls-ca=CERT",
+        "xprtsec=tls&tls-ca=CA",
+    ] {
+        // Placeholders are replaced after url()'s, which a path could contain.
+        let u = pki
+            .url(s.port(), "f.txt", &format!("{q}{soft}"))
+            .replace("OLD", &pki.file("old"));
+        fails(&["cat", &u]);
+    }
+    let text = finish_doctor(spawn_doctor(&s, "0.5", &[]));
+    let want = [
+        "[tls-client-cert-unknown-ca] client 127.0.0.1: the client's certificate (subject CN=rogue) was issued by CN=rogue, which is not in the configured client CA ",
+        "[tls-client-cert-expired] client 127.0.0.1: the client's certificate expired on ",
+        "(subject CN=oldclient, issuer CN=Tarn test CA)",
+        "[tls-client-distrusts-us] client 127.0.0.1: the client aborted the handshake with the alert ",
+        "names DNS:localhost, IP:127.0.0.1 and expires on",
+        "must mount by a name or IP address our certificate names",
+        "[tls-no-client-cert] client 127.0.0.1: the client sent no certificate but export ",
+    ];
+    for w in want {
+        assert!(text.contains(w), "{w:?} not in:\n{text}");
+    }
+}
+
+/// `[[tls.identity]]`: the AUTH_SYS calls of a connection whose client
+/// certificate maps run as the mapped user whatever uid they send (a
+/// certificate mapped to root is still root-squashed by the export); those
+/// of an unmapped certificate keep their own.
+#[test]
+fn mapped_client_certificate_runs_as_its_user() {
+    let pki = Pki::new();
+    let d = &pki.dir;
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // client2 (a SAN), mapped to root; client3, not mapped.
+    for (name, ext) in [
+        ("client2", "subjectAltName=DNS:client2.example\n"),
+        ("client3", ""),
+    ] {
+        let (key, csr, pem, extf) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        let subj = format!("/CN={name}");
+        run(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &subj,
+        ]);
+        std::fs::write(d.join(&extf), format!("{ext}extendedKeyUsage=clientAuth\n")).unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &extf,
+        ]);
+    }
+    let (tmp, export, state) = temp_export();
+    let port = free_port();
+    let file = tmp.path().join("tarn.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nstate_dir = \"{}\"\n\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n[[tls.identity]]\nmatch = \"CN=client1\"\nuid = 1234\ngid = 1234\ngids = [1234, 5000]\n\n[[tls.identity]]\nmatch = \"san:dns:client2.example\"\nuid = 0\ngid = 0\n\n[[export]]\npath = \"{}\"\npseudo = \"/\"\nxprtsec = [\"mtls\"]\nrules = [ {{ client = \"127.0.0.1\", options = [\"rw\"] }} ]\n",
+            state.display(),
+            pki.file("server.pem"),
+            pki.file("server.key"),
+            pki.file("ca.pem"),
+            export.display()
+        ),
+    )
+    .unwrap();
+    let log = state.join("server.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args([
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+            "--log-level",
+            "debug",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let _guard = Kill(child);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("tarn: exporting"), "{line:?}");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+
+    let src = tmp.path().join("src.txt");
+    std::fs::write(&src, "hello").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    for (cert, name, vers, want) in [
+        ("client", "mapped4", "4.1", 1234),
+        ("client", "mapped3", "3", 1234),
+        // Mapped to root, squashed by the export (root_squash).
+        ("client2", "root", "4.1", 65534),
+        ("client3", "unmapped", "4.1", 1000),
+    ] {
+        let q = format!("xprtsec=mtls&tls-ca=CA&tls-cert=@.pem&tls-key=@.key&vers={vers}");
+        let u = pki.url(port, name, &q).replace('@', &pki.file(cert));
+        tarn(&["cp", src.to_str().unwrap(), &u]);
+        let m = std::fs::metadata(export.join(name)).unwrap();
+        assert_eq!((m.uid(), name), (want, name));
+        if want == 1234 {
+            assert_eq!(m.gid(), 1234);
+        }
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("TLS identity mapped") && text.contains("client=CN=client1,O=Tarn tests"),
+        "{text}"
+    );
+}

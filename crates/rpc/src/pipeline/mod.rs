@@ -129,6 +129,8 @@ pub struct Arrival<'a> {
     pub back: Option<&'a Arc<dyn CallbackConn>>,
     /// How the connection is protected.
     pub xprtsec: crate::tls::XprtSec,
+    /// The user its verified client certificate maps to (mTLS).
+    pub tls_id: Option<&'a Arc<crate::tls_identity::TlsIdentity>>,
 }
 
 /// A call admitted by the reader, to be prepared in its own task.
@@ -294,7 +296,7 @@ impl<S: Service> Pipeline<'_, S> {
             },
             _ => Auth::from_cred(&call.cred),
         };
-        let auth = match auth {
+        let mut auth = match auth {
             Ok(a) => a,
             Err(stat) => {
                 if self.bad(client) {
@@ -330,6 +332,9 @@ impl<S: Service> Pipeline<'_, S> {
                 reply_with(|o| msg::success_header(xid, o)),
                 Answered::Null { slot },
             );
+        }
+        if let Some(id) = at.tls_id {
+            id.apply(&mut auth);
         }
         let mut ctx = CallContext::new(
             xid,

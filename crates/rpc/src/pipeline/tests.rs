@@ -78,6 +78,7 @@ impl Fixture {
     fn admit(&self, rec: Vec<u8>) -> Decision<Box<Admitted>> {
         let at = Arrival {
             xprtsec: Default::default(),
+            tls_id: None,
             peer: "192.0.2.7:800".parse().unwrap(),
             conn_id: 1,
             client: &self.client,
@@ -233,6 +234,52 @@ fn a_call_runs_with_its_context_and_arguments() {
     assert_eq!(&rep[rep.len() - 4..], &[0, 0, 0, 7]);
 }
 
+/// A connection whose client certificate maps to a user: its AUTH_SYS
+/// calls run as that user, whatever ids they carry.
+#[test]
+fn mapped_tls_identity_replaces_auth_sys_ids() {
+    let f = Fixture::new();
+    let cred = OpaqueAuth {
+        flavor: proto::rpc::AUTH_SYS,
+        body: xdr::to_bytes(&proto::rpc::AuthsysParms {
+            stamp: 1,
+            machinename: Bytes::from_static(b"h"),
+            uid: 0,
+            gid: 0,
+            gids: vec![0, 10],
+        }),
+    };
+    let mut rec = BytesMut::new();
+    msg::encode_call(21, PROG, 1, 1, &cred, &mut rec);
+    let id = Arc::new(crate::tls_identity::TlsIdentity {
+        subject: "CN=guest".into(),
+        rule: "CN=guest".into(),
+        uid: 1234,
+        gid: 1234,
+        gids: vec![5000],
+    });
+    let admit = |tls_id| {
+        let at = Arrival {
+            xprtsec: crate::tls::XprtSec::Mtls,
+            tls_id,
+            peer: "192.0.2.7:800".parse().unwrap(),
+            conn_id: 1,
+            client: &f.client,
+            now: Instant::now(),
+            back: None,
+        };
+        let Decision::Run(a) = f.pipeline().admit(rec.clone().freeze(), at) else {
+            panic!("not admitted")
+        };
+        match a.ctx.auth.clone() {
+            Auth::Sys(s) => (s.uid, s.gid, s.gids),
+            a => panic!("{a:?}"),
+        }
+    };
+    assert_eq!(admit(Some(&id)), (1234, 1234, vec![5000]));
+    assert_eq!(admit(None), (0, 0, vec![0, 10]));
+}
+
 #[test]
 fn rpc_errors_replace_the_results_and_carry_their_status() {
     let f = Fixture::new();
@@ -320,6 +367,7 @@ fn gss_calls_on_unknown_contexts_or_procedures_are_refused_at_admission() {
     };
     let at = Arrival {
         xprtsec: Default::default(),
+        tls_id: None,
         peer: "192.0.2.7:800".parse().unwrap(),
         conn_id: 1,
         client: &f.client,
@@ -360,6 +408,7 @@ fn gss_init_with_garbage_arguments_gets_garbage_args_from_prepare() {
     };
     let at = Arrival {
         xprtsec: Default::default(),
+        tls_id: None,
         peer: "192.0.2.7:800".parse().unwrap(),
         conn_id: 1,
         client: &f.client,

@@ -232,6 +232,7 @@ impl Nfs3 {
             .and_then(|(id, _)| snap.exports.get(id))
         {
             Some(e) if !e.permits_call(ctx) => {
+                e.note_xprt_refusal(ctx);
                 if ctx.client.log_allowed() {
                     if e.permits(&ctx.auth) {
                         warn!(peer = %ctx.peer, xid = ctx.xid, export = %e.path.display(), xprtsec = %ctx.xprtsec, "AUTH_TOOWEAK: the export requires a TLS connection of another kind (xprtsec)");

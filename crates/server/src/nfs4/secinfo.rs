@@ -56,11 +56,15 @@ pub fn wrong_sec(c: &Compound<'_>, op: u32, next: Option<u32>) -> bool {
     if export.permits_call(c.ctx) {
         return false;
     }
-    match next {
+    let wrong = match next {
         Some(Some(O::OP_SECINFO | O::OP_SECINFO_NO_NAME)) => false,
         Some(Some(O::OP_LOOKUP | O::OP_LOOKUPP)) | None if put => false,
         _ => true,
+    };
+    if wrong {
+        export.note_xprt_refusal(c.ctx);
     }
+    wrong
 }
 
 pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
