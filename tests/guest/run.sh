@@ -66,6 +66,8 @@ full | knfsd@trixie | 4.2 | sys  |        | reference server in the Debian 13 gu
 full | tarn@trixie  | 4.2 | sys  |        | Debian 13 guest (6.12 client): full run only (a second guest image and boot)
 full | tarn@trixie  | 4.2 | tls  |        | RPC-with-TLS from the 6.12 client and tlshd: full run only
 full | tarn@trixie  | 4.2 | mtls |        | mutual TLS (the guest presents its certificate): full run only
+full | tarn@trixie  | 3   | tls  |        | NFSv3 inside TLS (the client sends MOUNT and NLM in the clear): full run only
+full | tarn@trixie  | 3   | mtls |        | NFSv3 inside mutual TLS: full run only
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
@@ -117,6 +119,7 @@ stop_tarn_case() {  # supervisor first (it stops its Tarn on TERM), then Tarn an
 }
 cleanup() {
   stop_pid "$BPID"; BPID=      # boot.sh tears down its VM itself on TERM
+  tls_capture_stop
   stop_tarn_case
   if [ -n "$NS" ]; then "$HERE/net.sh" down "$NS"; NS=; fi
 }
@@ -182,6 +185,7 @@ guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
              echo '. /share/tls-guest.sh'
              printf 'tls_guest_up %q || { echo "tls guest setup failed"; exit 97; }\n' "$TARN_ADDR"
              printf 'bash /share/workload.sh %q %q sys / %q; rc=$?\n' "$TARN_ADDR" "$2" "$opts,xprtsec=$3"
+             printf 'tls_guest_checks %q %q %q || rc=1\n' "$TARN_ADDR" "$2" "$opts"
              echo 'tls_guest_down || rc=1'
              echo 'exit $rc'
            else   # krb5*: Kerberos client set up around the workload (krb5-guest.sh), mount by name
@@ -322,18 +326,22 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
   esac
   : > "$dir/host-steps.log"
   if [ $crashed = 0 ]; then
+    if [ "$sec" = tls ] || [ "$sec" = mtls ]; then tls_capture_start "$dir" "$NS"; fi
     GUEST_DIST=$guest NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "${files[@]}" \
       > "$dir/out.log" 2> "$dir/boot.err" &
     BPID=$!; wait "$BPID"; rc=$?; BPID=
+    tls_capture_stop
     sed 's/^/  /' "$dir/out.log"
     grep -v '^boot.sh: run dir' "$dir/boot.err" | sed 's/^/  [boot] /'
     if [ "$server" = tarn ]; then
       nlm_evidence "$dir"
       # krb5: host-side GSS evidence (needs the running Tarn's metrics), one STEP host-gss line
-      if [ "$sec" != sys ] && [ "$sec" != tls ] && [ "$sec" != mtls ]; then
+      if [ "$sec" = tls ] || [ "$sec" = mtls ]; then
+        tls_evidence "$dir" "$sec" > "$dir/host-steps.log"
+      elif [ "$sec" != sys ]; then
         krb5_evidence "$dir" > "$dir/host-steps.log"
-        grep -v '^STEP ' "$dir/host-steps.log"; grep '^STEP ' "$dir/host-steps.log" | sed 's/^/  /'
       fi
+      grep -v '^STEP ' "$dir/host-steps.log"; grep '^STEP ' "$dir/host-steps.log" | sed 's/^/  /'
       if ! kill -0 "$(tarn_pid)" 2>/dev/null; then echo "  tarn DIED during the run; log tail:"; crashed=1; tail -20 "$dir/tarn.log" | sed 's/^/  | /'; fi
     fi
     grep -q '^WORKLOAD ' "$dir/out.log" || { echo "  no WORKLOAD summary from the guest (rc=$rc): crashed"; crashed=1; }

@@ -4,6 +4,11 @@
 #   tls_guest_check             kernel side only: kTLS (modprobe tls) and the netlink "handshake"
 #                               family the NFS client's TLS upcall uses; prints what it found
 #   tls_guest_up SERVER_ADDR    /etc/tlshd.conf, tlshd started (log /share/tlshd.log), checks it runs
+#   tls_guest_checks SERVER_ADDR VERS OPTS   after the workload: STEP tls-canary (the host's
+#                               canary file written and read back over TLS, for the host's capture),
+#                               STEP tls-plain-refused (a mount without xprtsec= fails), and for mtls
+#                               STEP tls-untrusted-refused (tlshd presenting a certificate of a CA
+#                               Tarn does not trust cannot mount)
 #   tls_guest_down              stops tlshd, prints STEP tls-handshakes (tlshd saw a handshake succeed)
 TLS_LAB=/share/lab-tls
 TLSHD_PID=
@@ -56,6 +61,70 @@ tls_guest_up() {
   sleep 0.5; kill -0 "$TLSHD_PID" 2>/dev/null || { echo "tls: tlshd died:"; cat /share/tlshd.log; return 1; }
   echo "tls: tlshd pid $TLSHD_PID ($(dpkg-query -W -f '${Version}' ktls-utils 2>/dev/null)), mode $mode," \
        "trusts the lab CA$([ "$mode" = mtls ] && echo ", presents client.pem")"
+}
+
+# One STEP line as workload.sh prints them: NAME, then a command that must succeed.
+tls_step() {
+  local name=$1 t0 rc; shift
+  t0=$(date +%s.%N)
+  "$@" > "/tmp/$name.log" 2>&1; rc=$?
+  echo "STEP $name $([ $rc = 0 ] && echo PASS || echo FAIL) $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')s"
+  sed 's/^/  /' "/tmp/$name.log" | tail -n 12
+  return $rc
+}
+
+# Mount attempts that must fail are bounded: soft, one retransmission, no mount retries, and a
+# timeout around it all (a kernel that kept retrying would otherwise hang the case).
+TLS_REFUSE_OPTS=soft,timeo=50,retrans=1,retry=0
+tls_must_not_mount() {  # VERS OPTS SERVER_ADDR: the mount fails (or never completes)
+  local m=/mnt/tls-refused rc
+  mkdir -p $m
+  timeout -k 5 120 mount -t nfs -o "vers=$1,$2,$TLS_REFUSE_OPTS" "$3:/" $m; rc=$?
+  if [ $rc = 0 ]; then
+    echo "mounted, though it must not: $(grep " $m " /proc/mounts)"
+    ls $m >/dev/null 2>&1 && echo "and a listing worked"
+    umount -f $m; return 1
+  fi
+  echo "mount refused (exit $rc$([ $rc = 124 ] && echo ', timed out'))"
+}
+
+tls_canary() {  # VERS OPTS SERVER_ADDR MODE
+  local m=/mnt/tls-canary
+  mkdir -p $m
+  mount -t nfs -o "vers=$1,$2,xprtsec=$4" "$3:/" $m || return 1
+  cp "$TLS_LAB/canary.bin" $m/canary.bin && sync || { umount $m; return 1; }
+  umount $m || return 1
+  # a fresh mount: the read comes from the server, not this client's page cache
+  mount -t nfs -o "vers=$1,$2,xprtsec=$4" "$3:/" $m || return 1
+  cmp "$TLS_LAB/canary.bin" $m/canary.bin && rm $m/canary.bin; local rc=$?
+  umount $m; [ $rc = 0 ] && echo "$(stat -c %s "$TLS_LAB/canary.bin") bytes of the canary written and read back over TLS"
+  return $rc
+}
+
+tls_untrusted() {  # VERS OPTS SERVER_ADDR: tlshd presents a certificate Tarn's client CA did not sign
+  local conf=/etc/tlshd.conf rc
+  install -m 0644 "$TLS_LAB/untrusted-client.pem" /etc/tlshd/untrusted.pem || return 1
+  install -m 0600 "$TLS_LAB/untrusted-client.key" /etc/tlshd/untrusted.key || return 1
+  cp $conf $conf.trusted
+  sed -i 's#/etc/tlshd/client.pem#/etc/tlshd/untrusted.pem#; s#/etc/tlshd/client.key#/etc/tlshd/untrusted.key#' $conf
+  kill "$TLSHD_PID"; wait "$TLSHD_PID" 2>/dev/null
+  tlshd -s >> /share/tlshd.log 2>&1 < /dev/null & TLSHD_PID=$!
+  sleep 0.5
+  tls_must_not_mount "$1" "$2,xprtsec=mtls" "$3"; rc=$?
+  # back to the trusted certificate (tls_guest_down looks for the earlier successes in the log)
+  mv $conf.trusted $conf
+  kill "$TLSHD_PID"; wait "$TLSHD_PID" 2>/dev/null
+  tlshd -s >> /share/tlshd.log 2>&1 < /dev/null & TLSHD_PID=$!
+  return $rc
+}
+
+tls_guest_checks() {  # SERVER_ADDR VERS OPTS (the workload's mount options, without xprtsec)
+  local addr=$1 vers=$2 opts=$3 mode rc=0
+  mode=$(cat "$TLS_LAB/mode")
+  tls_step tls-canary tls_canary "$vers" "$opts" "$addr" "$mode" || rc=1
+  tls_step tls-plain-refused tls_must_not_mount "$vers" "$opts" "$addr" || rc=1
+  if [ "$mode" = mtls ]; then tls_step tls-untrusted-refused tls_untrusted "$vers" "$opts" "$addr" || rc=1; fi
+  return $rc
 }
 
 tls_guest_down() {
