@@ -11,6 +11,7 @@
 
 mod common;
 use common::pki::*;
+use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -242,5 +243,122 @@ fn a_plain_mount_of_a_tls_export_is_refused_clearly() {
             Err(e) => e,
         };
         assert!(e.contains("xprtsec=tls"), "NFSv{vers}: {e}");
+    }
+}
+
+/// RPCSEC_GSS inside TLS (RFC 9289 allows it; knfsd does it): an export
+/// that requires both TLS and Kerberos, reached by the tools with
+/// sec=krb5 and sec=krb5p over xprtsec=tls, NFSv4.1 and NFSv3 (MOUNT
+/// over TLS too); the files are owned by the ids the principal maps to.
+/// Kerberos without TLS, and TLS without Kerberos, are refused. A real
+/// MIT KDC on loopback (skipped, with a message, without its tools).
+#[test]
+fn kerberos_inside_tls() {
+    use std::os::unix::fs::MetadataExt;
+    use testkdc as kdc;
+    if !kdc::available() {
+        eprintln!("SKIP: MIT KDC tools not found (scripts/deps.sh --test)");
+        return;
+    }
+    let _env = kdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = kdc::Kdc::start();
+    let cc = kdc.kinit("alice", "10m");
+    kdc.activate(&cc); // the tools we run inherit it
+    let pki = Pki::new();
+    let (_tmp, export, state) = temp_export();
+    let conf = state.join("tarn.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[export]]\npath = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1\"]\n\
+             sec = [\"krb5\", \"krb5p\"]\nxprtsec = [\"tls\", \"mtls\"]\n\n\
+             [tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n\
+             [gss]\nkeytab = \"{}\"\n\n[gss.principals]\n\"alice@TARN.TEST\" = \"3000:3000\"\n",
+            export.display(),
+            pki.file("server.pem"),
+            pki.file("server.key"),
+            pki.file("ca.pem"),
+            kdc.keytab.display()
+        ),
+    )
+    .unwrap();
+    let s = ConfigServer::start(&conf, &state);
+    // nfs@localhost for Kerberos; the certificate names localhost too.
+    let ca = pki.file("ca.pem");
+    let url = |p: &str, q: &str| format!("nfs://localhost:{}/{p}?{q}", s.port());
+    let src = state.join("src.bin");
+    let data = PATTERN.repeat(40_000); // ~1 MB: several WRITEs, READs
+    std::fs::write(&src, &data).unwrap();
+    for vers in ["4.1", "3"] {
+        for sec in ["krb5", "krb5p"] {
+            let name = format!("{sec}-v{vers}");
+            let q = format!("sec={sec}&xprtsec=tls&tls-ca={ca}&vers={vers}");
+            tarn(&["cp", "-q", src.to_str().unwrap(), &url(&name, &q)]);
+            let md = std::fs::metadata(export.join(&name)).unwrap();
+            assert_eq!(
+                (md.uid(), md.gid()),
+                (3000, 3000),
+                "{name}: owned by alice's ids"
+            );
+            let back = state.join(format!("{name}.back"));
+            tarn(&["cp", "-q", &url(&name, &q), back.to_str().unwrap()]);
+            assert_eq!(std::fs::read_to_string(&back).unwrap(), data, "{name}");
+        }
+        // Kerberos without TLS, TLS without Kerberos: refused.
+        for q in [
+            format!("sec=krb5&vers={vers}"),
+            format!("sec=sys&xprtsec=tls&tls-ca={ca}&vers={vers}"),
+        ] {
+            let out = tarn_output(&["ls", &url("", &q)]);
+            assert!(!out.status.success(), "{q}: listed");
+        }
+    }
+    let log = std::fs::read_to_string(&s.log).unwrap_or_default();
+    assert!(log.contains("TLS handshake done"), "{log}");
+}
+
+/// `tarn serve --config FILE` on a free loopback port; killed by PID on drop.
+struct ConfigServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl ConfigServer {
+    fn start(conf: &Path, state: &Path) -> ConfigServer {
+        use std::io::BufRead;
+        let port = free_port();
+        let log = state.join("server.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .args(["serve", "--config"])
+            .arg(conf)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
+            .arg(state)
+            .args(["--log-level", "debug"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start tarn serve");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("tarn: exporting"),
+            "{line:?}: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        ConfigServer { child, port, log }
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for ConfigServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
