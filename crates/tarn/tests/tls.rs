@@ -111,8 +111,8 @@ fn mtls_export_wants_a_client_certificate() {
     assert!(e.contains("TLS"), "{e}");
     // A client certificate from a CA the server does not know.
     // Under TLS 1.3 the client finishes its handshake before the server
-    // has judged its certificate: it learns only when the connection
-    // closes, so soft, or it would reconnect for ever.
+    // has judged its certificate; the client's first call brings out the
+    // refusal, final even when hard (tests/tls_client.rs).
     let rogue = "xprtsec=mtls&tls-ca=CA&tls-cert=ROGUE.pem&tls-key=ROGUE.key&vers=4.1&soft=1&timeo=10&retrans=1";
     fails(&["cat", &pki.url(s.port(), "f.txt", rogue)]);
     let log = s.log_text();
