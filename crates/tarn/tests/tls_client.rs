@@ -448,3 +448,97 @@ fn a_refused_certificate_is_final_even_when_hard() {
         "after"
     );
 }
+
+/// NLM (and NSM) over RPC-with-TLS: `tarn lock` over NFSv3 with
+/// xprtsec=tls against an export that requires TLS takes a real lock (a
+/// second locker is refused while it is held, and gets it after); the
+/// lock manager's connections did the handshake. An NLM LOCK on a plain
+/// connection for that export is refused with NLM4_FAILED, the same call
+/// over TLS granted.
+#[test]
+fn nlm_over_tls() {
+    let pki = Pki::new();
+    let s = pki.server_with("tls,mtls", &["--grace", "0"]);
+    let u = pki.url(s.port(), "lockfile", "xprtsec=tls&tls-ca=CA&vers=3");
+    let marker = s.state.join("held");
+    let mut first = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["lock", &u, "--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 2", marker.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !marker.exists() {
+        if let Some(st) = first.try_wait().unwrap() {
+            let mut e = String::new();
+            std::io::Read::read_to_string(&mut first.stderr.take().unwrap(), &mut e).unwrap();
+            panic!("first lock failed ({st}): {e}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "lock not taken");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = tarn_output(&["lock", "-n", &u, "--", "true"]);
+    assert_eq!(out.status.code(), Some(1), "held: {out:?}");
+    // Without -n: waits for the first, then runs.
+    let out = tarn_output(&["lock", &u, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert!(first.wait().unwrap().success());
+    // Handshakes by the NLM connections too: MOUNT, NFS and NLM of three
+    // lockers (NSM's, asked once the first lock is granted, besides).
+    let log = s.log_text();
+    let n = log.matches("TLS handshake done").count();
+    assert!(n >= 9, "{n} handshakes: {log}");
+    assert!(!log.contains("TLS handshake failed"), "{log}");
+
+    // The server's side, by raw calls: the export's root handle over
+    // MOUNT inside TLS, then an NLM LOCK on it plain and over TLS.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use proto::nlm4::*;
+        use rpc::client::{auth_sys, RpcClient};
+        let tls = rpc::tls::TlsClient::new(
+            "127.0.0.1",
+            &rpc::tls::TlsClientOptions {
+                ca: Some(pki.file("ca.pem").into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let cred = auth_sys(1000, 1000, &[1000], "raw");
+        let tcp = || tokio::net::TcpStream::connect(s.addr);
+        let tc = RpcClient::from_stream_tls(tcp().await.unwrap(), cred.clone(), &tls)
+            .await
+            .unwrap();
+        let (fh, _) = client::nfs3::mount::mnt(&tc, "/").await.unwrap();
+        let lock = |excl: bool| Nlm4Lockargs {
+            cookie: Netobj(bytes::Bytes::new()),
+            block: false,
+            exclusive: excl,
+            alock: Nlm4Lock {
+                caller_name: bytes::Bytes::from_static(b"raw"),
+                fh: Netobj(fh.clone()),
+                oh: Netobj(bytes::Bytes::from_static(b"raw-owner")),
+                svid: 1,
+                l_offset: 0,
+                l_len: 1,
+            },
+            reclaim: false,
+            state: 1,
+        };
+        let plain = RpcClient::from_stream(tcp().await.unwrap(), cred.clone()).unwrap();
+        let mut d = plain
+            .call(NLM_PROG, NLM4_VERS, NLMPROC4_LOCK, &lock(true))
+            .await
+            .unwrap();
+        let r = <Nlm4Res as xdr::Unpack>::unpack(&mut d).unwrap();
+        assert_eq!(r.stat.stat, Nlm4Stats::NLM4_FAILED, "plain NLM");
+        let mut d = tc
+            .call(NLM_PROG, NLM4_VERS, NLMPROC4_LOCK, &lock(true))
+            .await
+            .unwrap();
+        let r = <Nlm4Res as xdr::Unpack>::unpack(&mut d).unwrap();
+        assert_eq!(r.stat.stat, Nlm4Stats::NLM4_GRANTED, "NLM over TLS");
+    });
+    let log = s.log_text();
+    assert!(log.contains("the export requires TLS (xprtsec)"), "{log}");
+}
