@@ -53,6 +53,11 @@ impl Mounted {
     /// Starts `tarn mount -f URL DIR [-o opts]`; Err(its stderr) if it
     /// ends instead of mounting.
     fn try_new(url: &str, opts: &str) -> Result<Mounted, String> {
+        Mounted::try_with_env(url, opts, &[])
+    }
+
+    /// [`Mounted::try_new`] with `env` in the mount's environment.
+    fn try_with_env(url: &str, opts: &str, env: &[(&str, &str)]) -> Result<Mounted, String> {
         let tmp = tempfile::Builder::new()
             .prefix("tarn-tlsmnt-")
             .tempdir_in("/var/tmp")
@@ -64,6 +69,7 @@ impl Mounted {
         cmd.args(["mount", "-f", url])
             .arg(&dir)
             .env("TARN_LOG", "info,fuser=off")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
@@ -203,16 +209,24 @@ fn mount_over_tls_and_mtls() {
     let args = pki.server_args("tls,mtls");
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
     args.extend(["--grace", "0.05"]);
-    let s2 = s.crash_and_restart(&args);
-    write_and_read_back(&m, &s2.export, "after");
+    let s = s.crash_and_restart(&args);
+    write_and_read_back(&m, &s.export, "after");
     assert_eq!(
         std::fs::read_to_string(m.path("before")).unwrap(),
         PATTERN.repeat(20_000)
     );
-    let log = s2.log_text();
+    let log = s.log_text();
     assert!(log.contains("TLS handshake done"), "{log}");
     drop(m);
-    drop(s2);
+
+    // TLS asked for as mount.nfs does (-o xprtsec=), the CA from the
+    // environment.
+    let ca = pki.file("ca.pem");
+    let url = pki.url(s.port(), "", "vers=4.1");
+    let m = Mounted::try_with_env(&url, "xprtsec=tls", &[("TARN_TLS_CA", &ca)]).unwrap();
+    write_and_read_back(&m, &s.export, "by-option");
+    drop(m);
+    drop(s);
 
     // mTLS against an export that takes only mTLS.
     let s = pki.server("mtls");
