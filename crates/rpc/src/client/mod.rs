@@ -26,6 +26,9 @@ pub mod gss;
 
 pub use channel::{Channel, ChannelOptions, ConnectHook};
 
+#[cfg(test)]
+mod refusal_tests;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("i/o: {0}")]
