@@ -350,6 +350,29 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
     }
 }
 
+/// A TLS alert by its name in RFC 8446 (`unknown_ca`,
+/// `certificate_required`, ...), for errors a user reads.
+pub fn alert_name(a: rustls::AlertDescription) -> String {
+    use rustls::AlertDescription as A;
+    let n = match a {
+        A::UnknownCA => "unknown_ca",
+        A::CertificateRequired => "certificate_required",
+        A::BadCertificate => "bad_certificate",
+        A::CertificateExpired => "certificate_expired",
+        A::CertificateRevoked => "certificate_revoked",
+        A::CertificateUnknown => "certificate_unknown",
+        A::UnsupportedCertificate => "unsupported_certificate",
+        A::AccessDenied => "access_denied",
+        A::HandshakeFailure => "handshake_failure",
+        A::ProtocolVersion => "protocol_version",
+        A::NoApplicationProtocol => "no_application_protocol",
+        A::DecryptError => "decrypt_error",
+        A::InternalError => "internal_error",
+        other => return format!("{other:?}"),
+    };
+    n.to_string()
+}
+
 /// Every label [`failure_reason`] and the server give a failed handshake
 /// (the metrics keep one counter each).
 pub const FAILURE_REASONS: [&str; 12] = [

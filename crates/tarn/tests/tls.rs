@@ -9,170 +9,11 @@
 //!   cargo test -p tarn --test tls
 
 mod common;
+use common::pki::*;
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
-
-/// A throwaway CA, a server certificate for localhost and 127.0.0.1, and
-/// a client certificate, in `dir`.
-fn make_pki(dir: &Path) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut a = vec!["req", "-x509"];
-    a.extend(ec);
-    a.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=Tarn test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-    ]);
-    run(&a);
-    // A client certificate no configured CA signed.
-    let mut a = vec!["req", "-x509"];
-    a.extend(ec);
-    a.extend([
-        "-keyout",
-        "rogue.key",
-        "-out",
-        "rogue.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=rogue",
-        "-addext",
-        "basicConstraints=CA:FALSE",
-    ]);
-    run(&a);
-    for (name, subj, san, usage) in [
-        (
-            "server",
-            "/CN=localhost",
-            "DNS:localhost,IP:127.0.0.1",
-            "serverAuth",
-        ),
-        (
-            "client",
-            "/CN=client1/O=Tarn tests",
-            "DNS:client1",
-            "clientAuth",
-        ),
-    ] {
-        let (key, csr, ext, pem) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.ext"),
-            format!("{name}.pem"),
-        );
-        let mut a = vec!["req"];
-        a.extend(ec);
-        a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
-        run(&a);
-        std::fs::write(
-            dir.join(&ext),
-            format!("subjectAltName={san}\nextendedKeyUsage={usage}\nbasicConstraints=CA:FALSE\n"),
-        )
-        .unwrap();
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-extfile",
-            &ext,
-        ]);
-    }
-}
-
-struct Pki {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().to_path_buf();
-        make_pki(&dir);
-        Pki { _tmp: tmp, dir }
-    }
-
-    fn file(&self, n: &str) -> String {
-        self.dir.join(n).to_str().unwrap().to_string()
-    }
-
-    /// A server exporting with `xprtsec`, TLS configured (client CA too).
-    fn server(&self, xprtsec: &str) -> TestServer {
-        self.server_with(xprtsec, &[])
-    }
-
-    fn server_with(&self, xprtsec: &str, extra: &[&str]) -> TestServer {
-        let (cert, key, ca) = (
-            self.file("server.pem"),
-            self.file("server.key"),
-            self.file("ca.pem"),
-        );
-        let mut args = vec![
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-            "--tls-client-ca",
-            &ca,
-            "--xprtsec",
-            xprtsec,
-        ];
-        args.extend(extra);
-        TestServer::start_with(&args)
-    }
-
-    /// A URL for `path` on `port` with `query` (acting as uid 1000).
-    fn url(&self, port: u16, path: &str, query: &str) -> String {
-        let ca = self.file("ca.pem");
-        let q = query
-            .replace("ROGUE", &self.file("rogue"))
-            .replace("CA", &ca)
-            .replace("CERT", &self.file("client.pem"))
-            .replace("KEY", &self.file("client.key"));
-        format!("nfs://127.0.0.1:{port}/{path}?uid=1000&gid=1000&{q}")
-    }
-}
 
 const PATTERN: &str = "tls-known-pattern-7f3a9c1e-the-wire-must-not-show-this";
 
@@ -270,8 +111,8 @@ fn mtls_export_wants_a_client_certificate() {
     assert!(e.contains("TLS"), "{e}");
     // A client certificate from a CA the server does not know.
     // Under TLS 1.3 the client finishes its handshake before the server
-    // has judged its certificate: it learns only when the connection
-    // closes, so soft, or it would reconnect for ever.
+    // has judged its certificate; the client's first call brings out the
+    // refusal, final even when hard (tests/tls_client.rs).
     let rogue = "xprtsec=mtls&tls-ca=CA&tls-cert=ROGUE.pem&tls-key=ROGUE.key&vers=4.1&soft=1&timeo=10&retrans=1";
     fails(&["cat", &pki.url(s.port(), "f.txt", rogue)]);
     let log = s.log_text();

@@ -150,6 +150,7 @@ impl Nfs3 {
             addr,
             opts.machine.clone(),
             auth_sys(uid, gid, &[gid], &opts.machine),
+            opts.transport.tls.clone(),
         ));
         let c = Nfs3 {
             addr,

@@ -154,6 +154,8 @@ pub async fn locate_tls(
             Err(e) if unavailable(&e) => format!("not on port {}", nfs.port()),
             Err(e) => return Err(e.into()),
         },
+        // The server refused our TLS (or we its): elsewhere would not do.
+        Err(Error::Rpc(e)) if e.is_final() => return Err(e.into()),
         Err(e) => e.to_string(),
     };
     let name = match prog {

@@ -69,6 +69,8 @@ pub(super) struct NlmClient {
     addr: SocketAddr,
     machine: String,
     cred: proto::rpc::OpaqueAuth,
+    /// RPC-with-TLS for NLM and NSM too when the mount uses it.
+    tls: Option<rpc::tls::TlsClient>,
     conn: tokio::sync::Mutex<Option<Arc<RpcClient>>>,
     held: Mutex<Vec<HeldNlmLock>>,
     lost: Mutex<Vec<HeldNlmLock>>,
@@ -92,11 +94,17 @@ fn transport(e: &Error) -> bool {
 }
 
 impl NlmClient {
-    pub(super) fn new(addr: SocketAddr, machine: String, cred: proto::rpc::OpaqueAuth) -> Self {
+    pub(super) fn new(
+        addr: SocketAddr,
+        machine: String,
+        cred: proto::rpc::OpaqueAuth,
+        tls: Option<rpc::tls::TlsClient>,
+    ) -> Self {
         NlmClient {
             addr,
             machine,
             cred,
+            tls,
             conn: tokio::sync::Mutex::new(None),
             held: Mutex::default(),
             lost: Mutex::default(),
@@ -113,7 +121,16 @@ impl NlmClient {
         if let Some(c) = c.as_ref().filter(|c| !c.is_closed()) {
             return Ok((c.clone(), false));
         }
-        let n = Arc::new(mount::locate(self.addr, NLM_PROG, NLM4_VERS, self.cred.clone()).await?);
+        let n = Arc::new(
+            mount::locate_tls(
+                self.addr,
+                NLM_PROG,
+                NLM4_VERS,
+                self.cred.clone(),
+                self.tls.as_ref(),
+            )
+            .await?,
+        );
         *c = Some(n.clone());
         Ok((n, true))
     }
@@ -149,6 +166,8 @@ impl NlmClient {
         loop {
             let again = start.elapsed() < UNREACHABLE_FOR;
             match self.conn().await {
+                // TLS refused: trying again gets the same answer.
+                Err(Error::Rpc(e)) if e.is_final() => return (Err(Error::Rpc(e)), made),
                 Err(e) if again => {
                     tracing::debug!(server = %self.addr, "NLM: cannot connect: {e}")
                 }
@@ -231,9 +250,15 @@ impl NlmClient {
     /// None when it has none we can reach.
     async fn server_state(&self) -> Option<i32> {
         use proto::nsm::*;
-        let c = mount::locate(self.addr, SM_PROG, SM_VERS, self.cred.clone())
-            .await
-            .ok()?;
+        let c = mount::locate_tls(
+            self.addr,
+            SM_PROG,
+            SM_VERS,
+            self.cred.clone(),
+            self.tls.as_ref(),
+        )
+        .await
+        .ok()?;
         let a = SmName {
             mon_name: Bytes::copy_from_slice(self.machine.as_bytes()),
         };

@@ -175,7 +175,7 @@ impl GssSec {
         target: &str,
         policy: RenewPolicy,
     ) -> Result<Arc<GssSec>, ClientError> {
-        let rpc = ch.any_connection().await;
+        let rpc = ch.any_connection().await?;
         GssSec::establish_on(rpc, Some(ch), prog, vers, service, target, policy).await
     }
 
@@ -331,7 +331,7 @@ impl GssSec {
             None => (ccache::default_for(uid), "the default"),
         };
         let rpc = match &self.channel {
-            Some(ch) => ch.any_connection().await,
+            Some(ch) => ch.any_connection().await?,
             None => self.rpc.clone(),
         };
         let made = GssSec::make_sec(
@@ -476,7 +476,7 @@ impl GssSec {
 
     async fn make(&self) -> Result<Ctx, ClientError> {
         let rpc = match &self.channel {
-            Some(ch) => ch.any_connection().await,
+            Some(ch) => ch.any_connection().await?,
             None => self.rpc.clone(),
         };
         make_ctx(rpc, self.prog, self.vers, &self.target, &self.source).await

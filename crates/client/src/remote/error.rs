@@ -101,8 +101,9 @@ impl Error {
         use rpc::msg::ReplyStatus as RS;
         // An RPC authentication error (no credential for the caller, a
         // flavor the export refuses): EACCES, as the Linux client gives.
-        if let Error::V3(nfs3::Error::Rpc(CE::Rpc(RS::AuthError(_))))
-        | Error::V4(nfs4::Error::Rpc(CE::Rpc(RS::AuthError(_)))) = self
+        // So is a server that refuses our TLS connection (our certificate).
+        if let Error::V3(nfs3::Error::Rpc(CE::Rpc(RS::AuthError(_)) | CE::Tls(_)))
+        | Error::V4(nfs4::Error::Rpc(CE::Rpc(RS::AuthError(_)) | CE::Tls(_))) = self
         {
             return libc::EACCES;
         }

@@ -14,6 +14,9 @@
 //!
 //! While the server is away, connections are retried with a pause that
 //! doubles up to [`ChannelOptions::max_backoff`], never in a busy loop.
+//! A server that refuses the connection itself (RPC-with-TLS: it refuses
+//! our certificate, or we its) is not: the call fails with that reason,
+//! hard or soft ([`ClientError::is_final`]).
 //!
 //! The layer above may rebuild a call for each transmission
 //! ([`Channel::send_record_with`]): RPCSEC_GSS must put a new sequence
@@ -113,6 +116,8 @@ struct Inner {
     hook: Mutex<Option<ConnectHook>>,
     /// Set while a hard call reported the server not responding.
     not_responding: AtomicBool,
+    /// Set once a reconnect was refused for good (logged once).
+    refused: AtomicBool,
     /// Transmissions beyond the first of a call (for tests and metrics).
     retransmits: AtomicU64,
     /// Connections made after the first ones.
@@ -211,6 +216,7 @@ impl Channel {
                 handler: Mutex::new(None),
                 hook: Mutex::new(None),
                 not_responding: AtomicBool::new(false),
+                refused: AtomicBool::new(false),
                 retransmits: AtomicU64::new(0),
                 reconnects: AtomicU64::new(0),
             }),
@@ -293,7 +299,7 @@ impl Channel {
 
     /// An open connection (made now if none is): for calls that must go
     /// on one connection, such as RPCSEC_GSS context creation.
-    pub async fn any_connection(&self) -> Arc<RpcClient> {
+    pub async fn any_connection(&self) -> Result<Arc<RpcClient>, ClientError> {
         self.conn(self.pick()).await
     }
 
@@ -308,13 +314,15 @@ impl Channel {
     }
 
     /// The open connection of slot `i`, reconnecting (after a pause) if it
-    /// was lost. Never gives up: the caller bounds the wait.
-    async fn conn(&self, i: usize) -> Arc<RpcClient> {
+    /// was lost. Gives up only when the server refuses us for good (a
+    /// [final](ClientError::is_final) error: TLS refused); else the caller
+    /// bounds the wait.
+    async fn conn(&self, i: usize) -> Result<Arc<RpcClient>, ClientError> {
         let slot = &self.inner.slots[i];
         let mut st = slot.state.lock().await;
         if let Some(c) = &st.conn {
             if !c.is_closed() {
-                return c.clone();
+                return Ok(c.clone());
             }
         }
         st.conn = None;
@@ -328,6 +336,13 @@ impl Channel {
             st.pause = (st.pause * 2).min(self.inner.opts.max_backoff);
             let c = match open(self.inner.addr, &self.inner.opts, &self.inner.cred).await {
                 Ok(c) => Arc::new(c),
+                Err(e) if e.is_final() => {
+                    // Logged once until a connection is made again.
+                    if !self.inner.refused.swap(true, Ordering::Relaxed) {
+                        tracing::error!(server = %self.inner.opts.server, "cannot reconnect: {e}");
+                    }
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::debug!(server = %self.inner.opts.server, conn = i, "reconnect: {e}");
                     continue;
@@ -344,7 +359,8 @@ impl Channel {
             self.inner.reconnects.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(server = %self.inner.opts.server, conn = i, "reconnected");
             st.conn = Some(c.clone());
-            return c;
+            self.inner.refused.store(false, Ordering::Relaxed);
+            return Ok(c);
         }
     }
 
@@ -373,8 +389,10 @@ impl Channel {
             // One wait of `timeout`: a broken connection is replaced and
             // the call resent within it.
             let reply = loop {
-                let Ok(conn) = tokio::time::timeout_at(deadline, self.conn(i)).await else {
-                    break None;
+                let conn = match tokio::time::timeout_at(deadline, self.conn(i)).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => break None,
                 };
                 let rec = build(sent)?;
                 if sent > 0 {

@@ -26,6 +26,9 @@ pub mod gss;
 
 pub use channel::{Channel, ChannelOptions, ConnectHook};
 
+#[cfg(test)]
+mod refusal_tests;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("i/o: {0}")]
@@ -36,6 +39,10 @@ pub enum ClientError {
     Xdr(#[from] xdr::Error),
     #[error("RPC error: {0:?}")]
     Rpc(ReplyStatus),
+    /// RPC-with-TLS refused: the server does not do it, refused our
+    /// certificate or we refused its. Final: trying again gets the same
+    /// answer, so a hard mount does not reconnect for ever (network
+    /// failures around the handshake are [`ClientError::Io`]).
     #[error("RPC-with-TLS: {0}")]
     Tls(String),
     #[error("RPCSEC_GSS: {0}")]
@@ -305,10 +312,43 @@ impl RpcClient {
             )));
         }
         let conn = tokio_rustls::TlsConnector::from(tls.config.clone());
-        let t = conn
+        let mut t = conn
             .connect(tls.server_name.clone(), s)
             .await
-            .map_err(|e| ClientError::Tls(format!("handshake: {e}")))?;
+            .map_err(|e| handshake_error(e, false))?;
+        // Under TLS 1.3 our side of the handshake ends before the server
+        // has judged our certificate (or its absence): its refusal, an
+        // alert or a close, comes after. A NULL call, answered by any
+        // server that took us, brings that refusal out here, where it is
+        // final, rather than as a connection lost later, which a hard
+        // mount would make again and again.
+        let xid = xid.wrapping_add(1);
+        let mut ping = BytesMut::with_capacity(48);
+        record::begin(&mut ping);
+        msg::encode_call(xid, 100003, 3, 0, &auth_none(), &mut ping);
+        record::finish(&mut ping);
+        let confirm = async {
+            t.write_all(&ping).await?;
+            t.flush().await?;
+            let mut mark = [0u8; 4];
+            t.read_exact(&mut mark).await?;
+            let len = (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize;
+            if len > 4096 {
+                return Err(std::io::Error::other("oversized reply to a NULL call"));
+            }
+            let mut rec = vec![0u8; len];
+            t.read_exact(&mut rec).await
+        };
+        match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(handshake_error(e, true)),
+            Err(_) => {
+                return Err(ClientError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer to a NULL call after the TLS handshake",
+                )))
+            }
+        }
         let (rd, wr) = tokio::io::split(t);
         Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
     }
@@ -484,6 +524,68 @@ impl RpcClient {
     /// Sends raw bytes on the connection (for tests of malformed input).
     pub async fn send_bytes(&self, b: &[u8]) -> Result<(), ClientError> {
         Ok(put(&self.wr, b).await?)
+    }
+}
+
+/// How long a new TLS connection waits for the answer to its first call.
+const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A failed TLS handshake (`after`: the first call after it) as a client
+/// error: final ([`ClientError::Tls`]) when a side refused the other,
+/// else an I/O error to retry.
+fn handshake_error(e: std::io::Error, after: bool) -> ClientError {
+    use tokio_rustls::rustls::Error as E;
+    let t = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<tokio_rustls::rustls::Error>());
+    match t {
+        Some(E::AlertReceived(a)) => {
+            use tokio_rustls::rustls::AlertDescription as A;
+            let why = match a {
+                A::UnknownCA => " (it does not trust the CA of our client certificate)",
+                A::CertificateRequired => " (it wants a client certificate: xprtsec=mtls)",
+                A::CertificateExpired => " (our client certificate has expired)",
+                A::BadCertificate | A::UnsupportedCertificate | A::CertificateUnknown => {
+                    " (it does not accept our client certificate)"
+                }
+                A::CertificateRevoked => " (our client certificate was revoked)",
+                _ => "",
+            };
+            ClientError::Tls(format!(
+                "the server refused the connection{}: TLS alert {}{why}",
+                if after { " after the handshake" } else { "" },
+                crate::tls::alert_name(*a)
+            ))
+        }
+        Some(E::InvalidCertificate(c)) => ClientError::Tls(format!(
+            "the server's certificate is not accepted: {c:?} (check tls-ca= and the host name)"
+        )),
+        Some(other) => ClientError::Tls(format!("handshake: {other}")),
+        // The server closed as soon as the handshake was over: what a TLS
+        // 1.3 server that refuses a client certificate without an alert
+        // (or with one lost to the close) does.
+        None if after
+            && matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            ClientError::Tls(
+                "the server closed the connection right after the TLS handshake \
+                 (it refuses our client certificate, or wants one)"
+                    .into(),
+            )
+        }
+        None => ClientError::Io(e),
+    }
+}
+
+impl ClientError {
+    /// Whether trying again cannot help (see [`ClientError::Tls`]).
+    pub fn is_final(&self) -> bool {
+        matches!(self, ClientError::Tls(_))
     }
 }
 

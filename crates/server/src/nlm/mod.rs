@@ -283,6 +283,17 @@ impl Nlm {
                 },
                 why: f.why,
             })?;
+        // The export's xprtsec= holds for locks too: NLM4_FAILED, the
+        // status NLM already gives a client the export refuses (ACCES
+        // above). Not DENIED (a conflict: the client would wait and ask
+        // again), not DENIED_NOLOCKS (a shortage here that may pass, and
+        // this server's answer when stable storage fails).
+        if !t.export.permits_xprt(ctx.xprtsec) {
+            return Err(Fail {
+                stat: Nlm4Stats::NLM4_FAILED,
+                why: "the export requires TLS (xprtsec) and this connection is not protected so",
+            });
+        }
         Ok(FileKey {
             export: t.export.id,
             fid: t.fid,

@@ -51,6 +51,11 @@ struct Fx {
 }
 
 fn fixture_grace(grace: Duration) -> Fx {
+    fixture_with(grace, &rpc::tls::XprtSec::ALL)
+}
+
+/// A fixture whose export accepts connections protected as `xprtsec`.
+fn fixture_with(grace: Duration, xprtsec: &[rpc::tls::XprtSec]) -> Fx {
     let backend: Arc<dyn Backend> = Arc::new(vfs::memory::MemFs::new());
     let root = backend.root();
     let (fid, _) = backend
@@ -61,7 +66,7 @@ fn fixture_grace(grace: Duration) -> Fx {
             &vfs::CreateHow::Unchecked(Default::default()),
         )
         .unwrap();
-    let e = Export::simple(
+    let mut e = Export::simple(
         "/srv/test",
         "/",
         backend,
@@ -69,6 +74,7 @@ fn fixture_grace(grace: Duration) -> Fx {
         false,
         Squash::Root,
     );
+    e.xprtsec = xprtsec.to_vec();
     let nfs = Nfs3::new(
         crate::live::Live::fixed(Exports::new(vec![e])),
         Arc::new(HandleKey::random()),
@@ -417,6 +423,53 @@ async fn bad_handle_is_stale() {
         )
         .await;
     assert_eq!(r.stat.stat, NLM4_STALE_FH);
+}
+
+/// An export that requires TLS refuses locks asked for on a plain
+/// connection with NLM4_FAILED (final: not a conflict to wait out), and
+/// grants them over TLS.
+#[tokio::test]
+async fn an_export_requiring_tls_refuses_plain_nlm() {
+    use rpc::tls::XprtSec;
+    let fx = fixture_with(Duration::ZERO, &[XprtSec::Tls, XprtSec::Mtls]);
+    let call = |x: XprtSec, proc_: u32, excl: bool| {
+        let mut ctx = ctx_from(NLM_PROG, proc_, PEER);
+        ctx.xprtsec = x;
+        let args = Nlm4Lockargs {
+            cookie: Netobj(Bytes::new()),
+            block: false,
+            exclusive: excl,
+            alock: fx.alock(1, 0, 10),
+            reclaim: false,
+            state: 1,
+        };
+        let fx = &fx;
+        async move {
+            let mut out = BytesMut::new();
+            fx.nlm
+                .dispatch(&fx.nfs, &ctx, Decoder::new(xdr::to_bytes(&args)), &mut out)
+                .await
+                .unwrap();
+            xdr::from_bytes::<Nlm4Res>(out.freeze()).unwrap().stat.stat
+        }
+    };
+    assert_eq!(call(XprtSec::None, NLMPROC4_LOCK, true).await, NLM4_FAILED);
+    assert_eq!(call(XprtSec::Tls, NLMPROC4_LOCK, true).await, NLM4_GRANTED);
+    assert_eq!(call(XprtSec::Mtls, NLMPROC4_LOCK, true).await, NLM4_GRANTED);
+    // Nor may a plain connection unlock what TLS took.
+    let mut ctx = ctx_from(NLM_PROG, NLMPROC4_UNLOCK, PEER);
+    ctx.xprtsec = XprtSec::None;
+    let mut out = BytesMut::new();
+    let u = Nlm4Unlockargs {
+        cookie: Netobj(Bytes::new()),
+        alock: fx.alock(1, 0, 10),
+    };
+    fx.nlm
+        .dispatch(&fx.nfs, &ctx, Decoder::new(xdr::to_bytes(&u)), &mut out)
+        .await
+        .unwrap();
+    let r: Nlm4Res = xdr::from_bytes(out.freeze()).unwrap();
+    assert_eq!(r.stat.stat, NLM4_FAILED);
 }
 
 #[tokio::test]

@@ -30,7 +30,9 @@ pub struct MountArgs {
     pub dir: Option<PathBuf>,
     /// Options as mount.nfs names them: vers, sec, rsize, wsize, nconnect,
     /// hard, soft, timeo, retrans, ac, noac, actimeo, acregmin, acregmax,
-    /// acdirmin, acdirmax, cto, nocto, lookupcache=all|pos|none, ro, rw;
+    /// acdirmin, acdirmax, cto, nocto, lookupcache=all|pos|none, ro, rw,
+    /// xprtsec=none|tls|mtls (the CA and certificate from the URL or
+    /// TARN_TLS_CA, TARN_TLS_CERT, TARN_TLS_KEY);
     /// and Tarn's inodecap=N (inodes cached before eviction) and
     /// deleg/nodeleg (NFSv4.1/4.2 delegations; on by default).
     #[arg(short = 'o', value_name = "OPTIONS")]

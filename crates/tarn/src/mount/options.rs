@@ -32,6 +32,10 @@ pub struct MountOptions {
     /// NFSv4.1/4.2: a back channel, so the server may grant delegations
     /// (`deleg`, the default, or `nodeleg`; Tarn's own).
     pub deleg: bool,
+    /// RPC-with-TLS (`xprtsec=none|tls|mtls`, as mount.nfs names it); the
+    /// CA and client certificate from the URL (tls-ca=, ...) or
+    /// TARN_TLS_CA, TARN_TLS_CERT, TARN_TLS_KEY.
+    pub xprtsec: Option<rpc::tls::XprtSec>,
 }
 
 impl Default for MountOptions {
@@ -52,6 +56,7 @@ impl Default for MountOptions {
             allow_other: None,
             inode_cap: 500_000,
             deleg: true,
+            xprtsec: None,
         }
     }
 }
@@ -139,6 +144,13 @@ impl MountOptions {
                     o.timeo = Some(n as u32);
                 }
                 "retrans" => o.retrans = Some(num(100)? as u32),
+                "xprtsec" => {
+                    o.xprtsec = Some(
+                        v.unwrap_or_default()
+                            .parse()
+                            .map_err(|e| format!("option {item}: {e}"))?,
+                    )
+                }
                 "hard" => {
                     flag(&mut o)?;
                     o.hard = Some(true)
@@ -250,6 +262,13 @@ impl MountOptions {
         if let Some(h) = self.hard {
             t.hard = h;
         }
+        match self.xprtsec {
+            None => {}
+            Some(rpc::tls::XprtSec::None) => u.tls = None,
+            Some(x) => {
+                u.tls.get_or_insert_with(Default::default).mtls = x == rpc::tls::XprtSec::Mtls;
+            }
+        }
         u
     }
 }
@@ -288,6 +307,21 @@ mod tests {
         assert_eq!(o.lookupcache, LookupCache::Pos);
         assert_eq!(o.ac.acregmin, Duration::from_secs(1));
         assert_eq!(o.ac.acdirmax, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn xprtsec_turns_tls_on_and_off() {
+        let url = NfsUrl::parse("nfs://srv/x?xprtsec=tls&tls-ca=/ca.pem").unwrap();
+        let u = p("xprtsec=mtls").unwrap().apply(&url);
+        let t = u.tls.expect("TLS on");
+        assert!(t.mtls);
+        assert_eq!(t.ca.as_deref(), Some("/ca.pem"), "the URL's files stay");
+        assert_eq!(p("xprtsec=none").unwrap().apply(&url).tls, None);
+        let plain = NfsUrl::parse("nfs://srv/x").unwrap();
+        let t = p("xprtsec=tls").unwrap().apply(&plain).tls.unwrap();
+        assert!(!t.mtls && t.ca.is_none());
+        assert!(p("xprtsec=ssl").unwrap_err().contains("xprtsec=ssl"));
+        assert!(p("xprtsec").is_err());
     }
 
     #[test]

@@ -33,12 +33,29 @@ pub fn nfs_err(what: &(impl Display + ?Sized), e: impl Into<Error>) -> String {
         );
     }
     match (e.status_text(), e.rpc()) {
+        (Some(t), _) if export_refused(&e) => format!(
+            "{what}: {t}; the export may require another sec= or RPC-with-TLS \
+             (xprtsec=tls, or xprtsec=mtls with a client certificate)"
+        ),
         (Some(t), _) => format!("{what}: {t}"),
         (None, Some(ClientError::Rpc(ReplyStatus::ProgMismatch(lo, hi)))) => format!(
             "{what}: the server does not speak this version of the program \
              (it speaks versions {lo} to {hi}; for NFS, vers=3 or no vers=)"
         ),
         _ => format!("{what}: {e}"),
+    }
+}
+
+/// Whether `e` is an export refusing how we came: NFSv4 WRONGSEC, or
+/// MOUNT's ACCES (a server gives them for a flavor it does not take and
+/// for a connection without the TLS the export requires alike).
+fn export_refused(e: &Error) -> bool {
+    match e {
+        Error::V4(e) => e.status() == Some(Nfsstat4::NFS4ERR_WRONGSEC),
+        Error::V3(client::nfs3::Error::Mount { status, .. }) => {
+            *status == proto::mount::Mountstat3::MNT3ERR_ACCES
+        }
+        _ => false,
     }
 }
 

@@ -1,6 +1,8 @@
 //! Starts a real `tarn serve` on a free loopback port, stops it by PID.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

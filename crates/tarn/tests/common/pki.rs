@@ -1,0 +1,180 @@
+//! A throwaway PKI for the RPC-with-TLS tests, made with the openssl CLI,
+//! and servers that use it.
+
+use super::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A throwaway CA, a server certificate for localhost and 127.0.0.1, and
+/// a client certificate, in `dir`.
+pub fn make_pki(dir: &Path) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut a = vec!["req", "-x509"];
+    a.extend(ec);
+    a.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Tarn test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    run(&a);
+    // A client certificate no configured CA signed.
+    let mut a = vec!["req", "-x509"];
+    a.extend(ec);
+    a.extend([
+        "-keyout",
+        "rogue.key",
+        "-out",
+        "rogue.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=rogue",
+        "-addext",
+        "basicConstraints=CA:FALSE",
+    ]);
+    run(&a);
+    for (name, subj, san, usage) in [
+        (
+            "server",
+            "/CN=localhost",
+            "DNS:localhost,IP:127.0.0.1",
+            "serverAuth",
+        ),
+        (
+            "client",
+            "/CN=client1/O=Tarn tests",
+            "DNS:client1",
+            "clientAuth",
+        ),
+    ] {
+        let (key, csr, ext, pem) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.ext"),
+            format!("{name}.pem"),
+        );
+        let mut a = vec!["req"];
+        a.extend(ec);
+        a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
+        run(&a);
+        std::fs::write(
+            dir.join(&ext),
+            format!("subjectAltName={san}\nextendedKeyUsage={usage}\nbasicConstraints=CA:FALSE\n"),
+        )
+        .unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
+    }
+}
+
+pub struct Pki {
+    _tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        make_pki(&dir);
+        Pki { _tmp: tmp, dir }
+    }
+
+    pub fn file(&self, n: &str) -> String {
+        self.dir.join(n).to_str().unwrap().to_string()
+    }
+
+    /// A server exporting with `xprtsec`, TLS configured (client CA too).
+    pub fn server(&self, xprtsec: &str) -> TestServer {
+        self.server_with(xprtsec, &[])
+    }
+
+    /// The `tarn serve` flags of [`Pki::server_with`] (for a restart).
+    pub fn server_args(&self, xprtsec: &str) -> Vec<String> {
+        [
+            "--tls-cert",
+            &self.file("server.pem"),
+            "--tls-key",
+            &self.file("server.key"),
+            "--tls-client-ca",
+            &self.file("ca.pem"),
+            "--xprtsec",
+            xprtsec,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    pub fn server_with(&self, xprtsec: &str, extra: &[&str]) -> TestServer {
+        let (cert, key, ca) = (
+            self.file("server.pem"),
+            self.file("server.key"),
+            self.file("ca.pem"),
+        );
+        let mut args = vec![
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &ca,
+            "--xprtsec",
+            xprtsec,
+        ];
+        args.extend(extra);
+        TestServer::start_with(&args)
+    }
+
+    /// A URL for `path` on `port` with `query` (acting as uid 1000).
+    pub fn url(&self, port: u16, path: &str, query: &str) -> String {
+        let ca = self.file("ca.pem");
+        let q = query
+            .replace("ROGUE", &self.file("rogue"))
+            .replace("CA", &ca)
+            .replace("CERT", &self.file("client.pem"))
+            .replace("KEY", &self.file("client.key"));
+        format!("nfs://127.0.0.1:{port}/{path}?uid=1000&gid=1000&{q}")
+    }
+}
