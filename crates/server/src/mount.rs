@@ -82,16 +82,11 @@ impl Mount {
                         );
                         Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
                     }
-                    Some((e, _, Some(_))) if !e.permits_xprt(ctx.xprtsec) => {
-                        e.note_xprt_refusal(ctx);
-                        refused(
-                            ctx,
-                            Mountstat3::MNT3ERR_ACCES,
-                            &shown,
-                            "the export requires TLS (xprtsec) and this connection is not protected so",
-                        );
-                        Mountres3::Default(Mountstat3::MNT3ERR_ACCES)
-                    }
+                    // No xprtsec check here: the Linux client sends MNT in the
+                    // clear even for `-o xprtsec=tls` (knfsd's mountd has no TLS
+                    // at all), and only its NFS connection does the handshake.
+                    // The handle MNT returns is of no use without TLS: every
+                    // NFSv3 call on it still needs the protection (AUTH_TOOWEAK).
                     Some((e, below, Some(access))) => {
                         // A directory below the export's root: walk to it as the caller.
                         let (e, cred) = (e.clone(), access.cred);

@@ -283,17 +283,11 @@ impl Nlm {
                 },
                 why: f.why,
             })?;
-        // The export's xprtsec= holds for locks too: NLM4_FAILED, the
-        // status NLM already gives a client the export refuses (ACCES
-        // above). Not DENIED (a conflict: the client would wait and ask
-        // again), not DENIED_NOLOCKS (a shortage here that may pass, and
-        // this server's answer when stable storage fails).
-        if !t.export.permits_xprt(ctx.xprtsec) {
-            return Err(Fail {
-                stat: Nlm4Stats::NLM4_FAILED,
-                why: "the export requires TLS (xprtsec) and this connection is not protected so",
-            });
-        }
+        // No xprtsec check, as in knfsd: the Linux client's lockd has no
+        // TLS and sends NLM in the clear even for a `-o xprtsec=tls` mount
+        // (refusing it left such mounts without locks). A lock call names
+        // a handle and a range and carries no file data; the data calls on
+        // that handle still need the export's protection.
         Ok(FileKey {
             export: t.export.id,
             fid: t.fid,

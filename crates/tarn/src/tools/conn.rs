@@ -18,6 +18,10 @@ use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What an export's refusal of our flavor or transport may mean.
+const PROTECTION_HINT: &str = "the export may require another sec= or RPC-with-TLS \
+     (xprtsec=tls, or xprtsec=mtls with a client certificate)";
+
 /// "nfs://h/x: no such file or directory (NFS4ERR_NOENT)".
 pub fn nfs_err(what: &(impl Display + ?Sized), e: impl Into<Error>) -> String {
     use proto::rpc::AuthStat::{RPCSEC_GSS_CREDPROBLEM, RPCSEC_GSS_CTXPROBLEM};
@@ -33,11 +37,16 @@ pub fn nfs_err(what: &(impl Display + ?Sized), e: impl Into<Error>) -> String {
         );
     }
     match (e.status_text(), e.rpc()) {
-        (Some(t), _) if export_refused(&e) => format!(
-            "{what}: {t}; the export may require another sec= or RPC-with-TLS \
-             (xprtsec=tls, or xprtsec=mtls with a client certificate)"
-        ),
+        (Some(t), _) if export_refused(&e) => format!("{what}: {t}; {PROTECTION_HINT}"),
         (Some(t), _) => format!("{what}: {t}"),
+        // NFSv3 calls the export's sec= or xprtsec= does not take (MOUNT
+        // itself answers plain connections, as mountd does).
+        (
+            None,
+            Some(ClientError::Rpc(ReplyStatus::AuthError(proto::rpc::AuthStat::AUTH_TOOWEAK))),
+        ) => {
+            format!("{what}: refused as too weak (AUTH_TOOWEAK); {PROTECTION_HINT}")
+        }
         (None, Some(ClientError::Rpc(ReplyStatus::ProgMismatch(lo, hi)))) => format!(
             "{what}: the server does not speak this version of the program \
              (it speaks versions {lo} to {hi}; for NFS, vers=3 or no vers=)"
