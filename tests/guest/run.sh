@@ -66,6 +66,8 @@ full | knfsd@trixie | 4.2 | sys  |        | reference server in the Debian 13 gu
 full | tarn@trixie  | 4.2 | sys  |        | Debian 13 guest (6.12 client): full run only (a second guest image and boot)
 full | tarn@trixie  | 4.2 | tls  |        | RPC-with-TLS from the 6.12 client and tlshd: full run only
 full | tarn@trixie  | 4.2 | mtls |        | mutual TLS (the guest presents its certificate): full run only
+full | knfsd@trixie | 4.2 | tls  |        | reference: knfsd with xprtsec=tls and tlshd on both sides in the Debian 13 guest: full run only
+full | knfsd@trixie | 4.2 | mtls |        | reference: knfsd with xprtsec=mtls: full run only
 full | tarn@trixie  | 3   | tls  |        | NFSv3 inside TLS (the client sends MOUNT and NLM in the clear): full run only
 full | tarn@trixie  | 3   | mtls |        | NFSv3 inside mutual TLS: full run only
 '
@@ -167,7 +169,16 @@ guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
   done
   case "$1" in
     knfsd) echo 'lab-knfsd-start || { echo "lab-knfsd-start failed"; exit 97; }'
-           printf 'exec bash /share/workload.sh 127.0.0.1 %q %q /srv/export ""\n' "$2" "$3";;
+           if [ "$3" = tls ] || [ "$3" = mtls ]; then   # the reference over TLS: tlshd does both sides
+             echo '. /share/tls-guest.sh'
+             echo 'tls_guest_up 127.0.0.1 && tls_knfsd_export || { echo "tls guest setup failed"; exit 97; }'
+             printf 'bash /share/workload.sh 127.0.0.1 %q sys /srv/export %q; rc=$?\n' "$2" "xprtsec=$3"
+             printf 'tls_guest_checks 127.0.0.1 %q "" /srv/export || rc=1\n' "$2"
+             echo 'tls_guest_down || rc=1'
+             echo 'exit $rc'
+           else
+             printf 'exec bash /share/workload.sh 127.0.0.1 %q %q /srv/export ""\n' "$2" "$3"
+           fi;;
     tarn)  # STAT_ASSERT: the stat-pass step's 1% bound; LOCAL_CHANGE: the supervisor writes for
            # the local-change step
            echo 'export SQUASH=1 STAT_ASSERT=1 LOCAL_CHANGE=1'
@@ -318,6 +329,8 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
   NS=tarnlab-$$-${#COLS[@]}
   "$HERE/net.sh" up "$NS" || { echo "run.sh: netns setup failed"; crashed=1; }
   if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" || crashed=1; fi
+  if [ $crashed = 0 ] && [ "$server" = knfsd ] && { [ "$sec" = tls ] || [ "$sec" = mtls ]; }; then
+    mkdir -p "$dir"; tls_ca "$dir" "$sec" knfsd || crashed=1; fi
   files=("$HERE/workload.sh")
   case $sec in
     sys) ;;
@@ -326,7 +339,8 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
   esac
   : > "$dir/host-steps.log"
   if [ $crashed = 0 ]; then
-    if [ "$sec" = tls ] || [ "$sec" = mtls ]; then tls_capture_start "$dir" "$NS"; fi
+    # (knfsd serves inside the guest, over its loopback: nothing to capture on the tap)
+    if [ "$server" = tarn ] && { [ "$sec" = tls ] || [ "$sec" = mtls ]; }; then tls_capture_start "$dir" "$NS"; fi
     GUEST_DIST=$guest NETNS=$NS RUN_DIR=$dir/vm TIMEOUT=$CASE_TIMEOUT bash "$HERE/boot.sh" "$dir/cmd.sh" "${files[@]}" \
       > "$dir/out.log" 2> "$dir/boot.err" &
     BPID=$!; wait "$BPID"; rc=$?; BPID=

@@ -3,7 +3,9 @@
 # the case's files in /share/lab-tls (ca.pem, mode = tls|mtls, and for mtls client.pem, client.key).
 #   tls_guest_check             kernel side only: kTLS (modprobe tls) and the netlink "handshake"
 #                               family the NFS client's TLS upcall uses; prints what it found
-#   tls_guest_up SERVER_ADDR    /etc/tlshd.conf, tlshd started (log /share/tlshd.log), checks it runs
+#   tls_guest_up SERVER_ADDR    /etc/tlshd.conf, tlshd started (log /share/tlshd.log), checks it runs;
+#                               with /share/lab-tls/server.pem (knfsd cases) tlshd serves knfsd's side
+#   tls_knfsd_export            knfsd's /srv/export for 127.0.0.1 again, with xprtsec= of the mode
 #   tls_guest_checks SERVER_ADDR VERS OPTS   after the workload: STEP tls-canary (the host's
 #                               canary file written and read back over TLS, for the host's capture),
 #                               STEP tls-plain-refused (a mount without xprtsec= fails), and for mtls
@@ -47,6 +49,15 @@ tls_guest_up() {
     echo 'nl=0'
     echo '[authenticate.client]'
     echo 'x509.truststore=/etc/tlshd/ca.pem'
+    if [ -e "$TLS_LAB/server.pem" ]; then   # knfsd in this guest: tlshd does its side too
+      install -m 0644 "$TLS_LAB/server.pem" /etc/tlshd/server.pem || return 1
+      install -m 0600 "$TLS_LAB/server.key" /etc/tlshd/server.key || return 1
+      echo '[authenticate.server]'
+      echo 'x509.truststore=/etc/tlshd/ca.pem'
+      echo 'x509.certificate=/etc/tlshd/server.pem'
+      echo 'x509.private_key=/etc/tlshd/server.key'
+      echo '[authenticate.client]'
+    fi
     if [ "$mode" = mtls ]; then
       install -m 0644 "$TLS_LAB/client.pem" /etc/tlshd/client.pem || return 1
       install -m 0600 "$TLS_LAB/client.key" /etc/tlshd/client.key || return 1
@@ -61,6 +72,14 @@ tls_guest_up() {
   sleep 0.5; kill -0 "$TLSHD_PID" 2>/dev/null || { echo "tls: tlshd died:"; cat /share/tlshd.log; return 1; }
   echo "tls: tlshd pid $TLSHD_PID ($(dpkg-query -W -f '${Version}' ktls-utils 2>/dev/null)), mode $mode," \
        "trusts the lab CA$([ "$mode" = mtls ] && echo ", presents client.pem")"
+}
+
+tls_knfsd_export() {
+  local mode
+  mode=$(cat "$TLS_LAB/mode")
+  exportfs -u 127.0.0.1:/srv/export || return 1
+  exportfs -o "rw,no_root_squash,insecure,no_subtree_check,xprtsec=$mode" 127.0.0.1:/srv/export || return 1
+  echo "tls: knfsd exports: $(exportfs -v | tr -s ' \n\t' ' ')"
 }
 
 # One STEP line as workload.sh prints them: NAME, then a command that must succeed.
@@ -79,7 +98,7 @@ TLS_REFUSE_OPTS=soft,timeo=50,retrans=1,retry=0
 tls_must_not_mount() {  # VERS OPTS SERVER_ADDR: the mount fails (or never completes)
   local m=/mnt/tls-refused rc
   mkdir -p $m
-  timeout -k 5 120 mount -t nfs -o "vers=$1,$2,$TLS_REFUSE_OPTS" "$3:/" $m; rc=$?
+  timeout -k 5 120 mount -t nfs -o "vers=$1,${2:+$2,}$TLS_REFUSE_OPTS" "$3:$TLS_EXPORT" $m; rc=$?
   if [ $rc = 0 ]; then
     echo "mounted, though it must not: $(grep " $m " /proc/mounts)"
     ls $m >/dev/null 2>&1 && echo "and a listing worked"
@@ -91,11 +110,11 @@ tls_must_not_mount() {  # VERS OPTS SERVER_ADDR: the mount fails (or never compl
 tls_canary() {  # VERS OPTS SERVER_ADDR MODE
   local m=/mnt/tls-canary
   mkdir -p $m
-  mount -t nfs -o "vers=$1,$2,xprtsec=$4" "$3:/" $m || return 1
+  mount -t nfs -o "vers=$1,${2:+$2,}xprtsec=$4" "$3:$TLS_EXPORT" $m || return 1
   cp "$TLS_LAB/canary.bin" $m/canary.bin && sync || { umount $m; return 1; }
   umount $m || return 1
   # a fresh mount: the read comes from the server, not this client's page cache
-  mount -t nfs -o "vers=$1,$2,xprtsec=$4" "$3:/" $m || return 1
+  mount -t nfs -o "vers=$1,${2:+$2,}xprtsec=$4" "$3:$TLS_EXPORT" $m || return 1
   cmp "$TLS_LAB/canary.bin" $m/canary.bin && rm $m/canary.bin; local rc=$?
   umount $m; [ $rc = 0 ] && echo "$(stat -c %s "$TLS_LAB/canary.bin") bytes of the canary written and read back over TLS"
   return $rc
@@ -110,7 +129,7 @@ tls_untrusted() {  # VERS OPTS SERVER_ADDR: tlshd presents a certificate Tarn's 
   kill "$TLSHD_PID"; wait "$TLSHD_PID" 2>/dev/null
   tlshd -s >> /share/tlshd.log 2>&1 < /dev/null & TLSHD_PID=$!
   sleep 0.5
-  tls_must_not_mount "$1" "$2,xprtsec=mtls" "$3"; rc=$?
+  tls_must_not_mount "$1" "${2:+$2,}xprtsec=mtls" "$3"; rc=$?
   # back to the trusted certificate (tls_guest_down looks for the earlier successes in the log)
   mv $conf.trusted $conf
   kill "$TLSHD_PID"; wait "$TLSHD_PID" 2>/dev/null
@@ -118,8 +137,10 @@ tls_untrusted() {  # VERS OPTS SERVER_ADDR: tlshd presents a certificate Tarn's 
   return $rc
 }
 
-tls_guest_checks() {  # SERVER_ADDR VERS OPTS (the workload's mount options, without xprtsec)
+TLS_EXPORT=/
+tls_guest_checks() {  # SERVER_ADDR VERS OPTS [EXPORT] (the workload's mount options, without xprtsec)
   local addr=$1 vers=$2 opts=$3 mode rc=0
+  TLS_EXPORT=${4:-/}
   mode=$(cat "$TLS_LAB/mode")
   tls_step tls-canary tls_canary "$vers" "$opts" "$addr" "$mode" || rc=1
   tls_step tls-plain-refused tls_must_not_mount "$vers" "$opts" "$addr" || rc=1

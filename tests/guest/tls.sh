@@ -3,7 +3,8 @@
 # Per case, everything under <case>/tls (the case dir is made 0700: it holds private keys):
 #   a throwaway CA (openssl, EC P-256, valid 2 days; its key never leaves the case dir)
 #     server.pem/.key   Tarn's certificate: SAN IP:10.77.0.1 (the guest mounts by address) and
-#                       DNS:tarn-server.lab (the name the guest's /etc/hosts gives that address)
+#                       DNS:tarn-server.lab (the name the guest's /etc/hosts gives that address);
+#                       also IP:127.0.0.1, for knfsd in the guest (the reference cases)
 #     client.pem/.key   the guest's certificate for mtls: CN=nfsguest, SAN DNS:nfsguest, clientAuth
 #     other-ca.pem + untrusted-client.pem/.key   a second CA and a client certificate it signed,
 #                       which Tarn must refuse (for the "untrusted client" check once TLS lands)
@@ -17,8 +18,8 @@ TLS_DAYS=2
 
 tls_tools_missing() { command -v openssl >/dev/null 2>&1 || echo openssl; }
 
-tls_ca() {  # CASEDIR MODE(tls|mtls)
-  local case=$1 mode=$2 t=$1/tls
+tls_ca() {  # CASEDIR MODE(tls|mtls) [SERVER(tarn|knfsd)]
+  local case=$1 mode=$2 t=$1/tls server=${3:-tarn}
   chmod 0700 "$case"
   rm -rf "$t"; mkdir -p "$t/lab-tls"
   (
@@ -42,7 +43,7 @@ tls_ca() {  # CASEDIR MODE(tls|mtls)
     leaf server ca "$TLS_SERVER_NAME" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=serverAuth
-subjectAltName=IP:$TARN_ADDR,DNS:$TLS_SERVER_NAME"
+subjectAltName=IP:$TARN_ADDR,IP:127.0.0.1,DNS:$TLS_SERVER_NAME"
     leaf client ca nfsguest "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth
@@ -57,6 +58,8 @@ subjectAltName=DNS:nfsguest"
     # mtls: the guest presents client.pem (and, to be refused, untrusted-client.pem); tls: the
     # guest only checks the server against ca.pem
     [ "$mode" = mtls ] && cp client.pem client.key untrusted-client.pem untrusted-client.key lab-tls/
+    # knfsd, the reference, serves from inside the guest: its tlshd needs the server's pair
+    [ "$server" = knfsd ] && cp server.pem server.key lab-tls/
     echo "$mode" > lab-tls/mode
     # The canary: 1 MiB of a pattern made here, which the guest writes and reads back over TLS;
     # the capture of the tap device must not contain it (tls_evidence).
