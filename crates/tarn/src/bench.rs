@@ -80,11 +80,29 @@ pub struct BenchArgs {
     #[arg(long)]
     keep: bool,
     /// Security flavors, one run each (the same workloads and in-flight levels):
-    /// any of sys, krb5, krb5i, krb5p; rows of the Kerberos ones say their
-    /// throughput as a share of sys. A context per connection, made with the
-    /// caller's credential cache (kinit first).
+    /// any of sys, krb5, krb5i, krb5p, and tls (AUTH_SYS inside RPC-with-TLS,
+    /// RFC 9289: needs --tls-ca or --tls-insecure); rows after sys say their
+    /// throughput as a share of sys, a tls row also as a multiple of krb5p
+    /// when that ran first. A context per connection, made with the caller's
+    /// credential cache (kinit first).
     #[arg(long, default_value = "sys")]
     sec: String,
+    /// --sec tls: the CA the server's certificate must chain to (it must
+    /// name --server's address, or --tls-name).
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// --sec tls: a client certificate and its key (mTLS).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// --sec tls: the name the server's certificate must carry (default:
+    /// --server's IP address).
+    #[arg(long)]
+    tls_name: Option<String>,
+    /// --sec tls: do not verify the server's certificate.
+    #[arg(long)]
+    tls_insecure: bool,
     /// The GSS target service for krb5*: service@host.
     #[arg(long, default_value = "nfs@localhost")]
     gss_target: String,
@@ -149,25 +167,65 @@ impl Conn {
     }
 }
 
-/// A --sec name: None for sys, else the GSS service.
-fn parse_flavor(s: &str) -> Result<Option<GssService>, String> {
+/// What a --sec name asks for: RPC-with-TLS or not, and the GSS service
+/// (None: AUTH_SYS).
+#[derive(Clone, Copy)]
+struct Flavor {
+    tls: bool,
+    gss: Option<GssService>,
+}
+
+fn parse_flavor(s: &str) -> Result<Flavor, String> {
+    let gss = |gss| Flavor { tls: false, gss };
     Ok(match s {
-        "sys" => None,
-        "krb5" => Some(GssService::None),
-        "krb5i" => Some(GssService::Integrity),
-        "krb5p" => Some(GssService::Privacy),
-        o => return Err(format!("--sec {o:?}: expected sys, krb5, krb5i or krb5p")),
+        "sys" => gss(None),
+        "tls" => Flavor {
+            tls: true,
+            gss: None,
+        },
+        "krb5" => gss(Some(GssService::None)),
+        "krb5i" => gss(Some(GssService::Integrity)),
+        "krb5p" => gss(Some(GssService::Privacy)),
+        o => {
+            return Err(format!(
+                "--sec {o:?}: expected sys, tls, krb5, krb5i or krb5p"
+            ))
+        }
     })
 }
 
+/// The TLS client settings of --sec tls (made once: every connection shares them).
+fn tls_client(a: &BenchArgs) -> Result<rpc::tls::TlsClient, String> {
+    let name = a
+        .tls_name
+        .clone()
+        .unwrap_or_else(|| a.server.ip().to_string());
+    rpc::tls::TlsClient::new(
+        &name,
+        &rpc::tls::TlsClientOptions {
+            ca: a.tls_ca.clone(),
+            cert: a.tls_cert.clone(),
+            key: a.tls_key.clone(),
+            insecure: a.tls_insecure,
+        },
+    )
+}
+
 /// `connections` connections under one flavor.
-async fn connect(a: &BenchArgs, flavor: Option<GssService>) -> Result<Vec<Arc<Conn>>, String> {
+async fn connect(a: &BenchArgs, flavor: Flavor) -> Result<Vec<Arc<Conn>>, String> {
+    let tls = flavor.tls.then(|| tls_client(a)).transpose()?;
     let mut v = Vec::new();
     for _ in 0..a.connections.max(1) {
-        let c = RpcClient::connect(a.server, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
-            .await
-            .map_err(|e| format!("{}: {e}", a.server))?;
-        v.push(Arc::new(match flavor {
+        let cred = auth_sys(a.uid, a.gid, &[], "tarn-bench");
+        let c = match &tls {
+            None => RpcClient::connect(a.server, cred).await,
+            Some(t) => match tokio::net::TcpStream::connect(a.server).await {
+                Ok(s) => RpcClient::from_stream_tls(s, cred, t).await,
+                Err(e) => Err(e.into()),
+            },
+        }
+        .map_err(|e| format!("{}: {e}", a.server))?;
+        v.push(Arc::new(match flavor.gss {
             None => Conn::Sys(c),
             Some(svc) => Conn::Gss(
                 Box::new(
@@ -845,6 +903,8 @@ pub(crate) struct Row {
     pub p99_us: Option<f64>,
     pub server_cpu_s: Option<f64>,
     pub server_cpu_us_per_op: Option<f64>,
+    /// Server CPU seconds per MiB of payload moved (READ/WRITE workloads).
+    pub server_cpu_s_per_mib: Option<f64>,
 }
 
 fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
@@ -875,6 +935,13 @@ fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
             .cpu_secs
             .filter(|_| r.ops > 0.0)
             .and_then(|c| num(c * 1e6 / r.ops)),
+        // Six decimals: a MiB costs the server milliseconds.
+        server_cpu_s_per_mib: r
+            .cpu_secs
+            .filter(|_| r.bytes > 0)
+            .map(|c| c * (1u64 << 20) as f64 / r.bytes as f64)
+            .filter(|v| v.is_finite())
+            .map(|v| (v * 1e6).round() / 1e6),
     };
     serde_json::to_string(&row).expect("a bench row serializes")
 }
@@ -946,17 +1013,26 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     for f in a.sec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         flavors.push((f.to_string(), parse_flavor(f)?));
     }
-    if flavors.iter().any(|f| f.1.is_some()) && ops.iter().any(|o| nfs4::OPS.contains(o)) {
-        return Err("--sec krb5*: the NFSv4 workloads run with AUTH_SYS only".into());
+    if flavors.iter().any(|f| f.1.gss.is_some() || f.1.tls)
+        && ops.iter().any(|o| nfs4::OPS.contains(o))
+    {
+        return Err("--sec krb5*/tls: the NFSv4 workloads run with AUTH_SYS only".into());
     }
-    // Set-up and clean-up go over AUTH_SYS.
-    let clients = connect(&a, None).await?;
+    // Set-up and clean-up go over AUTH_SYS, without TLS.
+    let plain = Flavor {
+        tls: false,
+        gss: None,
+    };
+    let clients = connect(&a, plain).await?;
     let fx = Arc::new(setup(&clients, &a, &ops).await?);
     let mut conns = Vec::new();
     for (name, f) in &flavors {
         let c = match f {
-            None => clients.clone(),
-            Some(_) => connect(&a, *f).await?,
+            Flavor {
+                tls: false,
+                gss: None,
+            } => clients.clone(),
+            _ => connect(&a, *f).await?,
         };
         conns.push((name.as_str(), c));
     }
@@ -995,14 +1071,16 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
         }
         for &n in &levels {
             let n = n.max(1);
-            let mut sys_rate = None;
+            let (mut sys_rate, mut krb5p_rate) = (None, None);
             for (sec, clients) in &conns {
                 let mut r = run_one(&a, op, n, clients, &fx, fx4.as_ref(), &mut made).await?;
                 r.sec = sec.to_string();
                 r.lat_us.sort_unstable();
                 let rate = r.ops / r.secs;
-                if *sec == "sys" {
-                    sys_rate = Some(rate);
+                match *sec {
+                    "sys" => sys_rate = Some(rate),
+                    "krb5p" => krb5p_rate = Some(rate),
+                    _ => {}
                 }
                 if a.json {
                     println!("{}", json_line(&a, &r, a.dir_entries));
@@ -1018,8 +1096,18 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                     "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
                     _ => String::new(),
                 };
+                if let (Some(k), "tls") = (krb5p_rate, *sec) {
+                    note = format!("{:.1}x krb5p {note}", rate / k.max(1e-9));
+                }
                 if let (Some(s), false) = (sys_rate, *sec == "sys") {
                     note = format!("{:.0}% of sys {note}", 100.0 * rate / s.max(1e-9));
+                }
+                // The cost of moving data: server CPU per MiB of payload.
+                if let (Some(c), true) = (r.cpu_secs, r.bytes >= 1 << 20) {
+                    note = format!(
+                        "cpu {:.2} ms/MiB {note}",
+                        c * 1e3 / (r.bytes as f64 / (1u64 << 20) as f64)
+                    );
                 }
                 println!(
                     "{:<11} {:<5} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",
