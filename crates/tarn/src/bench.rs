@@ -1018,21 +1018,20 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     {
         return Err("--sec krb5*/tls: the NFSv4 workloads run with AUTH_SYS only".into());
     }
-    // Set-up and clean-up go over AUTH_SYS, without TLS.
-    let plain = Flavor {
-        tls: false,
+    // Set-up and clean-up go over AUTH_SYS: without TLS, unless TLS is all
+    // that was asked for (an export may take nothing else).
+    let setup_flavor = Flavor {
+        tls: flavors.iter().all(|f| f.1.tls),
         gss: None,
     };
-    let clients = connect(&a, plain).await?;
+    let clients = connect(&a, setup_flavor).await?;
     let fx = Arc::new(setup(&clients, &a, &ops).await?);
     let mut conns = Vec::new();
     for (name, f) in &flavors {
-        let c = match f {
-            Flavor {
-                tls: false,
-                gss: None,
-            } => clients.clone(),
-            _ => connect(&a, *f).await?,
+        let c = if f.gss.is_none() && f.tls == setup_flavor.tls {
+            clients.clone()
+        } else {
+            connect(&a, *f).await?
         };
         conns.push((name.as_str(), c));
     }
