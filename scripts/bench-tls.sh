@@ -4,11 +4,12 @@
 # directory with sys and krb5p over plain TCP and TLS alike; one `tarn bench` run then measures,
 # against that one server, AUTH_SYS over plain TCP (sys), krb5p over plain TCP, and AUTH_SYS inside
 # TLS (tls): 1 MiB READ, 1 MiB WRITE and 4 KiB READ at 1 and 16 calls in flight. Each row gives
-# ops/s and MB/s, the server's CPU per MiB moved (from /proc/PID/stat before and after the run),
-# and, for tls, its share of sys and its multiple of krb5p. The last lines say whether TLS 1 MiB
+# ops/s and MB/s, the CPU per MiB moved of the server (its /proc/PID/stat before and after the
+# run) and of the bench itself, and, for tls, its share of sys and its multiple of krb5p. The last lines say whether TLS 1 MiB
 # READ meets the issue's targets (>= 50% of plain TCP, >= 3x krb5p); they are not judged here.
 # Env: TARN_BIN (default target/release/tarn, built if missing), SECONDS_PER_RUN (default 2; 18
-# runs), FILE_SIZE (default 256M), INFLIGHT (default 1,16), OPS (read1m,write1m,read4k).
+# runs), FILE_SIZE (default 256M), INFLIGHT (default 1,16), OPS (read1m,write1m,read4k), SEC
+# (default sys,krb5p,tls).
 # Needs openssl, krb5-kdc, krb5-admin-server, krb5-user.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -649,6 +649,8 @@ pub(crate) struct Phase {
     /// Per call, per file (create) or per complete listing (readdirplus).
     lat_us: Vec<u64>,
     cpu_secs: Option<f64>,
+    /// This process's CPU time over the run (the client's side of the cost).
+    client_cpu_secs: Option<f64>,
 }
 
 impl Phase {
@@ -664,6 +666,7 @@ impl Phase {
             entries: 0,
             lat_us: Vec::new(),
             cpu_secs: None,
+            client_cpu_secs: None,
         }
     }
 }
@@ -905,11 +908,20 @@ pub(crate) struct Row {
     pub server_cpu_us_per_op: Option<f64>,
     /// Server CPU seconds per MiB of payload moved (READ/WRITE workloads).
     pub server_cpu_s_per_mib: Option<f64>,
+    /// The bench's own CPU seconds per MiB moved.
+    pub client_cpu_s_per_mib: Option<f64>,
 }
 
 fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
     // Three decimals are plenty and keep the lines short.
     let num = |v: f64| v.is_finite().then(|| (v * 1e3).round() / 1e3);
+    // Six decimals: a MiB costs milliseconds.
+    let per_mib = |c: Option<f64>| {
+        c.filter(|_| r.bytes > 0)
+            .map(|c| c * (1u64 << 20) as f64 / r.bytes as f64)
+            .filter(|v| v.is_finite())
+            .map(|v| (v * 1e6).round() / 1e6)
+    };
     let row = Row {
         label: a.label.clone(),
         sec: r.sec.clone(),
@@ -935,13 +947,8 @@ fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
             .cpu_secs
             .filter(|_| r.ops > 0.0)
             .and_then(|c| num(c * 1e6 / r.ops)),
-        // Six decimals: a MiB costs the server milliseconds.
-        server_cpu_s_per_mib: r
-            .cpu_secs
-            .filter(|_| r.bytes > 0)
-            .map(|c| c * (1u64 << 20) as f64 / r.bytes as f64)
-            .filter(|v| v.is_finite())
-            .map(|v| (v * 1e6).round() / 1e6),
+        server_cpu_s_per_mib: per_mib(r.cpu_secs),
+        client_cpu_s_per_mib: per_mib(r.client_cpu_secs),
     };
     serde_json::to_string(&row).expect("a bench row serializes")
 }
@@ -957,6 +964,7 @@ async fn run_one(
     made: &mut Vec<(Vec<u8>, u64)>,
 ) -> Result<Phase, String> {
     let cpu0 = a.server_pid.map(cpu_secs).transpose()?;
+    let me0 = cpu_secs(std::process::id()).ok();
     let mut r = match op {
         "readdirplus" => {
             let dir = fx.listdir.as_ref().ok_or("no listing directory")?;
@@ -971,6 +979,9 @@ async fn run_one(
     };
     if let (Some(pid), Some(c0)) = (a.server_pid, cpu0) {
         r.cpu_secs = Some(cpu_secs(pid)? - c0);
+    }
+    if let Some(m0) = me0 {
+        r.client_cpu_secs = cpu_secs(std::process::id()).ok().map(|m| m - m0);
     }
     Ok(r)
 }
@@ -1101,11 +1112,18 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                 if let (Some(s), false) = (sys_rate, *sec == "sys") {
                     note = format!("{:.0}% of sys {note}", 100.0 * rate / s.max(1e-9));
                 }
-                // The cost of moving data: server CPU per MiB of payload.
-                if let (Some(c), true) = (r.cpu_secs, r.bytes >= 1 << 20) {
+                // The cost of moving data: CPU per MiB of payload, the
+                // server's (given its PID) and this client's.
+                if r.bytes >= 1 << 20 {
+                    let mib = r.bytes as f64 / (1u64 << 20) as f64;
+                    let ms = |c: Option<f64>| {
+                        c.map(|c| format!("{:.2}", c * 1e3 / mib))
+                            .unwrap_or_else(|| "-".into())
+                    };
                     note = format!(
-                        "cpu {:.2} ms/MiB {note}",
-                        c * 1e3 / (r.bytes as f64 / (1u64 << 20) as f64)
+                        "cpu ms/MiB server {} client {} {note}",
+                        ms(r.cpu_secs),
+                        ms(r.client_cpu_secs)
                     );
                 }
                 println!(
