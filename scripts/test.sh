@@ -83,6 +83,8 @@ TARN_BIN="$PWD/target/release/tarn" bash scripts/bench-client.sh --quick --ganes
 stage "RPCSEC_GSS bench (short: 1 MiB I/O per flavor; 128 krb5p calls in flight on one context, no drop)"
 SECONDS_PER_RUN=0.5 GSS_SECONDS=10 INFLIGHT=1,16 bash scripts/bench-gss.sh
 cargo bench -q -p rpc --bench gss_crypto   # RFC 4121 tokens, MIT vs Rust, per AES enctype
+stage "RPC-with-TLS bench (short: sys, krb5p and TLS against one server; 1 MiB READ/WRITE, 4 KiB READ at 1 and 16 in flight; ~15 s)"
+SECONDS_PER_RUN=0.5 FILE_SIZE=64M bash scripts/bench-tls.sh
 if [ "${SKIP_GUEST:-0}" = 1 ]; then
   stage "guest lab skipped (SKIP_GUEST=1)"
 else

@@ -80,11 +80,29 @@ pub struct BenchArgs {
     #[arg(long)]
     keep: bool,
     /// Security flavors, one run each (the same workloads and in-flight levels):
-    /// any of sys, krb5, krb5i, krb5p; rows of the Kerberos ones say their
-    /// throughput as a share of sys. A context per connection, made with the
-    /// caller's credential cache (kinit first).
+    /// any of sys, krb5, krb5i, krb5p, and tls (AUTH_SYS inside RPC-with-TLS,
+    /// RFC 9289: needs --tls-ca or --tls-insecure); rows after sys say their
+    /// throughput as a share of sys, a tls row also as a multiple of krb5p
+    /// when that ran first. A context per connection, made with the caller's
+    /// credential cache (kinit first).
     #[arg(long, default_value = "sys")]
     sec: String,
+    /// --sec tls: the CA the server's certificate must chain to (it must
+    /// name --server's address, or --tls-name).
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// --sec tls: a client certificate and its key (mTLS).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// --sec tls: the name the server's certificate must carry (default:
+    /// --server's IP address).
+    #[arg(long)]
+    tls_name: Option<String>,
+    /// --sec tls: do not verify the server's certificate.
+    #[arg(long)]
+    tls_insecure: bool,
     /// The GSS target service for krb5*: service@host.
     #[arg(long, default_value = "nfs@localhost")]
     gss_target: String,
@@ -149,25 +167,65 @@ impl Conn {
     }
 }
 
-/// A --sec name: None for sys, else the GSS service.
-fn parse_flavor(s: &str) -> Result<Option<GssService>, String> {
+/// What a --sec name asks for: RPC-with-TLS or not, and the GSS service
+/// (None: AUTH_SYS).
+#[derive(Clone, Copy)]
+struct Flavor {
+    tls: bool,
+    gss: Option<GssService>,
+}
+
+fn parse_flavor(s: &str) -> Result<Flavor, String> {
+    let gss = |gss| Flavor { tls: false, gss };
     Ok(match s {
-        "sys" => None,
-        "krb5" => Some(GssService::None),
-        "krb5i" => Some(GssService::Integrity),
-        "krb5p" => Some(GssService::Privacy),
-        o => return Err(format!("--sec {o:?}: expected sys, krb5, krb5i or krb5p")),
+        "sys" => gss(None),
+        "tls" => Flavor {
+            tls: true,
+            gss: None,
+        },
+        "krb5" => gss(Some(GssService::None)),
+        "krb5i" => gss(Some(GssService::Integrity)),
+        "krb5p" => gss(Some(GssService::Privacy)),
+        o => {
+            return Err(format!(
+                "--sec {o:?}: expected sys, tls, krb5, krb5i or krb5p"
+            ))
+        }
     })
 }
 
+/// The TLS client settings of --sec tls (made once: every connection shares them).
+fn tls_client(a: &BenchArgs) -> Result<rpc::tls::TlsClient, String> {
+    let name = a
+        .tls_name
+        .clone()
+        .unwrap_or_else(|| a.server.ip().to_string());
+    rpc::tls::TlsClient::new(
+        &name,
+        &rpc::tls::TlsClientOptions {
+            ca: a.tls_ca.clone(),
+            cert: a.tls_cert.clone(),
+            key: a.tls_key.clone(),
+            insecure: a.tls_insecure,
+        },
+    )
+}
+
 /// `connections` connections under one flavor.
-async fn connect(a: &BenchArgs, flavor: Option<GssService>) -> Result<Vec<Arc<Conn>>, String> {
+async fn connect(a: &BenchArgs, flavor: Flavor) -> Result<Vec<Arc<Conn>>, String> {
+    let tls = flavor.tls.then(|| tls_client(a)).transpose()?;
     let mut v = Vec::new();
     for _ in 0..a.connections.max(1) {
-        let c = RpcClient::connect(a.server, auth_sys(a.uid, a.gid, &[], "tarn-bench"))
-            .await
-            .map_err(|e| format!("{}: {e}", a.server))?;
-        v.push(Arc::new(match flavor {
+        let cred = auth_sys(a.uid, a.gid, &[], "tarn-bench");
+        let c = match &tls {
+            None => RpcClient::connect(a.server, cred).await,
+            Some(t) => match tokio::net::TcpStream::connect(a.server).await {
+                Ok(s) => RpcClient::from_stream_tls(s, cred, t).await,
+                Err(e) => Err(e.into()),
+            },
+        }
+        .map_err(|e| format!("{}: {e}", a.server))?;
+        v.push(Arc::new(match flavor.gss {
             None => Conn::Sys(c),
             Some(svc) => Conn::Gss(
                 Box::new(
@@ -591,6 +649,8 @@ pub(crate) struct Phase {
     /// Per call, per file (create) or per complete listing (readdirplus).
     lat_us: Vec<u64>,
     cpu_secs: Option<f64>,
+    /// This process's CPU time over the run (the client's side of the cost).
+    client_cpu_secs: Option<f64>,
 }
 
 impl Phase {
@@ -606,6 +666,7 @@ impl Phase {
             entries: 0,
             lat_us: Vec::new(),
             cpu_secs: None,
+            client_cpu_secs: None,
         }
     }
 }
@@ -845,11 +906,22 @@ pub(crate) struct Row {
     pub p99_us: Option<f64>,
     pub server_cpu_s: Option<f64>,
     pub server_cpu_us_per_op: Option<f64>,
+    /// Server CPU seconds per MiB of payload moved (READ/WRITE workloads).
+    pub server_cpu_s_per_mib: Option<f64>,
+    /// The bench's own CPU seconds per MiB moved.
+    pub client_cpu_s_per_mib: Option<f64>,
 }
 
 fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
     // Three decimals are plenty and keep the lines short.
     let num = |v: f64| v.is_finite().then(|| (v * 1e3).round() / 1e3);
+    // Six decimals: a MiB costs milliseconds.
+    let per_mib = |c: Option<f64>| {
+        c.filter(|_| r.bytes > 0)
+            .map(|c| c * (1u64 << 20) as f64 / r.bytes as f64)
+            .filter(|v| v.is_finite())
+            .map(|v| (v * 1e6).round() / 1e6)
+    };
     let row = Row {
         label: a.label.clone(),
         sec: r.sec.clone(),
@@ -875,6 +947,8 @@ fn json_line(a: &BenchArgs, r: &Phase, dir_entries: u64) -> String {
             .cpu_secs
             .filter(|_| r.ops > 0.0)
             .and_then(|c| num(c * 1e6 / r.ops)),
+        server_cpu_s_per_mib: per_mib(r.cpu_secs),
+        client_cpu_s_per_mib: per_mib(r.client_cpu_secs),
     };
     serde_json::to_string(&row).expect("a bench row serializes")
 }
@@ -890,6 +964,7 @@ async fn run_one(
     made: &mut Vec<(Vec<u8>, u64)>,
 ) -> Result<Phase, String> {
     let cpu0 = a.server_pid.map(cpu_secs).transpose()?;
+    let me0 = cpu_secs(std::process::id()).ok();
     let mut r = match op {
         "readdirplus" => {
             let dir = fx.listdir.as_ref().ok_or("no listing directory")?;
@@ -904,6 +979,9 @@ async fn run_one(
     };
     if let (Some(pid), Some(c0)) = (a.server_pid, cpu0) {
         r.cpu_secs = Some(cpu_secs(pid)? - c0);
+    }
+    if let Some(m0) = me0 {
+        r.client_cpu_secs = cpu_secs(std::process::id()).ok().map(|m| m - m0);
     }
     Ok(r)
 }
@@ -946,17 +1024,25 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
     for f in a.sec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         flavors.push((f.to_string(), parse_flavor(f)?));
     }
-    if flavors.iter().any(|f| f.1.is_some()) && ops.iter().any(|o| nfs4::OPS.contains(o)) {
-        return Err("--sec krb5*: the NFSv4 workloads run with AUTH_SYS only".into());
+    if flavors.iter().any(|f| f.1.gss.is_some() || f.1.tls)
+        && ops.iter().any(|o| nfs4::OPS.contains(o))
+    {
+        return Err("--sec krb5*/tls: the NFSv4 workloads run with AUTH_SYS only".into());
     }
-    // Set-up and clean-up go over AUTH_SYS.
-    let clients = connect(&a, None).await?;
+    // Set-up and clean-up go over AUTH_SYS: without TLS, unless TLS is all
+    // that was asked for (an export may take nothing else).
+    let setup_flavor = Flavor {
+        tls: flavors.iter().all(|f| f.1.tls),
+        gss: None,
+    };
+    let clients = connect(&a, setup_flavor).await?;
     let fx = Arc::new(setup(&clients, &a, &ops).await?);
     let mut conns = Vec::new();
     for (name, f) in &flavors {
-        let c = match f {
-            None => clients.clone(),
-            Some(_) => connect(&a, *f).await?,
+        let c = if f.gss.is_none() && f.tls == setup_flavor.tls {
+            clients.clone()
+        } else {
+            connect(&a, *f).await?
         };
         conns.push((name.as_str(), c));
     }
@@ -995,14 +1081,16 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
         }
         for &n in &levels {
             let n = n.max(1);
-            let mut sys_rate = None;
+            let (mut sys_rate, mut krb5p_rate) = (None, None);
             for (sec, clients) in &conns {
                 let mut r = run_one(&a, op, n, clients, &fx, fx4.as_ref(), &mut made).await?;
                 r.sec = sec.to_string();
                 r.lat_us.sort_unstable();
                 let rate = r.ops / r.secs;
-                if *sec == "sys" {
-                    sys_rate = Some(rate);
+                match *sec {
+                    "sys" => sys_rate = Some(rate),
+                    "krb5p" => krb5p_rate = Some(rate),
+                    _ => {}
                 }
                 if a.json {
                     println!("{}", json_line(&a, &r, a.dir_entries));
@@ -1018,8 +1106,25 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                     "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
                     _ => String::new(),
                 };
+                if let (Some(k), "tls") = (krb5p_rate, *sec) {
+                    note = format!("{:.1}x krb5p {note}", rate / k.max(1e-9));
+                }
                 if let (Some(s), false) = (sys_rate, *sec == "sys") {
                     note = format!("{:.0}% of sys {note}", 100.0 * rate / s.max(1e-9));
+                }
+                // The cost of moving data: CPU per MiB of payload, the
+                // server's (given its PID) and this client's.
+                if r.bytes >= 1 << 20 {
+                    let mib = r.bytes as f64 / (1u64 << 20) as f64;
+                    let ms = |c: Option<f64>| {
+                        c.map(|c| format!("{:.2}", c * 1e3 / mib))
+                            .unwrap_or_else(|| "-".into())
+                    };
+                    note = format!(
+                        "cpu ms/MiB server {} client {} {note}",
+                        ms(r.cpu_secs),
+                        ms(r.client_cpu_secs)
+                    );
                 }
                 println!(
                     "{:<11} {:<5} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",

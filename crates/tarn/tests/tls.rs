@@ -522,3 +522,46 @@ fn mapped_client_certificate_runs_as_its_user() {
         "{text}"
     );
 }
+
+/// `tarn bench --sec tls` against an export that takes only TLS: the
+/// set-up and every workload go through TLS, and the rows say so.
+#[test]
+fn bench_over_tls() {
+    let pki = Pki::new();
+    let s = pki.server("tls");
+    let (server, ca) = (format!("127.0.0.1:{}", s.port()), pki.file("ca.pem"));
+    let out = tarn_output(&[
+        "bench",
+        "--server",
+        &server,
+        "--sec",
+        "tls",
+        "--tls-ca",
+        &ca,
+        "--ops",
+        "read4k,write1m",
+        "--inflight",
+        "2",
+        "--seconds",
+        "0.2",
+        "--file-size",
+        "2M",
+    ]);
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "tarn bench failed: {o}\n{e}");
+    for op in ["read4k", "write1m"] {
+        assert!(
+            o.lines()
+                .any(|l| l.split_whitespace().take(2).eq([op, "tls"])),
+            "no {op} tls row in:\n{o}"
+        );
+    }
+    // Without the CA the server cannot be verified: refused, and said why.
+    let e = fails(&[
+        "bench", "--server", &server, "--sec", "tls", "--ops", "null",
+    ]);
+    assert!(e.contains("CA"), "{e}");
+}
