@@ -544,10 +544,9 @@ async fn async_copy_runs_in_the_background_and_calls_back_with_the_count() {
     let sid = started(&fx, &s, &a, &b, 0).await;
     assert_eq!(wait_done(&fx, &s, &b, &sid).await, (300_000, NFS4_OK));
     let mut cb = offloads(&fake);
-    for _ in 0..1000 {
-        if !cb.is_empty() {
-            break;
-        }
+    // (Up to 10 s, as a loaded machine may be slow to run the callback.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cb.is_empty() && std::time::Instant::now() < deadline {
         tokio::time::sleep(millis(1)).await;
         cb = offloads(&fake);
     }
@@ -735,10 +734,10 @@ async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
             .flat_map(|c| c.argarray.iter())
             .any(|op| matches!(op, NfsCbArgop4::OP_CB_RECALL(r) if r.stateid == d.stateid))
     };
-    for _ in 0..1000 {
-        if recalled() {
-            break;
-        }
+    // (Up to 10 s: the copy's next step runs on the blocking pool, which
+    // a loaded machine may not schedule within the first second.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !recalled() && std::time::Instant::now() < deadline {
         tokio::time::sleep(millis(1)).await;
     }
     assert!(recalled(), "CB_RECALL before the copy writes on");
