@@ -696,7 +696,10 @@ async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
     // on it while the copy runs.
     let s = fx.client("copier").await;
     let a = fx.open(&s, "a", "o", BOTH, DENY_NONE).await.unwrap();
-    let len = 4 << 20;
+    // Large enough (2,048 steps of 16 KiB) that the copy is still running
+    // when the reader's OPEN is granted its delegation: at 4 MiB it had
+    // sometimes finished first, and nothing was left to recall.
+    let len = 32 << 20;
     let src = pattern(len, 12);
     fill(&fx, &s, &a, 0, &src).await;
     let b = fx.open(&s, "b", "o", BOTH, DENY_NONE).await.unwrap();
