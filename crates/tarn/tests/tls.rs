@@ -214,51 +214,13 @@ fn the_wire_shows_no_plaintext() {
 fn check_config_checks_the_certificates() {
     let pki = Pki::new();
     let d = &pki.dir;
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(d)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     // An expired one: valid until a day before it was made.
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "old.key",
-        "-out",
-        "old.csr",
-        "-subj",
+    pki.leaf(
+        "old",
         "/CN=old.example",
-    ]);
-    std::fs::write(d.join("old.ext"), "subjectAltName=DNS:old.example\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "old.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "old.pem",
-        "-days",
+        "subjectAltName=DNS:old.example\n",
         "-1",
-        "-extfile",
-        "old.ext",
-    ]);
+    );
     let config = |cert: &str, key: &str, name: &str| -> String {
         let p = d.join(name);
         std::fs::write(
@@ -315,51 +277,12 @@ fn check_config_checks_the_certificates() {
 #[test]
 fn doctor_explains_tls_failures() {
     let pki = Pki::new();
-    let d = &pki.dir;
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(d)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "old.key",
-        "-out",
-        "old.csr",
-        "-subj",
+    pki.leaf(
+        "old",
         "/CN=oldclient",
-    ]);
-    std::fs::write(d.join("old.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "old.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "old.pem",
-        "-days",
+        "extendedKeyUsage=clientAuth\n",
         "-1",
-        "-extfile",
-        "old.ext",
-    ]);
+    );
     let s = pki.server("mtls");
     put_file(&s, "f.txt");
     let soft = "&vers=4.1&soft=1&timeo=10&retrans=1";
@@ -397,63 +320,17 @@ fn doctor_explains_tls_failures() {
 #[test]
 fn mapped_client_certificate_runs_as_its_user() {
     let pki = Pki::new();
-    let d = &pki.dir;
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(d)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     // client2 (a SAN), mapped to root; client3, not mapped.
     for (name, ext) in [
         ("client2", "subjectAltName=DNS:client2.example\n"),
         ("client3", ""),
     ] {
-        let (key, csr, pem, extf) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        let subj = format!("/CN={name}");
-        run(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &subj,
-        ]);
-        std::fs::write(d.join(&extf), format!("{ext}extendedKeyUsage=clientAuth\n")).unwrap();
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
+        pki.leaf(
+            name,
+            &format!("/CN={name}"),
+            &format!("{ext}extendedKeyUsage=clientAuth\n"),
             "2",
-            "-extfile",
-            &extf,
-        ]);
+        );
     }
     let (tmp, export, state) = temp_export();
     let port = free_port();

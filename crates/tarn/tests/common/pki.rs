@@ -8,18 +8,7 @@ use std::process::Command;
 /// A throwaway CA, a server certificate for localhost and 127.0.0.1, and
 /// a client certificate, in `dir`.
 pub fn make_pki(dir: &Path) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = |args: &[&str]| openssl(dir, args);
     let ec = [
         "-newkey",
         "ec",
@@ -74,22 +63,61 @@ pub fn make_pki(dir: &Path) {
             "clientAuth",
         ),
     ] {
-        let (key, csr, ext, pem) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.ext"),
-            format!("{name}.pem"),
+        leaf(
+            dir,
+            name,
+            subj,
+            &format!("subjectAltName={san}\nextendedKeyUsage={usage}\nbasicConstraints=CA:FALSE\n"),
+            "2",
         );
-        let mut a = vec!["req"];
-        a.extend(ec);
-        a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
-        run(&a);
-        std::fs::write(
-            dir.join(&ext),
-            format!("subjectAltName={san}\nextendedKeyUsage={usage}\nbasicConstraints=CA:FALSE\n"),
-        )
-        .unwrap();
-        run(&[
+    }
+}
+
+/// `openssl ARGS` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// NAME.key and NAME.pem in `dir`: an EC key and a certificate for
+/// `subj` signed by the CA there, with the extensions `ext` (an openssl
+/// extension file's lines), valid for `days` (-1: already expired).
+fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
+    let (key, csr, extf, pem) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.ext"),
+        format!("{name}.pem"),
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            subj,
+        ],
+    );
+    std::fs::write(dir.join(&extf), ext).unwrap();
+    openssl(
+        dir,
+        &[
             "x509",
             "-req",
             "-in",
@@ -102,11 +130,11 @@ pub fn make_pki(dir: &Path) {
             "-out",
             &pem,
             "-days",
-            "2",
+            days,
             "-extfile",
-            &ext,
-        ]);
-    }
+            &extf,
+        ],
+    );
 }
 
 pub struct Pki {
@@ -120,6 +148,11 @@ impl Pki {
         let dir = tmp.path().to_path_buf();
         make_pki(&dir);
         Pki { _tmp: tmp, dir }
+    }
+
+    /// NAME.key and NAME.pem signed by this PKI's CA (see [`leaf`]).
+    pub fn leaf(&self, name: &str, subj: &str, ext: &str, days: &str) {
+        leaf(&self.dir, name, subj, ext, days)
     }
 
     pub fn file(&self, n: &str) -> String {
