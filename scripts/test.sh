@@ -41,15 +41,15 @@ stage "cargo test"
 # each as a process of its own, a binary's tests side by side.
 SPLIT="tarn_krb fuse_krb"
 SKIPS=()
+declare -A NAMES
 for bin in $SPLIT; do
-  for t in $(cargo test -q --workspace --test "$bin" -- --list --format terse 2>/dev/null | sed -n 's/: test$//p'); do
-    SKIPS+=(--skip "$t")
-  done
+  NAMES[$bin]=$(cargo test -q --workspace --test "$bin" -- --list --format terse 2>/dev/null | sed -n 's/: test$//p')
+  for t in ${NAMES[$bin]}; do SKIPS+=(--skip "$t"); done
 done
 cargo test --workspace -- --exact "${SKIPS[@]}" 2>&1 | tee /tmp/tarn-cargo-test.log
 for bin in $SPLIT; do
   pids=() logs=()
-  for t in $(cargo test -q --workspace --test "$bin" -- --list --format terse | sed -n 's/: test$//p'); do
+  for t in ${NAMES[$bin]}; do
     logs+=("/tmp/tarn-split-$t.log")
     cargo test -q --workspace --test "$bin" -- --exact "$t" >"${logs[-1]}" 2>&1 &
     pids+=($!)
