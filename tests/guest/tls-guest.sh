@@ -47,8 +47,6 @@ tls_guest_up() {
     echo 'loglevel=1'
     echo 'tls=0'
     echo 'nl=0'
-    echo '[authenticate.client]'
-    echo 'x509.truststore=/etc/tlshd/ca.pem'
     if [ -e "$TLS_LAB/server.pem" ]; then   # knfsd in this guest: tlshd does its side too
       install -m 0644 "$TLS_LAB/server.pem" /etc/tlshd/server.pem || return 1
       install -m 0600 "$TLS_LAB/server.key" /etc/tlshd/server.key || return 1
@@ -56,8 +54,9 @@ tls_guest_up() {
       echo 'x509.truststore=/etc/tlshd/ca.pem'
       echo 'x509.certificate=/etc/tlshd/server.pem'
       echo 'x509.private_key=/etc/tlshd/server.key'
-      echo '[authenticate.client]'
     fi
+    echo '[authenticate.client]'
+    echo 'x509.truststore=/etc/tlshd/ca.pem'
     if [ "$mode" = mtls ]; then
       install -m 0644 "$TLS_LAB/client.pem" /etc/tlshd/client.pem || return 1
       install -m 0600 "$TLS_LAB/client.key" /etc/tlshd/client.key || return 1
