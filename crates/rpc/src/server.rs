@@ -359,7 +359,8 @@ async fn start<S: Service>(
             let who = c
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .map(|c| crate::tls::subject(c))
+                .and_then(|c| crate::x509::parse(c))
+                .map(|c| c.subject_string())
                 .unwrap_or_default();
             server.obs.tls_handshake(Ok(level));
             info!(%peer, xprtsec = %level, client = %who, "TLS handshake done");

@@ -232,6 +232,11 @@ impl TlsServer {
         *self.identities.write().unwrap() = Arc::new(rules);
     }
 
+    /// The identity rules in force.
+    pub fn identities(&self) -> Arc<Vec<crate::tls_identity::IdentityRule>> {
+        self.identities.read().unwrap().clone()
+    }
+
     /// The user a verified client certificate maps to, if any.
     pub fn identity(&self, cert: &[u8]) -> Option<crate::tls_identity::TlsIdentity> {
         let rules = self.identities.read().unwrap().clone();
@@ -411,61 +416,6 @@ pub fn failure_reason(e: &std::io::Error) -> &'static str {
         E::NoApplicationProtocol => "no-alpn",
         _ => "other",
     }
-}
-
-/// One DER element at the start of `d`: (tag, contents, rest).
-fn der(d: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, d) = d.split_first()?;
-    let (&l0, mut d) = d.split_first()?;
-    let len = if l0 < 0x80 {
-        l0 as usize
-    } else {
-        let n = (l0 & 0x7f) as usize;
-        if n == 0 || n > 4 || d.len() < n {
-            return None;
-        }
-        let v = d[..n].iter().fold(0usize, |a, &b| (a << 8) | b as usize);
-        d = &d[n..];
-        v
-    };
-    (d.len() >= len).then(|| (tag, &d[..len], &d[len..]))
-}
-
-/// The subject of a DER certificate as "CN=...,O=..." (the attributes
-/// this server knows by name; others are left out), for logs.
-pub fn subject(cert: &[u8]) -> String {
-    fn go(cert: &[u8]) -> Option<String> {
-        let (_, c, _) = der(cert)?;
-        let (_, tbs, _) = der(c)?;
-        let mut rest = tbs;
-        let (tag, _, r) = der(rest)?;
-        if tag == 0xa0 {
-            rest = r; // version
-        }
-        // serial, signature algorithm, issuer, validity, then subject.
-        for _ in 0..4 {
-            rest = der(rest)?.2;
-        }
-        let (_, mut name, _) = der(rest)?;
-        let mut parts = Vec::new();
-        while !name.is_empty() {
-            let (_, set, r) = der(name)?;
-            name = r;
-            let (_, atv, _) = der(set)?;
-            let (_, oid, r) = der(atv)?;
-            let (_, val, _) = der(r)?;
-            let key = match oid {
-                [0x55, 0x04, 0x03] => "CN",
-                [0x55, 0x04, 0x0a] => "O",
-                [0x55, 0x04, 0x0b] => "OU",
-                [0x55, 0x04, 0x06] => "C",
-                _ => continue,
-            };
-            parts.push(format!("{key}={}", String::from_utf8_lossy(val)));
-        }
-        Some(parts.join(","))
-    }
-    go(cert).unwrap_or_else(|| "?".into())
 }
 
 #[cfg(test)]

@@ -374,6 +374,17 @@ mod tests {
         // Time: expired, not yet valid, close to its end.
         let der = rpc::tls::load_certs(&d.join("leaf.pem")).unwrap().remove(0);
         let c = x509::parse(&der).unwrap();
+
+        // A signature is checked, not just the names: one flipped bit of
+        // it and the issuer no longer signed the leaf.
+        let chain = rpc::tls::load_certs(&d.join("chain.pem")).unwrap();
+        let issuer = x509::parse(&chain[1]).unwrap();
+        assert!(c.signed_by(&issuer));
+        let mut forged = der.to_vec();
+        *forged.last_mut().unwrap() ^= 1;
+        let f = x509::parse(&forged).unwrap();
+        assert_eq!(f.subject, c.subject);
+        assert!(!f.signed_by(&issuer));
         let f = files(d, "chain.pem", "leaf.key", None);
         let r = check(Some(&f), &[], c.not_after + 1);
         assert!(
