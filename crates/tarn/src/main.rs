@@ -914,6 +914,7 @@ fn serve(
             ids: ids.clone(),
             ids_path: ids_path.clone(),
             current: Arc::new(std::sync::Mutex::new(cfg.exports.clone())),
+            tls: tls.clone(),
         };
         if config_file.is_some() {
             tokio::spawn(reload_on_hangup(reloader.clone(), tls.clone()));
@@ -1095,6 +1096,8 @@ struct Reloader {
     ids_path: PathBuf,
     /// The exports in force, as configured (for `tarn exports` and the diff).
     current: Arc<std::sync::Mutex<Vec<ExportConfig>>>,
+    /// Its `[[tls.identity]]` rules are replaced on reload.
+    tls: Option<Arc<rpc::tls::TlsServer>>,
 }
 
 impl Reloader {
@@ -1119,7 +1122,18 @@ impl Reloader {
                 *ids = next;
             }
             self.live.replace(exports, cfg.auth_cache.clone());
-            let changes = admin::diff(&current, &cfg.exports);
+            let mut changes = admin::diff(&current, &cfg.exports);
+            if let Some(t) = &self.tls {
+                if *t.identities() != cfg.tls_identities {
+                    changes.push(format!(
+                        "TLS identity rules: {} now, {} before (new connections are mapped by them; connections up keep their user)",
+                        cfg.tls_identities.len(),
+                        t.identities().len()
+                    ));
+                    log_identity_rules(&cfg.tls_identities, t);
+                    t.set_identities(cfg.tls_identities.clone());
+                }
+            }
             *current = cfg.exports;
             Ok::<_, String>(changes)
         })();
@@ -1252,17 +1266,19 @@ fn tls_server(
     }
     let t = rpc::tls::TlsServer::new(files.clone())?;
     rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&files));
-    if !cfg.tls_identities.is_empty() {
-        if files.client_ca.is_none() {
-            warn!("[[tls.identity]] is configured but no client CA: no certificate is verified, none is mapped");
-        }
-        for r in &cfg.tls_identities {
-            info!(r#match = %r.text, uid = r.uid, gid = r.gid, gids = ?r.gids, "TLS identity mapping");
-        }
-        t.set_identities(cfg.tls_identities.clone());
-    }
+    log_identity_rules(&cfg.tls_identities, &t);
+    t.set_identities(cfg.tls_identities.clone());
     info!(cert = %files.cert.display(), client_ca = ?files.client_ca, "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; no kTLS offload)");
     Ok(Some(t))
+}
+
+fn log_identity_rules(rules: &[rpc::tls_identity::IdentityRule], t: &rpc::tls::TlsServer) {
+    if !rules.is_empty() && t.files().client_ca.is_none() {
+        warn!("[[tls.identity]] is configured but no client CA: no certificate is verified, none is mapped");
+    }
+    for r in rules {
+        info!(r#match = %r.text, uid = r.uid, gid = r.gid, gids = ?r.gids, "TLS identity mapping");
+    }
 }
 
 /// Copies the auth cache's counters into the metrics once a second (the

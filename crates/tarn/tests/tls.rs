@@ -398,6 +398,33 @@ fn mapped_client_certificate_runs_as_its_user() {
         text.contains("TLS identity mapped") && text.contains("client=CN=client1,O=Tarn tests"),
         "{text}"
     );
+
+    // SIGHUP re-reads the rules: client3 now maps to its own user.
+    let conf = std::fs::read_to_string(&file).unwrap().replace(
+        "[[export]]",
+        "[[tls.identity]]\nmatch = \"CN=client3\"\nuid = 4321\ngid = 4321\n\n[[export]]",
+    );
+    std::fs::write(&file, conf).unwrap();
+    let ok = Command::new("kill")
+        .args(["-HUP", &_guard.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("TLS identity rules: 3 now, 2 before")
+    {
+        assert!(std::time::Instant::now() < deadline, "no reload logged");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let q = "xprtsec=mtls&tls-ca=CA&tls-cert=@.pem&tls-key=@.key&vers=4.1";
+    let u = pki
+        .url(port, "remapped", q)
+        .replace('@', &pki.file("client3"));
+    tarn(&["cp", src.to_str().unwrap(), &u]);
+    let m = std::fs::metadata(export.join("remapped")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (4321, 4321));
 }
 
 /// `tarn bench --sec tls` against an export that takes only TLS: the
