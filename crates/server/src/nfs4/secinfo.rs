@@ -10,8 +10,16 @@ use proto::nfs4::*;
 /// The Kerberos V5 mechanism, 1.2.840.113554.1.2.2, DER-encoded.
 const KRB5_OID: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02];
 
-fn flavors(fh: &Fh) -> Secinfo4resok {
+/// The flavors `fh` takes over the call's connection: none at all where
+/// the export requires a protection (xprtsec) the connection lacks, since
+/// RFC 9289 gives SECINFO no way to say "TLS", and listing flavors that
+/// would all meet NFS4ERR_WRONGSEC would send the client round in circles.
+fn flavors(c: &Compound<'_>, fh: &Fh) -> Secinfo4resok {
     let sec: &[Flavor] = match fh {
+        Fh::Obj { export, .. } if !export.permits_xprt(c.ctx.xprtsec) => {
+            export.note_xprt_refusal(c.ctx);
+            &[]
+        }
         Fh::Obj { export, .. } => &export.sec,
         // Pseudo directories: any flavor may browse them.
         Fh::Pseudo(_) => &Flavor::ALL,
@@ -72,7 +80,7 @@ pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
         Ok(fh) => {
             // RFC 8881 §2.6.3.1.1.8: SECINFO consumes the current filehandle.
             c.cur = None;
-            Secinfo4res::NFS4_OK(flavors(&fh))
+            Secinfo4res::NFS4_OK(flavors(c, &fh))
         }
         Err(f) => {
             log_fail(c, "OP_SECINFO", &f);
@@ -92,7 +100,7 @@ pub async fn secinfo_no_name(c: &mut Compound<'_>, a: SecinfoNoName4args) -> Sec
     match fh {
         Ok(fh) => {
             c.cur = None;
-            Secinfo4res::NFS4_OK(flavors(&fh))
+            Secinfo4res::NFS4_OK(flavors(c, &fh))
         }
         Err(f) => {
             log_fail(c, "OP_SECINFO_NO_NAME", &f);

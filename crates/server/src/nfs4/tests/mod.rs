@@ -16,6 +16,7 @@ mod deleg_write;
 mod fuzz_found;
 mod grace;
 mod lease;
+mod secinfo;
 mod sparse;
 mod stateids;
 mod v40;
@@ -188,6 +189,7 @@ pub struct Fx {
     /// The connection calls arrive on, for calls back to the client
     /// (None: a connection with no back channel).
     back: std::sync::Mutex<Option<Arc<dyn rpc::CallbackConn>>>,
+    xprtsec: std::sync::Mutex<rpc::tls::XprtSec>,
 }
 
 /// A client's session (NFSv4.1+), one slot used in order.
@@ -347,6 +349,11 @@ impl Fx {
 
     /// [`Fx::new`] with the export allowing these delegations.
     pub fn with_delegations(cfg: Nfs4Config, delegations: crate::export::Delegations) -> Fx {
+        Self::with_export(cfg, |e| e.delegations = delegations)
+    }
+
+    /// [`Fx::new`] with the export's options changed by `set`.
+    pub fn with_export(cfg: Nfs4Config, set: impl FnOnce(&mut Export)) -> Fx {
         let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::new());
         let mut export = Export::simple(
             "/srv/test",
@@ -356,7 +363,8 @@ impl Fx {
             false,
             Squash::Root,
         );
-        export.delegations = delegations;
+        export.delegations = crate::export::Delegations::Read;
+        set(&mut export);
         let live = Live::fixed(Exports::new(vec![export]));
         let key = Arc::new(HandleKey::random());
         let clock = Arc::new(ManualClock::new());
@@ -371,7 +379,13 @@ impl Fx {
             dir,
             xid: AtomicU32::new(1),
             back: std::sync::Mutex::new(None),
+            xprtsec: std::sync::Mutex::new(rpc::tls::XprtSec::None),
         }
+    }
+
+    /// The protection of the connection later calls arrive on.
+    pub fn set_xprtsec(&self, x: rpc::tls::XprtSec) {
+        *self.xprtsec.lock().unwrap() = x;
     }
 
     fn server(
@@ -457,6 +471,7 @@ impl Fx {
             metrics::ClientStats::detached(peer.ip()),
         );
         ctx.back = self.back.lock().unwrap().clone();
+        ctx.xprtsec = *self.xprtsec.lock().unwrap();
         let mut out = BytesMut::new();
         self.n
             .dispatch(&ctx, Decoder::new(args), &mut out)
