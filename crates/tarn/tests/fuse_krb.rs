@@ -19,12 +19,13 @@
 
 mod common;
 
+use common::fuse::Mounted;
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testkdc as kdc;
 
 fn usable() -> bool {
@@ -66,82 +67,6 @@ impl Drop for Proc {
     }
 }
 
-fn is_mounted(dir: &Path) -> bool {
-    let want = dir.to_string_lossy().to_string();
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
-}
-
-/// A `tarn mount -f`; unmounted, and its process ended, on drop.
-struct Mount {
-    proc_: Proc,
-    dir: PathBuf,
-    log: PathBuf,
-}
-
-impl Mount {
-    fn new(url: &str, dir: &Path, log: &Path) -> Mount {
-        let child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["mount", "-f", url])
-            .arg(dir)
-            .env("TARN_LOG", "info,fuser=off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .expect("start tarn mount");
-        let mut m = Mount {
-            proc_: Proc(Some(child)),
-            dir: dir.to_path_buf(),
-            log: log.to_path_buf(),
-        };
-        let t = Instant::now();
-        while !is_mounted(dir) {
-            let exited = m.proc_.0.as_mut().unwrap().try_wait().unwrap();
-            assert!(
-                exited.is_none() && t.elapsed() < Duration::from_secs(30),
-                "not mounted ({exited:?}): {}",
-                m.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if is_mounted(&self.dir) {
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.dir)
-                .status();
-            if is_mounted(&self.dir) {
-                let _ = Command::new("fusermount3")
-                    .args(["-u", "-z"])
-                    .arg(&self.dir)
-                    .status();
-            }
-        }
-        if let Some(c) = self.proc_.0.as_mut() {
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
-                if c.try_wait().unwrap().is_some() {
-                    self.proc_.0 = None;
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
 /// `script` run by `sh` as `uid` (gid the same, no other groups), with
 /// KRB5CCNAME set to `cc` or unset.
 fn run_as(uid: u32, cc: Option<&Path>, dir: &Path, script: &str) -> std::process::Output {
@@ -176,7 +101,7 @@ fn ok(o: &std::process::Output, what: &str) {
 /// to 3000, bob to 2001 and carol to 2002, and the export mounted by root
 /// with alice's ticket. Fields drop in reverse order: mount, server, KDC.
 struct Fixture {
-    m: Mount,
+    m: Mounted,
     _server: Proc,
     export: PathBuf,
     mnt: PathBuf,
@@ -285,7 +210,7 @@ fn fixture(vers: &str, life: &str) -> Option<Fixture> {
 
     // The host as Kerberos names the service: nfs@localhost.
     let url = format!("nfs://localhost:{port}/?sec=krb5p&vers={vers}");
-    let m = Mount::new(&url, &mnt, &tmp.path().join("mount.log"));
+    let m = Mounted::at(&url, &mnt, &tmp.path().join("mount.log"));
     Some(Fixture {
         m,
         _server: server,

@@ -13,118 +13,13 @@
 
 mod common;
 
+use common::fuse::*;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn fuse_usable() -> bool {
-    let fusermount = Command::new("fusermount3")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    let ok = Path::new("/dev/fuse").exists() && fusermount;
-    if !ok {
-        eprintln!("SKIP: FUSE tests need /dev/fuse and fusermount3 (Debian's fuse3)");
-    }
-    ok
-}
-
-/// A `tarn mount -f` process and its mount point; unmounted and killed on drop.
-struct Mounted {
-    child: Option<Child>,
-    dir: PathBuf,
-    log: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let want = dir.to_string_lossy().to_string();
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
-}
-
-impl Mounted {
-    fn new(url: &str, opts: &str) -> Mounted {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-fuse-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let dir = tmp.path().join("mnt");
-        std::fs::create_dir(&dir).unwrap();
-        let log = tmp.path().join("mount.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
-        cmd.args(["mount", "-f", url])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        if !opts.is_empty() {
-            cmd.args(["-o", opts]);
-        }
-        let child = cmd.spawn().expect("start tarn mount");
-        let mut m = Mounted {
-            child: Some(child),
-            dir,
-            log,
-            _tmp: tmp,
-        };
-        let t = Instant::now();
-        while !is_mounted(&m.dir) {
-            let exited = m.child.as_mut().unwrap().try_wait().unwrap();
-            assert!(
-                exited.is_none() && t.elapsed() < Duration::from_secs(30),
-                "not mounted ({exited:?}): {}",
-                std::fs::read_to_string(&m.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.join(p)
-    }
-
-    /// Unmounts and waits for the mount process to end by itself.
-    fn unmount(&mut self) {
-        if is_mounted(&self.dir) {
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.dir)
-                .status();
-            if is_mounted(&self.dir) {
-                let _ = Command::new("fusermount3")
-                    .args(["-u", "-z"])
-                    .arg(&self.dir)
-                    .status();
-            }
-        }
-        if let Some(mut c) = self.child.take() {
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
-                if c.try_wait().unwrap().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        self.unmount();
-    }
-}
 
 fn sh(dir: &Path, script: &str) {
     let out = Command::new("sh")

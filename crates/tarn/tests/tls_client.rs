@@ -10,6 +10,7 @@
 //!   cargo test -p tarn --test tls_client
 
 mod common;
+use common::fuse::*;
 use common::pki::*;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -17,128 +18,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PATTERN: &str = "tls-mount-pattern-5d1e0b77-";
-
-fn fuse_usable() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && Command::new("fusermount3")
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-    if !ok {
-        eprintln!("SKIP: FUSE tests need /dev/fuse and fusermount3 (Debian's fuse3)");
-    }
-    ok
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let want = dir.to_string_lossy().to_string();
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
-}
-
-/// A `tarn mount -f` process and its mount point; unmounted and killed
-/// (by PID) on drop.
-struct Mounted {
-    child: Option<Child>,
-    dir: PathBuf,
-    log: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl Mounted {
-    /// Starts `tarn mount -f URL DIR [-o opts]`; Err(its stderr) if it
-    /// ends instead of mounting.
-    fn try_new(url: &str, opts: &str) -> Result<Mounted, String> {
-        Mounted::try_with_env(url, opts, &[])
-    }
-
-    /// [`Mounted::try_new`] with `env` in the mount's environment.
-    fn try_with_env(url: &str, opts: &str, env: &[(&str, &str)]) -> Result<Mounted, String> {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-tlsmnt-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let dir = tmp.path().join("mnt");
-        std::fs::create_dir(&dir).unwrap();
-        let log = tmp.path().join("mount.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
-        cmd.args(["mount", "-f", url])
-            .arg(&dir)
-            .env("TARN_LOG", "info,fuser=off")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        if !opts.is_empty() {
-            cmd.args(["-o", opts]);
-        }
-        let child = cmd.spawn().expect("start tarn mount");
-        let mut m = Mounted {
-            child: Some(child),
-            dir,
-            log,
-            _tmp: tmp,
-        };
-        let t = Instant::now();
-        while !is_mounted(&m.dir) {
-            if m.child.as_mut().unwrap().try_wait().unwrap().is_some() {
-                m.child = None;
-                return Err(m.log_text());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "not mounted in 30 s: {}",
-                m.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(m)
-    }
-
-    fn new(url: &str, opts: &str) -> Mounted {
-        Mounted::try_new(url, opts).unwrap_or_else(|e| panic!("mount {url}: {e}"))
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.join(p)
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if is_mounted(&self.dir) {
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.dir)
-                .status();
-            if is_mounted(&self.dir) {
-                let _ = Command::new("fusermount3")
-                    .args(["-u", "-z"])
-                    .arg(&self.dir)
-                    .status();
-            }
-        }
-        if let Some(mut c) = self.child.take() {
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
-                if c.try_wait().unwrap().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// The mount's status (`tarn mount --stats`) once `key` reaches `min`
 /// (or after 10 s).

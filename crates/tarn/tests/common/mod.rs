@@ -1,6 +1,7 @@
 //! Starts a real `tarn serve` on a free loopback port, stops it by PID.
 #![allow(dead_code)]
 
+pub mod fuse;
 pub mod pki;
 
 use std::io::{BufRead, BufReader, Read, Write};
