@@ -93,7 +93,7 @@ impl ClusterGrace {
         self.heads.insert(
             node.to_string(),
             Head {
-                lease_until: now + p.lease,
+                lease_until: now.saturating_add(p.lease),
                 need_grace: true,
                 // A starting head applies the grace before it serves.
                 enforcing: true,
@@ -112,7 +112,7 @@ impl ClusterGrace {
         let mut out = Vec::new();
         match self.heads.get_mut(node) {
             Some(h) if !h.lost => {
-                h.lease_until = now + p.lease;
+                h.lease_until = now.saturating_add(p.lease);
                 h.enforcing = true;
                 if recovered {
                     h.need_grace = false;
@@ -144,20 +144,28 @@ impl ClusterGrace {
     /// out are lost and begin a grace; a grace whose heads all recovered
     /// or whose bound passed ends.
     pub fn tick(&mut self, now: u64, p: Params) -> Vec<Change> {
-        let mut out = Vec::new();
         let expired: Vec<String> = self
             .live()
             .filter(|(_, h)| h.lease_until <= now)
             .map(|(n, _)| n.clone())
             .collect();
-        for n in &expired {
-            let h = self.heads.get_mut(n).unwrap();
+        self.lose(&expired, now, p)
+    }
+
+    /// Heads found dead some other way (their etcd lease is gone; the
+    /// driver then runs with an endless lease here): as an expiry.
+    pub fn lose(&mut self, expired: &[String], now: u64, p: Params) -> Vec<Change> {
+        let mut out = Vec::new();
+        for n in expired {
+            let Some(h) = self.heads.get_mut(n).filter(|h| !h.lost) else {
+                continue;
+            };
             h.lost = true;
             h.need_grace = true;
             h.enforcing = false;
             out.push(Change::Lost(n.clone()));
         }
-        if !expired.is_empty() {
+        if out.iter().any(|c| matches!(c, Change::Lost(_))) {
             self.begin("", now, p, &mut out);
         }
         self.settle(now, &mut out);
@@ -172,12 +180,12 @@ impl ClusterGrace {
             // to the next. Epoch 0 means "no grace", so start at 1.
             self.recovery = self.current.max(1);
             self.current = self.recovery + 1;
-            self.deadline = now + p.bound;
+            self.deadline = now.saturating_add(p.bound);
             out.push(Change::GraceStarted {
                 recovery: self.recovery,
             });
         } else {
-            self.deadline = self.deadline.max(now + p.bound);
+            self.deadline = self.deadline.max(now.saturating_add(p.bound));
         }
         for (n, h) in self.heads.iter_mut() {
             if !h.lost && n != by {

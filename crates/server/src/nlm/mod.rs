@@ -137,6 +137,13 @@ impl Nlm {
         }
     }
 
+    /// The cluster-wide grace was lifted: so is this head's period.
+    pub fn end_grace(&self) {
+        let mut g = self.grace.lock().unwrap();
+        g.0 = Grace::new(Instant::now(), Duration::ZERO);
+        g.1 = false;
+    }
+
     /// Whether a cluster-wide grace holds this head in grace.
     pub fn set_cluster_grace(&self, hold: bool) {
         self.grace.lock().unwrap().1 = hold;

@@ -531,6 +531,16 @@ impl State {
         self.grace.lock().unwrap().cluster = hold;
     }
 
+    /// The cluster-wide grace was lifted: every head recovered (the
+    /// failed heads' clients reclaimed here or elsewhere) or its bound
+    /// passed, so nothing of this head's own period is left either.
+    pub fn end_grace(&self) {
+        let mut g = self.grace.lock().unwrap();
+        g.cluster = None;
+        g.until = None;
+        g.locks_until = None;
+    }
+
     /// Whether this head's own recovery is over at `now`: every client
     /// that may reclaim here said RECLAIM_COMPLETE, or its period ended.
     pub fn local_recovery_done(&self, now: Instant) -> bool {
