@@ -23,6 +23,10 @@ pub struct Recovery {
     /// Owners that may reclaim here → the head whose record names them
     /// (this one's after a restart, a failed head's after a takeover).
     origin: Arc<Mutex<HashMap<Bytes, Arc<str>>>>,
+    /// Owners known to be recorded for this head: a second record of one
+    /// (the driver records before confirming, then again when the state
+    /// core asks) costs no store round trip.
+    known: Arc<Mutex<HashSet<Bytes>>>,
 }
 
 impl Recovery {
@@ -46,8 +50,9 @@ impl Recovery {
             store,
             node,
             epoch: Arc::new(AtomicU64::new(epoch)),
-            previous: Arc::new(previous),
+            previous: Arc::new(previous.clone()),
             origin: Arc::new(Mutex::new(origin)),
+            known: Arc::new(Mutex::new(previous)),
         })
     }
 
@@ -88,12 +93,19 @@ impl Recovery {
     /// not in the record (so a caller that refuses the client because of
     /// it leaves nothing behind).
     pub fn add(&self, owner: &Bytes) -> io::Result<()> {
+        if self.known.lock().unwrap().contains(owner) {
+            return Ok(());
+        }
         self.store
-            .add_client(&self.node, owner, self.epoch.load(Ordering::Relaxed))
+            .add_client(&self.node, owner, self.epoch.load(Ordering::Relaxed))?;
+        self.known.lock().unwrap().insert(owner.clone());
+        Ok(())
     }
 
     pub fn remove(&self, owner: &Bytes) -> io::Result<()> {
-        self.store.remove_client(&self.node, owner)
+        self.store.remove_client(&self.node, owner)?;
+        self.known.lock().unwrap().remove(owner);
+        Ok(())
     }
 
     /// `owner` sent RECLAIM_COMPLETE here: its record moves to this head
@@ -102,6 +114,7 @@ impl Recovery {
         let Some(from) = self.origin.lock().unwrap().remove(owner) else {
             return Ok(());
         };
+        self.known.lock().unwrap().insert(owner.clone());
         let others: Vec<String> = if *from == *self.node {
             vec![]
         } else {
