@@ -97,7 +97,7 @@ struct Head {
 }
 
 impl Head {
-    fn new(tmp: &Path, node: &str, export: &Path, etcd: &str) -> Head {
+    fn new(tmp: &Path, node: &str, export: &Path, etcd: &str, grace: u64) -> Head {
         let state = tmp.join(format!("state-{node}"));
         std::fs::create_dir_all(&state).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", testkdc::free_port())
@@ -107,7 +107,7 @@ impl Head {
         std::fs::write(
             &config,
             format!(
-                "listen = \"{addr}\"\nstate_dir = {:?}\n\n[[export]]\npath = {:?}\npseudo = \"/\"\nclients = [\"127.0.0.1\"]\nsquash = \"none\"\n\n[nfs4]\ngrace_seconds = {GRACE}\nlease_seconds = 30\n\n[cluster]\netcd = [\"{etcd}\"]\nnode = \"{node}\"\nname = \"test\"\nlease_seconds = 2\n",
+                "listen = \"{addr}\"\nstate_dir = {:?}\n\n[[export]]\npath = {:?}\npseudo = \"/\"\nclients = [\"127.0.0.1\"]\nsquash = \"none\"\n\n[nfs4]\ngrace_seconds = {grace}\nlease_seconds = 30\n\n[cluster]\netcd = [\"{etcd}\"]\nnode = \"{node}\"\nname = \"test\"\nlease_seconds = 2\n",
                 state.display().to_string(),
                 export.display().to_string()
             ),
@@ -265,7 +265,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
     std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let mut heads: Vec<Head> = ["a", "b", "c"]
         .iter()
-        .map(|n| Head::new(tmp.path(), n, &export, &etcd.url))
+        .map(|n| Head::new(tmp.path(), n, &export, &etcd.url, GRACE))
         .collect();
     heads[0].spawn();
     // The same file handles on every head: one handle key, one export id.
@@ -448,12 +448,102 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
     for l in heads[1].log().lines().filter(|l| l.contains("cluster:")) {
         eprintln!("b: {l}");
     }
-    assert!(heads[1]
-        .log()
-        .contains("taking over a failed head's clients"));
+    let log = heads[1].log();
+    assert!(log.contains("taking over a failed head's clients"));
+
     drop(etcd);
 }
 
 fn heads_addr_c(heads: &[Head]) -> SocketAddr {
     heads[2].addr
+}
+
+fn b64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for k in 0..4 {
+            out.push(if k <= c.len() {
+                T[(n >> (18 - 6 * k)) as usize & 63] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// One POST to etcd's JSON gateway; the whole response.
+fn etcd_post(url: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let hp = &url["http://".len()..];
+    let mut c = std::net::TcpStream::connect(hp).unwrap();
+    write!(
+        c,
+        "POST {path} HTTP/1.1\r\nHost: {hp}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    r
+}
+
+/// A failed head's NLM hosts (its NSM records in etcd) get SM_NOTIFY from
+/// the head that takes over; as NLM hosts never say they are done, the
+/// grace then runs to its bound, and the failed head's records go with it.
+#[test]
+fn a_failed_heads_nlm_hosts_are_notified_and_hold_the_grace_to_its_bound() {
+    let tmp = tempfile::Builder::new()
+        .prefix("tarn-cluster-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let Some(etcd) = Etcd::start(tmp.path()) else {
+        return;
+    };
+    let export = tmp.path().join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    const BOUND: u64 = 6;
+    let mut a = Head::new(tmp.path(), "a", &export, &etcd.url, BOUND);
+    let mut b = Head::new(tmp.path(), "b", &export, &etcd.url, BOUND);
+    a.spawn();
+    b.spawn();
+    // a granted NLM locks to a host: its NSM record (caller name "host1").
+    let nsm_key = "/tarn/test/nsm/a/686f737431";
+    let put = format!(
+        r#"{{"key":"{}","value":"{}"}}"#,
+        b64(nsm_key.as_bytes()),
+        b64(b"127.0.0.1")
+    );
+    etcd_post(&etcd.url, "/v3/kv/put", &put);
+    a.kill();
+    let killed = Instant::now();
+    let range = format!(r#"{{"key":"{}"}}"#, b64(nsm_key.as_bytes()));
+    loop {
+        let log = b.log();
+        if log.contains("grace lifted") && log.contains("failed head's entry removed") {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(BOUND + 20),
+            "no lift: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let lifted = killed.elapsed();
+    let log = b.log();
+    assert!(
+        log.contains("SM_NOTIFY to a failed head's NLM hosts"),
+        "{log}"
+    );
+    assert!(log.contains("timed_out=true"), "{log}");
+    // The lease (2 s) plus the bound, not earlier.
+    assert!(lifted >= Duration::from_secs(BOUND + 1), "{lifted:?}");
+    let r = etcd_post(&etcd.url, "/v3/kv/range", &range);
+    assert!(!r.contains("\"kvs\""), "a's NSM record is left: {r}");
+    assert!(b.alive(), "{}", b.log());
 }

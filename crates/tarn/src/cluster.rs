@@ -26,6 +26,8 @@ pub struct Driver {
     pub recovery: Recovery,
     pub state: Arc<State>,
     pub nlm: Arc<Nlm>,
+    /// For SM_NOTIFY to a failed head's NLM hosts (sent from tasks).
+    pub rt: tokio::runtime::Handle,
     lease: Option<u64>,
     started: bool,
     in_grace: bool,
@@ -41,6 +43,7 @@ fn now_ms() -> u64 {
 }
 
 impl Driver {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         etcd: Arc<Etcd>,
         node: String,
@@ -49,6 +52,7 @@ impl Driver {
         recovery: Recovery,
         state: Arc<State>,
         nlm: Arc<Nlm>,
+        rt: tokio::runtime::Handle,
     ) -> Driver {
         Driver {
             etcd,
@@ -58,6 +62,7 @@ impl Driver {
             recovery,
             state,
             nlm,
+            rt,
             lease: None,
             started: false,
             in_grace: false,
@@ -111,8 +116,12 @@ impl Driver {
                 .filter(|(_, h)| h.lost && h.need_grace)
                 .map(|(n, _)| n.clone())
                 .collect();
+            // Drained: every NFSv4 client reclaimed (each RECLAIM_COMPLETE
+            // moved its record away). NLM hosts never say they are done,
+            // so a failed head that had some keeps the grace to its bound,
+            // as lockd's grace always runs its full length.
             for x in pending {
-                if self.etcd.clients(&x)?.is_empty() {
+                if self.etcd.clients(&x)?.is_empty() && self.etcd.monitored(&x)?.is_empty() {
                     ch.extend(g.drained(&x, now));
                 }
             }
@@ -179,6 +188,19 @@ impl Driver {
             );
             self.state.join_grace(owners, period);
             self.nlm.join_grace(period);
+            // Its NLM hosts hear from this head: with the service address
+            // moved here, their statd takes it for the server's restart
+            // and their lockd reclaims here.
+            let hosts = self.etcd.monitored(n)?;
+            if !hosts.is_empty() {
+                info!(
+                    node = n,
+                    hosts = hosts.len(),
+                    "cluster: SM_NOTIFY to a failed head's NLM hosts"
+                );
+                let _enter = self.rt.enter();
+                self.nlm.notify_restart(hosts);
+            }
             self.adopted.insert(n.clone());
         }
         let hold = if g.all_enforcing() {

@@ -9,6 +9,8 @@
 //! - `heads/<node>`: present while the head's etcd lease lives;
 //! - `clients/<node>/<owner hex>`: an NFSv4 client the head recorded, the
 //!   value the epoch of the record;
+//! - `nsm/<node>/<caller name hex>`: an NLM host the head granted
+//!   monitored locks to, the value its address;
 //! - `grace`: the shared [`ClusterGrace`] record, changed by
 //!   compare-and-swap on its mod revision.
 //!
@@ -19,7 +21,7 @@ use serde_json::{json, Value};
 use server::cluster::{ClusterGrace, RecoveryStore};
 use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 pub struct Etcd {
@@ -215,10 +217,12 @@ impl Etcd {
             .collect())
     }
 
-    /// Forgets every client record of `node` (a failed head whose grace
-    /// ended: its clients that did not come back had their chance).
+    /// Forgets every client and NSM host record of `node` (a failed head
+    /// whose grace ended: its clients that did not come back had their
+    /// chance).
     pub fn drop_clients(&self, node: &str) -> io::Result<()> {
-        self.delete_prefix(&self.key(&format!("clients/{node}/")))
+        self.delete_prefix(&self.key(&format!("clients/{node}/")))?;
+        self.delete_prefix(&self.key(&format!("nsm/{node}/")))
     }
 
     fn client_key(&self, node: &str, owner: &Bytes) -> String {
@@ -297,6 +301,34 @@ impl RecoveryStore for Etcd {
                 "key": b64(self.client_key(f, owner).as_bytes())}}));
         }
         self.txn(json!([]), Value::Array(ops)).map(drop)
+    }
+
+    fn monitored(&self, node: &str) -> io::Result<Vec<(Bytes, IpAddr)>> {
+        let p = self.key(&format!("nsm/{node}/"));
+        Ok(self
+            .range_prefix(&p)?
+            .into_iter()
+            .filter_map(|(k, v, _)| {
+                let name = unhex(k.strip_prefix(&p)?)?;
+                let addr = std::str::from_utf8(&v).ok()?.trim().parse().ok()?;
+                Some((name, addr))
+            })
+            .collect())
+    }
+
+    fn monitor(&self, node: &str, name: &[u8], addr: IpAddr) -> io::Result<()> {
+        let k = self.key(&format!("nsm/{node}/{}", hex(name)));
+        self.call(
+            "/v3/kv/put",
+            &json!({"key": b64(k.as_bytes()), "value": b64(addr.to_string().as_bytes())}),
+        )
+        .map(drop)
+    }
+
+    fn unmonitor(&self, node: &str, name: &[u8]) -> io::Result<()> {
+        let k = self.key(&format!("nsm/{node}/{}", hex(name)));
+        self.call("/v3/kv/deleterange", &json!({"key": b64(k.as_bytes())}))
+            .map(drop)
     }
 
     fn grace(&self) -> io::Result<(Option<ClusterGrace>, u64)> {

@@ -895,7 +895,11 @@ fn serve(
         let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
         let nlm = server::nlm::Nlm::new(
             locks,
-            Arc::new(nsm),
+            Arc::new(match (&etcd, &cfg.cluster) {
+                // In a cluster, NLM hosts are recorded in etcd too.
+                (Some(e), Some(c)) => nsm.share(e.clone(), &c.node),
+                _ => nsm,
+            }),
             server::nlm::NlmConfig { grace },
             Arc::new(callback),
         );
@@ -905,7 +909,7 @@ fn serve(
         }
         nlm.notify_restart(notify_hosts);
         if let (Some(e), Some(c)) = (etcd, &cfg.cluster) {
-            let mut d = cluster::Driver::new(e, c.node.clone(), c.lease, cfg.nfs4.grace, cluster_recovery, nfs4.state.clone(), nlm.clone());
+            let mut d = cluster::Driver::new(e, c.node.clone(), c.lease, cfg.nfs4.grace, cluster_recovery, nfs4.state.clone(), nlm.clone(), tokio::runtime::Handle::current());
             // Registered and in the cluster's grace before the first call
             // is served.
             let d = tokio::task::spawn_blocking(move || d.step().map(|()| d))

@@ -7,11 +7,12 @@ use super::grace::ClusterGrace;
 use bytes::Bytes;
 use std::collections::HashSet;
 use std::io;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// The records a head needs to let clients reclaim after a restart or a
-/// failover. `node` names a head; `epoch` is the cluster epoch a record
+/// failover: NFSv4 client records, NSM monitored hosts, the grace record. `node` names a head; `epoch` is the cluster epoch a record
 /// was written in (see [`ClusterGrace`]; 0 for a single head).
 pub trait RecoveryStore: Send + Sync {
     /// The NFSv4 client owners recorded for `node`, each with its epoch.
@@ -24,6 +25,12 @@ pub trait RecoveryStore: Send + Sync {
     /// `owner` finished reclaiming on `node`: its record there is of
     /// `epoch` now, and the records other (failed) heads kept for it go.
     fn reclaimed(&self, node: &str, owner: &Bytes, epoch: u64, from: &[String]) -> io::Result<()>;
+    /// The NLM hosts `node` granted monitored locks to (caller name,
+    /// address), so the head that takes over a failed one can send them
+    /// SM_NOTIFY.
+    fn monitored(&self, node: &str) -> io::Result<Vec<(Bytes, IpAddr)>>;
+    fn monitor(&self, node: &str, name: &[u8], addr: IpAddr) -> io::Result<()>;
+    fn unmonitor(&self, node: &str, name: &[u8]) -> io::Result<()>;
     /// The shared grace record and a version for [`RecoveryStore::swap_grace`]
     /// (None: no record yet).
     fn grace(&self) -> io::Result<(Option<ClusterGrace>, u64)>;
@@ -115,6 +122,21 @@ impl RecoveryStore for LocalStore {
     }
 
     fn reclaimed(&self, _: &str, _: &Bytes, _: u64, _: &[String]) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// One head: the NSM host records stay where `nlm::nsm::Nsm` keeps
+    /// them (`<state-dir>/nsm/hosts`), read back at start; nobody else
+    /// needs them.
+    fn monitored(&self, _node: &str) -> io::Result<Vec<(Bytes, IpAddr)>> {
+        Ok(Vec::new())
+    }
+
+    fn monitor(&self, _: &str, _: &[u8], _: IpAddr) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn unmonitor(&self, _: &str, _: &[u8]) -> io::Result<()> {
         Ok(())
     }
 

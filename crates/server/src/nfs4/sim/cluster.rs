@@ -72,6 +72,15 @@ impl RecoveryStore for MemStore {
         }
         Ok(())
     }
+    fn monitored(&self, _: &str) -> io::Result<Vec<(Bytes, std::net::IpAddr)>> {
+        Ok(Vec::new())
+    }
+    fn monitor(&self, _: &str, _: &[u8], _: std::net::IpAddr) -> io::Result<()> {
+        Ok(())
+    }
+    fn unmonitor(&self, _: &str, _: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
     fn grace(&self) -> io::Result<(Option<ClusterGrace>, u64)> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         Ok(self.grace.lock().unwrap().clone())
