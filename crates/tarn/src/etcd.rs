@@ -367,6 +367,131 @@ mod tests {
         assert_eq!(prefix_end("/a/"), b"/a0".to_vec());
     }
 
+    /// A throwaway etcd on loopback (its own ports and data directory),
+    /// killed by PID; None (test skipped) without etcd installed, unless
+    /// TARN_REQUIRE_ETCD=1.
+    struct Server(std::process::Child, String, tempfile::TempDir);
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn server() -> Option<Server> {
+        if !std::path::Path::new("/usr/bin/etcd").exists() {
+            assert!(
+                std::env::var("TARN_REQUIRE_ETCD").as_deref() != Ok("1"),
+                "etcd is not installed and TARN_REQUIRE_ETCD=1"
+            );
+            eprintln!("SKIPPED: etcd is not installed (apt-get install etcd-server)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (c, p) = (testkdc::free_port(), testkdc::free_port());
+        let (cu, pu) = (
+            format!("http://127.0.0.1:{c}"),
+            format!("http://127.0.0.1:{p}"),
+        );
+        let child = std::process::Command::new("/usr/bin/etcd")
+            .args(["--name", "t", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &cu, "--advertise-client-urls", &cu])
+            .args([
+                "--listen-peer-urls",
+                &pu,
+                "--initial-advertise-peer-urls",
+                &pu,
+            ])
+            .args(["--initial-cluster", &format!("t={pu}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let s = Server(child, format!("127.0.0.1:{c}"), dir);
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&s.1).is_err() {
+            assert!(std::time::Instant::now() < until, "etcd did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(s)
+    }
+
+    /// The store's contract against a real etcd: a record keeps its epoch
+    /// when added again, a reclaim moves it in one transaction, the grace
+    /// record changes only at the version read, heads live with their
+    /// lease, and concurrent swaps lose no update.
+    #[test]
+    fn store_contract_against_etcd() {
+        let Some(srv) = server() else { return };
+        let e = Etcd::new(vec!["127.0.0.1:1".into(), srv.1.clone()], "t");
+        let (o1, o2) = (Bytes::from_static(b"\x00one"), Bytes::from_static(b"two"));
+        e.add_client("a", &o1, 3).unwrap();
+        e.add_client("a", &o1, 5).unwrap();
+        e.add_client("a", &o2, 5).unwrap();
+        let mut got = e.clients("a").unwrap();
+        got.sort();
+        assert_eq!(got, vec![(o1.clone(), 3), (o2.clone(), 5)]);
+        e.reclaimed("b", &o1, 7, &["a".into()]).unwrap();
+        assert_eq!(e.clients("a").unwrap(), vec![(o2.clone(), 5)]);
+        assert_eq!(e.clients("b").unwrap(), vec![(o1.clone(), 7)]);
+        e.remove_client("a", &o2).unwrap();
+        assert!(e.clients("a").unwrap().is_empty());
+
+        e.monitor("a", b"host1", "10.0.0.1".parse().unwrap())
+            .unwrap();
+        assert_eq!(
+            e.monitored("a").unwrap(),
+            vec![(Bytes::from_static(b"host1"), "10.0.0.1".parse().unwrap())]
+        );
+        e.drop_clients("b").unwrap();
+        e.drop_clients("a").unwrap();
+        assert!(e.monitored("a").unwrap().is_empty() && e.clients("b").unwrap().is_empty());
+
+        let (none, v0) = e.grace().unwrap();
+        assert!(none.is_none());
+        let mut g = ClusterGrace::default();
+        g.current = 4;
+        assert!(e.swap_grace(&g, v0).unwrap());
+        assert!(!e.swap_grace(&g, v0).unwrap(), "a stale version must lose");
+        let (got, v1) = e.grace().unwrap();
+        assert_eq!(got, Some(g));
+
+        // Four threads bump `current` 10 times each by read-modify-swap.
+        let e = std::sync::Arc::new(e);
+        let ts: Vec<_> = (0..4)
+            .map(|_| {
+                let e = e.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        loop {
+                            let (g, v) = e.grace().unwrap();
+                            let mut g = g.unwrap();
+                            g.current += 1;
+                            if e.swap_grace(&g, v).unwrap() {
+                                break;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        let (g, v2) = e.grace().unwrap();
+        assert_eq!(g.unwrap().current, 44);
+        assert!(v2 > v1);
+
+        let lease = e.register("h", Duration::from_secs(2)).unwrap();
+        assert!(e.live_heads().unwrap().contains("h"));
+        assert!(e.keepalive(lease).unwrap());
+        std::thread::sleep(Duration::from_secs(4));
+        assert!(!e.keepalive(lease).unwrap(), "the lease ran out");
+        assert!(e.live_heads().unwrap().is_empty());
+    }
+
     #[test]
     fn dechunks() {
         assert_eq!(
