@@ -370,12 +370,17 @@ mod tests {
     /// A throwaway etcd on loopback (its own ports and data directory),
     /// killed by PID; None (test skipped) without etcd installed, unless
     /// TARN_REQUIRE_ETCD=1.
-    struct Server(std::process::Child, String, tempfile::TempDir);
+    struct Server {
+        child: std::process::Child,
+        addr: String,
+        /// Removed after etcd is killed.
+        _dir: tempfile::TempDir,
+    }
 
     impl Drop for Server {
         fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 
@@ -409,9 +414,13 @@ mod tests {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let s = Server(child, format!("127.0.0.1:{c}"), dir);
+        let s = Server {
+            child,
+            addr: format!("127.0.0.1:{c}"),
+            _dir: dir,
+        };
         let until = std::time::Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&s.1).is_err() {
+        while TcpStream::connect(&s.addr).is_err() {
             assert!(std::time::Instant::now() < until, "etcd did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -425,7 +434,7 @@ mod tests {
     #[test]
     fn store_contract_against_etcd() {
         let Some(srv) = server() else { return };
-        let e = Etcd::new(vec!["127.0.0.1:1".into(), srv.1.clone()], "t");
+        let e = Etcd::new(vec!["127.0.0.1:1".into(), srv.addr.clone()], "t");
         let (o1, o2) = (Bytes::from_static(b"\x00one"), Bytes::from_static(b"two"));
         e.add_client("a", &o1, 3).unwrap();
         e.add_client("a", &o1, 5).unwrap();
@@ -451,8 +460,10 @@ mod tests {
 
         let (none, v0) = e.grace().unwrap();
         assert!(none.is_none());
-        let mut g = ClusterGrace::default();
-        g.current = 4;
+        let g = ClusterGrace {
+            current: 4,
+            ..ClusterGrace::default()
+        };
         assert!(e.swap_grace(&g, v0).unwrap());
         assert!(!e.swap_grace(&g, v0).unwrap(), "a stale version must lose");
         let (got, v1) = e.grace().unwrap();
