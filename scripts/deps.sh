@@ -6,7 +6,7 @@
 # here wrote: scripts/ganesha-run.sh), rpcbind, an MIT KDC and its
 # tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply (pynfs), fuse3
 # (fusermount3, for `tarn mount` and its tests), fio (verified I/O through
-# the mount, and its 4 KiB random-read bench), tcpdump (the guest lab's TLS cases
+# the mount, and its 4 KiB random-read bench), etcd-server (the cluster tests' recovery store), tcpdump (the guest lab's TLS cases
 # capture the tap device to show no plaintext passes), openssl (the TLS tests' throwaway CAs), and the guest
 # lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
 # serve scripts/package-test.sh), and cargo-fuzz from crates.io (the fuzz
@@ -17,7 +17,7 @@ if [ "${1:-}" = --test ]; then
   pkgs+=(krb5-kdc krb5-admin-server krb5-user libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
          systemd dpkg-dev
          busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply
-         nfs-ganesha nfs-ganesha-vfs fuse3 fio tcpdump openssl)
+         nfs-ganesha nfs-ganesha-vfs fuse3 fio tcpdump openssl etcd-server)
 fi
 need=()
 for p in "${pkgs[@]}"; do

@@ -2,6 +2,7 @@
 //! programs, and the [`service::TarnService`] that the RPC transport calls.
 
 pub mod auth_cache;
+pub mod cluster;
 pub mod export;
 pub mod grace;
 pub mod live;

@@ -55,6 +55,12 @@
 //! max_courteous_clients = 1024   # lapsed clients whose state is kept
 //! max_gss_contexts = 16384       # least recently used evicted beyond
 //!
+//! [cluster]                      # optional: several heads (docs/cluster.md)
+//! etcd = ["http://127.0.0.1:2379"]   # the recovery store's endpoints (http only)
+//! node = "head1"                 # this head's name, unique in the cluster
+//! name = "tarn"                  # the cluster: keys live under /tarn/<name>/
+//! lease_seconds = 10             # a head silent this long is taken as failed
+//!
 //! [gss]                          # optional: Kerberos (RPCSEC_GSS)
 //! keytab = "/etc/krb5.keytab"    # nfs/<host> key (--keytab wins, then this, then KRB5_KTNAME)
 //! machine_principals = "root"    # nfs/, host/, root/ principals: "root" (uid 0, then
@@ -99,6 +105,18 @@ pub struct Config {
     pub tls: Option<rpc::tls::TlsFiles>,
     /// `[[tls.identity]]`: client certificates mapped to users, in order.
     pub tls_identities: Vec<rpc::tls_identity::IdentityRule>,
+    /// `[cluster]`: recovery records and grace shared through etcd.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// The `[cluster]` section.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// `host:port` of each etcd endpoint (from `http://host:port`).
+    pub etcd: Vec<String>,
+    pub node: String,
+    pub name: String,
+    pub lease: std::time::Duration,
 }
 
 /// The `[limits]` section: every resource bound in one place. The NFSv4
@@ -151,6 +169,16 @@ struct RawConfig {
     gss: Option<RawGss>,
     limits: Option<RawLimits>,
     tls: Option<Spanned<RawTls>>,
+    cluster: Option<Spanned<RawCluster>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    etcd: Option<Vec<Spanned<String>>>,
+    node: Option<Spanned<String>>,
+    name: Option<Spanned<String>>,
+    lease_seconds: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -640,7 +668,79 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         }
     };
+    let cluster = match raw.cluster {
+        None => None,
+        Some(c) => {
+            let line = at(&c.span());
+            let c = c.into_inner();
+            let etcd = match c.etcd {
+                Some(e) if !e.is_empty() => e,
+                _ => {
+                    return Err(format!(
+                        "{f}:{line}: [cluster] expected etcd = [\"http://host:port\", ...]"
+                    ))
+                }
+            };
+            let mut endpoints = Vec::new();
+            for u in etcd {
+                let hp = u
+                    .get_ref()
+                    .strip_prefix("http://")
+                    .map(|r| r.trim_end_matches('/'))
+                    .filter(|r| !r.is_empty() && !r.contains('/') && r.contains(':'));
+                match hp {
+                    Some(hp) => endpoints.push(hp.to_string()),
+                    None => {
+                        return Err(format!(
+                            "{f}:{}: etcd endpoint {:?}: expected http://host:port (TLS to etcd is not supported)",
+                            at(&u.span()),
+                            u.get_ref()
+                        ))
+                    }
+                }
+            }
+            let word = |v: Option<Spanned<String>>, what: &str, default: Option<&str>| {
+                let ok = |w: &str| {
+                    !w.is_empty()
+                        && w.len() <= 64
+                        && w.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                };
+                match (v, default) {
+                    (Some(v), _) if ok(v.get_ref()) => Ok(v.into_inner()),
+                    (Some(v), _) => Err(format!(
+                        "{f}:{}: {what} = {:?}: expected 1 to 64 letters, digits, '.', '_' or '-'",
+                        at(&v.span()),
+                        v.get_ref()
+                    )),
+                    (None, Some(d)) => Ok(d.to_string()),
+                    (None, None) => Err(format!(
+                        "{f}:{line}: [cluster] expected {what} = \"...\" (this head's name, unique in the cluster)"
+                    )),
+                }
+            };
+            let node = word(c.node, "node", None)?;
+            let name = word(c.name, "name", Some("tarn"))?;
+            let lease = match c.lease_seconds {
+                Some(l) if !(2..=600).contains(l.get_ref()) => {
+                    return Err(format!(
+                        "{f}:{}: lease_seconds must be 2..=600",
+                        at(&l.span())
+                    ))
+                }
+                Some(l) => *l.get_ref(),
+                None => 10,
+            };
+            Some(ClusterConfig {
+                etcd: endpoints,
+                node,
+                name,
+                lease: std::time::Duration::from_secs(lease),
+            })
+        }
+    };
     Ok(Config {
+        cluster,
         listen: raw.listen,
         state_dir: raw.state_dir,
         exports,
@@ -777,6 +877,45 @@ mod tests {
         .unwrap();
         assert_eq!(c.exports[0].rules[0].squash, Squash::None);
         assert_eq!(c.listen.as_deref(), Some("127.0.0.1:3049"));
+    }
+
+    #[test]
+    fn cluster_section() {
+        let base = "[[export]]\npath = \"/srv\"\nclients = []\n";
+        let c = parse(
+            Path::new("t.toml"),
+            &format!("{base}[cluster]\netcd = [\"http://127.0.0.1:2379\", \"http://[::1]:2379/\"]\nnode = \"head1\"\n"),
+        )
+        .unwrap();
+        let cl = c.cluster.unwrap();
+        assert_eq!(cl.etcd, ["127.0.0.1:2379", "[::1]:2379"]);
+        assert_eq!((cl.node.as_str(), cl.name.as_str()), ("head1", "tarn"));
+        assert_eq!(cl.lease, std::time::Duration::from_secs(10));
+        for (body, line, what) in [
+            ("[cluster]\nnode = \"a\"\n", 4, "etcd"),
+            (
+                "[cluster]\netcd = [\"https://e:2379\"]\nnode = \"a\"\n",
+                5,
+                "http://host:port",
+            ),
+            ("[cluster]\netcd = [\"http://e:2379\"]\n", 4, "node"),
+            (
+                "[cluster]\netcd = [\"http://e:2379\"]\nnode = \"a/b\"\n",
+                6,
+                "node",
+            ),
+            (
+                "[cluster]\netcd = [\"http://e:2379\"]\nnode = \"a\"\nlease_seconds = 1\n",
+                7,
+                "lease_seconds",
+            ),
+        ] {
+            let e = parse(Path::new("t.toml"), &format!("{base}{body}")).unwrap_err();
+            assert!(
+                e.starts_with(&format!("t.toml:{line}: ")) && e.contains(what),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,9 @@
 mod admin;
 mod assets;
 mod bench;
+mod cluster;
 mod config;
+mod etcd;
 mod exports_file;
 mod keytab;
 mod lognoise;
@@ -659,6 +661,7 @@ fn build_config(
                     limits: Default::default(),
                     tls: None,
                     tls_identities: Vec::new(),
+                    cluster: None,
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -842,9 +845,25 @@ fn serve(
         let key = Arc::new(key);
         let pool = Pool::new(32);
         let locks = Arc::new(server::locks::LockManager::new());
-        let recovery_path = state_dir.join("v4clients");
-        let recovery = server::nfs4::recovery::Recovery::open(&recovery_path)
-            .map_err(|e| format!("{}: {e}", recovery_path.display()))?;
+        // The NFSv4 client records: the state directory's file, or, in a
+        // cluster, etcd (shared, so another head can take over a failed
+        // one's clients).
+        let etcd = cfg.cluster.as_ref().map(|c| Arc::new(etcd::Etcd::new(c.etcd.clone(), &c.name)));
+        let recovery = match (&etcd, &cfg.cluster) {
+            (Some(e), Some(c)) => {
+                let (e, node) = (e.clone(), c.node.clone());
+                tokio::task::spawn_blocking(move || server::nfs4::recovery::Recovery::with_store(e, &node, 0))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("cluster: cannot read this head's client records from etcd: {e}"))?
+            }
+            _ => {
+                let recovery_path = state_dir.join("v4clients");
+                server::nfs4::recovery::Recovery::open(&recovery_path)
+                    .map_err(|e| format!("{}: {e}", recovery_path.display()))?
+            }
+        };
+        let cluster_recovery = recovery.clone();
         // One grace period for NLM and NFSv4: both end together.
         let grace = server::grace::Grace::new(std::time::Instant::now(), cfg.nfs4.grace);
         let mut nfs4 = server::nfs4::Nfs4::with_grace(live.clone(), key.clone(), pool.clone(), locks.clone(), cfg.nfs4.clone(), Some(recovery), grace);
@@ -876,7 +895,11 @@ fn serve(
         let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
         let nlm = server::nlm::Nlm::new(
             locks,
-            Arc::new(nsm),
+            Arc::new(match (&etcd, &cfg.cluster) {
+                // In a cluster, NLM hosts are recorded in etcd too.
+                (Some(e), Some(c)) => nsm.share(e.clone(), &c.node),
+                _ => nsm,
+            }),
             server::nlm::NlmConfig { grace },
             Arc::new(callback),
         );
@@ -885,6 +908,17 @@ fn serve(
             nfs4.state.hold_locks_until(grace);
         }
         nlm.notify_restart(notify_hosts);
+        if let (Some(e), Some(c)) = (etcd, &cfg.cluster) {
+            let mut d = cluster::Driver::new(e, c.node.clone(), c.lease, cfg.nfs4.grace, cluster_recovery, nfs4.state.clone(), nlm.clone(), tokio::runtime::Handle::current());
+            // Registered and in the cluster's grace before the first call
+            // is served.
+            let d = tokio::task::spawn_blocking(move || d.step().map(|()| d))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("cluster: etcd: {e}"))?;
+            info!(node = c.node, cluster = c.name, "cluster: registered in etcd");
+            std::thread::Builder::new().name("tarn-cluster".into()).spawn(move || d.run()).map_err(|e| e.to_string())?;
+        }
         let mut nfs3 = Nfs3::new(live.clone(), key, pool);
         // One write verifier: a storage error seen through either protocol
         // concerns the unstable data of both.

@@ -949,6 +949,28 @@ impl Records {
         }
     }
 
+    /// A client finished reclaiming: in a cluster its record moves to
+    /// this head's current epoch (and out of a failed head's), which is
+    /// how the other heads learn that its recovery is over. A failure is
+    /// logged; the grace then lasts until its bound.
+    pub async fn reclaimed(&self, clientid: u64) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let Some(owner) = self.state.client_owner(clientid) else {
+            return;
+        };
+        if !self.state.reclaimed_here(&owner) {
+            return;
+        }
+        let _order = self.order.lock().await;
+        let o = owner.clone();
+        if let Err(e) = self.pool.run(move || store.reclaimed(&o)).await {
+            let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
+            tracing::error!(owner, error = %e, "cannot move the reclaimed NFSv4 client's record: the grace lasts until its bound");
+        }
+    }
+
     /// Sends CB_RECALL on the client's back channel, without waiting: the
     /// state core revokes the delegation if it is not returned within a
     /// lease, whatever happens to the call. A client with no usable back

@@ -1,51 +1,58 @@
 //! Stable record of the NFSv4 clients that hold state, so that after a
-//! restart exactly those clients may reclaim during the grace period
-//! (RFC 8881 §8.4.2). One hex-encoded client owner per line; rewritten
-//! atomically (temporary file, fsync, rename) when a client is confirmed
-//! or goes away, which is rare next to the I/O it enables.
+//! restart (or, in a cluster, a failover) exactly those clients may
+//! reclaim during the grace period (RFC 8881 §8.4.2). The records live in
+//! a [`RecoveryStore`]: the state directory's file by default, etcd for a
+//! cluster. This is one head's view of it: its own records, and the ones
+//! it took over from failed heads.
 
+use crate::cluster::{LocalStore, RecoveryStore};
 use bytes::Bytes;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone)]
 pub struct Recovery {
-    path: PathBuf,
-    current: Arc<Mutex<HashSet<Bytes>>>,
+    store: Arc<dyn RecoveryStore>,
+    node: Arc<str>,
+    /// The cluster epoch new records belong to (0: one head).
+    epoch: Arc<AtomicU64>,
     previous: Arc<HashSet<Bytes>>,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Bytes> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()
-        .map(Bytes::from)
+    /// Owners that may reclaim here → the head whose record names them
+    /// (this one's after a restart, a failed head's after a takeover).
+    origin: Arc<Mutex<HashMap<Bytes, Arc<str>>>>,
+    /// Owners known to be recorded for this head: a second record of one
+    /// (the driver records before confirming, then again when the state
+    /// core asks) costs no store round trip.
+    known: Arc<Mutex<HashSet<Bytes>>>,
 }
 
 impl Recovery {
-    /// Loads the record the previous server instance left. The clients in
-    /// it may reclaim; the new instance's record starts out the same, so a
-    /// second restart during grace keeps them.
+    /// Loads the record the previous server instance left in the state
+    /// directory. The clients in it may reclaim; the new instance's record
+    /// starts out the same, so a second restart during grace keeps them.
     pub fn open(path: &Path) -> io::Result<Recovery> {
-        let previous: HashSet<Bytes> = match std::fs::read_to_string(path) {
-            Ok(s) => s.lines().filter_map(|l| unhex(l.trim())).collect(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => HashSet::new(),
-            Err(e) => return Err(e),
-        };
+        Self::with_store(Arc::new(LocalStore::open(path)?), "local", 0)
+    }
+
+    /// This head's records in `store`, as `node`, at cluster epoch `epoch`.
+    pub fn with_store(
+        store: Arc<dyn RecoveryStore>,
+        node: &str,
+        epoch: u64,
+    ) -> io::Result<Recovery> {
+        let node: Arc<str> = node.into();
+        let previous: HashSet<Bytes> = store.clients(&node)?.into_iter().map(|(o, _)| o).collect();
+        let origin = previous.iter().map(|o| (o.clone(), node.clone())).collect();
         Ok(Recovery {
-            path: path.to_path_buf(),
-            current: Arc::new(Mutex::new(previous.clone())),
-            previous: Arc::new(previous),
+            store,
+            node,
+            epoch: Arc::new(AtomicU64::new(epoch)),
+            previous: Arc::new(previous.clone()),
+            origin: Arc::new(Mutex::new(origin)),
+            known: Arc::new(Mutex::new(previous)),
         })
     }
 
@@ -53,35 +60,72 @@ impl Recovery {
         (*self.previous).clone()
     }
 
-    /// Records `owner`, on disk before this returns Ok. On failure it is
+    pub fn store(&self) -> &Arc<dyn RecoveryStore> {
+        &self.store
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Relaxed);
+    }
+
+    /// Takes over the records of the failed head `node`: its clients may
+    /// reclaim here. Returns them.
+    pub fn adopt(&self, node: &str) -> io::Result<HashSet<Bytes>> {
+        let owners: HashSet<Bytes> = self
+            .store
+            .clients(node)?
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect();
+        let node: Arc<str> = node.into();
+        let mut m = self.origin.lock().unwrap();
+        for o in &owners {
+            m.entry(o.clone()).or_insert_with(|| node.clone());
+        }
+        Ok(owners)
+    }
+
+    /// Records `owner`, durably before this returns Ok. On failure it is
     /// not in the record (so a caller that refuses the client because of
     /// it leaves nothing behind).
     pub fn add(&self, owner: &Bytes) -> io::Result<()> {
-        let mut cur = self.current.lock().unwrap();
-        if cur.insert(owner.clone()) {
-            if let Err(e) = self.write(&cur) {
-                cur.remove(owner);
-                return Err(e);
-            }
+        if self.known.lock().unwrap().contains(owner) {
+            return Ok(());
         }
+        self.store
+            .add_client(&self.node, owner, self.epoch.load(Ordering::Relaxed))?;
+        self.known.lock().unwrap().insert(owner.clone());
         Ok(())
     }
 
     pub fn remove(&self, owner: &Bytes) -> io::Result<()> {
-        let mut cur = self.current.lock().unwrap();
-        if cur.remove(owner) {
-            self.write(&cur)?;
-        }
+        self.store.remove_client(&self.node, owner)?;
+        self.known.lock().unwrap().remove(owner);
         Ok(())
     }
 
-    fn write(&self, set: &HashSet<Bytes>) -> io::Result<()> {
-        let mut text = String::with_capacity(set.len() * 33);
-        for o in set {
-            text.push_str(&hex(o));
-            text.push('\n');
-        }
-        vfs::durable::replace(&self.path, text.as_bytes())
+    /// `owner` sent RECLAIM_COMPLETE here: its record moves to this head
+    /// and the current epoch (nothing to do with one head and no epochs).
+    pub fn reclaimed(&self, owner: &Bytes) -> io::Result<()> {
+        let Some(from) = self.origin.lock().unwrap().remove(owner) else {
+            return Ok(());
+        };
+        self.known.lock().unwrap().insert(owner.clone());
+        let others: Vec<String> = if *from == *self.node {
+            vec![]
+        } else {
+            vec![from.to_string()]
+        };
+        self.store.reclaimed(
+            &self.node,
+            owner,
+            self.epoch.load(Ordering::Relaxed),
+            &others,
+        )
     }
 }
 

@@ -459,7 +459,10 @@ pub async fn reclaim_complete(
         // none, so it changes nothing.
         Ok(_) if a.rca_one_fs => Nfsstat4::NFS4_OK,
         Ok(id) => match c.n.state.reclaim_complete(id) {
-            Ok(()) => Nfsstat4::NFS4_OK,
+            Ok(()) => {
+                c.n.records.reclaimed(id).await;
+                Nfsstat4::NFS4_OK
+            }
             Err(s) => {
                 log_fail(
                     c,

@@ -89,7 +89,9 @@ struct BlockKey {
 pub struct Nlm {
     pub locks: Arc<LockManager>,
     pub nsm: Arc<nsm::Nsm>,
-    grace: Grace,
+    /// The server's period, and whether a cluster-wide grace holds this
+    /// head in grace beyond it (set by the cluster driver).
+    grace: Mutex<(Grace, bool)>,
     hosts: Mutex<Hosts>,
     /// Blocked LOCKs waiting in the lock manager, by what names them.
     blocked: Mutex<HashMap<BlockKey, lock::Block>>,
@@ -112,7 +114,7 @@ impl Nlm {
         Arc::new(Nlm {
             locks,
             nsm,
-            grace: cfg.grace,
+            grace: Mutex::new((cfg.grace, false)),
             hosts: Mutex::default(),
             blocked: Mutex::default(),
             callback,
@@ -120,7 +122,31 @@ impl Nlm {
     }
 
     pub fn in_grace(&self) -> bool {
-        self.grace.running(Instant::now())
+        let g = self.grace.lock().unwrap();
+        g.1 || g.0.running(Instant::now())
+    }
+
+    /// Enters grace again while serving (a cluster: another head failed
+    /// or started), until `period` ends at the latest: NLM hosts of the
+    /// failed head reclaim here after the SM_NOTIFY of the head that took
+    /// over its address; new locks wait.
+    pub fn join_grace(&self, period: Grace) {
+        let mut g = self.grace.lock().unwrap();
+        if period.until() > g.0.until() {
+            g.0 = period;
+        }
+    }
+
+    /// The cluster-wide grace was lifted: so is this head's period.
+    pub fn end_grace(&self) {
+        let mut g = self.grace.lock().unwrap();
+        g.0 = Grace::new(Instant::now(), Duration::ZERO);
+        g.1 = false;
+    }
+
+    /// Whether a cluster-wide grace holds this head in grace.
+    pub fn set_cluster_grace(&self, hold: bool) {
+        self.grace.lock().unwrap().1 = hold;
     }
 
     /// A procedure's name, for logs (from [`crate::procedures::NLM4`]).

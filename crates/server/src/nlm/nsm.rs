@@ -21,6 +21,9 @@ pub struct Nsm {
     /// None: no stable storage (handler tests).
     dir: Option<PathBuf>,
     state: i32,
+    /// In a cluster, the host records are also kept in the shared store
+    /// under this head's name, for the head that takes over if it fails.
+    shared: Option<(std::sync::Arc<dyn crate::cluster::RecoveryStore>, String)>,
 }
 
 /// How a restart notification is retried: pauses double up to the last.
@@ -51,6 +54,7 @@ impl Nsm {
         let nsm = Nsm {
             dir: Some(dir.to_path_buf()),
             state,
+            shared: None,
         };
         let hosts = nsm.recorded()?;
         Ok((nsm, hosts))
@@ -58,7 +62,21 @@ impl Nsm {
 
     /// No stable storage: for tests.
     pub fn in_memory(state: i32) -> Nsm {
-        Nsm { dir: None, state }
+        Nsm {
+            dir: None,
+            state,
+            shared: None,
+        }
+    }
+
+    /// Keeps the host records in `store` too, as `node`'s.
+    pub fn share(
+        mut self,
+        store: std::sync::Arc<dyn crate::cluster::RecoveryStore>,
+        node: &str,
+    ) -> Nsm {
+        self.shared = Some((store, node.to_string()));
+        self
     }
 
     pub fn state(&self) -> i32 {
@@ -72,6 +90,9 @@ impl Nsm {
 
     /// Records that `name` (calling from `addr`) holds locks; durable on return.
     pub fn record(&self, name: &[u8], addr: IpAddr) -> io::Result<()> {
+        if let Some((store, node)) = &self.shared {
+            store.monitor(node, name, addr)?;
+        }
         let Some(p) = self.host_path(name) else {
             return Ok(());
         };
@@ -79,6 +100,9 @@ impl Nsm {
     }
 
     pub fn forget(&self, name: &[u8]) -> io::Result<()> {
+        if let Some((store, node)) = &self.shared {
+            store.unmonitor(node, name)?;
+        }
         let Some(p) = self.host_path(name) else {
             return Ok(());
         };

@@ -328,6 +328,37 @@ async fn grace_period_admits_only_reclaims() {
     );
 }
 
+/// A cluster head re-enters grace while serving (another head failed):
+/// only reclaims until the cluster's grace is lifted, then new locks again.
+#[tokio::test]
+async fn grace_can_be_entered_again_and_lifted() {
+    let fx = fixture();
+    assert_eq!(fx.lock(1, true, false, 0, 10).await, NLM4_GRANTED);
+    fx.nlm.join_grace(crate::grace::Grace::new(
+        std::time::Instant::now(),
+        Duration::from_secs(3600),
+    ));
+    fx.nlm.set_cluster_grace(true);
+    assert_eq!(
+        fx.lock(2, true, false, 20, 10).await,
+        NLM4_DENIED_GRACE_PERIOD
+    );
+    assert_eq!(
+        fx.lock_args(2, true, false, true, 40, 10).await,
+        NLM4_GRANTED,
+        "a failed head's host reclaims here"
+    );
+    // Established locks are released as usual.
+    assert_eq!(fx.unlock(1, 0, 10).await, NLM4_GRANTED);
+    fx.nlm.end_grace();
+    assert_eq!(fx.lock(2, true, false, 20, 10).await, NLM4_GRANTED);
+    assert_eq!(
+        fx.lock_args(3, true, false, true, 60, 10).await,
+        NLM4_DENIED_GRACE_PERIOD,
+        "no reclaims once lifted"
+    );
+}
+
 #[tokio::test]
 async fn blocked_lock_is_granted_by_callback() {
     let fx = fixture();

@@ -1182,4 +1182,6 @@ pub fn simulate(seed: u64, steps: usize) -> Result<(), String> {
 }
 
 #[cfg(test)]
+mod cluster;
+#[cfg(test)]
 mod tests;

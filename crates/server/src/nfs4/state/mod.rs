@@ -357,6 +357,20 @@ struct Grace {
     reclaimable: HashSet<Bytes>,
     /// Of those, the ones that finished reclaiming.
     done: HashSet<Bytes>,
+    /// A cluster-wide grace holds this head in grace whatever its own
+    /// clients did (another head's clients may still reclaim, here or
+    /// elsewhere); set and cleared by the cluster driver.
+    cluster: Option<ClusterHold>,
+}
+
+/// How a cluster-wide grace holds this head (see [`State::set_cluster_grace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterHold {
+    /// Not every head enforces the grace yet: reclaims wait (NFS4ERR_DELAY),
+    /// as a head that has not seen it could still grant what they want back.
+    Starting,
+    /// Every head enforces it: the recorded clients may reclaim.
+    Reclaiming,
 }
 
 /// The outcome of checking a stateid for READ/WRITE/SETATTR.
@@ -492,6 +506,57 @@ impl State {
         g.reclaimable = owners;
     }
 
+    /// Enters grace again while serving (a cluster: another head failed
+    /// or started): `owners` may reclaim too, until `period` ends at the
+    /// latest. Established state keeps working; new opens and locks get
+    /// NFS4ERR_GRACE meanwhile, as at a restart (RFC 8881 §8.4.2.1 lets a
+    /// server keep serving what is established during grace; knfsd's
+    /// locks_in_grace() likewise refuses only new opens and locks).
+    pub fn join_grace(&self, owners: HashSet<Bytes>, period: GracePeriod) {
+        let mut g = self.grace.lock().unwrap();
+        let until = period.until();
+        if !owners.is_empty() {
+            g.until = Some(g.until.map_or(until, |t| t.max(until)));
+            for o in &owners {
+                g.done.remove(o);
+            }
+            g.reclaimable.extend(owners);
+        }
+        g.locks_until = Some(g.locks_until.map_or(until, |t| t.max(until)));
+    }
+
+    /// The cluster-wide grace as the cluster driver sees it: None once it
+    /// is lifted (then only this head's own period, if any, remains).
+    pub fn set_cluster_grace(&self, hold: Option<ClusterHold>) {
+        self.grace.lock().unwrap().cluster = hold;
+    }
+
+    /// The cluster-wide grace was lifted: every head recovered (the
+    /// failed heads' clients reclaimed here or elsewhere) or its bound
+    /// passed, so nothing of this head's own period is left either.
+    pub fn end_grace(&self) {
+        let mut g = self.grace.lock().unwrap();
+        g.cluster = None;
+        g.until = None;
+        g.locks_until = None;
+    }
+
+    /// Whether this head's own recovery is over at `now`: every client
+    /// that may reclaim here said RECLAIM_COMPLETE, or its period ended.
+    pub fn local_recovery_done(&self, now: Instant) -> bool {
+        let g = self.grace.lock().unwrap();
+        match g.until {
+            Some(t) => now >= t || g.reclaimable.iter().all(|o| g.done.contains(o)),
+            None => true,
+        }
+    }
+
+    /// Whether `owner` was to reclaim here (and finished), so its record
+    /// moves to this head.
+    pub fn reclaimed_here(&self, owner: &Bytes) -> bool {
+        self.grace.lock().unwrap().done.contains(owner)
+    }
+
     /// New NFSv4 byte-range locks wait for the shared period's end: NLM
     /// hosts are known to have held locks (the driver calls this when the
     /// status monitor has hosts to notify).
@@ -517,6 +582,9 @@ impl State {
 
     pub fn in_grace(&self, now: Instant) -> bool {
         let mut g = self.grace.lock().unwrap();
+        if g.cluster.is_some() {
+            return true;
+        }
         match g.until {
             Some(t) if now < t && g.done.len() < g.reclaimable.len() => true,
             Some(_) => {
@@ -544,6 +612,9 @@ impl State {
             c.owner.clone()
         };
         let g = self.grace.lock().unwrap();
+        if g.cluster == Some(ClusterHold::Starting) {
+            return Err(Nfsstat4::NFS4ERR_DELAY);
+        }
         if g.reclaimable.contains(&owner) {
             Ok(())
         } else {

@@ -309,3 +309,110 @@ async fn new_locks_wait_for_the_shared_grace_after_nfsv4_reclaims() {
     fx.advance(millis(1));
     assert_eq!(fx.call(&n, lock()).await.status, NFS4_OK);
 }
+
+/// A surviving cluster head re-enters grace when another head fails: the
+/// failed head's client reclaims here; this head's own established state
+/// keeps working; new opens and locks wait (NFS4ERR_GRACE) until the
+/// cluster-wide grace is lifted; reclaims wait (NFS4ERR_DELAY) until
+/// every head enforces the grace.
+#[tokio::test]
+async fn a_surviving_head_reenters_grace_for_a_failed_heads_clients() {
+    use crate::nfs4::clock::Clock;
+    use crate::nfs4::state::ClusterHold;
+    let fx = Fx::new(Nfs4Config::default());
+    let s = fx.client("survivor").await;
+    let os = fx.open(&s, "f", "open-s", BOTH, DENY_NONE).await.unwrap();
+    let ls = fx
+        .lock(
+            &s,
+            &os.fh,
+            WRITE_LT,
+            0,
+            10,
+            new_lock_owner(&os.stateid, owner(s.clientid, "lock-s")),
+        )
+        .await
+        .expect("LOCK");
+    let og = fx.open(&s, "g", "open-g", BOTH, DENY_NONE).await.unwrap();
+    assert_eq!(
+        fx.call(&s, close(&og.fh, &og.stateid)).await.status,
+        NFS4_OK
+    );
+
+    // Another head failed: its client "moved" may reclaim here.
+    let now = fx.clock.now();
+    fx.n.state
+        .join_grace([name("moved")].into(), Grace::new(now, secs(90)));
+    fx.n.state.set_cluster_grace(Some(ClusterHold::Starting));
+    assert!(!fx.n.state.local_recovery_done(now));
+
+    // Reclaims wait until every head enforces the grace.
+    let m = fx.reclaiming_client("moved", 9).await;
+    let r = fx
+        .call(&m, vec![putfh(&og.fh), reclaim_open(m.clientid)])
+        .await;
+    assert_eq!(r.status, NFS4ERR_DELAY, "{:?}", statuses(&r));
+    fx.n.state.set_cluster_grace(Some(ClusterHold::Reclaiming));
+    let r = fx
+        .call(&m, vec![putfh(&og.fh), reclaim_open(m.clientid)])
+        .await;
+    assert_eq!(r.status, NFS4_OK, "reclaim here: {:?}", statuses(&r));
+
+    // Established state works: the lock is released, the open closed.
+    let r = fx
+        .call(
+            &s,
+            vec![
+                putfh(&os.fh),
+                NfsArgop4::OP_LOCKU(Locku4args {
+                    locktype: WRITE_LT,
+                    seqid: 0,
+                    lock_stateid: ls,
+                    offset: 0,
+                    length: 10,
+                }),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, NFS4_OK, "LOCKU in grace: {:?}", statuses(&r));
+    // New state waits.
+    assert_eq!(
+        fx.open(&s, "h", "open-h", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    assert_eq!(
+        fx.lock(
+            &s,
+            &os.fh,
+            WRITE_LT,
+            0,
+            10,
+            new_lock_owner(&os.stateid, owner(s.clientid, "lock-s2")),
+        )
+        .await
+        .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    assert_eq!(
+        fx.call(&s, close(&os.fh, &os.stateid)).await.status,
+        NFS4_OK
+    );
+
+    // The moved client is done: this head's recovery is over, but the
+    // cluster's grace holds until it is lifted.
+    assert_eq!(fx.call(&m, vec![reclaim_complete()]).await.status, NFS4_OK);
+    assert!(fx.n.state.local_recovery_done(fx.clock.now()));
+    assert!(fx.n.state.reclaimed_here(&name("moved")));
+    assert_eq!(
+        fx.open(&s, "h", "open-h", BOTH, DENY_NONE)
+            .await
+            .unwrap_err(),
+        NFS4ERR_GRACE
+    );
+    fx.n.state.set_cluster_grace(None);
+    fx.open(&s, "h", "open-h", BOTH, DENY_NONE)
+        .await
+        .expect("OPEN after the cluster grace");
+}

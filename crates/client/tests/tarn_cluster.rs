@@ -1,0 +1,549 @@
+//! Three `tarn serve` heads exporting the same directory, their recovery
+//! records and grace in a real etcd (started here on loopback, its own
+//! data directory and ports, killed by PID). A client holding a lock on
+//! head A follows the service address to head B after A is SIGKILLed
+//! (in-test TCP proxy standing in for the moved address) and reclaims;
+//! B and C enter grace meanwhile; grace ends once the reclaim is done,
+//! not at its bound; A restarts and rejoins.
+//!
+//! Skipped (with a message) when etcd is not installed, unless
+//! TARN_REQUIRE_ETCD=1.
+//!
+//!   cargo build -p tarn && cargo test -p client --test tarn_cluster
+
+mod harness;
+use client::nfs4::*;
+use harness::*;
+use proto::nfs4::*;
+use rpc::client::ChannelOptions;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The grace bound the heads run with: long, so a grace that ends on its
+/// own before it shows recovery completion ended it.
+const GRACE: u64 = 60;
+
+struct Etcd {
+    child: Child,
+    url: String,
+}
+
+impl Etcd {
+    fn start(dir: &Path) -> Option<Etcd> {
+        let bin = ["/usr/bin/etcd", "/usr/local/bin/etcd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists());
+        let Some(bin) = bin else {
+            assert!(
+                std::env::var("TARN_REQUIRE_ETCD").as_deref() != Ok("1"),
+                "etcd is not installed (apt-get install etcd-server) and TARN_REQUIRE_ETCD=1"
+            );
+            eprintln!("SKIPPED: etcd is not installed (apt-get install etcd-server)");
+            return None;
+        };
+        let (cp, pp) = (testkdc::free_port(), testkdc::free_port());
+        let url = format!("http://127.0.0.1:{cp}");
+        let peer = format!("http://127.0.0.1:{pp}");
+        let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
+        let child = Command::new(bin)
+            .args(["--name", "t", "--data-dir"])
+            .arg(dir.join("etcd-data"))
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("t={peer}")])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        let e = Etcd { child, url };
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&e.url["http://".len()..]).is_err() {
+            assert!(Instant::now() < until, "etcd did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(e)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Head {
+    node: String,
+    child: Option<Child>,
+    addr: SocketAddr,
+    config: PathBuf,
+    log: PathBuf,
+}
+
+impl Head {
+    fn new(tmp: &Path, node: &str, export: &Path, etcd: &str, grace: u64) -> Head {
+        let state = tmp.join(format!("state-{node}"));
+        std::fs::create_dir_all(&state).unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", testkdc::free_port())
+            .parse()
+            .unwrap();
+        let config = tmp.join(format!("{node}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"{addr}\"\nstate_dir = {:?}\n\n[[export]]\npath = {:?}\npseudo = \"/\"\nclients = [\"127.0.0.1\"]\nsquash = \"none\"\n\n[nfs4]\ngrace_seconds = {grace}\nlease_seconds = 30\n\n[cluster]\netcd = [\"{etcd}\"]\nnode = \"{node}\"\nname = \"test\"\nlease_seconds = 2\n",
+                state.display().to_string(),
+                export.display().to_string()
+            ),
+        )
+        .unwrap();
+        Head {
+            node: node.into(),
+            child: None,
+            addr,
+            config,
+            log: tmp.join(format!("{node}.log")),
+        }
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut child = Command::new(tarn_bin())
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start tarn");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        // Later stdout lines go nowhere harmful: keep the pipe open.
+        std::mem::forget(out);
+        self.child = Some(child);
+        assert!(
+            line.starts_with("tarn: exporting"),
+            "head {} did not start ({line:?}); log:\n{}",
+            self.node,
+            self.log()
+        );
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Forwards connections to where the service address points now.
+async fn proxy(target: SocketAddr) -> (SocketAddr, Arc<Mutex<SocketAddr>>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let target = Arc::new(Mutex::new(target));
+    let t = target.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut c, _) = l.accept().await.unwrap();
+            let to = *t.lock().unwrap();
+            tokio::spawn(async move {
+                let Ok(mut s) = TcpStream::connect(to).await else {
+                    return;
+                };
+                let (mut b1, mut b2) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+                loop {
+                    tokio::select! {
+                        n = c.read(&mut b1) => match n {
+                            Ok(n) if n > 0 => if s.write_all(&b1[..n]).await.is_err() { return },
+                            _ => return,
+                        },
+                        n = s.read(&mut b2) => match n {
+                            Ok(n) if n > 0 => if c.write_all(&b2[..n]).await.is_err() { return },
+                            _ => return,
+                        },
+                    }
+                }
+            });
+        }
+    });
+    (addr, target)
+}
+
+async fn channel_session(addr: SocketAddr, owner: &str) -> Arc<Session> {
+    let opts = ChannelOptions {
+        timeo: Duration::from_secs(10),
+        min_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let conn = Nfs4Conn::connect_channel(addr, UID, GID, opts)
+        .await
+        .expect("connect");
+    let o = SessionOptions {
+        callbacks: false,
+        ..owner_opts(owner, 1)
+    };
+    Arc::new(Session::establish(conn, &o).await.expect("session"))
+}
+
+/// Tries a new OPEN (create) of `name` through `s` until `want(result)`,
+/// for up to `secs`; the last status.
+async fn open_until(
+    s: &Session,
+    dir: &NfsFh4,
+    name: &str,
+    secs: u64,
+    want: impl Fn(&Option<Nfsstat4>) -> bool,
+) -> Option<Nfsstat4> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = s
+            .open(dir, name, Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await;
+        let st = match r {
+            Ok((sid, fh)) => {
+                s.close(&fh, &sid).await.unwrap();
+                None
+            }
+            Err(e) => Some(e.status().expect("an NFS status")),
+        };
+        if want(&st) || Instant::now() > until {
+            return st;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[test]
+fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
+    let tmp = tempfile::Builder::new()
+        .prefix("tarn-cluster-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let Some(etcd) = Etcd::start(tmp.path()) else {
+        return;
+    };
+    let export = tmp.path().join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let mut heads: Vec<Head> = ["a", "b", "c"]
+        .iter()
+        .map(|n| Head::new(tmp.path(), n, &export, &etcd.url, GRACE))
+        .collect();
+    heads[0].spawn();
+    // The same file handles on every head: one handle key, one export id.
+    for h in &heads[1..] {
+        let dst = tmp.path().join(format!("state-{}", h.node));
+        for f in ["handle.key", "export-ids"] {
+            let src = tmp.path().join("state-a").join(f);
+            if src.exists() {
+                std::fs::copy(&src, dst.join(f)).unwrap();
+            }
+        }
+    }
+    heads[1].spawn();
+    heads[2].spawn();
+    let (a, b) = (heads[0].addr, heads[1].addr);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (service, target) = rt.block_on(proxy(a));
+    let (x, y, dir, sid, fh, ysid, yfh) = rt.block_on(async {
+        // The starting heads' grace ends once all three recovered (none
+        // had clients): well before its bound.
+        let y = channel_session(b, "y-on-b").await;
+        let dir = y.lookup_path("/").await.unwrap();
+        let t0 = Instant::now();
+        let st = open_until(&y, &dir, "warm", GRACE, |s| s.is_none()).await;
+        assert_eq!(st, None, "the start-up grace never ended");
+        assert!(t0.elapsed() < Duration::from_secs(GRACE / 2));
+        // y holds an open on b (established state).
+        let (ysid, yfh) = y
+            .open(&dir, "y-file", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+
+        let x = channel_session(service, "x-moves").await;
+        let (sid, fh) = x
+            .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        x.write(
+            &sid,
+            &fh,
+            0,
+            bytes::Bytes::from_static(b"before"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .unwrap();
+        let lo = x.new_owner("lock");
+        let locker = x.new_lock_owner(&sid, &lo);
+        x.lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
+            .await
+            .unwrap()
+            .expect("lock granted on a");
+        (x, y, dir, sid, fh, ysid, yfh)
+    });
+
+    heads[0].kill();
+    let killed = Instant::now();
+    rt.block_on(async {
+        // b enters grace when a's etcd lease (2 s) runs out: a new OPEN
+        // gets NFS4ERR_GRACE...
+        let st = open_until(&y, &dir, "during", 20, |s| {
+            *s == Some(Nfsstat4::NFS4ERR_GRACE)
+        })
+        .await;
+        assert_eq!(st, Some(Nfsstat4::NFS4ERR_GRACE), "b never entered grace");
+        eprintln!("b in grace {:?} after the kill", killed.elapsed());
+        // ...while y's established open keeps working.
+        y.write(
+            &ysid,
+            &yfh,
+            0,
+            bytes::Bytes::from_static(b"y"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .expect("WRITE on established state during grace");
+
+        // A new lock, even on y's own open file, waits for the reclaims.
+        let yo = y.new_owner("lock-during");
+        let r = y
+            .lock(
+                &yfh,
+                y.new_lock_owner(&ysid, &yo),
+                NfsLockType4::WRITE_LT,
+                0,
+                10,
+            )
+            .await;
+        assert_eq!(err(r), Nfsstat4::NFS4ERR_GRACE);
+
+        // c enters grace too (each head notices at its own next step,
+        // a third of the etcd lease apart at most).
+        let z = channel_session(heads_addr_c(&heads), "z-on-c").await;
+        let st = open_until(&z, &dir, "z-during", 5, |s| {
+            *s == Some(Nfsstat4::NFS4ERR_GRACE)
+        })
+        .await;
+        assert_eq!(st, Some(Nfsstat4::NFS4ERR_GRACE), "c in grace too");
+
+        // The service address moves to b; x recovers there and reclaims.
+        *target.lock().unwrap() = b;
+        x.write(
+            &sid,
+            &fh,
+            6,
+            bytes::Bytes::from_static(b" after"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .expect("WRITE after the failover");
+        eprintln!(
+            "first successful call through b {:?} after the kill",
+            killed.elapsed()
+        );
+        assert_eq!(x.recoveries(), 1);
+        assert_eq!(x.state_book().locks.len(), 1);
+
+        // Grace ends because recovery is complete, not at its bound.
+        let st = open_until(&y, &dir, "after", GRACE, |s| s.is_none()).await;
+        assert_eq!(st, None, "grace did not end");
+        let lifted = killed.elapsed();
+        eprintln!("grace lifted {lifted:?} after the kill");
+        assert!(lifted < Duration::from_secs(GRACE - 10), "{lifted:?}");
+
+        // The reclaimed lock is held: y's conflicting lock on b is denied,
+        // then granted once x lets go.
+        let (osid, ofh) = y
+            .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        let oo = y.new_owner("lock");
+        let r = y
+            .lock(
+                &ofh,
+                y.new_lock_owner(&osid, &oo),
+                NfsLockType4::WRITE_LT,
+                0,
+                10,
+            )
+            .await
+            .unwrap();
+        assert!(r.is_err(), "the reclaimed lock must hold: {r:?}");
+        let lsid = x.state_book().locks[0].stateid.clone();
+        x.locku(&fh, &lsid, NfsLockType4::WRITE_LT, 0, 100)
+            .await
+            .expect("LOCKU of the reclaimed lock");
+        let oo2 = y.new_owner("lock2");
+        let r = y
+            .lock(
+                &ofh,
+                y.new_lock_owner(&osid, &oo2),
+                NfsLockType4::WRITE_LT,
+                0,
+                10,
+            )
+            .await
+            .unwrap();
+        assert!(r.is_ok(), "granted after the unlock: {r:?}");
+    });
+    assert_eq!(std::fs::read(export.join("kept")).unwrap(), b"before after");
+
+    // a comes back: it registers again and serves, it does not exit.
+    heads[0].spawn();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(heads[0].alive(), "a exited: {}", heads[0].log());
+    rt.block_on(async {
+        let w = channel_session(a, "w-on-a").await;
+        let st = open_until(&w, &dir, "back", GRACE, |s| s.is_none()).await;
+        assert_eq!(st, None, "a serves again");
+    });
+    for h in heads.iter_mut() {
+        assert!(h.alive(), "{} died: {}", h.node, h.log());
+    }
+    // What the survivor saw, for the test's output.
+    for l in heads[1].log().lines().filter(|l| l.contains("cluster:")) {
+        eprintln!("b: {l}");
+    }
+    let log = heads[1].log();
+    assert!(log.contains("taking over a failed head's clients"));
+
+    drop(etcd);
+}
+
+fn heads_addr_c(heads: &[Head]) -> SocketAddr {
+    heads[2].addr
+}
+
+fn b64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for k in 0..4 {
+            out.push(if k <= c.len() {
+                T[(n >> (18 - 6 * k)) as usize & 63] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// One POST to etcd's JSON gateway; the whole response.
+fn etcd_post(url: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let hp = &url["http://".len()..];
+    let mut c = std::net::TcpStream::connect(hp).unwrap();
+    write!(
+        c,
+        "POST {path} HTTP/1.1\r\nHost: {hp}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    r
+}
+
+/// A failed head's NLM hosts (its NSM records in etcd) get SM_NOTIFY from
+/// the head that takes over; as NLM hosts never say they are done, the
+/// grace then runs to its bound, and the failed head's records go with it.
+#[test]
+fn a_failed_heads_nlm_hosts_are_notified_and_hold_the_grace_to_its_bound() {
+    let tmp = tempfile::Builder::new()
+        .prefix("tarn-cluster-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let Some(etcd) = Etcd::start(tmp.path()) else {
+        return;
+    };
+    let export = tmp.path().join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    const BOUND: u64 = 6;
+    let mut a = Head::new(tmp.path(), "a", &export, &etcd.url, BOUND);
+    let mut b = Head::new(tmp.path(), "b", &export, &etcd.url, BOUND);
+    a.spawn();
+    b.spawn();
+    // a granted NLM locks to a host: its NSM record (caller name "host1").
+    let nsm_key = "/tarn/test/nsm/a/686f737431";
+    let put = format!(
+        r#"{{"key":"{}","value":"{}"}}"#,
+        b64(nsm_key.as_bytes()),
+        b64(b"127.0.0.1")
+    );
+    etcd_post(&etcd.url, "/v3/kv/put", &put);
+    a.kill();
+    let killed = Instant::now();
+    let range = format!(r#"{{"key":"{}"}}"#, b64(nsm_key.as_bytes()));
+    loop {
+        let log = b.log();
+        if log.contains("grace lifted") && log.contains("failed head's entry removed") {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(BOUND + 20),
+            "no lift: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let lifted = killed.elapsed();
+    let log = b.log();
+    assert!(
+        log.contains("SM_NOTIFY to a failed head's NLM hosts"),
+        "{log}"
+    );
+    assert!(log.contains("timed_out=true"), "{log}");
+    // The lease (2 s) plus the bound, not earlier.
+    assert!(lifted >= Duration::from_secs(BOUND + 1), "{lifted:?}");
+    let r = etcd_post(&etcd.url, "/v3/kv/range", &range);
+    assert!(!r.contains("\"kvs\""), "a's NSM record is left: {r}");
+    assert!(b.alive(), "{}", b.log());
+}
