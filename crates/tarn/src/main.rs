@@ -376,6 +376,13 @@ fn main() -> ExitCode {
                 if !tls.errors.is_empty() {
                     return ExitCode::FAILURE;
                 }
+                // A CephFS export needs libcephfs at run time (it is not linked).
+                if c.exports.iter().any(|e| e.ceph.is_some()) {
+                    if let Err(e) = vfs::cephfs::available() {
+                        eprintln!("tarn: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
                 if c.exports
                     .iter()
                     .flat_map(|e| &e.rules)
@@ -647,6 +654,7 @@ fn build_config(
                 },
                 delegations: Default::default(),
                 xprtsec: rpc::tls::XprtSec::ALL.to_vec(),
+                ceph: None,
             };
             (
                 Config {
@@ -1040,10 +1048,16 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
         let backend: Arc<dyn vfs::Backend> = match old.and_then(|o| o.by_path(&e.path)) {
             Some(o) => o.backend.clone(),
             None => {
-                let fs: Arc<dyn vfs::Backend> = Arc::new(
-                    vfs::local::LocalFs::new(&e.path)
-                        .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
-                );
+                let fs: Arc<dyn vfs::Backend> = match &e.ceph {
+                    Some(c) => Arc::new(
+                        vfs::cephfs::CephFs::new(c)
+                            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+                    ),
+                    None => Arc::new(
+                        vfs::local::LocalFs::new(&e.path)
+                            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+                    ),
+                };
                 if INJECT_FAULTS.load(std::sync::atomic::Ordering::Relaxed) {
                     warn!(export = %e.path.display(), "debug fault injection: files named eio-* fail with EIO, edquot-* run out of quota");
                     Arc::new(vfs::faulty::Faulty::new(fs))
