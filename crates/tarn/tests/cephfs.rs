@@ -359,3 +359,41 @@ fn two_heads_over_one_cephfs() {
     );
     drop((a, b));
 }
+
+/// Without libcephfs (here: a file name that is not there), check-config
+/// and serve say which library is missing; no cluster needed.
+#[test]
+fn missing_library_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("tarn.toml");
+    std::fs::write(
+        &config,
+        "[[export]]\npath = \"cephfs://nfs@cephfs/shared\"\nclients = [\"127.0.0.1/32\"]\n",
+    )
+    .unwrap();
+    let missing = "/nonexistent/libcephfs.so.2";
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["check-config", config.to_str().unwrap()])
+        .env("TARN_LIBCEPHFS", missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(missing) && err.contains("install libcephfs2"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["serve", "--config", config.to_str().unwrap(), "--state-dir"])
+        .arg(work.path().join("state"))
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .env("TARN_LIBCEPHFS", missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("cannot export cephfs://nfs@cephfs/shared") && err.contains(missing),
+        "{err}"
+    );
+}

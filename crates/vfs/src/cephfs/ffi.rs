@@ -18,8 +18,23 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use libloading::Library;
 
-/// The file name the loader looks for.
+/// The file name the loader looks for (the dynamic linker's search path).
 pub const LIBRARY: &str = "libcephfs.so.2";
+/// Names another file to load instead (a Ceph built elsewhere, or in tests
+/// one that is not there).
+pub const LIBRARY_ENV: &str = "TARN_LIBCEPHFS";
+
+fn open_library() -> Result<Library, String> {
+    let name = std::env::var_os(LIBRARY_ENV).unwrap_or_else(|| LIBRARY.into());
+    // SAFETY: loading runs the library's initialisers, which only set up
+    // Ceph's global state; nothing here depends on them having run.
+    unsafe { Library::new(&name) }.map_err(|e| {
+        format!(
+            "cannot load {} (install libcephfs2, or name the file with {LIBRARY_ENV}): {e}",
+            name.to_string_lossy()
+        )
+    })
+}
 
 /// `struct ceph_statx` (ceph_ll_client.h).
 #[repr(C)]
@@ -302,11 +317,7 @@ pub fn strerror(e: Errno) -> String {
 
 /// Whether libcephfs can be loaded here (for `tarn check-config`).
 pub fn available() -> Result<(), String> {
-    // SAFETY: loading runs the library's initialisers, which only set up
-    // Ceph's global state; nothing here depends on them having run.
-    unsafe { Library::new(LIBRARY) }
-        .map(drop)
-        .map_err(|e| format!("cannot load {LIBRARY} (install libcephfs2): {e}"))
+    open_library().map(drop)
 }
 
 /// How to reach a CephFS.
@@ -342,9 +353,7 @@ fn cstring(s: &str, what: &str) -> Result<CString, String> {
 
 impl Mount {
     pub fn new(o: &MountOpts<'_>) -> Result<Mount, String> {
-        // SAFETY: as in `available`.
-        let lib = unsafe { Library::new(LIBRARY) }
-            .map_err(|e| format!("cannot load {LIBRARY} (install libcephfs2): {e}"))?;
+        let lib = open_library()?;
         let api = Api::load(&lib)?;
         let id = o.id.map(|s| cstring(s, "ceph client id")).transpose()?;
         let mut cm: *mut Cmount = std::ptr::null_mut();
