@@ -402,6 +402,9 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         };
         let delegations = match &e.delegations {
+            // Nothing recalls a delegation when another head or CephFS
+            // client touches the file (no ceph_ll_delegation yet).
+            None if ceph.is_some() => server::export::Delegations::None,
             None => Default::default(),
             Some(d) => d
                 .get_ref()

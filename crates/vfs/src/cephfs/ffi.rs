@@ -238,6 +238,35 @@ struct Api {
     telldir: unsafe extern "C" fn(*mut Cmount, *mut DirResult) -> i64,
     seekdir: unsafe extern "C" fn(*mut Cmount, *mut DirResult, i64),
     ll_statfs: unsafe extern "C" fn(*mut Cmount, *mut Inode, *mut libc::statvfs) -> c_int,
+    ll_lseek: unsafe extern "C" fn(*mut Cmount, *mut Fh, libc::off_t, c_int) -> libc::off_t,
+    ll_fallocate: unsafe extern "C" fn(*mut Cmount, *mut Fh, c_int, i64, i64) -> c_int,
+    ll_getxattr: unsafe extern "C" fn(
+        *mut Cmount,
+        *mut Inode,
+        *const c_char,
+        *mut c_void,
+        usize,
+        *const UserPerm,
+    ) -> c_int,
+    ll_setxattr: unsafe extern "C" fn(
+        *mut Cmount,
+        *mut Inode,
+        *const c_char,
+        *const c_void,
+        usize,
+        c_int,
+        *const UserPerm,
+    ) -> c_int,
+    ll_listxattr: unsafe extern "C" fn(
+        *mut Cmount,
+        *mut Inode,
+        *mut c_char,
+        usize,
+        *mut usize,
+        *const UserPerm,
+    ) -> c_int,
+    ll_removexattr:
+        unsafe extern "C" fn(*mut Cmount, *mut Inode, *const c_char, *const UserPerm) -> c_int,
 }
 
 /// Resolves `name` in `lib` as a function pointer of type `T`.
@@ -295,6 +324,12 @@ impl Api {
             telldir: sym!(lib, "ceph_telldir"),
             seekdir: sym!(lib, "ceph_seekdir"),
             ll_statfs: sym!(lib, "ceph_ll_statfs"),
+            ll_lseek: sym!(lib, "ceph_ll_lseek"),
+            ll_fallocate: sym!(lib, "ceph_ll_fallocate"),
+            ll_getxattr: sym!(lib, "ceph_ll_getxattr"),
+            ll_setxattr: sym!(lib, "ceph_ll_setxattr"),
+            ll_listxattr: sym!(lib, "ceph_ll_listxattr"),
+            ll_removexattr: sym!(lib, "ceph_ll_removexattr"),
         })
     }
 }
@@ -755,6 +790,105 @@ impl Mount {
         // SAFETY: live inode, out struct.
         check(unsafe { (self.api.ll_statfs)(self.cm, i.p, &mut s) })?;
         Ok(s)
+    }
+
+    /// lseek(2) on an open file (SEEK_DATA / SEEK_HOLE).
+    pub fn lseek(&self, f: &FileRef<'_>, off: u64, whence: c_int) -> Result<u64, Errno> {
+        // SAFETY: live file.
+        let r = unsafe { (self.api.ll_lseek)(self.cm, f.fh, off as libc::off_t, whence) };
+        if r < 0 {
+            return Err(-(r as c_int));
+        }
+        Ok(r as u64)
+    }
+
+    /// fallocate(2) on an open file.
+    pub fn fallocate(&self, f: &FileRef<'_>, mode: c_int, off: u64, len: u64) -> Result<(), Errno> {
+        // SAFETY: live file.
+        check(unsafe { (self.api.ll_fallocate)(self.cm, f.fh, mode, off as i64, len as i64) })
+            .map(drop)
+    }
+
+    /// The value of extended attribute `name` (at most `max` bytes, else ERANGE).
+    pub fn getxattr(
+        &self,
+        i: &InodeRef<'_>,
+        name: &CStr,
+        max: usize,
+        perms: &Perms<'_>,
+    ) -> Result<Vec<u8>, Errno> {
+        let mut buf = vec![0u8; max];
+        // SAFETY: `buf` is writable for its length.
+        let n = check(unsafe {
+            (self.api.ll_getxattr)(
+                self.cm,
+                i.p,
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                perms.p,
+            )
+        })?;
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    /// `flags`: 0, XATTR_CREATE or XATTR_REPLACE.
+    pub fn setxattr(
+        &self,
+        i: &InodeRef<'_>,
+        name: &CStr,
+        value: &[u8],
+        flags: c_int,
+        perms: &Perms<'_>,
+    ) -> Result<(), Errno> {
+        // SAFETY: `value` is readable for its length.
+        check(unsafe {
+            (self.api.ll_setxattr)(
+                self.cm,
+                i.p,
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+                perms.p,
+            )
+        })
+        .map(drop)
+    }
+
+    /// The NUL-separated names of the inode's extended attributes.
+    pub fn listxattr(
+        &self,
+        i: &InodeRef<'_>,
+        max: usize,
+        perms: &Perms<'_>,
+    ) -> Result<Vec<u8>, Errno> {
+        let mut buf = vec![0u8; max];
+        let mut used = 0usize;
+        // SAFETY: `buf` is writable for its length; `used` is an out value.
+        check(unsafe {
+            (self.api.ll_listxattr)(
+                self.cm,
+                i.p,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut used,
+                perms.p,
+            )
+        })?;
+        buf.truncate(used.min(max));
+        Ok(buf)
+    }
+
+    pub fn removexattr(
+        &self,
+        i: &InodeRef<'_>,
+        name: &CStr,
+        perms: &Perms<'_>,
+    ) -> Result<(), Errno> {
+        // SAFETY: C string.
+        check(unsafe { (self.api.ll_removexattr)(self.cm, i.p, name.as_ptr(), perms.p) }).map(drop)
     }
 
     pub fn sync_fs(&self) -> Result<(), Errno> {

@@ -18,15 +18,16 @@
 //! costs a lock round in the client, not a trip to the MDS.
 //!
 //! Not done yet: POSIX locks (ceph_ll_setlk) and delegations
-//! (ceph_ll_delegation) under NFS's, extended attributes, seek/allocate.
+//! (ceph_ll_delegation) under NFS's, allocate, copy/clone offload.
 
 mod ffi;
 
 use std::ffi::CString;
 
 use crate::{
-    check_name, check_new_name, check_rename_names, Access, Attr, CreateHow, Cred, DirEnd, DirItem,
-    DirSink, Fid, FileType, FsError, FsStat, SetAttr, SetTime, Stable, Timespec,
+    check_name, check_new_name, check_rename_names, user_xattr_name, Access, Attr, CreateHow, Cred,
+    DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
+    Timespec, XattrSet, XATTR_SIZE_MAX, XATTR_USER_PREFIX,
 };
 use ffi::{InodeRef, Mount, Perms, Statx};
 
@@ -756,6 +757,87 @@ impl crate::Backend for CephFs {
 
     fn sync_all(&self) -> Result<(), FsError> {
         self.m.sync_fs().map_err(err)
+    }
+
+    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
+        let i = self.inode(fid)?;
+        let f = self
+            .m
+            .open(&i, libc::O_RDONLY, &self.perms(cred))
+            .map_err(err)?;
+        let whence = match what {
+            SeekWhat::Data => libc::SEEK_DATA,
+            SeekWhat::Hole => libc::SEEK_HOLE,
+        };
+        self.m.lseek(&f, offset, whence).map_err(err)
+    }
+
+    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        let i = self.inode(fid)?;
+        let f = self
+            .m
+            .open(&i, libc::O_WRONLY, &self.perms(cred))
+            .map_err(err)?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        self.m.fallocate(&f, mode, offset, len).map_err(err)
+    }
+
+    fn xattr_support(&self) -> bool {
+        true
+    }
+
+    fn getxattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<Vec<u8>, FsError> {
+        let c = cname(&user_xattr_name(name)?)?;
+        let i = self.inode(fid)?;
+        self.m
+            .getxattr(&i, &c, XATTR_SIZE_MAX, &self.perms(cred))
+            .map_err(err)
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<(), FsError> {
+        let c = cname(&user_xattr_name(name)?)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(FsError::XattrTooBig);
+        }
+        let flags = match how {
+            XattrSet::Either => 0,
+            XattrSet::Create => libc::XATTR_CREATE,
+            XattrSet::Replace => libc::XATTR_REPLACE,
+        };
+        let i = self.inode(fid)?;
+        self.m
+            .setxattr(&i, &c, value, flags, &self.perms(cred))
+            .map_err(err)
+    }
+
+    fn listxattrs(&self, cred: &Cred, fid: &Fid) -> Result<Vec<Vec<u8>>, FsError> {
+        let i = self.inode(fid)?;
+        let list = self
+            .m
+            .listxattr(&i, XATTR_SIZE_MAX, &self.perms(cred))
+            .map_err(err)?;
+        let mut names: Vec<Vec<u8>> = list
+            .split(|&b| b == 0)
+            .filter_map(|n| n.strip_prefix(XATTR_USER_PREFIX))
+            .filter(|n| !n.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        // A stable order while the names stay the same.
+        names.sort();
+        Ok(names)
+    }
+
+    fn removexattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<(), FsError> {
+        let c = cname(&user_xattr_name(name)?)?;
+        let i = self.inode(fid)?;
+        self.m.removexattr(&i, &c, &self.perms(cred)).map_err(err)
     }
 }
 

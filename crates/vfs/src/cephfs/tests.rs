@@ -311,6 +311,42 @@ fn against_a_cluster() {
     let acc = fs.access(&user, &f, Access::READ | Access::MODIFY).unwrap();
     assert_eq!(acc, Access::empty());
 
+    // user extended attributes, seen through the other client too
+    assert!(fs.xattr_support());
+    fs.setxattr(&c, &f, b"colour", b"blue", XattrSet::Create)
+        .unwrap();
+    assert_eq!(
+        fs.setxattr(&c, &f, b"colour", b"red", XattrSet::Create),
+        Err(FsError::Exist)
+    );
+    assert_eq!(
+        fs.setxattr(&c, &f, b"size", b"9", XattrSet::Replace),
+        Err(FsError::NoXattr)
+    );
+    fs.setxattr(&c, &f, b"size", b"9", XattrSet::Either)
+        .unwrap();
+    assert_eq!(other.getxattr(&c, &f, b"colour").unwrap(), b"blue");
+    assert_eq!(
+        fs.listxattrs(&c, &f).unwrap(),
+        vec![b"colour".to_vec(), b"size".to_vec()]
+    );
+    fs.removexattr(&c, &f, b"colour").unwrap();
+    assert_eq!(fs.getxattr(&c, &f, b"colour"), Err(FsError::NoXattr));
+
+    // seek and punching a hole
+    let (h, _) = fs
+        .create(&c, &r, b"holes", &CreateHow::Guarded(SetAttr::default()))
+        .unwrap();
+    fs.write(&c, &h, 0, &[7u8; 8192], Stable::FileSync).unwrap();
+    assert_eq!(fs.seek(&c, &h, 0, SeekWhat::Data).unwrap(), 0);
+    assert_eq!(fs.seek(&c, &h, 10, SeekWhat::Hole).unwrap(), 8192);
+    assert_eq!(fs.seek(&c, &h, 9000, SeekWhat::Data), Err(FsError::NxIo));
+    fs.deallocate(&c, &h, 0, 4096).unwrap();
+    let mut hb = [1u8; 8192];
+    fs.read(&c, &h, 0, &mut hb).unwrap();
+    assert!(hb[..4096].iter().all(|&b| b == 0) && hb[4096..].iter().all(|&b| b == 7));
+    assert_eq!(fs.getattr(&h).unwrap().size, 8192);
+
     let st = fs.fsstat(&r).unwrap();
     eprintln!("fsstat {st:?}");
     fs.sync_all().unwrap();
