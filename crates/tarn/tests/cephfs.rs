@@ -2,7 +2,8 @@
 //! scripts/ceph-cluster.sh): files, a tree, rename and remove through Tarn's
 //! client tools and libnfs, then two heads over the same file system: what
 //! one writes the other reads, and a file handle one issued works on the
-//! other (both have the same handle key and export list).
+//! other (both have the same handle key and export list) and on itself
+//! after a restart.
 //!
 //! Skipped with a message when Ceph is not installed, unless
 //! TARN_REQUIRE_CEPH=1 (scripts/deps.sh --ceph installs it).
@@ -340,6 +341,17 @@ fn two_heads_over_one_cephfs() {
         b"hello",
         "A reads what B wrote through A's handle"
     );
+    // Head A restarts (a new libcephfs client, same state directory): the
+    // handle it issued before still works.
+    drop(ca);
+    drop(a);
+    let a = Head::start(&config, &w.join("state-a"));
+    let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    let Getattr3res::NFS3_OK(again) = getattr(&mut ca, 8, &fh) else {
+        panic!("GETATTR after A's restart; log: {}", a.log_text());
+    };
+    assert_eq!(again.obj_attributes.fileid, on_a.obj_attributes.fileid);
+    assert_eq!(again.obj_attributes.size, 5);
     // Removed through B: A's handle is stale on A too.
     let rm: Remove3res = nfs_call(
         &mut cb,
