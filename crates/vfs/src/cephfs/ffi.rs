@@ -117,6 +117,7 @@ struct Api {
     conf_read_file: unsafe extern "C" fn(*mut Cmount, *const c_char) -> c_int,
     conf_parse_env: unsafe extern "C" fn(*mut Cmount, *const c_char) -> c_int,
     conf_set: unsafe extern "C" fn(*mut Cmount, *const c_char, *const c_char) -> c_int,
+    conf_get: unsafe extern "C" fn(*mut Cmount, *const c_char, *mut c_char, usize) -> c_int,
     select_filesystem: unsafe extern "C" fn(*mut Cmount, *const c_char) -> c_int,
     mount: unsafe extern "C" fn(*mut Cmount, *const c_char) -> c_int,
     unmount: unsafe extern "C" fn(*mut Cmount) -> c_int,
@@ -290,6 +291,7 @@ impl Api {
             conf_read_file: sym!(lib, "ceph_conf_read_file"),
             conf_parse_env: sym!(lib, "ceph_conf_parse_env"),
             conf_set: sym!(lib, "ceph_conf_set"),
+            conf_get: sym!(lib, "ceph_conf_get"),
             select_filesystem: sym!(lib, "ceph_select_filesystem"),
             mount: sym!(lib, "ceph_mount"),
             unmount: sym!(lib, "ceph_unmount"),
@@ -429,6 +431,16 @@ impl Mount {
         if let Some(k) = o.keyring {
             self.conf_set("keyring", k)?;
         }
+        // Ceph waits 300 s for an unreachable cluster by default, which
+        // would hold `tarn serve` silent that long on a wrong address:
+        // 30 s unless the configuration asks for something else.
+        if self
+            .conf_get("client_mount_timeout")
+            .and_then(|v| v.parse::<f64>().ok())
+            == Some(300.0)
+        {
+            self.conf_set("client_mount_timeout", "30")?;
+        }
         if let Some(f) = o.fs_name {
             let c = cstring(f, "ceph file system name")?;
             // SAFETY: C string.
@@ -454,6 +466,20 @@ impl Mount {
             return Err(format!("ceph option {k} = {v:?}: {}", strerror(-r)));
         }
         Ok(())
+    }
+
+    fn conf_get(&self, k: &str) -> Option<String> {
+        let kc = CString::new(k).ok()?;
+        let mut buf = vec![0u8; 256];
+        // SAFETY: `buf` is writable for its length; libcephfs NUL-terminates.
+        let r = unsafe {
+            (self.api.conf_get)(self.cm, kc.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+        };
+        if r < 0 {
+            return None;
+        }
+        let end = buf.iter().position(|&b| b == 0)?;
+        String::from_utf8(buf[..end].to_vec()).ok()
     }
 
     /// A credential for the calls that check permissions.

@@ -199,6 +199,12 @@ impl CephFs {
     /// Mounts `cfg.path` of the file system. Errors name the library when
     /// libcephfs is not installed.
     pub fn new(cfg: &CephConfig) -> Result<CephFs, String> {
+        tracing::info!(
+            path = %cfg.path,
+            fs = cfg.fs_name.as_deref().unwrap_or("(default)"),
+            id = cfg.id.as_deref().unwrap_or("admin"),
+            "mounting CephFS"
+        );
         let m = Mount::new(&ffi::MountOpts {
             id: cfg.id.as_deref(),
             conf: cfg.conf.as_deref(),
