@@ -248,19 +248,32 @@ impl CephFs {
         self.m.perms(0, 0, &[])
     }
 
-    /// The inode of a fid, checked against the birth time it was issued with.
-    fn inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+    /// The inode of a fid, checked against the birth time it was issued
+    /// with, and its cached attributes (enough for the type and btime,
+    /// which never change).
+    fn inode_st(&self, fid: &Fid) -> Result<(InodeRef<'_>, Statx), FsError> {
         let (ino, btime) = parse_fid(fid)?;
         let i = self.m.lookup_inode(ino).map_err(|e| match e {
             libc::ENOENT | libc::ESTALE => FsError::Stale,
             e => err(e),
         })?;
         let st = self.m.getattr(&i, &self.root_perms(), true).map_err(err)?;
-        if fid_of(&st).as_bytes()[9..] != btime {
+        if fid_of(&st).as_bytes()[9..] != btime || st.nlink == 0 {
             return Err(FsError::Stale);
         }
-        if st.nlink == 0 {
-            return Err(FsError::Stale);
+        Ok((i, st))
+    }
+
+    fn inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+        self.inode_st(fid).map(|(i, _)| i)
+    }
+
+    /// The inode of a fid that must be a directory (else `NotDir`, as a
+    /// local directory's *at() calls say).
+    fn dir_inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+        let (i, st) = self.inode_st(fid)?;
+        if file_type(st.mode as u32) != FileType::Directory {
+            return Err(FsError::NotDir);
         }
         Ok(i)
     }
@@ -393,7 +406,7 @@ impl crate::Backend for CephFs {
 
     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {
         check_name(name)?;
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let (ino, _) = parse_fid(dir)?;
         self.lookup_in(cred, &d, ino, name)
     }
@@ -503,7 +516,7 @@ impl crate::Backend for CephFs {
         how: &CreateHow,
     ) -> Result<(Fid, Attr), FsError> {
         check_new_name(name)?;
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
         let (mode, set) = match how {
@@ -575,7 +588,7 @@ impl crate::Backend for CephFs {
         set: &SetAttr,
     ) -> Result<(Fid, Attr), FsError> {
         check_new_name(name)?;
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
         let (i, _) = self
@@ -599,7 +612,7 @@ impl crate::Backend for CephFs {
         if target.is_empty() {
             return Err(FsError::Inval);
         }
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let (c, t) = (cname(name)?, cname(target)?);
         let perms = self.perms(cred);
         let (i, _) = self.m.symlink(&d, &c, &t, &perms).map_err(err)?;
@@ -627,7 +640,7 @@ impl crate::Backend for CephFs {
             FileType::BlockDev => libc::S_IFBLK,
             _ => return Err(FsError::BadType),
         };
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
         let dev = match ftype {
@@ -650,8 +663,11 @@ impl crate::Backend for CephFs {
     }
 
     fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
-        check_new_name(name).map_err(|_| FsError::Inval)?;
-        let d = self.inode(dir)?;
+        check_name(name)?;
+        if name == b"." || name == b".." {
+            return Err(FsError::Inval);
+        }
+        let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
         // unlink(2) of a directory is EISDIR on Linux; Ceph's MDS says EISDIR too.
@@ -666,7 +682,7 @@ impl crate::Backend for CephFs {
         if name == b".." {
             return Err(FsError::NotEmpty);
         }
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         self.m.rmdir(&d, &c, &self.perms(cred)).map_err(err)
     }
@@ -680,18 +696,27 @@ impl crate::Backend for CephFs {
         to_name: &[u8],
     ) -> Result<(), FsError> {
         check_rename_names(from_name, to_name)?;
-        let f = self.inode(from_dir)?;
-        let t = self.inode(to_dir)?;
+        let f = self.dir_inode(from_dir)?;
+        let t = self.dir_inode(to_dir)?;
         let (a, b) = (cname(from_name)?, cname(to_name)?);
-        self.m
-            .rename(&f, &a, &t, &b, &self.perms(cred))
-            .map_err(err)
+        let perms = self.perms(cred);
+        match self.m.rename(&f, &a, &t, &b, &perms) {
+            // The MDS says ENOTEMPTY for a file onto a non-empty
+            // directory; rename(2) says EISDIR, whatever the directory holds.
+            Err(libc::ENOTEMPTY) => match self.m.lookup(&f, &a, &perms) {
+                Ok((_, st)) if file_type(st.mode as u32) != FileType::Directory => {
+                    Err(FsError::IsDir)
+                }
+                _ => Err(FsError::NotEmpty),
+            },
+            r => r.map_err(err),
+        }
     }
 
     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
         check_new_name(name)?;
         let i = self.inode(fid)?;
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         self.m.link(&i, &d, &c, &self.perms(cred)).map_err(err)
     }
@@ -705,7 +730,7 @@ impl crate::Backend for CephFs {
         plus: bool,
         sink: &mut dyn DirSink,
     ) -> Result<DirEnd, FsError> {
-        let d = self.inode(dir)?;
+        let d = self.dir_inode(dir)?;
         let (dir_ino, _) = parse_fid(dir)?;
         let perms = self.perms(cred);
         let stream = self.m.opendir(&d, &perms).map_err(err)?;

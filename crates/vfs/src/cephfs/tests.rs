@@ -258,6 +258,11 @@ fn against_a_cluster() {
     want.sort();
     assert_eq!(names, want);
     assert_eq!(fs.rmdir(&c, &r, b"dir"), Err(FsError::NotEmpty));
+    // What a local directory's calls answer for a file where a directory
+    // belongs, and for a file renamed onto a non-empty directory.
+    assert_eq!(fs.lookup(&c, &f, b".."), Err(FsError::NotDir));
+    assert_eq!(fs.rename(&c, &f, b"x", &r, b"y"), Err(FsError::NotDir));
+    assert_eq!(fs.rename(&c, &r, b"file", &r, b"dir"), Err(FsError::IsDir));
 
     // rename, link, symlink, remove, stale
     fs.rename(&c, &d, b"f00", &r, b"moved").unwrap();
