@@ -761,6 +761,21 @@ fn serve(
     // Before anything in the directory is read or written.
     let state_lock = statelock::acquire(&state_dir)?;
     info!(lock = %state_lock.path.display(), "state directory is this server's");
+    // CephFS exports: this head's name for its Ceph sessions, kept so a
+    // restart ends the session a crash left (vfs::cephfs::set_head_id).
+    let head_path = state_dir.join("ceph-head-id");
+    let head_id = match std::fs::read_to_string(&head_path) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => {
+            let id = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+                .map(|u| u.trim().to_string())
+                .map_err(|e| format!("a name for this head: {e}"))?;
+            vfs::durable::replace(&head_path, id.as_bytes())
+                .map_err(|e| format!("{}: {e}", head_path.display()))?;
+            id
+        }
+    };
+    vfs::cephfs::set_head_id(&head_id);
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;

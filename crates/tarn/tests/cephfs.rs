@@ -139,8 +139,19 @@ impl Head {
     }
 }
 
+impl Head {
+    /// SIGKILL: a crash (the process is gone when this returns).
+    fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Head {
     fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_some() {
+            return; // crashed already
+        }
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let t = Instant::now();
@@ -369,6 +380,66 @@ fn two_heads_over_one_cephfs() {
         getattr(&mut ca, 7, &fh),
         Getattr3res::Default(Nfsstat3::NFS3ERR_STALE)
     );
+
+    // Head A crashes holding capabilities on a file it just wrote; when it
+    // comes back (same state directory, so the same Ceph client uuid) the
+    // MDS drops the dead session at once, and B's write to that file does
+    // not wait for the old session to time out (60 s and more).
+    let held = create3(&mut ca, 9, &root_a, "held");
+    let w3: Write3res = nfs_call(
+        &mut ca,
+        10,
+        NFSPROC3_WRITE,
+        &Write3args {
+            file: held.clone(),
+            offset: 0,
+            count: 4,
+            stable: StableHow::FILE_SYNC,
+            data: bytes::Bytes::from_static(b"mine"),
+        },
+    );
+    assert!(matches!(w3, Write3res::NFS3_OK(_)), "{w3:?}");
+    drop(ca);
+    let mut a = a;
+    a.crash();
+    let t = Instant::now();
+    let a = Head::start(&config, &w.join("state-a"));
+    let w3: Write3res = nfs_call(
+        &mut cb,
+        11,
+        NFSPROC3_WRITE,
+        &Write3args {
+            file: held.clone(),
+            offset: 4,
+            count: 6,
+            stable: StableHow::FILE_SYNC,
+            data: bytes::Bytes::from_static(b" yours"),
+        },
+    );
+    assert!(matches!(w3, Write3res::NFS3_OK(_)), "{w3:?}");
+    let took = t.elapsed();
+    eprintln!(
+        "A killed and restarted; B's write to a file A held: {took:.1?} after the restart began"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "B waited {took:?} for the dead session"
+    );
+    let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    let r3: Read3res = nfs_call(
+        &mut ca,
+        12,
+        NFSPROC3_READ,
+        &Read3args {
+            file: held,
+            offset: 0,
+            count: 100,
+        },
+    );
+    let Read3res::NFS3_OK(r3) = r3 else {
+        panic!("READ on A after its crash: {r3:?}")
+    };
+    assert_eq!(&r3.data[..], b"mine yours");
     drop((a, b));
 }
 

@@ -119,6 +119,10 @@ struct Api {
     conf_set: unsafe extern "C" fn(*mut Cmount, *const c_char, *const c_char) -> c_int,
     conf_get: unsafe extern "C" fn(*mut Cmount, *const c_char, *mut c_char, usize) -> c_int,
     select_filesystem: unsafe extern "C" fn(*mut Cmount, *const c_char) -> c_int,
+    init: unsafe extern "C" fn(*mut Cmount) -> c_int,
+    start_reclaim: unsafe extern "C" fn(*mut Cmount, *const c_char, u32) -> c_int,
+    finish_reclaim: unsafe extern "C" fn(*mut Cmount),
+    set_uuid: unsafe extern "C" fn(*mut Cmount, *const c_char),
     mount: unsafe extern "C" fn(*mut Cmount, *const c_char) -> c_int,
     unmount: unsafe extern "C" fn(*mut Cmount) -> c_int,
     release: unsafe extern "C" fn(*mut Cmount) -> c_int,
@@ -293,6 +297,10 @@ impl Api {
             conf_set: sym!(lib, "ceph_conf_set"),
             conf_get: sym!(lib, "ceph_conf_get"),
             select_filesystem: sym!(lib, "ceph_select_filesystem"),
+            init: sym!(lib, "ceph_init"),
+            start_reclaim: sym!(lib, "ceph_start_reclaim"),
+            finish_reclaim: sym!(lib, "ceph_finish_reclaim"),
+            set_uuid: sym!(lib, "ceph_set_uuid"),
             mount: sym!(lib, "ceph_mount"),
             unmount: sym!(lib, "ceph_unmount"),
             release: sym!(lib, "ceph_release"),
@@ -368,6 +376,10 @@ pub struct MountOpts<'a> {
     pub fs_name: Option<&'a str>,
     /// Directory within the file system to mount as the root.
     pub root: &'a str,
+    /// This client's name for the MDS, the same when the head restarts:
+    /// the MDS then drops the old session (and its capabilities) at once
+    /// instead of making everyone wait for it to time out.
+    pub uuid: Option<&'a str>,
 }
 
 /// One mounted CephFS client.
@@ -449,12 +461,40 @@ impl Mount {
                 return Err(format!("ceph_select_filesystem {f:?}: {}", strerror(-r)));
             }
         }
+        if let Some(u) = o.uuid {
+            self.reclaim(u)?;
+        }
         let root = cstring(o.root, "ceph path")?;
         // SAFETY: C string; connects to the monitors and the MDS.
         let r = unsafe { (self.api.mount)(self.cm, root.as_ptr()) };
         if r < 0 {
             return Err(format!("ceph_mount {:?}: {}", o.root, strerror(-r)));
         }
+        Ok(())
+    }
+
+    /// Ends the session an earlier client with this uuid left behind (a
+    /// head that crashed), then takes the uuid for this one.
+    fn reclaim(&self, uuid: &str) -> Result<(), String> {
+        const CEPH_RECLAIM_RESET: u32 = 1;
+        let u = cstring(uuid, "ceph client uuid")?;
+        // SAFETY: created, unmounted handle; reclaim needs it initialised.
+        let r = unsafe { (self.api.init)(self.cm) };
+        if r < 0 {
+            return Err(format!("ceph_init: {}", strerror(-r)));
+        }
+        // SAFETY: C string; finish_reclaim only after a started reclaim.
+        let r = unsafe { (self.api.start_reclaim)(self.cm, u.as_ptr(), CEPH_RECLAIM_RESET) };
+        match -r {
+            0 => unsafe { (self.api.finish_reclaim)(self.cm) },
+            // No earlier session: nothing to end.
+            libc::ENOENT => {}
+            e => {
+                tracing::warn!(error = %strerror(e), "ceph_start_reclaim: an earlier session of this head may hold capabilities until it times out")
+            }
+        }
+        // SAFETY: C string, before mount.
+        unsafe { (self.api.set_uuid)(self.cm, u.as_ptr()) };
         Ok(())
     }
 

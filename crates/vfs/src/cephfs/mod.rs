@@ -80,6 +80,20 @@ impl CephConfig {
     }
 }
 
+/// This head's stable name (see [`set_head_id`]).
+static HEAD_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names this head for its CephFS sessions, once at startup: a name that
+/// stays the same across the head's restarts and differs between heads
+/// (the server keeps one in its state directory). Each mount's Ceph uuid
+/// is this name plus the export's URL, so when the head comes back after
+/// a crash the MDS drops the old session and its capabilities at once,
+/// instead of stalling every client of those files until the session
+/// times out (60 s and more).
+pub fn set_head_id(id: &str) {
+    let _ = HEAD_ID.set(id.to_string());
+}
+
 /// An export of a CephFS directory.
 pub struct CephFs {
     m: Mount,
@@ -211,6 +225,17 @@ impl CephFs {
             keyring: cfg.keyring.as_deref(),
             fs_name: cfg.fs_name.as_deref(),
             root: &cfg.path,
+            uuid: HEAD_ID
+                .get()
+                .map(|h| {
+                    format!(
+                        "tarn:{h}:{}@{}{}",
+                        cfg.id.as_deref().unwrap_or("admin"),
+                        cfg.fs_name.as_deref().unwrap_or(""),
+                        cfg.path
+                    )
+                })
+                .as_deref(),
         })?;
         let (root, root_ino) = {
             let r = m
@@ -276,6 +301,18 @@ impl CephFs {
             return Err(FsError::NotDir);
         }
         Ok(i)
+    }
+
+    /// The inode of a fid that must be a regular file: file I/O on anything
+    /// else is refused here (a directory `IsDir`, others `Inval`), before
+    /// libcephfs would open a directory or a device node for it.
+    fn file_inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+        let (i, st) = self.inode_st(fid)?;
+        match file_type(st.mode as u32) {
+            FileType::Regular => Ok(i),
+            FileType::Directory => Err(FsError::IsDir),
+            _ => Err(FsError::Inval),
+        }
     }
 
     fn attr(&self, st: &Statx) -> Attr {
@@ -399,7 +436,11 @@ impl crate::Backend for CephFs {
     }
 
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
-        let i = self.inode(fid)?;
+        let i = if set.size.is_some() {
+            self.file_inode(fid)?
+        } else {
+            self.inode(fid)?
+        };
         self.apply_set(&i, &self.perms(cred), set)?;
         Ok(self.attr(&self.stat(&i)?))
     }
@@ -453,7 +494,7 @@ impl crate::Backend for CephFs {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError> {
-        let i = self.inode(fid)?;
+        let i = self.file_inode(fid)?;
         let perms = self.perms(cred);
         let f = self.m.open(&i, libc::O_RDONLY, &perms).map_err(err)?;
         let mut done = 0;
@@ -481,7 +522,7 @@ impl crate::Backend for CephFs {
         data: &[u8],
         stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
-        let i = self.inode(fid)?;
+        let i = self.file_inode(fid)?;
         let perms = self.perms(cred);
         let f = self.m.open(&i, libc::O_WRONLY, &perms).map_err(err)?;
         let mut done = 0;
@@ -504,7 +545,7 @@ impl crate::Backend for CephFs {
     }
 
     fn commit(&self, fid: &Fid) -> Result<(), FsError> {
-        let i = self.inode(fid)?;
+        let i = self.file_inode(fid)?;
         self.m.sync_inode(&i).map_err(err)
     }
 
@@ -715,7 +756,10 @@ impl crate::Backend for CephFs {
 
     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
         check_new_name(name)?;
-        let i = self.inode(fid)?;
+        let (i, st) = self.inode_st(fid)?;
+        if file_type(st.mode as u32) == FileType::Directory {
+            return Err(FsError::IsDir); // the MDS would say EPERM
+        }
         let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         self.m.link(&i, &d, &c, &self.perms(cred)).map_err(err)
@@ -791,7 +835,7 @@ impl crate::Backend for CephFs {
     }
 
     fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
-        let i = self.inode(fid)?;
+        let i = self.file_inode(fid)?;
         let f = self
             .m
             .open(&i, libc::O_RDONLY, &self.perms(cred))
@@ -804,7 +848,7 @@ impl crate::Backend for CephFs {
     }
 
     fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
-        let i = self.inode(fid)?;
+        let i = self.file_inode(fid)?;
         let f = self
             .m
             .open(&i, libc::O_WRONLY, &self.perms(cred))

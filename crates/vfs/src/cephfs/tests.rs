@@ -263,6 +263,24 @@ fn against_a_cluster() {
     assert_eq!(fs.lookup(&c, &f, b".."), Err(FsError::NotDir));
     assert_eq!(fs.rename(&c, &f, b"x", &r, b"y"), Err(FsError::NotDir));
     assert_eq!(fs.rename(&c, &r, b"file", &r, b"dir"), Err(FsError::IsDir));
+    assert_eq!(fs.read(&c, &d, 0, &mut buf[..1]), Err(FsError::IsDir));
+    assert_eq!(
+        fs.write(&c, &d, 0, b"x", Stable::Unstable),
+        Err(FsError::IsDir)
+    );
+    assert_eq!(fs.commit(&d), Err(FsError::IsDir));
+    assert_eq!(
+        fs.setattr(
+            &c,
+            &d,
+            &SetAttr {
+                size: Some(0),
+                ..SetAttr::default()
+            }
+        ),
+        Err(FsError::IsDir)
+    );
+    assert_eq!(fs.link(&c, &d, &r, b"dirlink"), Err(FsError::IsDir));
 
     // rename, link, symlink, remove, stale
     fs.rename(&c, &d, b"f00", &r, b"moved").unwrap();
