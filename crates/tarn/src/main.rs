@@ -761,21 +761,9 @@ fn serve(
     // Before anything in the directory is read or written.
     let state_lock = statelock::acquire(&state_dir)?;
     info!(lock = %state_lock.path.display(), "state directory is this server's");
-    // CephFS exports: this head's name for its Ceph sessions, kept so a
-    // restart ends the session a crash left (vfs::cephfs::set_head_id).
-    let head_path = state_dir.join("ceph-head-id");
-    let head_id = match std::fs::read_to_string(&head_path) {
-        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
-        _ => {
-            let id = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
-                .map(|u| u.trim().to_string())
-                .map_err(|e| format!("a name for this head: {e}"))?;
-            vfs::durable::replace(&head_path, id.as_bytes())
-                .map_err(|e| format!("{}: {e}", head_path.display()))?;
-            id
-        }
-    };
-    vfs::cephfs::set_head_id(&head_id);
+    if cfg.exports.iter().any(|e| e.ceph.is_some()) {
+        vfs::cephfs::set_head_id(&ceph_head_id(&state_dir)?);
+    }
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
@@ -1093,6 +1081,25 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
         });
     }
     Ok(exports)
+}
+
+/// This head's name for its CephFS sessions, made once and kept in the
+/// state directory, so a restart ends the session a crash left
+/// (vfs::cephfs::set_head_id). Only made when a CephFS export is served at
+/// startup: one added by a reload mounts without it.
+fn ceph_head_id(state_dir: &Path) -> Result<String, String> {
+    let path = state_dir.join("ceph-head-id");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => {
+            let id = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+                .map(|u| u.trim().to_string())
+                .map_err(|e| format!("a name for this head: {e}"))?;
+            vfs::durable::replace(&path, id.as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(id)
+        }
+    }
 }
 
 /// SIGHUP: re-read the exports. Connections stay; each call after the swap
