@@ -11,8 +11,14 @@
 # lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
 # serve scripts/package-test.sh), and cargo-fuzz from crates.io (the fuzz
 # targets in fuzz/ build with it on the stable toolchain).
+# With --ceph (and with --test): a one-host Ceph cluster's daemons and
+# libcephfs2 (the CephFS backend's tests start one on loopback with
+# scripts/ceph-cluster.sh; about 54 MB to download, 30 s to install).
 set -euo pipefail
 pkgs=(build-essential pkg-config curl ca-certificates libkrb5-dev libclang-dev)
+if [ "${1:-}" = --test ] || [ "${1:-}" = --ceph ]; then
+  pkgs+=(ceph-mon ceph-osd ceph-mds ceph-common libcephfs2)
+fi
 if [ "${1:-}" = --test ]; then
   pkgs+=(krb5-kdc krb5-admin-server krb5-user libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
          systemd dpkg-dev

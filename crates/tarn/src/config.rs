@@ -90,6 +90,9 @@ pub struct ExportConfig {
     pub delegations: server::export::Delegations,
     /// Connection protections accepted (RPC-with-TLS): none, tls, mtls.
     pub xprtsec: Vec<rpc::tls::XprtSec>,
+    /// A CephFS export (`path = "cephfs://..."`): where it is and how to
+    /// reach it; None for a local directory.
+    pub ceph: Option<vfs::cephfs::CephConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -266,6 +269,8 @@ struct RawExport {
     delegations: Option<Spanned<String>>,
     secure: Option<bool>,
     xprtsec: Option<Spanned<Vec<Spanned<String>>>>,
+    ceph_conf: Option<Spanned<String>>,
+    ceph_keyring: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -300,13 +305,28 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
     let mut exports = Vec::new();
     for e in raw.export {
         let path = PathBuf::from(e.path.get_ref());
-        if !path.is_absolute() {
-            return Err(format!(
-                "{f}:{}: export path {:?} must be absolute",
-                at(&e.path.span()),
-                e.path.get_ref()
-            ));
-        }
+        let ceph = if e.path.get_ref().starts_with("cephfs://") {
+            let mut c = vfs::cephfs::CephConfig::parse_url(e.path.get_ref())
+                .map_err(|m| format!("{f}:{}: {m}", at(&e.path.span())))?;
+            c.conf = e.ceph_conf.as_ref().map(|s| s.get_ref().clone());
+            c.keyring = e.ceph_keyring.as_ref().map(|s| s.get_ref().clone());
+            Some(c)
+        } else {
+            if !path.is_absolute() {
+                return Err(format!(
+                    "{f}:{}: export path {:?} must be absolute (or a cephfs:// URL)",
+                    at(&e.path.span()),
+                    e.path.get_ref()
+                ));
+            }
+            if let Some(s) = e.ceph_conf.as_ref().or(e.ceph_keyring.as_ref()) {
+                return Err(format!(
+                    "{f}:{}: ceph_conf and ceph_keyring belong to a cephfs:// export",
+                    at(&s.span())
+                ));
+            }
+            None
+        };
         let pseudo = match &e.pseudo {
             Some(p) if !p.get_ref().starts_with('/') => {
                 return Err(format!(
@@ -316,7 +336,11 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                 ))
             }
             Some(p) => p.get_ref().clone(),
-            None => e.path.get_ref().clone(),
+            // A CephFS export is mounted as its path within the file system.
+            None => match &ceph {
+                Some(c) => c.path.clone(),
+                None => e.path.get_ref().clone(),
+            },
         };
         let (anon_uid, anon_gid) = (e.anonuid.unwrap_or(65534), e.anongid.unwrap_or(65534));
         let rules = match (&e.clients, &e.rules) {
@@ -406,6 +430,9 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         };
         let delegations = match &e.delegations {
+            // Nothing recalls a delegation when another head or CephFS
+            // client touches the file (no ceph_ll_delegation yet).
+            None if ceph.is_some() => server::export::Delegations::None,
             None => Default::default(),
             Some(d) => d
                 .get_ref()
@@ -441,6 +468,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             sec,
             delegations,
             xprtsec,
+            ceph,
         });
     }
     let mut nfs4 = server::nfs4::Nfs4Config::default();
@@ -846,6 +874,16 @@ pub fn explain(e: &ExportConfig) -> String {
     } else {
         format!("{} (mounted as {}):\n", e.path.display(), e.pseudo)
     };
+    if let Some(c) = &e.ceph {
+        s.push_str(&format!(
+            "  CephFS {} of {} as client.{}, config {}, keyring {}\n",
+            c.path,
+            c.fs_name.as_deref().unwrap_or("the default file system"),
+            c.id.as_deref().unwrap_or("admin"),
+            c.conf.as_deref().unwrap_or("from CEPH_CONF or /etc/ceph"),
+            c.keyring.as_deref().unwrap_or("from the Ceph config"),
+        ));
+    }
     for r in &e.rules {
         s.push_str(&format!(
             "  {:<24} {}\n",
@@ -916,6 +954,41 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn cephfs_export() {
+        let c = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"cephfs://nfs@cephfs/shared\"\nceph_conf = \"/etc/ceph/c.conf\"\nceph_keyring = \"/k\"\nclients = []\n",
+        )
+        .unwrap();
+        let e = &c.exports[0];
+        let ceph = e.ceph.as_ref().unwrap();
+        assert_eq!(ceph.id.as_deref(), Some("nfs"));
+        assert_eq!(ceph.fs_name.as_deref(), Some("cephfs"));
+        assert_eq!(ceph.conf.as_deref(), Some("/etc/ceph/c.conf"));
+        assert_eq!(ceph.keyring.as_deref(), Some("/k"));
+        assert_eq!(
+            e.pseudo, "/shared",
+            "mounted as its path in the file system"
+        );
+        assert!(explain(e).contains("CephFS /shared of cephfs as client.nfs"));
+        let err = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"/srv\"\nceph_conf = \"/c\"\nclients = []\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("t.toml:3: ") && err.contains("cephfs://"),
+            "{err}"
+        );
+        let err = parse(
+            Path::new("t.toml"),
+            "[[export]]\npath = \"cephfs://client.x@/\"\nclients = []\n",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("t.toml:2: "), "{err}");
     }
 
     #[test]

@@ -378,6 +378,13 @@ fn main() -> ExitCode {
                 if !tls.errors.is_empty() {
                     return ExitCode::FAILURE;
                 }
+                // A CephFS export needs libcephfs at run time (it is not linked).
+                if c.exports.iter().any(|e| e.ceph.is_some()) {
+                    if let Err(e) = vfs::cephfs::available() {
+                        eprintln!("tarn: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
                 if c.exports
                     .iter()
                     .flat_map(|e| &e.rules)
@@ -649,6 +656,7 @@ fn build_config(
                 },
                 delegations: Default::default(),
                 xprtsec: rpc::tls::XprtSec::ALL.to_vec(),
+                ceph: None,
             };
             (
                 Config {
@@ -756,6 +764,9 @@ fn serve(
     // Before anything in the directory is read or written.
     let state_lock = statelock::acquire(&state_dir)?;
     info!(lock = %state_lock.path.display(), "state directory is this server's");
+    if cfg.exports.iter().any(|e| e.ceph.is_some()) {
+        vfs::cephfs::set_head_id(&ceph_head_id(&state_dir)?);
+    }
     let key_path = state_dir.join("handle.key");
     let key = vfs::HandleKey::load_or_create(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
@@ -1075,10 +1086,16 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
         let backend: Arc<dyn vfs::Backend> = match old.and_then(|o| o.by_path(&e.path)) {
             Some(o) => o.backend.clone(),
             None => {
-                let fs: Arc<dyn vfs::Backend> = Arc::new(
-                    vfs::local::LocalFs::new(&e.path)
-                        .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
-                );
+                let fs: Arc<dyn vfs::Backend> = match &e.ceph {
+                    Some(c) => Arc::new(
+                        vfs::cephfs::CephFs::new(c)
+                            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+                    ),
+                    None => Arc::new(
+                        vfs::local::LocalFs::new(&e.path)
+                            .map_err(|err| format!("cannot export {}: {err}", e.path.display()))?,
+                    ),
+                };
                 if INJECT_FAULTS.load(std::sync::atomic::Ordering::Relaxed) {
                     warn!(export = %e.path.display(), "debug fault injection: files named eio-* fail with EIO, edquot-* run out of quota");
                     Arc::new(vfs::faulty::Faulty::new(fs))
@@ -1099,6 +1116,25 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
         });
     }
     Ok(exports)
+}
+
+/// This head's name for its CephFS sessions, made once and kept in the
+/// state directory, so a restart ends the session a crash left
+/// (vfs::cephfs::set_head_id). Only made when a CephFS export is served at
+/// startup: one added by a reload mounts without it.
+fn ceph_head_id(state_dir: &Path) -> Result<String, String> {
+    let path = state_dir.join("ceph-head-id");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => {
+            let id = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+                .map(|u| u.trim().to_string())
+                .map_err(|e| format!("a name for this head: {e}"))?;
+            vfs::durable::replace(&path, id.as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(id)
+        }
+    }
 }
 
 /// SIGHUP: re-read the exports. Connections stay; each call after the swap

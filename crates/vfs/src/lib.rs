@@ -12,6 +12,8 @@
 //!   [`handle::Handle`]), at most 64 bytes on the wire.
 //! - [`local`]: [`local::LocalFs`], a directory of the local filesystem, with
 //!   fids from the kernel's own file handles (`name_to_handle_at`).
+//! - [`cephfs`]: [`cephfs::CephFs`], a directory of a CephFS through
+//!   libcephfs (loaded at run time), with inode-number fids valid on every head.
 //! - [`memory`]: [`memory::MemFs`], an in-memory tree for server unit tests.
 //! - [`durable`]: small state files written so a crash leaves the old or
 //!   the new content (the server's state directory).
@@ -56,6 +58,7 @@
 
 use std::fmt;
 
+pub mod cephfs;
 pub mod durable;
 pub mod faulty;
 pub mod handle;

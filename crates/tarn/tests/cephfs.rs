@@ -1,0 +1,482 @@
+//! `tarn serve` over a CephFS (a throwaway cluster on loopback, started by
+//! scripts/ceph-cluster.sh): files, a tree, rename and remove through Tarn's
+//! client tools and libnfs, then two heads over the same file system: what
+//! one writes the other reads, and a file handle one issued works on the
+//! other (both have the same handle key and export list) and on itself
+//! after a restart.
+//!
+//! Skipped with a message when Ceph is not installed, unless
+//! TARN_REQUIRE_CEPH=1 (scripts/deps.sh --ceph installs it).
+//!
+//!   cargo test -p tarn --test cephfs -- --nocapture
+
+mod common;
+use common::*;
+use proto::nfs3::*;
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A cluster started for this test; its daemons are stopped by PID on drop.
+struct Cluster {
+    dir: tempfile::TempDir,
+    script: PathBuf,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
+        let have = |b: &str| {
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("command -v {b}"))
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let why = match ["ceph-mon", "ceph-osd", "ceph-mds"]
+            .into_iter()
+            .find(|b| !have(b))
+        {
+            Some(b) => Some(format!("{b} not installed")),
+            None => vfs::cephfs::available().err(),
+        };
+        if let Some(why) = why {
+            if std::env::var("TARN_REQUIRE_CEPH").as_deref() == Ok("1") {
+                panic!("TARN_REQUIRE_CEPH=1 but {why} (scripts/deps.sh --ceph)");
+            }
+            eprintln!("SKIP cephfs test: {why} (scripts/deps.sh --ceph)");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("tarn-ceph-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let t = Instant::now();
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let c = Cluster { dir, script };
+        assert!(
+            out.status.success(),
+            "ceph-cluster.sh start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("ceph cluster started in {:.1?}", t.elapsed());
+        Some(c)
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("ceph.conf")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.script)
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// One `tarn serve --config` (a head), stopped by PID on drop.
+struct Head {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Head {
+    fn start(config: &Path, state: &Path) -> Head {
+        std::fs::create_dir_all(state).unwrap();
+        let port = free_port();
+        let log = state.join("server.log");
+        let logf = std::fs::File::create(&log).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
+            .arg(state)
+            .stdout(Stdio::piped())
+            .stderr(logf)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("tarn: exporting"),
+            "first line {line:?}; log: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        Head { child, port, log }
+    }
+
+    /// A URL for Tarn's tools (NFSv4.1), acting as uid/gid 1000.
+    fn url(&self, path: &str) -> String {
+        format!(
+            "nfs://127.0.0.1:{}/{}?uid=1000&gid=1000",
+            self.port,
+            path.trim_start_matches('/')
+        )
+    }
+
+    /// An NFSv3 URL for libnfs.
+    fn libnfs_url(&self, path: &str) -> String {
+        let p = self.port;
+        format!("nfs://127.0.0.1/{path}?version=3&nfsport={p}&mountport={p}&uid=1000&gid=1000")
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Head {
+    /// SIGKILL: a crash (the process is gone when this returns).
+    fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_some() {
+            return; // crashed already
+        }
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tree_files(root: &Path) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for d in 0..3 {
+        for f in 0..10 {
+            let rel = format!("d{d}/f{f}");
+            v.push((rel.clone(), sha256_file(&root.join(rel))));
+        }
+    }
+    v
+}
+
+fn getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Getattr3res {
+    nfs_call(
+        c,
+        xid,
+        NFSPROC3_GETATTR,
+        &Getattr3args { object: fh.clone() },
+    )
+}
+
+#[test]
+fn two_heads_over_one_cephfs() {
+    let Some(cl) = Cluster::start() else { return };
+    // The exported directory, writable by the test's uid 1000.
+    {
+        let fs = vfs::cephfs::CephFs::new(&vfs::cephfs::CephConfig {
+            path: "/".into(),
+            conf: Some(cl.conf().display().to_string()),
+            ..Default::default()
+        })
+        .unwrap();
+        use vfs::Backend;
+        fs.mkdir(
+            &vfs::Cred::root(),
+            &fs.root(),
+            b"nfs",
+            &vfs::SetAttr::mode(0o777),
+        )
+        .unwrap();
+    }
+    let work = tempfile::Builder::new()
+        .prefix("tarn-ceph-e2e-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let w = work.path();
+    let config = w.join("tarn.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
+            cl.conf().display()
+        ),
+    )
+    .unwrap();
+    let check = tarn(&["check-config", config.to_str().unwrap()]);
+    assert!(check.contains("CephFS /nfs"), "{check}");
+
+    let t = Instant::now();
+    let a = Head::start(&config, &w.join("state-a"));
+    eprintln!("head A serving in {:.1?}", t.elapsed());
+    // Every head signs handles with the same key (and numbers the exports
+    // the same way: one export, id 0, in a fresh state directory).
+    std::fs::create_dir_all(w.join("state-b")).unwrap();
+    std::fs::copy(w.join("state-a/handle.key"), w.join("state-b/handle.key")).unwrap();
+    let b = Head::start(&config, &w.join("state-b"));
+
+    // A file in through head A with libnfs (NFSv3), out through head B
+    // with Tarn's client (NFSv4.1).
+    let src = w.join("src.bin");
+    let st = Command::new("dd")
+        .args([
+            "if=/dev/urandom",
+            &format!("of={}", src.display()),
+            "bs=1M",
+            "count=8",
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    let out = libnfs(
+        "nfs-cp",
+        &[src.to_str().unwrap(), &a.libnfs_url("/big.bin")],
+    );
+    assert!(
+        out.status.success(),
+        "nfs-cp: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        a.log_text()
+    );
+    eprintln!("8 MiB in through A (libnfs, NFSv3) in {:.1?}", t.elapsed());
+    let back = w.join("back.bin");
+    let t = Instant::now();
+    tarn(&["cp", "-q", &b.url("/big.bin"), back.to_str().unwrap()]);
+    eprintln!(
+        "8 MiB out through B (tarn cp, NFSv4.1) in {:.1?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        sha256_file(&back),
+        sha256_file(&src),
+        "B reads what A wrote"
+    );
+    let out = libnfs("nfs-ls", &[&b.libnfs_url("/")]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("big.bin"));
+
+    // A tree in through B, back out through A.
+    let tree = w.join("tree");
+    for d in 0..3 {
+        std::fs::create_dir_all(tree.join(format!("d{d}"))).unwrap();
+        for f in 0..10 {
+            let data: Vec<u8> = (0..(f * 1000 + d)).map(|i| (i * 31 + f) as u8).collect();
+            std::fs::write(tree.join(format!("d{d}/f{f}")), data).unwrap();
+        }
+    }
+    tarn(&["cp", "-q", "-r", tree.to_str().unwrap(), &b.url("/tree")]);
+    let tree_back = w.join("tree-back");
+    tarn(&[
+        "cp",
+        "-q",
+        "-r",
+        &a.url("/tree"),
+        tree_back.to_str().unwrap(),
+    ]);
+    assert_eq!(tree_files(&tree_back), tree_files(&tree));
+
+    // Rename through A, seen through B; remove through B, gone on A.
+    tarn(&["mv", &a.url("/tree/d0/f0"), &a.url("/renamed")]);
+    let ls = tarn(&["ls", &b.url("/")]);
+    assert!(ls.contains("renamed"), "{ls}");
+    let ls = tarn(&["ls", &b.url("/tree/d0")]);
+    assert!(!ls.lines().any(|l| l.trim() == "f0"), "{ls}");
+    tarn(&["rm", "-r", &b.url("/tree")]);
+    tarn(&["rm", &b.url("/renamed")]);
+    let ls = tarn(&["ls", &a.url("/")]);
+    assert!(!ls.contains("tree") && !ls.contains("renamed"), "{ls}");
+
+    // A handle from head A works on head B: same root handle, and a file
+    // A created answers GETATTR on B with the same file id.
+    let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    let mut cb = TcpStream::connect(("127.0.0.1", b.port)).unwrap();
+    let root_a = mnt_root(&mut ca);
+    let root_b = mnt_root(&mut cb);
+    assert_eq!(root_a, root_b, "both heads issue the same root handle");
+    let fh = create3(&mut ca, 2, &root_a, "from-a");
+    let (Getattr3res::NFS3_OK(on_a), Getattr3res::NFS3_OK(on_b)) =
+        (getattr(&mut ca, 3, &fh), getattr(&mut cb, 3, &fh))
+    else {
+        panic!(
+            "GETATTR of A's handle on both heads; B's log: {}",
+            b.log_text()
+        );
+    };
+    assert_eq!(on_a.obj_attributes.fileid, on_b.obj_attributes.fileid);
+    let w3: Write3res = nfs_call(
+        &mut cb,
+        4,
+        NFSPROC3_WRITE,
+        &Write3args {
+            file: fh.clone(),
+            offset: 0,
+            count: 5,
+            stable: StableHow::FILE_SYNC,
+            data: bytes::Bytes::from_static(b"hello"),
+        },
+    );
+    assert!(matches!(w3, Write3res::NFS3_OK(_)), "{w3:?}");
+    let r3: Read3res = nfs_call(
+        &mut ca,
+        5,
+        NFSPROC3_READ,
+        &Read3args {
+            file: fh.clone(),
+            offset: 0,
+            count: 100,
+        },
+    );
+    let Read3res::NFS3_OK(r3) = r3 else {
+        panic!("READ on A: {r3:?}")
+    };
+    assert_eq!(
+        &r3.data[..],
+        b"hello",
+        "A reads what B wrote through A's handle"
+    );
+    // Head A restarts (a new libcephfs client, same state directory): the
+    // handle it issued before still works.
+    drop(ca);
+    drop(a);
+    let a = Head::start(&config, &w.join("state-a"));
+    let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    let Getattr3res::NFS3_OK(again) = getattr(&mut ca, 8, &fh) else {
+        panic!("GETATTR after A's restart; log: {}", a.log_text());
+    };
+    assert_eq!(again.obj_attributes.fileid, on_a.obj_attributes.fileid);
+    assert_eq!(again.obj_attributes.size, 5);
+    // Removed through B: A's handle is stale on A too.
+    let rm: Remove3res = nfs_call(
+        &mut cb,
+        6,
+        NFSPROC3_REMOVE,
+        &Remove3args {
+            object: Diropargs3 {
+                dir: root_b.clone(),
+                name: bytes::Bytes::from_static(b"from-a"),
+            },
+        },
+    );
+    assert!(matches!(rm, Remove3res::NFS3_OK(_)), "{rm:?}");
+    assert_eq!(
+        getattr(&mut ca, 7, &fh),
+        Getattr3res::Default(Nfsstat3::NFS3ERR_STALE)
+    );
+
+    // Head A crashes holding capabilities on a file it just wrote; when it
+    // comes back (same state directory, so the same Ceph client uuid) the
+    // MDS drops the dead session at once, and B's write to that file does
+    // not wait for the old session to time out (60 s and more).
+    let held = create3(&mut ca, 9, &root_a, "held");
+    let w3: Write3res = nfs_call(
+        &mut ca,
+        10,
+        NFSPROC3_WRITE,
+        &Write3args {
+            file: held.clone(),
+            offset: 0,
+            count: 4,
+            stable: StableHow::FILE_SYNC,
+            data: bytes::Bytes::from_static(b"mine"),
+        },
+    );
+    assert!(matches!(w3, Write3res::NFS3_OK(_)), "{w3:?}");
+    drop(ca);
+    let mut a = a;
+    a.crash();
+    let t = Instant::now();
+    let a = Head::start(&config, &w.join("state-a"));
+    let w3: Write3res = nfs_call(
+        &mut cb,
+        11,
+        NFSPROC3_WRITE,
+        &Write3args {
+            file: held.clone(),
+            offset: 4,
+            count: 6,
+            stable: StableHow::FILE_SYNC,
+            data: bytes::Bytes::from_static(b" yours"),
+        },
+    );
+    assert!(matches!(w3, Write3res::NFS3_OK(_)), "{w3:?}");
+    let took = t.elapsed();
+    eprintln!(
+        "A killed and restarted; B's write to a file A held: {took:.1?} after the restart began"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "B waited {took:?} for the dead session"
+    );
+    let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    let r3: Read3res = nfs_call(
+        &mut ca,
+        12,
+        NFSPROC3_READ,
+        &Read3args {
+            file: held,
+            offset: 0,
+            count: 100,
+        },
+    );
+    let Read3res::NFS3_OK(r3) = r3 else {
+        panic!("READ on A after its crash: {r3:?}")
+    };
+    assert_eq!(&r3.data[..], b"mine yours");
+    drop((a, b));
+}
+
+/// Without libcephfs (here: a file name that is not there), check-config
+/// and serve say which library is missing; no cluster needed.
+#[test]
+fn missing_library_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("tarn.toml");
+    std::fs::write(
+        &config,
+        "[[export]]\npath = \"cephfs://nfs@cephfs/shared\"\nclients = [\"127.0.0.1/32\"]\n",
+    )
+    .unwrap();
+    let missing = "/nonexistent/libcephfs.so.2";
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["check-config", config.to_str().unwrap()])
+        .env("TARN_LIBCEPHFS", missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(missing) && err.contains("install libcephfs2"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["serve", "--config", config.to_str().unwrap(), "--state-dir"])
+        .arg(work.path().join("state"))
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .env("TARN_LIBCEPHFS", missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("cannot export cephfs://nfs@cephfs/shared") && err.contains(missing),
+        "{err}"
+    );
+}

@@ -1,0 +1,920 @@
+//! [`CephFs`]: a directory of a CephFS, through libcephfs's low-level
+//! (`ceph_ll_*`) API, so several Tarn heads can serve one file system.
+//!
+//! Fids are `1 | inode number (8) | birth time (12)`: the inode number is
+//! the same on every client of the file system and across restarts, so a
+//! handle one head issued works on any other head with the same handle key
+//! and export id. Ceph may give a freed inode number to a new file; the
+//! birth time (btime, fixed at creation) tells them apart, and a fid whose
+//! btime no longer matches is stale.
+//!
+//! Permission checks are Ceph's: every call that needs one passes the NFS
+//! caller's uid, gid and groups as a ceph UserPerm (squashing happened
+//! above). ACCESS is computed from the mode bits, as the memory backend
+//! does (libcephfs has no low-level access call).
+//!
+//! Each read or write opens the inode and closes it again; libcephfs keeps
+//! the capabilities and the data cache per inode, not per open, so this
+//! costs a lock round in the client, not a trip to the MDS.
+//!
+//! Not done yet: POSIX locks (ceph_ll_setlk) and delegations
+//! (ceph_ll_delegation) under NFS's, allocate, copy/clone offload.
+
+mod ffi;
+
+use std::ffi::CString;
+
+use crate::{
+    check_name, check_new_name, check_rename_names, user_xattr_name, Access, Attr, CreateHow, Cred,
+    DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
+    Timespec, XattrSet, XATTR_SIZE_MAX, XATTR_USER_PREFIX,
+};
+use ffi::{InodeRef, Mount, Perms, Statx};
+
+pub use ffi::available;
+
+/// Where a `cephfs://` export points.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CephConfig {
+    /// Client id without `client.` (None: `admin`).
+    pub id: Option<String>,
+    /// The file system's name (None: the cluster's default one).
+    pub fs_name: Option<String>,
+    /// Directory within the file system (absolute).
+    pub path: String,
+    /// ceph.conf (None: CEPH_CONF or /etc/ceph/ceph.conf).
+    pub conf: Option<String>,
+    /// Keyring (None: what ceph.conf says, else /etc/ceph's).
+    pub keyring: Option<String>,
+}
+
+impl CephConfig {
+    /// Parses `cephfs://[id@][fs_name]/path`.
+    pub fn parse_url(url: &str) -> Result<CephConfig, String> {
+        let rest = url
+            .strip_prefix("cephfs://")
+            .ok_or_else(|| format!("{url:?}: expected cephfs://[id@][fs]/path"))?;
+        let (auth, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (id, fs) = match auth.split_once('@') {
+            Some((id, fs)) => (Some(id), fs),
+            None => (None, auth),
+        };
+        if id.is_some_and(|i| i.is_empty() || i.starts_with("client.")) {
+            return Err(format!(
+                "{url:?}: the client id goes without \"client.\" and is not empty"
+            ));
+        }
+        if path.split('/').any(|c| c == "." || c == "..") {
+            return Err(format!("{url:?}: the path may not contain . or .."));
+        }
+        Ok(CephConfig {
+            id: id.map(str::to_string),
+            fs_name: (!fs.is_empty()).then(|| fs.to_string()),
+            path: path.to_string(),
+            conf: None,
+            keyring: None,
+        })
+    }
+}
+
+/// This head's stable name (see [`set_head_id`]).
+static HEAD_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names this head for its CephFS sessions, once at startup: a name that
+/// stays the same across the head's restarts and differs between heads
+/// (the server keeps one in its state directory). Each mount's Ceph uuid
+/// is this name plus the export's URL, so when the head comes back after
+/// a crash the MDS drops the old session and its capabilities at once,
+/// instead of stalling every client of those files until the session
+/// times out (60 s and more).
+pub fn set_head_id(id: &str) {
+    let _ = HEAD_ID.set(id.to_string());
+}
+
+/// An export of a CephFS directory.
+pub struct CephFs {
+    m: Mount,
+    root: Fid,
+    root_ino: u64,
+    fsid: u64,
+}
+
+const FID_VERSION: u8 = 1;
+const FID_LEN: usize = 1 + 8 + 12;
+
+fn fid_of(st: &Statx) -> Fid {
+    let mut b = [0u8; FID_LEN];
+    b[0] = FID_VERSION;
+    b[1..9].copy_from_slice(&st.ino.to_be_bytes());
+    b[9..17].copy_from_slice(&(st.btime.tv_sec as u64).to_be_bytes());
+    b[17..21].copy_from_slice(&(st.btime.tv_nsec as u32).to_be_bytes());
+    Fid::new(&b).expect("fid fits")
+}
+
+fn parse_fid(fid: &Fid) -> Result<(u64, [u8; 12]), FsError> {
+    let b = fid.as_bytes();
+    if b.len() != FID_LEN || b[0] != FID_VERSION {
+        return Err(FsError::BadHandle);
+    }
+    Ok((
+        u64::from_be_bytes(b[1..9].try_into().unwrap()),
+        b[9..21].try_into().unwrap(),
+    ))
+}
+
+fn err(e: ffi::Errno) -> FsError {
+    FsError::from_errno(e)
+}
+
+fn cname(name: &[u8]) -> Result<CString, FsError> {
+    CString::new(name).map_err(|_| FsError::Inval)
+}
+
+fn ts(t: &libc::timespec) -> Timespec {
+    Timespec {
+        secs: t.tv_sec,
+        nsecs: t.tv_nsec as u32,
+    }
+}
+
+fn file_type(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFBLK => FileType::BlockDev,
+        libc::S_IFCHR => FileType::CharDev,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFIFO => FileType::Fifo,
+        _ => FileType::Regular,
+    }
+}
+
+// Linux's dev_t encoding (glibc's gnu_dev_major/minor/makedev).
+fn dev_major(d: u64) -> u32 {
+    (((d >> 32) & 0xffff_f000) | ((d >> 8) & 0xfff)) as u32
+}
+fn dev_minor(d: u64) -> u32 {
+    (((d >> 12) & 0xffff_ff00) | (d & 0xff)) as u32
+}
+fn makedev(major: u32, minor: u32) -> u64 {
+    let (ma, mi) = (major as u64, minor as u64);
+    ((ma & 0xffff_f000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0xff)
+}
+
+const R: u32 = 4;
+const W: u32 = 2;
+const X: u32 = 1;
+
+/// Mode-bit check (as the memory backend: root may do all but execute a
+/// file nobody may execute).
+fn may(cred: &Cred, a: &Attr, want: u32) -> bool {
+    if cred.uid == 0 {
+        return want & X == 0 || a.ftype == FileType::Directory || a.mode & 0o111 != 0;
+    }
+    let bits = if cred.uid == a.uid {
+        a.mode >> 6
+    } else if cred.in_group(a.gid) {
+        a.mode >> 3
+    } else {
+        a.mode
+    } & 7;
+    bits & want == want
+}
+
+fn now() -> Timespec {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timespec {
+        secs: d.as_secs() as i64,
+        nsecs: d.subsec_nanos(),
+    }
+}
+
+fn to_libc(t: Timespec) -> libc::timespec {
+    libc::timespec {
+        tv_sec: t.secs,
+        tv_nsec: t.nsecs as i64,
+    }
+}
+
+/// The verifier of an exclusive create, stored in mtime/atime seconds (as
+/// the local backend does).
+fn verifier_times(verf: &[u8; 8]) -> (i64, i64) {
+    let m = u32::from_be_bytes(verf[..4].try_into().unwrap()) & 0x7fff_ffff;
+    let a = u32::from_be_bytes(verf[4..].try_into().unwrap()) & 0x7fff_ffff;
+    (m as i64, a as i64)
+}
+
+impl CephFs {
+    /// Mounts `cfg.path` of the file system. Errors name the library when
+    /// libcephfs is not installed.
+    pub fn new(cfg: &CephConfig) -> Result<CephFs, String> {
+        tracing::info!(
+            path = %cfg.path,
+            fs = cfg.fs_name.as_deref().unwrap_or("(default)"),
+            id = cfg.id.as_deref().unwrap_or("admin"),
+            "mounting CephFS"
+        );
+        let m = Mount::new(&ffi::MountOpts {
+            id: cfg.id.as_deref(),
+            conf: cfg.conf.as_deref(),
+            keyring: cfg.keyring.as_deref(),
+            fs_name: cfg.fs_name.as_deref(),
+            root: &cfg.path,
+            uuid: HEAD_ID
+                .get()
+                .map(|h| {
+                    format!(
+                        "tarn:{h}:{}@{}{}",
+                        cfg.id.as_deref().unwrap_or("admin"),
+                        cfg.fs_name.as_deref().unwrap_or(""),
+                        cfg.path
+                    )
+                })
+                .as_deref(),
+        })?;
+        let (root, root_ino) = {
+            let r = m
+                .lookup_root()
+                .map_err(|e| format!("ceph root: {}", ffi::strerror(e)))?;
+            let st = m
+                .getattr(&r, &m.perms(0, 0, &[]), false)
+                .map_err(|e| format!("ceph root: {}", ffi::strerror(e)))?;
+            (fid_of(&st), st.ino)
+        };
+        // The same on every head: derived from what names the export.
+        let mut fsid: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in cfg
+            .fs_name
+            .as_deref()
+            .unwrap_or("")
+            .bytes()
+            .chain(root_ino.to_be_bytes())
+        {
+            fsid = (fsid ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        Ok(CephFs {
+            m,
+            root,
+            root_ino,
+            fsid,
+        })
+    }
+
+    fn perms(&self, cred: &Cred) -> Perms<'_> {
+        self.m.perms(cred.uid, cred.gid, &cred.gids)
+    }
+
+    fn root_perms(&self) -> Perms<'_> {
+        self.m.perms(0, 0, &[])
+    }
+
+    /// The inode of a fid, checked against the birth time it was issued
+    /// with, and its cached attributes (enough for the type and btime,
+    /// which never change).
+    fn inode_st(&self, fid: &Fid) -> Result<(InodeRef<'_>, Statx), FsError> {
+        let (ino, btime) = parse_fid(fid)?;
+        let i = self.m.lookup_inode(ino).map_err(|e| match e {
+            libc::ENOENT | libc::ESTALE => FsError::Stale,
+            e => err(e),
+        })?;
+        let st = self.m.getattr(&i, &self.root_perms(), true).map_err(err)?;
+        if fid_of(&st).as_bytes()[9..] != btime || st.nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        Ok((i, st))
+    }
+
+    fn inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+        self.inode_st(fid).map(|(i, _)| i)
+    }
+
+    /// The inode of a fid that must be a directory (else `NotDir`, as a
+    /// local directory's *at() calls say).
+    fn dir_inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+        let (i, st) = self.inode_st(fid)?;
+        if file_type(st.mode as u32) != FileType::Directory {
+            return Err(FsError::NotDir);
+        }
+        Ok(i)
+    }
+
+    /// The inode of a fid that must be a regular file: file I/O on anything
+    /// else is refused here (a directory `IsDir`, others `Inval`), before
+    /// libcephfs would open a directory or a device node for it.
+    fn file_inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
+        let (i, st) = self.inode_st(fid)?;
+        match file_type(st.mode as u32) {
+            FileType::Regular => Ok(i),
+            FileType::Directory => Err(FsError::IsDir),
+            _ => Err(FsError::Inval),
+        }
+    }
+
+    fn attr(&self, st: &Statx) -> Attr {
+        let mode = st.mode as u32;
+        Attr {
+            ftype: file_type(mode),
+            mode: mode & 0o7777,
+            nlink: st.nlink,
+            uid: st.uid,
+            gid: st.gid,
+            size: st.size,
+            used: st.blocks * 512,
+            rdev: (dev_major(st.rdev), dev_minor(st.rdev)),
+            fsid: self.fsid,
+            fileid: st.ino,
+            atime: ts(&st.atime),
+            mtime: ts(&st.mtime),
+            ctime: ts(&st.ctime),
+        }
+    }
+
+    /// Fresh attributes; an inode with no links left (removed, still in
+    /// this client's cache) is stale, as for any fid of a deleted object.
+    fn stat(&self, i: &InodeRef<'_>) -> Result<Statx, FsError> {
+        let st = self.m.getattr(i, &self.root_perms(), false).map_err(err)?;
+        if st.nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        Ok(st)
+    }
+
+    fn apply_set(&self, i: &InodeRef<'_>, perms: &Perms<'_>, set: &SetAttr) -> Result<(), FsError> {
+        let mut st = Statx::default();
+        let mut mask = 0;
+        if let Some(m) = set.mode {
+            st.mode = (m & 0o7777) as u16;
+            mask |= ffi::SETATTR_MODE;
+        }
+        if let Some(u) = set.uid {
+            st.uid = u;
+            mask |= ffi::SETATTR_UID;
+        }
+        if let Some(g) = set.gid {
+            st.gid = g;
+            mask |= ffi::SETATTR_GID;
+        }
+        if let Some(s) = set.size {
+            st.size = s;
+            mask |= ffi::SETATTR_SIZE;
+        }
+        let t = now();
+        match set.atime {
+            SetTime::DontChange => {}
+            SetTime::ServerTime => {
+                st.atime = to_libc(t);
+                mask |= ffi::SETATTR_ATIME;
+            }
+            SetTime::ClientTime(c) => {
+                st.atime = to_libc(c);
+                mask |= ffi::SETATTR_ATIME;
+            }
+        }
+        match set.mtime {
+            SetTime::DontChange => {}
+            SetTime::ServerTime => {
+                st.mtime = to_libc(t);
+                mask |= ffi::SETATTR_MTIME;
+            }
+            SetTime::ClientTime(c) => {
+                st.mtime = to_libc(c);
+                mask |= ffi::SETATTR_MTIME;
+            }
+        }
+        if mask == 0 {
+            return Ok(());
+        }
+        self.m.setattr(i, &st, mask, perms).map_err(err)
+    }
+
+    /// After a create: the attributes the client asked for, except a mode
+    /// already given to the create call and a zero size (new is empty).
+    fn set_after_create(
+        &self,
+        i: &InodeRef<'_>,
+        perms: &Perms<'_>,
+        set: &SetAttr,
+    ) -> Result<(), FsError> {
+        let mut s = set.clone();
+        s.mode = None;
+        if s.size == Some(0) {
+            s.size = None;
+        }
+        self.apply_set(i, perms, &s)
+    }
+
+    fn lookup_in(
+        &self,
+        cred: &Cred,
+        dir: &InodeRef<'_>,
+        dir_ino: u64,
+        name: &[u8],
+    ) -> Result<(Fid, Attr), FsError> {
+        if name == b".." && dir_ino == self.root_ino {
+            let st = self.stat(dir)?;
+            return Ok((self.root, self.attr(&st)));
+        }
+        let c = cname(name)?;
+        let (_i, st) = self.m.lookup(dir, &c, &self.perms(cred)).map_err(err)?;
+        Ok((fid_of(&st), self.attr(&st)))
+    }
+}
+
+impl crate::Backend for CephFs {
+    fn root(&self) -> Fid {
+        self.root
+    }
+
+    fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
+        let i = self.inode(fid)?;
+        Ok(self.attr(&self.stat(&i)?))
+    }
+
+    fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
+        let i = if set.size.is_some() {
+            self.file_inode(fid)?
+        } else {
+            self.inode(fid)?
+        };
+        self.apply_set(&i, &self.perms(cred), set)?;
+        Ok(self.attr(&self.stat(&i)?))
+    }
+
+    fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {
+        check_name(name)?;
+        let d = self.dir_inode(dir)?;
+        let (ino, _) = parse_fid(dir)?;
+        self.lookup_in(cred, &d, ino, name)
+    }
+
+    fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
+        let a = self.getattr(fid)?;
+        let table: &[(Access, u32)] = if a.ftype == FileType::Directory {
+            &[
+                (Access::READ, R),
+                (Access::LOOKUP, X),
+                (Access::MODIFY, W | X),
+                (Access::EXTEND, W | X),
+                (Access::DELETE, W | X),
+            ]
+        } else {
+            &[
+                (Access::READ, R),
+                (Access::MODIFY, W),
+                (Access::EXTEND, W),
+                (Access::EXECUTE, X),
+            ]
+        };
+        let mut ok = Access::empty();
+        for &(bit, m) in table {
+            if want.contains(bit) && may(cred, &a, m) {
+                ok |= bit;
+            }
+        }
+        Ok(ok)
+    }
+
+    fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
+        let i = self.inode(fid)?;
+        self.m.readlink(&i, &self.perms(cred)).map_err(|e| match e {
+            libc::EINVAL | libc::ENOENT => FsError::Inval,
+            e => err(e),
+        })
+    }
+
+    fn read(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(usize, bool), FsError> {
+        let i = self.file_inode(fid)?;
+        let perms = self.perms(cred);
+        let f = self.m.open(&i, libc::O_RDONLY, &perms).map_err(err)?;
+        let mut done = 0;
+        // ll_read may return less than asked at an object boundary: loop
+        // until the buffer is full or the file ends.
+        while done < buf.len() {
+            let n = self
+                .m
+                .read(&f, offset + done as u64, &mut buf[done..])
+                .map_err(err)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        let size = self.stat(&i)?.size;
+        Ok((done, offset + done as u64 >= size))
+    }
+
+    fn write(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        data: &[u8],
+        stable: Stable,
+    ) -> Result<(usize, Stable), FsError> {
+        let i = self.file_inode(fid)?;
+        let perms = self.perms(cred);
+        let f = self.m.open(&i, libc::O_WRONLY, &perms).map_err(err)?;
+        let mut done = 0;
+        while done < data.len() {
+            let n = self
+                .m
+                .write(&f, offset + done as u64, &data[done..])
+                .map_err(err)?;
+            if n == 0 {
+                return Err(FsError::Io);
+            }
+            done += n;
+        }
+        match stable {
+            Stable::Unstable => {}
+            Stable::DataSync => self.m.fsync(&f, true).map_err(err)?,
+            Stable::FileSync => self.m.fsync(&f, false).map_err(err)?,
+        }
+        Ok((done, stable))
+    }
+
+    fn commit(&self, fid: &Fid) -> Result<(), FsError> {
+        let i = self.file_inode(fid)?;
+        self.m.sync_inode(&i).map_err(err)
+    }
+
+    fn create(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        let d = self.dir_inode(dir)?;
+        let c = cname(name)?;
+        let perms = self.perms(cred);
+        let (mode, set) = match how {
+            CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0o644), s.clone()),
+            CreateHow::Exclusive(_) => (0o600, SetAttr::default()),
+        };
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
+        match self
+            .m
+            .create(&d, &c, mode & 0o7777 | libc::S_IFREG, flags, &perms)
+        {
+            Ok((i, f, _)) => {
+                drop(f);
+                self.set_after_create(&i, &perms, &set)?;
+                if let CreateHow::Exclusive(v) = how {
+                    let (m, a) = verifier_times(v);
+                    let times = SetAttr {
+                        atime: SetTime::ClientTime(Timespec { secs: a, nsecs: 0 }),
+                        mtime: SetTime::ClientTime(Timespec { secs: m, nsecs: 0 }),
+                        ..SetAttr::default()
+                    };
+                    self.apply_set(&i, &perms, &times)?;
+                }
+                let st = self.stat(&i)?;
+                Ok((fid_of(&st), self.attr(&st)))
+            }
+            Err(libc::EEXIST) => {
+                let (i, st) = self.m.lookup(&d, &c, &perms).map_err(err)?;
+                let attr = self.attr(&st);
+                match how {
+                    CreateHow::Guarded(_) => Err(FsError::Exist),
+                    CreateHow::Exclusive(v) => {
+                        let (m, a) = verifier_times(v);
+                        if attr.ftype == FileType::Regular
+                            && attr.mtime == (Timespec { secs: m, nsecs: 0 })
+                            && attr.atime == (Timespec { secs: a, nsecs: 0 })
+                        {
+                            Ok((fid_of(&st), attr))
+                        } else {
+                            Err(FsError::Exist)
+                        }
+                    }
+                    CreateHow::Unchecked(s) => {
+                        if attr.ftype != FileType::Regular {
+                            return Err(FsError::Exist);
+                        }
+                        if let Some(size) = s.size {
+                            let set = SetAttr {
+                                size: Some(size),
+                                ..SetAttr::default()
+                            };
+                            self.apply_set(&i, &perms, &set)?;
+                            let st = self.stat(&i)?;
+                            return Ok((fid_of(&st), self.attr(&st)));
+                        }
+                        Ok((fid_of(&st), attr))
+                    }
+                }
+            }
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        let d = self.dir_inode(dir)?;
+        let c = cname(name)?;
+        let perms = self.perms(cred);
+        let (i, _) = self
+            .m
+            .mkdir(&d, &c, set.mode.unwrap_or(0o755) & 0o7777, &perms)
+            .map_err(err)?;
+        self.set_after_create(&i, &perms, set)?;
+        let st = self.stat(&i)?;
+        Ok((fid_of(&st), self.attr(&st)))
+    }
+
+    fn symlink(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        if target.is_empty() {
+            return Err(FsError::Inval);
+        }
+        let d = self.dir_inode(dir)?;
+        let (c, t) = (cname(name)?, cname(target)?);
+        let perms = self.perms(cred);
+        let (i, _) = self.m.symlink(&d, &c, &t, &perms).map_err(err)?;
+        let mut s = set.clone();
+        s.mode = None; // symlinks have no mode of their own
+        self.set_after_create(&i, &perms, &s)?;
+        let st = self.stat(&i)?;
+        Ok((fid_of(&st), self.attr(&st)))
+    }
+
+    fn mknod(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        name: &[u8],
+        ftype: FileType,
+        rdev: (u32, u32),
+        set: &SetAttr,
+    ) -> Result<(Fid, Attr), FsError> {
+        check_new_name(name)?;
+        let kind = match ftype {
+            FileType::Fifo => libc::S_IFIFO,
+            FileType::Socket => libc::S_IFSOCK,
+            FileType::CharDev => libc::S_IFCHR,
+            FileType::BlockDev => libc::S_IFBLK,
+            _ => return Err(FsError::BadType),
+        };
+        let d = self.dir_inode(dir)?;
+        let c = cname(name)?;
+        let perms = self.perms(cred);
+        let dev = match ftype {
+            FileType::CharDev | FileType::BlockDev => makedev(rdev.0, rdev.1),
+            _ => 0,
+        };
+        let (i, _) = self
+            .m
+            .mknod(
+                &d,
+                &c,
+                kind | (set.mode.unwrap_or(0o644) & 0o7777),
+                dev,
+                &perms,
+            )
+            .map_err(err)?;
+        self.set_after_create(&i, &perms, set)?;
+        let st = self.stat(&i)?;
+        Ok((fid_of(&st), self.attr(&st)))
+    }
+
+    fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        check_name(name)?;
+        if name == b"." || name == b".." {
+            return Err(FsError::Inval);
+        }
+        let d = self.dir_inode(dir)?;
+        let c = cname(name)?;
+        let perms = self.perms(cred);
+        // unlink(2) of a directory is EISDIR on Linux; Ceph's MDS says EISDIR too.
+        self.m.unlink(&d, &c, &perms).map_err(err)
+    }
+
+    fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        check_name(name)?;
+        if name == b"." {
+            return Err(FsError::Inval);
+        }
+        if name == b".." {
+            return Err(FsError::NotEmpty);
+        }
+        let d = self.dir_inode(dir)?;
+        let c = cname(name)?;
+        self.m.rmdir(&d, &c, &self.perms(cred)).map_err(err)
+    }
+
+    fn rename(
+        &self,
+        cred: &Cred,
+        from_dir: &Fid,
+        from_name: &[u8],
+        to_dir: &Fid,
+        to_name: &[u8],
+    ) -> Result<(), FsError> {
+        check_rename_names(from_name, to_name)?;
+        let f = self.dir_inode(from_dir)?;
+        let t = self.dir_inode(to_dir)?;
+        let (a, b) = (cname(from_name)?, cname(to_name)?);
+        let perms = self.perms(cred);
+        match self.m.rename(&f, &a, &t, &b, &perms) {
+            // The MDS says ENOTEMPTY for a file onto a non-empty
+            // directory; rename(2) says EISDIR, whatever the directory holds.
+            Err(libc::ENOTEMPTY) => match self.m.lookup(&f, &a, &perms) {
+                Ok((_, st)) if file_type(st.mode as u32) != FileType::Directory => {
+                    Err(FsError::IsDir)
+                }
+                _ => Err(FsError::NotEmpty),
+            },
+            r => r.map_err(err),
+        }
+    }
+
+    fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
+        check_new_name(name)?;
+        let (i, st) = self.inode_st(fid)?;
+        if file_type(st.mode as u32) == FileType::Directory {
+            return Err(FsError::IsDir); // the MDS would say EPERM
+        }
+        let d = self.dir_inode(dir)?;
+        let c = cname(name)?;
+        self.m.link(&i, &d, &c, &self.perms(cred)).map_err(err)
+    }
+
+    fn readdir_into(
+        &self,
+        cred: &Cred,
+        dir: &Fid,
+        cookie: u64,
+        _verifier: [u8; 8],
+        plus: bool,
+        sink: &mut dyn DirSink,
+    ) -> Result<DirEnd, FsError> {
+        let d = self.dir_inode(dir)?;
+        let (dir_ino, _) = parse_fid(dir)?;
+        let perms = self.perms(cred);
+        let stream = self.m.opendir(&d, &perms).map_err(err)?;
+        if cookie != 0 {
+            self.m.seekdir(&stream, cookie);
+        }
+        let verifier = [0u8; 8];
+        loop {
+            let Some((name, ino, next)) = self.m.next_entry(&stream).map_err(err)? else {
+                return Ok(DirEnd {
+                    eof: true,
+                    verifier,
+                });
+            };
+            if !sink.room_for(&name) {
+                return Ok(DirEnd {
+                    eof: false,
+                    verifier,
+                });
+            }
+            let extra = if plus {
+                self.lookup_in(cred, &d, dir_ino, &name).ok()
+            } else {
+                None
+            };
+            let fileid = extra.as_ref().map_or(ino, |(_, a)| a.fileid);
+            let item = DirItem {
+                name: &name,
+                fileid,
+                cookie: next,
+                plus: extra,
+            };
+            if !sink.push(item) {
+                return Ok(DirEnd {
+                    eof: false,
+                    verifier,
+                });
+            }
+        }
+    }
+
+    fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
+        let i = self.inode(fid)?;
+        let s = self.m.statfs(&i).map_err(err)?;
+        let f = s.f_frsize.max(1);
+        Ok(FsStat {
+            total_bytes: s.f_blocks * f,
+            free_bytes: s.f_bfree * f,
+            avail_bytes: s.f_bavail * f,
+            total_files: s.f_files,
+            free_files: s.f_ffree,
+            avail_files: s.f_favail,
+        })
+    }
+
+    fn sync_all(&self) -> Result<(), FsError> {
+        self.m.sync_fs().map_err(err)
+    }
+
+    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
+        let i = self.file_inode(fid)?;
+        let f = self
+            .m
+            .open(&i, libc::O_RDONLY, &self.perms(cred))
+            .map_err(err)?;
+        let whence = match what {
+            SeekWhat::Data => libc::SEEK_DATA,
+            SeekWhat::Hole => libc::SEEK_HOLE,
+        };
+        self.m.lseek(&f, offset, whence).map_err(err)
+    }
+
+    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        let i = self.file_inode(fid)?;
+        let f = self
+            .m
+            .open(&i, libc::O_WRONLY, &self.perms(cred))
+            .map_err(err)?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        self.m.fallocate(&f, mode, offset, len).map_err(err)
+    }
+
+    fn xattr_support(&self) -> bool {
+        true
+    }
+
+    fn getxattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<Vec<u8>, FsError> {
+        let c = cname(&user_xattr_name(name)?)?;
+        let i = self.inode(fid)?;
+        self.m
+            .getxattr(&i, &c, XATTR_SIZE_MAX, &self.perms(cred))
+            .map_err(err)
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<(), FsError> {
+        let c = cname(&user_xattr_name(name)?)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(FsError::XattrTooBig);
+        }
+        let flags = match how {
+            XattrSet::Either => 0,
+            XattrSet::Create => libc::XATTR_CREATE,
+            XattrSet::Replace => libc::XATTR_REPLACE,
+        };
+        let i = self.inode(fid)?;
+        self.m
+            .setxattr(&i, &c, value, flags, &self.perms(cred))
+            .map_err(err)
+    }
+
+    fn listxattrs(&self, cred: &Cred, fid: &Fid) -> Result<Vec<Vec<u8>>, FsError> {
+        let i = self.inode(fid)?;
+        let list = self
+            .m
+            .listxattr(&i, XATTR_SIZE_MAX, &self.perms(cred))
+            .map_err(err)?;
+        let mut names: Vec<Vec<u8>> = list
+            .split(|&b| b == 0)
+            .filter_map(|n| n.strip_prefix(XATTR_USER_PREFIX))
+            .filter(|n| !n.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        // A stable order while the names stay the same.
+        names.sort();
+        Ok(names)
+    }
+
+    fn removexattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<(), FsError> {
+        let c = cname(&user_xattr_name(name)?)?;
+        let i = self.inode(fid)?;
+        self.m.removexattr(&i, &c, &self.perms(cred)).map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests;

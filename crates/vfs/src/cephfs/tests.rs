@@ -1,0 +1,381 @@
+//! Against a real throwaway cluster (scripts/ceph-cluster.sh): skipped with
+//! a message when Ceph is not installed, unless TARN_REQUIRE_CEPH=1.
+
+use super::*;
+use crate::Backend;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A cluster started for this test; stopped (its daemons, by PID) on drop.
+struct Cluster {
+    dir: tempfile::TempDir,
+    script: PathBuf,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
+        let missing = ["ceph-mon", "ceph-osd", "ceph-mds"].into_iter().find(|b| {
+            !Command::new("sh")
+                .arg("-c")
+                .arg(format!("command -v {b}"))
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+        let why = match (missing, available()) {
+            (Some(b), _) => Some(format!("{b} not installed")),
+            (None, Err(e)) => Some(e),
+            (None, Ok(())) => None,
+        };
+        if let Some(why) = why {
+            if std::env::var("TARN_REQUIRE_CEPH").as_deref() == Ok("1") {
+                panic!("TARN_REQUIRE_CEPH=1 but {why} (scripts/deps.sh --ceph)");
+            }
+            eprintln!("SKIP cephfs backend test: {why} (scripts/deps.sh --ceph)");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("tarn-ceph-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let t = std::time::Instant::now();
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let c = Cluster { dir, script };
+        assert!(
+            out.status.success(),
+            "ceph-cluster.sh start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("ceph cluster started in {:?}", t.elapsed());
+        Some(c)
+    }
+
+    fn config(&self, path: &str) -> CephConfig {
+        CephConfig {
+            path: path.into(),
+            conf: Some(self.dir.path().join("ceph.conf").display().to_string()),
+            ..CephConfig::default()
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.script)
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn root() -> Cred {
+    Cred::root()
+}
+
+#[test]
+fn url_parsing() {
+    let c = CephConfig::parse_url("cephfs://nfs@cephfs/export/a").unwrap();
+    assert_eq!(c.id.as_deref(), Some("nfs"));
+    assert_eq!(c.fs_name.as_deref(), Some("cephfs"));
+    assert_eq!(c.path, "/export/a");
+    let c = CephConfig::parse_url("cephfs:///").unwrap();
+    assert_eq!((c.id, c.fs_name, c.path.as_str()), (None, None, "/"));
+    let c = CephConfig::parse_url("cephfs://fs2").unwrap();
+    assert_eq!((c.fs_name.as_deref(), c.path.as_str()), (Some("fs2"), "/"));
+    assert!(CephConfig::parse_url("/srv").is_err());
+    assert!(CephConfig::parse_url("cephfs://client.admin@x/").is_err());
+    assert!(CephConfig::parse_url("cephfs:///a/../b").is_err());
+}
+
+#[test]
+fn fid_layout_and_devs() {
+    let st = Statx {
+        ino: 0x1000_0000_0001,
+        btime: libc::timespec {
+            tv_sec: 1_700_000_000,
+            tv_nsec: 5,
+        },
+        ..Statx::default()
+    };
+    let f = fid_of(&st);
+    assert_eq!(f.len(), FID_LEN);
+    assert_eq!(parse_fid(&f).unwrap().0, 0x1000_0000_0001);
+    assert_eq!(
+        parse_fid(&Fid::new(&[2; FID_LEN]).unwrap()),
+        Err(FsError::BadHandle)
+    );
+    let d = makedev(259, 70000);
+    assert_eq!((dev_major(d), dev_minor(d)), (259, 70000));
+}
+
+/// Everything against one cluster (starting one takes seconds).
+#[test]
+fn against_a_cluster() {
+    let Some(cl) = Cluster::start() else { return };
+    let fs = CephFs::new(&cl.config("/")).unwrap();
+    let r = fs.root();
+    let c = root();
+
+    // A subdirectory to export, open as a second client ("another head").
+    let (exp, a) = fs.mkdir(&c, &r, b"exp", &SetAttr::mode(0o777)).unwrap();
+    assert_eq!((a.ftype, a.mode), (FileType::Directory, 0o777));
+    let t = std::time::Instant::now();
+    let fs = CephFs::new(&cl.config("/exp")).unwrap();
+    eprintln!("mount took {:?}", t.elapsed());
+    let other = CephFs::new(&cl.config("/exp")).unwrap();
+    let r = fs.root();
+    assert_eq!(
+        r, exp,
+        "the export root's fid is the directory's, whatever the mount point"
+    );
+    assert_eq!(
+        fs.lookup(&c, &r, b"..").unwrap().0,
+        r,
+        ".. at the export root is the root"
+    );
+
+    // create / write / read / getattr
+    let (f, a) = fs
+        .create(&c, &r, b"file", &CreateHow::Guarded(SetAttr::mode(0o640)))
+        .unwrap();
+    assert_eq!((a.ftype, a.mode, a.size), (FileType::Regular, 0o640, 0));
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let (n, s) = fs.write(&c, &f, 0, &data, Stable::Unstable).unwrap();
+    assert_eq!((n, s), (data.len(), Stable::Unstable));
+    fs.commit(&f).unwrap();
+    let mut buf = vec![0u8; data.len() + 10];
+    let (n, eof) = fs.read(&c, &f, 0, &mut buf).unwrap();
+    assert_eq!((n, eof), (data.len(), true));
+    assert!(buf[..n] == data[..]);
+    let (n, eof) = fs.read(&c, &f, 100, &mut buf[..10]).unwrap();
+    assert_eq!((n, eof), (10, false));
+    assert_eq!(fs.getattr(&f).unwrap().size, data.len() as u64);
+    assert_eq!(
+        fs.create(&c, &r, b"file", &CreateHow::Guarded(SetAttr::default())),
+        Err(FsError::Exist)
+    );
+
+    // The same fid through the other client: same object, same bytes.
+    let a2 = other.getattr(&f).unwrap();
+    assert_eq!(a2.fileid, fs.getattr(&f).unwrap().fileid);
+    let mut buf2 = vec![0u8; data.len()];
+    let (n, _) = other.read(&c, &f, 0, &mut buf2).unwrap();
+    assert_eq!(n, data.len());
+    assert!(buf2 == data);
+    other.write(&c, &f, 0, b"HEAD-B", Stable::FileSync).unwrap();
+    let (n, _) = fs.read(&c, &f, 0, &mut buf[..6]).unwrap();
+    assert_eq!(
+        &buf[..n],
+        b"HEAD-B",
+        "a write through one client is seen through the other"
+    );
+
+    // lookup, setattr
+    let (lf, la) = fs.lookup(&c, &r, b"file").unwrap();
+    assert_eq!(lf, f);
+    assert_eq!(la.fileid, a2.fileid);
+    assert_eq!(fs.lookup(&c, &r, b"nope").unwrap_err(), FsError::NoEnt);
+    let a = fs
+        .setattr(
+            &c,
+            &f,
+            &SetAttr {
+                size: Some(10),
+                mode: Some(0o600),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+    assert_eq!((a.size, a.mode), (10, 0o600));
+    let when = Timespec {
+        secs: 1_000_000,
+        nsecs: 5,
+    };
+    let a = fs
+        .setattr(
+            &c,
+            &f,
+            &SetAttr {
+                mtime: SetTime::ClientTime(when),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(a.mtime, when);
+
+    // exclusive create is idempotent per verifier
+    let v = *b"verifier";
+    let (e1, _) = fs
+        .create(&c, &r, b"excl", &CreateHow::Exclusive(v))
+        .unwrap();
+    let (e2, _) = fs
+        .create(&c, &r, b"excl", &CreateHow::Exclusive(v))
+        .unwrap();
+    assert_eq!(e1, e2);
+    assert_eq!(
+        fs.create(&c, &r, b"excl", &CreateHow::Exclusive(*b"other!!!")),
+        Err(FsError::Exist)
+    );
+
+    // directories, readdir in pages
+    let (d, _) = fs.mkdir(&c, &r, b"dir", &SetAttr::mode(0o755)).unwrap();
+    for i in 0..50 {
+        fs.create(
+            &c,
+            &d,
+            format!("f{i:02}").as_bytes(),
+            &CreateHow::Guarded(SetAttr::default()),
+        )
+        .unwrap();
+    }
+    let mut names = Vec::new();
+    let mut cookie = 0;
+    loop {
+        let p = fs.readdir(&c, &d, cookie, [0; 8], 7, true).unwrap();
+        for e in &p.entries {
+            if e.name != b"." && e.name != b".." {
+                let (pf, pa) = e.plus.as_ref().unwrap();
+                assert_eq!(pa.fileid, e.fileid);
+                assert_eq!(fs.getattr(pf).unwrap().fileid, e.fileid);
+            }
+            names.push(String::from_utf8(e.name.clone()).unwrap());
+        }
+        if p.eof {
+            break;
+        }
+        cookie = p.entries.last().unwrap().cookie;
+    }
+    names.sort();
+    let mut want: Vec<String> = (0..50).map(|i| format!("f{i:02}")).collect();
+    want.push(".".into());
+    want.push("..".into());
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(fs.rmdir(&c, &r, b"dir"), Err(FsError::NotEmpty));
+    // What a local directory's calls answer for a file where a directory
+    // belongs, and for a file renamed onto a non-empty directory.
+    assert_eq!(fs.lookup(&c, &f, b".."), Err(FsError::NotDir));
+    assert_eq!(fs.rename(&c, &f, b"x", &r, b"y"), Err(FsError::NotDir));
+    assert_eq!(fs.rename(&c, &r, b"file", &r, b"dir"), Err(FsError::IsDir));
+    assert_eq!(fs.read(&c, &d, 0, &mut buf[..1]), Err(FsError::IsDir));
+    assert_eq!(
+        fs.write(&c, &d, 0, b"x", Stable::Unstable),
+        Err(FsError::IsDir)
+    );
+    assert_eq!(fs.commit(&d), Err(FsError::IsDir));
+    assert_eq!(
+        fs.setattr(
+            &c,
+            &d,
+            &SetAttr {
+                size: Some(0),
+                ..SetAttr::default()
+            }
+        ),
+        Err(FsError::IsDir)
+    );
+    assert_eq!(fs.link(&c, &d, &r, b"dirlink"), Err(FsError::IsDir));
+
+    // rename, link, symlink, remove, stale
+    fs.rename(&c, &d, b"f00", &r, b"moved").unwrap();
+    assert_eq!(fs.lookup(&c, &d, b"f00").unwrap_err(), FsError::NoEnt);
+    let (m, _) = fs.lookup(&c, &r, b"moved").unwrap();
+    fs.link(&c, &m, &d, b"hard").unwrap();
+    assert_eq!(fs.getattr(&m).unwrap().nlink, 2);
+    let (s, sa) = fs
+        .symlink(&c, &r, b"sym", b"moved", &SetAttr::default())
+        .unwrap();
+    assert_eq!(sa.ftype, FileType::Symlink);
+    assert_eq!(fs.readlink(&c, &s).unwrap(), b"moved");
+    assert_eq!(fs.readlink(&c, &f), Err(FsError::Inval));
+    let (_, na) = fs
+        .mknod(
+            &c,
+            &r,
+            b"fifo",
+            FileType::Fifo,
+            (0, 0),
+            &SetAttr::mode(0o600),
+        )
+        .unwrap();
+    assert_eq!(na.ftype, FileType::Fifo);
+    fs.remove(&c, &r, b"moved").unwrap();
+    fs.remove(&c, &d, b"hard").unwrap();
+    assert_eq!(fs.getattr(&m), Err(FsError::Stale));
+    assert_eq!(other.getattr(&m), Err(FsError::Stale));
+
+    // Ceph checks the caller's permissions.
+    let user = Cred::user(1000, 1000);
+    assert_eq!(
+        fs.create(&user, &d, b"u", &CreateHow::Guarded(SetAttr::default()))
+            .unwrap_err(),
+        FsError::Acces
+    );
+    assert_eq!(
+        fs.write(&user, &f, 0, b"x", Stable::Unstable).unwrap_err(),
+        FsError::Acces
+    );
+    let (uf, ua) = fs
+        .create(
+            &user,
+            &r,
+            b"users",
+            &CreateHow::Guarded(SetAttr::mode(0o644)),
+        )
+        .unwrap();
+    assert_eq!((ua.uid, ua.gid), (1000, 1000));
+    fs.write(&user, &uf, 0, b"mine", Stable::FileSync).unwrap();
+    let acc = fs.access(&user, &f, Access::READ | Access::MODIFY).unwrap();
+    assert_eq!(acc, Access::empty());
+
+    // user extended attributes, seen through the other client too
+    assert!(fs.xattr_support());
+    fs.setxattr(&c, &f, b"colour", b"blue", XattrSet::Create)
+        .unwrap();
+    assert_eq!(
+        fs.setxattr(&c, &f, b"colour", b"red", XattrSet::Create),
+        Err(FsError::Exist)
+    );
+    assert_eq!(
+        fs.setxattr(&c, &f, b"size", b"9", XattrSet::Replace),
+        Err(FsError::NoXattr)
+    );
+    fs.setxattr(&c, &f, b"size", b"9", XattrSet::Either)
+        .unwrap();
+    assert_eq!(other.getxattr(&c, &f, b"colour").unwrap(), b"blue");
+    assert_eq!(
+        fs.listxattrs(&c, &f).unwrap(),
+        vec![b"colour".to_vec(), b"size".to_vec()]
+    );
+    fs.removexattr(&c, &f, b"colour").unwrap();
+    assert_eq!(fs.getxattr(&c, &f, b"colour"), Err(FsError::NoXattr));
+
+    // seek and punching a hole
+    let (h, _) = fs
+        .create(&c, &r, b"holes", &CreateHow::Guarded(SetAttr::default()))
+        .unwrap();
+    fs.write(&c, &h, 0, &[7u8; 8192], Stable::FileSync).unwrap();
+    assert_eq!(fs.seek(&c, &h, 0, SeekWhat::Data).unwrap(), 0);
+    assert_eq!(fs.seek(&c, &h, 10, SeekWhat::Hole).unwrap(), 8192);
+    assert_eq!(fs.seek(&c, &h, 9000, SeekWhat::Data), Err(FsError::NxIo));
+    fs.deallocate(&c, &h, 0, 4096).unwrap();
+    let mut hb = [1u8; 8192];
+    fs.read(&c, &h, 0, &mut hb).unwrap();
+    assert!(hb[..4096].iter().all(|&b| b == 0) && hb[4096..].iter().all(|&b| b == 7));
+    assert_eq!(fs.getattr(&h).unwrap().size, 8192);
+
+    let st = fs.fsstat(&r).unwrap();
+    eprintln!("fsstat {st:?}");
+    fs.sync_all().unwrap();
+    // Handles survive a "restart": a new client resolves the same fids.
+    drop(other);
+    let again = CephFs::new(&cl.config("/exp")).unwrap();
+    assert_eq!(again.getattr(&uf).unwrap().size, 4);
+    assert_eq!(again.root(), r);
+}
