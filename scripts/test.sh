@@ -30,8 +30,9 @@ stage() {  # each stage's start (seconds since the start) and, at the end, a tab
 stage "dependencies"
 bash scripts/deps.sh --test
 export PATH="$HOME/.cargo/bin:$PATH"
-# deps.sh --test installed Ceph: the CephFS tests must run, not skip (~45 s).
-export TARN_REQUIRE_CEPH=1
+# deps.sh --test installed Ceph and etcd: the CephFS and cluster tests must
+# run, not skip (~45 s and ~15 s).
+export TARN_REQUIRE_CEPH=1 TARN_REQUIRE_ETCD=1
 stage "cargo fmt --check"
 cargo fmt --all -- --check
 stage "cargo clippy"
