@@ -185,6 +185,12 @@ async fn closed<S: AsyncRead + Unpin>(s: &mut S) -> Result<bool, ()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ktls_auto_serves_alerts_and_key_updates() {
+    // The server's log lines, shown with --nocapture.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("rpc=debug")
+        .with_ansi(false)
+        .with_test_writer()
+        .try_init();
     let kernel = probe_ulp().is_ok();
     let (cert, key, ca, _dir) = pki();
     let (addr, paths) = start(&cert, &key).await;
