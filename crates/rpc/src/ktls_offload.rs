@@ -287,26 +287,29 @@ impl AsyncRead for KtlsRead {
             take_pending(&mut this.pending, buf);
             return Poll::Ready(Ok(()));
         }
-        loop {
-            match Pin::new(&mut this.rd).poll_read(cx, buf) {
-                Poll::Ready(Err(e)) if e.raw_os_error() == Some(nix::libc::EIO) => {
-                    match this.control_record()? {
-                        Control::Data => {
-                            take_pending(&mut this.pending, buf);
-                            return Poll::Ready(Ok(()));
-                        }
-                        // End of stream: the reader closes the connection
-                        // as when the client does.
-                        Control::Close => return Poll::Ready(Ok(())),
-                        Control::Again => continue,
+        match Pin::new(&mut this.rd).poll_read(cx, buf) {
+            Poll::Ready(Err(e)) if e.raw_os_error() == Some(nix::libc::EIO) => {
+                match this.control_record()? {
+                    Control::Data => {
+                        take_pending(&mut this.pending, buf);
+                        Poll::Ready(Ok(()))
+                    }
+                    // End of stream: the reader closes the connection as
+                    // when the client does.
+                    Control::Close => Poll::Ready(Ok(())),
+                    // Not expected (EIO means a record is waiting): tried
+                    // again from the executor, not in a loop here.
+                    Control::Again => {
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
                     }
                 }
-                Poll::Ready(Err(e)) if e.raw_os_error() == Some(nix::libc::EBADMSG) => {
-                    warn!(peer = %this.peer, "kTLS: a record from the client did not decrypt (EBADMSG); closing the connection");
-                    return Poll::Ready(Err(e));
-                }
-                r => return r,
             }
+            Poll::Ready(Err(e)) if e.raw_os_error() == Some(nix::libc::EBADMSG) => {
+                warn!(peer = %this.peer, "kTLS: a record from the client did not decrypt (EBADMSG); closing the connection");
+                Poll::Ready(Err(e))
+            }
+            r => r,
         }
     }
 }

@@ -376,7 +376,18 @@ async fn start<S: Service>(
         server.obs.tls_path(false);
         return Start::Tls(TlsConn::Corked(Box::new(s)), level, id);
     }
-    match crate::ktls_offload::offload(s, peer).await {
+    // Bounded: rustls may have to finish reading a record the client
+    // began right after the handshake.
+    let r = tokio::time::timeout(
+        server.cfg.record_timeout,
+        crate::ktls_offload::offload(s, peer),
+    )
+    .await;
+    let Ok(r) = r else {
+        warn!(%peer, "kTLS: the switch did not finish in time (a record left unfinished); closing");
+        return Start::Closed;
+    };
+    match r {
         Ok((rd, wr)) => {
             server.obs.tls_path(true);
             debug!(%peer, "kTLS: records in the kernel");
