@@ -250,7 +250,8 @@ impl KtlsRead {
                 match body.first() {
                     // KeyUpdate (RFC 8446 §4.6.3): the client's next records
                     // use a key derived from a traffic secret the ktls crate
-                    // does not keep, so the kernel cannot be given it.
+                    // does not keep, so the kernel cannot be given it (and
+                    // Linux 6.12 refuses a second TLS_RX with EBUSY anyway).
                     Some(24) => {
                         warn!(%peer, "kTLS: the client sent a TLS KeyUpdate; this server cannot give the kernel the client's next key (see docs/tls.md, kTLS); closing the connection, the client reconnects")
                     }
