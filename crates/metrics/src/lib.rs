@@ -159,6 +159,8 @@ pub struct ServerCounters {
     pub closed_unread: AtomicU64,
     /// RPC-with-TLS handshakes done, by the protection given (tls, mtls).
     pub tls_handshakes: [AtomicU64; 2],
+    /// TLS connections by where their records are made: [kernel (kTLS), rustls].
+    pub tls_paths: [AtomicU64; 2],
     /// Failed handshakes, by [`rpc::tls::FAILURE_REASONS`].
     pub tls_failures: [AtomicU64; rpc::tls::FAILURE_REASONS.len()],
     /// Times a connection's calls stopped being read because its replies
@@ -592,6 +594,10 @@ impl Observer for Metrics {
                 s.tls_failures[i].fetch_add(1, Relaxed)
             }
         };
+    }
+
+    fn tls_path(&self, kernel: bool) {
+        self.server.tls_paths[usize::from(!kernel)].fetch_add(1, Relaxed);
     }
 
     fn call_begin(&self, slot: Option<usize>, peer: &dyn PeerStats) {

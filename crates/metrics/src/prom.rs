@@ -367,6 +367,15 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_tls_connections",
+            "RPC-with-TLS connections by where their records are encrypted (ktls: the kernel's TLS ULP, rustls: user space)",
+            [
+                (vec![("path", "ktls".to_string())], v.tls_paths[0]),
+                (vec![("path", "rustls".to_string())], v.tls_paths[1]),
+            ],
+        )?;
+        counter(
+            &mut enc,
             "tarn_tls_handshake_failures",
             "RPC-with-TLS handshakes that failed, by reason (unknown-ca, expired-certificate, no-client-certificate, timeout...)",
             v.tls_failures

@@ -149,6 +149,9 @@ pub struct ServerSnap {
     /// RPC-with-TLS handshakes done: [tls, mtls].
     #[serde(default)]
     pub tls_handshakes: [u64; 2],
+    /// TLS connections by record path: [ktls, rustls].
+    #[serde(default)]
+    pub tls_paths: [u64; 2],
     /// Failed handshakes by reason (only reasons seen).
     #[serde(default)]
     pub tls_failures: Vec<(String, u64)>,
@@ -351,6 +354,7 @@ impl Metrics {
                 s.tls_handshakes[0].load(Relaxed),
                 s.tls_handshakes[1].load(Relaxed),
             ],
+            tls_paths: [s.tls_paths[0].load(Relaxed), s.tls_paths[1].load(Relaxed)],
             tls_failures: rpc::tls::FAILURE_REASONS
                 .iter()
                 .zip(&s.tls_failures)

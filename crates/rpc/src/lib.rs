@@ -19,6 +19,7 @@ pub mod client;
 pub mod conn_limits;
 pub mod drc;
 pub mod gss;
+pub mod ktls_offload;
 pub mod msg;
 pub mod observe;
 pub mod pipeline;

@@ -216,6 +216,12 @@ pub trait Observer: Send + Sync + 'static {
         let _ = r;
     }
 
+    /// A TLS connection's records go through the kernel (kTLS: true) or
+    /// rustls (false).
+    fn tls_path(&self, kernel: bool) {
+        let _ = kernel;
+    }
+
     /// A call starts executing (after its queue wait); `slot` is its
     /// procedure's metric slot ([`crate::Procedure`]).
     fn call_begin(&self, slot: Option<usize>, peer: &dyn PeerStats) {

@@ -269,15 +269,28 @@ impl ConnRead for tokio::net::tcp::OwnedReadHalf {
 // Under TLS the ACK hint is not worth a way to the socket through the
 // split: rustls reads whole TLS records anyway.
 impl ConnRead for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<TcpStream>> {}
+impl ConnRead
+    for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<ktls::CorkStream<TcpStream>>>
+{
+}
+
+/// A handshaken TLS connection, by where its records are made.
+enum TlsConn {
+    /// rustls (kTLS off or not available).
+    User(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// rustls, prepared for kTLS but the kernel does not take the cipher.
+    Corked(Box<tokio_rustls::server::TlsStream<ktls::CorkStream<TcpStream>>>),
+    /// The kernel's TLS ULP.
+    Kernel(
+        crate::ktls_offload::KtlsRead,
+        crate::ktls_offload::KtlsWrite,
+    ),
+}
 
 /// What became of a connection's first record when TLS is configured.
 enum Start {
     Plain(TcpStream),
-    Tls(
-        Box<tokio_rustls::server::TlsStream<TcpStream>>,
-        XprtSec,
-        Option<Arc<TlsIdentity>>,
-    ),
+    Tls(TlsConn, XprtSec, Option<Arc<TlsIdentity>>),
     Closed,
 }
 
@@ -340,6 +353,68 @@ async fn start<S: Service>(
     {
         return Start::Closed;
     }
+    let ktls = tls.ktls();
+    if !ktls.wanted() {
+        let Some((s, level, id)) = handshake(server, tls, stream, peer).await else {
+            return Start::Closed;
+        };
+        server.obs.tls_path(false);
+        return Start::Tls(TlsConn::User(Box::new(s)), level, id);
+    }
+    // For kTLS rustls must stop reading at a record boundary once the
+    // handshake is done: the cork stream makes it.
+    let Some((s, level, id)) = handshake(server, tls, ktls::CorkStream::new(stream), peer).await
+    else {
+        return Start::Closed;
+    };
+    let suite = s.get_ref().1.negotiated_cipher_suite();
+    let takes = match suite {
+        Some(suite) => ktls.takes(suite).await,
+        None => false,
+    };
+    if !takes {
+        server.obs.tls_path(false);
+        return Start::Tls(TlsConn::Corked(Box::new(s)), level, id);
+    }
+    // Bounded: rustls may have to finish reading a record the client
+    // began right after the handshake.
+    let r = tokio::time::timeout(
+        server.cfg.record_timeout,
+        crate::ktls_offload::offload(s, peer),
+    )
+    .await;
+    let Ok(r) = r else {
+        warn!(%peer, "kTLS: the switch did not finish in time (a record left unfinished); closing");
+        return Start::Closed;
+    };
+    match r {
+        Ok((rd, wr)) => {
+            server.obs.tls_path(true);
+            debug!(%peer, "kTLS: records in the kernel");
+            Start::Tls(TlsConn::Kernel(rd, wr), level, id)
+        }
+        Err(e) => {
+            ktls.failed(peer, &e);
+            Start::Closed
+        }
+    }
+}
+
+/// The TLS handshake on a connection that answered STARTTLS: the stream,
+/// the protection it gives and the identity its certificate maps to.
+async fn handshake<S: Service, IO>(
+    server: &Server<S>,
+    tls: &crate::tls::TlsServer,
+    stream: IO,
+    peer: SocketAddr,
+) -> Option<(
+    tokio_rustls::server::TlsStream<IO>,
+    XprtSec,
+    Option<Arc<TlsIdentity>>,
+)>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let acc = tls.acceptor();
     // The certificate the client presents is noted for the failure record.
     let (r, presented) = crate::tls_events::PRESENTED
@@ -370,20 +445,20 @@ async fn start<S: Service>(
                 .and_then(|c| c.first())
                 .filter(|_| level == XprtSec::Mtls)
                 .and_then(|c| tls.identity(c));
-            Start::Tls(Box::new(s), level, id.map(Arc::new))
+            Some((s, level, id.map(Arc::new)))
         }
         Ok(Err(e)) => {
             let reason = crate::tls::failure_reason(&e);
             server.obs.tls_handshake(Err(reason));
             warn!(%peer, reason, error = %e, "TLS handshake failed");
             crate::tls_events::global().handshake_failed(peer, reason, &e, presented.as_deref());
-            Start::Closed
+            None
         }
         Err(_) => {
             server.obs.tls_handshake(Err("timeout"));
             warn!(%peer, "TLS handshake timed out");
             crate::tls_events::global().handshake_timed_out(peer, presented.as_deref());
-            Start::Closed
+            None
         }
     }
 }
@@ -401,9 +476,21 @@ pub async fn serve_connection<S: Service>(
         None => (stream, XprtSec::None),
         Some(tls) => match start(&server, &tls, stream, peer, &mut asm, &mut buf).await {
             Start::Plain(s) => (s, XprtSec::None),
-            Start::Tls(s, level, id) => {
-                let (rd, wr) = tokio::io::split(*s);
-                run_connection(server, rd, wr, peer, (level, id), asm, buf).await;
+            Start::Tls(conn, level, id) => {
+                let sec = (level, id);
+                match conn {
+                    TlsConn::User(s) => {
+                        let (rd, wr) = tokio::io::split(*s);
+                        run_connection(server, rd, wr, peer, sec, asm, buf).await;
+                    }
+                    TlsConn::Corked(s) => {
+                        let (rd, wr) = tokio::io::split(*s);
+                        run_connection(server, rd, wr, peer, sec, asm, buf).await;
+                    }
+                    TlsConn::Kernel(rd, wr) => {
+                        run_connection(server, rd, wr, peer, sec, asm, buf).await;
+                    }
+                }
                 return;
             }
             Start::Closed => return,

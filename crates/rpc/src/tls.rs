@@ -2,7 +2,8 @@
 //! STARTTLS verifier, then both ends run a TLS 1.3 handshake (ALPN
 //! "sunrpc") on the same TCP connection and speak RPC inside it.
 //!
-//! TLS runs in user space (rustls); kernel TLS offload is not used yet.
+//! The handshake runs in user space (rustls); the record layer then stays
+//! there or goes to the kernel ([`crate::ktls_offload`], `tls.ktls`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::rpc::{OpaqueAuth, AUTH_NONE};
@@ -196,6 +197,8 @@ impl TlsFiles {
             )
         })?;
         c.alpn_protocols = vec![ALPN.to_vec()];
+        // kTLS needs the traffic keys once the handshake is done.
+        c.enable_secret_extraction = true;
         Ok(c)
     }
 }
@@ -207,6 +210,8 @@ pub struct TlsServer {
     cfg: RwLock<Arc<rustls::ServerConfig>>,
     /// Client certificates mapped to users ([`crate::tls_identity`]).
     identities: RwLock<Arc<Vec<crate::tls_identity::IdentityRule>>>,
+    /// kTLS offload (set once at startup; unset: off).
+    ktls: std::sync::OnceLock<crate::ktls_offload::Ktls>,
 }
 
 impl TlsServer {
@@ -216,6 +221,7 @@ impl TlsServer {
             files: RwLock::new(files),
             cfg: RwLock::new(cfg),
             identities: Default::default(),
+            ktls: Default::default(),
         }))
     }
 
@@ -241,6 +247,18 @@ impl TlsServer {
     pub fn identity(&self, cert: &[u8]) -> Option<crate::tls_identity::TlsIdentity> {
         let rules = self.identities.read().unwrap().clone();
         crate::tls_identity::map(&rules, cert)
+    }
+
+    /// Sets the kTLS mode (probing the kernel with `auto`); once, at
+    /// startup: a reload keeps it.
+    pub fn set_ktls(&self, mode: crate::ktls_offload::KtlsMode) -> &crate::ktls_offload::Ktls {
+        let _ = self.ktls.set(crate::ktls_offload::Ktls::new(mode));
+        self.ktls()
+    }
+
+    pub fn ktls(&self) -> &crate::ktls_offload::Ktls {
+        self.ktls
+            .get_or_init(|| crate::ktls_offload::Ktls::new(crate::ktls_offload::KtlsMode::Off))
     }
 
     /// The files in force.

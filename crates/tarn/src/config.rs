@@ -108,6 +108,8 @@ pub struct Config {
     pub tls: Option<rpc::tls::TlsFiles>,
     /// `[[tls.identity]]`: client certificates mapped to users, in order.
     pub tls_identities: Vec<rpc::tls_identity::IdentityRule>,
+    /// `[tls] ktls`: kernel TLS offload (default auto).
+    pub tls_ktls: Option<rpc::ktls_offload::KtlsMode>,
     /// `[cluster]`: recovery records and grace shared through etcd.
     pub cluster: Option<ClusterConfig>,
 }
@@ -190,6 +192,8 @@ struct RawTls {
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    /// "auto" or "off".
+    ktls: Option<Spanned<String>>,
     #[serde(default)]
     identity: Vec<Spanned<RawIdentity>>,
 }
@@ -657,11 +661,19 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
         }
     }
     let mut tls_identities = Vec::new();
+    let mut tls_ktls = None;
     let tls = match raw.tls {
         None => None,
         Some(t) => {
             let span = t.span();
             let t = t.into_inner();
+            if let Some(k) = &t.ktls {
+                tls_ktls = Some(
+                    k.get_ref()
+                        .parse()
+                        .map_err(|e| format!("{f}:{}: [tls] ktls = {e}", at(&k.span())))?,
+                );
+            }
             for i in t.identity {
                 let i = i.into_inner();
                 let m = i.matches;
@@ -778,6 +790,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
         limits,
         tls,
         tls_identities,
+        tls_ktls,
     })
 }
 
@@ -1198,6 +1211,22 @@ mod tests {
         use rpc::tls::XprtSec;
         assert_eq!(c.exports[0].xprtsec, vec![XprtSec::Tls, XprtSec::Mtls]);
         assert_eq!(c.tls.unwrap().cert, PathBuf::from("/s.pem"));
+        assert_eq!(c.tls_ktls, None);
+        let c = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\nktls = \"off\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap();
+        assert_eq!(c.tls_ktls, Some(rpc::ktls_offload::KtlsMode::Off));
+        let e = parse(
+            Path::new("t.toml"),
+            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\nktls = \"on\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:4:") && e.contains("expected \"auto\" or \"off\""),
+            "{e}"
+        );
         let c = parse(
             Path::new("t.toml"),
             "[[export]]\npath = \"/srv\"\nclients = []\n",

@@ -251,6 +251,10 @@ struct SecOpts {
     /// tls, mtls (default all). With --config, use `xprtsec` per export.
     #[arg(long, value_name = "LIST")]
     xprtsec: Option<String>,
+    /// Kernel TLS offload after the handshake: auto (where the kernel has
+    /// the TLS ULP and the cipher; else rustls) or off. Or [tls] ktls.
+    #[arg(long, value_name = "auto|off")]
+    tls_ktls: Option<rpc::ktls_offload::KtlsMode>,
     /// The RPCSEC_GSS sequence window advertised to clients.
     #[arg(long, value_name = "CALLS", default_value_t = 128)]
     gss_window: u32,
@@ -670,6 +674,7 @@ fn build_config(
                     tls: None,
                     tls_identities: Vec::new(),
                     cluster: None,
+                    tls_ktls: None,
                 },
                 state_dir.unwrap_or_else(default_state_dir),
             )
@@ -1338,7 +1343,10 @@ fn tls_server(
     rpc::tls_events::global().set_server(rpc::tls_events::ServerTls::of(&files));
     log_identity_rules(&cfg.tls_identities, &t);
     t.set_identities(cfg.tls_identities.clone());
-    info!(cert = %files.cert.display(), client_ca = ?files.client_ca, "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; no kTLS offload)");
+    let ktls = t.set_ktls(sec.tls_ktls.or(cfg.tls_ktls).unwrap_or_default());
+    // The one line that says why connections stay on rustls, if they do
+    // (the metric tarn_tls_connections counts each path).
+    info!(cert = %files.cert.display(), client_ca = ?files.client_ca, ktls = %ktls.mode(), "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; {})", ktls.summary());
     Ok(Some(t))
 }
 

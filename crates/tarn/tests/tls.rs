@@ -469,3 +469,93 @@ fn bench_over_tls() {
     ]);
     assert!(e.contains("CA"), "{e}");
 }
+
+/// The `tarn_tls_connections_total` series by path, from the metrics page.
+fn tls_paths(maddr: &str) -> (f64, f64) {
+    let mut c = TcpStream::connect(maddr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    let value = |series: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {body}"))
+    };
+    (
+        value("tarn_tls_connections_total{path=\"ktls\"}"),
+        value("tarn_tls_connections_total{path=\"rustls\"}"),
+    )
+}
+
+/// `--tls-ktls auto`: where the kernel has no TLS ULP (no `CONFIG_TLS`,
+/// as on the development host) every connection stays on rustls and
+/// works, the startup line says why once (not per connection), and the
+/// metric counts the rustls path; where it has one, the connections go
+/// to the kernel and work the same. `off` keeps them all on rustls.
+#[test]
+fn ktls_auto_offloads_or_falls_back() {
+    let pki = Pki::new();
+    let want = PATTERN.repeat(100);
+    let ulp = rpc::ktls_offload::probe_ulp();
+    for mode in ["auto", "off"] {
+        let maddr = format!("127.0.0.1:{}", free_port());
+        let s = pki.server_with("tls,mtls", &["--metrics", &maddr, "--tls-ktls", mode]);
+        put_file(&s, "f.txt");
+        // NFSv4.1 (one connection) and NFSv3 (MOUNT, then NFS).
+        for vers in ["4.1", "3"] {
+            let u = pki.url(
+                s.port(),
+                "f.txt",
+                &format!("xprtsec=tls&tls-ca=CA&vers={vers}"),
+            );
+            assert_eq!(tarn(&["cat", &u]), want, "{mode}: NFSv{vers} over TLS");
+            // Writing too.
+            let up = pki.url(
+                s.port(),
+                &format!("copy{vers}"),
+                &format!("xprtsec=tls&tls-ca=CA&vers={vers}"),
+            );
+            tarn(&["cp", s.export.join("f.txt").to_str().unwrap(), &up]);
+            assert_eq!(
+                std::fs::read_to_string(s.export.join(format!("copy{vers}"))).unwrap(),
+                want
+            );
+        }
+        let (kernel, user) = tls_paths(&maddr);
+        let log = s.log_text();
+        let done = log.matches("TLS handshake done").count() as f64;
+        assert!(done >= 4.0, "{log}");
+        assert_eq!(
+            kernel + user,
+            done,
+            "every TLS connection counted once: {log}"
+        );
+        match (mode, &ulp) {
+            ("off", _) => {
+                assert_eq!(kernel, 0.0);
+                assert!(
+                    log.contains("no kTLS offload (tls.ktls = \"off\")"),
+                    "{log}"
+                );
+            }
+            (_, Err(why)) => {
+                assert_eq!(kernel, 0.0, "{log}");
+                // Said once, at startup, whatever the connections.
+                assert_eq!(
+                    log.matches("connections stay on rustls").count(),
+                    1,
+                    "{log}"
+                );
+                assert!(
+                    log.contains("no TLS ULP") || log.contains(&why[..20]),
+                    "{log}"
+                );
+            }
+            (_, Ok(())) => {
+                assert_eq!(user, 0.0, "the kernel took every connection: {log}");
+                assert!(log.contains("kTLS offload: auto"), "{log}");
+            }
+        }
+    }
+}
