@@ -64,6 +64,7 @@ pub mod faulty;
 pub mod handle;
 pub mod local;
 pub mod memory;
+mod mode;
 pub mod nowait;
 
 pub use handle::{Handle, HandleKey};

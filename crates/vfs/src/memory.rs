@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::mode::{may, R, W, X};
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
     DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable, Timespec,
@@ -97,25 +98,6 @@ fn now() -> Timespec {
         secs: d.as_secs() as i64,
         nsecs: d.subsec_nanos(),
     }
-}
-
-const R: u32 = 4;
-const W: u32 = 2;
-const X: u32 = 1;
-
-/// Mode-bit check for `want` (R/W/X bits).
-fn may(cred: &Cred, a: &Attr, want: u32) -> bool {
-    if cred.uid == 0 {
-        return want & X == 0 || a.ftype == FileType::Directory || a.mode & 0o111 != 0;
-    }
-    let bits = if cred.uid == a.uid {
-        a.mode >> 6
-    } else if cred.in_group(a.gid) {
-        a.mode >> 3
-    } else {
-        a.mode
-    } & 7;
-    bits & want == want
 }
 
 fn is_owner(cred: &Cred, a: &Attr) -> bool {

@@ -24,6 +24,7 @@ mod ffi;
 
 use std::ffi::CString;
 
+use crate::mode::{may, R, W, X};
 use crate::{
     check_name, check_new_name, check_rename_names, user_xattr_name, Access, Attr, CreateHow, Cred,
     DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
@@ -162,26 +163,6 @@ fn dev_minor(d: u64) -> u32 {
 fn makedev(major: u32, minor: u32) -> u64 {
     let (ma, mi) = (major as u64, minor as u64);
     ((ma & 0xffff_f000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0xff)
-}
-
-const R: u32 = 4;
-const W: u32 = 2;
-const X: u32 = 1;
-
-/// Mode-bit check (as the memory backend: root may do all but execute a
-/// file nobody may execute).
-fn may(cred: &Cred, a: &Attr, want: u32) -> bool {
-    if cred.uid == 0 {
-        return want & X == 0 || a.ftype == FileType::Directory || a.mode & 0o111 != 0;
-    }
-    let bits = if cred.uid == a.uid {
-        a.mode >> 6
-    } else if cred.in_group(a.gid) {
-        a.mode >> 3
-    } else {
-        a.mode
-    } & 7;
-    bits & want == want
 }
 
 fn now() -> Timespec {
