@@ -419,29 +419,7 @@ impl Backend for MemFs {
     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
         self.with(|s| {
             let a = &s.node(s.resolve(fid)?).attr;
-            let table: &[(Access, u32)] = if a.ftype == FileType::Directory {
-                &[
-                    (Access::READ, R),
-                    (Access::LOOKUP, X),
-                    (Access::MODIFY, W | X),
-                    (Access::EXTEND, W | X),
-                    (Access::DELETE, W | X),
-                ]
-            } else {
-                &[
-                    (Access::READ, R),
-                    (Access::MODIFY, W),
-                    (Access::EXTEND, W),
-                    (Access::EXECUTE, X),
-                ]
-            };
-            let mut ok = Access::empty();
-            for &(bit, m) in table {
-                if want.contains(bit) && may(cred, a, m) {
-                    ok |= bit;
-                }
-            }
-            Ok(ok)
+            Ok(crate::mode::access(cred, a, want))
         })
     }
 

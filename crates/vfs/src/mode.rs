@@ -1,7 +1,7 @@
 //! Permission from mode bits alone, for backends that cannot ask the
 //! kernel as the caller (the in-memory one; CephFS's ACCESS answers).
 
-use crate::{Attr, Cred, FileType};
+use crate::{Access, Attr, Cred, FileType};
 
 pub(crate) const R: u32 = 4;
 pub(crate) const W: u32 = 2;
@@ -21,4 +21,32 @@ pub(crate) fn may(cred: &Cred, a: &Attr, want: u32) -> bool {
         a.mode
     } & 7;
     bits & want == want
+}
+
+/// The ACCESS bits of `want` that `cred` has on `a` by its mode bits
+/// (a directory's MODIFY, EXTEND and DELETE need write and search).
+pub(crate) fn access(cred: &Cred, a: &Attr, want: Access) -> Access {
+    let table: &[(Access, u32)] = if a.ftype == FileType::Directory {
+        &[
+            (Access::READ, R),
+            (Access::LOOKUP, X),
+            (Access::MODIFY, W | X),
+            (Access::EXTEND, W | X),
+            (Access::DELETE, W | X),
+        ]
+    } else {
+        &[
+            (Access::READ, R),
+            (Access::MODIFY, W),
+            (Access::EXTEND, W),
+            (Access::EXECUTE, X),
+        ]
+    };
+    let mut ok = Access::empty();
+    for &(bit, m) in table {
+        if want.contains(bit) && may(cred, a, m) {
+            ok |= bit;
+        }
+    }
+    ok
 }

@@ -24,7 +24,6 @@ mod ffi;
 
 use std::ffi::CString;
 
-use crate::mode::{may, R, W, X};
 use crate::{
     check_name, check_new_name, check_rename_names, user_xattr_name, Access, Attr, CreateHow, Cred,
     DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
@@ -435,29 +434,7 @@ impl crate::Backend for CephFs {
 
     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
         let a = self.getattr(fid)?;
-        let table: &[(Access, u32)] = if a.ftype == FileType::Directory {
-            &[
-                (Access::READ, R),
-                (Access::LOOKUP, X),
-                (Access::MODIFY, W | X),
-                (Access::EXTEND, W | X),
-                (Access::DELETE, W | X),
-            ]
-        } else {
-            &[
-                (Access::READ, R),
-                (Access::MODIFY, W),
-                (Access::EXTEND, W),
-                (Access::EXECUTE, X),
-            ]
-        };
-        let mut ok = Access::empty();
-        for &(bit, m) in table {
-            if want.contains(bit) && may(cred, &a, m) {
-                ok |= bit;
-            }
-        }
-        Ok(ok)
+        Ok(crate::mode::access(cred, &a, want))
     }
 
     fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
