@@ -28,6 +28,22 @@ fn fails(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `f.txt` read over TLS with NFS version `vers` equals `want`, and a copy
+/// written onto the server over TLS reads back the same (`what` names the
+/// run in a failure).
+fn round_trip_over_tls(pki: &Pki, s: &TestServer, vers: &str, want: &str, what: &str) {
+    let q = format!("xprtsec=tls&tls-ca=CA&vers={vers}");
+    let u = pki.url(s.port(), "f.txt", &q);
+    assert_eq!(tarn(&["cat", &u]), want, "{what}: NFSv{vers} over TLS");
+    let up = pki.url(s.port(), &format!("copy{vers}"), &q);
+    tarn(&["cp", s.export.join("f.txt").to_str().unwrap(), &up]);
+    assert_eq!(
+        std::fs::read_to_string(s.export.join(format!("copy{vers}"))).unwrap(),
+        want,
+        "{what}: NFSv{vers} write over TLS"
+    );
+}
+
 #[test]
 fn tls_round_trips_and_plain_refused() {
     let pki = Pki::new();
@@ -35,23 +51,7 @@ fn tls_round_trips_and_plain_refused() {
     put_file(&s, "f.txt");
     let want = PATTERN.repeat(100);
     for vers in ["4.1", "3"] {
-        let u = pki.url(
-            s.port(),
-            "f.txt",
-            &format!("xprtsec=tls&tls-ca=CA&vers={vers}"),
-        );
-        assert_eq!(tarn(&["cat", &u]), want, "NFSv{vers} over TLS");
-        // Writing too: a copy onto the server and back.
-        let up = pki.url(
-            s.port(),
-            &format!("copy{vers}"),
-            &format!("xprtsec=tls&tls-ca=CA&vers={vers}"),
-        );
-        tarn(&["cp", s.export.join("f.txt").to_str().unwrap(), &up]);
-        assert_eq!(
-            std::fs::read_to_string(s.export.join(format!("copy{vers}"))).unwrap(),
-            want
-        );
+        round_trip_over_tls(&pki, &s, vers, &want, "");
     }
     // By name as well as by IP address SAN.
     let by_name = pki
@@ -504,23 +504,7 @@ fn ktls_auto_offloads_or_falls_back() {
         put_file(&s, "f.txt");
         // NFSv4.1 (one connection) and NFSv3 (MOUNT, then NFS).
         for vers in ["4.1", "3"] {
-            let u = pki.url(
-                s.port(),
-                "f.txt",
-                &format!("xprtsec=tls&tls-ca=CA&vers={vers}"),
-            );
-            assert_eq!(tarn(&["cat", &u]), want, "{mode}: NFSv{vers} over TLS");
-            // Writing too.
-            let up = pki.url(
-                s.port(),
-                &format!("copy{vers}"),
-                &format!("xprtsec=tls&tls-ca=CA&vers={vers}"),
-            );
-            tarn(&["cp", s.export.join("f.txt").to_str().unwrap(), &up]);
-            assert_eq!(
-                std::fs::read_to_string(s.export.join(format!("copy{vers}"))).unwrap(),
-                want
-            );
+            round_trip_over_tls(&pki, &s, vers, &want, mode);
         }
         let (kernel, user) = tls_paths(&maddr);
         let log = s.log_text();
