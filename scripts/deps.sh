@@ -4,7 +4,7 @@
 # Rust toolchain (rustup, if cargo is missing). With --test, also what the
 # tests use: libnfs-utils (a real NFS client), NFS-Ganesha (a server nobody
 # here wrote: scripts/ganesha-run.sh), rpcbind, an MIT KDC and its
-# tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply (pynfs), fuse3
+# tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply and python3-gssapi (pynfs, its 4.0 krb5i pass), fuse3
 # (fusermount3, for `tarn mount` and its tests), fio (verified I/O through
 # the mount, and its 4 KiB random-read bench), etcd-server (the cluster tests' recovery store), tcpdump (the guest lab's TLS cases
 # capture the tap device to show no plaintext passes), openssl (the TLS tests' throwaway CAs), and the guest
@@ -22,7 +22,7 @@ fi
 if [ "${1:-}" = --test ]; then
   pkgs+=(krb5-kdc krb5-admin-server krb5-user libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
          systemd dpkg-dev
-         busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply
+         busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply python3-gssapi
          nfs-ganesha nfs-ganesha-vfs fuse3 fio tcpdump openssl etcd-server)
 fi
 need=()
