@@ -160,6 +160,8 @@ struct Api {
         *const UserPerm,
     ) -> c_int,
     ll_close: unsafe extern "C" fn(*mut Cmount, *mut Fh) -> c_int,
+    ll_getlk: unsafe extern "C" fn(*mut Cmount, *mut Fh, *mut libc::flock, u64) -> c_int,
+    ll_setlk: unsafe extern "C" fn(*mut Cmount, *mut Fh, *mut libc::flock, u64, c_int) -> c_int,
     ll_read: unsafe extern "C" fn(*mut Cmount, *mut Fh, i64, u64, *mut c_char) -> c_int,
     ll_write: unsafe extern "C" fn(*mut Cmount, *mut Fh, i64, u64, *const c_char) -> c_int,
     ll_fsync: unsafe extern "C" fn(*mut Cmount, *mut Fh, c_int) -> c_int,
@@ -315,6 +317,8 @@ impl Api {
             ll_setattr: sym!(lib, "ceph_ll_setattr"),
             ll_open: sym!(lib, "ceph_ll_open"),
             ll_close: sym!(lib, "ceph_ll_close"),
+            ll_getlk: sym!(lib, "ceph_ll_getlk"),
+            ll_setlk: sym!(lib, "ceph_ll_setlk"),
             ll_read: sym!(lib, "ceph_ll_read"),
             ll_write: sym!(lib, "ceph_ll_write"),
             ll_fsync: sym!(lib, "ceph_ll_fsync"),
@@ -957,6 +961,73 @@ impl Mount {
         check(unsafe { (self.api.ll_removexattr)(self.cm, i.p, name.as_ptr(), perms.p) }).map(drop)
     }
 
+    /// Opens a file for POSIX locks. The handle outlives any borrow (the
+    /// backend keeps it while locks are held through it) and must be given
+    /// back to [`Mount::close_lock_fh`] of this mount.
+    pub fn open_lock_fh(
+        &self,
+        i: &InodeRef<'_>,
+        flags: c_int,
+        perms: &Perms<'_>,
+    ) -> Result<LockFh, Errno> {
+        let mut fh = std::ptr::null_mut();
+        // SAFETY: live inode, out pointer; closed by close_lock_fh.
+        check(unsafe { (self.api.ll_open)(self.cm, i.p, flags, &mut fh, perms.p) })?;
+        Ok(LockFh { cm: self.cm, fh })
+    }
+
+    /// Closes a lock handle: libcephfs drops every lock taken through it.
+    pub fn close_lock_fh(&self, f: LockFh) {
+        assert_eq!(f.cm, self.cm, "lock handle of another mount");
+        // SAFETY: opened on this mount by open_lock_fh; `f` is consumed, so
+        // it is closed once.
+        unsafe { (self.api.ll_close)(self.cm, f.fh) };
+    }
+
+    /// `ceph_ll_setlk` without waiting: `l_type` F_RDLCK, F_WRLCK or
+    /// F_UNLCK on `[start, start + len)` (`len` 0: to the end) for `owner`.
+    /// EAGAIN: another owner (of this or another client) holds a
+    /// conflicting lock.
+    pub fn setlk(
+        &self,
+        f: &LockFh,
+        l_type: c_int,
+        start: u64,
+        len: u64,
+        owner: u64,
+    ) -> Result<(), Errno> {
+        assert_eq!(f.cm, self.cm, "lock handle of another mount");
+        let mut fl = flock(l_type, start, len);
+        // SAFETY: open handle of this mount, initialised flock; sleep 0
+        // never blocks on a conflict.
+        check(unsafe { (self.api.ll_setlk)(self.cm, f.fh, &mut fl, owner, 0) }).map(drop)
+    }
+
+    /// `ceph_ll_getlk`: None if `owner` could take the lock, else one
+    /// conflicting lock as (type, start, len; `len` 0 to the end).
+    pub fn getlk(
+        &self,
+        f: &LockFh,
+        l_type: c_int,
+        start: u64,
+        len: u64,
+        owner: u64,
+    ) -> Result<Option<(c_int, u64, u64)>, Errno> {
+        assert_eq!(f.cm, self.cm, "lock handle of another mount");
+        let mut fl = flock(l_type, start, len);
+        // SAFETY: open handle of this mount; libcephfs writes the answer
+        // into `fl`.
+        check(unsafe { (self.api.ll_getlk)(self.cm, f.fh, &mut fl, owner) })?;
+        if fl.l_type as c_int == libc::F_UNLCK {
+            return Ok(None);
+        }
+        Ok(Some((
+            fl.l_type as c_int,
+            fl.l_start.max(0) as u64,
+            fl.l_len.max(0) as u64,
+        )))
+    }
+
     pub fn sync_fs(&self) -> Result<(), Errno> {
         // SAFETY: mounted handle.
         check(unsafe { (self.api.sync_fs)(self.cm) }).map(drop)
@@ -1014,6 +1085,31 @@ impl Drop for FileRef<'_> {
         }
     }
 }
+
+fn flock(l_type: c_int, start: u64, len: u64) -> libc::flock {
+    // SAFETY: flock is plain integers; all zero is a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = l_type as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start.min(i64::MAX as u64) as libc::off_t;
+    fl.l_len = len.min(i64::MAX as u64) as libc::off_t;
+    fl
+}
+
+/// An open file kept for POSIX locks (ceph Fh), not tied to a borrow of
+/// its mount: the owner closes it with [`Mount::close_lock_fh`] (a handle
+/// never closed stays open until the mount is released, which drops its
+/// locks too).
+pub struct LockFh {
+    cm: *mut Cmount,
+    fh: *mut Fh,
+}
+
+// SAFETY: a Fh is used from any thread under libcephfs's client lock; the
+// pointers are only dereferenced by libcephfs, through the mount that made
+// them (checked on every use).
+unsafe impl Send for LockFh {}
+unsafe impl Sync for LockFh {}
 
 /// An open directory stream.
 pub struct DirRef<'m> {

@@ -17,8 +17,12 @@
 //! the capabilities and the data cache per inode, not per open, so this
 //! costs a lock round in the client, not a trip to the MDS.
 //!
-//! Not done yet: POSIX locks (ceph_ll_setlk) and delegations
-//! (ceph_ll_delegation) under NFS's, allocate, copy/clone offload.
+//! Byte-range locks are also taken in Ceph (`ceph_ll_setlk`, never
+//! waiting), so the MDS makes locks taken through different heads
+//! conflict; see [`CephFs::lock_handles`] for the handles they need.
+//!
+//! Not done yet: delegations (ceph_ll_delegation) under NFS's, allocate,
+//! copy/clone offload.
 
 mod ffi;
 
@@ -29,7 +33,9 @@ use crate::{
     DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
     Timespec, XattrSet, XATTR_SIZE_MAX, XATTR_USER_PREFIX,
 };
-use ffi::{InodeRef, Mount, Perms, Statx};
+use ffi::{InodeRef, LockFh, Mount, Perms, Statx};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 pub use ffi::available;
 
@@ -100,6 +106,83 @@ pub struct CephFs {
     root: Fid,
     root_ino: u64,
     fsid: u64,
+    /// By inode number: the handle the file's POSIX locks are held through.
+    /// libcephfs ties a lock to the Fh it was taken through and drops it
+    /// when that Fh closes, so one Fh stays open per file while any owner
+    /// holds a lock on it. One mutex for all: lock calls are rare next to
+    /// I/O, and it keeps opening, locking and closing a file's handle in
+    /// one order.
+    locks: Mutex<HashMap<u64, LockFile>>,
+}
+
+struct LockFile {
+    fh: LockFh,
+    /// Per owner: the ranges it holds (first and last byte), only to know
+    /// when the last lock is gone and the handle may close.
+    held: HashMap<u64, Vec<(u64, u64)>>,
+}
+
+impl Drop for CephFs {
+    fn drop(&mut self) {
+        // Before the mount goes (closing drops the locks in Ceph).
+        for (_, f) in self.locks.get_mut().unwrap().drain() {
+            self.m.close_lock_fh(f.fh);
+        }
+    }
+}
+
+/// Marks a lock owner as complete in itself: the MDS then tells owners
+/// apart by this number alone (not also by the pid), as the kernel client
+/// does.
+const OWNER_BIT: u64 = 1 << 63;
+
+/// A lock range as Ceph takes it: start and length, 0 meaning to the end.
+/// Ceph offsets are signed 64-bit: a range past that reaches the end.
+fn ceph_range(offset: u64, length: u64) -> (u64, u64) {
+    let start = offset.min(i64::MAX as u64);
+    match offset.checked_add(length) {
+        Some(end) if length != u64::MAX && end <= i64::MAX as u64 => (start, length),
+        _ => (start, 0),
+    }
+}
+
+/// First and last byte of a Ceph range.
+fn inclusive(start: u64, len: u64) -> (u64, u64) {
+    if len == 0 {
+        (start, u64::MAX)
+    } else {
+        (start, start + len - 1)
+    }
+}
+
+fn range_lock(t: std::ffi::c_int, start: u64, len: u64) -> crate::RangeLock {
+    crate::RangeLock {
+        offset: start,
+        length: if len == 0 { u64::MAX } else { len },
+        kind: if t == libc::F_WRLCK {
+            crate::LockType::Write
+        } else {
+            crate::LockType::Read
+        },
+    }
+}
+
+/// `held` without `[s, e]`.
+fn subtract(held: &mut Vec<(u64, u64)>, s: u64, e: u64) {
+    let mut out = Vec::with_capacity(held.len() + 1);
+    for &(a, b) in held.iter() {
+        if b < s || a > e {
+            out.push((a, b));
+            continue;
+        }
+        if a < s {
+            out.push((a, s - 1));
+        }
+        if b > e {
+            out.push((e + 1, b));
+        }
+    }
+    *held = out;
 }
 
 const FID_VERSION: u8 = 1;
@@ -242,6 +325,42 @@ impl CephFs {
             root,
             root_ino,
             fsid,
+            locks: Mutex::default(),
+        })
+    }
+
+    /// How many files have a handle open for locks (for tests and
+    /// diagnostics): one per file some owner holds a lock on.
+    pub fn lock_handles(&self) -> usize {
+        self.locks.lock().unwrap().len()
+    }
+
+    /// Opens a lock handle: for writing if Ceph lets the head (write locks
+    /// on a read-only open are what POSIX refuses), else for reading.
+    fn open_lock_fh(&self, i: &InodeRef<'_>) -> Result<LockFh, FsError> {
+        let perms = self.root_perms();
+        match self.m.open_lock_fh(i, libc::O_RDWR, &perms) {
+            Ok(f) => Ok(f),
+            Err(libc::EACCES | libc::EPERM | libc::EROFS) => {
+                self.m.open_lock_fh(i, libc::O_RDONLY, &perms).map_err(err)
+            }
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    /// A conflicting lock as Ceph reports it, for a request it refused.
+    fn conflict(
+        &self,
+        fh: &LockFh,
+        t: std::ffi::c_int,
+        start: u64,
+        len: u64,
+        owner: u64,
+    ) -> Result<crate::RangeLock, FsError> {
+        Ok(match self.m.getlk(fh, t, start, len, owner).map_err(err)? {
+            Some((ct, cs, cl)) => range_lock(ct, cs, cl),
+            // Released between the two calls: report the range asked for.
+            None => range_lock(libc::F_WRLCK, start, len),
         })
     }
 
@@ -406,6 +525,123 @@ impl CephFs {
 }
 
 impl crate::Backend for CephFs {
+    fn shares_locks(&self) -> bool {
+        true
+    }
+
+    fn lock_range(
+        &self,
+        fid: &Fid,
+        owner: u64,
+        kind: crate::LockType,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<crate::RangeLock>, FsError> {
+        let i = self.file_inode(fid)?;
+        let (ino, _) = parse_fid(fid)?;
+        let (start, len) = ceph_range(offset, length);
+        let t = match kind {
+            crate::LockType::Read => libc::F_RDLCK,
+            crate::LockType::Write => libc::F_WRLCK,
+        };
+        let owner = owner | OWNER_BIT;
+        let mut tab = self.locks.lock().unwrap();
+        if !tab.contains_key(&ino) {
+            let fh = self.open_lock_fh(&i)?;
+            tab.insert(
+                ino,
+                LockFile {
+                    fh,
+                    held: HashMap::new(),
+                },
+            );
+        }
+        let f = tab.get_mut(&ino).expect("inserted above");
+        let r = match self.m.setlk(&f.fh, t, start, len, owner) {
+            Ok(()) => {
+                f.held.entry(owner).or_default().push(inclusive(start, len));
+                Ok(None)
+            }
+            Err(libc::EAGAIN | libc::EACCES) => {
+                self.conflict(&f.fh, t, start, len, owner).map(Some)
+            }
+            Err(e) => Err(err(e)),
+        };
+        if f.held.is_empty() {
+            // Opened for this request, which was refused: nothing to keep.
+            let f = tab.remove(&ino).expect("present");
+            self.m.close_lock_fh(f.fh);
+        }
+        r
+    }
+
+    fn test_range(
+        &self,
+        fid: &Fid,
+        owner: u64,
+        kind: crate::LockType,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<crate::RangeLock>, FsError> {
+        let i = self.file_inode(fid)?;
+        let (ino, _) = parse_fid(fid)?;
+        let (start, len) = ceph_range(offset, length);
+        let t = match kind {
+            crate::LockType::Read => libc::F_RDLCK,
+            crate::LockType::Write => libc::F_WRLCK,
+        };
+        let owner = owner | OWNER_BIT;
+        let tab = self.locks.lock().unwrap();
+        let ask = |fh: &LockFh| {
+            Ok(self
+                .m
+                .getlk(fh, t, start, len, owner)
+                .map_err(err)?
+                .map(|(ct, cs, cl)| range_lock(ct, cs, cl)))
+        };
+        match tab.get(&ino) {
+            Some(f) => ask(&f.fh),
+            None => {
+                // Nothing held through this head: a handle just for the
+                // question (closing it drops nothing).
+                let fh = self.open_lock_fh(&i)?;
+                let r = ask(&fh);
+                self.m.close_lock_fh(fh);
+                r
+            }
+        }
+    }
+
+    fn unlock_range(&self, fid: &Fid, owner: u64, offset: u64, length: u64) -> Result<(), FsError> {
+        let (ino, _) = parse_fid(fid)?;
+        let (start, len) = ceph_range(offset, length);
+        let owner = owner | OWNER_BIT;
+        let mut tab = self.locks.lock().unwrap();
+        let Some(f) = tab.get_mut(&ino) else {
+            // No lock was taken through this head.
+            return Ok(());
+        };
+        if !f.held.contains_key(&owner) {
+            return Ok(());
+        }
+        self.m
+            .setlk(&f.fh, libc::F_UNLCK, start, len, owner)
+            .map_err(err)?;
+        let (s, e) = inclusive(start, len);
+        if let Some(h) = f.held.get_mut(&owner) {
+            subtract(h, s, e);
+            if h.is_empty() {
+                f.held.remove(&owner);
+            }
+        }
+        if f.held.is_empty() {
+            // The last lock is gone: the handle is not needed any more.
+            let f = tab.remove(&ino).expect("present");
+            self.m.close_lock_fh(f.fh);
+        }
+        Ok(())
+    }
+
     fn root(&self) -> Fid {
         self.root
     }

@@ -2,7 +2,7 @@
 //! a message when Ceph is not installed, unless TARN_REQUIRE_CEPH=1.
 
 use super::*;
-use crate::Backend;
+use crate::{Backend, LockType};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -373,9 +373,122 @@ fn against_a_cluster() {
     let st = fs.fsstat(&r).unwrap();
     eprintln!("fsstat {st:?}");
     fs.sync_all().unwrap();
+    let lf = locks_across_clients(&fs, &other, &r);
     // Handles survive a "restart": a new client resolves the same fids.
+    // The other client goes away with a lock held: its locks go with it.
     drop(other);
+    assert_eq!(
+        fs.lock_range(&lf, 1, LockType::Write, 0, u64::MAX).unwrap(),
+        None,
+        "a client's locks are released with its mount"
+    );
+    fs.unlock_range(&lf, 1, 0, u64::MAX).unwrap();
     let again = CephFs::new(&cl.config("/exp")).unwrap();
     assert_eq!(again.getattr(&uf).unwrap().size, 4);
     assert_eq!(again.root(), r);
+}
+
+/// POSIX locks through two clients of one file system (two heads). Leaves
+/// `other` holding a write lock on bytes 0..10 of the file it returns.
+fn locks_across_clients(fs: &CephFs, other: &CephFs, r: &Fid) -> Fid {
+    use crate::RangeLock;
+    let c = root();
+    let (f, _) = fs
+        .create(&c, r, b"locked", &CreateHow::Guarded(SetAttr::mode(0o644)))
+        .unwrap();
+    assert!(fs.shares_locks());
+    // A write lock through one head blocks the other head, for writing
+    // and reading, and it says what is in the way.
+    assert_eq!(fs.lock_range(&f, 1, LockType::Write, 0, 100).unwrap(), None);
+    assert_eq!(fs.lock_handles(), 1);
+    let held = Some(RangeLock {
+        offset: 0,
+        length: 100,
+        kind: LockType::Write,
+    });
+    assert_eq!(
+        other.lock_range(&f, 1, LockType::Write, 50, 10).unwrap(),
+        held
+    );
+    assert_eq!(
+        other.lock_range(&f, 2, LockType::Read, 99, 1).unwrap(),
+        held
+    );
+    assert_eq!(other.test_range(&f, 1, LockType::Read, 0, 1).unwrap(), held);
+    assert_eq!(
+        other.lock_handles(),
+        0,
+        "a refused request keeps no handle open"
+    );
+    // Past the held range is free.
+    assert_eq!(
+        other
+            .test_range(&f, 1, LockType::Write, 100, u64::MAX)
+            .unwrap(),
+        None
+    );
+    // The same owner on the same head changes its own lock; another owner
+    // on the same head conflicts, as another process would.
+    assert_eq!(fs.lock_range(&f, 1, LockType::Read, 0, 100).unwrap(), None);
+    assert_eq!(fs.test_range(&f, 1, LockType::Write, 0, 100).unwrap(), None);
+    assert_eq!(
+        fs.lock_range(&f, 2, LockType::Write, 10, 5).unwrap(),
+        Some(RangeLock {
+            offset: 0,
+            length: 100,
+            kind: LockType::Read
+        })
+    );
+    // Read locks share, across heads too.
+    assert_eq!(
+        other.lock_range(&f, 7, LockType::Read, 0, 10).unwrap(),
+        None
+    );
+    assert_eq!(other.unlock_range(&f, 7, 0, 10), Ok(()));
+    assert_eq!(other.lock_handles(), 0, "the last unlock closes the handle");
+    // Unlocking part splits; unlocking the rest frees the file.
+    fs.unlock_range(&f, 1, 0, 50).unwrap();
+    assert_eq!(
+        other.lock_range(&f, 1, LockType::Write, 0, 50).unwrap(),
+        None
+    );
+    assert!(other
+        .lock_range(&f, 1, LockType::Write, 50, 1)
+        .unwrap()
+        .is_some());
+    assert_eq!(fs.lock_handles(), 1);
+    fs.unlock_range(&f, 1, 50, 50).unwrap();
+    assert_eq!(fs.lock_handles(), 0);
+    assert_eq!(
+        other.lock_range(&f, 1, LockType::Write, 0, 100).unwrap(),
+        None
+    );
+    other.unlock_range(&f, 1, 0, 100).unwrap();
+    assert_eq!(other.lock_handles(), 0);
+    // To end of file.
+    assert_eq!(
+        fs.lock_range(&f, 3, LockType::Write, 1000, u64::MAX)
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        other.test_range(&f, 1, LockType::Read, 1 << 40, 1).unwrap(),
+        Some(RangeLock {
+            offset: 1000,
+            length: u64::MAX,
+            kind: LockType::Write
+        })
+    );
+    fs.unlock_range(&f, 3, 0, u64::MAX).unwrap();
+    assert_eq!(fs.lock_handles(), 0);
+    // Left held for the caller: the other client's mount goes away next.
+    assert_eq!(
+        other.lock_range(&f, 1, LockType::Write, 0, 10).unwrap(),
+        None
+    );
+    assert!(fs
+        .lock_range(&f, 1, LockType::Write, 0, 1)
+        .unwrap()
+        .is_some());
+    f
 }
