@@ -16,6 +16,7 @@ pub mod pool;
 pub mod principal;
 pub mod procedures;
 pub mod service;
+pub mod shared_locks;
 pub mod verf;
 
 pub use export::{Export, Exports};

@@ -40,6 +40,14 @@
 //! NLM_GRANTED; nobody can steal the range in between); a
 //! [`WaitMode::Notify`] waiter is only told to retry (NFSv4.1
 //! CB_NOTIFY_LOCK). Either way its [`Waiter::wait`] future completes.
+//!
+//! # Releases, for a backend that keeps locks too
+//! With [`LockManager::record_releases`] on, every release (UNLOCK, an
+//! owner's or client's locks dropped, a grant undone) is also noted as a
+//! [`Released`] range, taken with [`LockManager::take_released`]. The
+//! manager does no I/O: the server's handler layer (`shared_locks.rs`)
+//! passes them to a backend whose file system holds POSIX locks of its own
+//! (CephFS, seen by every head).
 
 use bytes::Bytes;
 use std::collections::hash_map::{Entry, RandomState};
@@ -188,6 +196,23 @@ fn find_conflict(list: &[Seg], s: u64, e: u64, kind: LockKind) -> Option<Seg> {
         .take_while(|g| g.start <= e)
         .find(|g| kind.conflicts(g.kind))
         .copied()
+}
+
+/// An owner gave up (some of) `offset`, `length` on a file: see
+/// [`LockManager::record_releases`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Released {
+    pub file: FileKey,
+    pub owner: OwnerKey,
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// Released ranges not yet taken, and who to tell when one is added.
+#[derive(Default)]
+struct Journal {
+    on: bool,
+    list: Vec<Released>,
 }
 
 /// How a queued waiter is served when its range becomes free.
@@ -341,6 +366,8 @@ pub struct LockManager {
     hasher: RandomState,
     next_wait: AtomicU64,
     hook: RwLock<Option<ConflictHook>>,
+    journal: Mutex<Journal>,
+    on_release: RwLock<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl Default for LockManager {
@@ -357,7 +384,106 @@ impl LockManager {
             hasher: RandomState::new(),
             next_wait: AtomicU64::new(1),
             hook: RwLock::new(None),
+            journal: Mutex::default(),
+            on_release: RwLock::new(None),
         }
+    }
+
+    /// From now on, notes every released range (see the module docs) and
+    /// calls `wake` after noting one (it must not block or call back into
+    /// the manager: it is called with a file shard held).
+    pub fn record_releases(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        *self.on_release.write().unwrap() = Some(wake);
+        self.journal.lock().unwrap().on = true;
+    }
+
+    /// The released ranges noted since the last call, oldest first.
+    pub fn take_released(&self) -> Vec<Released> {
+        std::mem::take(&mut self.journal.lock().unwrap().list)
+    }
+
+    fn note_release(&self, file: FileKey, owner: &OwnerKey, s: u64, e: u64) {
+        {
+            let mut j = self.journal.lock().unwrap();
+            if !j.on {
+                return;
+            }
+            j.list.push(Released {
+                file,
+                owner: owner.clone(),
+                offset: s,
+                length: wire_length(s, e),
+            });
+        }
+        if let Some(w) = self.on_release.read().unwrap().as_ref() {
+            w();
+        }
+    }
+
+    /// `owner`'s locks within `offset`, `length` on `file`, as
+    /// `(offset, length, kind)`: what [`LockManager::restore`] puts back.
+    pub fn held_in(
+        &self,
+        file: FileKey,
+        owner: &OwnerKey,
+        offset: u64,
+        length: u64,
+    ) -> Vec<(u64, u64, LockKind)> {
+        let Some((s, e)) = span(offset, length) else {
+            return Vec::new();
+        };
+        let files = self.file_shard(&file).lock().unwrap();
+        let Some(list) = files.get(&file).and_then(|st| st.owners.get(owner)) else {
+            return Vec::new();
+        };
+        let i = list.partition_point(|g| g.last < s);
+        list[i..]
+            .iter()
+            .take_while(|g| g.start <= e)
+            .map(|g| {
+                let (a, b) = (g.start.max(s), g.last.min(e));
+                (a, wire_length(a, b), g.kind)
+            })
+            .collect()
+    }
+
+    /// Undoes a grant: `owner`'s locks within `offset`, `length` become
+    /// `prev` again (what [`LockManager::held_in`] said before the grant),
+    /// with no conflict check (they were held a moment ago). Waiters that
+    /// fit now are served.
+    pub fn restore(
+        &self,
+        file: FileKey,
+        owner: &OwnerKey,
+        offset: u64,
+        length: u64,
+        prev: &[(u64, u64, LockKind)],
+    ) {
+        let Some((s, e)) = span(offset, length) else {
+            return;
+        };
+        let mut idx = self.owner_shard(owner.client).lock().unwrap();
+        let mut files = self.file_shard(&file).lock().unwrap();
+        let st = files.entry(file).or_default();
+        st.set(owner, s, e, None);
+        for &(o, l, k) in prev {
+            if let Some((ps, pe)) = span(o, l) {
+                st.set(owner, ps, pe, Some(k));
+            }
+        }
+        st.wake();
+        let keep = st.holds_or_waits(owner);
+        if st.is_empty() {
+            files.remove(&file);
+        }
+        if keep {
+            index_add(&mut idx, owner, file);
+        } else {
+            index_remove(&mut idx, owner, &file);
+        }
+        drop(files);
+        drop(idx);
+        self.note_release(file, owner, s, e);
     }
 
     /// Installs the hook consulted on a conflict (the NFSv4 server's
@@ -533,6 +659,9 @@ impl LockManager {
         if !keep {
             index_remove(&mut idx, owner, &file);
         }
+        drop(files);
+        drop(idx);
+        self.note_release(file, owner, s, e);
     }
 
     /// Removes a queued waiter (NLM CANCEL). Returns false if it is no longer
@@ -598,12 +727,23 @@ impl LockManager {
             return;
         };
         let st = ent.get_mut();
-        st.owners.retain(|o, _| !which(o));
+        let mut gone = Vec::new();
+        st.owners.retain(|o, _| {
+            let keep = !which(o);
+            if !keep {
+                gone.push(o.clone());
+            }
+            keep
+        });
         // Dropping a waiter's sender tells its task it was removed.
         st.waiters.retain(|w| !which(&w.owner));
         st.wake();
         if st.is_empty() {
             ent.remove();
+        }
+        drop(files);
+        for o in gone {
+            self.note_release(f, &o, 0, u64::MAX);
         }
     }
 

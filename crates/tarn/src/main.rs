@@ -919,6 +919,10 @@ fn serve(
             server::nlm::NlmConfig { grace },
             Arc::new(callback),
         );
+        // Locks granted here are also taken in backends that keep them for
+        // every head (CephFS); releases reach them through this task.
+        nlm.share_locks(nfs4.shared.clone());
+        nfs4.shared.spawn_flusher();
         if !notify_hosts.is_empty() {
             // NLM hosts held locks: new NFSv4 locks wait for their reclaims.
             nfs4.state.hold_locks_until(grace);

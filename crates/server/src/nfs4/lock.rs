@@ -5,6 +5,7 @@ use super::compound::{file_key, Compound};
 use super::state::SeqOwner;
 use super::{log_fail, Fail};
 use crate::locks::{Conflict, LockKind, OwnerKey};
+use crate::shared_locks::Refusal;
 use proto::nfs4::*;
 use std::time::Instant;
 use vfs::FileType;
@@ -69,7 +70,7 @@ pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
             return Lock4res::Default(f.status);
         }
     }
-    match do_lock(c, a) {
+    match do_lock(c, a).await {
         Ok(sid) => {
             c.cur_sid = Some(sid.clone());
             Lock4res::NFS4_OK(Lock4resok { lock_stateid: sid })
@@ -82,7 +83,7 @@ pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
     }
 }
 
-fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
+async fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
     check_range(a.offset, a.length)?;
     let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let key = file_key(&export, &fid);
@@ -126,7 +127,7 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
         )
         .into())
     } else {
-        take_lock(c, &a, key, &owner, now)
+        take_lock(c, &a, key, &owner, now).await
     };
     if r.is_err() && fresh {
         // A lock owner introduced by a LOCK that failed keeps no stateid.
@@ -146,10 +147,12 @@ fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
     r.map(|()| st.bump(&other))
 }
 
-/// The grace and conflict checks of LOCK, then the lock itself. (An
-/// NFSv4.0 lease was renewed already: a new lock owner's clientid in
-/// `do_lock`, an existing lock stateid's client by the dispatcher.)
-fn take_lock(
+/// The grace and conflict checks of LOCK, then the lock itself: in the
+/// lock manager, then in a backend that keeps locks for every head
+/// (CephFS). (An NFSv4.0 lease was renewed already: a new lock owner's
+/// clientid in `do_lock`, an existing lock stateid's client by the
+/// dispatcher.)
+async fn take_lock(
     c: &Compound<'_>,
     a: &Lock4args,
     key: crate::locks::FileKey,
@@ -169,9 +172,31 @@ fn take_lock(
         st.reclaim_done(owner.client)
             .map_err(|s| Fail::new(s, "no RECLAIM_COMPLETE yet (RFC 8881 §18.51.3)"))?;
     }
+    let k = kind(a.locktype);
+    let prev = st.locks.held_in(key, owner, a.offset, a.length);
     st.locks
-        .lock(key, owner, kind(a.locktype), a.offset, a.length)
-        .map_err(LockErr::Denied)
+        .lock(key, owner, k, a.offset, a.length)
+        .map_err(LockErr::Denied)?;
+    match c
+        .n
+        .shared
+        .take(key, owner, k, a.offset, a.length, prev)
+        .await
+    {
+        Ok(()) => Ok(()),
+        // No head grants new locks during grace, so what holds it is the
+        // session of a head that failed, until the MDS ends it: the
+        // client tries again.
+        Err(Refusal::Held(_)) if a.reclaim => Err(Fail::new(
+            Nfsstat4::NFS4ERR_DELAY,
+            "reclaim: the lock is still held in CephFS by a failed head's session",
+        )
+        .into()),
+        Err(Refusal::Held(d)) => Err(LockErr::Denied(d)),
+        Err(Refusal::Failed(e)) => {
+            Err(Fail::new(super::status(e), "the backend failed to take the lock").into())
+        }
+    }
 }
 
 pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
@@ -179,7 +204,38 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
         log_fail(c, "OP_LOCKT", &f);
         return Lockt4res::Default(f.status);
     }
-    let r = (|| {
+    let r = match lockt_local(c, &a) {
+        Ok((key, owner)) => {
+            c.n.shared
+                .test(key, &owner, kind(a.locktype), a.offset, a.length)
+                .await
+                .map_err(|r| match r {
+                    Refusal::Held(d) => LockErr::Denied(d),
+                    Refusal::Failed(e) => LockErr::Fail(Fail::new(
+                        super::status(e),
+                        "the backend failed to test the lock",
+                    )),
+                })
+        }
+        Err(e) => Err(e),
+    };
+    match r {
+        Ok(()) => Lockt4res::NFS4_OK,
+        Err(LockErr::Denied(d)) => Lockt4res::NFS4ERR_DENIED(denied(d)),
+        Err(LockErr::Fail(f)) => {
+            log_fail(c, "OP_LOCKT", &f);
+            Lockt4res::Default(f.status)
+        }
+    }
+}
+
+/// LOCKT's checks and the lock manager's answer; the file and owner to ask
+/// the backend about when the manager sees no conflict.
+fn lockt_local(
+    c: &Compound<'_>,
+    a: &Lockt4args,
+) -> Result<(crate::locks::FileKey, OwnerKey), LockErr> {
+    {
         check_range(a.offset, a.length)?;
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
         let clientid = if c.minor == 0 {
@@ -202,24 +258,12 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
                 "grace period",
             )));
         }
+        let key = file_key(&export, &fid);
         c.n.state
             .locks
-            .test(
-                file_key(&export, &fid),
-                &owner,
-                kind(a.locktype),
-                a.offset,
-                a.length,
-            )
-            .map_err(LockErr::Denied)
-    })();
-    match r {
-        Ok(()) => Lockt4res::NFS4_OK,
-        Err(LockErr::Denied(d)) => Lockt4res::NFS4ERR_DENIED(denied(d)),
-        Err(LockErr::Fail(f)) => {
-            log_fail(c, "OP_LOCKT", &f);
-            Lockt4res::Default(f.status)
-        }
+            .test(key, &owner, kind(a.locktype), a.offset, a.length)
+            .map_err(LockErr::Denied)?;
+        Ok((key, owner))
     }
 }
 
@@ -231,10 +275,13 @@ pub async fn locku(c: &mut Compound<'_>, a: Locku4args) -> Locku4res {
         let sid = c.stateid(&a.lock_stateid)?;
         let owner = c.n.state.lock_state(&sid, &key, c.minor)?;
         c.n.state.locks.unlock(key, &owner, a.offset, a.length);
-        Ok::<_, Fail>(c.n.state.bump(&sid.other))
+        Ok::<_, Fail>((c.n.state.bump(&sid.other), key, owner))
     })();
     match r {
-        Ok(sid) => {
+        Ok((sid, key, owner)) => {
+            // Released in CephFS before the client hears of it: it may ask
+            // another head for the range next.
+            c.n.shared.release(key, &owner, a.offset, a.length).await;
             c.cur_sid = Some(sid.clone());
             Locku4res::NFS4_OK(sid)
         }

@@ -120,6 +120,8 @@ pub struct Nfs4 {
     pub backchannels: Arc<backchannel::Backchannels>,
     /// Which address each client record calls from (for `tarn top`).
     pub peers: Arc<peers::Peers>,
+    /// Locks also taken in backends that keep them (CephFS), shared with NLM.
+    pub shared: Arc<crate::shared_locks::SharedLocks>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -325,6 +327,8 @@ impl Nfs4 {
         grace: Grace,
         clock: Arc<dyn clock::Clock>,
     ) -> Nfs4 {
+        let shared =
+            crate::shared_locks::SharedLocks::new(locks.clone(), live.clone(), pool.clone());
         let state = Arc::new(
             state::State::with_courtesy(cfg.lease, locks.clone(), cfg.courtesy, new_epoch())
                 .with_limits(cfg.limits),
@@ -362,6 +366,7 @@ impl Nfs4 {
             backchannels: backchannels.clone(),
         });
         Nfs4 {
+            shared,
             peers: Arc::default(),
             live,
             key,

@@ -8,9 +8,19 @@
 //! told the client it holds it. If the client cannot be reached the lock
 //! stays: Linux clients re-send a blocked LOCK every 30 s and are then
 //! answered GRANTED (an owner's own lock never conflicts with itself).
+//!
+//! Over a backend that keeps locks for every head (CephFS), a lock granted
+//! here is then taken in the backend
+//! ([`crate::shared_locks::SharedLocks`]); if another head
+//! holds it, the grant is undone and the LOCK denied. A blocking LOCK
+//! that only another head stands in the way of cannot be woken by a
+//! release here: it is answered NLM4_BLOCKED and tried again every
+//! [`POLL_BACKEND`] until it is granted (then GRANTED is sent as usual),
+//! cancelled, or its host released.
 
 use super::*;
 use crate::locks::{Attempt, WaitId, WaitMode};
+use crate::shared_locks::Refusal;
 
 /// Where a blocked LOCK stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +31,12 @@ pub(super) enum Block {
     Granting {
         answered: bool,
     },
+    /// Held through another head: a task tries again now and then.
+    Polling(u64),
 }
+
+/// How often a blocked LOCK that waits for another head is tried again.
+pub(super) const POLL_BACKEND: Duration = Duration::from_secs(1);
 
 fn kind(exclusive: bool) -> LockKind {
     if exclusive {
@@ -36,7 +51,7 @@ const GRANTED_TRIES: u32 = 5;
 const GRANTED_RETRY: Duration = Duration::from_secs(2);
 
 impl Nlm {
-    pub(super) fn test(&self, nfs: &Nfs3, ctx: &CallContext, a: Nlm4Testargs) -> Nlm4Testres {
+    pub(super) async fn test(&self, nfs: &Nfs3, ctx: &CallContext, a: Nlm4Testargs) -> Nlm4Testres {
         let r = (|| {
             if self.in_grace() {
                 return Err(Fail {
@@ -47,14 +62,41 @@ impl Nlm {
             let file = self.file(nfs, ctx, &a.alock.fh)?;
             let host = self.host(&a.alock.caller_name, ctx.peer.ip());
             let owner = owner_key(host, a.alock.svid, &a.alock.oh);
-            Ok(self.locks.test(
+            Ok((
+                self.locks.test(
+                    file,
+                    &owner,
+                    kind(a.exclusive),
+                    a.alock.l_offset,
+                    nlm_length(a.alock.l_len),
+                ),
                 file,
-                &owner,
-                kind(a.exclusive),
-                a.alock.l_offset,
-                nlm_length(a.alock.l_len),
+                owner,
             ))
         })();
+        // No conflict here: maybe through another head.
+        let r = match (r, self.shared.get()) {
+            (Ok((Ok(()), file, owner)), Some(sh)) => {
+                match sh
+                    .test(
+                        file,
+                        &owner,
+                        kind(a.exclusive),
+                        a.alock.l_offset,
+                        nlm_length(a.alock.l_len),
+                    )
+                    .await
+                {
+                    Ok(()) => Ok(Ok(())),
+                    Err(Refusal::Held(c)) => Ok(Err(c)),
+                    Err(Refusal::Failed(_)) => Err(Fail {
+                        stat: Nlm4Stats::NLM4_FAILED,
+                        why: "the backend failed to test the lock",
+                    }),
+                }
+            }
+            (r, _) => r.map(|(t, _, _)| t),
+        };
         let test_stat = match r {
             Ok(Ok(())) => Nlm4Testrply::Default(Nlm4Stats::NLM4_GRANTED),
             Ok(Err(c)) => {
@@ -138,8 +180,13 @@ impl Nlm {
             why: "conflicting lock",
         };
         if !(a.block && monitored) {
+            let prev = self.locks.held_in(file, &owner, offset, length);
             return match self.locks.lock(file, &owner, k, offset, length) {
-                Ok(()) => Ok(Nlm4Stats::NLM4_GRANTED),
+                Ok(()) => self
+                    .take_shared(file, &owner, k, offset, length, prev)
+                    .await
+                    .map(|()| Nlm4Stats::NLM4_GRANTED)
+                    .map_err(|r| self.refused(r, a.reclaim)),
                 Err(_) => Err(denied),
             };
         }
@@ -150,54 +197,221 @@ impl Nlm {
             length,
             exclusive: a.exclusive,
         };
-        // Held across the attempt, so a retransmission cannot queue twice.
-        let mut blocked = self.blocked.lock().unwrap();
-        if let Some(b) = blocked.get_mut(&key) {
-            // A retransmission of a LOCK we already queued or granted.
-            return match self.locks.lock(file, &owner, k, offset, length) {
-                Ok(()) => {
-                    if let Block::Granting { answered } = b {
-                        *answered = true;
-                    }
-                    Ok(Nlm4Stats::NLM4_GRANTED)
-                }
-                Err(_) => Err(Fail {
+        let prev = self.locks.held_in(file, &owner, offset, length);
+        let args = Nlm4Testargs {
+            cookie: a.cookie,
+            exclusive: a.exclusive,
+            alock: a.alock,
+        };
+        let addr = ctx.peer.ip();
+        let granted = {
+            // Held across the attempt, so a retransmission cannot queue twice.
+            let mut blocked = self.blocked.lock().unwrap();
+            if let Some(Block::Polling(_)) = blocked.get(&key) {
+                // Its task takes it when the other head lets go.
+                return Err(Fail {
                     stat: Nlm4Stats::NLM4_BLOCKED,
-                    why: "still blocked",
-                }),
-            };
+                    why: "still blocked by another head",
+                });
+            }
+            if let Some(b) = blocked.get_mut(&key) {
+                // A retransmission of a LOCK we already queued or granted.
+                return match self.locks.lock(file, &owner, k, offset, length) {
+                    Ok(()) => {
+                        if let Block::Granting { answered } = b {
+                            *answered = true;
+                        }
+                        Ok(Nlm4Stats::NLM4_GRANTED)
+                    }
+                    Err(_) => Err(Fail {
+                        stat: Nlm4Stats::NLM4_BLOCKED,
+                        why: "still blocked",
+                    }),
+                };
+            }
+            match self
+                .locks
+                .lock_or_wait(file, &owner, k, offset, length, WaitMode::Grant)
+            {
+                Attempt::Granted => true,
+                Attempt::Queued(_, waiter) => {
+                    blocked.insert(key.clone(), Block::Waiting(waiter.id));
+                    let me = self.clone();
+                    let (key, args, prev) = (key.clone(), args.clone(), prev.clone());
+                    tokio::spawn(async move {
+                        let id = waiter.id;
+                        if waiter.wait().await {
+                            me.deliver_grant(key, id, addr, args, prev).await;
+                        }
+                    });
+                    false
+                }
+            }
+        };
+        if !granted {
+            return Err(Fail {
+                stat: Nlm4Stats::NLM4_BLOCKED,
+                why: "conflicting lock; queued",
+            });
         }
         match self
-            .locks
-            .lock_or_wait(file, &owner, k, offset, length, WaitMode::Grant)
+            .take_shared(file, &owner, k, offset, length, prev)
+            .await
         {
-            Attempt::Granted => Ok(Nlm4Stats::NLM4_GRANTED),
-            Attempt::Queued(_, waiter) => {
-                blocked.insert(key.clone(), Block::Waiting(waiter.id));
-                drop(blocked);
-                let me = self.clone();
-                let args = Nlm4Testargs {
-                    cookie: a.cookie,
-                    exclusive: a.exclusive,
-                    alock: a.alock,
-                };
-                let addr = ctx.peer.ip();
-                tokio::spawn(async move {
-                    let id = waiter.id;
-                    if waiter.wait().await {
-                        me.deliver_grant(key, id, addr, args).await;
-                    }
-                });
+            Ok(()) => Ok(Nlm4Stats::NLM4_GRANTED),
+            Err(Refusal::Held(_)) if !a.reclaim => {
+                self.poll(key, None, addr, args);
                 Err(Fail {
                     stat: Nlm4Stats::NLM4_BLOCKED,
-                    why: "conflicting lock; queued",
+                    why: "held through another head; polling",
                 })
             }
+            Err(r) => Err(self.refused(r, a.reclaim)),
         }
     }
 
-    /// The manager granted a queued lock: tell the client.
-    async fn deliver_grant(&self, key: BlockKey, id: WaitId, addr: IpAddr, args: Nlm4Testargs) {
+    /// Takes a lock the manager granted in a backend that keeps locks for
+    /// every head; undoes the manager's grant if that fails.
+    async fn take_shared(
+        &self,
+        file: FileKey,
+        owner: &OwnerKey,
+        k: LockKind,
+        offset: u64,
+        length: u64,
+        prev: Vec<(u64, u64, LockKind)>,
+    ) -> Result<(), Refusal> {
+        match self.shared.get() {
+            Some(sh) => sh.take(file, owner, k, offset, length, prev).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The answer to a LOCK the backend refused.
+    fn refused(&self, r: Refusal, reclaim: bool) -> Fail {
+        match r {
+            // During grace no head grants new locks: a failed head's
+            // session holds it until the MDS ends it. The client retries.
+            Refusal::Held(_) if reclaim => Fail {
+                stat: Nlm4Stats::NLM4_DENIED_GRACE_PERIOD,
+                why: "reclaim: still held in CephFS by a failed head's session",
+            },
+            Refusal::Held(_) => Fail {
+                stat: Nlm4Stats::NLM4_DENIED,
+                why: "lock held through another head",
+            },
+            Refusal::Failed(_) => Fail {
+                stat: Nlm4Stats::NLM4_FAILED,
+                why: "the backend failed to take the lock",
+            },
+        }
+    }
+
+    /// A blocked LOCK that another head stands in the way of: no release
+    /// here would wake it, so a task tries it again every
+    /// [`POLL_BACKEND`] while it is still wanted. `waiting`: the id it had
+    /// in the lock manager's queue (its entry is replaced only if unchanged).
+    fn poll(
+        self: &Arc<Self>,
+        key: BlockKey,
+        waiting: Option<WaitId>,
+        addr: IpAddr,
+        args: Nlm4Testargs,
+    ) {
+        let token = self
+            .next_poll
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        {
+            let mut b = self.blocked.lock().unwrap();
+            match (b.get(&key), waiting) {
+                (None, None) => {}
+                (Some(s), Some(id)) if *s == Block::Waiting(id) => {}
+                // Cancelled, or a retransmission took over meanwhile.
+                _ => return,
+            }
+            b.insert(key.clone(), Block::Polling(token));
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let k = kind(key.exclusive);
+            loop {
+                tokio::time::sleep(POLL_BACKEND).await;
+                if me.blocked.lock().unwrap().get(&key) != Some(&Block::Polling(token)) {
+                    return;
+                }
+                let prev = me
+                    .locks
+                    .held_in(key.file, &key.owner, key.offset, key.length);
+                if me
+                    .locks
+                    .lock(key.file, &key.owner, k, key.offset, key.length)
+                    .is_err()
+                {
+                    continue;
+                }
+                match me
+                    .take_shared(key.file, &key.owner, k, key.offset, key.length, prev)
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(Refusal::Held(_)) => continue,
+                    Err(Refusal::Failed(_)) => {
+                        warn!(client = %addr, "backend failed while retrying a blocked lock; giving up (the client's next LOCK tries again)");
+                        me.blocked.lock().unwrap().remove(&key);
+                        return;
+                    }
+                }
+            }
+            {
+                let mut b = me.blocked.lock().unwrap();
+                match b.get_mut(&key) {
+                    Some(s) if *s == Block::Polling(token) => {
+                        *s = Block::Granting { answered: false }
+                    }
+                    _ => {
+                        // Cancelled while it was being taken.
+                        drop(b);
+                        me.locks
+                            .unlock(key.file, &key.owner, key.offset, key.length);
+                        return;
+                    }
+                }
+            }
+            me.send_granted(key, addr, args).await;
+        });
+    }
+
+    /// The manager granted a queued lock: take it in a backend that keeps
+    /// locks too, then tell the client.
+    async fn deliver_grant(
+        self: &Arc<Self>,
+        key: BlockKey,
+        id: WaitId,
+        addr: IpAddr,
+        args: Nlm4Testargs,
+        prev: Vec<(u64, u64, LockKind)>,
+    ) {
+        if self.blocked.lock().unwrap().get(&key) != Some(&Block::Waiting(id)) {
+            // Cancelled or released meanwhile: CANCEL undid the grant.
+            return;
+        }
+        let k = kind(key.exclusive);
+        if let Err(r) = self
+            .take_shared(key.file, &key.owner, k, key.offset, key.length, prev)
+            .await
+        {
+            match r {
+                Refusal::Held(_) => self.poll(key, Some(id), addr, args),
+                Refusal::Failed(_) => {
+                    warn!(client = %addr, "backend failed to take a granted blocked lock; the client's next LOCK tries again");
+                    let mut b = self.blocked.lock().unwrap();
+                    if b.get(&key) == Some(&Block::Waiting(id)) {
+                        b.remove(&key);
+                    }
+                }
+            }
+            return;
+        }
         {
             let mut b = self.blocked.lock().unwrap();
             match b.get_mut(&key) {
@@ -206,6 +420,11 @@ impl Nlm {
                 _ => return,
             }
         }
+        self.send_granted(key, addr, args).await;
+    }
+
+    /// Sends GRANTED for a lock now held (its entry is `Granting`).
+    async fn send_granted(&self, key: BlockKey, addr: IpAddr, args: Nlm4Testargs) {
         let mut outcome = Err(String::new());
         for attempt in 0..GRANTED_TRIES {
             if attempt > 0 {
@@ -261,6 +480,8 @@ impl Nlm {
                     self.locks.unlock(file, &owner, key.offset, key.length);
                     Ok(Nlm4Stats::NLM4_GRANTED)
                 }
+                // Its task stops at its next try.
+                Some(Block::Polling(_)) => Ok(Nlm4Stats::NLM4_GRANTED),
                 None => Err(Fail {
                     stat: Nlm4Stats::NLM4_DENIED,
                     why: "no such blocked lock",
@@ -278,13 +499,18 @@ impl Nlm {
 
     /// Unlocking what is not held succeeds, as fcntl does. Allowed in the
     /// grace period: it only removes.
-    pub(super) fn unlock(&self, nfs: &Nfs3, ctx: &CallContext, a: Nlm4Unlockargs) -> Nlm4Res {
+    pub(super) async fn unlock(&self, nfs: &Nfs3, ctx: &CallContext, a: Nlm4Unlockargs) -> Nlm4Res {
         match self.file(nfs, ctx, &a.alock.fh) {
             Ok(file) => {
                 let host = self.host(&a.alock.caller_name, ctx.peer.ip());
                 let owner = owner_key(host, a.alock.svid, &a.alock.oh);
-                self.locks
-                    .unlock(file, &owner, a.alock.l_offset, nlm_length(a.alock.l_len));
+                let (offset, length) = (a.alock.l_offset, nlm_length(a.alock.l_len));
+                self.locks.unlock(file, &owner, offset, length);
+                // Released in CephFS before the reply: the client may ask
+                // another head next.
+                if let Some(sh) = self.shared.get() {
+                    sh.release(file, &owner, offset, length).await;
+                }
                 res(a.cookie, Nlm4Stats::NLM4_GRANTED)
             }
             Err(f) => {

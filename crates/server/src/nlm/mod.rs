@@ -96,6 +96,11 @@ pub struct Nlm {
     /// Blocked LOCKs waiting in the lock manager, by what names them.
     blocked: Mutex<HashMap<BlockKey, lock::Block>>,
     callback: Arc<dyn Callback>,
+    /// Locks also taken in backends that keep them (CephFS); set once by
+    /// [`Nlm::share_locks`].
+    shared: std::sync::OnceLock<Arc<crate::shared_locks::SharedLocks>>,
+    /// Names blocked LOCKs that wait for another head (see `lock.rs`).
+    next_poll: std::sync::atomic::AtomicU64,
 }
 
 /// An NLM failure with why, for the log line.
@@ -118,7 +123,16 @@ impl Nlm {
             hosts: Mutex::default(),
             blocked: Mutex::default(),
             callback,
+            shared: std::sync::OnceLock::new(),
+            next_poll: std::sync::atomic::AtomicU64::new(1),
         })
+    }
+
+    /// Takes granted locks in backends that keep them too (the NFSv4
+    /// server's [`crate::shared_locks::SharedLocks`], on the same lock
+    /// manager), so NLM locks conflict across heads.
+    pub fn share_locks(&self, s: Arc<crate::shared_locks::SharedLocks>) {
+        let _ = self.shared.set(s);
     }
 
     pub fn in_grace(&self) -> bool {
@@ -172,7 +186,7 @@ impl Nlm {
             };
         }
         match ctx.proc_ {
-            NLMPROC4_TEST => self.test(nfs, ctx, args!(Nlm4Testargs)).pack(out),
+            NLMPROC4_TEST => self.test(nfs, ctx, args!(Nlm4Testargs)).await.pack(out),
             NLMPROC4_LOCK => self
                 .lock(nfs, ctx, args!(Nlm4Lockargs), true)
                 .await
@@ -182,7 +196,7 @@ impl Nlm {
                 .await
                 .pack(out),
             NLMPROC4_CANCEL => self.cancel(nfs, ctx, args!(Nlm4Cancargs)).pack(out),
-            NLMPROC4_UNLOCK => self.unlock(nfs, ctx, args!(Nlm4Unlockargs)).pack(out),
+            NLMPROC4_UNLOCK => self.unlock(nfs, ctx, args!(Nlm4Unlockargs)).await.pack(out),
             NLMPROC4_SHARE => self.share(ctx, args!(Nlm4Shareargs)).pack(out),
             NLMPROC4_UNSHARE => self.unshare(ctx, args!(Nlm4Shareargs)).pack(out),
             NLMPROC4_FREE_ALL => self.free_all(ctx, args!(Nlm4Notify)),
