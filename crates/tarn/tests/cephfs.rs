@@ -3,7 +3,9 @@
 //! client tools and libnfs, then two heads over the same file system: what
 //! one writes the other reads, and a file handle one issued works on the
 //! other (both have the same handle key and export list) and on itself
-//! after a restart.
+//! after a restart. Locks through one head conflict with the other head
+//! (NFSv4.1 and NLM, both ways), are free again after an unlock, and after
+//! the holding head is killed and restarted.
 //!
 //! Skipped with a message when Ceph is not installed, unless
 //! TARN_REQUIRE_CEPH=1 (scripts/deps.sh --ceph installs it).
@@ -215,7 +217,8 @@ fn two_heads_over_one_cephfs() {
     std::fs::write(
         &config,
         format!(
-            "[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
+            // No grace after a start: NLM locks are granted at once.
+            "[nfs4]\ngrace_seconds = 0\n\n[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
             cl.conf().display()
         ),
     )
@@ -440,7 +443,263 @@ fn two_heads_over_one_cephfs() {
         panic!("READ on A after its crash: {r3:?}")
     };
     assert_eq!(&r3.data[..], b"mine yours");
-    drop((a, b));
+    drop(ca);
+    locks_across_heads(a, &b, &config, w);
+    drop(b);
+}
+
+/// An NLM call as a client host's lockd makes it.
+fn nlm_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_: u32, a: &A) -> R {
+    let r = raw_call(
+        c,
+        &call_record(
+            xid,
+            proto::nlm4::NLM_PROG,
+            4,
+            proc_,
+            &rpc::client::auth_sys(0, 0, &[], "t"),
+            &xdr::to_bytes(a),
+        ),
+    )
+    .unwrap();
+    let (_, st, mut d) = rpc::msg::decode_reply(r.into()).unwrap();
+    assert_eq!(st, rpc::msg::ReplyStatus::Success);
+    R::unpack(&mut d).unwrap()
+}
+
+/// An NLM lock of `host`'s process `svid` (exclusive).
+fn nlm_lock_of(host: &str, svid: i32, fh: &NfsFh3, off: u64, len: u64) -> proto::nlm4::Nlm4Lock {
+    proto::nlm4::Nlm4Lock {
+        caller_name: bytes::Bytes::copy_from_slice(host.as_bytes()),
+        fh: proto::nlm4::Netobj(fh.data.clone()),
+        oh: proto::nlm4::Netobj(bytes::Bytes::from(format!("{svid}@{host}"))),
+        svid,
+        l_offset: off,
+        l_len: len,
+    }
+}
+
+fn nlm_lock(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::nlm4::Nlm4Stats {
+    use proto::nlm4::*;
+    let a = Nlm4Lockargs {
+        cookie: Netobj(bytes::Bytes::from_static(b"c")),
+        block: false,
+        exclusive: true,
+        alock: l,
+        reclaim: false,
+        state: 1,
+    };
+    nlm_call::<_, Nlm4Res>(c, xid, NLMPROC4_LOCK, &a).stat.stat
+}
+
+fn nlm_test(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::nlm4::Nlm4Testrply {
+    use proto::nlm4::*;
+    let a = Nlm4Testargs {
+        cookie: Netobj(bytes::Bytes::new()),
+        exclusive: true,
+        alock: l,
+    };
+    nlm_call::<_, Nlm4Testres>(c, xid, NLMPROC4_TEST, &a).test_stat
+}
+
+fn nlm_unlock(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::nlm4::Nlm4Stats {
+    use proto::nlm4::*;
+    let a = Nlm4Unlockargs {
+        cookie: Netobj(bytes::Bytes::new()),
+        alock: l,
+    };
+    nlm_call::<_, Nlm4Res>(c, xid, NLMPROC4_UNLOCK, &a)
+        .stat
+        .stat
+}
+
+async fn v41_session(port: u16, owner: &str) -> client::nfs4::Session {
+    let o = client::nfs4::SessionOptions {
+        security: client::nfs4::Security::Sys {
+            uid: 1000,
+            gid: 1000,
+        },
+        owner: bytes::Bytes::from(owner.to_string()),
+        callbacks: false,
+        ..Default::default()
+    };
+    client::nfs4::Session::connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)), &o)
+        .await
+        .expect("NFSv4.1 session")
+}
+
+/// Byte-range locks over CephFS conflict across heads: NFSv4.1 through A
+/// against NFSv4.1 and NLM through B, NLM through A against both through
+/// B; an unlock frees the range for the other head at once, and so does
+/// killing and restarting the holding head.
+fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
+    use proto::nfs4::{NfsLockType4, OPEN4_SHARE_ACCESS_BOTH};
+    use proto::nlm4::{Nlm4Stats, Nlm4Testrply};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (sa, sb) = rt.block_on(async {
+        (
+            v41_session(a.port, "locker-on-a").await,
+            v41_session(b.port, "locker-on-b").await,
+        )
+    });
+    let (asid, afh, bsid, bfh) = rt.block_on(async {
+        let dir = sa.lookup_path("/").await.unwrap();
+        let (asid, afh) = sa
+            .open(&dir, "locked", Some(0o666), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        let dir = sb.lookup_path("/").await.unwrap();
+        let (bsid, bfh) = sb
+            .open(&dir, "locked", None, OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        (asid, afh, bsid, bfh)
+    });
+    // B's NFSv4 lock attempt with a fresh lock owner each time (a LOCK
+    // that fails keeps no lock stateid for a new owner).
+    let b_lock = |kind: NfsLockType4, off: u64, len: u64| {
+        rt.block_on(async {
+            let o = sb.new_owner("lock");
+            sb.lock(&bfh, sb.new_lock_owner(&bsid, &o), kind, off, len)
+                .await
+                .unwrap()
+        })
+    };
+
+    // NFSv4.1 through A blocks NFSv4.1 through B.
+    let t = Instant::now();
+    let alo = sa.new_owner("lock");
+    let alsid = rt
+        .block_on(sa.lock(
+            &afh,
+            sa.new_lock_owner(&asid, &alo),
+            NfsLockType4::WRITE_LT,
+            0,
+            100,
+        ))
+        .unwrap()
+        .expect("LOCK through A");
+    eprintln!(
+        "NFSv4 LOCK through A (Ceph lock taken) in {:.1?}",
+        t.elapsed()
+    );
+    let t = Instant::now();
+    let d = b_lock(NfsLockType4::WRITE_LT, 50, 10).expect_err("A's lock must deny B");
+    eprintln!("NFSv4 LOCK through B denied in {:.1?}", t.elapsed());
+    assert_eq!(
+        (d.offset, d.length, d.locktype, &d.owner.owner[..]),
+        (0, 100, NfsLockType4::WRITE_LT, &b"another head"[..]),
+        "LOCK4denied names the range and type Ceph reports"
+    );
+    let bo = sb.new_owner("tester");
+    let t = rt
+        .block_on(sb.lockt(&bfh, NfsLockType4::READ_LT, 99, 1, &bo))
+        .unwrap();
+    assert!(t.is_some(), "LOCKT through B sees A's lock");
+    assert!(
+        b_lock(NfsLockType4::READ_LT, 100, 10).is_ok(),
+        "past A's range is free"
+    );
+
+    // NLM through B is denied by A's NFSv4 lock too, and TEST says so.
+    let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    let mut cb = TcpStream::connect(("127.0.0.1", b.port)).unwrap();
+    let root_a = mnt_root(&mut ca);
+    let Lookup3res::NFS3_OK(l) = nfs_call::<_, Lookup3res>(
+        &mut ca,
+        20,
+        NFSPROC3_LOOKUP,
+        &Lookup3args {
+            what: Diropargs3 {
+                dir: root_a,
+                name: bytes::Bytes::from_static(b"locked"),
+            },
+        },
+    ) else {
+        panic!("LOOKUP locked")
+    };
+    let fh3 = l.object;
+    assert_eq!(
+        nlm_lock(&mut cb, 21, nlm_lock_of("host-b", 1, &fh3, 10, 10)),
+        Nlm4Stats::NLM4_DENIED
+    );
+    match nlm_test(&mut cb, 22, nlm_lock_of("host-b", 1, &fh3, 0, 100)) {
+        Nlm4Testrply::NLM4_DENIED(h) => {
+            assert_eq!((h.l_offset, h.l_len, h.exclusive), (0, 100, true));
+            assert_eq!(&h.oh.0[..], b"another head");
+        }
+        other => panic!("NLM TEST through B: {other:?}"),
+    }
+
+    // A unlocks: B gets the range at once, through NLM.
+    rt.block_on(sa.locku(&afh, &alsid, NfsLockType4::WRITE_LT, 0, 100))
+        .unwrap();
+    let t = Instant::now();
+    assert_eq!(
+        nlm_lock(&mut cb, 23, nlm_lock_of("host-b", 1, &fh3, 0, 100)),
+        Nlm4Stats::NLM4_GRANTED,
+        "granted on B after A's LOCKU"
+    );
+    eprintln!(
+        "NLM LOCK through B after A's LOCKU granted in {:.1?}",
+        t.elapsed()
+    );
+    // Now B's NLM lock denies NLM and NFSv4.1 through A.
+    assert_eq!(
+        nlm_lock(&mut ca, 24, nlm_lock_of("host-a", 1, &fh3, 0, 1)),
+        Nlm4Stats::NLM4_DENIED
+    );
+    let r = rt.block_on(async {
+        let o = sa.new_owner("lock2");
+        sa.lock(
+            &afh,
+            sa.new_lock_owner(&asid, &o),
+            NfsLockType4::READ_LT,
+            5,
+            1,
+        )
+        .await
+        .unwrap()
+    });
+    assert!(r.is_err(), "B's NLM lock denies NFSv4 through A: {r:?}");
+    assert_eq!(
+        nlm_unlock(&mut cb, 25, nlm_lock_of("host-b", 1, &fh3, 0, 100)),
+        Nlm4Stats::NLM4_GRANTED
+    );
+
+    // A holds an NLM lock and is killed: its Ceph session keeps the lock
+    // until A comes back and ends that session.
+    assert_eq!(
+        nlm_lock(&mut ca, 26, nlm_lock_of("host-a", 2, &fh3, 200, 0)),
+        Nlm4Stats::NLM4_GRANTED
+    );
+    assert_eq!(
+        nlm_lock(&mut cb, 27, nlm_lock_of("host-b", 2, &fh3, 300, 1)),
+        Nlm4Stats::NLM4_DENIED
+    );
+    drop((ca, sa));
+    let mut a = a;
+    a.crash();
+    assert_eq!(
+        nlm_lock(&mut cb, 28, nlm_lock_of("host-b", 2, &fh3, 300, 1)),
+        Nlm4Stats::NLM4_DENIED,
+        "the dead head's session still holds its lock"
+    );
+    let t = Instant::now();
+    let a = Head::start(config, &w.join("state-a"));
+    assert_eq!(
+        nlm_lock(&mut cb, 29, nlm_lock_of("host-b", 2, &fh3, 300, 1)),
+        Nlm4Stats::NLM4_GRANTED,
+        "A restarted: its old session's locks are gone"
+    );
+    eprintln!(
+        "A killed and restarted; B's NLM lock on A's old range granted {:.1?} after the restart began",
+        t.elapsed()
+    );
+    drop((cb, sb, a));
 }
 
 /// Without libcephfs (here: a file name that is not there), check-config
