@@ -106,34 +106,46 @@ fn last_byte(offset: u64, length: u64) -> u64 {
     }
 }
 
+/// The parts of `offset`, `length` outside `held` (sorted, within the
+/// range, as [`LockManager::held_in`] gives them), each `(offset, length)`
+/// with `u64::MAX` to end of file.
+fn gaps(held: &[(u64, u64, LockKind)], offset: u64, length: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut push = |from: u64, to: u64| {
+        if from <= to {
+            let len = if to == u64::MAX {
+                u64::MAX
+            } else {
+                to - from + 1
+            };
+            out.push((from, len));
+        }
+    };
+    let end = last_byte(offset, length);
+    let mut at = offset;
+    for &(o, l, _) in held {
+        if o > at {
+            push(at, o - 1);
+        }
+        let last = last_byte(o, l);
+        if last == u64::MAX {
+            return out;
+        }
+        at = at.max(last + 1);
+    }
+    push(at, end);
+    out
+}
+
 /// Gives up in the backend what `r.owner` no longer holds in the manager
 /// within `r`'s range. Called under the file's serial lock.
 fn release(locks: &LockManager, b: &dyn Backend, r: &Released) -> Result<(), FsError> {
     let owner = backend_owner(&r.owner);
-    let end = last_byte(r.offset, r.length);
-    let mut at = r.offset;
-    let gap = |from: u64, to: u64| -> Result<(), FsError> {
-        if from > to {
-            return Ok(());
-        }
-        let len = if to == u64::MAX {
-            u64::MAX
-        } else {
-            to - from + 1
-        };
-        b.unlock_range(&r.file.fid, owner, from, len)
-    };
-    for (o, l, _) in locks.held_in(r.file, &r.owner, r.offset, r.length) {
-        if o > at {
-            gap(at, o - 1)?;
-        }
-        let last = last_byte(o, l);
-        if last == u64::MAX {
-            return Ok(());
-        }
-        at = last + 1;
+    let held = locks.held_in(r.file, &r.owner, r.offset, r.length);
+    for (o, l) in gaps(&held, r.offset, r.length) {
+        b.unlock_range(&r.file.fid, owner, o, l)?;
     }
-    gap(at, end)
+    Ok(())
 }
 
 impl SharedLocks {
@@ -319,6 +331,23 @@ mod tests {
         };
         assert_eq!(backend_owner(&a), backend_owner(&a.clone()));
         assert_ne!(backend_owner(&a), backend_owner(&b));
+    }
+
+    #[test]
+    fn gaps_are_what_is_no_longer_held() {
+        use LockKind::*;
+        assert_eq!(gaps(&[], 0, u64::MAX), vec![(0, u64::MAX)]);
+        assert_eq!(gaps(&[], 10, 5), vec![(10, 5)]);
+        assert_eq!(gaps(&[(10, 5, Read)], 10, 5), vec![]);
+        assert_eq!(gaps(&[(12, 2, Write)], 10, 10), vec![(10, 2), (14, 6)]);
+        assert_eq!(
+            gaps(&[(0, 10, Read), (20, u64::MAX, Write)], 0, u64::MAX),
+            vec![(10, 10)]
+        );
+        assert_eq!(
+            gaps(&[(5, 5, Read)], 0, u64::MAX),
+            vec![(0, 5), (10, u64::MAX)]
+        );
     }
 
     #[test]

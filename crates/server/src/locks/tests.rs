@@ -453,3 +453,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn releases_are_noted_once_recording_is_on() {
+    let m = LockManager::new();
+    let (f, a, b) = (file(1), owner(1, "a"), owner(2, "b"));
+    m.lock(f, &a, Write, 0, 10).unwrap();
+    m.unlock(f, &a, 0, 10);
+    assert!(m.take_released().is_empty(), "off by default");
+    let woken = std::sync::Arc::new(AtomicU64::new(0));
+    let w = woken.clone();
+    m.record_releases(Box::new(move || {
+        w.fetch_add(1, Ordering::Relaxed);
+    }));
+    m.lock(f, &a, Write, 0, 10).unwrap();
+    m.lock(f, &b, Read, 20, 5).unwrap();
+    m.unlock(f, &a, 2, 3);
+    m.release_client(2);
+    let r = m.take_released();
+    assert_eq!(
+        r.iter()
+            .map(|r| (r.owner.client, r.offset, r.length))
+            .collect::<Vec<_>>(),
+        vec![(1, 2, 3), (2, 0, EOF)]
+    );
+    assert_eq!(woken.load(Ordering::Relaxed), 2);
+    assert!(m.take_released().is_empty());
+}
+
+#[test]
+fn held_in_and_restore_undo_a_grant() {
+    let m = LockManager::new();
+    let (f, a, b) = (file(1), owner(1, "a"), owner(2, "b"));
+    m.lock(f, &a, Read, 0, 10).unwrap();
+    m.lock(f, &a, Write, 20, EOF).unwrap();
+    assert_eq!(m.held_in(f, &a, 5, 20), vec![(5, 5, Read), (20, 5, Write)]);
+    // An upgrade over both, undone: the old locks are back as they were.
+    let prev = m.held_in(f, &a, 0, 30);
+    m.lock(f, &a, Write, 0, 30).unwrap();
+    m.restore(f, &a, 0, 30, &prev);
+    assert_eq!(held(&m, f), vec![(0, 10, Read), (20, EOF, Write)]);
+    // Nothing before: undone to nothing, and the file forgets the owner.
+    m.unlock(f, &a, 0, EOF);
+    let prev = m.held_in(f, &b, 0, 5);
+    assert!(prev.is_empty());
+    m.lock(f, &b, Write, 0, 5).unwrap();
+    m.restore(f, &b, 0, 5, &prev);
+    assert!(held(&m, f).is_empty());
+    assert!(!m.client_has_state(2));
+    assert_eq!(m.file_count(), 0);
+}
