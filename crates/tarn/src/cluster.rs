@@ -33,6 +33,10 @@ pub struct Driver {
     in_grace: bool,
     /// Failed heads whose clients this head already lets reclaim.
     adopted: BTreeSet<String>,
+    /// Called (on this thread: it must return at once) with each head newly
+    /// found failed: ends its CephFS sessions, so the locks it held there
+    /// are free for the reclaims.
+    pub on_lost: Option<Box<dyn Fn(&str) + Send>>,
 }
 
 fn now_ms() -> u64 {
@@ -67,6 +71,7 @@ impl Driver {
             started: false,
             in_grace: false,
             adopted: BTreeSet::new(),
+            on_lost: None,
         }
     }
 
@@ -179,6 +184,9 @@ impl Driver {
         for (n, _) in g.heads.iter().filter(|(_, h)| h.lost) {
             if n == &self.node || self.adopted.contains(n) {
                 continue;
+            }
+            if let Some(f) = &self.on_lost {
+                f(n);
             }
             let owners = self.recovery.adopt(n)?;
             info!(

@@ -225,6 +225,27 @@ impl Etcd {
         self.delete_prefix(&self.key(&format!("nsm/{node}/")))
     }
 
+    /// Records the name `node` gives its CephFS sessions (no lease: a
+    /// surviving head reads it after `node`'s lease has gone).
+    pub fn set_ceph_id(&self, node: &str, id: &str) -> io::Result<()> {
+        self.call(
+            "/v3/kv/put",
+            &json!({"key": b64(self.key(&format!("ceph/{node}")).as_bytes()),
+                    "value": b64(id.as_bytes())}),
+        )
+        .map(drop)
+    }
+
+    /// The name `node` gives its CephFS sessions, if it recorded one.
+    pub fn ceph_id(&self, node: &str) -> io::Result<Option<String>> {
+        let k = self.key(&format!("ceph/{node}"));
+        Ok(self
+            .range_prefix(&k)?
+            .into_iter()
+            .find(|(key, _, _)| *key == k)
+            .map(|(_, v, _)| String::from_utf8_lossy(&v).into_owned()))
+    }
+
     fn client_key(&self, node: &str, owner: &Bytes) -> String {
         self.key(&format!("clients/{node}/{}", hex(owner)))
     }

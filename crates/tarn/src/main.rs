@@ -929,7 +929,18 @@ fn serve(
         }
         nlm.notify_restart(notify_hosts);
         if let (Some(e), Some(c)) = (etcd, &cfg.cluster) {
-            let mut d = cluster::Driver::new(e, c.node.clone(), c.lease, cfg.nfs4.grace, cluster_recovery, nfs4.state.clone(), nlm.clone(), tokio::runtime::Handle::current());
+            let mut d = cluster::Driver::new(e.clone(), c.node.clone(), c.lease, cfg.nfs4.grace, cluster_recovery, nfs4.state.clone(), nlm.clone(), tokio::runtime::Handle::current());
+            let ceph: Vec<vfs::cephfs::CephConfig> = cfg.exports.iter().filter_map(|x| x.ceph.clone()).collect();
+            if let (false, Some(id)) = (ceph.is_empty(), vfs::cephfs::head_id()) {
+                // Another head ends this head's CephFS sessions if this
+                // head fails (cluster::Driver::on_lost).
+                let (e2, node) = (e.clone(), c.node.clone());
+                tokio::task::spawn_blocking(move || e2.set_ceph_id(&node, id))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("cluster: etcd: {e}"))?;
+                d.on_lost = Some(Box::new(move |node: &str| reset_lost_head(e.clone(), node.to_string(), ceph.clone())));
+            }
             // Registered and in the cluster's grace before the first call
             // is served.
             let d = tokio::task::spawn_blocking(move || d.step().map(|()| d))
@@ -1125,6 +1136,37 @@ fn build_exports(cfg: &Config, old: Option<&Exports>) -> Result<Vec<Export>, Str
         });
     }
     Ok(exports)
+}
+
+/// A head of the cluster failed: ends its CephFS sessions (named after
+/// the id it recorded in etcd) for every CephFS export, so the POSIX locks
+/// it held are released now, not when the MDS times the session out, and
+/// its clients' reclaims on this head can take them. On its own thread:
+/// ending a session takes a round trip to the monitors and the MDS, and
+/// the cluster driver must keep its etcd lease meanwhile.
+fn reset_lost_head(etcd: Arc<etcd::Etcd>, node: String, exports: Vec<vfs::cephfs::CephConfig>) {
+    let spawned = std::thread::Builder::new()
+        .name("tarn-ceph-reset".into())
+        .spawn(move || {
+            let id = match etcd.ceph_id(&node) {
+                Ok(Some(id)) => id,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(node, error = %e, "cluster: cannot read a failed head's CephFS name; its locks stay until its session times out");
+                    return;
+                }
+            };
+            for cfg in exports {
+                let t = std::time::Instant::now();
+                match vfs::cephfs::reset_head_session(&id, &cfg) {
+                    Ok(ended) => info!(node, path = cfg.path, ended, ms = t.elapsed().as_millis() as u64, "cluster: ended a failed head's CephFS session (its locks and capabilities are free)"),
+                    Err(e) => warn!(node, path = cfg.path, error = %e, "cluster: cannot end a failed head's CephFS session; its locks stay until it times out"),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        warn!(error = %e, "cluster: cannot start a thread to end a failed head's CephFS session");
+    }
 }
 
 /// This head's name for its CephFS sessions, made once and kept in the

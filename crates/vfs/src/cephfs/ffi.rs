@@ -426,7 +426,64 @@ impl Mount {
         Ok(m)
     }
 
+    /// Ends the session another client left under `uuid` (a failed head
+    /// of the cluster): a client is made for the request only, never
+    /// mounted. Ok(false): there was no such session.
+    pub fn reset_session(o: &MountOpts<'_>, uuid: &str) -> Result<bool, String> {
+        const CEPH_RECLAIM_RESET: u32 = 1;
+        let lib = open_library()?;
+        let api = Api::load(&lib)?;
+        let id = o.id.map(|s| cstring(s, "ceph client id")).transpose()?;
+        let mut cm: *mut Cmount = std::ptr::null_mut();
+        // SAFETY: `cm` is an out pointer; `id` is a C string or NULL.
+        let r = unsafe {
+            (api.create)(
+                &mut cm,
+                id.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            )
+        };
+        if r < 0 || cm.is_null() {
+            return Err(format!("ceph_create: {}", strerror(-r)));
+        }
+        // Drop releases `cm` (ceph_unmount of a client never mounted only
+        // says so).
+        let m = Mount { api, cm, _lib: lib };
+        m.configure(o)?;
+        let u = cstring(uuid, "ceph client uuid")?;
+        // SAFETY: created, unmounted handle; reclaim needs it initialised.
+        let r = unsafe { (m.api.init)(m.cm) };
+        if r < 0 {
+            return Err(format!("ceph_init: {}", strerror(-r)));
+        }
+        // SAFETY: C string; finish_reclaim only after a started reclaim.
+        let r = unsafe { (m.api.start_reclaim)(m.cm, u.as_ptr(), CEPH_RECLAIM_RESET) };
+        match -r {
+            0 => {
+                // SAFETY: a reclaim was started on this handle.
+                unsafe { (m.api.finish_reclaim)(m.cm) };
+                Ok(true)
+            }
+            libc::ENOENT => Ok(false),
+            e => Err(format!("ceph_start_reclaim: {}", strerror(e))),
+        }
+    }
+
     fn setup(&self, o: &MountOpts<'_>) -> Result<(), String> {
+        self.configure(o)?;
+        if let Some(u) = o.uuid {
+            self.reclaim(u)?;
+        }
+        let root = cstring(o.root, "ceph path")?;
+        // SAFETY: C string; connects to the monitors and the MDS.
+        let r = unsafe { (self.api.mount)(self.cm, root.as_ptr()) };
+        if r < 0 {
+            return Err(format!("ceph_mount {:?}: {}", o.root, strerror(-r)));
+        }
+        Ok(())
+    }
+
+    /// Reads the configuration and picks the file system, before init.
+    fn configure(&self, o: &MountOpts<'_>) -> Result<(), String> {
         let conf = o.conf.map(|s| cstring(s, "ceph_conf")).transpose()?;
         // SAFETY: `self.cm` is a created, unmounted handle; strings are C strings or NULL.
         let r = unsafe {
@@ -464,15 +521,6 @@ impl Mount {
             if r < 0 {
                 return Err(format!("ceph_select_filesystem {f:?}: {}", strerror(-r)));
             }
-        }
-        if let Some(u) = o.uuid {
-            self.reclaim(u)?;
-        }
-        let root = cstring(o.root, "ceph path")?;
-        // SAFETY: C string; connects to the monitors and the MDS.
-        let r = unsafe { (self.api.mount)(self.cm, root.as_ptr()) };
-        if r < 0 {
-            return Err(format!("ceph_mount {:?}: {}", o.root, strerror(-r)));
         }
         Ok(())
     }

@@ -100,6 +100,40 @@ pub fn set_head_id(id: &str) {
     let _ = HEAD_ID.set(id.to_string());
 }
 
+/// This head's name (see [`set_head_id`]), if it was set.
+pub fn head_id() -> Option<&'static str> {
+    HEAD_ID.get().map(String::as_str)
+}
+
+/// The Ceph client uuid of head `head`'s mount of `cfg`.
+fn session_uuid(head: &str, cfg: &CephConfig) -> String {
+    format!(
+        "tarn:{head}:{}@{}{}",
+        cfg.id.as_deref().unwrap_or("admin"),
+        cfg.fs_name.as_deref().unwrap_or(""),
+        cfg.path
+    )
+}
+
+/// Ends the CephFS session that head `head` (another head, failed) had for
+/// the export `cfg`, so that the MDS drops its capabilities and POSIX
+/// locks now rather than when the session times out. Only for a head
+/// known to be gone: a live head would lose its locks under its feet.
+/// Ok(false): no such session.
+pub fn reset_head_session(head: &str, cfg: &CephConfig) -> Result<bool, String> {
+    ffi::Mount::reset_session(
+        &ffi::MountOpts {
+            id: cfg.id.as_deref(),
+            conf: cfg.conf.as_deref(),
+            keyring: cfg.keyring.as_deref(),
+            fs_name: cfg.fs_name.as_deref(),
+            root: &cfg.path,
+            uuid: None,
+        },
+        &session_uuid(head, cfg),
+    )
+}
+
 /// An export of a CephFS directory.
 pub struct CephFs {
     m: Mount,
@@ -288,17 +322,7 @@ impl CephFs {
             keyring: cfg.keyring.as_deref(),
             fs_name: cfg.fs_name.as_deref(),
             root: &cfg.path,
-            uuid: HEAD_ID
-                .get()
-                .map(|h| {
-                    format!(
-                        "tarn:{h}:{}@{}{}",
-                        cfg.id.as_deref().unwrap_or("admin"),
-                        cfg.fs_name.as_deref().unwrap_or(""),
-                        cfg.path
-                    )
-                })
-                .as_deref(),
+            uuid: HEAD_ID.get().map(|h| session_uuid(h, cfg)).as_deref(),
         })?;
         let (root, root_ino) = {
             let r = m
