@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{info, warn};
 
+/// See [`Driver::on_lost`].
+pub type OnLost = Box<dyn Fn(&str) + Send>;
+
 pub struct Driver {
     pub etcd: Arc<Etcd>,
     pub node: String,
@@ -36,7 +39,7 @@ pub struct Driver {
     /// Called (on this thread: it must return at once) with each head newly
     /// found failed: ends its CephFS sessions, so the locks it held there
     /// are free for the reclaims.
-    pub on_lost: Option<Box<dyn Fn(&str) + Send>>,
+    pub on_lost: Option<OnLost>,
 }
 
 fn now_ms() -> u64 {

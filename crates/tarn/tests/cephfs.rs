@@ -953,16 +953,55 @@ fn dead_head_lock_lasts_until_the_mds_times_it_out() {
     let killed = Instant::now();
     let mut cb = TcpStream::connect(("127.0.0.1", b.port)).unwrap();
     let mut xid = 10;
+    let mut answers = Vec::new();
     loop {
         xid += 1;
-        match nlm_lock_as(&mut cb, xid, "host-b", &fh, false) {
+        // A call may wait in the MDS (for the dead session's capabilities)
+        // far longer than nlm_call's 10 s: wait for its answer here.
+        let asked = Instant::now();
+        let a = proto::nlm4::Nlm4Lockargs {
+            cookie: proto::nlm4::Netobj(bytes::Bytes::from_static(b"c")),
+            block: false,
+            exclusive: true,
+            alock: nlm_lock_of("host-b", 1, &fh, 0, 100),
+            reclaim: false,
+            state: 1,
+        };
+        use std::io::Write;
+        cb.write_all(&call_record(
+            xid,
+            proto::nlm4::NLM_PROG,
+            4,
+            proto::nlm4::NLMPROC4_LOCK,
+            &rpc::client::auth_sys(0, 0, &[], "t"),
+            &xdr::to_bytes(&a),
+        ))
+        .unwrap();
+        let r = loop {
+            if let Some(r) = read_record(&mut cb) {
+                break r;
+            }
+            assert!(killed.elapsed() < Duration::from_secs(900), "no answer");
+        };
+        let (_, _, mut d) = rpc::msg::decode_reply(r.into()).unwrap();
+        let stat = <proto::nlm4::Nlm4Res as xdr::Unpack>::unpack(&mut d)
+            .unwrap()
+            .stat
+            .stat;
+        answers.push((
+            killed.elapsed().as_secs_f32(),
+            asked.elapsed().as_secs_f32(),
+            stat,
+        ));
+        match stat {
             NLM4_GRANTED => break,
             NLM4_DENIED if killed.elapsed() < Duration::from_secs(900) => {
-                std::thread::sleep(Duration::from_secs(1))
+                std::thread::sleep(Duration::from_secs(5))
             }
             other => panic!("{other:?} after {:?}", killed.elapsed()),
         }
     }
+    eprintln!("answers (s after the kill, s the call took, answer): {answers:?}");
     eprintln!(
         "a killed head's lock was freed by the MDS {:.0?} after the kill",
         killed.elapsed()

@@ -35,7 +35,7 @@ use crate::{
 };
 use ffi::{InodeRef, LockFh, Mount, Perms, Statx};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub use ffi::available;
 
@@ -143,10 +143,11 @@ pub struct CephFs {
     /// By inode number: the handle the file's POSIX locks are held through.
     /// libcephfs ties a lock to the Fh it was taken through and drops it
     /// when that Fh closes, so one Fh stays open per file while any owner
-    /// holds a lock on it. One mutex for all: lock calls are rare next to
-    /// I/O, and it keeps opening, locking and closing a file's handle in
-    /// one order.
-    locks: Mutex<HashMap<u64, LockFile>>,
+    /// holds a lock on it. One mutex per file, held across its Ceph calls
+    /// (opening, locking and closing a file's handle keep one order); a
+    /// call that waits in the MDS (for a dead client's capabilities) holds
+    /// up that file only.
+    locks: Mutex<HashMap<u64, Arc<Mutex<Option<LockFile>>>>>,
 }
 
 struct LockFile {
@@ -160,7 +161,9 @@ impl Drop for CephFs {
     fn drop(&mut self) {
         // Before the mount goes (closing drops the locks in Ceph).
         for (_, f) in self.locks.get_mut().unwrap().drain() {
-            self.m.close_lock_fh(f.fh);
+            if let Some(f) = f.lock().unwrap().take() {
+                self.m.close_lock_fh(f.fh);
+            }
         }
     }
 }
@@ -356,7 +359,23 @@ impl CephFs {
     /// How many files have a handle open for locks (for tests and
     /// diagnostics): one per file some owner holds a lock on.
     pub fn lock_handles(&self) -> usize {
-        self.locks.lock().unwrap().len()
+        let files: Vec<_> = self.locks.lock().unwrap().values().cloned().collect();
+        files.iter().filter(|f| f.lock().unwrap().is_some()).count()
+    }
+
+    /// The lock entry of an inode (made if missing).
+    fn lock_file(&self, ino: u64) -> Arc<Mutex<Option<LockFile>>> {
+        self.locks.lock().unwrap().entry(ino).or_default().clone()
+    }
+
+    /// Forgets an inode's entry once nobody holds a lock through it or is
+    /// about to use it.
+    fn tidy_lock_file(&self, ino: u64, f: Arc<Mutex<Option<LockFile>>>) {
+        let mut tab = self.locks.lock().unwrap();
+        // Two references: the table's and `f`; the entry is empty.
+        if Arc::strong_count(&f) == 2 && f.try_lock().is_ok_and(|g| g.is_none()) {
+            tab.remove(&ino);
+        }
     }
 
     /// Opens a lock handle: for writing if Ceph lets the head (write locks
@@ -569,33 +588,34 @@ impl crate::Backend for CephFs {
             crate::LockType::Write => libc::F_WRLCK,
         };
         let owner = owner | OWNER_BIT;
-        let mut tab = self.locks.lock().unwrap();
-        if !tab.contains_key(&ino) {
-            let fh = self.open_lock_fh(&i)?;
-            tab.insert(
-                ino,
-                LockFile {
-                    fh,
+        let entry = self.lock_file(ino);
+        let r = {
+            let mut slot = entry.lock().unwrap();
+            let f = match &mut *slot {
+                Some(f) => f,
+                None => slot.insert(LockFile {
+                    fh: self.open_lock_fh(&i)?,
                     held: HashMap::new(),
-                },
-            );
-        }
-        let f = tab.get_mut(&ino).expect("inserted above");
-        let r = match self.m.setlk(&f.fh, t, start, len, owner) {
-            Ok(()) => {
-                f.held.entry(owner).or_default().push(inclusive(start, len));
-                Ok(None)
+                }),
+            };
+            let r = match self.m.setlk(&f.fh, t, start, len, owner) {
+                Ok(()) => {
+                    f.held.entry(owner).or_default().push(inclusive(start, len));
+                    Ok(None)
+                }
+                Err(libc::EAGAIN | libc::EACCES) => {
+                    self.conflict(&f.fh, t, start, len, owner).map(Some)
+                }
+                Err(e) => Err(err(e)),
+            };
+            if f.held.is_empty() {
+                // Opened for this request, which was refused: nothing to keep.
+                let f = slot.take().expect("present");
+                self.m.close_lock_fh(f.fh);
             }
-            Err(libc::EAGAIN | libc::EACCES) => {
-                self.conflict(&f.fh, t, start, len, owner).map(Some)
-            }
-            Err(e) => Err(err(e)),
+            r
         };
-        if f.held.is_empty() {
-            // Opened for this request, which was refused: nothing to keep.
-            let f = tab.remove(&ino).expect("present");
-            self.m.close_lock_fh(f.fh);
-        }
+        self.tidy_lock_file(ino, entry);
         r
     }
 
@@ -615,7 +635,6 @@ impl crate::Backend for CephFs {
             crate::LockType::Write => libc::F_WRLCK,
         };
         let owner = owner | OWNER_BIT;
-        let tab = self.locks.lock().unwrap();
         let ask = |fh: &LockFh| {
             Ok(self
                 .m
@@ -623,47 +642,64 @@ impl crate::Backend for CephFs {
                 .map_err(err)?
                 .map(|(ct, cs, cl)| range_lock(ct, cs, cl)))
         };
-        match tab.get(&ino) {
-            Some(f) => ask(&f.fh),
-            None => {
-                // Nothing held through this head: a handle just for the
-                // question (closing it drops nothing).
-                let fh = self.open_lock_fh(&i)?;
-                let r = ask(&fh);
-                self.m.close_lock_fh(fh);
-                r
+        let entry = self.lock_file(ino);
+        let r = {
+            let slot = entry.lock().unwrap();
+            match &*slot {
+                Some(f) => ask(&f.fh),
+                None => {
+                    // Nothing held through this head: a handle just for
+                    // the question (closing it drops nothing).
+                    match self.open_lock_fh(&i) {
+                        Ok(fh) => {
+                            let r = ask(&fh);
+                            self.m.close_lock_fh(fh);
+                            r
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
             }
-        }
+        };
+        self.tidy_lock_file(ino, entry);
+        r
     }
 
     fn unlock_range(&self, fid: &Fid, owner: u64, offset: u64, length: u64) -> Result<(), FsError> {
         let (ino, _) = parse_fid(fid)?;
         let (start, len) = ceph_range(offset, length);
         let owner = owner | OWNER_BIT;
-        let mut tab = self.locks.lock().unwrap();
-        let Some(f) = tab.get_mut(&ino) else {
+        let Some(entry) = self.locks.lock().unwrap().get(&ino).cloned() else {
             // No lock was taken through this head.
             return Ok(());
         };
-        if !f.held.contains_key(&owner) {
-            return Ok(());
-        }
-        self.m
-            .setlk(&f.fh, libc::F_UNLCK, start, len, owner)
-            .map_err(err)?;
-        let (s, e) = inclusive(start, len);
-        if let Some(h) = f.held.get_mut(&owner) {
-            subtract(h, s, e);
-            if h.is_empty() {
-                f.held.remove(&owner);
+        let r = (|| {
+            let mut slot = entry.lock().unwrap();
+            let Some(f) = &mut *slot else {
+                return Ok(());
+            };
+            if !f.held.contains_key(&owner) {
+                return Ok(());
             }
-        }
-        if f.held.is_empty() {
-            // The last lock is gone: the handle is not needed any more.
-            let f = tab.remove(&ino).expect("present");
-            self.m.close_lock_fh(f.fh);
-        }
-        Ok(())
+            self.m
+                .setlk(&f.fh, libc::F_UNLCK, start, len, owner)
+                .map_err(err)?;
+            let (s, e) = inclusive(start, len);
+            if let Some(h) = f.held.get_mut(&owner) {
+                subtract(h, s, e);
+                if h.is_empty() {
+                    f.held.remove(&owner);
+                }
+            }
+            if f.held.is_empty() {
+                // The last lock is gone: the handle is not needed any more.
+                let f = slot.take().expect("present");
+                self.m.close_lock_fh(f.fh);
+            }
+            Ok(())
+        })();
+        self.tidy_lock_file(ino, entry);
+        r
     }
 
     fn root(&self) -> Fid {
