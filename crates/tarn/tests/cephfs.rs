@@ -905,11 +905,20 @@ fn failed_head_locks_are_freed_for_reclaims() {
     eprintln!(
         "A killed holding an NLM lock; its reclaim through B granted {took:.1?} after the kill"
     );
-    let log = b.log_text();
-    let ended = log
-        .lines()
-        .find(|l| l.contains("ended a failed head's CephFS session"))
-        .unwrap_or_else(|| panic!("B never ended A's session: {log}"));
+    // The thread that ended the session logs once the MDS has answered,
+    // which may come a moment after the grant it made possible.
+    let until = Instant::now() + Duration::from_secs(10);
+    let ended = loop {
+        let log = b.log_text();
+        if let Some(l) = log
+            .lines()
+            .find(|l| l.contains("ended a failed head's CephFS session"))
+        {
+            break l.to_string();
+        }
+        assert!(Instant::now() < until, "B never ended A's session: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     eprintln!("B: {ended}");
     assert!(took < Duration::from_secs(30), "{took:?}");
     drop((cb, b));
