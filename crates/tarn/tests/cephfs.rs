@@ -96,6 +96,10 @@ struct Head {
 
 impl Head {
     fn start(config: &Path, state: &Path) -> Head {
+        Head::start_with(config, state, &[])
+    }
+
+    fn start_with(config: &Path, state: &Path, extra: &[&str]) -> Head {
         std::fs::create_dir_all(state).unwrap();
         let port = free_port();
         let log = state.join("server.log");
@@ -105,6 +109,7 @@ impl Head {
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
             .arg(state)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(logf)
             .spawn()
@@ -520,6 +525,55 @@ fn nlm_unlock(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::n
         .stat
 }
 
+/// A client host's lockd: answers NLMPROC4_GRANTED and passes it on.
+struct Lockd(tokio::sync::mpsc::UnboundedSender<proto::nlm4::Nlm4Testargs>);
+
+impl rpc::Service for Lockd {
+    fn versions(&self, prog: u32) -> Option<(u32, u32)> {
+        (prog == proto::nlm4::NLM_PROG).then_some((4, 4))
+    }
+    fn idempotent(&self, _: u32, _: u32, _: u32) -> bool {
+        true
+    }
+    fn procedure_name(&self, _: u32, _: u32, _: u32) -> &'static str {
+        "lockd"
+    }
+    async fn call(
+        &self,
+        ctx: &rpc::CallContext,
+        mut args: xdr::Decoder,
+        out: &mut bytes::BytesMut,
+    ) -> Result<(), rpc::CallError> {
+        use proto::nlm4::*;
+        use xdr::{Pack, Unpack};
+        if ctx.proc_ != NLMPROC4_GRANTED {
+            return Err(rpc::CallError::ProcUnavail);
+        }
+        let a = Nlm4Testargs::unpack(&mut args).map_err(|_| rpc::CallError::GarbageArgs)?;
+        Nlm4Res {
+            cookie: a.cookie.clone(),
+            stat: Nlm4Stat {
+                stat: Nlm4Stats::NLM4_GRANTED,
+            },
+        }
+        .pack(out);
+        let _ = self.0.send(a);
+        Ok(())
+    }
+}
+
+async fn lockd() -> (
+    u16,
+    tokio::sync::mpsc::UnboundedReceiver<proto::nlm4::Nlm4Testargs>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let srv = rpc::Server::new(std::sync::Arc::new(Lockd(tx)), rpc::ServerConfig::default());
+    tokio::spawn(async move { srv.run(l).await });
+    (port, rx)
+}
+
 async fn v41_session(port: u16, owner: &str) -> client::nfs4::Session {
     let o = client::nfs4::SessionOptions {
         security: client::nfs4::Security::Sys {
@@ -542,10 +596,21 @@ async fn v41_session(port: u16, owner: &str) -> client::nfs4::Session {
 fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
     use proto::nfs4::{NfsLockType4, OPEN4_SHARE_ACCESS_BOTH};
     use proto::nlm4::{Nlm4Stats, Nlm4Testrply};
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // A worker thread: the client host's lockd below answers GRANTED
+    // while the test waits in plain blocking calls.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
+    // A again, calling back this test's lockd with GRANTED.
+    let (cb_port, mut granted) = rt.block_on(lockd());
+    drop(a);
+    let a = Head::start_with(
+        config,
+        &w.join("state-a"),
+        &["--nlm-callback-port", &cb_port.to_string()],
+    );
     let (sa, sb) = rt.block_on(async {
         (
             v41_session(a.port, "locker-on-a").await,
@@ -672,8 +737,45 @@ fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
         .unwrap()
     });
     assert!(r.is_err(), "B's NLM lock denies NFSv4 through A: {r:?}");
+    // A blocking NLM LOCK through A waits for B's lock: no release on A
+    // would wake it, so A tries it again until B lets go, then calls the
+    // client back with GRANTED.
+    let blocking = proto::nlm4::Nlm4Lockargs {
+        cookie: proto::nlm4::Netobj(bytes::Bytes::from_static(b"wait")),
+        block: true,
+        exclusive: true,
+        alock: nlm_lock_of("host-a", 3, &fh3, 0, 10),
+        reclaim: false,
+        state: 1,
+    };
+    let st =
+        nlm_call::<_, proto::nlm4::Nlm4Res>(&mut ca, 30, proto::nlm4::NLMPROC4_LOCK, &blocking);
+    assert_eq!(st.stat.stat, Nlm4Stats::NLM4_BLOCKED);
+    assert!(
+        granted.try_recv().is_err(),
+        "nothing granted while B holds it"
+    );
     assert_eq!(
         nlm_unlock(&mut cb, 25, nlm_lock_of("host-b", 1, &fh3, 0, 100)),
+        Nlm4Stats::NLM4_GRANTED
+    );
+    let t = Instant::now();
+    let g = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(20), granted.recv()).await })
+        .expect("GRANTED within 20 s")
+        .unwrap();
+    eprintln!(
+        "blocked NLM LOCK through A granted {:.1?} after B's UNLOCK",
+        t.elapsed()
+    );
+    assert_eq!((g.alock.svid, g.alock.l_offset, g.alock.l_len), (3, 0, 10));
+    assert_eq!(
+        nlm_lock(&mut cb, 31, nlm_lock_of("host-b", 1, &fh3, 5, 1)),
+        Nlm4Stats::NLM4_DENIED,
+        "the granted lock holds in Ceph"
+    );
+    assert_eq!(
+        nlm_unlock(&mut ca, 32, nlm_lock_of("host-a", 3, &fh3, 0, 10)),
         Nlm4Stats::NLM4_GRANTED
     );
 
