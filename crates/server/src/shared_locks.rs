@@ -64,6 +64,10 @@ pub struct SharedLocks {
     serial: Vec<Mutex<()>>,
     hasher: RandomState,
     wake: Arc<tokio::sync::Notify>,
+    /// One flush at a time: a flush returns only once every release noted
+    /// before it reached the backend, including those another flush (the
+    /// background task's) had taken and was still passing on.
+    flushing: tokio::sync::Mutex<()>,
 }
 
 /// The backend's owner number of a lock owner: the same for the same
@@ -157,6 +161,7 @@ impl SharedLocks {
             serial: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
             wake: Arc::default(),
+            flushing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -281,8 +286,10 @@ impl SharedLocks {
         .await;
     }
 
-    /// Passes every release noted so far to the backend.
+    /// Passes every release noted so far to the backend; returns when they
+    /// are all there.
     pub async fn flush(self: &Arc<Self>) {
+        let _one = self.flushing.lock().await;
         let list = self.locks.take_released();
         if !list.is_empty() {
             self.apply(list).await;
