@@ -214,6 +214,17 @@ impl Nlm {
                     why: "still blocked by another head",
                 });
             }
+            if let (Some(Block::Waiting(_)), Some(sh)) = (blocked.get(&key), self.shared.get()) {
+                if sh.applies(&file) {
+                    // Granted here perhaps, but not yet taken in the
+                    // backend (another head may still refuse it): GRANTED
+                    // is called back once it is.
+                    return Err(Fail {
+                        stat: Nlm4Stats::NLM4_BLOCKED,
+                        why: "still blocked",
+                    });
+                }
+            }
             if let Some(b) = blocked.get_mut(&key) {
                 // A retransmission of a LOCK we already queued or granted.
                 return match self.locks.lock(file, &owner, k, offset, length) {
