@@ -242,6 +242,15 @@ struct Api {
     ) -> c_int,
     ll_releasedir: unsafe extern "C" fn(*mut Cmount, *mut DirResult) -> c_int,
     readdir_r: unsafe extern "C" fn(*mut Cmount, *mut DirResult, *mut libc::dirent) -> c_int,
+    readdirplus_r: unsafe extern "C" fn(
+        *mut Cmount,
+        *mut DirResult,
+        *mut libc::dirent,
+        *mut Statx,
+        u32,
+        u32,
+        *mut *mut Inode,
+    ) -> c_int,
     telldir: unsafe extern "C" fn(*mut Cmount, *mut DirResult) -> i64,
     seekdir: unsafe extern "C" fn(*mut Cmount, *mut DirResult, i64),
     ll_statfs: unsafe extern "C" fn(*mut Cmount, *mut Inode, *mut libc::statvfs) -> c_int,
@@ -335,6 +344,7 @@ impl Api {
             ll_opendir: sym!(lib, "ceph_ll_opendir"),
             ll_releasedir: sym!(lib, "ceph_ll_releasedir"),
             readdir_r: sym!(lib, "ceph_readdir_r"),
+            readdirplus_r: sym!(lib, "ceph_readdirplus_r"),
             telldir: sym!(lib, "ceph_telldir"),
             seekdir: sym!(lib, "ceph_seekdir"),
             ll_statfs: sym!(lib, "ceph_ll_statfs"),
@@ -893,13 +903,46 @@ impl Mount {
         if r == 0 {
             return Ok(None);
         }
+        Ok(Some(self.entry_at(d, &de)))
+    }
+
+    /// Like [`Mount::next_entry`], with the entry's attributes, which the
+    /// MDS sends with the listing: one call per entry instead of a
+    /// lookup and a getattr each (READDIRPLUS).
+    pub fn next_entry_plus(&self, d: &DirRef<'_>) -> Result<Option<(Vec<u8>, Statx, u64)>, Errno> {
+        // SAFETY: dirent is plain data; all zero is a valid value.
+        let mut de: libc::dirent = unsafe { std::mem::zeroed() };
+        let mut st = Statx::default();
+        // SAFETY: live directory stream, out structs; a NULL inode out
+        // pointer takes no reference.
+        let r = check(unsafe {
+            (self.api.readdirplus_r)(
+                self.cm,
+                d.d,
+                &mut de,
+                &mut st,
+                STATX_BASIC_STATS | STATX_BTIME,
+                0,
+                std::ptr::null_mut(),
+            )
+        })?;
+        if r == 0 {
+            return Ok(None);
+        }
+        let (name, _, next) = self.entry_at(d, &de);
+        Ok(Some((name, st, next)))
+    }
+
+    /// The name of a filled-in dirent, its inode number, and the stream's
+    /// offset after it.
+    fn entry_at(&self, d: &DirRef<'_>, de: &libc::dirent) -> (Vec<u8>, u64, u64) {
         // SAFETY: libcephfs NUL-terminates d_name within its 256 bytes.
         let name = unsafe { CStr::from_ptr(de.d_name.as_ptr()) }
             .to_bytes()
             .to_vec();
         // SAFETY: live directory stream.
         let next = unsafe { (self.api.telldir)(self.cm, d.d) };
-        Ok(Some((name, de.d_ino, next as u64)))
+        (name, de.d_ino, next as u64)
     }
 
     pub fn statfs(&self, i: &InodeRef<'_>) -> Result<libc::statvfs, Errno> {

@@ -1028,7 +1028,10 @@ impl crate::Backend for CephFs {
         plus: bool,
         sink: &mut dyn DirSink,
     ) -> Result<DirEnd, FsError> {
-        let d = self.dir_inode(dir)?;
+        let (d, dst) = self.inode_st(dir)?;
+        if file_type(dst.mode as u32) != FileType::Directory {
+            return Err(FsError::NotDir);
+        }
         let (dir_ino, _) = parse_fid(dir)?;
         let perms = self.perms(cred);
         let stream = self.m.opendir(&d, &perms).map_err(err)?;
@@ -1036,8 +1039,24 @@ impl crate::Backend for CephFs {
             self.m.seekdir(&stream, cookie);
         }
         let verifier = [0u8; 8];
+        // Handles and attributes with the names only for a caller who may
+        // look the names up (search permission on the directory, which a
+        // LOOKUP of each would need), judged once by the mode bits as
+        // ACCESS is.
+        let plus = plus && crate::mode::may(cred, &self.attr(&dst), crate::mode::X);
         loop {
-            let Some((name, ino, next)) = self.m.next_entry(&stream).map_err(err)? else {
+            let entry = if plus {
+                self.m
+                    .next_entry_plus(&stream)
+                    .map_err(err)?
+                    .map(|(name, st, next)| (name, st.ino, next, Some(st)))
+            } else {
+                self.m
+                    .next_entry(&stream)
+                    .map_err(err)?
+                    .map(|(name, ino, next)| (name, ino, next, None))
+            };
+            let Some((name, ino, next, st)) = entry else {
                 return Ok(DirEnd {
                     eof: true,
                     verifier,
@@ -1049,10 +1068,16 @@ impl crate::Backend for CephFs {
                     verifier,
                 });
             }
-            let extra = if plus {
-                self.lookup_in(cred, &d, dir_ino, &name).ok()
-            } else {
-                None
+            let extra = match st {
+                // "." and "..": as LOOKUP answers them (the export root's
+                // parent is the root itself).
+                Some(_) if name == b"." || name == b".." => {
+                    self.lookup_in(cred, &d, dir_ino, &name).ok()
+                }
+                // An entry removed since the listing was read.
+                Some(st) if st.nlink == 0 => None,
+                Some(st) => Some((fid_of(&st), self.attr(&st))),
+                None => None,
             };
             let fileid = extra.as_ref().map_or(ino, |(_, a)| a.fileid);
             let item = DirItem {

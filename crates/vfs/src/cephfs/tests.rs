@@ -239,11 +239,19 @@ fn against_a_cluster() {
     loop {
         let p = fs.readdir(&c, &d, cookie, [0; 8], 7, true).unwrap();
         for e in &p.entries {
-            if e.name != b"." && e.name != b".." {
-                let (pf, pa) = e.plus.as_ref().unwrap();
-                assert_eq!(pa.fileid, e.fileid);
-                assert_eq!(fs.getattr(pf).unwrap().fileid, e.fileid);
-            }
+            // The handle and attributes a listing carries (read with the
+            // names, ceph_readdirplus_r) are those a LOOKUP answers.
+            let (pf, pa) = e.plus.as_ref().unwrap();
+            let (lf, la) = fs.lookup(&c, &d, &e.name).unwrap();
+            assert_eq!(
+                (pf, pa.fileid, pa.ftype, pa.mode),
+                (&lf, la.fileid, la.ftype, la.mode)
+            );
+            assert_eq!(
+                (pa.size, pa.nlink, pa.mtime, pa.ctime),
+                (la.size, la.nlink, la.mtime, la.ctime)
+            );
+            assert_eq!(pa.fileid, e.fileid);
             names.push(String::from_utf8(e.name.clone()).unwrap());
         }
         if p.eof {
@@ -257,6 +265,15 @@ fn against_a_cluster() {
     want.push("..".into());
     want.sort();
     assert_eq!(names, want);
+    // Without search permission on the directory a caller gets the names
+    // only, as a LOOKUP of each would fail.
+    fs.setattr(&c, &d, &SetAttr::mode(0o744)).unwrap();
+    let p = fs
+        .readdir(&Cred::user(1000, 1000), &d, 0, [0; 8], 100, true)
+        .unwrap();
+    assert_eq!(p.entries.len(), 52);
+    assert!(p.entries.iter().all(|e| e.plus.is_none()));
+    fs.setattr(&c, &d, &SetAttr::mode(0o755)).unwrap();
     assert_eq!(fs.rmdir(&c, &r, b"dir"), Err(FsError::NotEmpty));
     // What a local directory's calls answer for a file where a directory
     // belongs, and for a file renamed onto a non-empty directory.
