@@ -434,9 +434,10 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         };
         let delegations = match &e.delegations {
-            // Nothing recalls a delegation when another head or CephFS
-            // client touches the file (no ceph_ll_delegation yet).
-            None if ceph.is_some() => server::export::Delegations::None,
+            // Read delegations, each backed by one of CephFS's, which
+            // another head's or CephFS client's conflicting open recalls;
+            // write delegations are never granted on CephFS.
+            None if ceph.is_some() => server::export::Delegations::Read,
             None => Default::default(),
             Some(d) => d
                 .get_ref()

@@ -889,6 +889,7 @@ fn serve(
         nfs4.metrics = Some(metrics.clone());
         nfs4.spawn_reaper();
         nfs4.spawn_local_recalls();
+        nfs4.spawn_backend_delegations();
         {
             let state = nfs4.state.clone();
             metrics.add_cache_probe("nfs4_state", move || state.usage());

@@ -225,6 +225,18 @@ impl Backend for Faulty {
     fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
         self.inner.on_local_change(hook)
     }
+    fn shares_delegations(&self) -> bool {
+        self.inner.shares_delegations()
+    }
+    fn delegate(&self, fid: &Fid, within: std::time::Duration) -> Result<bool, FsError> {
+        self.inner.delegate(fid, within)
+    }
+    fn undelegate(&self, fid: &Fid) {
+        self.inner.undelegate(fid)
+    }
+    fn on_delegation_recall(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        self.inner.on_delegation_recall(hook)
+    }
     fn xattr_support(&self) -> bool {
         self.inner.xattr_support()
     }

@@ -372,16 +372,35 @@ pub async fn on_open(
         }
     }
     let file = file_key(export, fid);
+    // Where other servers change the files too (CephFS), a delegation
+    // stands on one of the file system's: read delegations only (see
+    // backend_delegs), and none when the file system refuses.
+    let backed = if export.backend.shares_delegations() {
+        if kind == DelegType::Write {
+            return refuse(WhyNoDelegation4::WND4_CONTENTION);
+        }
+        match c.n.back_delegation(export, fid).await {
+            Some(b) => Some(b),
+            None => return refuse(WhyNoDelegation4::WND4_CONTENTION),
+        }
+    } else {
+        None
+    };
     let fh = c.n.seal(&super::compound::Fh::Obj {
         export: export.clone(),
         fid: *fid,
     });
     let max = c.n.cfg.max_delegations;
-    match c
-        .n
-        .state
-        .grant_delegation(clientid, file, fh, kind, change, max, c.n.clock.now())
-    {
+    let granted_now =
+        c.n.state
+            .grant_delegation(clientid, file, fh, kind, change, max, c.n.clock.now());
+    if backed.is_some() {
+        drop(backed);
+        if granted_now.is_err() {
+            c.n.bdelegs.check(file);
+        }
+    }
+    match granted_now {
         Ok(stateid) => {
             count_grant(c, kind);
             // Past the high-water mark the biggest holders are asked to
@@ -450,15 +469,30 @@ async fn reclaim(
         export: export.clone(),
         fid: *fid,
     });
-    match c.n.state.reclaim_delegation(
-        clientid,
-        file_key(export, fid),
-        fh,
-        kind,
-        change,
-        callback,
-        c.n.clock.now(),
-    ) {
+    // Backed by the file system's as a new one is (see grant above); none
+    // when it refuses: the client revalidates what it cached.
+    let backed = if export.backend.shares_delegations() {
+        if kind == DelegType::Write {
+            return OpenDelegation4::OPEN_DELEGATE_NONE;
+        }
+        match c.n.back_delegation(export, fid).await {
+            Some(b) => Some(b),
+            None => return OpenDelegation4::OPEN_DELEGATE_NONE,
+        }
+    } else {
+        None
+    };
+    let file = file_key(export, fid);
+    let r =
+        c.n.state
+            .reclaim_delegation(clientid, file, fh, kind, change, callback, c.n.clock.now());
+    if backed.is_some() {
+        drop(backed);
+        if r.is_err() {
+            c.n.bdelegs.check(file);
+        }
+    }
+    match r {
         Ok((stateid, recall)) => {
             count_grant(c, kind);
             if recall {

@@ -10,6 +10,7 @@
 
 pub mod attr;
 pub mod backchannel;
+mod backend_delegs;
 pub mod cb40;
 pub mod clock;
 mod compound;
@@ -122,6 +123,8 @@ pub struct Nfs4 {
     pub peers: Arc<peers::Peers>,
     /// Locks also taken in backends that keep them (CephFS), shared with NLM.
     pub shared: Arc<crate::shared_locks::SharedLocks>,
+    /// Delegations backed by the backend's own (CephFS).
+    pub bdelegs: Arc<backend_delegs::BackendDelegs>,
 }
 
 /// An NFSv4 error together with why, for the log line.
@@ -367,6 +370,7 @@ impl Nfs4 {
         });
         Nfs4 {
             shared,
+            bdelegs: Arc::new(backend_delegs::BackendDelegs::new(cfg.lease)),
             peers: Arc::default(),
             live,
             key,

@@ -438,12 +438,13 @@ pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Delegreturn4res
         if c.minor == 0 {
             c.n.state.renew(client, c.n.clock.now())?;
         }
-        match c
-            .n
-            .state
-            .delegreturn(client, &sid, &file_key(&export, &fid))
-        {
-            Nfsstat4::NFS4_OK => Ok(()),
+        let file = file_key(&export, &fid);
+        match c.n.state.delegreturn(client, &sid, &file) {
+            Nfsstat4::NFS4_OK => {
+                // The file system's delegation behind it, if the last went.
+                c.n.bdelegs.check(file);
+                Ok(())
+            }
             s => Err(Fail::new(s, "not a delegation of this client on this file")),
         }
     })();

@@ -14,7 +14,8 @@
 //! returns 0 or a byte count on success and a negated errno on failure.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::sync::Arc;
 
 use libloading::Library;
 
@@ -160,6 +161,14 @@ struct Api {
         *const UserPerm,
     ) -> c_int,
     ll_close: unsafe extern "C" fn(*mut Cmount, *mut Fh) -> c_int,
+    ll_delegation: unsafe extern "C" fn(
+        *mut Cmount,
+        *mut Fh,
+        c_uint,
+        Option<unsafe extern "C" fn(*mut Fh, *mut c_void)>,
+        *mut c_void,
+    ) -> c_int,
+    set_deleg_timeout: unsafe extern "C" fn(*mut Cmount, u32) -> c_int,
     ll_getlk: unsafe extern "C" fn(*mut Cmount, *mut Fh, *mut libc::flock, u64) -> c_int,
     ll_setlk: unsafe extern "C" fn(*mut Cmount, *mut Fh, *mut libc::flock, u64, c_int) -> c_int,
     ll_read: unsafe extern "C" fn(*mut Cmount, *mut Fh, i64, u64, *mut c_char) -> c_int,
@@ -326,6 +335,8 @@ impl Api {
             ll_setattr: sym!(lib, "ceph_ll_setattr"),
             ll_open: sym!(lib, "ceph_ll_open"),
             ll_close: sym!(lib, "ceph_ll_close"),
+            ll_delegation: sym!(lib, "ceph_ll_delegation"),
+            set_deleg_timeout: sym!(lib, "ceph_set_deleg_timeout"),
             ll_getlk: sym!(lib, "ceph_ll_getlk"),
             ll_setlk: sym!(lib, "ceph_ll_setlk"),
             ll_read: sym!(lib, "ceph_ll_read"),
@@ -1067,6 +1078,72 @@ impl Mount {
         Ok(LockFh { cm: self.cm, fh })
     }
 
+    /// Allows delegations on this mount: one recalled and not given back
+    /// within `secs` makes libcephfs unmount the whole mount (so its
+    /// holder must give recalled ones back well before). EINVAL: longer
+    /// than the cluster lets a client hold capabilities.
+    pub fn set_deleg_timeout(&self, secs: u32) -> Result<(), Errno> {
+        // SAFETY: mounted handle.
+        check(unsafe { (self.api.set_deleg_timeout)(self.cm, secs) }).map(drop)
+    }
+
+    /// Takes a read delegation (`ceph_ll_delegation` CEPH_DELEGATION_RD)
+    /// through a handle of this mount: until it is given back, a
+    /// conflicting open by another client of the file system (another
+    /// head) waits, and `recall` is called so the holder gives it back.
+    /// `recall` runs on a libcephfs thread that may hold the client lock:
+    /// it must not call into libcephfs, only pass the news on. EAGAIN: a
+    /// conflicting open exists.
+    pub fn delegate(
+        &self,
+        f: &LockFh,
+        recall: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Delegation, Errno> {
+        assert_eq!(f.cm, self.cm, "handle of another mount");
+        let private = Box::into_raw(Box::new(recall));
+        // SAFETY: open handle of this mount; `private` stays valid until
+        // the delegation is given back (Delegation keeps it, and frees it
+        // only in give_back, after libcephfs has let go of it).
+        let r = unsafe {
+            (self.api.ll_delegation)(
+                self.cm,
+                f.fh,
+                CEPH_DELEGATION_RD,
+                Some(recall_trampoline),
+                private.cast(),
+            )
+        };
+        if r < 0 {
+            // SAFETY: not handed to libcephfs (refused): still ours alone.
+            drop(unsafe { Box::from_raw(private) });
+            return Err(-r);
+        }
+        Ok(Delegation {
+            cm: self.cm,
+            private,
+        })
+    }
+
+    /// Gives a delegation back and closes the handle it was taken through.
+    pub fn give_back(&self, f: LockFh, d: Delegation) {
+        assert_eq!(f.cm, self.cm, "handle of another mount");
+        assert_eq!(d.cm, self.cm, "delegation of another mount");
+        // SAFETY: open handle of this mount, with the delegation on it.
+        // With it gone (and the handle closed, which drops any delegation
+        // too) libcephfs holds no pointer to `private` any more.
+        unsafe {
+            (self.api.ll_delegation)(
+                self.cm,
+                f.fh,
+                CEPH_DELEGATION_NONE,
+                None,
+                std::ptr::null_mut(),
+            );
+            (self.api.ll_close)(self.cm, f.fh);
+            drop(Box::from_raw(d.private));
+        }
+    }
+
     /// Closes a lock handle: libcephfs drops every lock taken through it.
     pub fn close_lock_fh(&self, f: LockFh) {
         assert_eq!(f.cm, self.cm, "lock handle of another mount");
@@ -1201,6 +1278,31 @@ pub struct LockFh {
 // them (checked on every use).
 unsafe impl Send for LockFh {}
 unsafe impl Sync for LockFh {}
+
+const CEPH_DELEGATION_NONE: c_uint = 0;
+const CEPH_DELEGATION_RD: c_uint = 1;
+
+/// A delegation taken with [`Mount::delegate`]; given back with
+/// [`Mount::give_back`] (one never given back lasts until the mount is
+/// released, and its callback's closure is leaked).
+pub struct Delegation {
+    cm: *mut Cmount,
+    private: *mut Arc<dyn Fn() + Send + Sync>,
+}
+
+// SAFETY: `private` is a Box's pointer to a Send + Sync closure, read only
+// by the trampoline and freed once, by give_back; `cm` is only compared.
+unsafe impl Send for Delegation {}
+unsafe impl Sync for Delegation {}
+
+/// libcephfs's recall callback: calls the closure [`Mount::delegate`] was
+/// given. A panic must not unwind into C.
+unsafe extern "C" fn recall_trampoline(_fh: *mut Fh, private: *mut c_void) {
+    // SAFETY: `private` is the pointer delegate() passed, live until
+    // give_back, which runs only after libcephfs has let go of it.
+    let recall = unsafe { &*(private as *const Arc<dyn Fn() + Send + Sync>) };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| recall()));
+}
 
 /// An open directory stream.
 pub struct DirRef<'m> {

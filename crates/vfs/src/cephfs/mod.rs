@@ -35,7 +35,7 @@ use crate::{
 };
 use ffi::{InodeRef, LockFh, Mount, Perms, Statx};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use ffi::available;
 
@@ -148,6 +148,13 @@ pub struct CephFs {
     /// call that waits in the MDS (for a dead client's capabilities) holds
     /// up that file only.
     locks: Mutex<HashMap<u64, Arc<Mutex<Option<LockFile>>>>>,
+    /// By inode number: the read delegations held for NFS ones (a
+    /// handle each, open while the delegation is).
+    delegs: Mutex<HashMap<u64, (LockFh, ffi::Delegation)>>,
+    /// Where recalls of those go (set once by the server).
+    recall: Arc<OnceLock<Box<dyn Fn(&Fid) + Send + Sync>>>,
+    /// ceph_set_deleg_timeout's answer, asked once before the first.
+    deleg_timeout: OnceLock<Result<(), String>>,
 }
 
 struct LockFile {
@@ -159,6 +166,9 @@ struct LockFile {
 
 impl Drop for CephFs {
     fn drop(&mut self) {
+        for (_, (fh, d)) in self.delegs.get_mut().unwrap().drain() {
+            self.m.give_back(fh, d);
+        }
         // Before the mount goes (closing drops the locks in Ceph).
         for (_, f) in self.locks.get_mut().unwrap().drain() {
             if let Some(f) = f.lock().unwrap().take() {
@@ -353,6 +363,9 @@ impl CephFs {
             root_ino,
             fsid,
             locks: Mutex::default(),
+            delegs: Mutex::default(),
+            recall: Arc::default(),
+            deleg_timeout: OnceLock::new(),
         })
     }
 
@@ -570,6 +583,75 @@ impl CephFs {
 impl crate::Backend for CephFs {
     fn shares_locks(&self) -> bool {
         true
+    }
+
+    fn shares_delegations(&self) -> bool {
+        true
+    }
+
+    fn delegate(&self, fid: &Fid, within: std::time::Duration) -> Result<bool, FsError> {
+        let allowed = self.deleg_timeout.get_or_init(|| {
+            // libcephfs refuses delegations until told how long a recall
+            // may take, and unmounts a mount that takes longer.
+            let secs = within.as_secs().clamp(5, u32::MAX as u64) as u32;
+            self.m.set_deleg_timeout(secs).map_err(|e| {
+                let m = format!(
+                    "ceph_set_deleg_timeout({secs}): {} (the cluster's session timeout is shorter: shorten [nfs4] lease_seconds); no delegations on this CephFS export",
+                    ffi::strerror(e)
+                );
+                tracing::warn!("{m}");
+                m
+            })
+        });
+        if allowed.is_err() {
+            return Ok(false);
+        }
+        let (ino, _) = parse_fid(fid)?;
+        if self.delegs.lock().unwrap().contains_key(&ino) {
+            return Ok(true);
+        }
+        let i = self.file_inode(fid)?;
+        let fh = self
+            .m
+            .open_lock_fh(&i, libc::O_RDONLY, &self.root_perms())
+            .map_err(err)?;
+        let (hook, f) = (self.recall.clone(), *fid);
+        let recall = Arc::new(move || {
+            if let Some(h) = hook.get() {
+                h(&f)
+            }
+        });
+        match self.m.delegate(&fh, recall) {
+            Ok(d) => {
+                // The server takes one per file at a time: no other can
+                // have come in meanwhile.
+                if let Some((fh, d)) = self.delegs.lock().unwrap().insert(ino, (fh, d)) {
+                    self.m.give_back(fh, d);
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                self.m.close_lock_fh(fh);
+                match e {
+                    libc::EAGAIN => Ok(false),
+                    e => Err(err(e)),
+                }
+            }
+        }
+    }
+
+    fn undelegate(&self, fid: &Fid) {
+        let Ok((ino, _)) = parse_fid(fid) else {
+            return;
+        };
+        let held = self.delegs.lock().unwrap().remove(&ino);
+        if let Some((fh, d)) = held {
+            self.m.give_back(fh, d);
+        }
+    }
+
+    fn on_delegation_recall(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        self.recall.set(hook).is_ok()
     }
 
     fn lock_range(

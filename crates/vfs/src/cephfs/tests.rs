@@ -392,6 +392,8 @@ fn against_a_cluster() {
     fs.sync_all().unwrap();
     let lf = locks_across_clients(&fs, &other, &r);
     // Handles survive a "restart": a new client resolves the same fids.
+    delegations_across_clients(&fs, &other, &r);
+
     // The other client goes away with a lock held: its locks go with it.
     drop(other);
     assert_eq!(
@@ -403,6 +405,62 @@ fn against_a_cluster() {
     let again = CephFs::new(&cl.config("/exp")).unwrap();
     assert_eq!(again.getattr(&uf).unwrap().size, 4);
     assert_eq!(again.root(), r);
+}
+
+/// A read delegation through one client (head) of the file system: reads
+/// through the other go on, a write through the other waits until the
+/// holder, called back, gives the delegation back.
+fn delegations_across_clients(fs: &CephFs, other: &CephFs, r: &Fid) {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let c = root();
+    let (f, _) = fs
+        .create(
+            &c,
+            r,
+            b"delegated",
+            &CreateHow::Guarded(SetAttr::mode(0o644)),
+        )
+        .unwrap();
+    fs.write(&c, &f, 0, b"before", Stable::FileSync).unwrap();
+    let (tx, rx) = mpsc::channel();
+    assert!(fs.shares_delegations());
+    assert!(fs.on_delegation_recall(Box::new(move |fid| {
+        let _ = tx.send(*fid);
+    })));
+    let within = Duration::from_secs(30);
+    assert_eq!(fs.delegate(&f, within), Ok(true));
+    assert_eq!(fs.delegate(&f, within), Ok(true), "one per file, kept");
+    let mut buf = [0u8; 16];
+    assert_eq!(other.read(&c, &f, 0, &mut buf).unwrap().0, 6);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "a read elsewhere does not recall a read delegation"
+    );
+    std::thread::scope(|s| {
+        let t = Instant::now();
+        let (c, f) = (&c, &f);
+        let writer = s.spawn(move || {
+            let r = other.write(c, f, 0, b"after!", Stable::FileSync);
+            (r, t.elapsed())
+        });
+        let recalled = rx.recv_timeout(Duration::from_secs(20)).expect("recalled");
+        assert_eq!(recalled, *f);
+        let heard = t.elapsed();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!writer.is_finished(), "the write waits for the delegation");
+        fs.undelegate(f);
+        let (w, done) = writer.join().unwrap();
+        assert_eq!(w.unwrap().0, 6);
+        eprintln!("delegation recalled {heard:?} after the other's write began, which ended {done:?} after it began (300 ms after the recall it was given back)");
+        assert!(done < Duration::from_secs(10), "{done:?}");
+    });
+    assert_eq!(fs.read(&c, &f, 0, &mut buf).unwrap().0, 6);
+    assert_eq!(&buf[..6], b"after!");
+    // Taken again once nobody else has it open, and given back.
+    assert_eq!(fs.delegate(&f, within), Ok(true));
+    fs.undelegate(&f);
+    fs.undelegate(&f);
 }
 
 /// POSIX locks through two clients of one file system (two heads). Leaves
