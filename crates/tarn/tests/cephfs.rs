@@ -456,6 +456,7 @@ fn two_heads_over_one_cephfs() {
     };
     assert_eq!(&r3.data[..], b"mine yours");
     drop(ca);
+    delegations_across_heads(&a, &b);
     locks_across_heads(a, &b, &config, w);
     drop(b);
 }
@@ -587,6 +588,94 @@ async fn v41_session(port: u16, owner: &str) -> client::nfs4::Session {
     client::nfs4::Session::connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)), &o)
         .await
         .expect("NFSv4.1 session")
+}
+
+/// A read delegation granted through head A stands on one of CephFS's: a
+/// read through head B leaves it be; a write through B waits in CephFS
+/// while A, called back by CephFS, recalls it from its client, which
+/// returns it; then B's write goes on and A's client sees the new data.
+fn delegations_across_heads(a: &Head, b: &Head) {
+    use bytes::Bytes;
+    use proto::nfs4::{StableHow4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let with_callbacks = client::nfs4::SessionOptions {
+            security: client::nfs4::Security::Sys {
+                uid: 1000,
+                gid: 1000,
+            },
+            owner: Bytes::from_static(b"reader-on-a"),
+            ..Default::default()
+        };
+        let sa = client::nfs4::Session::connect(
+            std::net::SocketAddr::from(([127, 0, 0, 1], a.port)),
+            &with_callbacks,
+        )
+        .await
+        .unwrap();
+        let sb = v41_session(b.port, "writer-on-b").await;
+        let dir = sb.lookup_path("/").await.unwrap();
+        let (bsid, bfh) = sb
+            .open(&dir, "delegated", Some(0o666), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        sb.write(
+            &bsid,
+            &bfh,
+            0,
+            Bytes::from_static(b"old"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .unwrap();
+        let dir = sa.lookup_path("/").await.unwrap();
+        let (asid, afh) = sa
+            .open(&dir, "delegated", None, OPEN4_SHARE_ACCESS_READ)
+            .await
+            .unwrap();
+        assert!(
+            sa.delegations().get(&afh).is_some(),
+            "a read delegation from A over CephFS; log:\n{}",
+            a.log_text()
+        );
+        assert_eq!(&sb.read(&bsid, &bfh, 0, 10).await.unwrap().data[..], b"old");
+        assert_eq!(
+            sa.delegations().recalls_received(),
+            0,
+            "a read elsewhere recalls nothing"
+        );
+        let t = Instant::now();
+        sb.write(
+            &bsid,
+            &bfh,
+            0,
+            Bytes::from_static(b"new data"),
+            StableHow4::FILE_SYNC4,
+        )
+        .await
+        .unwrap();
+        let took = t.elapsed();
+        eprintln!("a write through B waited {took:?} for A's client to return its delegation");
+        assert_eq!(sa.delegations().recalls_received(), 1, "CB_RECALL from A");
+        assert!(sa.delegations().is_empty(), "returned");
+        assert!(
+            took < Duration::from_secs(10),
+            "returned, not revoked: {took:?}"
+        );
+        assert_eq!(sa.stat(&afh).await.unwrap().size, Some(8));
+        assert_eq!(
+            &sa.read(&asid, &afh, 0, 10).await.unwrap().data[..],
+            b"new data"
+        );
+        sa.close(&afh, &asid).await.unwrap();
+        sb.close(&bfh, &bsid).await.unwrap();
+        sa.destroy().await.unwrap();
+        sb.destroy().await.unwrap();
+    });
 }
 
 /// Byte-range locks over CephFS conflict across heads: NFSv4.1 through A
