@@ -1208,3 +1208,95 @@ fn dead_head_lock_lasts_until_the_mds_times_it_out() {
     );
     drop((cb, b));
 }
+
+/// A client on head A that never returns a recalled delegation: A's state
+/// core revokes it after a lease and A gives CephFS's back, so the write
+/// through B waits about a lease, well inside libcephfs's deadline (two
+/// leases), past which it would have unmounted A's whole mount. A still
+/// serves the file afterwards.
+#[test]
+fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
+    use bytes::Bytes;
+    use proto::nfs4::{StableHow4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cl) = Cluster::start() else { return };
+    make_export_dir(&cl);
+    let work = tempfile::Builder::new()
+        .prefix("tarn-ceph-deleg-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let w = work.path();
+    let config = w.join("tarn.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[nfs4]\ngrace_seconds = 0\nlease_seconds = 5\n\n[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
+            cl.conf().display()
+        ),
+    )
+    .unwrap();
+    let a = Head::start(&config, &w.join("state-a"));
+    std::fs::create_dir_all(w.join("state-b")).unwrap();
+    std::fs::copy(w.join("state-a/handle.key"), w.join("state-b/handle.key")).unwrap();
+    let b = Head::start(&config, &w.join("state-b"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let opts = client::nfs4::SessionOptions {
+            security: client::nfs4::Security::Sys {
+                uid: 1000,
+                gid: 1000,
+            },
+            owner: Bytes::from_static(b"deaf-reader-on-a"),
+            ..Default::default()
+        };
+        let sa = client::nfs4::Session::connect(
+            std::net::SocketAddr::from(([127, 0, 0, 1], a.port)),
+            &opts,
+        )
+        .await
+        .unwrap();
+        sa.delegations().set_ignore_recalls(true);
+        let sb = v41_session(b.port, "writer-on-b").await;
+        let dir = sb.lookup_path("/").await.unwrap();
+        let (bsid, bfh) = sb
+            .open(&dir, "kept", Some(0o666), OPEN4_SHARE_ACCESS_BOTH)
+            .await
+            .unwrap();
+        let dir = sa.lookup_path("/").await.unwrap();
+        let (_asid, afh) = sa
+            .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_READ)
+            .await
+            .unwrap();
+        assert!(sa.delegations().get(&afh).is_some(), "a read delegation");
+        let t = Instant::now();
+        sb.write(&bsid, &bfh, 0, Bytes::from_static(b"written"), StableHow4::FILE_SYNC4)
+            .await
+            .unwrap();
+        let took = t.elapsed();
+        eprintln!("a write through B waited {took:?} for A to revoke an unreturned delegation (lease 5 s)");
+        assert_eq!(sa.delegations().recalls_received(), 1);
+        assert!(
+            // Revoked after a lease (5 s) and given back at the next
+            // sweep; the backstop would give it back at 15 s.
+            took >= Duration::from_secs(3) && took < Duration::from_secs(14),
+            "about a lease: {took:?}"
+        );
+        // A's mount is still there: a new client of A reads the file.
+        let sc = v41_session(a.port, "reader-after").await;
+        let dir = sc.lookup_path("/").await.unwrap();
+        let (csid, cfh) = sc
+            .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_READ)
+            .await
+            .unwrap();
+        assert_eq!(&sc.read(&csid, &cfh, 0, 10).await.unwrap().data[..], b"written");
+        sb.close(&bfh, &bsid).await.unwrap();
+    });
+    let log = a.log_text();
+    assert!(!log.contains("in time: giving the backend's back"), "{log}");
+    drop(a);
+    drop(b);
+}

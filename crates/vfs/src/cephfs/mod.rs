@@ -152,10 +152,13 @@ pub struct CephFs {
     /// handle each, open while the delegation is).
     delegs: Mutex<HashMap<u64, (LockFh, ffi::Delegation)>>,
     /// Where recalls of those go (set once by the server).
-    recall: Arc<OnceLock<Box<dyn Fn(&Fid) + Send + Sync>>>,
+    recall: Arc<OnceLock<RecallHook>>,
     /// ceph_set_deleg_timeout's answer, asked once before the first.
     deleg_timeout: OnceLock<Result<(), String>>,
 }
+
+/// The server's hook for delegations CephFS recalls.
+type RecallHook = Box<dyn Fn(&Fid) + Send + Sync>;
 
 struct LockFile {
     fh: LockFh,
