@@ -15,7 +15,8 @@
 //! anongid = 65534
 //! secure = false                 # true: AUTH_SYS calls only from ports below 1024
 //! sec = ["krb5p", "sys"]         # accepted flavors: sys (default), krb5, krb5i, krb5p
-//! delegations = "read-write"     # NFSv4 delegations: "none", "read", "read-write" (default)
+//! delegations = "read-write"     # NFSv4 delegations: "none", "read", "read-write" (default;
+//!                                #   "read" on cephfs:// exports, where write ones are never granted)
 //!
 //! [[export]]                     # the rule form: first matching rule wins
 //! path = "/srv/home"

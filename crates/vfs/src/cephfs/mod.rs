@@ -21,8 +21,12 @@
 //! waiting), so the MDS makes locks taken through different heads
 //! conflict; see [`CephFs::lock_handles`] for the handles they need.
 //!
-//! Not done yet: delegations (ceph_ll_delegation) under NFS's, allocate,
-//! copy/clone offload.
+//! Read delegations are backed by CephFS's (`ceph_ll_delegation`): the
+//! server takes one before granting an NFS read delegation and hears
+//! through [`crate::Backend::on_delegation_recall`] when another client of the
+//! file system wants the file (see the server's `backend_delegs`).
+//!
+//! Not done yet: write delegations, allocate, copy/clone offload.
 
 mod ffi;
 
