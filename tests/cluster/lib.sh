@@ -138,21 +138,6 @@ fo_ceph_up() {
 }
 fo_ceph() { ip netns exec "$FO_LAB" timeout 30 ceph -c "$FO_CEPH_CONF" "$@"; }
 
-# fo_ceph_evict IP: ends the CephFS sessions of the head at IP (a dead head's capabilities would
-# otherwise hold every other head off its files until the MDS times the session out: a minute
-# or more). The MDS also blocklists the session's address, so a head that was only paused
-# cannot write behind our back.
-fo_ceph_evict() {
-  local ids id
-  ids=$(fo_ceph tell mds.a client ls --format json 2>/dev/null | python3 -c '
-import json, sys
-for s in json.load(sys.stdin):
-    if s["entity"]["addr"]["addr"].split(":")[0] == sys.argv[1]:
-        print(s["id"])' "$1")
-  for id in $ids; do fo_ceph tell mds.a client evict "id=$id" >/dev/null 2>&1 || true; done
-  echo "$ids" | wc -w
-}
-
 # ---- heads ------------------------------------------------------------------------------------------
 fo_head_config() {  # NODE IP
   local node=$1
@@ -211,35 +196,24 @@ fo_heads_up() {
 # then "node lease_until need_grace enforcing lost" per head).
 fo_grace_record() { fo_etcdctl get --print-value-only /tarn/tfo/grace 2>/dev/null; }
 
-# fo_takeover_ready FAILED: whether the cluster has declared FAILED lost and every live head
-# enforces the grace, so its clients' reclaims are taken on any live head. This is the check a
-# failover manager makes before it moves the service address (see docs/cluster.md): a client
-# that reaches a head before then gets NFS4ERR_NO_GRACE for its reclaims and loses its locks.
-fo_takeover_ready() {
-  fo_grace_record | awk -v f="$1" '
-    NR == 1 { rec = $2; next }
-    $1 == f { lost = ($5 == 1); next }
-    $5 == 0 && $4 != 1 { bad = 1 }
-    END { exit !(rec != 0 && lost && !bad) }'
-}
-
 # fo_failover: head A dies (SIGKILL) and the service address moves to B, in the order a failover
 # manager must keep (docs/cluster.md): fence A (evict its CephFS sessions), wait until the
-# cluster has declared A lost and every live head enforces the grace, then move the address.
+# cluster has declared A lost and every live head enforces the grace (both by
+# scripts/tarn-takeover.sh), then move the address.
 # Sets T_KILL, T_READY, T_MOVED (ms since the epoch). $1: a file to create right after the kill.
 fo_failover() {
-  local n
   kill -KILL "$(fo_pid tarn-a)"
   T_KILL=$(fo_ms)
   [ -n "${1:-}" ] && echo "$T_KILL" >"$1"
   wait "$(fo_pid tarn-a)" 2>/dev/null || true
   fo_log "head a SIGKILLed"
-  n=$(fo_ceph_evict "$FO_A_IP")
-  fo_log "evicted $n CephFS session(s) of a ($(( $(fo_ms) - T_KILL )) ms after the kill)"
-  for _ in $(seq 300); do fo_takeover_ready a && break; sleep 0.05; done
+  # What a failover manager runs before it moves the address (the production script).
+  if ! ip netns exec "$FO_LAB" bash "$FO_REPO/scripts/tarn-takeover.sh" --etcd "$FO_ETCD_URLS" \
+      --cluster tfo --failed a --ceph-conf "$FO_CEPH_CONF" --failed-addr "$FO_A_IP" --timeout 30 |
+      while read -r l; do fo_log "$l"; done; then
+    fo_die "takeover not ready ($(fo_grace_record | tr '\n' ';'))"
+  fi
   T_READY=$(fo_ms)
-  fo_takeover_ready a || fo_die "the cluster never declared a lost ($(fo_grace_record | tr '\n' ';'))"
-  fo_log "cluster: a lost, every live head enforces the grace ($(( T_READY - T_KILL )) ms after the kill)"
   # The caller's checks of the grace before any client of a comes back (a hook, if defined).
   if declare -F fo_before_move >/dev/null; then fo_before_move; fi
   fo_svc_del "$FO_NS_A"

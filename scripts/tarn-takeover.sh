@@ -1,0 +1,63 @@
+#!/bin/bash
+# scripts/tarn-takeover.sh - run by a failover manager (a keepalived notify script, a pacemaker
+# resource) on the head that is about to take a failed head's service address, BEFORE it adds
+# the address (docs/cluster.md, "Moving the service address"):
+#
+#   tarn-takeover.sh --etcd URL[,URL...] --cluster NAME --failed NODE \
+#                    [--ceph-conf FILE --ceph-fs FS --failed-addr IP] [--timeout SECONDS]
+#
+# 1. Fence: with --failed-addr, evict the CephFS sessions that come from that address (the
+#    failed head's; the MDS also blocklists them). Without it, a file the failed head had open
+#    stays blocked on every other head until the MDS times its session out (a minute or more).
+# 2. Wait until etcd's grace record (/tarn/NAME/grace) shows NODE lost and every live head
+#    enforcing the grace. Only then may the failed head's clients come: one that reaches a head
+#    earlier gets NFS4ERR_NO_GRACE for its reclaims and loses its locks. This takes up to the
+#    cluster's lease_seconds (plus a third of it) after the failed head's last renewal.
+#
+# Exit status 0: ready, add the address now; 1: not ready within --timeout (default 60 s);
+# 2: usage. Needs etcdctl (Debian: etcd-client), and ceph (ceph-common) with python3 for -addr.
+set -euo pipefail
+ETCD= NAME=tarn FAILED= CONF=${CEPH_CONF:-/etc/ceph/ceph.conf} FS=cephfs ADDR= TIMEOUT=60
+usage() { sed -n '6,7p' "$0" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --etcd) ETCD=$2;; --cluster) NAME=$2;; --failed) FAILED=$2;; --ceph-conf) CONF=$2;;
+    --ceph-fs) FS=$2;; --failed-addr) ADDR=$2;; --timeout) TIMEOUT=$2;;
+    *) usage;;
+  esac
+  shift 2 || usage
+done
+[ -n "$ETCD" ] && [ -n "$FAILED" ] || usage
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+t0=$(ms)
+
+if [ -n "$ADDR" ]; then
+  ids=$(timeout 30 ceph -c "$CONF" tell "mds.$FS:0" client ls --format json 2>/dev/null | python3 -c '
+import json, sys
+for s in json.load(sys.stdin):
+    if s["entity"]["addr"]["addr"].rsplit(":", 1)[0] == sys.argv[1]:
+        print(s["id"])' "$ADDR") || ids=
+  for id in $ids; do
+    timeout 30 ceph -c "$CONF" tell "mds.$FS:0" client evict "id=$id" >/dev/null 2>&1 ||
+      echo "tarn-takeover: could not evict CephFS session $id of $ADDR" >&2
+  done
+  echo "tarn-takeover: evicted $(echo "$ids" | wc -w) CephFS session(s) of $ADDR ($(( $(ms) - t0 )) ms)"
+fi
+
+# The record: "current recovery deadline", then "node lease_until need_grace enforcing lost".
+ready() {
+  ETCDCTL_API=3 etcdctl --endpoints "$ETCD" --command-timeout 5s get --print-value-only \
+    "/tarn/$NAME/grace" 2>/dev/null | awk -v f="$FAILED" '
+    NR == 1 { rec = $2; next }
+    $1 == f { lost = ($5 == 1); next }
+    $5 == 0 && $4 != 1 { bad = 1 }
+    END { exit !(rec != 0 && lost && !bad) }'
+}
+until ready; do
+  if [ $(( $(ms) - t0 )) -gt $(( TIMEOUT * 1000 )) ]; then
+    echo "tarn-takeover: $FAILED not declared lost with every head enforcing the grace in $TIMEOUT s" >&2
+    exit 1
+  fi
+  sleep 0.05
+done
+echo "tarn-takeover: $FAILED lost, every live head enforces the grace ($(( $(ms) - t0 )) ms): move the address"
