@@ -5,7 +5,12 @@
 #
 #   tarn-takeover.sh --etcd URL[,URL...] --cluster NAME --failed NODE \
 #                    [--ceph-conf FILE --ceph-fs FS --failed-addr IP] [--timeout SECONDS]
+#                    [--self NODE] [--unless-alive IP]
 #
+# 0. Nothing to take over (exit 0 at once) when NODE is --self (the address comes home), or when
+#    the head at --unless-alive answers an NFS NULL call on port 2049 (a cluster starting, where
+#    the failover manager hands out the address for the first time; a head that is merely
+#    slow also counts as alive: stop it before moving its address by hand).
 # 1. Fence: with --failed-addr, evict the CephFS sessions that come from that address (the
 #    failed head's; the MDS also blocklists them). Without it, a file the failed head had open
 #    stays blocked on every other head until the MDS times its session out (a minute or more).
@@ -15,14 +20,17 @@
 #    cluster's lease_seconds (plus a third of it) after the failed head's last renewal.
 #
 # Exit status 0: ready, add the address now; 1: not ready within --timeout (default 60 s);
-# 2: usage. Needs etcdctl (Debian: etcd-client), and ceph (ceph-common) with python3 for -addr.
+# 2: usage. Needs etcdctl (Debian: etcd-client); ceph (ceph-common) and python3 for
+# --failed-addr.
 set -euo pipefail
 ETCD= NAME=tarn FAILED= CONF=${CEPH_CONF:-/etc/ceph/ceph.conf} FS=cephfs ADDR= TIMEOUT=60
-usage() { sed -n '6,7p' "$0" >&2; exit 2; }
+SELF= ALIVE=
+usage() { sed -n '6,8p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --etcd) ETCD=$2;; --cluster) NAME=$2;; --failed) FAILED=$2;; --ceph-conf) CONF=$2;;
     --ceph-fs) FS=$2;; --failed-addr) ADDR=$2;; --timeout) TIMEOUT=$2;;
+    --self) SELF=$2;; --unless-alive) ALIVE=$2;;
     *) usage;;
   esac
   shift 2 || usage
@@ -30,6 +38,16 @@ done
 [ -n "$ETCD" ] && [ -n "$FAILED" ] || usage
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 t0=$(ms)
+if [ "$FAILED" = "$SELF" ]; then echo "tarn-takeover: $FAILED is this head: nothing to take over"; exit 0; fi
+# An NFSv3 NULL call on port 2049 (rpcinfo would ask rpcbind first, which a head need not run).
+nfs_null() {
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/2049" || exit 1
+    printf "\x80\x00\x00\x28TARN\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01\x86\xa3\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" >&3
+    [ "$(head -c 28 <&3 | wc -c)" = 28 ]' "$1" 2>/dev/null
+}
+if [ -n "$ALIVE" ] && nfs_null "$ALIVE"; then
+  echo "tarn-takeover: $FAILED answers at $ALIVE: nothing to take over"; exit 0
+fi
 
 if [ -n "$ADDR" ]; then
   ids=$(timeout 30 ceph -c "$CONF" tell "mds.$FS:0" client ls --format json 2>/dev/null | python3 -c '

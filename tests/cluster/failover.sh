@@ -15,7 +15,9 @@
 #    (its session recovered on B: new client, CLAIM_PREVIOUS open, reclaimed lock); its data,
 #    before and after the failover, reads back as written; once the grace is over the second
 #    client gets NFS4ERR_DENIED (the reclaimed lock is held), then the lock once released.
-# 5. An NFSv3 client (libnfs) writes and reads a file through the moved address.
+# 5. NFSv3: a REMOVE retransmitted with the same xid is answered by a's duplicate request cache
+#    before the failover, and runs again on b after it (NFS3ERR_NOENT: the cache is per head,
+#    docs/cluster.md); a libnfs client writes and reads a file through the moved address.
 # Prints the time from the kill to the client's first successful call, and ends with
 #   failover: N passed, M failed
 # Exit status non-zero iff a check failed. Env: TARN_BIN, FO_ETCD_LEASE (2), FO_GRACE (60),
@@ -68,6 +70,18 @@ for _ in $(seq 600); do [ -e "$H/held" ] && break; kill -0 "$(fo_pid hold)" 2>/d
 check "client holds a write lock through the service address on a" test -e "$H/held"
 [ -e "$H/held" ] || { cat "$FO_DIR/hold.log"; exit 1; }
 
+# NFSv3 retransmission: a REMOVE sent twice with one xid is answered twice NFS3_OK by a's
+# duplicate request cache; the same call sent after the failover reaches b (its own cache).
+DRC="nfs://$FO_SVC//$FILE.drc?version=3&nfsport=2049&mountport=2049"
+echo x >"$FO_DIR/drc.src"; in_c nfs-cp "$FO_DIR/drc.src" "$DRC" >/dev/null 2>&1 || true
+XID=$(( 0x7a000000 + $$ ))
+r=$(in_c timeout 20 python3 "$HERE/nfs3-replay.py" "$FO_SVC" "$XID" "$FILE.drc" 2 2>&1 | tr '\n' ' ')
+check "NFSv3 REMOVE retransmitted to a: its duplicate request cache answers ($r)" test "$r" = "NFS3_OK NFS3_OK "
+
+out=$(ip netns exec "$FO_LAB" timeout 20 bash "$FO_REPO/scripts/tarn-takeover.sh" --etcd "$FO_ETCD_URLS" \
+  --cluster tfo --failed a --unless-alive "$FO_A_IP" --timeout 10 2>&1) || true
+check "tarn-takeover.sh leaves a live head alone ($out)" grep -q 'answers at' <<<"$out"
+
 # ---- the failover ------------------------------------------------------------------------------------
 fo_before_move() {
   local r; r=$(probe "$FO_B_IP")
@@ -94,6 +108,9 @@ for _ in $(seq 300); do kill -0 "$(fo_pid hold)" 2>/dev/null || break; sleep 0.1
 wait "$(fo_pid hold)"; hold_rc=$?
 check "the client released and closed (exit $hold_rc)" test "$hold_rc" = 0
 check "the lock is free once released" test "$(probe "$FO_SVC")" = GRANTED
+
+r=$(in_c timeout 20 python3 "$HERE/nfs3-replay.py" "$FO_SVC" "$XID" "$FILE.drc" 1 2>&1 | tr '\n' ' ')
+check "the same REMOVE retransmitted after the failover runs again on b: NFS3ERR_NOENT, the cache is per head ($r)" test "$r" = "NFS3ERR_NOENT "
 
 # NFSv3 through the moved address (libnfs; MOUNT and NFS on 2049).
 V3="nfs://$FO_SVC//$FILE.v3?version=3&nfsport=2049&mountport=2049"

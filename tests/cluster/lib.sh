@@ -184,9 +184,23 @@ fo_head_start() {
   fo_die "head $node did not start (log: $FO_DIR/$node.log)"
 }
 
+# fo_rpcbind NS: rpcbind in NS, with a private /run (its socket path would clash with the host's
+# rpcbind otherwise), for NFSv3 clients' lockd: a head registers NLM with it when it starts.
+fo_rpcbind() {
+  fo_bg "rpcbind-$1" ip netns exec "$1" unshare --mount --propagation private -- bash -c \
+    'mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/rpcbind && exec rpcbind -w -f'
+  for _ in $(seq 50); do
+    ip netns exec "$1" ss -Htln "sport = :111" 2>/dev/null | grep -q . && return 0
+    sleep 0.1
+  done
+  fo_die "rpcbind in $1 is not listening after 5 s"
+}
+
 # fo_heads_up: A, then B with A's handle key and export ids (handles valid on both heads).
+# FO_RPCBIND=1: rpcbind in both heads' namespaces first (NFSv3 with NLM).
 fo_heads_up() {
   fo_head_config a; fo_head_config b
+  if [ "${FO_RPCBIND:-0}" = 1 ]; then fo_rpcbind "$FO_NS_A"; fo_rpcbind "$FO_NS_B"; fi
   fo_head_start a "$FO_NS_A"
   cp "$FO_DIR/state-a/handle.key" "$FO_DIR/state-a/export-ids" "$FO_DIR/state-b/"
   fo_head_start b "$FO_NS_B"
@@ -209,7 +223,8 @@ fo_failover() {
   fo_log "head a SIGKILLed"
   # What a failover manager runs before it moves the address (the production script).
   if ! ip netns exec "$FO_LAB" bash "$FO_REPO/scripts/tarn-takeover.sh" --etcd "$FO_ETCD_URLS" \
-      --cluster tfo --failed a --ceph-conf "$FO_CEPH_CONF" --failed-addr "$FO_A_IP" --timeout 30 |
+      --cluster tfo --failed a --ceph-conf "$FO_CEPH_CONF" --failed-addr "$FO_A_IP" \
+      --unless-alive "$FO_A_IP" --self b --timeout 30 |
       while read -r l; do fo_log "$l"; done; then
     fo_die "takeover not ready ($(fo_grace_record | tr '\n' ';'))"
   fi
@@ -229,10 +244,11 @@ fo_probe() {
     2>>"$FO_DIR/probe.err" || true
 }
 
-# fo_wait_grace_over FILE: probes b until it answers other than GRACE (at most 30 s); prints it.
+# fo_wait_grace_over FILE: probes b until it answers other than GRACE (at most the grace bound
+# and 10 s); prints it.
 fo_wait_grace_over() {
   local r=GRACE
-  for _ in $(seq 150); do r=$(fo_probe "$FO_B_IP" "$1"); [ "$r" = GRACE ] || break; sleep 0.2; done
+  for _ in $(seq $(( (FO_GRACE + 10) * 5 ))); do r=$(fo_probe "$FO_B_IP" "$1"); [ "$r" = GRACE ] || break; sleep 0.2; done
   echo "$r"
 }
 
