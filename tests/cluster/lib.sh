@@ -164,6 +164,9 @@ etcd = [$(for p in $FO_ETCD_PORTS; do printf '"http://%s:%s",' "$FO_LAB_IP" "$p"
 node = "$node"
 name = "tfo"
 lease_seconds = $FO_ETCD_LEASE
+# What NFSv3 clients mounted: a head's SM_NOTIFY names the server so, from whichever address
+# it leaves (the guest's statd ignores a notice about a server it does not monitor).
+service_names = ["$FO_SVC"]
 EOF
 }
 
