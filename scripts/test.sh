@@ -96,7 +96,7 @@ else
   stage "guest lab: Linux kernel NFS client in qemu"
   TARN_BIN="$PWD/target/release/tarn" GUEST_FULL=$FULL bash tests/guest/run.sh 2>&1 | tee /tmp/tarn-guest.log
   if [ "$FULL" = 1 ]; then
-    stage "guest failover: the kernel client in qemu through the service address while head A is SIGKILLed and the address moves to B (~70 s per NFS version)"
+    stage "guest failover: the kernel client in qemu through the service address while head A is SIGKILLed and the address moves to B (NFSv4.1 and NFSv3; ~3 minutes)"
     TARN_BIN="$PWD/target/release/tarn" bash tests/cluster/guest.sh 2>&1 | tee /tmp/tarn-guest-failover.log
   fi
 fi

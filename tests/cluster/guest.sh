@@ -8,7 +8,7 @@
 #
 #   bash tests/cluster/guest.sh           (as root; scripts/test.sh --full runs it)
 #
-# Env: FO_GUEST_VERS="4.1" (NFS versions, one lab and one VM each), TARN_BIN, FO_ETCD_LEASE,
+# Env: FO_GUEST_VERS="4.1 3" (NFS versions, one lab and one VM each; 3 with NLM locks), TARN_BIN, FO_ETCD_LEASE,
 # FO_KEEP=1, CASE_TIMEOUT=600 (s per VM). Ends with
 #   guest failover: N passed, M failed
 set -uo pipefail
@@ -74,7 +74,7 @@ one() {  # VERS: one lab, one VM
 
 trap 'fo_cleanup' EXIT
 trap 'exit 130' INT; trap 'exit 143' TERM
-for v in ${FO_GUEST_VERS:-4.1}; do
+for v in ${FO_GUEST_VERS:-4.1 3}; do
   one "$v" || TOTAL_FAIL=$((TOTAL_FAIL + 1))
   fo_cleanup
 done

@@ -60,9 +60,10 @@ fo_cleanup() {
     # Newest first: clients and heads before etcd.
     tac "$FO_DIR/pids" | while read -r p _n; do fo_stop_pid "$p"; done
   fi
-  [ -f "$FO_DIR/ceph/pids" ] && bash "$FO_REPO/scripts/ceph-cluster.sh" stop "$FO_DIR/ceph"
+  # Every step even if one fails (this runs from EXIT traps, maybe under set -e).
+  if [ -f "$FO_DIR/ceph/pids" ]; then bash "$FO_REPO/scripts/ceph-cluster.sh" stop "$FO_DIR/ceph" || true; fi
   for ns in ${FO_NS_A:-} ${FO_NS_B:-} ${FO_NS_C:-} ${FO_LAB:-}; do
-    ip netns list | awk '{print $1}' | grep -qxF "$ns" && ip netns del "$ns"
+    if ip netns list | awk '{print $1}' | grep -qxF "$ns"; then ip netns del "$ns" || true; fi
   done
   return 0
 }
