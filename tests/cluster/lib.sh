@@ -5,7 +5,7 @@
 #     |                        (ports 2379/2479/2579) listen here; tap0 (the guest) on the bridge
 #     |-- veth -- netns $FO_NS_A  eth0 10.77.0.11/24  head A  (+ the service address 10.77.0.10 first)
 #     |-- veth -- netns $FO_NS_B  eth0 10.77.0.12/24  head B
-#     `-- veth -- netns $FO_NS_C  eth0 10.77.0.21/24  host-side clients (failover.sh only)
+#     `-- veth -- netns $FO_NS_C  eth0 10.77.0.21/24  host-side clients (tarn failover-hold/-probe)
 #
 # No namespace has a default route or a link to the host's namespace. Every process is started
 # in the background with its PID recorded in $FO_DIR/pids and stopped by PID in fo_cleanup,
@@ -92,7 +92,8 @@ fo_net_up() {
   fo_link_head "$FO_NS_A" "$FO_A_IP"
   fo_link_head "$FO_NS_B" "$FO_B_IP"
   fo_link_head "$FO_NS_C" "$FO_C_IP"
-  # Bridge ports forward at once (no STP learning delay).
+  # IPv4 only: no IPv6 router solicitations or address checks on the lab's links. (The bridge
+  # has STP off, Linux's default, so its ports forward at once.)
   ip netns exec "$FO_LAB" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || true
 }
 
