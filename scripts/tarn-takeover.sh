@@ -4,32 +4,28 @@
 # the address (docs/cluster.md, "Moving the service address"):
 #
 #   tarn-takeover.sh --etcd URL[,URL...] --cluster NAME --failed NODE \
-#                    [--ceph-conf FILE --ceph-fs FS --failed-addr IP] [--timeout SECONDS]
-#                    [--self NODE] [--unless-alive IP]
+#                    [--timeout SECONDS] [--self NODE] [--unless-alive IP]
 #
 # 0. Nothing to take over (exit 0 at once) when NODE is --self (the address comes home), or when
 #    the head at --unless-alive answers an NFS NULL call on port 2049 (a cluster starting, where
 #    the failover manager hands out the address for the first time; a head that is merely
 #    slow also counts as alive: stop it before moving its address by hand).
-# 1. Fence: with --failed-addr, evict the CephFS sessions that come from that address (the
-#    failed head's; the MDS also blocklists them). Without it, a file the failed head had open
-#    stays blocked on every other head until the MDS times its session out (a minute or more).
-# 2. Wait until etcd's grace record (/tarn/NAME/grace) shows NODE lost and every live head
+# 1. Wait until etcd's grace record (/tarn/NAME/grace) shows NODE lost and every live head
 #    enforcing the grace. Only then may the failed head's clients come: one that reaches a head
 #    earlier gets NFS4ERR_NO_GRACE for its reclaims and loses its locks. This takes up to the
-#    cluster's lease_seconds (plus a third of it) after the failed head's last renewal.
+#    cluster's lease_seconds (plus a third of it) after the failed head's last renewal. The head
+#    that declares NODE lost also ends its CephFS sessions (its capabilities and POSIX locks go);
+#    ending them earlier, before every head enforces the grace, would let a head grant a new
+#    lock that NODE's clients are about to reclaim.
 #
 # Exit status 0: ready, add the address now; 1: not ready within --timeout (default 60 s);
-# 2: usage. Needs etcdctl (Debian: etcd-client); ceph (ceph-common) and python3 for
-# --failed-addr.
+# 2: usage. Needs etcdctl (Debian: etcd-client).
 set -euo pipefail
-ETCD= NAME=tarn FAILED= CONF=${CEPH_CONF:-/etc/ceph/ceph.conf} FS=cephfs ADDR= TIMEOUT=60
-SELF= ALIVE=
-usage() { sed -n '6,8p' "$0" >&2; exit 2; }
+ETCD= NAME=tarn FAILED= TIMEOUT=60 SELF= ALIVE=
+usage() { sed -n '6,7p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
-    --etcd) ETCD=$2;; --cluster) NAME=$2;; --failed) FAILED=$2;; --ceph-conf) CONF=$2;;
-    --ceph-fs) FS=$2;; --failed-addr) ADDR=$2;; --timeout) TIMEOUT=$2;;
+    --etcd) ETCD=$2;; --cluster) NAME=$2;; --failed) FAILED=$2;; --timeout) TIMEOUT=$2;;
     --self) SELF=$2;; --unless-alive) ALIVE=$2;;
     *) usage;;
   esac
@@ -47,19 +43,6 @@ nfs_null() {
 }
 if [ -n "$ALIVE" ] && nfs_null "$ALIVE"; then
   echo "tarn-takeover: $FAILED answers at $ALIVE: nothing to take over"; exit 0
-fi
-
-if [ -n "$ADDR" ]; then
-  ids=$(timeout 30 ceph -c "$CONF" tell "mds.$FS:0" client ls --format json 2>/dev/null | python3 -c '
-import json, sys
-for s in json.load(sys.stdin):
-    if s["entity"]["addr"]["addr"].rsplit(":", 1)[0] == sys.argv[1]:
-        print(s["id"])' "$ADDR") || ids=
-  for id in $ids; do
-    timeout 30 ceph -c "$CONF" tell "mds.$FS:0" client evict "id=$id" >/dev/null 2>&1 ||
-      echo "tarn-takeover: could not evict CephFS session $id of $ADDR" >&2
-  done
-  echo "tarn-takeover: evicted $(echo "$ids" | wc -w) CephFS session(s) of $ADDR ($(( $(ms) - t0 )) ms)"
 fi
 
 # The record: "current recovery deadline", then "node lease_until need_grace enforcing lost".

@@ -8,11 +8,13 @@
 # 2. A client in its own namespace (`tarn failover-hold`, NFSv4.1) writes through the service
 #    address, on A: FILE_SYNC and UNSTABLE + COMMIT, then takes a write lock on the file.
 # 3. A is SIGKILLed. Like a failover manager, the script waits until the cluster has declared A
-#    lost and every live head enforces the grace, evicts A's CephFS sessions, removes the
-#    address from A's side and adds it on B's with a gratuitous ARP.
-# 4. Checks: while B is in grace a second client's conflicting lock through B is refused
-#    (NFS4ERR_GRACE), also through the address right after the move; the first client's next write succeeds
-#    (its session recovered on B: new client, CLAIM_PREVIOUS open, reclaimed lock); its data,
+#    lost and every live head enforces the grace (scripts/tarn-takeover.sh), removes the address
+#    from A's side and adds it on B's with a gratuitous ARP.
+# 4. Checks: B refuses a second client's conflicting lock before the kill (locks are in CephFS
+#    too), while the takeover waits (DENIED, then NFS4ERR_GRACE; never granted), during the
+#    grace (NFS4ERR_GRACE), also through the address right after the move; the first client's
+#    next write succeeds (its session recovered on B: new client, CLAIM_PREVIOUS open, reclaimed
+#    lock); its data,
 #    before and after the failover, reads back as written; once the grace is over the second
 #    client gets NFS4ERR_DENIED (the reclaimed lock is held), then the lock once released.
 # 5. NFSv3: a REMOVE retransmitted with the same xid is answered by a's duplicate request cache
@@ -82,12 +84,27 @@ out=$(ip netns exec "$FO_LAB" timeout 20 bash "$FO_REPO/scripts/tarn-takeover.sh
   --cluster tfo --failed a --unless-alive "$FO_A_IP" --timeout 10 2>&1) || true
 check "tarn-takeover.sh leaves a live head alone ($out)" grep -q 'answers at' <<<"$out"
 
+# Locks are in CephFS too: b knows a's client's lock.
+r=$(probe "$FO_B_IP")
+check "before the failover, b refuses a conflicting lock held through a ($r)" test "$r" = DENIED
+
 # ---- the failover ------------------------------------------------------------------------------------
+# Between the kill and the move: never granted (a's lock is in Ceph until the head that declares
+# a lost ends a's CephFS sessions, and by then every head is in grace). In the background, so
+# that a slow answer does not hold up the move; stopped before the move.
+( while [ ! -e "$FO_DIR/stop-probes" ]; do probe "$FO_B_IP"; sleep 0.05; done ) >"$FO_DIR/wait-probes" &
+PROBES=$!
+echo "$PROBES probe-loop" >>"$FO_DIR/pids"
 fo_before_move() {
+  touch "$FO_DIR/stop-probes"
   local r; r=$(probe "$FO_B_IP")
   check "during the grace, b refuses a second client's conflicting lock ($r)" test "$r" = GRACE
 }
 fo_failover "$H/go"
+wait "$PROBES"
+seen=$(sort "$FO_DIR/wait-probes" | uniq -c | xargs)
+check "no conflicting lock granted through b while the takeover waited ($seen)" \
+  bash -c '[ -s "$0" ] && ! grep -qx GRANTED "$0"' "$FO_DIR/wait-probes"
 r=$(probe "$FO_SVC")
 check "a new client's conflicting lock through the moved address is refused ($r)" test "$r" = GRACE -o "$r" = DENIED
 

@@ -56,6 +56,7 @@ fo_stop_pid() {  # PID: TERM, up to 5 s, then KILL
 fo_cleanup() {
   local p _n
   [ -n "${FO_DIR:-}" ] || return 0
+  touch "$FO_DIR/stop-probes"   # a probe loop ends after its current probe
   if [ -f "$FO_DIR/pids" ]; then
     # Newest first: clients and heads before etcd.
     tac "$FO_DIR/pids" | while read -r p _n; do fo_stop_pid "$p"; done
@@ -216,10 +217,10 @@ fo_heads_up() {
 fo_grace_record() { fo_etcdctl get --print-value-only /tarn/tfo/grace 2>/dev/null; }
 
 # fo_failover: head A dies (SIGKILL) and the service address moves to B, in the order a failover
-# manager must keep (docs/cluster.md): fence A (evict its CephFS sessions), wait until the
-# cluster has declared A lost and every live head enforces the grace (both by
-# scripts/tarn-takeover.sh), then move the address.
-# Sets T_KILL, T_READY, T_MOVED (ms since the epoch). $1: a file to create right after the kill.
+# manager must keep (docs/cluster.md): wait until the cluster has declared A lost and every live
+# head enforces the grace (scripts/tarn-takeover.sh; the head that declares A lost also ends A's
+# CephFS sessions), then move the address. Sets T_KILL, T_READY, T_MOVED (ms since the epoch).
+# $1: a file to create right after the kill. A hook, if the caller defines it: fo_before_move.
 fo_failover() {
   kill -KILL "$(fo_pid tarn-a)"
   T_KILL=$(fo_ms)
@@ -228,13 +229,12 @@ fo_failover() {
   fo_log "head a SIGKILLed"
   # What a failover manager runs before it moves the address (the production script).
   if ! ip netns exec "$FO_LAB" bash "$FO_REPO/scripts/tarn-takeover.sh" --etcd "$FO_ETCD_URLS" \
-      --cluster tfo --failed a --ceph-conf "$FO_CEPH_CONF" --failed-addr "$FO_A_IP" \
-      --unless-alive "$FO_A_IP" --self b --timeout 30 |
-      while read -r l; do fo_log "$l"; done; then
+      --cluster tfo --failed a --unless-alive "$FO_A_IP" --self b --timeout 30 >"$FO_DIR/takeover.out" 2>&1; then
+    cat "$FO_DIR/takeover.out"
     fo_die "takeover not ready ($(fo_grace_record | tr '\n' ';'))"
   fi
   T_READY=$(fo_ms)
-  # The caller's checks of the grace before any client of a comes back (a hook, if defined).
+  while read -r l; do fo_log "$l"; done <"$FO_DIR/takeover.out"
   if declare -F fo_before_move >/dev/null; then fo_before_move; fi
   fo_svc_del "$FO_NS_A"
   fo_svc_add "$FO_NS_B"
