@@ -50,6 +50,9 @@ one() {  # VERS: one lab, one VM
     sleep 0.1
   done
   if [ -e "$share/failover-request" ]; then
+    # Locks are in CephFS too: b knows the guest's lock taken through a.
+    r=$(fo_probe "$FO_B_IP" fo-locked)
+    check "before the kill, b refuses another client's lock on the guest's file ($r)" test "$r" = DENIED
     fo_before_move() {
       local r; r=$(fo_probe "$FO_B_IP" fo-locked)
       check "during the grace, b refuses another client's lock on the guest's file ($r)" test "$r" = GRACE
