@@ -6,7 +6,9 @@
 #
 # Everything lives under DIR (its own ceph.conf, keyring, daemon data, logs,
 # admin sockets): nothing in /etc/ceph or /var/lib/ceph is read or written.
-# Daemons listen on 127.0.0.1 only, on ports out of Ceph's defaults: the
+# Daemons listen on 127.0.0.1 only (or on CEPH_ADDR, an address of the
+# network namespace the script runs in: the failover test puts the cluster
+# on a bridge its heads' namespaces reach), on ports out of Ceph's defaults: the
 # monitor on CEPH_PORT (default 40000 + a random offset), the others in the
 # 200 ports above it. One monitor (mon.a), one OSD on memstore (no disk: its
 # objects live in the OSD's memory, capped at 1 GiB), one MDS (mds.a), a
@@ -59,6 +61,7 @@ DIR=$(cd "$DIR" && pwd)
 [ ! -e "$DIR/ceph.conf" ] || { echo "ceph-cluster: $DIR already holds a cluster" >&2; exit 2; }
 mkdir -p "$DIR"/{run,log,mon/ceph-a,osd/ceph-0,mds/ceph-a,mgr/ceph-x}
 PORT=${CEPH_PORT:-$((40000 + RANDOM % 20000))}
+ADDR=${CEPH_ADDR:-127.0.0.1}
 FSID=$(cat /proc/sys/kernel/random/uuid)
 CONF=$DIR/ceph.conf
 KEYRING=$DIR/keyring
@@ -66,9 +69,9 @@ KEYRING=$DIR/keyring
 cat >"$CONF" <<EOF
 [global]
 fsid = $FSID
-mon host = v2:127.0.0.1:$PORT
+mon host = v2:$ADDR:$PORT
 mon initial members = a
-public addr = 127.0.0.1
+public addr = $ADDR
 ms bind msgr1 = false
 ms bind ipv6 = false
 ms bind port min = $((PORT + 1))
@@ -127,7 +130,7 @@ run() {
   echo $! >>"$DIR/pids"
 }
 
-monmaptool --create --fsid "$FSID" --addv a "[v2:127.0.0.1:$PORT]" "$DIR/monmap" >/dev/null
+monmaptool --create --fsid "$FSID" --addv a "[v2:$ADDR:$PORT]" "$DIR/monmap" >/dev/null
 # mkfs imports every key of the keyring (with its caps) into the monitor.
 ceph-mon -c "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$KEYRING"
 run mon.a ceph-mon -i a
@@ -158,5 +161,5 @@ echo ok | timeout 120 rados -c "$CONF" -p cephfs_data put ceph-cluster-probe -
 timeout 60 rados -c "$CONF" -p cephfs_data rm ceph-cluster-probe
 trap - ERR
 t1=$(date +%s%N)
-echo "# ceph cluster up in $(( (t1 - t0) / 1000000 )) ms: fsid $FSID, mon v2:127.0.0.1:$PORT, fs cephfs" >&2
+echo "# ceph cluster up in $(( (t1 - t0) / 1000000 )) ms: fsid $FSID, mon v2:$ADDR:$PORT, fs cephfs" >&2
 echo "CEPH_CONF=$CONF"

@@ -6,7 +6,8 @@
 # here wrote: scripts/ganesha-run.sh), rpcbind, an MIT KDC and its
 # tools (the RPCSEC_GSS tests start a realm on loopback), python3-ply and python3-gssapi (pynfs, its 4.0 krb5i pass), fuse3
 # (fusermount3, for `tarn mount` and its tests), fio (verified I/O through
-# the mount, and its 4 KiB random-read bench), etcd-server (the cluster tests' recovery store), tcpdump (the guest lab's TLS cases
+# the mount, and its 4 KiB random-read bench), etcd-server (the cluster tests' recovery store) with etcdctl (etcd-client) and
+# arping (iputils-arping: the failover test moves the service address with a gratuitous ARP), tcpdump (the guest lab's TLS cases
 # capture the tap device to show no plaintext passes), openssl (the TLS tests' throwaway CAs), and the guest
 # lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
 # serve scripts/package-test.sh), and cargo-fuzz from crates.io (the fuzz
@@ -23,7 +24,8 @@ if [ "${1:-}" = --test ]; then
   pkgs+=(krb5-kdc krb5-admin-server krb5-user libnfs-utils rpcbind util-linux iproute2 procps qemu-system-x86 qemu-utils debootstrap
          systemd dpkg-dev
          busybox-static cpio e2fsprogs bc xz-utils python3 python3-ply python3-gssapi
-         nfs-ganesha nfs-ganesha-vfs fuse3 fio tcpdump openssl etcd-server)
+         nfs-ganesha nfs-ganesha-vfs fuse3 fio tcpdump openssl etcd-server
+         etcd-client iputils-arping)
 fi
 need=()
 for p in "${pkgs[@]}"; do

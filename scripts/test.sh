@@ -18,7 +18,7 @@ for a in "$@"; do
     *) echo "usage: $0 [--full]" >&2; exit 2 ;;
   esac
 done
-rm -f /tmp/tarn-pynfs.log /tmp/tarn-guest.log /tmp/tarn-package.log
+rm -f /tmp/tarn-pynfs.log /tmp/tarn-guest.log /tmp/tarn-package.log /tmp/tarn-failover.log /tmp/tarn-guest-failover.log
 T0=$(date +%s) TS=$(date +%s) LAST=
 TIMES=()
 stage() {  # each stage's start (seconds since the start) and, at the end, a table of durations
@@ -88,19 +88,28 @@ SECONDS_PER_RUN=0.5 GSS_SECONDS=10 INFLIGHT=1,16 bash scripts/bench-gss.sh
 cargo bench -q -p rpc --bench gss_crypto   # RFC 4121 tokens, MIT vs Rust, per AES enctype
 stage "RPC-with-TLS bench (short: sys, krb5p and TLS against one server; 1 MiB READ/WRITE, 4 KiB READ at 1 and 16 in flight; ~15 s)"
 SECONDS_PER_RUN=0.5 FILE_SIZE=64M bash scripts/bench-tls.sh
+stage "failover: heads A and B in their own network namespaces over one CephFS, 3-member etcd; A SIGKILLed, the service address moved to B (host-side client; ~15 s)"
+TARN_BIN="$PWD/target/release/tarn" bash tests/cluster/failover.sh 2>&1 | tee /tmp/tarn-failover.log
 if [ "${SKIP_GUEST:-0}" = 1 ]; then
   stage "guest lab skipped (SKIP_GUEST=1)"
 else
   stage "guest lab: Linux kernel NFS client in qemu"
   TARN_BIN="$PWD/target/release/tarn" GUEST_FULL=$FULL bash tests/guest/run.sh 2>&1 | tee /tmp/tarn-guest.log
+  if [ "$FULL" = 1 ]; then
+    stage "guest failover: the kernel client in qemu through the service address while head A is SIGKILLed and the address moves to B (NFSv4.1 and NFSv3; ~3 minutes)"
+    TARN_BIN="$PWD/target/release/tarn" bash tests/cluster/guest.sh 2>&1 | tee /tmp/tarn-guest-failover.log
+  fi
 fi
 stage "done"
 echo "stage times:"; printf '%s\n' "${TIMES[@]}"
 echo "total: $(( $(date +%s) - T0 ))s"
 # One closing line over the runners that count tests: cargo test, pynfs (failures outside
-# its allow-list; a failure stops this script earlier) and the guest lab's workload steps.
+# its allow-list; a failure stops this script earlier), the failover checks and the guest
+# lab's workload steps.
 sum() { awk -v re="$1" '{ if (match($0, re)) { split(substr($0, RSTART, RLENGTH), w, " "); n += w[1] } } END { print n + 0 }' "$2" 2>/dev/null || echo 0; }
 passed=$(( $(sum '[0-9]+ passed' /tmp/tarn-cargo-test.log) + $(sum '[0-9]+ passed' /tmp/tarn-pynfs.log) \
   + $(sum '[0-9]+ passed' /tmp/tarn-package.log) \
+  + $(grep -h '^failover: [0-9]* passed' /tmp/tarn-failover.log 2>/dev/null | sum '[0-9]+ passed' /dev/stdin) \
+  + $(grep -h '^guest failover: [0-9]* passed' /tmp/tarn-guest-failover.log 2>/dev/null | sum '[0-9]+ passed' /dev/stdin) \
   + $( [ -f /tmp/tarn-guest.log ] && sum '^[0-9]+ passed' /tmp/tarn-guest.log || echo 0) ))
 echo "all: $passed passed, 0 failed"

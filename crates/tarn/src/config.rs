@@ -61,6 +61,8 @@
 //! node = "head1"                 # this head's name, unique in the cluster
 //! name = "tarn"                  # the cluster: keys live under /tarn/<name>/
 //! lease_seconds = 10             # a head silent this long is taken as failed
+//! service_names = ["10.0.0.10"]  # what NFSv3 clients mount (floating addresses, DNS names):
+//!                                # SM_NOTIFY names the server so (default: its own address)
 //!
 //! [gss]                          # optional: Kerberos (RPCSEC_GSS)
 //! keytab = "/etc/krb5.keytab"    # nfs/<host> key (--keytab wins, then this, then KRB5_KTNAME)
@@ -123,6 +125,11 @@ pub struct ClusterConfig {
     pub node: String,
     pub name: String,
     pub lease: std::time::Duration,
+    /// The names NFSv3 clients know the server by (the service addresses
+    /// that move between heads, or their DNS names): SM_NOTIFY carries each
+    /// as its mon_name, since a client's statd only takes a notice that
+    /// names a server it monitors. Empty: the head's own address.
+    pub service_names: Vec<String>,
 }
 
 /// The `[limits]` section: every resource bound in one place. The NFSv4
@@ -185,6 +192,7 @@ struct RawCluster {
     node: Option<Spanned<String>>,
     name: Option<Spanned<String>>,
     lease_seconds: Option<Spanned<u64>>,
+    service_names: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -773,11 +781,27 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                 Some(l) => *l.get_ref(),
                 None => 10,
             };
+            let mut service_names = Vec::new();
+            for n in c.service_names.unwrap_or_default() {
+                // SM_MAXSTRLEN; a name with spaces or controls is a typo.
+                let ok = |w: &str| {
+                    !w.is_empty() && w.len() <= 1024 && w.bytes().all(|b| b.is_ascii_graphic())
+                };
+                if !ok(n.get_ref()) {
+                    return Err(format!(
+                        "{f}:{}: service_names entry {:?}: expected a host name or address",
+                        at(&n.span()),
+                        n.get_ref()
+                    ));
+                }
+                service_names.push(n.into_inner());
+            }
             Some(ClusterConfig {
                 etcd: endpoints,
                 node,
                 name,
                 lease: std::time::Duration::from_secs(lease),
+                service_names,
             })
         }
     };
@@ -944,7 +968,22 @@ mod tests {
         assert_eq!(cl.etcd, ["127.0.0.1:2379", "[::1]:2379"]);
         assert_eq!((cl.node.as_str(), cl.name.as_str()), ("head1", "tarn"));
         assert_eq!(cl.lease, std::time::Duration::from_secs(10));
+        assert!(cl.service_names.is_empty());
+        let c = parse(
+            Path::new("t.toml"),
+            &format!("{base}[cluster]\netcd = [\"http://e:2379\"]\nnode = \"a\"\nservice_names = [\"10.0.0.10\", \"nfs.example.com\"]\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.cluster.unwrap().service_names,
+            ["10.0.0.10", "nfs.example.com"]
+        );
         for (body, line, what) in [
+            (
+                "[cluster]\netcd = [\"http://e:2379\"]\nnode = \"a\"\nservice_names = [\"a b\"]\n",
+                7,
+                "service_names",
+            ),
             ("[cluster]\nnode = \"a\"\n", 4, "etcd"),
             (
                 "[cluster]\netcd = [\"https://e:2379\"]\nnode = \"a\"\n",

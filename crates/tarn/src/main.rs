@@ -909,7 +909,11 @@ fn serve(
             metrics.add_limit(rpc::observe::Limit::GssContexts, cfg.limits.max_gss_contexts as u64, move || g2.live().max(0) as u64);
         }
         register_state_limits(&metrics, &nfs4);
-        let callback = server::nlm::RpcCallback { port: locking.nlm_callback_port, ..Default::default() };
+        let callback = server::nlm::RpcCallback {
+            port: locking.nlm_callback_port,
+            names: cfg.cluster.as_ref().map(|c| c.service_names.clone()).unwrap_or_default(),
+            ..Default::default()
+        };
         let nlm = server::nlm::Nlm::new(
             locks,
             Arc::new(match (&etcd, &cfg.cluster) {

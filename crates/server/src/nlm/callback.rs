@@ -28,6 +28,10 @@ pub struct RpcCallback {
     /// Every callback goes to this port instead of asking rpcbind (tests).
     pub port: Option<u16>,
     pub timeout: Duration,
+    /// The names clients know this server by (service addresses that move
+    /// between heads, DNS names): SM_NOTIFY is sent with each as mon_name,
+    /// as `sm-notify -v` does. Empty: the address the notice leaves from.
+    pub names: Vec<String>,
 }
 
 impl Default for RpcCallback {
@@ -35,6 +39,7 @@ impl Default for RpcCallback {
         RpcCallback {
             port: None,
             timeout: Duration::from_secs(5),
+            names: Vec::new(),
         }
     }
 }
@@ -108,18 +113,109 @@ impl Callback for RpcCallback {
     fn notify(&self, to: IpAddr, state: i32) -> BoxFut<'_, Result<(), String>> {
         Box::pin(async move {
             let c = self.connect(to, SM_PROG, SM_VERS).await?;
-            // The client's statd matches the name against the server it
-            // monitors; the address it reaches us at is the name it used.
-            let me = c.local_addr().ip().to_string();
-            let args = StatChge {
-                mon_name: bytes::Bytes::from(me),
-                state,
+            // The client's statd takes a notice whose mon_name, or whose
+            // source address, is the server it monitors: the name it
+            // mounted. Without configured names, the address we reach it
+            // from, which is that name unless the server's address floats
+            // (a notice from the head that took a service address over
+            // leaves from the head's own address).
+            let names = if self.names.is_empty() {
+                vec![c.local_addr().ip().to_string()]
+            } else {
+                self.names.clone()
             };
-            tokio::time::timeout(self.timeout, c.call(SM_PROG, SM_VERS, SM_NOTIFY, &args))
-                .await
-                .map_err(|_| format!("SM_NOTIFY to {to} timed out"))?
-                .map_err(|e| format!("SM_NOTIFY to {to}: {e}"))?;
+            for me in names {
+                let args = StatChge {
+                    mon_name: bytes::Bytes::from(me),
+                    state,
+                };
+                tokio::time::timeout(self.timeout, c.call(SM_PROG, SM_VERS, SM_NOTIFY, &args))
+                    .await
+                    .map_err(|_| format!("SM_NOTIFY to {to} timed out"))?
+                    .map_err(|e| format!("SM_NOTIFY to {to}: {e}"))?;
+            }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use rpc::{CallContext, CallError, Service};
+    use std::sync::{Arc, Mutex};
+    use xdr::Decoder;
+
+    /// A client's statd: keeps the notices it gets.
+    struct Statd(Mutex<Vec<StatChge>>);
+
+    impl Service for Statd {
+        fn versions(&self, prog: u32) -> Option<(u32, u32)> {
+            (prog == SM_PROG).then_some((SM_VERS, SM_VERS))
+        }
+        fn idempotent(&self, _: u32, _: u32, _: u32) -> bool {
+            true
+        }
+        fn procedure_name(&self, _: u32, _: u32, _: u32) -> &'static str {
+            "statd"
+        }
+        async fn call(
+            &self,
+            _: &CallContext,
+            mut args: Decoder,
+            _: &mut BytesMut,
+        ) -> Result<(), CallError> {
+            let a = StatChge::unpack(&mut args).map_err(|_| CallError::GarbageArgs)?;
+            self.0.lock().unwrap().push(a);
+            Ok(())
+        }
+    }
+
+    async fn statd() -> (u16, Arc<Statd>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let s = Arc::new(Statd(Mutex::new(Vec::new())));
+        let srv = rpc::Server::new(s.clone(), rpc::ServerConfig::default());
+        tokio::spawn(async move { srv.run(l).await });
+        (port, s)
+    }
+
+    fn heard(s: &Statd) -> Vec<(String, i32)> {
+        s.0.lock()
+            .unwrap()
+            .iter()
+            .map(|a| (String::from_utf8_lossy(&a.mon_name).into_owned(), a.state))
+            .collect()
+    }
+
+    /// After a failover the notice leaves from the new head's own address,
+    /// while the client monitors the service address it mounted: the
+    /// configured names are what its statd matches.
+    #[tokio::test]
+    async fn sm_notify_names_the_server_as_its_clients_know_it() {
+        let (port, s) = statd().await;
+        let to: IpAddr = "127.0.0.1".parse().unwrap();
+        let plain = RpcCallback {
+            port: Some(port),
+            ..Default::default()
+        };
+        plain.notify(to, 3).await.unwrap();
+        assert_eq!(heard(&s), [("127.0.0.1".to_string(), 3)]);
+
+        let (port, s) = statd().await;
+        let named = RpcCallback {
+            port: Some(port),
+            names: vec!["10.0.0.10".into(), "nfs.example.com".into()],
+            ..Default::default()
+        };
+        named.notify(to, 5).await.unwrap();
+        assert_eq!(
+            heard(&s),
+            [
+                ("10.0.0.10".to_string(), 5),
+                ("nfs.example.com".to_string(), 5)
+            ]
+        );
     }
 }

@@ -13,6 +13,7 @@ mod change;
 mod conn;
 pub(crate) use conn::{connect_with, machine_name, nfs_err};
 mod copy;
+mod failover;
 mod fmt;
 mod list;
 mod lock;
@@ -80,6 +81,12 @@ pub enum ToolCmd {
     /// The soak test's check of acknowledged data (scripts/soak.sh).
     #[command(hide = true)]
     SoakVerify(soak::VerifyArgs),
+    /// The failover test's client that follows the service address (tests/cluster/failover.sh).
+    #[command(hide = true)]
+    FailoverHold(failover::HoldArgs),
+    /// The failover test's competing lock attempt (tests/cluster/failover.sh).
+    #[command(hide = true)]
+    FailoverProbe(failover::ProbeArgs),
 }
 
 /// Runs one tool on a fresh runtime. Errors go to stderr, one line each,
@@ -140,6 +147,8 @@ pub fn run(cmd: ToolCmd) -> ExitCode {
             } => change::ln(&mut c, &target, &url, symbolic).await,
             ToolCmd::SoakClient(a) => soak::client(a).await,
             ToolCmd::SoakVerify(a) => soak::verify(a),
+            ToolCmd::FailoverHold(a) => return failover::hold(a).await,
+            ToolCmd::FailoverProbe(a) => return failover::probe(a).await,
             ToolCmd::Lock(a) => {
                 let r = lock::lock(&mut c, &a).await;
                 c.close().await;
