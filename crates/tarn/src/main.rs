@@ -54,7 +54,7 @@ struct Cli {
 enum Cmd {
     /// Serve DIR (default ./export, created if missing) on one port: NFSv3 with MOUNT, NLM and NSM, and NFSv4.0/4.1/4.2.
     Serve {
-        /// The directory to export when no --config is given.
+        /// The directory to export when no --config is given, or a CephFS directory as `cephfs://[id@][fs]/dir`.
         dir: Option<PathBuf>,
         /// Address and port to listen on.
         #[arg(long, default_value = "127.0.0.1:2049")]
@@ -635,13 +635,25 @@ fn build_config(
         }
         None => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("export"));
-            if !dir.exists() {
+            // `tarn serve cephfs://[id@][fs]/dir`: that directory of a
+            // CephFS (ceph.conf and keyring from CEPH_CONF / CEPH_ARGS or
+            // /etc/ceph, as every Ceph tool finds them).
+            let ceph = match dir.to_str() {
+                Some(u) if u.starts_with("cephfs://") => {
+                    Some(vfs::cephfs::CephConfig::parse_url(u).map_err(|m| format!("{u}: {m}"))?)
+                }
+                _ => None,
+            };
+            if ceph.is_none() && !dir.exists() {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             }
-            let path = dir
-                .canonicalize()
-                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let path = match ceph {
+                Some(_) => dir.clone(),
+                None => dir
+                    .canonicalize()
+                    .map_err(|e| format!("{}: {e}", dir.display()))?,
+            };
             let mut clients: Vec<Cidr> =
                 vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()];
             for a in &allow {
@@ -658,9 +670,13 @@ fn build_config(
                     Some(s) => parse_sec(s).map_err(|e| format!("--sec {e}"))?,
                     None => vec![Flavor::Sys],
                 },
-                delegations: Default::default(),
+                // As for a cephfs:// export in a configuration file.
+                delegations: match ceph {
+                    Some(_) => server::export::Delegations::Read,
+                    None => Default::default(),
+                },
                 xprtsec: rpc::tls::XprtSec::ALL.to_vec(),
-                ceph: None,
+                ceph,
             };
             (
                 Config {

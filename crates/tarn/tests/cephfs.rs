@@ -297,7 +297,13 @@ fn two_heads_over_one_cephfs() {
             std::fs::write(tree.join(format!("d{d}/f{f}")), data).unwrap();
         }
     }
-    tarn(&["cp", "-q", "-r", tree.to_str().unwrap(), &b.url("/tree")]);
+    let out = tarn_output(&["cp", "-q", "-r", tree.to_str().unwrap(), &b.url("/tree")]);
+    assert!(
+        out.status.success(),
+        "tarn cp -r through B: {}\nB's log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        b.log_text()
+    );
     let tree_back = w.join("tree-back");
     tarn(&[
         "cp",
@@ -1299,4 +1305,46 @@ fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
     assert!(!log.contains("in time: giving the backend's back"), "{log}");
     drop(a);
     drop(b);
+
+    // `tarn serve cephfs:///nfs`, no configuration file: the directory the
+    // heads served (ceph.conf from CEPH_CONF, as for every Ceph tool).
+    let port = free_port();
+    let log = w.join("c.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args([
+            "serve",
+            "cephfs:///nfs",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--state-dir")
+        .arg(w.join("state-c"))
+        .env("CEPH_CONF", cl.conf())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // Stopped as the other heads are (SIGTERM: its CephFS session ends
+    // cleanly; a killed one would hold the directory's capabilities until
+    // the MDS times it out, and B's next change there would wait).
+    let c = Head { child, port, log };
+    assert!(
+        line.starts_with("tarn: exporting"),
+        "{line:?}\n{}",
+        c.log_text()
+    );
+    let st = tarn(&[
+        "stat",
+        &format!("nfs://127.0.0.1:{port}/kept?uid=1000&gid=1000"),
+    ]);
+    assert!(st.contains("Size: 7 "), "{st}");
+    drop(c);
+    assert!(
+        !Path::new("cephfs:").exists(),
+        "no local directory made of the URL"
+    );
 }
