@@ -215,6 +215,34 @@ fn make_export_dir(cl: &Cluster) {
     .unwrap();
 }
 
+/// A head's configuration in `w`: the cluster's /nfs exported as /, with
+/// `nfs4` as the [nfs4] section.
+fn nfs_config(cl: &Cluster, w: &Path, nfs4: &str) -> PathBuf {
+    let config = w.join("tarn.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[nfs4]\n{nfs4}\n\n[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
+            cl.conf().display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// Heads A and B (state in `w`/state-a and state-b) serving `config`.
+fn two_heads(config: &Path, w: &Path) -> (Head, Head) {
+    let t = Instant::now();
+    let a = Head::start(config, &w.join("state-a"));
+    eprintln!("head A serving in {:.1?}", t.elapsed());
+    // Every head signs handles with the same key (and numbers the exports
+    // the same way: one export, id 0, in a fresh state directory).
+    std::fs::create_dir_all(w.join("state-b")).unwrap();
+    std::fs::copy(w.join("state-a/handle.key"), w.join("state-b/handle.key")).unwrap();
+    let b = Head::start(config, &w.join("state-b"));
+    (a, b)
+}
+
 #[test]
 fn two_heads_over_one_cephfs() {
     let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
@@ -225,27 +253,11 @@ fn two_heads_over_one_cephfs() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let w = work.path();
-    let config = w.join("tarn.toml");
-    std::fs::write(
-        &config,
-        format!(
-            // No grace after a start: NLM locks are granted at once.
-            "[nfs4]\ngrace_seconds = 0\n\n[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
-            cl.conf().display()
-        ),
-    )
-    .unwrap();
+    // No grace after a start: NLM locks are granted at once.
+    let config = nfs_config(&cl, w, "grace_seconds = 0");
     let check = tarn(&["check-config", config.to_str().unwrap()]);
     assert!(check.contains("CephFS /nfs"), "{check}");
-
-    let t = Instant::now();
-    let a = Head::start(&config, &w.join("state-a"));
-    eprintln!("head A serving in {:.1?}", t.elapsed());
-    // Every head signs handles with the same key (and numbers the exports
-    // the same way: one export, id 0, in a fresh state directory).
-    std::fs::create_dir_all(w.join("state-b")).unwrap();
-    std::fs::copy(w.join("state-a/handle.key"), w.join("state-b/handle.key")).unwrap();
-    let b = Head::start(&config, &w.join("state-b"));
+    let (a, b) = two_heads(&config, w);
 
     // A file in through head A with libnfs (NFSv3), out through head B
     // with Tarn's client (NFSv4.1).
@@ -582,13 +594,22 @@ async fn lockd() -> (
 }
 
 async fn v41_session(port: u16, owner: &str) -> client::nfs4::Session {
+    session_as_1000(port, owner, false).await
+}
+
+/// With a back channel: the server may grant (and recall) delegations.
+async fn v41_session_with_callbacks(port: u16, owner: &str) -> client::nfs4::Session {
+    session_as_1000(port, owner, true).await
+}
+
+async fn session_as_1000(port: u16, owner: &str, callbacks: bool) -> client::nfs4::Session {
     let o = client::nfs4::SessionOptions {
         security: client::nfs4::Security::Sys {
             uid: 1000,
             gid: 1000,
         },
         owner: bytes::Bytes::from(owner.to_string()),
-        callbacks: false,
+        callbacks,
         ..Default::default()
     };
     client::nfs4::Session::connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)), &o)
@@ -609,20 +630,7 @@ fn delegations_across_heads(a: &Head, b: &Head) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let with_callbacks = client::nfs4::SessionOptions {
-            security: client::nfs4::Security::Sys {
-                uid: 1000,
-                gid: 1000,
-            },
-            owner: Bytes::from_static(b"reader-on-a"),
-            ..Default::default()
-        };
-        let sa = client::nfs4::Session::connect(
-            std::net::SocketAddr::from(([127, 0, 0, 1], a.port)),
-            &with_callbacks,
-        )
-        .await
-        .unwrap();
+        let sa = v41_session_with_callbacks(a.port, "reader-on-a").await;
         let sb = v41_session(b.port, "writer-on-b").await;
         let dir = sb.lookup_path("/").await.unwrap();
         let (bsid, bfh) = sb
@@ -1232,39 +1240,15 @@ fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let w = work.path();
-    let config = w.join("tarn.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[nfs4]\ngrace_seconds = 0\nlease_seconds = 5\n\n[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
-            cl.conf().display()
-        ),
-    )
-    .unwrap();
-    let a = Head::start(&config, &w.join("state-a"));
-    std::fs::create_dir_all(w.join("state-b")).unwrap();
-    std::fs::copy(w.join("state-a/handle.key"), w.join("state-b/handle.key")).unwrap();
-    let b = Head::start(&config, &w.join("state-b"));
+    let config = nfs_config(&cl, w, "grace_seconds = 0\nlease_seconds = 5");
+    let (a, b) = two_heads(&config, w);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let opts = client::nfs4::SessionOptions {
-            security: client::nfs4::Security::Sys {
-                uid: 1000,
-                gid: 1000,
-            },
-            owner: Bytes::from_static(b"deaf-reader-on-a"),
-            ..Default::default()
-        };
-        let sa = client::nfs4::Session::connect(
-            std::net::SocketAddr::from(([127, 0, 0, 1], a.port)),
-            &opts,
-        )
-        .await
-        .unwrap();
+        let sa = v41_session_with_callbacks(a.port, "deaf-reader-on-a").await;
         sa.delegations().set_ignore_recalls(true);
         let sb = v41_session(b.port, "writer-on-b").await;
         let dir = sb.lookup_path("/").await.unwrap();

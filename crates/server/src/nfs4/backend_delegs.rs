@@ -25,6 +25,7 @@
 //! backend delegation recalled for longer than that less a margin.
 
 use super::compound::file_key;
+use super::state::deleg::DelegType;
 use super::Nfs4;
 use crate::export::Export;
 use crate::locks::FileKey;
@@ -91,16 +92,39 @@ pub struct Backed<'a> {
 }
 
 impl Nfs4 {
-    /// Takes the backend's read delegation on `fid` for a grant about to
-    /// be made; None when the backend refuses (a conflicting open through
-    /// another server: no delegation then). Keep the guard until the state
-    /// core has decided, then [`BackendDelegs::check`] the file if it
-    /// refused.
-    pub(super) async fn back_delegation(
+    /// Runs `grant` (the state core granting or reclaiming an NFS
+    /// delegation of `kind` on `fid`), backed by the backend's delegation
+    /// where the backend shares them. None: not granted, the backend has
+    /// none to give (a conflicting open elsewhere, or a write delegation,
+    /// which such backends do not back).
+    pub(super) async fn backed_grant<T, E>(
         &self,
         export: &Arc<Export>,
         fid: &Fid,
-    ) -> Option<Backed<'_>> {
+        kind: DelegType,
+        grant: impl FnOnce() -> Result<T, E>,
+    ) -> Option<Result<T, E>> {
+        if !export.backend.shares_delegations() {
+            return Some(grant());
+        }
+        if kind == DelegType::Write {
+            return None;
+        }
+        let backed = self.back_delegation(export, fid).await?;
+        let r = grant();
+        drop(backed);
+        if r.is_err() {
+            // Given back by the sweeper if no NFS delegation stands on it.
+            self.bdelegs.check(file_key(export, fid));
+        }
+        Some(r)
+    }
+
+    /// Takes the backend's read delegation on `fid` for a grant about to
+    /// be made; None when the backend refuses (a conflicting open through
+    /// another server: no delegation then). The guard is kept until the
+    /// state core has decided.
+    async fn back_delegation(&self, export: &Arc<Export>, fid: &Fid) -> Option<Backed<'_>> {
         let file = file_key(export, fid);
         let guard = self.bdelegs.shard(&file).lock().await;
         if self.bdelegs.held.lock().unwrap().contains_key(&file) {

@@ -372,34 +372,18 @@ pub async fn on_open(
         }
     }
     let file = file_key(export, fid);
-    // Where other servers change the files too (CephFS), a delegation
-    // stands on one of the file system's: read delegations only (see
-    // backend_delegs), and none when the file system refuses.
-    let backed = if export.backend.shares_delegations() {
-        if kind == DelegType::Write {
-            return refuse(WhyNoDelegation4::WND4_CONTENTION);
-        }
-        match c.n.back_delegation(export, fid).await {
-            Some(b) => Some(b),
-            None => return refuse(WhyNoDelegation4::WND4_CONTENTION),
-        }
-    } else {
-        None
-    };
     let fh = c.n.seal(&super::compound::Fh::Obj {
         export: export.clone(),
         fid: *fid,
     });
     let max = c.n.cfg.max_delegations;
-    let granted_now =
+    let grant = || {
         c.n.state
-            .grant_delegation(clientid, file, fh, kind, change, max, c.n.clock.now());
-    if backed.is_some() {
-        drop(backed);
-        if granted_now.is_err() {
-            c.n.bdelegs.check(file);
-        }
-    }
+            .grant_delegation(clientid, file, fh, kind, change, max, c.n.clock.now())
+    };
+    let Some(granted_now) = c.n.backed_grant(export, fid, kind, grant).await else {
+        return refuse(WhyNoDelegation4::WND4_CONTENTION);
+    };
     match granted_now {
         Ok(stateid) => {
             count_grant(c, kind);
@@ -469,29 +453,16 @@ async fn reclaim(
         export: export.clone(),
         fid: *fid,
     });
-    // Backed by the file system's as a new one is (see grant above); none
-    // when it refuses: the client revalidates what it cached.
-    let backed = if export.backend.shares_delegations() {
-        if kind == DelegType::Write {
-            return OpenDelegation4::OPEN_DELEGATE_NONE;
-        }
-        match c.n.back_delegation(export, fid).await {
-            Some(b) => Some(b),
-            None => return OpenDelegation4::OPEN_DELEGATE_NONE,
-        }
-    } else {
-        None
-    };
+    // Backed by the file system's as a new one is; none when it refuses:
+    // the client revalidates what it cached.
     let file = file_key(export, fid);
-    let r =
+    let reclaim = || {
         c.n.state
-            .reclaim_delegation(clientid, file, fh, kind, change, callback, c.n.clock.now());
-    if backed.is_some() {
-        drop(backed);
-        if r.is_err() {
-            c.n.bdelegs.check(file);
-        }
-    }
+            .reclaim_delegation(clientid, file, fh, kind, change, callback, c.n.clock.now())
+    };
+    let Some(r) = c.n.backed_grant(export, fid, kind, reclaim).await else {
+        return OpenDelegation4::OPEN_DELEGATE_NONE;
+    };
     match r {
         Ok((stateid, recall)) => {
             count_grant(c, kind);
