@@ -427,6 +427,14 @@ fn cstring(s: &str, what: &str) -> Result<CString, String> {
 
 impl Mount {
     pub fn new(o: &MountOpts<'_>) -> Result<Mount, String> {
+        let m = Self::client_handle(o)?;
+        m.setup(o)?;
+        Ok(m)
+    }
+
+    /// A client handle as `o.id`, created but not configured or mounted;
+    /// Drop releases it (ceph_unmount of one never mounted only says so).
+    fn client_handle(o: &MountOpts<'_>) -> Result<Mount, String> {
         let lib = open_library()?;
         let api = Api::load(&lib)?;
         let id = o.id.map(|s| cstring(s, "ceph client id")).transpose()?;
@@ -441,10 +449,7 @@ impl Mount {
         if r < 0 || cm.is_null() {
             return Err(format!("ceph_create: {}", strerror(-r)));
         }
-        // From here on Drop releases `cm`.
-        let m = Mount { api, cm, _lib: lib };
-        m.setup(o)?;
-        Ok(m)
+        Ok(Mount { api, cm, _lib: lib })
     }
 
     /// Ends the session another client left under `uuid` (a failed head
@@ -452,23 +457,7 @@ impl Mount {
     /// mounted. Ok(false): there was no such session.
     pub fn reset_session(o: &MountOpts<'_>, uuid: &str) -> Result<bool, String> {
         const CEPH_RECLAIM_RESET: u32 = 1;
-        let lib = open_library()?;
-        let api = Api::load(&lib)?;
-        let id = o.id.map(|s| cstring(s, "ceph client id")).transpose()?;
-        let mut cm: *mut Cmount = std::ptr::null_mut();
-        // SAFETY: `cm` is an out pointer; `id` is a C string or NULL.
-        let r = unsafe {
-            (api.create)(
-                &mut cm,
-                id.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-            )
-        };
-        if r < 0 || cm.is_null() {
-            return Err(format!("ceph_create: {}", strerror(-r)));
-        }
-        // Drop releases `cm` (ceph_unmount of a client never mounted only
-        // says so).
-        let m = Mount { api, cm, _lib: lib };
+        let m = Self::client_handle(o)?;
         m.configure(o)?;
         let u = cstring(uuid, "ceph client uuid")?;
         // SAFETY: created, unmounted handle; reclaim needs it initialised.

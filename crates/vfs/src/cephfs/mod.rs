@@ -200,6 +200,22 @@ fn ceph_range(offset: u64, length: u64) -> (u64, u64) {
     }
 }
 
+/// A lock request as `ceph_ll_setlk`/`getlk` take it: fcntl type, start,
+/// length (0: to the end) and owner.
+fn ceph_lock(
+    kind: crate::LockType,
+    offset: u64,
+    length: u64,
+    owner: u64,
+) -> (std::ffi::c_int, u64, u64, u64) {
+    let (start, len) = ceph_range(offset, length);
+    let t = match kind {
+        crate::LockType::Read => libc::F_RDLCK,
+        crate::LockType::Write => libc::F_WRLCK,
+    };
+    (t, start, len, owner | OWNER_BIT)
+}
+
 /// First and last byte of a Ceph range.
 fn inclusive(start: u64, len: u64) -> (u64, u64) {
     if len == 0 {
@@ -671,12 +687,7 @@ impl crate::Backend for CephFs {
     ) -> Result<Option<crate::RangeLock>, FsError> {
         let i = self.file_inode(fid)?;
         let (ino, _) = parse_fid(fid)?;
-        let (start, len) = ceph_range(offset, length);
-        let t = match kind {
-            crate::LockType::Read => libc::F_RDLCK,
-            crate::LockType::Write => libc::F_WRLCK,
-        };
-        let owner = owner | OWNER_BIT;
+        let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
         let entry = self.lock_file(ino);
         let r = {
             let mut slot = entry.lock().unwrap();
@@ -718,12 +729,7 @@ impl crate::Backend for CephFs {
     ) -> Result<Option<crate::RangeLock>, FsError> {
         let i = self.file_inode(fid)?;
         let (ino, _) = parse_fid(fid)?;
-        let (start, len) = ceph_range(offset, length);
-        let t = match kind {
-            crate::LockType::Read => libc::F_RDLCK,
-            crate::LockType::Write => libc::F_WRLCK,
-        };
-        let owner = owner | OWNER_BIT;
+        let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
         let ask = |fh: &LockFh| {
             Ok(self
                 .m
