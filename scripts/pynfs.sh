@@ -183,7 +183,7 @@ run_gss_40() {
   if [ -n "$why" ]; then
     echo "pynfs 4.0-krb5i: skipped ($why; scripts/deps.sh --test): $GSS_CODES stay skipped"; return
   fi
-  local k=$WORK/kdc-4.0 realm=TARN.PYNFS kport t0 rc json=$WORK/results-4.0-krb5i.json
+  local k=$WORK/kdc-4.0 realm=TARN.PYNFS kport t0 json=$WORK/results-4.0-krb5i.json
   rm -rf "$k" "$json" "$WORK/counts-4.0-krb5i"; mkdir -p "$k"
   # shellcheck source=kdc.sh
   source "$REPO/scripts/kdc.sh"
@@ -201,11 +201,10 @@ run_gss_40() {
        --json="$json" $GSS_CODES >"$WORK/output-4.0-krb5i.txt" 2>&1)
     echo "pynfs 4.0-krb5i: $(( $(date +%s) - t0 ))s, output in $WORK/output-4.0-krb5i.txt"
     summarize "$json" 4.0-krb5i "$ALLOW_40" "$WORK/output-4.0-krb5i.txt" || FAILED_SUITES=$((FAILED_SUITES + 1))
-    cleanup; SPID=; ADDR=
   else
     FAILED_SUITES=$((FAILED_SUITES + 1))
   fi
-  cleanup; SPID=  # the server if it is still up, and the KDC
+  cleanup; SPID= ADDR=  # the server and the KDC
   # One line for the whole 4.0 suite: the GSS tests were skipped in the AUTH_SYS pass (worded so
   # that test.sh's "N passed" total does not count them twice).
   if [ -f "$WORK/counts-4.0" ] && [ -f "$WORK/counts-4.0-krb5i" ]; then

@@ -443,11 +443,7 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         };
         let delegations = match &e.delegations {
-            // Read delegations, each backed by one of CephFS's, which
-            // another head's or CephFS client's conflicting open recalls;
-            // write delegations are never granted on CephFS.
-            None if ceph.is_some() => server::export::Delegations::Read,
-            None => Default::default(),
+            None => default_delegations(ceph.is_some()),
             Some(d) => d
                 .get_ref()
                 .parse()
@@ -939,6 +935,18 @@ pub fn explain(e: &ExportConfig) -> String {
 pub fn load(file: &Path) -> Result<Config, String> {
     let src = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     parse(file, &src)
+}
+
+/// An export's delegations when it names none: read-write, and read on a
+/// CephFS export (each read delegation is backed by one of CephFS's, which
+/// another head's or CephFS client's conflicting open recalls; write
+/// delegations are never granted there).
+pub fn default_delegations(cephfs: bool) -> server::export::Delegations {
+    if cephfs {
+        server::export::Delegations::Read
+    } else {
+        Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -670,11 +670,7 @@ fn build_config(
                     Some(s) => parse_sec(s).map_err(|e| format!("--sec {e}"))?,
                     None => vec![Flavor::Sys],
                 },
-                // As for a cephfs:// export in a configuration file.
-                delegations: match ceph {
-                    Some(_) => server::export::Delegations::Read,
-                    None => Default::default(),
-                },
+                delegations: config::default_delegations(ceph.is_some()),
                 xprtsec: rpc::tls::XprtSec::ALL.to_vec(),
                 ceph,
             };

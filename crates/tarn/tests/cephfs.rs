@@ -1145,19 +1145,8 @@ fn dead_head_lock_lasts_until_the_mds_times_it_out() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let w = work.path();
-    let config = w.join("tarn.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[nfs4]\ngrace_seconds = 0\n\n[[export]]\npath = \"cephfs:///nfs\"\nceph_conf = \"{}\"\npseudo = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
-            cl.conf().display()
-        ),
-    )
-    .unwrap();
-    let mut a = Head::start(&config, &w.join("state-a"));
-    std::fs::create_dir_all(w.join("state-b")).unwrap();
-    std::fs::copy(w.join("state-a/handle.key"), w.join("state-b/handle.key")).unwrap();
-    let b = Head::start(&config, &w.join("state-b"));
+    let config = nfs_config(&cl, w, "grace_seconds = 0");
+    let (mut a, b) = two_heads(&config, w);
     let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
     let root = mnt_root(&mut ca);
     let fh = create3(&mut ca, 1, &root, "held");
