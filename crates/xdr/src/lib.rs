@@ -219,10 +219,12 @@ impl Decoder {
 /// Appends padding to a multiple of four bytes.
 #[inline]
 pub fn pack_padding(len: usize, out: &mut BytesMut) {
-    // A fixed-size store and a truncation: no memset call.
-    let end = out.len() + pad_len(len);
-    out.extend_from_slice(&[0; 4]);
-    out.truncate(end);
+    // Nothing to add must not grow the buffer: a READ reply's buffer is
+    // sized to its data, and growing it moved a whole MiB.
+    let pad = pad_len(len);
+    if pad > 0 {
+        out.extend_from_slice(&[0; 4][..pad]);
+    }
 }
 
 /// Variable-length opaque data or string.

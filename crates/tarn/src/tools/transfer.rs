@@ -490,7 +490,8 @@ pub struct Plan {
     pub depth: usize,
 }
 
-/// Reads ahead in order, writes in any order, `depth` of each in flight.
+/// Reads ahead in order, writes in any order, `depth` of each in flight;
+/// into a local file, in order from one thread ([`write_local_in_order`]).
 pub async fn pump(
     r: &Reader,
     w: &Writer,
@@ -501,7 +502,7 @@ pub async fn pump(
 ) -> Result<u64, String> {
     let Plan { size, chunk, depth } = plan;
     let offsets = (0..size).step_by(chunk as usize);
-    futures::stream::iter(offsets)
+    let chunks = futures::stream::iter(offsets)
         .map(|off| async move {
             let len = (size - off).min(chunk as u64) as u32;
             r.read(off, len)
@@ -509,7 +510,11 @@ pub async fn pump(
                 .map(|d| (off, d))
                 .map_err(|e| nfs_err(src, e))
         })
-        .buffered(depth)
+        .buffered(depth);
+    if let Writer::Local(f) = w {
+        return write_local_in_order(f.clone(), chunks, depth, dst, progress).await;
+    }
+    chunks
         .map_ok(|(off, d)| async move {
             let n = d.len() as u64;
             w.write(off, d).await.map_err(|e| nfs_err(dst, e))?;
@@ -519,6 +524,54 @@ pub async fn pump(
         .try_buffer_unordered(depth)
         .try_fold(0u64, |a, n| async move { Ok(a + n) })
         .await
+}
+
+/// Writes `chunks` (in file order) into `f` from one blocking thread,
+/// up to `depth` queued: parallel pwrites into one file contend on its
+/// inode lock (a 1 GiB download spent 12% of its CPU spinning on ext4's
+/// i_rwsem with 4 writers), and in order the file only ever grows at its
+/// end. The reads keep going while a write is in progress.
+async fn write_local_in_order(
+    f: Arc<std::fs::File>,
+    mut chunks: impl futures::Stream<Item = Result<(u64, Bytes), String>> + Unpin,
+    depth: usize,
+    dst: &dyn Display,
+    progress: &Progress,
+) -> Result<u64, String> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Bytes)>(depth.max(1));
+    let writer = tokio::task::spawn_blocking(move || {
+        while let Some((off, d)) = rx.blocking_recv() {
+            f.write_all_at(&d, off)?;
+        }
+        Ok::<(), std::io::Error>(())
+    });
+    let mut total = 0u64;
+    let mut failed = None;
+    while let Some(c) = chunks.next().await {
+        match c {
+            Ok((off, d)) => {
+                let n = d.len() as u64;
+                // A send fails only when the writer stopped on an error,
+                // which is reported below.
+                if tx.send((off, d)).await.is_err() {
+                    break;
+                }
+                total += n;
+                progress.add_bytes(n);
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let wrote = writer.await.expect("local write task");
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    wrote.map_err(|e| format!("{dst}: local write: {e}"))?;
+    Ok(total)
 }
 
 /// Copies `size` bytes of `src` into the writer's file with NFSv4.2
