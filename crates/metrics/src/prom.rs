@@ -371,7 +371,7 @@ impl Collector for SnapCollector {
             "RPC-with-TLS connections by where their records are encrypted (ktls: the kernel's TLS ULP, rustls: user space)",
             [
                 (vec![("path", "ktls".to_string())], v.tls_paths[0]),
-                (vec![("path", "rustls".to_string())], v.tls_paths[1]),
+                (vec![("path", "user".to_string())], v.tls_paths[1]),
             ],
         )?;
         counter(

@@ -29,6 +29,7 @@ pub mod server;
 pub mod tls;
 pub mod tls_events;
 pub mod tls_identity;
+pub mod tls_records;
 pub mod x509;
 
 pub use auth::{Auth, AuthGss, AuthSys};

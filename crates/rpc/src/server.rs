@@ -266,20 +266,17 @@ impl ConnRead for tokio::net::tcp::OwnedReadHalf {
     }
 }
 
-// Under TLS the ACK hint is not worth a way to the socket through the
-// split: rustls reads whole TLS records anyway.
-impl ConnRead for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<TcpStream>> {}
-impl ConnRead
-    for tokio::io::ReadHalf<tokio_rustls::server::TlsStream<ktls::CorkStream<TcpStream>>>
-{
+impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf> {
+    fn quickack(&self) {
+        let _ = socket2::SockRef::from(self.get_ref().as_ref()).set_tcp_quickack(true);
+    }
 }
 
 /// A handshaken TLS connection, by where its records are made.
 enum TlsConn {
-    /// rustls (kTLS off or not available).
-    User(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-    /// rustls, prepared for kTLS but the kernel does not take the cipher.
-    Corked(Box<tokio_rustls::server::TlsStream<ktls::CorkStream<TcpStream>>>),
+    /// Tarn's own (the kernel does not take this connection, or kTLS is
+    /// off): see tls_records.
+    User(Box<crate::tls_records::Halves>),
     /// The kernel's TLS ULP.
     Kernel(
         crate::ktls_offload::KtlsRead,
@@ -354,27 +351,37 @@ async fn start<S: Service>(
         return Start::Closed;
     }
     let ktls = tls.ktls();
-    if !ktls.wanted() {
-        let Some((s, level, id)) = handshake(server, tls, stream, peer).await else {
-            return Start::Closed;
-        };
-        server.obs.tls_path(false);
-        return Start::Tls(TlsConn::User(Box::new(s)), level, id);
-    }
-    // For kTLS rustls must stop reading at a record boundary once the
-    // handshake is done: the cork stream makes it.
+    // rustls must stop reading at a record boundary once the handshake is
+    // done, so that the records after it are the kernel's or ours: the
+    // cork stream makes it.
     let Some((s, level, id)) = handshake(server, tls, ktls::CorkStream::new(stream), peer).await
     else {
         return Start::Closed;
     };
-    let suite = s.get_ref().1.negotiated_cipher_suite();
-    let takes = match suite {
-        Some(suite) => ktls.takes(suite).await,
-        None => false,
+    let takes = match s.get_ref().1.negotiated_cipher_suite() {
+        Some(suite) if ktls.wanted() => ktls.takes(suite).await,
+        _ => false,
     };
     if !takes {
-        server.obs.tls_path(false);
-        return Start::Tls(TlsConn::Corked(Box::new(s)), level, id);
+        let r = tokio::time::timeout(
+            server.cfg.record_timeout,
+            crate::tls_records::server_records(s),
+        )
+        .await;
+        return match r {
+            Ok(Ok(halves)) => {
+                server.obs.tls_path(false);
+                Start::Tls(TlsConn::User(Box::new(halves)), level, id)
+            }
+            Ok(Err(e)) => {
+                warn!(%peer, error = %e, "TLS: cannot take the records over from rustls; closing");
+                Start::Closed
+            }
+            Err(_) => {
+                warn!(%peer, "TLS: the switch to Tarn's records did not finish in time (a record left unfinished); closing");
+                Start::Closed
+            }
+        };
     }
     // Bounded: rustls may have to finish reading a record the client
     // began right after the handshake.
@@ -479,12 +486,8 @@ pub async fn serve_connection<S: Service>(
             Start::Tls(conn, level, id) => {
                 let sec = (level, id);
                 match conn {
-                    TlsConn::User(s) => {
-                        let (rd, wr) = tokio::io::split(*s);
-                        run_connection(server, rd, wr, peer, sec, asm, buf).await;
-                    }
-                    TlsConn::Corked(s) => {
-                        let (rd, wr) = tokio::io::split(*s);
+                    TlsConn::User(halves) => {
+                        let (rd, wr) = *halves;
                         run_connection(server, rd, wr, peer, sec, asm, buf).await;
                     }
                     TlsConn::Kernel(rd, wr) => {

@@ -197,7 +197,8 @@ impl TlsFiles {
             )
         })?;
         c.alpn_protocols = vec![ALPN.to_vec()];
-        // kTLS needs the traffic keys once the handshake is done.
+        // kTLS, or Tarn's records, need the traffic keys once the handshake
+        // is done.
         c.enable_secret_extraction = true;
         Ok(c)
     }
@@ -324,6 +325,8 @@ impl TlsClient {
             _ => return Err("a client certificate needs its key too (and the other way)".into()),
         };
         c.alpn_protocols = vec![ALPN.to_vec()];
+        // After the handshake the records are Tarn's (tls_records).
+        c.enable_secret_extraction = true;
         let host = server.trim_start_matches('[').trim_end_matches(']');
         let server_name = rustls::pki_types::ServerName::try_from(host.to_string())
             .map_err(|e| format!("{server}: not a name TLS can verify: {e}"))?;

@@ -484,7 +484,7 @@ fn tls_paths(maddr: &str) -> (f64, f64) {
     };
     (
         value("tarn_tls_connections_total{path=\"ktls\"}"),
-        value("tarn_tls_connections_total{path=\"rustls\"}"),
+        value("tarn_tls_connections_total{path=\"user\"}"),
     )
 }
 

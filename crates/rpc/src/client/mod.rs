@@ -312,8 +312,10 @@ impl RpcClient {
             )));
         }
         let conn = tokio_rustls::TlsConnector::from(tls.config.clone());
+        // On a cork stream, so that the records after the handshake can
+        // be taken over from rustls (tls_records).
         let mut t = conn
-            .connect(tls.server_name.clone(), s)
+            .connect(tls.server_name.clone(), ktls::CorkStream::new(s))
             .await
             .map_err(|e| handshake_error(e, false))?;
         // Under TLS 1.3 our side of the handshake ends before the server
@@ -349,7 +351,7 @@ impl RpcClient {
                 )))
             }
         }
-        let (rd, wr) = tokio::io::split(t);
+        let (rd, wr) = crate::tls_records::client_records(t).await?;
         Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
     }
 

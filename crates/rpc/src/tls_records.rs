@@ -1,0 +1,724 @@
+//! TLS 1.3 records (RFC 8446 §5) made and opened by Tarn after rustls's
+//! handshake, where the kernel does not take the connection (kTLS).
+//!
+//! Why not rustls's own record layer: it copies each record's plaintext
+//! twice more on receipt (into its plaintext queue, then out of it) and
+//! once more on sending, and it seals one record after another on the
+//! connection's one writer. Here a reply is copied once into its records
+//! and sealed in place, and a record is opened in place in the receive
+//! buffer. The keys and sequence numbers are rustls's, taken with
+//! `dangerous_extract_secrets` as for kTLS; the AEADs are *ring*'s, the
+//! ones rustls itself uses. What this layer cannot follow is what kTLS
+//! cannot either: a KeyUpdate (the traffic secret it derives from is not
+//! extracted) ends the connection.
+//!
+//! [`Sealer`] and [`Opener`] are pure (byte vectors in, byte vectors out);
+//! [`RecordRead`] and [`RecordWrite`] put them on the two halves of a
+//! socket.
+
+use bytes::{Buf, BytesMut};
+use ring::aead;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_rustls::rustls::ConnectionTrafficSecrets;
+
+/// The largest plaintext of one record (2^14).
+pub const MAX_PLAIN: usize = 1 << 14;
+const HEADER: usize = 5;
+const TAG: usize = 16;
+/// The largest record a peer may send: 2^14 + 256 of ciphertext.
+const MAX_CIPHER: usize = MAX_PLAIN + 256;
+
+const APPLICATION_DATA: u8 = 23;
+const ALERT: u8 = 21;
+const HANDSHAKE: u8 = 22;
+
+/// A record's failure to open, or one that ends the connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RecordError {
+    /// Not a TLS 1.3 record header, or longer than the limit.
+    Malformed(&'static str),
+    /// The tag did not verify: altered, or not from our peer.
+    Decrypt,
+    /// The peer ended TLS (close_notify).
+    CloseNotify,
+    /// Any other alert (its description).
+    Alert(u8),
+    /// A KeyUpdate: its new key cannot be derived here.
+    KeyUpdate,
+    /// A handshake message other than NewSessionTicket or KeyUpdate.
+    Handshake(u8),
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::Malformed(why) => write!(f, "malformed TLS record: {why}"),
+            RecordError::Decrypt => f.write_str("a TLS record did not decrypt (bad_record_mac)"),
+            RecordError::CloseNotify => f.write_str("the peer closed TLS (close_notify)"),
+            RecordError::Alert(d) => write!(
+                f,
+                "the peer sent TLS alert {}",
+                crate::tls::alert_name(tokio_rustls::rustls::AlertDescription::from(*d))
+            ),
+            RecordError::KeyUpdate => f.write_str(
+                "the peer sent a TLS KeyUpdate, which this connection cannot follow (its next key is not known here); closing, the client reconnects",
+            ),
+            RecordError::Handshake(t) => {
+                write!(f, "unexpected TLS handshake message {t} after the handshake")
+            }
+        }
+    }
+}
+
+impl From<RecordError> for io::Error {
+    fn from(e: RecordError) -> io::Error {
+        let kind = match e {
+            RecordError::CloseNotify => io::ErrorKind::UnexpectedEof,
+            RecordError::Decrypt | RecordError::Malformed(_) => io::ErrorKind::InvalidData,
+            _ => io::ErrorKind::ConnectionAborted,
+        };
+        io::Error::new(kind, e.to_string())
+    }
+}
+
+/// One direction's key, IV and sequence number.
+struct Keys {
+    key: aead::LessSafeKey,
+    iv: [u8; 12],
+    seq: u64,
+}
+
+impl Keys {
+    fn new(seq: u64, s: &ConnectionTrafficSecrets) -> Result<Keys, String> {
+        let (alg, key, iv) = match s {
+            ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (&aead::AES_128_GCM, key, iv),
+            ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (&aead::AES_256_GCM, key, iv),
+            ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+                (&aead::CHACHA20_POLY1305, key, iv)
+            }
+            _ => return Err("a cipher suite Tarn's records do not know".into()),
+        };
+        let key = aead::UnboundKey::new(alg, key.as_ref())
+            .map_err(|_| "the extracted key does not fit its cipher".to_string())?;
+        let iv: [u8; 12] = iv
+            .as_ref()
+            .try_into()
+            .map_err(|_| "the extracted IV is not 12 bytes".to_string())?;
+        Ok(Keys {
+            key: aead::LessSafeKey::new(key),
+            iv,
+            seq,
+        })
+    }
+
+    /// RFC 8446 §5.3: the IV with the sequence number XORed into its end.
+    fn next_nonce(&mut self) -> aead::Nonce {
+        let mut n = self.iv;
+        for (b, s) in n[4..].iter_mut().zip(self.seq.to_be_bytes()) {
+            *b ^= s;
+        }
+        self.seq += 1;
+        aead::Nonce::assume_unique_for_key(n)
+    }
+}
+
+/// Records one key may seal: RFC 8446 §5.5 allows AES-GCM 2^24.5 full-size
+/// records per key. Past it a connection would need a KeyUpdate, which
+/// this layer does not make; it ends instead and the client reconnects
+/// (hundreds of GiB into a connection).
+const RECORDS_PER_KEY: u64 = 1 << 24;
+
+/// Makes records of what we send.
+pub struct Sealer {
+    keys: Keys,
+    last: u64,
+}
+
+impl Sealer {
+    pub fn new(seq: u64, s: &ConnectionTrafficSecrets) -> Result<Sealer, String> {
+        Keys::new(seq, s).map(|keys| Sealer {
+            last: seq.saturating_add(RECORDS_PER_KEY),
+            keys,
+        })
+    }
+
+    /// Whether the key has sealed as many records as it may; sealing
+    /// `plain` next would pass the limit.
+    pub fn worn_out(&self, plain: usize) -> bool {
+        self.keys.seq + (plain / MAX_PLAIN) as u64 + 2 > self.last
+    }
+
+    /// Appends `plain` to `out` as application-data records of at most
+    /// [`MAX_PLAIN`] bytes each.
+    pub fn seal(&mut self, mut plain: &[u8], out: &mut Vec<u8>) {
+        while !plain.is_empty() {
+            let n = plain.len().min(MAX_PLAIN);
+            self.record(APPLICATION_DATA, &plain[..n], out);
+            plain = &plain[n..];
+        }
+    }
+
+    /// Appends a close_notify alert.
+    pub fn close_notify(&mut self, out: &mut Vec<u8>) {
+        self.record(ALERT, &[1, 0], out);
+    }
+
+    fn record(&mut self, ty: u8, body: &[u8], out: &mut Vec<u8>) {
+        let len = body.len() + 1 + TAG;
+        let start = out.len();
+        out.reserve(HEADER + len);
+        out.extend_from_slice(&[APPLICATION_DATA, 3, 3]);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+        out.extend_from_slice(body);
+        out.push(ty);
+        let (head, inner) = out[start..].split_at_mut(HEADER);
+        let nonce = self.keys.next_nonce();
+        let tag = self
+            .keys
+            .key
+            .seal_in_place_separate_tag(nonce, aead::Aad::from(&*head), inner)
+            .expect("a record under the AEAD's limit");
+        out.extend_from_slice(tag.as_ref());
+    }
+}
+
+/// What an opened record holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// Application data: its plaintext is `buf[5..5 + len]`.
+    Data(usize),
+    /// Nothing for the caller (a NewSessionTicket; the client need not
+    /// keep it): the record's bytes may be dropped.
+    Skip,
+}
+
+/// Opens the records we receive.
+pub struct Opener(Keys);
+
+impl Opener {
+    pub fn new(seq: u64, s: &ConnectionTrafficSecrets) -> Result<Opener, String> {
+        Keys::new(seq, s).map(Opener)
+    }
+
+    /// The length of the record at the front of `buf` once its header is
+    /// there (header included), or None while fewer than 5 bytes are.
+    pub fn record_len(buf: &[u8]) -> Result<Option<usize>, RecordError> {
+        if buf.len() < HEADER {
+            return Ok(None);
+        }
+        if buf[0] != APPLICATION_DATA || buf[1] != 3 {
+            return Err(RecordError::Malformed(
+                "not a TLS 1.3 application_data record",
+            ));
+        }
+        let len = u16::from_be_bytes([buf[3], buf[4]]) as usize;
+        if !(TAG + 1..=MAX_CIPHER).contains(&len) {
+            return Err(RecordError::Malformed("record length out of range"));
+        }
+        Ok(Some(HEADER + len))
+    }
+
+    /// Opens the whole record `rec` (header first) in place.
+    pub fn open(&mut self, rec: &mut [u8]) -> Result<Opened, RecordError> {
+        let (head, body) = rec.split_at_mut(HEADER);
+        let nonce = self.0.next_nonce();
+        let plain = self
+            .0
+            .key
+            .open_in_place(nonce, aead::Aad::from(&*head), body)
+            .map_err(|_| RecordError::Decrypt)?;
+        // The content type is the last byte that is not padding.
+        let Some(end) = plain.iter().rposition(|&b| b != 0) else {
+            return Err(RecordError::Malformed("a record of padding only"));
+        };
+        let content = &plain[..end];
+        match plain[end] {
+            APPLICATION_DATA => Ok(Opened::Data(end)),
+            ALERT => match content {
+                [_, 0] => Err(RecordError::CloseNotify),
+                [_, d] => Err(RecordError::Alert(*d)),
+                _ => Err(RecordError::Malformed("an alert not 2 bytes long")),
+            },
+            HANDSHAKE => match content.first() {
+                Some(4) => Ok(Opened::Skip),
+                Some(24) => Err(RecordError::KeyUpdate),
+                Some(t) => Err(RecordError::Handshake(*t)),
+                None => Err(RecordError::Malformed("an empty handshake record")),
+            },
+            _ => Err(RecordError::Malformed("an unknown content type")),
+        }
+    }
+}
+
+/// The read half: records read from `io` and opened in `buf`; what a
+/// caller reads is the plaintext.
+pub struct RecordRead<R> {
+    io: R,
+    opener: Opener,
+    /// Received bytes; its front `plain` bytes (from `plain_at`) are
+    /// opened plaintext not yet read.
+    buf: BytesMut,
+    plain_at: usize,
+    plain: usize,
+    /// Plaintext rustls had already decrypted at the switch.
+    pending: bytes::Bytes,
+    /// The peer, for the log line of a record that ends the connection.
+    peer: Option<std::net::SocketAddr>,
+}
+
+impl<R> RecordRead<R> {
+    pub fn new(io: R, opener: Opener, pending: bytes::Bytes) -> RecordRead<R> {
+        RecordRead {
+            peer: None,
+            io,
+            opener,
+            buf: BytesMut::with_capacity(4 * (HEADER + MAX_CIPHER)),
+            plain_at: 0,
+            plain: 0,
+            pending,
+        }
+    }
+
+    pub fn get_ref(&self) -> &R {
+        &self.io
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for RecordRead<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.pending.is_empty() {
+            let k = this.pending.len().min(out.remaining());
+            out.put_slice(&this.pending.split_to(k));
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            if this.plain > 0 {
+                let k = this.plain.min(out.remaining());
+                out.put_slice(&this.buf[this.plain_at..this.plain_at + k]);
+                this.plain_at += k;
+                this.plain -= k;
+                if this.plain == 0 {
+                    // The record is used up: drop it (its tag too).
+                    let rec = Opener::record_len(&this.buf)?.expect("an opened record");
+                    this.buf.advance(rec);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            match Opener::record_len(&this.buf).inspect_err(|e| {
+                tracing::warn!(peer = ?this.peer, error = %e, "TLS: closing the connection");
+            })? {
+                Some(rec) if this.buf.len() >= rec => {
+                    match this.opener.open(&mut this.buf[..rec]) {
+                        Ok(Opened::Data(0)) | Ok(Opened::Skip) => this.buf.advance(rec),
+                        Ok(Opened::Data(n)) => {
+                            this.plain_at = HEADER;
+                            this.plain = n;
+                        }
+                        // A close_notify reads as the end of the stream.
+                        Err(RecordError::CloseNotify) => {
+                            tracing::debug!(peer = ?this.peer, "TLS: the peer closed TLS (close_notify)");
+                            return Poll::Ready(Ok(()));
+                        }
+                        Err(e) => {
+                            tracing::warn!(peer = ?this.peer, error = %e, "TLS: closing the connection");
+                            return Poll::Ready(Err(e.into()));
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            // More bytes: at least the rest of this record, as many as come.
+            this.buf.reserve(HEADER + MAX_CIPHER);
+            let n = ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut this.io),
+                cx,
+                &mut this.buf
+            ))?;
+            if n == 0 {
+                if this.buf.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection ended inside a TLS record",
+                )));
+            }
+        }
+    }
+}
+
+/// How much plaintext one write seals before the records go out: enough
+/// for a 1 MiB reply in four socket writes, little enough that sending
+/// starts early.
+const SEAL_AHEAD: usize = 256 << 10;
+
+/// The write half: plaintext written is sealed into records in `out`,
+/// which go to `io`; flush and shutdown send what is left, shutdown a
+/// close_notify first.
+pub struct RecordWrite<W> {
+    io: W,
+    sealer: Sealer,
+    out: Vec<u8>,
+    sent: usize,
+    closed: bool,
+}
+
+impl<W> RecordWrite<W> {
+    pub fn new(io: W, sealer: Sealer) -> RecordWrite<W> {
+        RecordWrite {
+            io,
+            sealer,
+            out: Vec::with_capacity(SEAL_AHEAD + SEAL_AHEAD / MAX_PLAIN * (HEADER + 1 + TAG)),
+            sent: 0,
+            closed: false,
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> RecordWrite<W> {
+    /// Writes what is sealed until all is sent or the socket is full.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.out.len() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.out.clear();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for RecordWrite<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        // Room first: what was sealed before goes out.
+        ready!(this.poll_send(cx))?;
+        if this.sealer.worn_out(SEAL_AHEAD) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "TLS: this connection's key has sealed 2^24 records (RFC 8446 §5.5); closing it, the client reconnects with fresh keys",
+            )));
+        }
+        // Small buffers share records; a record never passes MAX_PLAIN.
+        let mut taken = 0;
+        let mut staged = [0u8; MAX_PLAIN];
+        let mut fill = 0;
+        'all: for b in bufs {
+            let mut b: &[u8] = b;
+            while !b.is_empty() {
+                if taken >= SEAL_AHEAD {
+                    break 'all;
+                }
+                if fill == 0 && b.len() >= MAX_PLAIN {
+                    // Whole records straight from the caller's buffer.
+                    let n = (b.len() / MAX_PLAIN * MAX_PLAIN).min(SEAL_AHEAD - taken);
+                    this.sealer.seal(&b[..n], &mut this.out);
+                    taken += n;
+                    b = &b[n..];
+                    continue;
+                }
+                let n = b.len().min(MAX_PLAIN - fill);
+                staged[fill..fill + n].copy_from_slice(&b[..n]);
+                fill += n;
+                taken += n;
+                b = &b[n..];
+                if fill == MAX_PLAIN {
+                    this.sealer.seal(&staged, &mut this.out);
+                    fill = 0;
+                }
+            }
+        }
+        if fill > 0 {
+            this.sealer.seal(&staged[..fill], &mut this.out);
+        }
+        // Start sending; what the socket does not take now goes on the
+        // next write or flush.
+        if let Poll::Ready(Err(e)) = this.poll_send(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(taken))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        if !this.closed {
+            this.closed = true;
+            this.sealer.close_notify(&mut this.out);
+            ready!(this.poll_send(cx))?;
+        }
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+/// The two halves of a connection on Tarn's records.
+pub type Halves = (
+    RecordRead<tokio::net::tcp::OwnedReadHalf>,
+    RecordWrite<tokio::net::tcp::OwnedWriteHalf>,
+);
+
+/// Takes a server connection's records over from rustls once its
+/// handshake is done: what rustls already decrypted is read first.
+pub async fn server_records(
+    mut s: tokio_rustls::server::TlsStream<ktls::CorkStream<tokio::net::TcpStream>>,
+) -> io::Result<Halves> {
+    let drained = drain(&mut s).await?;
+    let (io, conn) = s.into_inner();
+    let secrets = conn
+        .dangerous_extract_secrets()
+        .map_err(|e| io::Error::other(format!("extracting the traffic keys: {e}")))?;
+    halves(io.io, secrets, drained)
+}
+
+/// The same for a client connection.
+pub async fn client_records(
+    mut s: tokio_rustls::client::TlsStream<ktls::CorkStream<tokio::net::TcpStream>>,
+) -> io::Result<Halves> {
+    let drained = drain(&mut s).await?;
+    let (io, conn) = s.into_inner();
+    let secrets = conn
+        .dangerous_extract_secrets()
+        .map_err(|e| io::Error::other(format!("extracting the traffic keys: {e}")))?;
+    halves(io.io, secrets, drained)
+}
+
+fn halves(
+    tcp: tokio::net::TcpStream,
+    secrets: tokio_rustls::rustls::ExtractedSecrets,
+    drained: Vec<u8>,
+) -> io::Result<Halves> {
+    let (tx_seq, tx) = secrets.tx;
+    let (rx_seq, rx) = secrets.rx;
+    let sealer = Sealer::new(tx_seq, &tx).map_err(io::Error::other)?;
+    let opener = Opener::new(rx_seq, &rx).map_err(io::Error::other)?;
+    let peer = tcp.peer_addr().ok();
+    let (rd, wr) = tcp.into_split();
+    let mut rd = RecordRead::new(rd, opener, drained.into());
+    rd.peer = peer;
+    Ok((rd, RecordWrite::new(wr, sealer)))
+}
+
+/// Sends what rustls still holds (the server's session tickets), then
+/// reads what it has decrypted: the cork stream ends the reading at the
+/// next record boundary, finishing a record rustls began.
+async fn drain<S>(s: &mut S) -> io::Result<Vec<u8>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Corked,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.flush().await?;
+    s.cork();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk).await {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(out),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A rustls stream over a cork stream.
+trait Corked {
+    fn cork(&mut self);
+}
+
+impl<IO> Corked for tokio_rustls::server::TlsStream<ktls::CorkStream<IO>> {
+    fn cork(&mut self) {
+        self.get_mut().0.corked = true;
+    }
+}
+
+impl<IO> Corked for tokio_rustls::client::TlsStream<ktls::CorkStream<IO>> {
+    fn cork(&mut self) {
+        self.get_mut().0.corked = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_rustls::rustls::crypto::cipher::{AeadKey, Iv};
+
+    fn secrets(k: u8) -> ConnectionTrafficSecrets {
+        ConnectionTrafficSecrets::Aes256Gcm {
+            key: AeadKey::from([k; 32]),
+            iv: Iv::from([k; 12]),
+        }
+    }
+
+    #[test]
+    fn what_is_sealed_opens_in_records_of_at_most_16k() {
+        let mut s = Sealer::new(7, &secrets(1)).unwrap();
+        let mut o = Opener::new(7, &secrets(1)).unwrap();
+        let plain: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+        let mut wire = Vec::new();
+        s.seal(&plain, &mut wire);
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < wire.len() {
+            let len = Opener::record_len(&wire[at..]).unwrap().unwrap();
+            assert!(len <= HEADER + MAX_PLAIN + 1 + TAG);
+            match o.open(&mut wire[at..at + len]).unwrap() {
+                Opened::Data(n) => got.extend_from_slice(&wire[at + HEADER..at + HEADER + n]),
+                Opened::Skip => panic!("data expected"),
+            }
+            at += len;
+        }
+        assert_eq!(got, plain);
+    }
+
+    #[test]
+    fn an_altered_record_or_wrong_sequence_does_not_open() {
+        let mut s = Sealer::new(0, &secrets(2)).unwrap();
+        let mut wire = Vec::new();
+        s.seal(b"hello", &mut wire);
+        let mut bad = wire.clone();
+        bad[8] ^= 1;
+        assert_eq!(
+            Opener::new(0, &secrets(2)).unwrap().open(&mut bad),
+            Err(RecordError::Decrypt)
+        );
+        assert_eq!(
+            Opener::new(1, &secrets(2)).unwrap().open(&mut wire.clone()),
+            Err(RecordError::Decrypt)
+        );
+        assert_eq!(
+            Opener::new(0, &secrets(2)).unwrap().open(&mut wire),
+            Ok(Opened::Data(5))
+        );
+    }
+
+    #[test]
+    fn close_notify_and_key_update_end_the_stream() {
+        let mut s = Sealer::new(0, &secrets(3)).unwrap();
+        let mut o = Opener::new(0, &secrets(3)).unwrap();
+        let mut wire = Vec::new();
+        s.close_notify(&mut wire);
+        assert_eq!(o.open(&mut wire), Err(RecordError::CloseNotify));
+        let mut wire = Vec::new();
+        s.record(HANDSHAKE, &[24, 0, 0, 1, 0], &mut wire);
+        assert_eq!(o.open(&mut wire), Err(RecordError::KeyUpdate));
+        let mut wire = Vec::new();
+        s.record(HANDSHAKE, &[4, 0, 0, 0], &mut wire);
+        assert_eq!(o.open(&mut wire), Ok(Opened::Skip));
+    }
+
+    #[test]
+    fn a_key_wears_out_before_rfc_8446s_limit() {
+        let s = Sealer::new(0, &secrets(5)).unwrap();
+        assert!(!s.worn_out(SEAL_AHEAD));
+        let s = Sealer::new(RECORDS_PER_KEY - 17, &secrets(5)).unwrap();
+        assert!(!s.worn_out(SEAL_AHEAD));
+        let mut s = Sealer {
+            last: 40,
+            ..Sealer::new(30, &secrets(5)).unwrap()
+        };
+        assert!(s.worn_out(SEAL_AHEAD));
+        s.keys.seq = 0;
+        assert!(!s.worn_out(MAX_PLAIN));
+    }
+
+    #[test]
+    fn headers_that_are_not_tls13_records_are_refused() {
+        assert_eq!(Opener::record_len(&[23, 3, 3, 0]), Ok(None));
+        assert!(Opener::record_len(&[22, 3, 3, 0, 40]).is_err());
+        assert!(Opener::record_len(&[23, 3, 3, 0x50, 0]).is_err());
+        assert!(Opener::record_len(&[23, 3, 3, 0, 3]).is_err());
+    }
+
+    /// The adapters: writes of many sizes through RecordWrite, read back
+    /// through RecordRead in small reads, then close_notify as the end.
+    #[tokio::test]
+    async fn the_halves_carry_a_stream_and_close_it() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (a, b) = tokio::io::duplex(64 << 10);
+        let mut w = RecordWrite::new(a, Sealer::new(3, &secrets(4)).unwrap());
+        let mut r = RecordRead::new(
+            b,
+            Opener::new(3, &secrets(4)).unwrap(),
+            bytes::Bytes::from_static(b"early"),
+        );
+        let data: Vec<u8> = (0..1_300_000u32).map(|i| (i * 7) as u8).collect();
+        let d2 = data.clone();
+        let writer = tokio::spawn(async move {
+            let mut at = 0;
+            for (i, n) in [1usize, 3, 16384, 100_000, 1 << 20]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
+                if at >= d2.len() {
+                    break;
+                }
+                let n = (*n).min(d2.len() - at);
+                if i % 2 == 0 {
+                    w.write_all(&d2[at..at + n]).await.unwrap();
+                } else {
+                    let (x, y) = d2[at..at + n].split_at(n / 2);
+                    let bufs = [io::IoSlice::new(x), io::IoSlice::new(y)];
+                    let mut done = 0;
+                    while done < n {
+                        let k = w.write_vectored(&bufs).await.unwrap();
+                        assert!(k > 0);
+                        done += k;
+                        if done < n {
+                            w.write_all(&d2[at + done..at + n]).await.unwrap();
+                            done = n;
+                        }
+                    }
+                }
+                at += n;
+            }
+            w.shutdown().await.unwrap();
+        });
+        let mut got = Vec::new();
+        let mut small = [0u8; 5000];
+        loop {
+            let n = r.read(&mut small).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&small[..n]);
+        }
+        writer.await.unwrap();
+        assert_eq!(&got[..5], b"early");
+        assert_eq!(got[5..], data[..]);
+    }
+}
