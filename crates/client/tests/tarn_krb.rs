@@ -12,8 +12,8 @@
 //!   client's record and the server's context counter agree), renewal
 //!   never warns, `tarn doctor` watching across a renewal reports no
 //!   small synchronous writes, and the throughput of each ticket period is printed,
-//!   its last quarter at least half its first (the failure reported was
-//!   a collapse to a few MB/s).
+//!   its last quarter within 10% of its first (median seconds; the failure
+//!   reported was a collapse to a few MB/s).
 //!
 //!   cargo build -p tarn && cargo test -p client --test tarn_krb -- --nocapture
 
@@ -239,24 +239,50 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
                 .sum();
             n as f64 / (b - a).max(1) as f64 / (1 << 20) as f64
         };
+        // The median second of a window (whole seconds inside it; a second
+        // without a WRITE answered counts as 0): a COMMIT's fsync or a
+        // neighbour's burst moves a mean over ten seconds more than the
+        // field report's effect would hide.
+        let median = |from: Instant, to: Instant| {
+            let (a, b) = ((from - t0).as_secs_f64().ceil() as u64, (to - t0).as_secs());
+            let mut v: Vec<u64> = (a..b.max(a + 1))
+                .map(|sec| {
+                    samples
+                        .iter()
+                        .find(|(s, _)| *s == sec)
+                        .map_or(0, |(_, n)| *n)
+                })
+                .collect();
+            v.sort_unstable();
+            v[v.len() / 2] as f64 / (1 << 20) as f64
+        };
+        println!(
+            "MiB written in each second: {}",
+            samples
+                .iter()
+                .map(|(s, n)| format!("{s}:{:.0}", *n as f64 / (1 << 20) as f64))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         for (i, c) in contexts.iter().enumerate() {
             let (a, b) = (c.established, c.replaced.unwrap_or(end).min(end));
             let q = (b - a) / 4;
+            let (first, last) = (median(a, a + q), median(b - q, b));
             println!(
-                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s, last quarter {:.1} MiB/s",
+                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s (median second {first:.1}), last quarter {:.1} MiB/s (median second {last:.1})",
                 (a - t0).as_secs_f64(),
                 (b - t0).as_secs_f64(),
                 rate(a, b),
                 rate(a, a + q),
                 rate(b - q, b)
             );
-            // The field report's symptom was a collapse (synchronous 4 KiB
-            // writes, a few MB/s) at the end of each credential's life;
-            // the bound is loose because this machine is shared.
+            // The bound: a credential's last stretch within 10% of
+            // its first (the field report: synchronous 4 KiB writes, a few
+            // MB/s, for the last 4 minutes of each credential's life).
             if c.replaced.is_some() {
                 assert!(
-                    rate(b - q, b) >= 0.5 * rate(a, a + q),
-                    "throughput fell at the end of ticket period {i}"
+                    last >= 0.9 * first,
+                    "throughput fell at the end of ticket period {i}: median second {last:.1} MiB/s against {first:.1} MiB/s in its first quarter"
                 );
             }
         }
