@@ -222,6 +222,10 @@ pub enum Why {
     LockWaiters,
     /// No state, silent for ten leases: the record is forgotten.
     Silent,
+    /// No state, silent for over a lease, and the client table full: the
+    /// record makes room for a new client (if it comes back it starts
+    /// again, with nothing to lose).
+    TableFull,
     /// An unconfirmed record not confirmed within a lease (RFC 8881
     /// §18.35.4, RFC 7530 §16.33.5: it SHOULD be removed).
     Unconfirmed,
@@ -235,6 +239,7 @@ impl Why {
             Why::TooManyCourteous => "too many courteous clients",
             Why::LockWaiters => "its locks block a waiting lock request",
             Why::Silent => "silent for ten leases with no state",
+            Why::TableFull => "client table full: silent for over a lease with no state",
             Why::Unconfirmed => "never confirmed within a lease",
         }
     }
@@ -440,7 +445,10 @@ impl State {
 
     /// Room for one more client record: at the bound, the client courteous
     /// longest is released (its state exists only by courtesy); failing
-    /// that, the bound's error.
+    /// that, the one without state silent longest, if silent for over a
+    /// lease (a crowd of one-shot clients, such as a script running one
+    /// libnfs `nfs-cp` per file, left 8,192 such records in 4 minutes and
+    /// then every new client was refused); failing that, the bound's error.
     fn make_room_for_client(
         &self,
         i: &mut Inner,
@@ -455,14 +463,25 @@ impl State {
             .values()
             .filter_map(|c| c.courteous_since.map(|t| (t, c.id)))
             .min();
-        match oldest {
-            Some((_, id)) => {
-                self.expire_now(i, id, Why::TooManyCourteous, now);
-                self.wake();
-                Ok(())
+        let (id, why) = match oldest {
+            Some((_, id)) => (id, Why::TooManyCourteous),
+            None => {
+                let idle = i
+                    .clients
+                    .values()
+                    .filter(|c| !c.holds_state() && c.copies.is_empty())
+                    .map(|c| (c.renewed, c.id))
+                    .min()
+                    .filter(|(renewed, _)| now.saturating_duration_since(*renewed) > self.lease);
+                match idle {
+                    Some((_, id)) => (id, Why::TableFull),
+                    None => return Err(self.over_limit(LIMIT_CLIENTS, minor)),
+                }
             }
-            None => Err(self.over_limit(LIMIT_CLIENTS, minor)),
-        }
+        };
+        self.expire_now(i, id, why, now);
+        self.wake();
+        Ok(())
     }
 
     /// The most open and lock stateids any one client holds (for the metrics).
@@ -1134,7 +1153,7 @@ impl State {
             return;
         };
         let (owner, unrecord, minor) = (c.owner.clone(), c.confirmed, c.minor);
-        if minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed) {
+        if minor == 0 || matches!(why, Why::Silent | Why::Unconfirmed | Why::TableFull) {
             self.purge(i, clientid);
         } else {
             // Delegations are revoked with the rest (EXPIRED until freed).
