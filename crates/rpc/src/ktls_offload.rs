@@ -2,7 +2,8 @@
 //! handshake the record layer is handed to the kernel's TLS ULP, so
 //! replies are encrypted by the kernel on their way out and calls arrive
 //! already decrypted. Where the kernel has no TLS ULP (no `CONFIG_TLS`),
-//! or not the negotiated cipher, the connection stays on rustls.
+//! or not the negotiated cipher, the connection's records are Tarn's own in
+//! user space (tls_records).
 //!
 //! The `ktls` crate does the socket options (its `unsafe` stays there);
 //! reading non-data records (alerts, post-handshake messages) uses nix's
@@ -23,10 +24,10 @@ use tracing::{debug, info, warn};
 /// `tls.ktls` / `--tls-ktls`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KtlsMode {
-    /// Offload where the kernel can, rustls elsewhere.
+    /// Offload where the kernel can, Tarn's records in user space elsewhere.
     #[default]
     Auto,
-    /// Always rustls.
+    /// Always Tarn's records in user space.
     Off,
 }
 
@@ -107,7 +108,7 @@ impl Ktls {
         self.mode
     }
 
-    /// Why connections stay on rustls, if they all do.
+    /// Why connections use Tarn's TLS records in user space, if they all do.
     pub fn unavailable(&self) -> Option<&str> {
         self.ulp.as_ref().err().map(|s| s.as_str())
     }
@@ -117,7 +118,7 @@ impl Ktls {
         match &self.ulp {
             Ok(()) => "kTLS offload: auto (kernel TLS ULP present; TLS 1.3 AES-GCM, ChaCha20 where the kernel has it)".into(),
             Err(why) if self.mode == KtlsMode::Off => format!("no kTLS offload ({why})"),
-            Err(why) => format!("no kTLS offload: {why}; connections stay on rustls"),
+            Err(why) => format!("no kTLS offload: {why}; connections use Tarn's TLS records in user space"),
         }
     }
 
@@ -138,7 +139,7 @@ impl Ktls {
                         Some(c)
                     }
                     Err(e) => {
-                        warn!(error = %e, "kTLS: cannot probe the kernel's ciphers; connections stay on rustls");
+                        warn!(error = %e, "kTLS: cannot probe the kernel's ciphers; connections use Tarn's TLS records in user space");
                         None
                     }
                 }
@@ -146,16 +147,16 @@ impl Ktls {
             .await;
         let ok = c.as_ref().is_some_and(|c| c.is_compatible(suite));
         if !ok && !self.told_suite.swap(true, Ordering::Relaxed) {
-            info!(suite = ?suite.suite(), "kTLS: the kernel does not take this cipher; such connections stay on rustls (said once)");
+            info!(suite = ?suite.suite(), "kTLS: the kernel does not take this cipher; such connections use Tarn's TLS records in user space (said once)");
         }
         ok
     }
 
-    /// A setup failed after the probe said yes: later connections stay on
-    /// rustls (this one is lost: its rustls state went to the kernel).
+    /// A setup failed after the probe said yes: later connections stay in
+    /// user space (this one is lost: its rustls state went to the kernel).
     pub(crate) fn failed(&self, peer: SocketAddr, e: &ktls::Error) {
         if !self.broken.swap(true, Ordering::Relaxed) {
-            warn!(%peer, error = %e, "kTLS setup failed; closing this connection, later ones stay on rustls");
+            warn!(%peer, error = %e, "kTLS setup failed; closing this connection, later ones use Tarn's TLS records in user space");
         }
     }
 }
@@ -413,7 +414,9 @@ mod tests {
             Err(why) => {
                 assert!(!k.wanted());
                 assert_eq!(k.unavailable(), Some(why.as_str()));
-                assert!(k.summary().contains("connections stay on rustls"));
+                assert!(k
+                    .summary()
+                    .contains("connections use Tarn's TLS records in user space"));
             }
         }
     }

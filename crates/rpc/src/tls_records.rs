@@ -253,6 +253,9 @@ impl Opener {
     }
 }
 
+/// Room for eight full records per socket read.
+const READ_AHEAD: usize = 8 * (HEADER + MAX_CIPHER);
+
 /// The read half: records read from `io` and opened in `buf`; what a
 /// caller reads is the plaintext.
 pub struct RecordRead<R> {
@@ -275,7 +278,7 @@ impl<R> RecordRead<R> {
             peer: None,
             io,
             opener,
-            buf: BytesMut::with_capacity(4 * (HEADER + MAX_CIPHER)),
+            buf: BytesMut::with_capacity(READ_AHEAD),
             plain_at: 0,
             plain: 0,
             pending,
@@ -336,8 +339,11 @@ impl<R: AsyncRead + Unpin> AsyncRead for RecordRead<R> {
                 }
                 _ => {}
             }
-            // More bytes: at least the rest of this record, as many as come.
-            this.buf.reserve(HEADER + MAX_CIPHER);
+            // More bytes: at least the rest of this record, and room for a
+            // few more so that a stream of them takes few reads.
+            if this.buf.capacity() - this.buf.len() < HEADER + MAX_CIPHER {
+                this.buf.reserve(READ_AHEAD);
+            }
             let n = ready!(tokio_util::io::poll_read_buf(
                 Pin::new(&mut this.io),
                 cx,

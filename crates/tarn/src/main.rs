@@ -1407,7 +1407,7 @@ fn tls_server(
     log_identity_rules(&cfg.tls_identities, &t);
     t.set_identities(cfg.tls_identities.clone());
     let ktls = t.set_ktls(sec.tls_ktls.or(cfg.tls_ktls).unwrap_or_default());
-    // The one line that says why connections stay on rustls, if they do
+    // The one line that says why connections stay in user space, if they do
     // (the metric tarn_tls_connections counts each path).
     info!(cert = %files.cert.display(), client_ca = ?files.client_ca, ktls = %ktls.mode(), "RPC-with-TLS enabled (TLS 1.3, ALPN sunrpc; {})", ktls.summary());
     Ok(Some(t))

@@ -489,10 +489,10 @@ fn tls_paths(maddr: &str) -> (f64, f64) {
 }
 
 /// `--tls-ktls auto`: where the kernel has no TLS ULP (no `CONFIG_TLS`,
-/// as on the development host) every connection stays on rustls and
+/// as on the development host) every connection stays in user space and
 /// works, the startup line says why once (not per connection), and the
 /// metric counts the rustls path; where it has one, the connections go
-/// to the kernel and work the same. `off` keeps them all on rustls.
+/// to the kernel and work the same. `off` keeps them all in user space.
 #[test]
 fn ktls_auto_offloads_or_falls_back() {
     let pki = Pki::new();
@@ -527,7 +527,8 @@ fn ktls_auto_offloads_or_falls_back() {
                 assert_eq!(kernel, 0.0, "{log}");
                 // Said once, at startup, whatever the connections.
                 assert_eq!(
-                    log.matches("connections stay on rustls").count(),
+                    log.matches("connections use Tarn's TLS records in user space")
+                        .count(),
                     1,
                     "{log}"
                 );
