@@ -222,9 +222,9 @@ pub enum Why {
     LockWaiters,
     /// No state, silent for ten leases: the record is forgotten.
     Silent,
-    /// No state, silent for over a lease, and the client table full: the
-    /// record makes room for a new client (if it comes back it starts
-    /// again, with nothing to lose).
+    /// No state, silent longest (a tenth of a lease at least), and the
+    /// client table full: the record makes room for a new client (if it
+    /// comes back it starts again, with nothing to lose).
     TableFull,
     /// An unconfirmed record not confirmed within a lease (RFC 8881
     /// §18.35.4, RFC 7530 §16.33.5: it SHOULD be removed).
@@ -239,7 +239,7 @@ impl Why {
             Why::TooManyCourteous => "too many courteous clients",
             Why::LockWaiters => "its locks block a waiting lock request",
             Why::Silent => "silent for ten leases with no state",
-            Why::TableFull => "client table full: silent for over a lease with no state",
+            Why::TableFull => "client table full: no state, silent longest",
             Why::Unconfirmed => "never confirmed within a lease",
         }
     }
@@ -445,10 +445,11 @@ impl State {
 
     /// Room for one more client record: at the bound, the client courteous
     /// longest is released (its state exists only by courtesy); failing
-    /// that, the one without state silent longest, if silent for over a
-    /// lease (a crowd of one-shot clients, such as a script running one
-    /// libnfs `nfs-cp` per file, left 8,192 such records in 4 minutes and
-    /// then every new client was refused); failing that, the bound's error.
+    /// that, the one without state silent longest, if silent for a tenth
+    /// of a lease at least (a crowd of one-shot clients, such as a script
+    /// running one libnfs `nfs-cp` per file, 300 a second, filled the
+    /// 8,192 records in half a lease, and then every new client was
+    /// refused); failing that, the bound's error.
     fn make_room_for_client(
         &self,
         i: &mut Inner,
@@ -472,7 +473,9 @@ impl State {
                     .filter(|c| !c.holds_state() && c.copies.is_empty())
                     .map(|c| (c.renewed, c.id))
                     .min()
-                    .filter(|(renewed, _)| now.saturating_duration_since(*renewed) > self.lease);
+                    .filter(|(renewed, _)| {
+                        now.saturating_duration_since(*renewed) >= self.lease / 10
+                    });
                 match idle {
                     Some((_, id)) => (id, Why::TableFull),
                     None => return Err(self.over_limit(LIMIT_CLIENTS, minor)),
