@@ -363,11 +363,8 @@ async fn start<S: Service>(
         _ => false,
     };
     if !takes {
-        let r = tokio::time::timeout(
-            server.cfg.record_timeout,
-            crate::tls_records::server_records(s),
-        )
-        .await;
+        let r =
+            tokio::time::timeout(server.cfg.record_timeout, crate::tls_records::records(s)).await;
         return match r {
             Ok(Ok(halves)) => {
                 server.obs.tls_path(false);

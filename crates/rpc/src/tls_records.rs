@@ -497,29 +497,15 @@ pub type Halves = (
     RecordWrite<tokio::net::tcp::OwnedWriteHalf>,
 );
 
-/// Takes a server connection's records over from rustls once its
-/// handshake is done: what rustls already decrypted is read first.
-pub async fn server_records(
-    mut s: tokio_rustls::server::TlsStream<ktls::CorkStream<tokio::net::TcpStream>>,
-) -> io::Result<Halves> {
+/// Takes a connection's records over from rustls once its handshake is
+/// done (server or client side): what rustls already decrypted is read
+/// first.
+pub async fn records<S: Handshaken>(mut s: S) -> io::Result<Halves> {
     let drained = drain(&mut s).await?;
-    let (io, conn) = s.into_inner();
-    let secrets = conn
-        .dangerous_extract_secrets()
-        .map_err(|e| io::Error::other(format!("extracting the traffic keys: {e}")))?;
-    halves(io.io, secrets, drained)
-}
-
-/// The same for a client connection.
-pub async fn client_records(
-    mut s: tokio_rustls::client::TlsStream<ktls::CorkStream<tokio::net::TcpStream>>,
-) -> io::Result<Halves> {
-    let drained = drain(&mut s).await?;
-    let (io, conn) = s.into_inner();
-    let secrets = conn
-        .dangerous_extract_secrets()
-        .map_err(|e| io::Error::other(format!("extracting the traffic keys: {e}")))?;
-    halves(io.io, secrets, drained)
+    let (tcp, secrets) = s.into_secrets();
+    let secrets =
+        secrets.map_err(|e| io::Error::other(format!("extracting the traffic keys: {e}")))?;
+    halves(tcp, secrets, drained)
 }
 
 fn halves(
@@ -541,10 +527,7 @@ fn halves(
 /// Sends what rustls still holds (the server's session tickets), then
 /// reads what it has decrypted: the cork stream ends the reading at the
 /// next record boundary, finishing a record rustls began.
-async fn drain<S>(s: &mut S) -> io::Result<Vec<u8>>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Corked,
-{
+async fn drain<S: Handshaken>(s: &mut S) -> io::Result<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     s.flush().await?;
     s.cork();
@@ -560,22 +543,41 @@ where
     }
 }
 
-/// A rustls stream over a cork stream.
-trait Corked {
+/// A rustls stream over a cork stream, its handshake done.
+pub trait Handshaken: AsyncRead + AsyncWrite + Unpin {
     fn cork(&mut self);
+    /// The socket, and the keys and sequence numbers rustls was at.
+    fn into_secrets(
+        self,
+    ) -> (
+        tokio::net::TcpStream,
+        Result<tokio_rustls::rustls::ExtractedSecrets, tokio_rustls::rustls::Error>,
+    );
 }
 
-impl<IO> Corked for tokio_rustls::server::TlsStream<ktls::CorkStream<IO>> {
-    fn cork(&mut self) {
-        self.get_mut().0.corked = true;
-    }
+/// Server and client streams alike (their connections differ in type).
+macro_rules! handshaken {
+    ($side:ident) => {
+        impl Handshaken
+            for tokio_rustls::$side::TlsStream<ktls::CorkStream<tokio::net::TcpStream>>
+        {
+            fn cork(&mut self) {
+                self.get_mut().0.corked = true;
+            }
+            fn into_secrets(
+                self,
+            ) -> (
+                tokio::net::TcpStream,
+                Result<tokio_rustls::rustls::ExtractedSecrets, tokio_rustls::rustls::Error>,
+            ) {
+                let (io, conn) = self.into_inner();
+                (io.io, conn.dangerous_extract_secrets())
+            }
+        }
+    };
 }
-
-impl<IO> Corked for tokio_rustls::client::TlsStream<ktls::CorkStream<IO>> {
-    fn cork(&mut self) {
-        self.get_mut().0.corked = true;
-    }
-}
+handshaken!(server);
+handshaken!(client);
 
 #[cfg(test)]
 mod tests {

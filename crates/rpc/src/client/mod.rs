@@ -351,7 +351,7 @@ impl RpcClient {
                 )))
             }
         }
-        let (rd, wr) = crate::tls_records::client_records(t).await?;
+        let (rd, wr) = crate::tls_records::records(t).await?;
         Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
     }
 
