@@ -5,7 +5,8 @@
 //! sizes (the server's maxread/maxwrite, capped by the session's request
 //! and reply sizes; NFSv3's rtmax/wtmax). Up to `depth` chunks are read ahead in order and up to
 //! `depth` written in any order, so several READs and WRITEs are on the
-//! wire at once (on the session's slots over NFSv4). NFS writes are
+//! wire at once (on the session's slots over NFSv4); a local destination
+//! is written in order from one thread. NFS writes are
 //! UNSTABLE; what they wrote is remembered ([`Unstable`]) until a COMMIT
 //! with the same write verifier says it is on stable storage, every
 //! [`COMMIT_EVERY`] bytes and at the end. A verifier that changed (the
