@@ -583,6 +583,13 @@ pub struct RangeLock {
     pub kind: LockType,
 }
 
+/// What [`Backend::read_append`] reserves for `count` bytes: the data
+/// and XDR's padding after it, so that padding the reply does not grow
+/// the buffer (growing it copied a whole 1 MiB READ's data).
+pub fn reply_room(count: usize) -> usize {
+    count.next_multiple_of(4)
+}
+
 /// A storage backend. See the crate docs for shared semantics.
 pub trait Backend: Send + Sync {
     /// The export root.
@@ -633,7 +640,8 @@ pub trait Backend: Send + Sync {
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError>;
     /// Like [`Backend::read`] of up to `count` bytes, appended to `buf`
-    /// (a reply being built). A backend that can read into uninitialised
+    /// (a reply being built), with room left for XDR's padding after the
+    /// data ([`reply_room`]). A backend that can read into uninitialised
     /// memory overrides it: zero-filling a 1 MiB buffer first costs about
     /// a tenth of a 1 MiB READ.
     fn read_append(
@@ -645,6 +653,7 @@ pub trait Backend: Send + Sync {
         buf: &mut bytes::BytesMut,
     ) -> Result<(usize, bool), FsError> {
         let start = buf.len();
+        buf.reserve(reply_room(count));
         buf.resize(start + count, 0);
         let r = self.read(cred, fid, offset, &mut buf[start..]);
         let n = r.as_ref().map_or(0, |&(n, _)| n.min(count));

@@ -45,9 +45,6 @@ fn fill(
     buf: &mut BytesMut,
 ) -> Result<(), Fail> {
     let start = buf.len();
-    // Room for the data and its padding at once: growing a buffer later
-    // copies what is in it.
-    buf.reserve(HEADER + count + 4);
     // Room for the header as it is when attributes are present; the data
     // goes right behind it so it never has to move.
     buf.resize(start + HEADER, 0);

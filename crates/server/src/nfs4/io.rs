@@ -77,9 +77,6 @@ fn fill(
     buf: &mut BytesMut,
 ) -> Result<(), Fail> {
     let start = buf.len();
-    // Room for the data and its padding at once: growing a buffer later
-    // copies what is in it.
-    buf.reserve(HEADER + count + 4);
     buf.resize(start + HEADER, 0);
     match b.read_append(cred, fid, offset, count, buf) {
         Ok((len, eof)) => {

@@ -999,6 +999,7 @@ impl Backend for LocalFs {
         buf: &mut bytes::BytesMut,
     ) -> Result<(usize, bool), FsError> {
         let start = buf.len();
+        buf.reserve(crate::reply_room(count));
         let r = self.read_with(cred, fid, offset, count, |fd, n, want, at| {
             sys::pread_append(fd, buf, want - n, at)
         });
