@@ -318,7 +318,7 @@ impl AsyncRead for KtlsRead {
 
 impl crate::server::ConnRead for KtlsRead {
     fn quickack(&self) {
-        let _ = socket2::SockRef::from(self.rd.as_ref()).set_tcp_quickack(true);
+        crate::server::quickack(&self.rd)
     }
 }
 

@@ -260,15 +260,20 @@ pub trait ConnRead: tokio::io::AsyncRead + Unpin + Send {
     fn quickack(&self) {}
 }
 
+/// TCP_QUICKACK on the socket under a read half (best effort).
+pub(crate) fn quickack(rd: &tokio::net::tcp::OwnedReadHalf) {
+    let _ = socket2::SockRef::from(rd.as_ref()).set_tcp_quickack(true);
+}
+
 impl ConnRead for tokio::net::tcp::OwnedReadHalf {
     fn quickack(&self) {
-        let _ = socket2::SockRef::from(self.as_ref()).set_tcp_quickack(true);
+        quickack(self)
     }
 }
 
 impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf> {
     fn quickack(&self) {
-        let _ = socket2::SockRef::from(self.get_ref().as_ref()).set_tcp_quickack(true);
+        quickack(self.get_ref())
     }
 }
 
