@@ -197,6 +197,31 @@ fn getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Getattr3res {
 /// two at once would share this machine's two cores.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A test's cluster (one test at a time), with `/nfs` made, and its work
+/// directory; dropped in this order: the work directory, the cluster, the
+/// turn.
+struct Setup {
+    work: tempfile::TempDir,
+    cl: Cluster,
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+/// None when Ceph is not installed (the test is skipped).
+fn setup(prefix: &str) -> Option<Setup> {
+    let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let cl = Cluster::start()?;
+    make_export_dir(&cl);
+    let work = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    Some(Setup {
+        work,
+        cl,
+        _one: one,
+    })
+}
+
 /// Makes `/nfs` in the file system, writable by the test's uid 1000.
 fn make_export_dir(cl: &Cluster) {
     let fs = vfs::cephfs::CephFs::new(&vfs::cephfs::CephConfig {
@@ -245,16 +270,12 @@ fn two_heads(config: &Path, w: &Path) -> (Head, Head) {
 
 #[test]
 fn two_heads_over_one_cephfs() {
-    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cl) = Cluster::start() else { return };
-    make_export_dir(&cl);
-    let work = tempfile::Builder::new()
-        .prefix("tarn-ceph-e2e-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let w = work.path();
+    let Some(setup) = setup("tarn-ceph-e2e-") else {
+        return;
+    };
+    let (cl, w) = (&setup.cl, setup.work.path());
     // No grace after a start: NLM locks are granted at once.
-    let config = nfs_config(&cl, w, "grace_seconds = 0");
+    let config = nfs_config(cl, w, "grace_seconds = 0");
     let check = tarn(&["check-config", config.to_str().unwrap()]);
     assert!(check.contains("CephFS /nfs"), "{check}");
     let (a, b) = two_heads(&config, w);
@@ -1137,15 +1158,11 @@ fn failed_head_locks_are_freed_for_reclaims() {
 #[ignore]
 fn dead_head_lock_lasts_until_the_mds_times_it_out() {
     use proto::nlm4::Nlm4Stats::*;
-    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cl) = Cluster::start() else { return };
-    make_export_dir(&cl);
-    let work = tempfile::Builder::new()
-        .prefix("tarn-ceph-dead-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let w = work.path();
-    let config = nfs_config(&cl, w, "grace_seconds = 0");
+    let Some(setup) = setup("tarn-ceph-dead-") else {
+        return;
+    };
+    let (cl, w) = (&setup.cl, setup.work.path());
+    let config = nfs_config(cl, w, "grace_seconds = 0");
     let (mut a, b) = two_heads(&config, w);
     let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
     let root = mnt_root(&mut ca);
@@ -1221,15 +1238,11 @@ fn dead_head_lock_lasts_until_the_mds_times_it_out() {
 fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
     use bytes::Bytes;
     use proto::nfs4::{StableHow4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
-    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cl) = Cluster::start() else { return };
-    make_export_dir(&cl);
-    let work = tempfile::Builder::new()
-        .prefix("tarn-ceph-deleg-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let w = work.path();
-    let config = nfs_config(&cl, w, "grace_seconds = 0\nlease_seconds = 5");
+    let Some(setup) = setup("tarn-ceph-deleg-") else {
+        return;
+    };
+    let (cl, w) = (&setup.cl, setup.work.path());
+    let config = nfs_config(cl, w, "grace_seconds = 0\nlease_seconds = 5");
     let (a, b) = two_heads(&config, w);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
