@@ -120,11 +120,10 @@ fn mtls_export_wants_a_client_certificate() {
     // refusal, final even when hard (tests/tls_client.rs).
     let rogue = "xprtsec=mtls&tls-ca=CA&tls-cert=ROGUE.pem&tls-key=ROGUE.key&vers=4.1&soft=1&timeo=10&retrans=1";
     fails(&["cat", &pki.url(s.port(), "f.txt", rogue)]);
-    let log = s.log_text();
-    assert!(
-        log.contains("TLS handshake failed") && log.contains("reason=\"unknown-ca\""),
-        "{log}"
-    );
+    let refused =
+        |log: &str| log.contains("TLS handshake failed") && log.contains("reason=\"unknown-ca\"");
+    let log = s.log_when(refused);
+    assert!(refused(&log), "{log}");
     // Counted by reason.
     let mut c = TcpStream::connect(&maddr).unwrap();
     write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

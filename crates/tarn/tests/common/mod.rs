@@ -139,6 +139,20 @@ impl TestServer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The log once `done` holds for it, or as it is after 10 s: a line
+    /// about something the client has already seen may still be on its way
+    /// (the server sends a TLS alert before it logs why).
+    pub fn log_when(&self, done: impl Fn(&str) -> bool) -> String {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log_text();
+            if done(&log) || std::time::Instant::now() >= end {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then wait (the server answers calls in flight and syncs).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
