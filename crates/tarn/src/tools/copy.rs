@@ -553,7 +553,7 @@ fn preallocate(f: &std::fs::File, size: u64) {
     let Ok(fs) = nix::sys::statvfs::fstatvfs(f) else {
         return;
     };
-    if size > fs.blocks_available() * fs.fragment_size() as u64 {
+    if size > fs.blocks_available().saturating_mul(fs.fragment_size()) {
         return;
     }
     if fallocate(f.as_raw_fd(), FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len).is_err() {
