@@ -30,8 +30,9 @@ case ${1:-} in
 esac
 cargo fuzz build -s none -O >/dev/null
 bin="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release"
-fail=0
-for t in "${run[@]}"; do
+# One target: its line on stdout; status 1 when it failed.
+one() {
+  local t=$1 log t0 st fail=0 execs rate args pid tick used f rc
   mkdir -p "$WORK/$t" "corpus/$t"
   log="$WORK/$t.log"
   t0=$(date +%s)
@@ -63,5 +64,24 @@ for t in "${run[@]}"; do
   if [ $st = FAILED ]; then
     grep -E "panicked|ERROR|SUMMARY|Test unit written" -A2 "$log" | head -20 >&2
   fi
-done
+  return $fail
+}
+# The short runs two at a time, one per core (libFuzzer runs one thread):
+# their lines come out in target order once both are done.
+fail=0
+if [ $cpu = 0 ] && [ ${#run[@]} -gt 1 ]; then
+  par=$(nproc); [ "$par" -ge 1 ] || par=1
+  pids=()
+  for t in "${run[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do sleep 0.2; done
+    one "$t" >"$WORK/$t.result" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || fail=1
+    cat "$WORK/${run[$i]}.result"; rm -f "$WORK/${run[$i]}.result"
+  done
+else
+  for t in "${run[@]}"; do one "$t" || fail=1; done
+fi
 exit $fail
