@@ -258,6 +258,16 @@ impl<S: Service> Server<S> {
 pub trait ConnRead: tokio::io::AsyncRead + Unpin + Send {
     /// Asks the kernel to ACK at once (see the caller).
     fn quickack(&self) {}
+
+    /// Reads about `want` more bytes into `buf` (0 at the end of the
+    /// stream); `buf` has room for them.
+    fn fill(
+        &mut self,
+        buf: &mut BytesMut,
+        want: usize,
+    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send {
+        async move { self.read_buf(&mut buf.limit(want)).await }
+    }
 }
 
 /// TCP_QUICKACK on the socket under a read half (best effort).
@@ -274,6 +284,16 @@ impl ConnRead for tokio::net::tcp::OwnedReadHalf {
 impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf> {
     fn quickack(&self) {
         quickack(self.get_ref())
+    }
+
+    /// The records opened where they land in `buf` (a WRITE's data is
+    /// not copied out of them).
+    fn fill(
+        &mut self,
+        buf: &mut BytesMut,
+        want: usize,
+    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send {
+        crate::tls_records::RecordRead::fill(self, buf, want)
     }
 }
 
@@ -648,10 +668,9 @@ async fn run_connection<
         };
         // Re-armed, not allocated, at each read.
         timer.as_mut().reset((read_at + limit).into());
-        let mut room = (&mut buf).limit(want);
         tokio::select! {
             _ = close.cancelled() => break,
-            r = rd.read_buf(&mut room) => match r {
+            r = rd.fill(&mut buf, want) => match r {
                 Ok(0) => break,
                 Ok(_) => read_at = Instant::now(),
                 Err(e) => {

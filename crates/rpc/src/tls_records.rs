@@ -5,8 +5,9 @@
 //! twice more on receipt (into its plaintext queue, then out of it) and
 //! once more on sending, and it seals one record after another on the
 //! connection's one writer. Here a reply is copied once into its records
-//! and sealed in place, and a record is opened in place in the receive
-//! buffer. The keys and sequence numbers are rustls's, taken with
+//! and sealed in place, and records are opened where they are received:
+//! in the RPC reader's own buffer ([`RecordRead::fill`]), so that a large
+//! call or reply is not copied at all. The keys and sequence numbers are rustls's, taken with
 //! `dangerous_extract_secrets` as for kTLS; the AEADs are *ring*'s, the
 //! ones rustls itself uses. What this layer cannot follow is what kTLS
 //! cannot either: a KeyUpdate (the traffic secret it derives from is not
@@ -16,7 +17,7 @@
 //! [`RecordRead`] and [`RecordWrite`] put them on the two halves of a
 //! socket.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use ring::aead;
 use std::io;
 use std::pin::Pin;
@@ -230,26 +231,48 @@ impl Opener {
             .key
             .open_in_place(nonce, aead::Aad::from(&*head), body)
             .map_err(|_| RecordError::Decrypt)?;
-        // The content type is the last byte that is not padding.
-        let Some(end) = plain.iter().rposition(|&b| b != 0) else {
-            return Err(RecordError::Malformed("a record of padding only"));
-        };
-        let content = &plain[..end];
-        match plain[end] {
-            APPLICATION_DATA => Ok(Opened::Data(end)),
-            ALERT => match content {
-                [_, 0] => Err(RecordError::CloseNotify),
-                [_, d] => Err(RecordError::Alert(*d)),
-                _ => Err(RecordError::Malformed("an alert not 2 bytes long")),
-            },
-            HANDSHAKE => match content.first() {
-                Some(4) => Ok(Opened::Skip),
-                Some(24) => Err(RecordError::KeyUpdate),
-                Some(t) => Err(RecordError::Handshake(*t)),
-                None => Err(RecordError::Malformed("an empty handshake record")),
-            },
-            _ => Err(RecordError::Malformed("an unknown content type")),
-        }
+        classify(plain)
+    }
+
+    /// Opens the record that starts at `in_out[at..]` (header first, the
+    /// record ending where `in_out` does), its plaintext landing at the
+    /// front of `in_out`: records received one after another into a
+    /// buffer become one run of plaintext without a copy (*ring* decrypts
+    /// from the one place into the other).
+    pub fn open_to_front(&mut self, in_out: &mut [u8], at: usize) -> Result<Opened, RecordError> {
+        let mut head = [0u8; HEADER];
+        head.copy_from_slice(&in_out[at..at + HEADER]);
+        let nonce = self.0.next_nonce();
+        let plain = self
+            .0
+            .key
+            .open_within(nonce, aead::Aad::from(head), in_out, at + HEADER..)
+            .map_err(|_| RecordError::Decrypt)?;
+        classify(plain)
+    }
+}
+
+/// What an opened record's inner plaintext is (RFC 8446 §5.4).
+fn classify(plain: &[u8]) -> Result<Opened, RecordError> {
+    // The content type is the last byte that is not padding.
+    let Some(end) = plain.iter().rposition(|&b| b != 0) else {
+        return Err(RecordError::Malformed("a record of padding only"));
+    };
+    let content = &plain[..end];
+    match plain[end] {
+        APPLICATION_DATA => Ok(Opened::Data(end)),
+        ALERT => match content {
+            [_, 0] => Err(RecordError::CloseNotify),
+            [_, d] => Err(RecordError::Alert(*d)),
+            _ => Err(RecordError::Malformed("an alert not 2 bytes long")),
+        },
+        HANDSHAKE => match content.first() {
+            Some(4) => Ok(Opened::Skip),
+            Some(24) => Err(RecordError::KeyUpdate),
+            Some(t) => Err(RecordError::Handshake(*t)),
+            None => Err(RecordError::Malformed("an empty handshake record")),
+        },
+        _ => Err(RecordError::Malformed("an unknown content type")),
     }
 }
 
@@ -270,12 +293,15 @@ pub struct RecordRead<R> {
     pending: bytes::Bytes,
     /// The peer, for the log line of a record that ends the connection.
     peer: Option<std::net::SocketAddr>,
+    /// A close_notify came ([`RecordRead::fill`]): the stream has ended.
+    ended: bool,
 }
 
 impl<R> RecordRead<R> {
     pub fn new(io: R, opener: Opener, pending: bytes::Bytes) -> RecordRead<R> {
         RecordRead {
             peer: None,
+            ended: false,
             io,
             opener,
             buf: BytesMut::with_capacity(READ_AHEAD),
@@ -359,6 +385,167 @@ impl<R: AsyncRead + Unpin> AsyncRead for RecordRead<R> {
                 )));
             }
         }
+    }
+}
+
+/// Room in the caller's buffer worth reading into before a record's
+/// length is known.
+const MIN_DIRECT: usize = 1 << 10;
+
+impl RecordRead<tokio::net::tcp::OwnedReadHalf> {
+    /// Appends plaintext to `out`: what one socket read brings (0 at the
+    /// end of the stream), about `want` bytes, `out` having room for them.
+    /// The records are read into `out` itself and opened where they
+    /// landed, each record's plaintext moved to the end of the one before
+    /// as it is decrypted, so a stream of records becomes one run of
+    /// plaintext without a copy (a 1 MiB reply lands in a buffer of its
+    /// own, as over plain TCP; `poll_read` copies every byte out of the
+    /// records). Copied: a record cut by the end of a read (kept aside
+    /// until its rest arrives) and one that does not fit in `out`'s room
+    /// (opened aside).
+    pub async fn fill(&mut self, out: &mut BytesMut, want: usize) -> io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            // Plaintext opened aside: rustls's, or a record that did not fit.
+            if !self.pending.is_empty() {
+                let k = self.pending.len().min(want.max(1));
+                out.extend_from_slice(&self.pending.split_to(k));
+                return Ok(k);
+            }
+            if self.plain > 0 {
+                let k = self.plain.min(want.max(1));
+                out.extend_from_slice(&self.buf[self.plain_at..self.plain_at + k]);
+                self.plain_at += k;
+                self.plain -= k;
+                if self.plain == 0 {
+                    let rec = Opener::record_len(&self.buf)?.expect("an opened record");
+                    self.buf.advance(rec);
+                }
+                return Ok(k);
+            }
+            if self.ended {
+                return Ok(0);
+            }
+            let known = self.checked(Opener::record_len(&self.buf))?;
+            if let Some(rec) = known.filter(|&rec| self.buf.len() >= rec) {
+                self.open_aside(rec)?;
+                continue;
+            }
+            // Ciphertext for `want` bytes of plaintext and the record that
+            // ends past them, no more: the rest belongs to the next reply.
+            let room = (out.capacity() - out.len()).min(want + (want >> 9) + HEADER + MAX_CIPHER);
+            let direct = match known {
+                Some(rec) => room >= rec,
+                None => room >= MIN_DIRECT,
+            };
+            if !direct {
+                // Aside: the rest of this record (or of its header), no further.
+                let more = known.unwrap_or(HEADER) - self.buf.len();
+                self.buf.reserve(more);
+                if self.io.read_buf(&mut (&mut self.buf).limit(more)).await? == 0 {
+                    return self.eof();
+                }
+                continue;
+            }
+            self.io.readable().await?;
+            let start = out.len();
+            // The start of a record cut by the last read goes first.
+            out.extend_from_slice(&self.buf);
+            self.buf.clear();
+            let left = room - (out.len() - start);
+            let got = self.io.try_read_buf(&mut (&mut *out).limit(left));
+            match got {
+                Ok(0) => {
+                    self.buf.extend_from_slice(&out[start..]);
+                    out.truncate(start);
+                    return self.eof();
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.buf.extend_from_slice(&out[start..]);
+                    out.truncate(start);
+                    if e.kind() == io::ErrorKind::WouldBlock {
+                        continue;
+                    }
+                    return Err(e);
+                }
+            }
+            // Each whole record opened to the end of the plaintext so far
+            // (on one that ends the connection, `out` keeps only the
+            // plaintext before it).
+            let (mut plain, mut at) = (start, start);
+            loop {
+                let rec = match Opener::record_len(&out[at..]) {
+                    Ok(Some(rec)) if out.len() - at >= rec => rec,
+                    Ok(_) => break,
+                    Err(e) => {
+                        out.truncate(plain);
+                        return Err(self.fatal(e));
+                    }
+                };
+                let opened = self
+                    .opener
+                    .open_to_front(&mut out[plain..at + rec], at - plain);
+                match opened {
+                    Ok(Opened::Data(n)) => plain += n,
+                    Ok(Opened::Skip) => {}
+                    Err(RecordError::CloseNotify) => {
+                        tracing::debug!(peer = ?self.peer, "TLS: the peer closed TLS (close_notify)");
+                        self.ended = true;
+                        at = out.len();
+                        break;
+                    }
+                    Err(e) => {
+                        out.truncate(plain);
+                        return Err(self.fatal(e));
+                    }
+                }
+                at += rec;
+            }
+            self.buf.extend_from_slice(&out[at..]);
+            out.truncate(plain);
+            if plain > start || self.ended {
+                return Ok(plain - start);
+            }
+        }
+    }
+
+    /// Opens the whole record at the front of the aside buffer there.
+    fn open_aside(&mut self, rec: usize) -> io::Result<()> {
+        match self.opener.open(&mut self.buf[..rec]) {
+            Ok(Opened::Data(0)) | Ok(Opened::Skip) => self.buf.advance(rec),
+            Ok(Opened::Data(n)) => {
+                self.plain_at = HEADER;
+                self.plain = n;
+            }
+            Err(RecordError::CloseNotify) => {
+                tracing::debug!(peer = ?self.peer, "TLS: the peer closed TLS (close_notify)");
+                self.ended = true;
+            }
+            Err(e) => return Err(self.fatal(e)),
+        }
+        Ok(())
+    }
+
+    /// The end of the stream: clean between records, else an error.
+    fn eof(&self) -> io::Result<usize> {
+        if self.buf.is_empty() {
+            return Ok(0);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the connection ended inside a TLS record",
+        ))
+    }
+
+    fn checked<T>(&self, r: Result<T, RecordError>) -> io::Result<T> {
+        r.map_err(|e| self.fatal(e))
+    }
+
+    /// A record that ends the connection, logged.
+    fn fatal(&self, e: RecordError) -> io::Error {
+        tracing::warn!(peer = ?self.peer, error = %e, "TLS: closing the connection");
+        e.into()
     }
 }
 
@@ -728,5 +915,125 @@ mod tests {
         writer.await.unwrap();
         assert_eq!(&got[..5], b"early");
         assert_eq!(got[5..], data[..]);
+    }
+
+    /// `fill` over a socket: records cut anywhere by the writes, runs of
+    /// plaintext as long as the caller has room for, records that do not
+    /// fit opened aside, a NewSessionTicket skipped, close_notify the end.
+    #[tokio::test]
+    async fn fill_opens_records_in_the_callers_buffer() {
+        use tokio::io::AsyncWriteExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut tx = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (rx, _) = l.accept().await.unwrap();
+        let (rx, _keep) = rx.into_split();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        let mut wire = Vec::new();
+        let mut s = Sealer::new(9, &secrets(2)).unwrap();
+        let mut at = 0;
+        for (i, n) in [1 << 20, 300, 5, 70_000, 16384, 16385, 1 << 20]
+            .iter()
+            .cycle()
+            .enumerate()
+        {
+            if at >= data.len() {
+                break;
+            }
+            let n = (*n).min(data.len() - at);
+            s.seal(&data[at..at + n], &mut wire);
+            if i == 2 {
+                s.record(HANDSHAKE, &[4, 0, 0, 1, 0], &mut wire);
+            }
+            at += n;
+        }
+        s.close_notify(&mut wire);
+        let writer = tokio::spawn(async move {
+            let mut at = 0;
+            for (i, n) in [7usize, 100_000, 16_406, 3, 250_000, 1]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
+                if at >= wire.len() {
+                    break;
+                }
+                let n = (*n).min(wire.len() - at);
+                tx.write_all(&wire[at..at + n]).await.unwrap();
+                at += n;
+                if i % 5 == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+            }
+            tx.shutdown().await.unwrap();
+        });
+        let mut r = RecordRead::new(
+            rx,
+            Opener::new(9, &secrets(2)).unwrap(),
+            bytes::Bytes::from_static(b"early"),
+        );
+        let (mut got, mut longest) = (BytesMut::new(), 0);
+        for want in [1usize, 100, 1 << 20, 8192, 40_000].iter().cycle() {
+            let mut buf = BytesMut::with_capacity(*want);
+            let n = r.fill(&mut buf, *want).await.unwrap();
+            assert_eq!(n, buf.len());
+            if n == 0 {
+                break;
+            }
+            longest = longest.max(n);
+            got.extend_from_slice(&buf);
+        }
+        // Runs of many records opened in place (one opened aside is
+        // copied out a record at most).
+        assert!(longest > 4 * MAX_PLAIN, "{longest}");
+        writer.await.unwrap();
+        assert_eq!(&got[..5], b"early");
+        assert!(got[5..] == data[..], "the plaintext differs");
+        // After close_notify, the end, and again.
+        assert_eq!(
+            r.fill(&mut BytesMut::with_capacity(100), 100)
+                .await
+                .unwrap(),
+            0
+        );
+    }
+
+    #[tokio::test]
+    async fn fill_refuses_an_altered_record() {
+        use tokio::io::AsyncWriteExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut tx = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (rx, _) = l.accept().await.unwrap();
+        let (rx, _keep) = rx.into_split();
+        let mut wire = Vec::new();
+        let mut s = Sealer::new(0, &secrets(5)).unwrap();
+        s.seal(&[1u8; 40_000], &mut wire);
+        let last = wire.len() - 30;
+        wire[last] ^= 1;
+        tx.write_all(&wire).await.unwrap();
+        let mut r = RecordRead::new(
+            rx,
+            Opener::new(0, &secrets(5)).unwrap(),
+            bytes::Bytes::new(),
+        );
+        let mut buf = BytesMut::with_capacity(1 << 20);
+        let mut err = None;
+        for _ in 0..10 {
+            match r.fill(&mut buf, 1 << 20).await {
+                Ok(n) => assert!(n > 0),
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        let e = err.expect("the altered record fails");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        // What came before it is all there is.
+        assert!(buf.len() <= 32_768 && buf.iter().all(|&b| b == 1));
+        drop(tx);
     }
 }

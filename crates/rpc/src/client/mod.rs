@@ -74,6 +74,23 @@ type Pending = Arc<Mutex<Waiters>>;
 pub type BoxWrite = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 /// The read half of a connection, plain or TLS.
 pub type BoxRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+
+/// What the reader takes replies off: a byte stream, or Tarn's TLS
+/// records, opened where they are received (no copy of a reply's data).
+pub enum ReadHalf {
+    Stream(BoxRead),
+    Records(Box<crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf>>),
+}
+
+impl ReadHalf {
+    /// Reads about `want` more bytes into `buf` (0 at the end).
+    async fn fill(&mut self, buf: &mut BytesMut, want: usize) -> std::io::Result<usize> {
+        match self {
+            ReadHalf::Stream(rd) => rd.read_buf(&mut buf.limit(want)).await,
+            ReadHalf::Records(rd) => rd.fill(buf, want).await,
+        }
+    }
+}
 type Writer = Arc<tokio::sync::Mutex<BoxWrite>>;
 
 /// Writes all of `b` and flushes (TLS holds back what is not flushed).
@@ -273,7 +290,12 @@ impl RpcClient {
         s.set_nodelay(true)?;
         let local = s.local_addr()?;
         let (rd, wr) = s.into_split();
-        Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
+        Ok(Self::from_halves(
+            ReadHalf::Stream(Box::new(rd)),
+            Box::new(wr),
+            local,
+            cred,
+        ))
     }
 
     /// RPC-with-TLS (RFC 9289) over a fresh connection: the STARTTLS
@@ -352,11 +374,21 @@ impl RpcClient {
             }
         }
         let (rd, wr) = crate::tls_records::records(t).await?;
-        Ok(Self::from_halves(Box::new(rd), Box::new(wr), local, cred))
+        Ok(Self::from_halves(
+            ReadHalf::Records(Box::new(rd)),
+            Box::new(wr),
+            local,
+            cred,
+        ))
     }
 
     /// A client over the two halves of a connection.
-    pub fn from_halves(mut rd: BoxRead, wr: BoxWrite, local: SocketAddr, cred: OpaqueAuth) -> Self {
+    pub fn from_halves(
+        mut rd: ReadHalf,
+        wr: BoxWrite,
+        local: SocketAddr,
+        cred: OpaqueAuth,
+    ) -> Self {
         let pending: Pending = Arc::default();
         let handler: HandlerSlot = Arc::default();
         let wr: Writer = Arc::new(tokio::sync::Mutex::new(wr));
@@ -388,7 +420,7 @@ impl RpcClient {
                 // No further than the next record's mark: a READ's data
                 // is then received into a buffer of its own, never copied.
                 let want = asm.prepare_read(&mut buf);
-                match rd.read_buf(&mut (&mut buf).limit(want)).await {
+                match rd.fill(&mut buf, want).await {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
