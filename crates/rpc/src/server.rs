@@ -297,6 +297,34 @@ impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf>
     }
 }
 
+/// The write half of a connection as the writer task needs it.
+pub trait ReplyWrite: tokio::io::AsyncWrite + Unpin + Send + Sized {
+    /// Sends a batch of replies in order, failing with TimedOut if no
+    /// byte goes out for `stall`. The batch may be taken.
+    fn send_batch(
+        &mut self,
+        batch: &mut Vec<Bytes>,
+        stall: Duration,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        async move { write_all_vectored(self, batch, stall).await }
+    }
+}
+
+impl ReplyWrite for tokio::net::tcp::OwnedWriteHalf {}
+
+impl ReplyWrite for crate::ktls_offload::KtlsWrite {}
+
+impl ReplyWrite for crate::tls_records::RecordWrite<tokio::net::tcp::OwnedWriteHalf> {
+    /// Large replies sealed where they are (see `RecordWrite::send_batch`).
+    fn send_batch(
+        &mut self,
+        batch: &mut Vec<Bytes>,
+        stall: Duration,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        crate::tls_records::RecordWrite::send_batch(self, batch, stall)
+    }
+}
+
 /// A handshaken TLS connection, by where its records are made.
 enum TlsConn {
     /// Tarn's own (the kernel does not take this connection, or kTLS is
@@ -525,11 +553,7 @@ pub async fn serve_connection<S: Service>(
     run_connection(server, rd, wr, peer, (level, None), asm, buf).await;
 }
 
-async fn run_connection<
-    S: Service,
-    R: ConnRead,
-    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
->(
+async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
     server: Arc<Server<S>>,
     mut rd: R,
     wr: W,
@@ -731,7 +755,7 @@ impl<S: Service> Watch for Server<S> {
 /// Replies the writer sends in one vectored write (at most: IOV_MAX is 1024).
 const MAX_BATCH: usize = 64;
 
-async fn write_replies<W: tokio::io::AsyncWrite + Unpin>(
+async fn write_replies<W: ReplyWrite>(
     mut wr: W,
     mut rx: mpsc::Receiver<Bytes>,
     peer: SocketAddr,
@@ -749,7 +773,7 @@ async fn write_replies<W: tokio::io::AsyncWrite + Unpin>(
             }
         }
         let bytes: usize = batch.iter().map(|b| b.len()).sum();
-        match write_all_vectored(&mut wr, &mut batch, watch.send_timeout()).await {
+        match wr.send_batch(&mut batch, watch.send_timeout()).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                 // The client does not read what it asked for: it loses the
@@ -773,7 +797,7 @@ async fn write_replies<W: tokio::io::AsyncWrite + Unpin>(
 
 /// Writes every buffer, failing with TimedOut if no byte goes out for
 /// `stall`.
-async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(
+pub(crate) async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(
     wr: &mut W,
     bufs: &mut [Bytes],
     stall: Duration,

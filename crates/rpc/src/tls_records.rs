@@ -162,6 +162,33 @@ impl Sealer {
         }
     }
 
+    /// Seals the record whose plaintext is `in_out` but its last byte,
+    /// in place: that byte (the next record's first, say) stands in for
+    /// the record's content type while sealing and is put back after, so a
+    /// large buffer is sealed where it is, record by record, without being
+    /// copied into records. Returns the record's header and what follows
+    /// its ciphertext (the sealed content type and the tag): the record
+    /// on the wire is header, `in_out[..len - 1]`, trailer.
+    pub fn seal_at(&mut self, in_out: &mut [u8]) -> ([u8; HEADER], [u8; 1 + TAG]) {
+        let last = in_out.len() - 1;
+        let kept = in_out[last];
+        in_out[last] = APPLICATION_DATA;
+        let len = (in_out.len() + TAG) as u16;
+        let [l0, l1] = len.to_be_bytes();
+        let head = [APPLICATION_DATA, 3, 3, l0, l1];
+        let nonce = self.keys.next_nonce();
+        let tag = self
+            .keys
+            .key
+            .seal_in_place_separate_tag(nonce, aead::Aad::from(head), in_out)
+            .expect("a record under the AEAD's limit");
+        let mut trailer = [0u8; 1 + TAG];
+        trailer[0] = in_out[last];
+        trailer[1..].copy_from_slice(tag.as_ref());
+        in_out[last] = kept;
+        (head, trailer)
+    }
+
     /// Appends a close_notify alert.
     pub fn close_notify(&mut self, out: &mut Vec<u8>) {
         self.record(ALERT, &[1, 0], out);
@@ -611,10 +638,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for RecordWrite<W> {
         // Room first: what was sealed before goes out.
         ready!(this.poll_send(cx))?;
         if this.sealer.worn_out(SEAL_AHEAD) {
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "TLS: this connection's key has sealed 2^24 records (RFC 8446 §5.5); closing it, the client reconnects with fresh keys",
-            )));
+            return Poll::Ready(Err(worn_out()));
         }
         // Small buffers share records; a record never passes MAX_PLAIN.
         let mut taken = 0;
@@ -676,6 +700,93 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for RecordWrite<W> {
         }
         Pin::new(&mut this.io).poll_shutdown(cx)
     }
+}
+
+/// Replies at least this long are sealed where they are
+/// ([`RecordWrite::send_batch`]); shorter ones are copied into records,
+/// several to a record.
+const SEAL_WHERE_THEY_ARE: usize = 4 * MAX_PLAIN;
+
+impl<W: AsyncWrite + Unpin + Send> RecordWrite<W> {
+    /// Sends a batch of replies in order (the server's writer): a long
+    /// reply that nothing else holds is sealed in its own buffer, record
+    /// by record ([`Sealer::seal_at`]), and goes out as header, ciphertext,
+    /// trailer, with no copy of its data; short ones, and the last record
+    /// of a long one, are copied into records as `poll_write` does.
+    /// TimedOut if no byte goes out for `stall`.
+    pub async fn send_batch(
+        &mut self,
+        batch: &mut Vec<bytes::Bytes>,
+        stall: std::time::Duration,
+    ) -> io::Result<()> {
+        // What earlier writes sealed goes first.
+        std::future::poll_fn(|cx| self.poll_send(cx)).await?;
+        if !batch
+            .iter()
+            .any(|b| b.len() >= SEAL_WHERE_THEY_ARE && b.is_unique())
+        {
+            // Short replies only: copied into records, the buffer reused.
+            return crate::server::write_all_vectored(self, batch, stall).await;
+        }
+        let total: usize = batch.iter().map(|b| b.len()).sum();
+        if self.sealer.worn_out(total) {
+            return Err(worn_out());
+        }
+        let mut wire: Vec<bytes::Bytes> = Vec::new();
+        let mut copied: Vec<u8> = Vec::new();
+        let mut staged: Vec<u8> = Vec::new();
+        for b in batch.drain(..) {
+            let b = match b.len() >= SEAL_WHERE_THEY_ARE {
+                true => b.try_into_mut(),
+                false => Err(b),
+            };
+            let mut m = match b {
+                Ok(m) => m,
+                Err(b) => {
+                    staged.extend_from_slice(&b);
+                    continue;
+                }
+            };
+            // Staged short replies, sealed, go before this one.
+            self.sealer.seal(&staged, &mut copied);
+            staged.clear();
+            if !copied.is_empty() {
+                wire.push(std::mem::take(&mut copied).into());
+            }
+            // Every record but the last has a byte after it to seal with.
+            let whole = (m.len() - 1) / MAX_PLAIN;
+            let mut meta = Vec::with_capacity(whole * (HEADER + 1 + TAG));
+            for i in 0..whole {
+                let (head, trailer) = self
+                    .sealer
+                    .seal_at(&mut m[i * MAX_PLAIN..=(i + 1) * MAX_PLAIN]);
+                meta.extend_from_slice(&head);
+                meta.extend_from_slice(&trailer);
+            }
+            let rest = m.split_off(whole * MAX_PLAIN);
+            let (data, meta) = (m.freeze(), bytes::Bytes::from(meta));
+            let each = HEADER + 1 + TAG;
+            for i in 0..whole {
+                let at = i * each;
+                wire.push(meta.slice(at..at + HEADER));
+                wire.push(data.slice(i * MAX_PLAIN..(i + 1) * MAX_PLAIN));
+                wire.push(meta.slice(at + HEADER..at + each));
+            }
+            staged.extend_from_slice(&rest);
+        }
+        self.sealer.seal(&staged, &mut copied);
+        if !copied.is_empty() {
+            wire.push(copied.into());
+        }
+        crate::server::write_all_vectored(&mut self.io, &mut wire, stall).await
+    }
+}
+
+fn worn_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "TLS: this connection's key has sealed 2^24 records (RFC 8446 §5.5); closing it, the client reconnects with fresh keys",
+    )
 }
 
 /// The two halves of a connection on Tarn's records.
@@ -1035,5 +1146,63 @@ mod tests {
         // What came before it is all there is.
         assert!(buf.len() <= 32_768 && buf.iter().all(|&b| b == 1));
         drop(tx);
+    }
+
+    /// Opens a stream of records: the plaintext.
+    fn open_all(o: &mut Opener, mut wire: Vec<u8>) -> Vec<u8> {
+        let mut plain = Vec::new();
+        while !wire.is_empty() {
+            let rec = Opener::record_len(&wire).unwrap().unwrap();
+            if let Opened::Data(n) = o.open(&mut wire[..rec]).unwrap() {
+                plain.extend_from_slice(&wire[HEADER..HEADER + n]);
+            }
+            wire.drain(..rec);
+        }
+        plain
+    }
+
+    #[tokio::test]
+    async fn a_long_reply_sealed_where_it_is_is_the_same_records() {
+        let data: Vec<u8> = (0..(1u32 << 20) + 7)
+            .map(|i| (i * 31 + i / 5) as u8)
+            .collect();
+        let mut want = Vec::new();
+        Sealer::new(5, &secrets(8)).unwrap().seal(&data, &mut want);
+        let mut w = RecordWrite::new(Vec::new(), Sealer::new(5, &secrets(8)).unwrap());
+        let mut batch = vec![bytes::Bytes::from(data.clone())];
+        w.send_batch(&mut batch, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(w.io == want, "the records differ");
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_long_short_and_shared_replies_opens_in_order() {
+        let long = |n: usize, k: u8| -> Vec<u8> { (0..n).map(|i| (i as u8) ^ k).collect() };
+        let shared = bytes::Bytes::from(long(200_000, 3));
+        let _other_holder = shared.clone();
+        let replies = vec![
+            bytes::Bytes::from(long(100, 1)),
+            bytes::Bytes::from(long((1 << 20) + 7, 2)),
+            bytes::Bytes::from(long(3, 4)),
+            shared,
+            bytes::Bytes::from(long(SEAL_WHERE_THEY_ARE, 5)),
+            bytes::Bytes::from(long(SEAL_WHERE_THEY_ARE + 1, 6)),
+            bytes::Bytes::from(long(MAX_PLAIN * 5, 7)),
+        ];
+        let want: Vec<u8> = replies.iter().flat_map(|b| b.iter().copied()).collect();
+        let mut w = RecordWrite::new(Vec::new(), Sealer::new(0, &secrets(6)).unwrap());
+        // Something sealed by an earlier write goes out first.
+        tokio::io::AsyncWriteExt::write_all(&mut w, b"before")
+            .await
+            .unwrap();
+        let mut batch = replies;
+        w.send_batch(&mut batch, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(batch.is_empty());
+        let got = open_all(&mut Opener::new(0, &secrets(6)).unwrap(), w.io.clone());
+        assert_eq!(&got[..6], b"before");
+        assert!(got[6..] == want[..], "the plaintext differs");
     }
 }
