@@ -742,8 +742,16 @@ impl<W: AsyncWrite + Unpin + Send> RecordWrite<W> {
             };
             let mut m = match b {
                 Ok(m) => m,
-                Err(b) => {
+                Err(b) if b.len() < SEAL_WHERE_THEY_ARE => {
                     staged.extend_from_slice(&b);
+                    continue;
+                }
+                Err(b) => {
+                    // Held elsewhere (the DRC): sealed from where it is
+                    // into copied records, after what was staged.
+                    self.sealer.seal(&staged, &mut copied);
+                    staged.clear();
+                    self.sealer.seal(&b, &mut copied);
                     continue;
                 }
             };
