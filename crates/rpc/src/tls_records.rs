@@ -350,44 +350,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for RecordRead<R> {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.pending.is_empty() {
-            let k = this.pending.len().min(out.remaining());
-            out.put_slice(&this.pending.split_to(k));
+        if out.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
         loop {
-            if this.plain > 0 {
-                let k = this.plain.min(out.remaining());
-                out.put_slice(&this.buf[this.plain_at..this.plain_at + k]);
-                this.plain_at += k;
-                this.plain -= k;
-                if this.plain == 0 {
-                    // The record is used up: drop it (its tag too).
-                    let rec = Opener::record_len(&this.buf)?.expect("an opened record");
-                    this.buf.advance(rec);
-                }
+            if this.opened_out(out.remaining(), |p| out.put_slice(p))? > 0 || this.ended {
                 return Poll::Ready(Ok(()));
             }
-            match Opener::record_len(&this.buf).inspect_err(|e| {
-                tracing::warn!(peer = ?this.peer, error = %e, "TLS: closing the connection");
-            })? {
+            match this.checked(Opener::record_len(&this.buf))? {
                 Some(rec) if this.buf.len() >= rec => {
-                    match this.opener.open(&mut this.buf[..rec]) {
-                        Ok(Opened::Data(0)) | Ok(Opened::Skip) => this.buf.advance(rec),
-                        Ok(Opened::Data(n)) => {
-                            this.plain_at = HEADER;
-                            this.plain = n;
-                        }
-                        // A close_notify reads as the end of the stream.
-                        Err(RecordError::CloseNotify) => {
-                            tracing::debug!(peer = ?this.peer, "TLS: the peer closed TLS (close_notify)");
-                            return Poll::Ready(Ok(()));
-                        }
-                        Err(e) => {
-                            tracing::warn!(peer = ?this.peer, error = %e, "TLS: closing the connection");
-                            return Poll::Ready(Err(e.into()));
-                        }
-                    }
+                    this.open_aside(rec)?;
                     continue;
                 }
                 _ => {}
@@ -403,15 +375,74 @@ impl<R: AsyncRead + Unpin> AsyncRead for RecordRead<R> {
                 &mut this.buf
             ))?;
             if n == 0 {
-                if this.buf.is_empty() {
-                    return Poll::Ready(Ok(()));
-                }
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the connection ended inside a TLS record",
-                )));
+                return Poll::Ready(this.eof().map(|_| ()));
             }
         }
+    }
+}
+
+impl<R> RecordRead<R> {
+    /// Hands up to `max` (> 0) bytes of plaintext opened aside (rustls's,
+    /// or a record opened in `buf`) to `put`: how many (0 when there is
+    /// none).
+    fn opened_out(&mut self, max: usize, put: impl FnOnce(&[u8])) -> io::Result<usize> {
+        if !self.pending.is_empty() {
+            let k = self.pending.len().min(max);
+            put(&self.pending.split_to(k));
+            return Ok(k);
+        }
+        if self.plain == 0 {
+            return Ok(0);
+        }
+        let k = self.plain.min(max);
+        put(&self.buf[self.plain_at..self.plain_at + k]);
+        self.plain_at += k;
+        self.plain -= k;
+        if self.plain == 0 {
+            // The record is used up: drop it (its tag too).
+            let rec = Opener::record_len(&self.buf)?.expect("an opened record");
+            self.buf.advance(rec);
+        }
+        Ok(k)
+    }
+
+    /// Opens the whole record at the front of `buf` there; a close_notify
+    /// ends the stream.
+    fn open_aside(&mut self, rec: usize) -> io::Result<()> {
+        match self.opener.open(&mut self.buf[..rec]) {
+            Ok(Opened::Data(0)) | Ok(Opened::Skip) => self.buf.advance(rec),
+            Ok(Opened::Data(n)) => {
+                self.plain_at = HEADER;
+                self.plain = n;
+            }
+            Err(RecordError::CloseNotify) => {
+                tracing::debug!(peer = ?self.peer, "TLS: the peer closed TLS (close_notify)");
+                self.ended = true;
+            }
+            Err(e) => return Err(self.fatal(e)),
+        }
+        Ok(())
+    }
+
+    /// The end of the stream: clean between records, else an error.
+    fn eof(&self) -> io::Result<usize> {
+        if self.buf.is_empty() {
+            return Ok(0);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the connection ended inside a TLS record",
+        ))
+    }
+
+    fn checked<T>(&self, r: Result<T, RecordError>) -> io::Result<T> {
+        r.map_err(|e| self.fatal(e))
+    }
+
+    /// A record that ends the connection, logged.
+    fn fatal(&self, e: RecordError) -> io::Error {
+        tracing::warn!(peer = ?self.peer, error = %e, "TLS: closing the connection");
+        e.into()
     }
 }
 
@@ -434,20 +465,8 @@ impl RecordRead<tokio::net::tcp::OwnedReadHalf> {
         use tokio::io::AsyncReadExt;
         loop {
             // Plaintext opened aside: rustls's, or a record that did not fit.
-            if !self.pending.is_empty() {
-                let k = self.pending.len().min(want.max(1));
-                out.extend_from_slice(&self.pending.split_to(k));
-                return Ok(k);
-            }
-            if self.plain > 0 {
-                let k = self.plain.min(want.max(1));
-                out.extend_from_slice(&self.buf[self.plain_at..self.plain_at + k]);
-                self.plain_at += k;
-                self.plain -= k;
-                if self.plain == 0 {
-                    let rec = Opener::record_len(&self.buf)?.expect("an opened record");
-                    self.buf.advance(rec);
-                }
+            let k = self.opened_out(want, |p| out.extend_from_slice(p))?;
+            if k > 0 {
                 return Ok(k);
             }
             if self.ended {
@@ -535,44 +554,6 @@ impl RecordRead<tokio::net::tcp::OwnedReadHalf> {
                 return Ok(plain - start);
             }
         }
-    }
-
-    /// Opens the whole record at the front of the aside buffer there.
-    fn open_aside(&mut self, rec: usize) -> io::Result<()> {
-        match self.opener.open(&mut self.buf[..rec]) {
-            Ok(Opened::Data(0)) | Ok(Opened::Skip) => self.buf.advance(rec),
-            Ok(Opened::Data(n)) => {
-                self.plain_at = HEADER;
-                self.plain = n;
-            }
-            Err(RecordError::CloseNotify) => {
-                tracing::debug!(peer = ?self.peer, "TLS: the peer closed TLS (close_notify)");
-                self.ended = true;
-            }
-            Err(e) => return Err(self.fatal(e)),
-        }
-        Ok(())
-    }
-
-    /// The end of the stream: clean between records, else an error.
-    fn eof(&self) -> io::Result<usize> {
-        if self.buf.is_empty() {
-            return Ok(0);
-        }
-        Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the connection ended inside a TLS record",
-        ))
-    }
-
-    fn checked<T>(&self, r: Result<T, RecordError>) -> io::Result<T> {
-        r.map_err(|e| self.fatal(e))
-    }
-
-    /// A record that ends the connection, logged.
-    fn fatal(&self, e: RecordError) -> io::Error {
-        tracing::warn!(peer = ?self.peer, error = %e, "TLS: closing the connection");
-        e.into()
     }
 }
 
@@ -1036,18 +1017,29 @@ mod tests {
         assert_eq!(got[5..], data[..]);
     }
 
+    /// A connected pair on loopback: the sending end, and the receiving
+    /// end's halves (the write half kept so the connection stays up).
+    async fn loopback() -> (
+        tokio::net::TcpStream,
+        tokio::net::tcp::OwnedReadHalf,
+        tokio::net::tcp::OwnedWriteHalf,
+    ) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tx = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (rx, _) = l.accept().await.unwrap();
+        let (rx, keep) = rx.into_split();
+        (tx, rx, keep)
+    }
+
     /// `fill` over a socket: records cut anywhere by the writes, runs of
     /// plaintext as long as the caller has room for, records that do not
     /// fit opened aside, a NewSessionTicket skipped, close_notify the end.
     #[tokio::test]
     async fn fill_opens_records_in_the_callers_buffer() {
         use tokio::io::AsyncWriteExt;
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut tx = tokio::net::TcpStream::connect(l.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (rx, _) = l.accept().await.unwrap();
-        let (rx, _keep) = rx.into_split();
+        let (mut tx, rx, _keep) = loopback().await;
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
         let mut wire = Vec::new();
         let mut s = Sealer::new(9, &secrets(2)).unwrap();
@@ -1121,12 +1113,7 @@ mod tests {
     #[tokio::test]
     async fn fill_refuses_an_altered_record() {
         use tokio::io::AsyncWriteExt;
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut tx = tokio::net::TcpStream::connect(l.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (rx, _) = l.accept().await.unwrap();
-        let (rx, _keep) = rx.into_split();
+        let (mut tx, rx, _keep) = loopback().await;
         let mut wire = Vec::new();
         let mut s = Sealer::new(0, &secrets(5)).unwrap();
         s.seal(&[1u8; 40_000], &mut wire);
