@@ -4,10 +4,12 @@
 //! Why not rustls's own record layer: it copies each record's plaintext
 //! twice more on receipt (into its plaintext queue, then out of it) and
 //! once more on sending, and it seals one record after another on the
-//! connection's one writer. Here a reply is copied once into its records
-//! and sealed in place, and records are opened where they are received:
-//! in the RPC reader's own buffer ([`RecordRead::fill`]), so that a large
-//! call or reply is not copied at all. The keys and sequence numbers are rustls's, taken with
+//! connection's one writer. Here the server seals a long reply where it
+//! is ([`RecordWrite::send_batch`]), anything else is copied once into
+//! its records and sealed in place, and records are opened where they
+//! are received, in the RPC reader's own buffer ([`RecordRead::fill`]):
+//! a large call or reply is not copied at all. The keys and sequence
+//! numbers are rustls's, taken with
 //! `dangerous_extract_secrets` as for kTLS; the AEADs are *ring*'s, the
 //! ones rustls itself uses. What this layer cannot follow is what kTLS
 //! cannot either: a KeyUpdate (the traffic secret it derives from is not
