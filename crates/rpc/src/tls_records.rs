@@ -573,6 +573,10 @@ pub struct RecordWrite<W> {
     out: Vec<u8>,
     sent: usize,
     closed: bool,
+    /// [`RecordWrite::send_batch`]'s, kept between batches: short replies
+    /// waiting to share records, and the pieces of one vectored write.
+    staged: Vec<u8>,
+    wire: Vec<bytes::Bytes>,
 }
 
 impl<W> RecordWrite<W> {
@@ -583,7 +587,15 @@ impl<W> RecordWrite<W> {
             out: Vec::with_capacity(SEAL_AHEAD + SEAL_AHEAD / MAX_PLAIN * (HEADER + 1 + TAG)),
             sent: 0,
             closed: false,
+            staged: Vec::new(),
+            wire: Vec::new(),
         }
+    }
+
+    /// Seals the staged short replies into `copied` (several to a record).
+    fn seal_staged(&mut self, copied: &mut Vec<u8>) {
+        self.sealer.seal(&self.staged, copied);
+        self.staged.clear();
     }
 }
 
@@ -715,34 +727,25 @@ impl<W: AsyncWrite + Unpin + Send> RecordWrite<W> {
         if self.sealer.worn_out(total) {
             return Err(worn_out());
         }
-        let mut wire: Vec<bytes::Bytes> = Vec::new();
         let mut copied: Vec<u8> = Vec::new();
-        let mut staged: Vec<u8> = Vec::new();
         for b in batch.drain(..) {
-            let b = match b.len() >= SEAL_WHERE_THEY_ARE {
-                true => b.try_into_mut(),
-                false => Err(b),
-            };
-            let mut m = match b {
+            if b.len() < SEAL_WHERE_THEY_ARE {
+                self.staged.extend_from_slice(&b);
+                continue;
+            }
+            // Staged short replies, sealed, go before this one.
+            self.seal_staged(&mut copied);
+            let mut m = match b.try_into_mut() {
                 Ok(m) => m,
-                Err(b) if b.len() < SEAL_WHERE_THEY_ARE => {
-                    staged.extend_from_slice(&b);
-                    continue;
-                }
                 Err(b) => {
                     // Held elsewhere (the DRC): sealed from where it is
-                    // into copied records, after what was staged.
-                    self.sealer.seal(&staged, &mut copied);
-                    staged.clear();
+                    // into copied records.
                     self.sealer.seal(&b, &mut copied);
                     continue;
                 }
             };
-            // Staged short replies, sealed, go before this one.
-            self.sealer.seal(&staged, &mut copied);
-            staged.clear();
             if !copied.is_empty() {
-                wire.push(std::mem::take(&mut copied).into());
+                self.wire.push(std::mem::take(&mut copied).into());
             }
             // Every record but the last has a byte after it to seal with.
             let whole = (m.len() - 1) / MAX_PLAIN;
@@ -759,17 +762,20 @@ impl<W: AsyncWrite + Unpin + Send> RecordWrite<W> {
             let each = HEADER + 1 + TAG;
             for i in 0..whole {
                 let at = i * each;
-                wire.push(meta.slice(at..at + HEADER));
-                wire.push(data.slice(i * MAX_PLAIN..(i + 1) * MAX_PLAIN));
-                wire.push(meta.slice(at + HEADER..at + each));
+                self.wire.push(meta.slice(at..at + HEADER));
+                self.wire
+                    .push(data.slice(i * MAX_PLAIN..(i + 1) * MAX_PLAIN));
+                self.wire.push(meta.slice(at + HEADER..at + each));
             }
-            staged.extend_from_slice(&rest);
+            self.staged.extend_from_slice(&rest);
         }
-        self.sealer.seal(&staged, &mut copied);
+        self.seal_staged(&mut copied);
         if !copied.is_empty() {
-            wire.push(copied.into());
+            self.wire.push(copied.into());
         }
-        crate::server::write_all_vectored(&mut self.io, &mut wire, stall).await
+        let sent = crate::server::write_all_vectored(&mut self.io, &mut self.wire, stall).await;
+        self.wire.clear();
+        sent
     }
 }
 
