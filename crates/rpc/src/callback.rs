@@ -75,7 +75,7 @@ pub trait CallbackConn: Send + Sync + std::fmt::Debug {
 pub struct ConnCallbacks {
     /// Taken out when the connection ends, so the writer can finish even
     /// while sessions still hold this handle.
-    tx: Mutex<Option<mpsc::Sender<Bytes>>>,
+    tx: Mutex<Option<mpsc::Sender<crate::zero_copy::Out>>>,
     pending: Mutex<HashMap<u32, oneshot::Sender<Bytes>>>,
     next_xid: AtomicU32,
     conn_id: u64,
@@ -86,7 +86,7 @@ pub struct ConnCallbacks {
 
 impl ConnCallbacks {
     /// `tx` is the connection's writer queue; `xid_seed` starts the xids.
-    pub fn new(tx: mpsc::Sender<Bytes>, conn_id: u64, xid_seed: u32) -> Self {
+    pub fn new(tx: mpsc::Sender<crate::zero_copy::Out>, conn_id: u64, xid_seed: u32) -> Self {
         ConnCallbacks {
             tx: Mutex::new(Some(tx)),
             pending: Mutex::new(HashMap::new()),
@@ -150,7 +150,9 @@ impl ConnCallbacks {
         let out = out.freeze();
         let len = out.len();
         let sent = tokio::time::timeout(timeout, async {
-            tx.send(out).await.map_err(|_| CallbackError::Closed)?;
+            tx.send(out.into())
+                .await
+                .map_err(|_| CallbackError::Closed)?;
             if let Some(b) = &self.backlog {
                 b.add(len);
             }
@@ -227,7 +229,7 @@ mod tests {
             )
             .await
         });
-        let rec = rx.recv().await.unwrap();
+        let rec: Bytes = rx.recv().await.unwrap().into_bytes().unwrap();
         let c = msg::decode_call(rec.slice(4..)).unwrap();
         assert_eq!((c.xid, c.prog, c.vers, c.proc_), (100, 0x4000_0000, 1, 1));
         assert_eq!(cb.outstanding(), 1);

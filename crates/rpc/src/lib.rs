@@ -31,6 +31,7 @@ pub mod tls_events;
 pub mod tls_identity;
 pub mod tls_records;
 pub mod x509;
+pub mod zero_copy;
 
 pub use auth::{Auth, AuthGss, AuthSys};
 pub use callback::{CallbackConn, CallbackError};

@@ -40,6 +40,11 @@ pub struct CallContext {
     export: AtomicU32,
     /// The program asked that its reply not be kept in the duplicate request cache.
     skip_cache: AtomicBool,
+    /// Whether the reply may carry file data outside its buffer (set by
+    /// the driver: plain TCP, no GSS protection of the results).
+    zero_copy: bool,
+    /// The file data so carried (see [`crate::zero_copy`]).
+    attached: std::sync::Mutex<Option<crate::zero_copy::Attachment>>,
 }
 
 impl CallContext {
@@ -68,6 +73,8 @@ impl CallContext {
             status: AtomicU32::new(0),
             export: AtomicU32::new(u32::MAX),
             skip_cache: AtomicBool::new(false),
+            zero_copy: false,
+            attached: std::sync::Mutex::new(None),
         }
     }
 
@@ -89,6 +96,54 @@ impl CallContext {
 
     pub fn cache_skipped(&self) -> bool {
         self.skip_cache.load(Relaxed)
+    }
+
+    /// Whether the procedure may attach file data instead of copying it
+    /// into its results ([`Self::attach`]).
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    pub(crate) fn allow_zero_copy(&mut self, yes: bool) {
+        self.zero_copy = yes;
+    }
+
+    /// `len` bytes in `pipe` are the reply's from offset `at` of the reply
+    /// buffer on (what the procedure appends next follows them). One per
+    /// call; the reply is then never cached (the pipe is drained when sent).
+    pub fn attach(&self, at: usize, len: usize, pipe: crate::zero_copy::Pipe) {
+        debug_assert!(self.zero_copy);
+        self.skip_cache();
+        let old = self
+            .attached
+            .lock()
+            .unwrap()
+            .replace(crate::zero_copy::Attachment::new(at, len, pipe));
+        debug_assert!(old.is_none(), "one attachment per reply");
+    }
+
+    /// Whether a procedure has attached data (a second READ in a
+    /// COMPOUND then copies).
+    pub fn has_attachment(&self) -> bool {
+        self.attached.lock().unwrap().is_some()
+    }
+
+    /// The bytes attached: part of the reply's length.
+    pub fn attached_len(&self) -> usize {
+        self.attached.lock().unwrap().as_ref().map_or(0, |a| a.len)
+    }
+
+    /// The reply buffer was cut back to `at`: data attached from there on
+    /// is no longer part of it.
+    pub fn detach_from(&self, at: usize) {
+        let mut a = self.attached.lock().unwrap();
+        if a.as_ref().is_some_and(|a| a.at >= at) {
+            *a = None;
+        }
+    }
+
+    pub(crate) fn take_attachment(&self) -> Option<crate::zero_copy::Attachment> {
+        self.attached.lock().unwrap().take()
     }
 
     /// Records which export the call is about (for the per-export counters).

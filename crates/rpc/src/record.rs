@@ -121,7 +121,13 @@ pub fn begin(out: &mut BytesMut) {
 /// Fills in the record mark reserved by [`begin`]: the whole buffer is one
 /// last fragment.
 pub fn finish(out: &mut BytesMut) {
-    let len = (out.len() - 4) as u32;
+    finish_with(out, 0)
+}
+
+/// Like [`finish`], for a record that also carries `extra` bytes sent
+/// from elsewhere (file data spliced in, see `zero_copy`).
+pub fn finish_with(out: &mut BytesMut, extra: usize) {
+    let len = (out.len() - 4 + extra) as u32;
     out[..4].copy_from_slice(&(LAST | len).to_be_bytes());
 }
 

@@ -15,10 +15,12 @@ use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
 use crate::tls::XprtSec;
 use crate::tls_identity::TlsIdentity;
+use crate::zero_copy::{Attachment, Out};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::FutureExt;
 use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,6 +65,9 @@ pub struct ServerConfig {
     /// RPC-with-TLS (None: AUTH_TLS probes get AUTH_BADCRED, as from a
     /// server that does not know the flavor).
     pub tls: Option<Arc<crate::tls::TlsServer>>,
+    /// Where READ data is spliced from the page cache to plain TCP
+    /// connections instead of copied through the reply ([`crate::zero_copy`]).
+    pub splice_reads: crate::zero_copy::SpliceReads,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +85,7 @@ impl Default for ServerConfig {
             max_queued_reply_bytes: 8 << 20,
             send_timeout: Duration::from_secs(60),
             tls: None,
+            splice_reads: Default::default(),
         }
     }
 }
@@ -113,7 +119,8 @@ impl Backlog {
 }
 
 /// Queues one record for the writer; false if the connection is gone.
-async fn send(tx: &mpsc::Sender<Bytes>, backlog: &Backlog, b: Bytes) -> bool {
+async fn send(tx: &mpsc::Sender<Out>, backlog: &Backlog, b: impl Into<Out>) -> bool {
+    let b = b.into();
     let n = b.len();
     if tx.send(b).await.is_err() {
         return false;
@@ -299,6 +306,10 @@ impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf>
 
 /// The write half of a connection as the writer task needs it.
 pub trait ReplyWrite: tokio::io::AsyncWrite + Unpin + Send + Sized {
+    /// Whether [`Self::send_spliced`] sends from the pipe without copying
+    /// (calls on the connection may then attach file data).
+    const SPLICE: bool = false;
+
     /// Sends a batch of replies in order, failing with TimedOut if no
     /// byte goes out for `stall`. The batch may be taken.
     fn send_batch(
@@ -308,9 +319,52 @@ pub trait ReplyWrite: tokio::io::AsyncWrite + Unpin + Send + Sized {
     ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
         async move { write_all_vectored(self, batch, stall).await }
     }
+
+    /// Sends `batch` (which ends with the part of a reply before its
+    /// attachment), then the attachment's bytes. This default copies them
+    /// out of the pipe (no connection that cannot splice gets one).
+    fn send_spliced(
+        &mut self,
+        batch: &mut Vec<Bytes>,
+        att: &Attachment,
+        stall: Duration,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        async move {
+            batch.push(att.pipe().read_all(att.len)?.into());
+            self.send_batch(batch, stall).await
+        }
+    }
 }
 
-impl ReplyWrite for tokio::net::tcp::OwnedWriteHalf {}
+impl ReplyWrite for tokio::net::tcp::OwnedWriteHalf {
+    const SPLICE: bool = true;
+
+    /// The file data goes from the pipe to the socket by splice(2).
+    async fn send_spliced(
+        &mut self,
+        batch: &mut Vec<Bytes>,
+        att: &Attachment,
+        stall: Duration,
+    ) -> std::io::Result<()> {
+        write_all_vectored(self, batch, stall).await?;
+        let sock: &TcpStream = self.as_ref();
+        let mut left = att.len;
+        while left > 0 {
+            let sent = sock.async_io(tokio::io::Interest::WRITABLE, || {
+                att.pipe().splice_to(sock.as_fd(), left)
+            });
+            let n = match tokio::time::timeout(stall, sent).await {
+                Ok(r) => r?,
+                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+            };
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            left -= n;
+        }
+        Ok(())
+    }
+}
 
 impl ReplyWrite for crate::ktls_offload::KtlsWrite {}
 
@@ -571,7 +625,7 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
     }
     let timed = server.obs.timed();
     debug!(%peer, conn_id, "connection opened");
-    let (tx, rx) = mpsc::channel::<Bytes>(server.cfg.max_in_flight.max(1) * 2);
+    let (tx, rx) = mpsc::channel::<Out>(server.cfg.max_in_flight.max(1) * 2);
     // Cancelled when the server stops, or by a call that had to be dropped
     // (RPCSEC_GSS): closing makes the client retransmit at once.
     let close = server.stop.child_token();
@@ -596,6 +650,7 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
         .with_backlog(backlog.clone()),
     );
     let back: Arc<dyn CallbackConn> = callbacks.clone();
+    let zero_copy = W::SPLICE && server.cfg.splice_reads.for_peer(peer.ip());
     let max_in_flight = server.cfg.max_in_flight.max(1);
     let permits = Arc::new(Semaphore::new(max_in_flight));
     // When the bytes in `buf` came off the socket: the arrival time the
@@ -651,6 +706,7 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
                         back: &back,
                         xprtsec,
                         tls_id: tls_id.as_ref(),
+                        zero_copy,
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, timed, permit)
                     {
@@ -757,36 +813,55 @@ const MAX_BATCH: usize = 64;
 
 async fn write_replies<W: ReplyWrite>(
     mut wr: W,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: mpsc::Receiver<Out>,
     peer: SocketAddr,
     backlog: Arc<Backlog>,
     close: CancellationToken,
     watch: Arc<dyn Watch>,
 ) {
     let mut batch: Vec<Bytes> = Vec::with_capacity(MAX_BATCH);
+    let stall = watch.send_timeout();
+    let failed = |e: std::io::Error, bytes: usize| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            // The client does not read what it asked for: it loses the
+            // connection (and what it holds), the others keep theirs.
+            watch.closed_unread();
+            warn!(%peer, seconds = stall.as_secs_f64(), queued = bytes, "closing connection: the client has not read its replies");
+        } else {
+            debug!(%peer, error = %e, "write failed");
+        }
+        close.cancel();
+    };
     while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(b) => batch.push(b),
-                Err(_) => break,
+        let mut bytes = 0;
+        let mut next = Some(first);
+        while let Some(out) = next.take() {
+            bytes += out.len();
+            match out {
+                Out::Bytes(b) => batch.push(b),
+                Out::Spliced(s) => {
+                    // What is batched goes first, then this reply up to its
+                    // data, the data, and the rest of it with what follows.
+                    let (reply, att) = *s;
+                    batch.push(reply.slice(..att.at));
+                    if let Err(e) = wr.send_spliced(&mut batch, &att, stall).await {
+                        return failed(e, bytes);
+                    }
+                    let at = att.at;
+                    att.sent();
+                    batch.clear();
+                    if reply.len() > at {
+                        batch.push(reply.slice(at..));
+                    }
+                }
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
             }
         }
-        let bytes: usize = batch.iter().map(|b| b.len()).sum();
-        match wr.send_batch(&mut batch, watch.send_timeout()).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                // The client does not read what it asked for: it loses the
-                // connection (and what it holds), the others keep theirs.
-                watch.closed_unread();
-                warn!(%peer, seconds = watch.send_timeout().as_secs_f64(), queued = bytes, "closing connection: the client has not read its replies");
-                close.cancel();
-                return;
-            }
-            Err(e) => {
-                debug!(%peer, error = %e, "write failed");
-                close.cancel();
-                return;
+        if !batch.is_empty() {
+            if let Err(e) = wr.send_batch(&mut batch, stall).await {
+                return failed(e, bytes);
             }
         }
         batch.clear();
@@ -837,13 +912,14 @@ struct Conn<'a> {
     peer: SocketAddr,
     conn_id: u64,
     client: &'a Arc<dyn PeerStats>,
-    tx: &'a mpsc::Sender<Bytes>,
+    tx: &'a mpsc::Sender<Out>,
     backlog: &'a Arc<Backlog>,
     close: &'a CancellationToken,
     callbacks: &'a ConnCallbacks,
     back: &'a Arc<dyn CallbackConn>,
     xprtsec: XprtSec,
     tls_id: Option<&'a Arc<TlsIdentity>>,
+    zero_copy: bool,
 }
 
 /// Handles one record: the pipeline decides, the driver carries it out.
@@ -866,6 +942,7 @@ fn handle_record<S: Service>(
         back: Some(conn.back),
         xprtsec: conn.xprtsec,
         tls_id: conn.tls_id,
+        zero_copy: conn.zero_copy,
     };
     match server.pipeline().admit(rec, at) {
         Decision::Reply { bytes, why } => {
@@ -920,7 +997,7 @@ async fn run_call<S: Service>(
     server: &Server<S>,
     call: Box<Admitted>,
     read_at: Option<Instant>,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Out>,
     backlog: &Backlog,
     close: &CancellationToken,
 ) {
@@ -966,7 +1043,8 @@ async fn run_call<S: Service>(
             status: done.status,
             export: ready.ctx.export(),
             bytes_in: ready.bytes_in,
-            bytes_out: done.reply.as_ref().map_or(0, |r| r.len() as u64),
+            bytes_out: done.reply.as_ref().map_or(0, |r| r.len() as u64)
+                + done.attached.as_ref().map_or(0, |a| a.len as u64),
             queue_ns: start.duration_since(read_at).as_nanos() as u64,
             service_ns: end.duration_since(start).as_nanos() as u64,
         };
@@ -975,7 +1053,11 @@ async fn run_call<S: Service>(
             .call_end(ready.slot, &*ready.ctx.client, &d, true);
     }
     if let Some(r) = done.reply {
-        send(tx, backlog, r).await;
+        let out = match done.attached {
+            Some(a) => Out::Spliced(Box::new((r, a))),
+            None => Out::Bytes(r),
+        };
+        send(tx, backlog, out).await;
     }
 }
 
@@ -1060,5 +1142,91 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(w.0, want);
+    }
+
+    struct Quiet;
+    impl Watch for Quiet {
+        fn send_timeout(&self) -> Duration {
+            Duration::from_secs(10)
+        }
+        fn closed_unread(&self) {}
+    }
+
+    /// File data in pipes goes out in its replies' places, between other
+    /// replies, over a socket the reader drains slowly (the splice waits
+    /// for room), and the drained pipes are reused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn spliced_replies_keep_their_place_among_the_others() {
+        use nix::fcntl::{splice, SpliceFFlags};
+        use tokio::io::AsyncReadExt;
+        let mut file = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 253) as u8).collect();
+        std::io::Write::write_all(&mut file, &data).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let reader = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 5000];
+            loop {
+                let n = s.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break got;
+                }
+                got.extend_from_slice(&buf[..n]);
+                tokio::task::yield_now().await;
+            }
+        });
+        let (_rd, wr) = TcpStream::connect(addr).await.unwrap().into_split();
+        let (tx, rx) = mpsc::channel(8);
+        let backlog = Arc::new(Backlog::default());
+        let writer = tokio::spawn(write_replies(
+            wr,
+            rx,
+            addr,
+            backlog.clone(),
+            CancellationToken::new(),
+            Arc::new(Quiet),
+        ));
+        let mut want = Vec::new();
+        let mut off: i64 = 0;
+        for i in 0..6u8 {
+            // Small replies, then one whose data (not page-aligned) sits
+            // between a head and a tail, then one that ends with its data.
+            let small = Bytes::from(vec![i; 37]);
+            want.extend_from_slice(&small);
+            assert!(send(&tx, &backlog, small).await);
+            let Some(pipe) = crate::zero_copy::Pipe::get() else {
+                return; // no 1 MiB pipes on this kernel
+            };
+            let len = 400_000 + i as usize * 1001;
+            let start = off as usize;
+            let n = splice(
+                &file,
+                Some(&mut off),
+                pipe.input(),
+                None,
+                len,
+                SpliceFFlags::empty(),
+            )
+            .unwrap();
+            assert_eq!(n, len);
+            let head = vec![0xA0 | i; 11];
+            let tail = if i % 2 == 0 {
+                vec![0xB0 | i; 3]
+            } else {
+                vec![]
+            };
+            want.extend_from_slice(&head);
+            want.extend_from_slice(&data[start..start + len]);
+            want.extend_from_slice(&tail);
+            let reply = Bytes::from([head.clone(), tail].concat());
+            let att = crate::zero_copy::Attachment::new(head.len(), len, pipe);
+            assert!(send(&tx, &backlog, Out::Spliced(Box::new((reply, att)))).await);
+        }
+        drop(tx);
+        writer.await.unwrap();
+        assert_eq!(reader.await.unwrap(), want);
+        assert!(backlog.empty());
     }
 }

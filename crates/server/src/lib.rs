@@ -18,6 +18,7 @@ pub mod procedures;
 pub mod service;
 pub mod shared_locks;
 pub mod verf;
+pub mod zero_copy;
 
 pub use export::{Export, Exports};
 pub use service::TarnService;

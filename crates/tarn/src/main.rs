@@ -223,6 +223,12 @@ struct ConnOpts {
     /// Close a connection whose replies could not be written for this long.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     send_timeout: f64,
+    /// Where large READs of a local export go from the page cache to the
+    /// socket by splice(2) instead of being copied through the reply
+    /// (plain TCP without krb5i/krb5p only): auto = clients on other
+    /// hosts (over loopback, copying costs less in all), always, never.
+    #[arg(long, value_name = "WHERE", default_value = "auto", value_parser = ["auto", "always", "never"])]
+    splice_reads: String,
 }
 
 /// Security flavors and Kerberos (RPCSEC_GSS).
@@ -980,6 +986,11 @@ fn serve(
             record_timeout: secs(conns.record_timeout),
             max_queued_reply_bytes: conns.max_queued_reply_bytes,
             send_timeout: secs(conns.send_timeout),
+            splice_reads: match conns.splice_reads.as_str() {
+                "always" => rpc::zero_copy::SpliceReads::Always,
+                "never" => rpc::zero_copy::SpliceReads::Never,
+                _ => rpc::zero_copy::SpliceReads::Auto,
+            },
             max_in_flight: cfg.limits.max_calls_per_connection,
             drc_per_client: cfg.limits.drc_entries_per_client,
             drc_max_bytes: cfg.limits.drc_max_bytes,

@@ -660,6 +660,20 @@ pub trait Backend: Send + Sync {
         buf.truncate(start + n);
         r
     }
+    /// Like [`Backend::read`] of up to `count` bytes, spliced into `pipe`
+    /// (the write end of an empty pipe that holds `count` bytes) instead
+    /// of copied: the pipe then holds references to the page cache's
+    /// pages. None: this backend cannot (the caller copies instead).
+    fn splice_read(
+        &self,
+        _cred: &Cred,
+        _fid: &Fid,
+        _offset: u64,
+        _count: usize,
+        _pipe: std::os::fd::BorrowedFd<'_>,
+    ) -> Option<Result<(usize, bool), FsError>> {
+        None
+    }
     /// Returns (bytes written, stability reached).
     fn write(
         &self,

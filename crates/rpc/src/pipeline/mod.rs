@@ -131,6 +131,10 @@ pub struct Arrival<'a> {
     pub xprtsec: crate::tls::XprtSec,
     /// The user its verified client certificate maps to (mTLS).
     pub tls_id: Option<&'a Arc<crate::tls_identity::TlsIdentity>>,
+    /// Whether the driver can send file data from a pipe on this
+    /// connection ([`crate::zero_copy`]); GSS integrity and privacy
+    /// turn it off per call.
+    pub zero_copy: bool,
 }
 
 /// A call admitted by the reader, to be prepared in its own task.
@@ -196,6 +200,8 @@ impl Ready {
 pub struct Finished {
     /// None: send nothing (the procedure asked to drop the call).
     pub reply: Option<Bytes>,
+    /// File data that belongs inside `reply` (its record mark counts it).
+    pub attached: Option<crate::zero_copy::Attachment>,
     /// For the per-status counters (0 = OK, or an `RPC_*` pseudo status).
     pub status: u32,
 }
@@ -348,6 +354,7 @@ impl<S: Service> Pipeline<'_, S> {
         );
         ctx.back = at.back.cloned();
         ctx.xprtsec = at.xprtsec;
+        ctx.allow_zero_copy(at.zero_copy);
         // RPCSEC_GSS calls consult the DRC once verified and unwrapped: a
         // retransmission carries a new sequence number, so its protected
         // arguments differ, and its reply must be protected anew.
@@ -414,6 +421,10 @@ impl<S: Service> Pipeline<'_, S> {
             Some(g) => match self.gss_prelude(&ctx, g, &header, &verf, args) {
                 Decision::Run((args, auth, sealer)) => {
                     ctx.auth = auth;
+                    // krb5i and krb5p need the results' bytes.
+                    let plain = sealer.service == GssService::None;
+                    let zc = ctx.zero_copy() && plain;
+                    ctx.allow_zero_copy(zc);
                     (args, Some(sealer))
                 }
                 Decision::Reply { bytes, why } => return Decision::Reply { bytes, why },
@@ -494,6 +505,9 @@ impl<S: Service> Pipeline<'_, S> {
     pub fn finish(&self, r: &Ready, result: Result<(), CallError>, mut out: BytesMut) -> Finished {
         let (ctx, xid, head_len) = (&r.ctx, r.ctx.xid, r.head_len);
         let gss = &r.sealer;
+        // Attached only where nothing protects or caches the results
+        // (see `prepare` and `CallContext::attach`); an error reply drops it.
+        let mut attached = ctx.take_attachment().filter(|_| result.is_ok());
         // What the DRC keeps of a GSS call: its results, unprotected.
         let gss_results = match (gss, &result, r.drc_key) {
             (Some(_), Ok(()), Some(_)) => Some(Bytes::copy_from_slice(&out[head_len..])),
@@ -519,7 +533,11 @@ impl<S: Service> Pipeline<'_, S> {
             Err(CallError::Drop) => observe::RPC_DROPPED,
         };
         let reply = match result {
-            Ok(()) => Some(finish_record(out)),
+            Ok(()) => {
+                let extra = attached.as_ref().map_or(0, |a| a.len);
+                record::finish_with(&mut out, extra);
+                Some(out.freeze())
+            }
             Err(CallError::Drop) => None,
             Err(e) => {
                 if ctx.client.log_allowed() {
@@ -546,6 +564,13 @@ impl<S: Service> Pipeline<'_, S> {
                 None => self.drc.abandon(ctx.peer.ip(), key),
             }
         }
-        Finished { reply, status }
+        if reply.is_none() {
+            attached = None;
+        }
+        Finished {
+            reply,
+            attached,
+            status,
+        }
     }
 }

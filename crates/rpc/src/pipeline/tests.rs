@@ -79,6 +79,7 @@ impl Fixture {
         let at = Arrival {
             xprtsec: Default::default(),
             tls_id: None,
+            zero_copy: false,
             peer: "192.0.2.7:800".parse().unwrap(),
             conn_id: 1,
             client: &self.client,
@@ -262,6 +263,7 @@ fn mapped_tls_identity_replaces_auth_sys_ids() {
         let at = Arrival {
             xprtsec: crate::tls::XprtSec::Mtls,
             tls_id,
+            zero_copy: false,
             peer: "192.0.2.7:800".parse().unwrap(),
             conn_id: 1,
             client: &f.client,
@@ -368,6 +370,7 @@ fn gss_calls_on_unknown_contexts_or_procedures_are_refused_at_admission() {
     let at = Arrival {
         xprtsec: Default::default(),
         tls_id: None,
+        zero_copy: false,
         peer: "192.0.2.7:800".parse().unwrap(),
         conn_id: 1,
         client: &f.client,
@@ -409,6 +412,7 @@ fn gss_init_with_garbage_arguments_gets_garbage_args_from_prepare() {
     let at = Arrival {
         xprtsec: Default::default(),
         tls_id: None,
+        zero_copy: false,
         peer: "192.0.2.7:800".parse().unwrap(),
         conn_id: 1,
         client: &f.client,
@@ -457,4 +461,87 @@ fn pipeline_sources_do_no_io() {
             assert!(!code.contains(b), "pipeline/{name} uses {b}");
         }
     }
+}
+
+/// Admits and prepares a call on a connection that can splice.
+fn run_zero_copy(f: &Fixture, rec: Vec<u8>) -> Ready {
+    let Decision::Run(mut a) = f.admit(rec) else {
+        panic!("not admitted")
+    };
+    a.ctx.allow_zero_copy(true);
+    match f.pipeline().prepare(a) {
+        Decision::Run((r, _)) => {
+            assert!(r.ctx.zero_copy());
+            r
+        }
+        d => panic!("not prepared: {d:?}"),
+    }
+}
+
+/// A reply that carries file data in a pipe: its record mark counts the
+/// data, the DRC does not keep it, and an error reply lets go of it.
+#[test]
+fn attached_data_is_counted_in_the_record_and_never_cached() {
+    let Some(pipe) = crate::zero_copy::Pipe::get() else {
+        return; // this kernel makes no 1 MiB pipe: READs copy
+    };
+    let f = Fixture::new();
+    let c = call(23, PROG, 1, 2, &[]);
+    let mut r = run_zero_copy(&f, c.clone());
+    let mut out = r.begin_reply();
+    out.put_u32(9);
+    // 100 bytes at the end of the results, then 2 bytes after them (the
+    // pipe itself is empty: the writer, not the pipeline, reads it).
+    r.ctx.attach(out.len(), 100, pipe);
+    let at = out.len();
+    out.put_u16(0);
+    assert_eq!(r.ctx.attached_len(), 100);
+    let done = f.pipeline().finish(&r, Ok(()), out);
+    let rep = done.reply.unwrap();
+    let att = done
+        .attached
+        .expect("the attachment travels with the reply");
+    assert_eq!((att.at, att.len), (at, 100));
+    let mark = u32::from_be_bytes(rep[..4].try_into().unwrap());
+    assert_eq!(mark, 0x8000_0000 | (rep.len() as u32 - 4 + 100));
+    assert!(
+        matches!(f.admit(c), Decision::Run(_)),
+        "a non-idempotent call with attached data is not cached"
+    );
+    drop(att);
+
+    // A procedure error: the attachment is dropped with the results.
+    let Some(pipe) = crate::zero_copy::Pipe::get() else {
+        return;
+    };
+    let mut r = run_zero_copy(&f, call(24, PROG, 1, 1, &[]));
+    let out = r.begin_reply();
+    r.ctx.attach(out.len(), 10, pipe);
+    let done = f.pipeline().finish(&r, Err(CallError::SystemErr), out);
+    assert!(done.attached.is_none());
+    assert_eq!(status(&done.reply.unwrap()).0, 24);
+}
+
+#[test]
+fn the_driver_decides_whether_data_may_be_attached() {
+    let f = Fixture::new();
+    let (r, _) = run(&f, call(25, PROG, 1, 1, &[]));
+    assert!(!r.ctx.zero_copy(), "the fixture's connection cannot splice");
+    let at = Arrival {
+        xprtsec: Default::default(),
+        tls_id: None,
+        zero_copy: true,
+        peer: "192.0.2.7:800".parse().unwrap(),
+        conn_id: 1,
+        client: &f.client,
+        now: Instant::now(),
+        back: None,
+    };
+    let Decision::Run(a) = f
+        .pipeline()
+        .admit(Bytes::from(call(26, PROG, 1, 1, &[])), at)
+    else {
+        panic!("not admitted")
+    };
+    assert!(a.ctx.zero_copy());
 }

@@ -649,6 +649,7 @@ impl Nfs4 {
                     && secinfo::wrong_sec(&c, op, args.clone().u32().ok())
                 {
                     out.truncate(at);
+                    ctx.detach_from(at);
                     put_error(out, op, Nfsstat4::NFS4ERR_WRONGSEC);
                 }
                 // RFC 8881 §2.10.6.4: a reply that outgrows the session's
@@ -657,8 +658,10 @@ impl Nfs4 {
                 // cache that outgrows ca_maxresponsesize_cached, with
                 // REP_TOO_BIG_TO_CACHE, and is cached like that (a retry
                 // must not run it again). Only the COMPOUND is measured.
+                // (READ data in a pipe counts: see rpc::zero_copy.)
                 let over = c.slot.as_ref().and_then(|s| {
-                    let (fore, len) = (&s.session().fore, out.len() - start);
+                    let fore = &s.session().fore;
+                    let len = out.len() - start + ctx.attached_len();
                     if len > fore.ca_maxresponsesize as usize {
                         Some(Nfsstat4::NFS4ERR_REP_TOO_BIG)
                     } else if c.cachethis && len > fore.ca_maxresponsesize_cached as usize {
@@ -669,6 +672,7 @@ impl Nfs4 {
                 });
                 if let Some(s) = over {
                     out.truncate(at);
+                    ctx.detach_from(at);
                     put_error(out, op, s);
                 }
             }

@@ -1009,6 +1009,29 @@ impl Backend for LocalFs {
         r
     }
 
+    fn splice_read(
+        &self,
+        cred: &Cred,
+        fid: &Fid,
+        offset: u64,
+        count: usize,
+        pipe: BorrowedFd<'_>,
+    ) -> Option<Result<(usize, bool), FsError>> {
+        Some(self.read_with(cred, fid, offset, count, |fd, n, want, at| {
+            // splice(2) has no RWF_NOWAIT: in no-wait mode it runs only on
+            // pages already cached (a kernel without cachestat(2): never).
+            if n == 0 && nowait::active() && !sys::cached(fd, at, want).unwrap_or(false) {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            match sys::splice_to_pipe(fd, at, pipe, want - n) {
+                // The pipe is full (data that starts inside a page needs
+                // one page more than it holds): a short read.
+                Err(e) if n > 0 && e.raw_os_error() == Some(libc::EAGAIN) => Ok(0),
+                r => r,
+            }
+        }))
+    }
+
     fn write(
         &self,
         cred: &Cred,

@@ -761,6 +761,72 @@ pub fn pread_append(
     Ok(n)
 }
 
+/// Moves up to `len` bytes of `fd` from `off` into `pipe` (its write end)
+/// without copying them: the pipe takes references to the cached pages.
+pub fn splice_to_pipe(
+    fd: BorrowedFd<'_>,
+    off: u64,
+    pipe: BorrowedFd<'_>,
+    len: usize,
+) -> io::Result<usize> {
+    let mut off = off as libc::loff_t;
+    // SAFETY: plain descriptors; `off` lives across the call.
+    cvt_long(unsafe {
+        libc::splice(
+            fd.as_raw_fd(),
+            &mut off,
+            pipe.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_NONBLOCK,
+        ) as libc::c_long
+    })
+    .map(|n| n as usize)
+}
+
+/// cachestat(2) (Linux 6.5; the same number on every architecture).
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Whether every page of `len` bytes of `fd` from `off` is in the page
+/// cache (cachestat(2); an error on kernels without it).
+pub fn cached(fd: BorrowedFd<'_>, off: u64, len: usize) -> io::Result<bool> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    if len == 0 {
+        return Ok(true);
+    }
+    let range = Range {
+        off,
+        len: len as u64,
+    };
+    let mut st = Stat::default();
+    // SAFETY: both structs are laid out as the kernel's and outlive the call.
+    cvt_long(unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_raw_fd(),
+            &range as *const Range,
+            &mut st as *mut Stat,
+            0u32,
+        )
+    })?;
+    let page = 4096u64;
+    let pages = (off + len as u64).div_ceil(page) - off / page;
+    Ok(st.nr_cache >= pages)
+}
+
 /// An all-zero `stat`: a placeholder, and for tests that make up
 /// attributes.
 pub fn zero_stat() -> libc::stat {

@@ -724,6 +724,60 @@ fn writes_clear_suid_as_the_caller_would() {
 }
 
 #[test]
+fn splice_read_moves_file_pages_into_a_pipe() {
+    use std::os::fd::AsFd;
+    let (_d, fs) = setup();
+    let r = fs.root();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+    let f = root_file(&fs, &r, b"f", 0o644, &data);
+    // Pipes of the default 16 pages (64 KiB).
+    let pipe = || std::io::pipe().unwrap();
+    let read_all = |mut rd: std::io::PipeReader, n: usize| {
+        let mut v = vec![0u8; n];
+        std::io::Read::read_exact(&mut rd, &mut v).unwrap();
+        v
+    };
+    // Aligned and whole: all of it, and eof at the end.
+    let (rd, wr) = pipe();
+    let (n, eof) = fs
+        .splice_read(&root(), &f, 4096, 8192, wr.as_fd())
+        .unwrap()
+        .unwrap();
+    assert_eq!((n, eof), (8192, false));
+    assert_eq!(read_all(rd, n), &data[4096..12288]);
+    let (rd, wr) = pipe();
+    let (n, eof) = fs
+        .splice_read(&root(), &f, 290_000, 1 << 20, wr.as_fd())
+        .unwrap()
+        .unwrap();
+    assert_eq!((n, eof), (10_000, true));
+    assert_eq!(read_all(rd, n), &data[290_000..]);
+    // From inside a page, more than the pipe's pages span: a short read
+    // of what fitted, not an error.
+    let (rd, wr) = pipe();
+    let (n, eof) = fs
+        .splice_read(&root(), &f, 100, 64 << 10, wr.as_fd())
+        .unwrap()
+        .unwrap();
+    assert!(!eof && n > 0 && n < 64 << 10, "{n}");
+    assert_eq!(read_all(rd, n), &data[100..100 + n]);
+    // Past the end, and refused.
+    let (_rd, wr) = pipe();
+    assert_eq!(
+        fs.splice_read(&root(), &f, 400_000, 10, wr.as_fd())
+            .unwrap(),
+        Ok((0, true))
+    );
+    if running_as_root() {
+        let s = root_file(&fs, &r, b"s", 0o600, b"x");
+        assert_eq!(
+            fs.splice_read(&user(), &s, 0, 4, wr.as_fd()).unwrap(),
+            Err(FsError::Acces)
+        );
+    }
+}
+
+#[test]
 fn read_append_fills_only_what_it_read() {
     let (_d, fs) = setup();
     let r = fs.root();
