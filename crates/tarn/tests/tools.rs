@@ -210,6 +210,46 @@ fn v40_cp_20_mib_there_and_back_with_equal_checksums() {
 
 /// A tree: nested directories, 200 files of assorted sizes and modes, and
 /// directory modes and mtimes of their own.
+/// `tarn cat` of a file of 64 MiB or more reads it over connections of
+/// its own (four, the one that looked it up aside), unless the URL says
+/// `nconnect=`: whole, over NFSv4.1 and NFSv3, and those connections are
+/// closed when it ends (the server's log shows each opened and closed).
+#[test]
+fn cat_reads_a_large_file_over_more_connections() {
+    let s = TestServer::start();
+    let mut data = vec![0u8; (64 << 20) + 12345];
+    rand::rngs::StdRng::seed_from_u64(64).fill_bytes(&mut data);
+    std::fs::write(s.export.join("big"), &data).unwrap();
+    let opened = || s.log_text().matches("connection opened").count();
+    let closed = || s.log_text().matches("connection closed").count();
+    // NFSv3: and one for MOUNT per set of connections.
+    for (u, conns) in [
+        (url(&s, "big"), 1 + 4),
+        (url3(&s, "big"), 2 + 5),
+        (url(&s, "big") + "&nconnect=2", 2),
+    ] {
+        let before = opened();
+        let out = tarn_output(&["cat", &u]);
+        assert!(
+            out.status.success(),
+            "tarn cat {u}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout == data,
+            "tarn cat {u}: {} bytes differ",
+            out.stdout.len()
+        );
+        let made = opened() - before;
+        assert_eq!(made, conns, "tarn cat {u}: connections opened");
+    }
+    let t0 = std::time::Instant::now();
+    while closed() < opened() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(closed(), opened(), "every connection closed");
+}
+
 fn make_tree(root: &Path) -> Vec<PathBuf> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(16);
     let dirs = ["", "a", "a/b", "a/b/c", "d", "d/e", "empty"];

@@ -11,7 +11,8 @@ use super::conn::{nfs_err, parse, resolve_parent, status_err, Client};
 use super::progress::Progress;
 use super::small;
 use super::transfer::{
-    depth, finish, nfs_create, pump, server_copy, t4, Plan, Reader, Writer, CHUNK, DEPTH,
+    bulk_remote, depth, finish, nfs_create, pump, server_copy, t4, Plan, Reader, Writer, CHUNK,
+    DEPTH,
 };
 use super::url::NfsUrl;
 use client::remote::{Attr, FileType, Kind as Status, Remote, SetAttr, SetTime, Time};
@@ -563,7 +564,6 @@ fn preallocate(f: &std::fs::File, size: u64) {
 
 /// `cat`: the file's bytes to standard output, read ahead as `cp` does.
 pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
-    use std::io::Write;
     let url = parse(arg)?;
     let r = c.remote(&url).await?;
     let (fh, a) = r
@@ -573,30 +573,62 @@ pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
     if a.is_dir() {
         return Err(status_err(&url, &r, Status::IsDir));
     }
-    let chunk = r.rsize();
     let size = a.size.unwrap_or(0);
+    // Over connections of its own when large (see BULK_BYTES). Not `cp`:
+    // into a local file the writes are what limits it (a 1 GiB download
+    // took as long or longer with four).
+    let bulk = bulk_remote(&r, &url, size).await.map(Arc::new);
+    let r = bulk.clone().unwrap_or(r);
+    let chunk = r.rsize();
     let reader = Reader::Nfs(r.clone(), fh);
     let src = Side::Nfs(r.clone(), url.clone());
-    let mut out = std::io::stdout().lock();
+    let r = cat_chunks(&reader, &src, &r, size, chunk).await;
+    if let Some(b) = bulk {
+        b.close_all().await;
+    }
+    r
+}
+
+/// Writes `size` bytes of `reader` to standard output.
+async fn cat_chunks(
+    reader: &Reader,
+    src: &Side,
+    r: &Remote,
+    size: u64,
+    chunk: u32,
+) -> Result<(), String> {
+    // Not Stdout: its LineWriter looks for newlines in every MiB of data
+    // and splits each write at the last one.
+    let out = std::io::stdout();
     let mut chunks = futures::stream::iter((0..size).step_by(chunk as usize))
         .map(|off| {
             let len = (size - off).min(chunk as u64) as u32;
             reader.read(off, len)
         })
-        .buffered(depth(&r).min(DEPTH));
+        .buffered(depth(r).min(DEPTH));
     while let Some(d) = chunks.next().await {
-        let d = d.map_err(|e| nfs_err(&src, e))?;
-        match out.write_all(&d) {
+        let d = d.map_err(|e| nfs_err(src, e))?;
+        match write_all_fd(&out, &d) {
             Ok(()) => {}
             // `| head`: the reader is gone, which is not our failure.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             Err(e) => return Err(format!("standard output: {e}")),
         }
     }
-    out.flush().or_else(|e| match e.kind() {
-        std::io::ErrorKind::BrokenPipe => Ok(()),
-        _ => Err(format!("standard output: {e}")),
-    })
+    Ok(())
+}
+
+/// write(2) to `fd` until all of `data` is written.
+fn write_all_fd(fd: &impl std::os::fd::AsFd, mut data: &[u8]) -> std::io::Result<()> {
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub enum Vers {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transport {
     pub nconnect: u8,
+    /// Whether the URL said `nconnect=` (else the tools may open more
+    /// connections to read a large file: see `transfer::bulk_remote`).
+    pub nconnect_set: bool,
     /// Deciseconds.
     pub timeo: u32,
     pub retrans: u32,
@@ -75,6 +78,7 @@ impl Default for Transport {
     fn default() -> Self {
         Transport {
             nconnect: 1,
+            nconnect_set: false,
             timeo: 600,
             retrans: 2,
             hard: true,
@@ -180,7 +184,10 @@ impl NfsUrl {
                         .map_err(|_| bad(&format!("{k}={v} is not a number")))?;
                     let t = &mut url.transport;
                     match k {
-                        "nconnect" if (1..=16).contains(&n) => t.nconnect = n as u8,
+                        "nconnect" if (1..=16).contains(&n) => {
+                            t.nconnect = n as u8;
+                            t.nconnect_set = true;
+                        }
                         "nconnect" => return Err(bad(&format!("nconnect={v}: 1 to 16"))),
                         // At most the 600 s a retry may wait.
                         "timeo" if (1..=6000).contains(&n) => t.timeo = n,
@@ -430,6 +437,7 @@ mod tests {
         let u = NfsUrl::parse("nfs://srv/x?nconnect=4&timeo=50&retrans=3&soft=1").unwrap();
         let want = Transport {
             nconnect: 4,
+            nconnect_set: true,
             timeo: 50,
             retrans: 3,
             hard: false,
