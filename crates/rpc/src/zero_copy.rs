@@ -233,7 +233,7 @@ mod tests {
     use std::io::{Read, Write};
 
     #[test]
-    fn a_pipe_carries_file_pages_to_a_socket_and_is_reused() {
+    fn a_pipe_carries_file_pages_to_a_socket() {
         let mut f = tempfile::tempfile().unwrap();
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         f.write_all(&data).unwrap();
@@ -273,7 +273,5 @@ mod tests {
         att.sent();
         drop(a);
         assert_eq!(reader.join().unwrap(), &data[1000..201_000]);
-        // The empty pipe went back to the pool.
-        assert!(!FREE.lock().unwrap().is_empty());
     }
 }

@@ -290,8 +290,9 @@ fn pipes_of(s: &TestServer) -> usize {
 
 /// READ data spliced from the page cache to the socket (`--splice-reads
 /// always`: by default only clients on other hosts get it) reaches libnfs
-/// over NFSv3 and NFSv4.0 and Tarn's client over NFSv4.1 and NFSv3 whole,
-/// from odd offsets and up to an odd end of file.
+/// over NFSv3 and Tarn's client over NFSv4.1 and NFSv3 whole, from odd
+/// offsets and up to an odd end of file (and libnfs's NFSv4.0, whose
+/// READs are copied: its replies may stay in the DRC).
 #[test]
 fn spliced_reads_arrive_whole() {
     let s = TestServer::start_with(&["--splice-reads", "always"]);

@@ -55,8 +55,10 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
     let count = a.count.min(MAX_IO) as usize;
     let offset = a.offset;
     let b: Arc<dyn Backend> = export.backend.clone();
-    // Not when the slot keeps the reply (sa_cachethis): it needs the bytes.
-    if !c.cachethis {
+    // Not when a cache keeps the reply: an NFSv4.1 slot with sa_cachethis,
+    // or NFSv4.0's DRC (a COMPOUND that also changed something must
+    // stay cached).
+    if !c.cachethis && c.minor > 0 {
         if let Some((pipe, len, eof)) =
             crate::zero_copy::read(&c.n.pool, c.ctx, &b, &cred, &fid, offset, count).await
         {
