@@ -624,7 +624,9 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
         client.note_tls_identity(&format!("{} (uid {})", id.subject, id.uid));
     }
     let timed = server.obs.timed();
-    debug!(%peer, conn_id, "connection opened");
+    // Whether its READ data may be spliced (see zero_copy).
+    let splice = W::SPLICE && server.cfg.splice_reads.for_peer(peer.ip());
+    debug!(%peer, conn_id, splice, "connection opened");
     let (tx, rx) = mpsc::channel::<Out>(server.cfg.max_in_flight.max(1) * 2);
     // Cancelled when the server stops, or by a call that had to be dropped
     // (RPCSEC_GSS): closing makes the client retransmit at once.
@@ -650,7 +652,6 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
         .with_backlog(backlog.clone()),
     );
     let back: Arc<dyn CallbackConn> = callbacks.clone();
-    let zero_copy = W::SPLICE && server.cfg.splice_reads.for_peer(peer.ip());
     let max_in_flight = server.cfg.max_in_flight.max(1);
     let permits = Arc::new(Semaphore::new(max_in_flight));
     // When the bytes in `buf` came off the socket: the arrival time the
@@ -706,7 +707,7 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
                         back: &back,
                         xprtsec,
                         tls_id: tls_id.as_ref(),
-                        zero_copy,
+                        zero_copy: splice,
                     };
                     if let Some(reply) = handle_record(&server, rec, &conn, read_at, timed, permit)
                     {
