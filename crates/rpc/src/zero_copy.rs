@@ -109,8 +109,6 @@ impl Pipe {
     pub fn put(self, empty: bool) {
         if empty {
             FREE.lock().unwrap().push(self);
-        } else {
-            LIVE.fetch_sub(1, Relaxed);
         }
     }
 
@@ -137,6 +135,12 @@ impl Pipe {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         Ok(v)
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Relaxed);
     }
 }
 
