@@ -14,9 +14,9 @@
 //!
 //! Pipes are reused (a pool) and bounded: each holds up to [`PIPE_BYTES`]
 //! of page references, and an unprivileged user's pipes count against
-//! `pipe-user-pages-soft` (64 MiB), past which the kernel hands out
-//! one-page pipes; at most [`MAX_PIPES`] exist, and a call that finds
-//! none free copies as before.
+//! `pipe-user-pages-soft` (64 MiB), past which the kernel refuses to
+//! enlarge them; at most [`MAX_PIPES`] exist, and a call that finds none
+//! free copies as before.
 
 use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -28,7 +28,7 @@ use std::sync::Mutex;
 pub enum SpliceReads {
     /// Peers on other hosts. Over loopback the receiver would copy from
     /// the page cache's pages, which costs it more than the two copies
-    /// save the server (a 1 GiB read from `tarn cat` took 30-50% longer).
+    /// save the server (a 1 GiB `tarn cat` took 6-45% longer).
     #[default]
     Auto,
     Always,
