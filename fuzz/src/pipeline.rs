@@ -85,6 +85,8 @@ pub fn run(data: &[u8]) {
                 back: None,
                 xprtsec: Default::default(),
                 tls_id: None,
+                // No writer here to splice READ data.
+                zero_copy: false,
             };
             let is_call = rec.len() >= 8 && rec[4..8] == [0, 0, 0, 0];
             let xid = (rec.len() >= 4).then(|| u32::from_be_bytes(rec[..4].try_into().unwrap()));
