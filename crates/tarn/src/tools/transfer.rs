@@ -45,9 +45,8 @@ pub const DEPTH: usize = 4;
 /// Files this large are read over [`BULK_NCONNECT`] connections when
 /// the URL does not say `nconnect=`: a single TCP connection carries
 /// about 3 GB/s over loopback on the development host whatever the
-/// depth (1 GiB `tarn cat`: 0.36-0.44 s with one, 0.30-0.39 s with four),
-/// and a server spreads one connection's replies over fewer of its
-/// cores. As rclone's `--multi-thread-streams` (4 above 256 MiB); small
+/// depth (1 GiB `tarn cat`: 0.36-0.44 s with one, 0.30-0.39 s with
+/// four). As rclone's `--multi-thread-streams` (4 above 256 MiB); small
 /// files keep the one connection the tool made.
 pub const BULK_BYTES: u64 = 64 << 20;
 pub const BULK_NCONNECT: u8 = 4;
