@@ -207,8 +207,9 @@ impl Out {
         self.len() == 0
     }
 
-    /// Its bytes (tests; a writer that cannot splice copies them out).
-    pub fn into_bytes(self) -> std::io::Result<bytes::Bytes> {
+    /// Its bytes, the attached ones copied out.
+    #[cfg(test)]
+    pub(crate) fn into_bytes(self) -> std::io::Result<bytes::Bytes> {
         match self {
             Out::Bytes(b) => Ok(b),
             Out::Spliced(s) => {

@@ -2,6 +2,7 @@
 //! `rpc::zero_copy`): NFSv3 READ and NFSv4 READ share it.
 
 use crate::pool::Pool;
+use bytes::BytesMut;
 use rpc::zero_copy::{Pipe, MIN_BYTES};
 use rpc::CallContext;
 use std::sync::Arc;
@@ -51,4 +52,15 @@ pub async fn read(
             None
         }
     }
+}
+
+/// The data's place in the reply being built in `out`: the pipe's `len`
+/// bytes go here, then XDR's padding.
+pub fn place(ctx: &CallContext, out: &mut BytesMut, pipe: Pipe, len: usize) {
+    if len > 0 {
+        ctx.attach(out.len(), len, pipe);
+    } else {
+        pipe.put(true);
+    }
+    xdr::pack_padding(len, out);
 }

@@ -505,9 +505,6 @@ impl<S: Service> Pipeline<'_, S> {
     pub fn finish(&self, r: &Ready, result: Result<(), CallError>, mut out: BytesMut) -> Finished {
         let (ctx, xid, head_len) = (&r.ctx, r.ctx.xid, r.head_len);
         let gss = &r.sealer;
-        // Attached only where nothing protects or caches the results
-        // (see `prepare` and `CallContext::attach`); an error reply drops it.
-        let mut attached = ctx.take_attachment().filter(|_| result.is_ok());
         // What the DRC keeps of a GSS call: its results, unprotected.
         let gss_results = match (gss, &result, r.drc_key) {
             (Some(_), Ok(()), Some(_)) => Some(Bytes::copy_from_slice(&out[head_len..])),
@@ -524,6 +521,9 @@ impl<S: Service> Pipeline<'_, S> {
             }
             (_, r) => r,
         };
+        // Attached only where nothing protects or caches the results
+        // (see `prepare` and `CallContext::attach`); an error reply drops it.
+        let attached = ctx.take_attachment().filter(|_| result.is_ok());
         let status = match result {
             Ok(()) => ctx.status(),
             Err(CallError::ProcUnavail) => observe::RPC_PROC_UNAVAIL,
@@ -563,9 +563,6 @@ impl<S: Service> Pipeline<'_, S> {
                 Some(b) => self.drc.complete(ctx.peer.ip(), key, b),
                 None => self.drc.abandon(ctx.peer.ip(), key),
             }
-        }
-        if reply.is_none() {
-            attached = None;
         }
         Finished {
             reply,

@@ -36,12 +36,7 @@ pub async fn read(n: &Nfs3, ctx: &CallContext, args: Read3args, out: &mut BytesM
         out.put_u32(len as u32);
         eof.pack(out);
         out.put_u32(len as u32);
-        if len > 0 {
-            ctx.attach(out.len(), len, pipe);
-        } else {
-            pipe.put(true);
-        }
-        xdr::pack_padding(len, out);
+        crate::zero_copy::place(ctx, out, pipe, len);
         return;
     }
     // Data in the page cache is read inline; the rest on the blocking pool.

@@ -66,12 +66,7 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
             out.put_u32(0);
             out.put_u32(eof as u32);
             out.put_u32(len as u32);
-            if len > 0 {
-                c.ctx.attach(out.len(), len, pipe);
-            } else {
-                pipe.put(true);
-            }
-            xdr::pack_padding(len, out);
+            crate::zero_copy::place(c.ctx, out, pipe, len);
             return;
         }
     }
