@@ -304,30 +304,18 @@ fn spliced_reads_arrive_whole() {
     let p = s.port();
     let v4 = format!("nfs://127.0.0.1//odd.bin?version=4&nfsport={p}&uid=1000&gid=1000");
     for url in [s.url("/odd.bin"), v4] {
-        let out = libnfs("nfs-cat", &[&url]);
-        assert!(
-            out.status.success(),
-            "nfs-cat {url}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.stdout == data,
-            "nfs-cat {url}: {} bytes differ",
-            out.stdout.len()
+        assert_printed(
+            &format!("nfs-cat {url}"),
+            &libnfs("nfs-cat", &[&url]),
+            &data,
         );
     }
     for vers in ["4.1", "3"] {
         let url = format!("nfs://127.0.0.1:{p}/odd.bin?vers={vers}&uid=1000&gid=1000");
-        let out = tarn_output(&["cat", &url]);
-        assert!(
-            out.status.success(),
-            "tarn cat {url}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.stdout == data,
-            "tarn cat {url}: {} bytes differ",
-            out.stdout.len()
+        assert_printed(
+            &format!("tarn cat {url}"),
+            &tarn_output(&["cat", &url]),
+            &data,
         );
     }
     // A READ of 200000 bytes from inside a page, by hand.

@@ -229,17 +229,7 @@ fn cat_reads_a_large_file_over_more_connections() {
         (url(&s, "big") + "&nconnect=2", 2),
     ] {
         let before = opened();
-        let out = tarn_output(&["cat", &u]);
-        assert!(
-            out.status.success(),
-            "tarn cat {u}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.stdout == data,
-            "tarn cat {u}: {} bytes differ",
-            out.stdout.len()
-        );
+        assert_printed(&format!("tarn cat {u}"), &tarn_output(&["cat", &u]), &data);
         let made = opened() - before;
         assert_eq!(made, conns, "tarn cat {u}: connections opened");
     }

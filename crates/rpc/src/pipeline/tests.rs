@@ -76,10 +76,15 @@ impl Fixture {
     }
 
     fn admit(&self, rec: Vec<u8>) -> Decision<Box<Admitted>> {
+        self.admit_on(rec, false)
+    }
+
+    /// `zero_copy`: the connection's writer can splice.
+    fn admit_on(&self, rec: Vec<u8>, zero_copy: bool) -> Decision<Box<Admitted>> {
         let at = Arrival {
             xprtsec: Default::default(),
             tls_id: None,
-            zero_copy: false,
+            zero_copy,
             peer: "192.0.2.7:800".parse().unwrap(),
             conn_id: 1,
             client: &self.client,
@@ -465,10 +470,9 @@ fn pipeline_sources_do_no_io() {
 
 /// Admits and prepares a call on a connection that can splice.
 fn run_zero_copy(f: &Fixture, rec: Vec<u8>) -> Ready {
-    let Decision::Run(mut a) = f.admit(rec) else {
+    let Decision::Run(a) = f.admit_on(rec, true) else {
         panic!("not admitted")
     };
-    a.ctx.allow_zero_copy(true);
     match f.pipeline().prepare(a) {
         Decision::Run((r, _)) => {
             assert!(r.ctx.zero_copy());
@@ -527,20 +531,7 @@ fn the_driver_decides_whether_data_may_be_attached() {
     let f = Fixture::new();
     let (r, _) = run(&f, call(25, PROG, 1, 1, &[]));
     assert!(!r.ctx.zero_copy(), "the fixture's connection cannot splice");
-    let at = Arrival {
-        xprtsec: Default::default(),
-        tls_id: None,
-        zero_copy: true,
-        peer: "192.0.2.7:800".parse().unwrap(),
-        conn_id: 1,
-        client: &f.client,
-        now: Instant::now(),
-        back: None,
-    };
-    let Decision::Run(a) = f
-        .pipeline()
-        .admit(Bytes::from(call(26, PROG, 1, 1, &[])), at)
-    else {
+    let Decision::Run(a) = f.admit_on(call(26, PROG, 1, 1, &[]), true) else {
         panic!("not admitted")
     };
     assert!(a.ctx.zero_copy());

@@ -437,6 +437,20 @@ pub fn tarn_output(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Asserts that a tool run succeeded and printed exactly `want`.
+pub fn assert_printed(what: &str, out: &std::process::Output, want: &[u8]) {
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout == want,
+        "{what}: {} bytes differ",
+        out.stdout.len()
+    );
+}
+
 /// Runs the tarn binary with `args` and returns its stdout (panics on failure).
 pub fn tarn(args: &[&str]) -> String {
     let out = tarn_output(args);

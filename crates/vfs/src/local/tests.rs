@@ -732,35 +732,29 @@ fn splice_read_moves_file_pages_into_a_pipe() {
     let f = root_file(&fs, &r, b"f", 0o644, &data);
     // Pipes of the default 16 pages (64 KiB).
     let pipe = || std::io::pipe().unwrap();
-    let read_all = |mut rd: std::io::PipeReader, n: usize| {
+    // (bytes spliced, eof, what the pipe then holds)
+    let splice = |off: u64, count: usize| {
+        let (mut rd, wr) = pipe();
+        let (n, eof) = fs
+            .splice_read(&root(), &f, off, count, wr.as_fd())
+            .unwrap()
+            .unwrap();
         let mut v = vec![0u8; n];
         std::io::Read::read_exact(&mut rd, &mut v).unwrap();
-        v
+        (n, eof, v)
     };
     // Aligned and whole: all of it, and eof at the end.
-    let (rd, wr) = pipe();
-    let (n, eof) = fs
-        .splice_read(&root(), &f, 4096, 8192, wr.as_fd())
-        .unwrap()
-        .unwrap();
+    let (n, eof, got) = splice(4096, 8192);
     assert_eq!((n, eof), (8192, false));
-    assert_eq!(read_all(rd, n), &data[4096..12288]);
-    let (rd, wr) = pipe();
-    let (n, eof) = fs
-        .splice_read(&root(), &f, 290_000, 1 << 20, wr.as_fd())
-        .unwrap()
-        .unwrap();
+    assert_eq!(got, &data[4096..12288]);
+    let (n, eof, got) = splice(290_000, 1 << 20);
     assert_eq!((n, eof), (10_000, true));
-    assert_eq!(read_all(rd, n), &data[290_000..]);
+    assert_eq!(got, &data[290_000..]);
     // From inside a page, more than the pipe's pages span: a short read
     // of what fitted, not an error.
-    let (rd, wr) = pipe();
-    let (n, eof) = fs
-        .splice_read(&root(), &f, 100, 64 << 10, wr.as_fd())
-        .unwrap()
-        .unwrap();
+    let (n, eof, got) = splice(100, 64 << 10);
     assert!(!eof && n > 0 && n < 64 << 10, "{n}");
-    assert_eq!(read_all(rd, n), &data[100..100 + n]);
+    assert_eq!(got, &data[100..100 + n]);
     // Past the end, and refused.
     let (_rd, wr) = pipe();
     assert_eq!(
