@@ -20,8 +20,8 @@
 # Environment: TARN_BIN (default target/release/tarn, built if missing),
 # TARN_VERS (the tools' NFS version, default 4.1), TARN_NCONNECT=N (passed as
 # nconnect=N), VERBOSE=1 (print each timed step), SIZE_MIB, FILES, DIRS,
-# REPS (large-file repetitions, median shown; default 4, an even number
-# so that each tool goes first as often), LIBNFS_VERS
+# REPS (large-file repetitions, median shown; default 6, so that each
+# tool runs first, in the middle and last as often), LIBNFS_VERS
 # (default "3 4"), DELAY_MS=D: both tools reach Tarn through
 # tarn-delay-proxy (built beside TARN_BIN if missing), which adds D ms
 # (fractions allowed) each way, round trip +2D, without limiting bandwidth:
@@ -68,7 +68,7 @@ fi
 if [ $QUICK = 1 ]; then
   SIZE_MIB=${SIZE_MIB:-64} FILES=${FILES:-300} DIRS=${DIRS:-10} REPS=${REPS:-1}
 else
-  SIZE_MIB=${SIZE_MIB:-1024} FILES=${FILES:-10000} DIRS=${DIRS:-100} REPS=${REPS:-4}
+  SIZE_MIB=${SIZE_MIB:-1024} FILES=${FILES:-10000} DIRS=${DIRS:-100} REPS=${REPS:-6}
 fi
 LIBNFS_VERS=${LIBNFS_VERS:-3 4}
 TARN_VERS=${TARN_VERS:-4.1}
@@ -214,29 +214,38 @@ for v in $LIBNFS_VERS; do
   writes "$v" || [[ " $LIBNFS_VERS " == *" 3 "* ]] || { echo "bench-client: LIBNFS_VERS=$LIBNFS_VERS: NFSv4 reads need 3 there too" >&2; exit 2; }
 done
 
+turn() { # R TOOL...: the tools turned left by R-1 places
+  local r=$1; shift
+  local n=$# k; k=$(( (r - 1) % n ))
+  local a=("$@")
+  echo "${a[@]:k}" "${a[@]:0:k}"
+}
 large() { # server
   local s=$1 r PRIME_MIB=$SIZE_MIB
   local -A R=()  # workload_tool -> seconds of each repetition
   mkdir -p "${DISK[$s]}"; chmod 0777 "${DISK[$s]}"
   for r in $(seq "$REPS"); do
-    # Who goes first alternates between repetitions: on this VM the first
-    # to fill fresh pages after a pause can pay the host's page faults
-    # (priming below does not always catch them), so a fixed order would
-    # charge them to the same tool every time.
-    local tools="t $LIBNFS_VERS" t
-    [ $((r % 2)) = 1 ] || tools="$(echo $LIBNFS_VERS | tr ' ' '\n' | tac | tr '\n' ' ')t"
+    # The order of the tools turns by one place each repetition: on this
+    # VM whoever runs first in a step pays extra (first-touch memory, by
+    # the host, of pages freed before; up to 3 s of a 1 GiB download, 0.4 s
+    # of a cat; priming below does not catch it all), so each tool must be
+    # first, in the middle and last as often (REPS a multiple of the
+    # number of tools; alternating two orders had left NFSv3 always in the
+    # middle).
+    local ups=(t) alls=(t) t
+    for t in $LIBNFS_VERS; do writes "$t" && ups+=("$t"); alls+=("$t"); done
     # local -> NFS: fresh files on the server
-    for t in $tools; do
+    for t in $(turn "$r" "${ups[@]}"); do
       if [ "$t" = t ]; then
         timed "$BIN" cp -q "$SRC" "${T_BASE[$s]}/big.t$r$TQ"; R[up_t]+=" $T"
         same "$SRC" "${DISK[$s]}/big.t$r"
-      elif writes "$t"; then
+      else
         timed to_null nfs-cp "$SRC" "${L_BASE[$s]}/big.l$t.$r$(lq "$s" "$t")"; R[up_$t]+=" $T"
         same "$SRC" "${DISK[$s]}/big.l$t.$r"
       fi
     done
     # NFS -> local: each tool reads the file it wrote, into a fresh file
-    for t in $tools; do
+    for t in $(turn "$r" "${alls[@]}"); do
       if [ "$t" = t ]; then
         timed "$BIN" cp -q "${T_BASE[$s]}/big.t$r$TQ" "$DOWN"; R[down_t]+=" $T"
       else
@@ -245,7 +254,7 @@ large() { # server
       same "$SRC" "$DOWN"; rm -f "$DOWN"
     done
     # NFS -> stdout (/dev/null)
-    for t in $tools; do
+    for t in $(turn "$r" "${alls[@]}"); do
       if [ "$t" = t ]; then
         timed to_null "$BIN" cat "${T_BASE[$s]}/big.t$r$TQ"; R[cat_t]+=" $T"
       else
