@@ -207,6 +207,10 @@ pub struct ServerCounters {
     pub recall_any_sent: AtomicU64,
     /// Log lines suppressed by the per-client rate limit.
     pub log_suppressed: AtomicU64,
+    /// READ replies sent with their data spliced from the page cache, and
+    /// those bytes.
+    pub read_spliced_replies: AtomicU64,
+    pub read_spliced_bytes: AtomicU64,
 }
 
 /// Usage of one export's filesystem (statvfs through the backend).
@@ -578,6 +582,10 @@ impl Observer for Metrics {
                 0
             }
             Event::LimitReached(l) => s.limit_reached[l.index()].fetch_add(1, Relaxed),
+            Event::ReadSpliced(bytes) => {
+                s.read_spliced_bytes.fetch_add(bytes, Relaxed);
+                s.read_spliced_replies.fetch_add(1, Relaxed)
+            }
         };
     }
 

@@ -390,6 +390,24 @@ impl Collector for SnapCollector {
         )?;
         counter(
             &mut enc,
+            "tarn_read_spliced_replies",
+            "READ replies whose data went from the page cache to the socket by splice(2), not copied (--splice-reads)",
+            one(v.read_spliced_replies),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_read_spliced_bytes",
+            "File data sent by splice(2) in READ replies",
+            one(v.read_spliced_bytes),
+        )?;
+        counter(
+            &mut enc,
+            "tarn_read_splice_no_pipe",
+            "READs that could have spliced but copied: all pipes in use, or the kernel refused a 1 MiB pipe",
+            one(v.read_splice_no_pipe),
+        )?;
+        counter(
+            &mut enc,
             "tarn_slot_replays",
             "NFSv4.1 retransmissions answered from their slot's reply cache",
             one(v.slot_replays),

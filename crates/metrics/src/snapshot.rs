@@ -157,6 +157,14 @@ pub struct ServerSnap {
     pub tls_failures: Vec<(String, u64)>,
     #[serde(default)]
     pub reading_paused: u64,
+    /// READ replies whose data was spliced, those bytes, and READs that
+    /// copied for want of a pipe (`rpc::zero_copy`).
+    #[serde(default)]
+    pub read_spliced_replies: u64,
+    #[serde(default)]
+    pub read_spliced_bytes: u64,
+    #[serde(default)]
+    pub read_splice_no_pipe: u64,
     #[serde(default)]
     pub nfs4_courteous_clients: i64,
     #[serde(default)]
@@ -362,6 +370,9 @@ impl Metrics {
                 .filter(|(_, n)| *n > 0)
                 .collect(),
             reading_paused: s.reading_paused.load(Relaxed),
+            read_spliced_replies: s.read_spliced_replies.load(Relaxed),
+            read_spliced_bytes: s.read_spliced_bytes.load(Relaxed),
+            read_splice_no_pipe: rpc::zero_copy::no_pipe_total(),
             nfs4_courteous_clients: s.nfs4_courteous_clients.load(Relaxed),
             nfs4_callback_paths_up: s.nfs4_callback_paths_up.load(Relaxed),
             nfs4_callback_paths_down: s.nfs4_callback_paths_down.load(Relaxed),

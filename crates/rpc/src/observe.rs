@@ -58,6 +58,9 @@ pub enum Event {
     ReadingPaused,
     /// A configured bound was reached (a refusal, an eviction or a wait).
     LimitReached(Limit),
+    /// A READ reply sent with this many bytes of file data spliced from
+    /// the page cache (`rpc::zero_copy`).
+    ReadSpliced(u64),
 }
 
 /// The server's configurable resource bounds, each with a metric of its

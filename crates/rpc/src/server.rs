@@ -797,6 +797,8 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
 trait Watch: Send + Sync {
     fn send_timeout(&self) -> Duration;
     fn closed_unread(&self);
+    /// A reply goes out with `bytes` of data spliced from a pipe.
+    fn spliced(&self, bytes: usize);
 }
 
 impl<S: Service> Watch for Server<S> {
@@ -806,6 +808,11 @@ impl<S: Service> Watch for Server<S> {
 
     fn closed_unread(&self) {
         self.obs.count(crate::observe::Event::ClosedUnread);
+    }
+
+    fn spliced(&self, bytes: usize) {
+        self.obs
+            .count(crate::observe::Event::ReadSpliced(bytes as u64));
     }
 }
 
@@ -844,6 +851,9 @@ async fn write_replies<W: ReplyWrite>(
                     // What is batched goes first, then this reply up to its
                     // data, the data, and the rest of it with what follows.
                     let (reply, att) = *s;
+                    // Counted before it goes: a client that has the data
+                    // may look at the metrics before this task runs again.
+                    watch.spliced(att.len);
                     batch.push(reply.slice(..att.at));
                     if let Err(e) = wr.send_spliced(&mut batch, &att, stall).await {
                         return failed(e, bytes);
@@ -1145,12 +1155,18 @@ mod tests {
         assert_eq!(w.0, want);
     }
 
-    struct Quiet;
+    /// Counts the bytes spliced.
+    #[derive(Default)]
+    struct Quiet(std::sync::atomic::AtomicUsize);
     impl Watch for Quiet {
         fn send_timeout(&self) -> Duration {
             Duration::from_secs(10)
         }
         fn closed_unread(&self) {}
+        fn spliced(&self, bytes: usize) {
+            self.0
+                .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// File data in pipes goes out in its replies' places, between other
@@ -1181,15 +1197,16 @@ mod tests {
         let (_rd, wr) = TcpStream::connect(addr).await.unwrap().into_split();
         let (tx, rx) = mpsc::channel(8);
         let backlog = Arc::new(Backlog::default());
+        let watch = Arc::new(Quiet::default());
         let writer = tokio::spawn(write_replies(
             wr,
             rx,
             addr,
             backlog.clone(),
             CancellationToken::new(),
-            Arc::new(Quiet),
+            watch.clone(),
         ));
-        let mut want = Vec::new();
+        let (mut want, mut attached) = (Vec::new(), 0);
         let mut off: i64 = 0;
         for i in 0..6u8 {
             // Small replies, then one whose data (not page-aligned) sits
@@ -1212,6 +1229,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(n, len);
+            attached += len;
             let head = vec![0xA0 | i; 11];
             let tail = if i % 2 == 0 {
                 vec![0xB0 | i; 3]
@@ -1229,5 +1247,6 @@ mod tests {
         writer.await.unwrap();
         assert_eq!(reader.await.unwrap(), want);
         assert!(backlog.empty());
+        assert_eq!(watch.0.load(std::sync::atomic::Ordering::Relaxed), attached);
     }
 }

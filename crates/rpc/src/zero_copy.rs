@@ -20,7 +20,7 @@
 
 use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Which connections READ data is spliced on (plain TCP, see above).
@@ -56,6 +56,14 @@ static FREE: Mutex<Vec<Pipe>> = Mutex::new(Vec::new());
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Set when the kernel refuses a pipe of PIPE_BYTES: every READ copies.
 static REFUSED: AtomicBool = AtomicBool::new(false);
+/// READs that could have spliced but found no pipe (all in use, or
+/// refused): `tarn_read_splice_no_pipe_total`.
+static NO_PIPE: AtomicU64 = AtomicU64::new(0);
+
+/// How many READs copied their data for want of a pipe (this process).
+pub fn no_pipe_total() -> u64 {
+    NO_PIPE.load(Relaxed)
+}
 
 /// A pipe whose read end holds data spliced from a file (or nothing).
 #[derive(Debug)]
@@ -72,16 +80,19 @@ impl Pipe {
             return Some(p);
         }
         if REFUSED.load(Relaxed) {
+            NO_PIPE.fetch_add(1, Relaxed);
             return None;
         }
         if LIVE.fetch_add(1, Relaxed) >= MAX_PIPES {
             LIVE.fetch_sub(1, Relaxed);
+            NO_PIPE.fetch_add(1, Relaxed);
             return None;
         }
         match Self::make() {
             Ok(p) => Some(p),
             Err(e) => {
                 LIVE.fetch_sub(1, Relaxed);
+                NO_PIPE.fetch_add(1, Relaxed);
                 if !REFUSED.swap(true, Relaxed) {
                     tracing::warn!(error = %e, bytes = PIPE_BYTES, "no pipe of this size (fs.pipe-max-size, pipe-user-pages-soft): READ data is copied, not spliced");
                 }

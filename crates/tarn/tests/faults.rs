@@ -170,15 +170,6 @@ fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
     );
 }
 
-/// The Prometheus text of the metrics endpoint.
-fn metrics_text(addr: &str) -> String {
-    let mut c = TcpStream::connect(addr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    r
-}
-
 #[test]
 fn connections_dropped_mid_record_and_mid_reply_hurt_no_one() {
     let s = TestServer::start();

@@ -292,10 +292,12 @@ fn pipes_of(s: &TestServer) -> usize {
 /// always`: by default only clients on other hosts get it) reaches libnfs
 /// over NFSv3 and Tarn's client over NFSv4.1 and NFSv3 whole, from odd
 /// offsets and up to an odd end of file (and libnfs's NFSv4.0, whose
-/// READs are copied: its replies may stay in the DRC).
+/// READs are copied: its replies may stay in the DRC). The metrics count
+/// the spliced replies and bytes.
 #[test]
 fn spliced_reads_arrive_whole() {
-    let s = TestServer::start_with(&["--splice-reads", "always"]);
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let s = TestServer::start_with(&["--splice-reads", "always", "--metrics", &maddr]);
     let data: Vec<u8> = (0..(5 << 20) + 4093u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -345,4 +347,14 @@ fn spliced_reads_arrive_whole() {
         pipes_of(&s) >= before + 2,
         "the server made no pipe: the data was copied, not spliced"
     );
+    // Three whole reads of the file spliced (libnfs's v3, Tarn's v4.1 and
+    // v3) but for their small tails, and the READ by hand.
+    let m = metrics_text(&maddr);
+    let spliced = metric_value(&m, "tarn_read_spliced_bytes_total").unwrap();
+    let replies = metric_value(&m, "tarn_read_spliced_replies_total").unwrap();
+    assert!(
+        spliced >= (3 * (5 << 20) + 200_000) as f64 && replies >= 16.0,
+        "spliced {spliced} bytes in {replies} replies:\n{m}"
+    );
+    assert!(metric_value(&m, "tarn_read_splice_no_pipe_total").is_some());
 }

@@ -332,6 +332,23 @@ pub fn call_record(
     b.to_vec()
 }
 
+/// The Prometheus text of a `--metrics` endpoint.
+pub fn metrics_text(addr: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r
+}
+
+/// One sample's value in Prometheus text (a line starting with `name`,
+/// labels included); None if absent.
+pub fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 pub fn sha256_file(p: &Path) -> String {
     let out = Command::new("sha256sum").arg(p).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
