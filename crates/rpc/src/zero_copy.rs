@@ -79,20 +79,26 @@ impl Pipe {
         if let Some(p) = FREE.lock().unwrap().pop() {
             return Some(p);
         }
-        if REFUSED.load(Relaxed) {
+        let p = Self::fresh();
+        if p.is_none() {
             NO_PIPE.fetch_add(1, Relaxed);
+        }
+        p
+    }
+
+    /// A new pipe, within [`MAX_PIPES`] and while the kernel makes them.
+    fn fresh() -> Option<Pipe> {
+        if REFUSED.load(Relaxed) {
             return None;
         }
         if LIVE.fetch_add(1, Relaxed) >= MAX_PIPES {
             LIVE.fetch_sub(1, Relaxed);
-            NO_PIPE.fetch_add(1, Relaxed);
             return None;
         }
         match Self::make() {
             Ok(p) => Some(p),
             Err(e) => {
                 LIVE.fetch_sub(1, Relaxed);
-                NO_PIPE.fetch_add(1, Relaxed);
                 if !REFUSED.swap(true, Relaxed) {
                     tracing::warn!(error = %e, bytes = PIPE_BYTES, "no pipe of this size (fs.pipe-max-size, pipe-user-pages-soft): READ data is copied, not spliced");
                 }
