@@ -15,8 +15,7 @@ mod common;
 
 use common::fuse::*;
 use common::*;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -315,7 +314,7 @@ fn workload_over_krb5p() {
     let m = Mounted::new(&url, "");
     run_workload(&m.dir, &export, || Mounted::new(&url, ""), false, false);
     drop(m);
-    let contexts = metric_sum(&maddr, "tarn_gss_contexts_created_total");
+    let contexts = scraped_sum(&maddr, "tarn_gss_contexts_created_total");
     assert!(contexts >= 1.0, "the server made {contexts} GSS contexts");
     let out = tarn_output(&["ls", &format!("nfs://localhost:{}/?sec=sys", s.port())]);
     assert!(!out.status.success(), "the export took sec=sys");
@@ -324,18 +323,8 @@ fn workload_over_krb5p() {
 /// The sum of a metric's samples (all labels), read line by line
 /// (prometheus-parse takes a counter named `..._created` for OpenMetrics'
 /// creation-time sample and drops it).
-fn metric_sum(maddr: &str, name: &str) -> f64 {
-    let mut c = TcpStream::connect(maddr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    r.lines()
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+fn scraped_sum(maddr: &str, name: &str) -> f64 {
+    metric_sum(&metrics_text(maddr), name).unwrap_or(0.0)
 }
 
 /// GETATTR calls the server counted (NFSv3 procedure and NFSv4 operation).
@@ -345,10 +334,7 @@ fn getattrs(maddr: &str) -> f64 {
 
 /// The sum of the server's samples of `name` whose label `key` is `value`.
 fn metric(maddr: &str, name: &str, key: &str, value: &str) -> f64 {
-    let mut c = TcpStream::connect(maddr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
+    let r = metrics_text(maddr);
     let body = r.split_once("\r\n\r\n").unwrap().1;
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
     scrape

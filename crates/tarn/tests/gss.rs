@@ -37,12 +37,8 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 /// One Prometheus sample's value (`name{labels}` prefix match), 0 if absent.
 fn metric(addr: &str, prefix: &str) -> f64 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body.lines()
+    metrics_text(addr)
+        .lines()
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())

@@ -33,10 +33,7 @@ fn refused(c: &mut TcpStream) -> bool {
 }
 
 fn metric(addr: &str, name: &str, limit: &str) -> f64 {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
+    let body = metrics_text(addr);
     let want = format!("{name}{{limit=\"{limit}\"}} ");
     body.lines()
         .find_map(|l| l.strip_prefix(&want))

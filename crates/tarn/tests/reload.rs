@@ -116,17 +116,8 @@ fn wait_for_log(log: &Path, what: &str, after: usize) -> String {
 
 /// Scrapes /metrics; looks up a sample by name (summing its label sets).
 fn metrics(addr: &str) -> impl Fn(&str) -> f64 {
-    use std::io::{Read, Write};
-    let mut c = TcpStream::connect(addr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    move |name: &str| {
-        r.lines()
-            .filter(|l| l.split([' ', '{']).next() == Some(name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    }
+    let r = metrics_text(addr);
+    move |name: &str| metric_sum(&r, name).unwrap_or(0.0)
 }
 
 fn hangup(pid: u32) {

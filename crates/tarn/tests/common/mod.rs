@@ -341,12 +341,13 @@ pub fn metrics_text(addr: &str) -> String {
     r
 }
 
-/// One sample's value in Prometheus text (a line starting with `name`,
-/// labels included); None if absent.
-pub fn metric_value(text: &str, name: &str) -> Option<f64> {
+/// The sum of the samples of `name` (over its label sets) in Prometheus
+/// text; None if it has none.
+pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
     text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .filter(|l| l.split([' ', '{']).next() == Some(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .reduce(|a, b| a + b)
 }
 
 pub fn sha256_file(p: &Path) -> String {
