@@ -13,6 +13,12 @@
 //!   starting at or past it fails with `DQuot`, as write(2) does.
 //!
 //! Everything else passes straight through.
+//!
+//! [`Faulty::sharing_delegations`] also plays a file system other servers
+//! change (as CephFS is), for tests of the server's backed delegations:
+//! every file can be delegated; one named `contested-*` is wanted
+//! elsewhere the moment it is, so its recall comes while the server is
+//! still granting; [`Faulty::want_elsewhere`] recalls one later.
 
 use crate::*;
 use std::collections::HashMap;
@@ -26,11 +32,22 @@ enum Fault {
     Eio,
     LostOnce,
     Quota,
+    Contested,
+}
+
+type RecallHook = Box<dyn Fn(&Fid) + Send + Sync>;
+
+/// The file system's delegations, when it plays a shared one.
+#[derive(Default)]
+struct Shared {
+    delegated: Mutex<std::collections::HashSet<Fid>>,
+    recall: std::sync::OnceLock<RecallHook>,
 }
 
 pub struct Faulty {
     inner: Arc<dyn Backend>,
     marked: Mutex<HashMap<Fid, Fault>>,
+    shared: Option<Shared>,
 }
 
 impl Faulty {
@@ -38,7 +55,39 @@ impl Faulty {
         Faulty {
             inner,
             marked: Mutex::new(HashMap::new()),
+            shared: None,
         }
+    }
+
+    /// [`Faulty::new`] over a file system that shares delegations (see
+    /// the module's text).
+    pub fn sharing_delegations(inner: Arc<dyn Backend>) -> Self {
+        Faulty {
+            shared: Some(Shared::default()),
+            ..Faulty::new(inner)
+        }
+    }
+
+    /// Another client of the file system opens `fid` in a way that
+    /// conflicts: its delegation, if given, is recalled. True if one was.
+    pub fn want_elsewhere(&self, fid: &Fid) -> bool {
+        let Some(sh) = &self.shared else {
+            return false;
+        };
+        if !sh.delegated.lock().unwrap().contains(fid) {
+            return false;
+        }
+        if let Some(h) = sh.recall.get() {
+            h(fid);
+        }
+        true
+    }
+
+    /// Whether the file system's delegation on `fid` is held.
+    pub fn delegated(&self, fid: &Fid) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|sh| sh.delegated.lock().unwrap().contains(fid))
     }
 
     fn note(&self, name: &[u8], fid: &Fid) {
@@ -48,6 +97,8 @@ impl Faulty {
             Fault::LostOnce
         } else if name.starts_with(b"edquot-") {
             Fault::Quota
+        } else if name.starts_with(b"contested-") {
+            Fault::Contested
         } else {
             return;
         };
@@ -106,7 +157,9 @@ impl Backend for Faulty {
         stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
         match self.fault(fid) {
-            None | Some(Fault::LostOnce) => self.inner.write(cred, fid, offset, data, stable),
+            None | Some(Fault::LostOnce | Fault::Contested) => {
+                self.inner.write(cred, fid, offset, data, stable)
+            }
             Some(Fault::Eio) => {
                 self.inner
                     .write(cred, fid, offset, data, Stable::Unstable)?;
@@ -226,16 +279,31 @@ impl Backend for Faulty {
         self.inner.on_local_change(hook)
     }
     fn shares_delegations(&self) -> bool {
-        self.inner.shares_delegations()
+        self.shared.is_some() || self.inner.shares_delegations()
     }
     fn delegate(&self, fid: &Fid, within: std::time::Duration) -> Result<bool, FsError> {
-        self.inner.delegate(fid, within)
+        let Some(sh) = &self.shared else {
+            return self.inner.delegate(fid, within);
+        };
+        sh.delegated.lock().unwrap().insert(*fid);
+        if self.fault(fid) == Some(Fault::Contested) {
+            self.want_elsewhere(fid);
+        }
+        Ok(true)
     }
     fn undelegate(&self, fid: &Fid) {
-        self.inner.undelegate(fid)
+        match &self.shared {
+            Some(sh) => {
+                sh.delegated.lock().unwrap().remove(fid);
+            }
+            None => self.inner.undelegate(fid),
+        }
     }
-    fn on_delegation_recall(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        self.inner.on_delegation_recall(hook)
+    fn on_delegation_recall(&self, hook: RecallHook) -> bool {
+        match &self.shared {
+            Some(sh) => sh.recall.set(hook).is_ok(),
+            None => self.inner.on_delegation_recall(hook),
+        }
     }
     fn xattr_support(&self) -> bool {
         self.inner.xattr_support()

@@ -14,9 +14,12 @@
 //! Giving back is a sweep: a file is checked when one of its delegations
 //! is returned, when the file system recalls it, and every second. A
 //! per-file async lock orders a grant (take in the backend, then in the
-//! state core) against a sweep (look in the state core, then give back),
-//! so a file is never left delegated to a client without the file
-//! system's delegation behind it.
+//! state core) against a sweep (look in the state core, then give back)
+//! and against a recall heard (look in the state core, then recall), so
+//! a file is never left delegated to a client without the file system's
+//! delegation behind it, nor with one the file system wants back and
+//! nobody asked the client for. A recalled file gets no new delegation
+//! until the file system's is given back.
 //!
 //! The file system may punish a holder that is late (libcephfs unmounts
 //! the whole mount). The state core revokes a recalled delegation not
@@ -127,17 +130,31 @@ impl Nfs4 {
     async fn back_delegation(&self, export: &Arc<Export>, fid: &Fid) -> Option<Backed<'_>> {
         let file = file_key(export, fid);
         let guard = self.bdelegs.shard(&file).lock().await;
-        if self.bdelegs.held.lock().unwrap().contains_key(&file) {
-            return Some(Backed { _file: guard });
+        match self.bdelegs.held.lock().unwrap().get(&file) {
+            // Recalled: someone elsewhere is waiting for the file (the
+            // file system would refuse a new one too).
+            Some(Some(_recalled)) => return None,
+            Some(None) => return Some(Backed { _file: guard }),
+            None => {}
         }
+        // Listed before it is asked for: a recall the backend sends while
+        // granting it finds the entry to mark (the recall hook marks only
+        // listed files).
+        self.bdelegs.held.lock().unwrap().insert(file, None);
         let (b, f, within) = (export.backend.clone(), *fid, self.bdelegs.within);
-        match self.pool.run(move || b.delegate(&f, within)).await {
-            Ok(true) => {
-                self.bdelegs.held.lock().unwrap().insert(file, None);
-                Some(Backed { _file: guard })
+        let r = self.pool.run(move || b.delegate(&f, within)).await;
+        let mut held = self.bdelegs.held.lock().unwrap();
+        match r {
+            // Recalled already: no NFS delegation on it; the sweeper,
+            // woken by the recall, gives it back.
+            Ok(true) if held.get(&file).copied().flatten().is_some() => None,
+            Ok(true) => Some(Backed { _file: guard }),
+            Ok(false) => {
+                held.remove(&file);
+                None
             }
-            Ok(false) => None,
             Err(e) => {
+                held.remove(&file);
                 tracing::debug!(export = export.id, error = ?e, "no delegation from the backend");
                 None
             }
@@ -209,11 +226,25 @@ impl Sweeper {
     /// A file to look at now: recalled by the backend (its NFS delegations
     /// are recalled as for a conflicting open here), or one of its
     /// delegations returned.
+    ///
+    /// Looked at under the file's lock, so after a grant under way: a
+    /// recall can come while a grant waits between the backend's
+    /// delegation and the state core's, and the NFS delegation it grants
+    /// must be recalled too (else it stands, unrecalled, while the file
+    /// system's is held for the waiter until the deadline's forced
+    /// return).
     async fn heard(&self, file: FileKey) {
-        let recalled = self.bd.held.lock().unwrap().get(&file).copied().flatten();
-        if recalled.is_some() && self.state.delegated(&file) {
-            self.state
-                .break_delegations(&file, None, false, self.clock.now());
+        let broke = {
+            let _g = self.bd.shard(&file).lock().await;
+            let recalled = self.bd.held.lock().unwrap().get(&file).copied().flatten();
+            let delegated = recalled.is_some() && self.state.delegated(&file);
+            if delegated {
+                self.state
+                    .break_delegations(&file, None, false, self.clock.now());
+            }
+            delegated
+        };
+        if broke {
             self.records.apply().await;
         }
         self.settle(file, false).await;

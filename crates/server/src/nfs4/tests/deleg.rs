@@ -558,3 +558,88 @@ async fn other_protocols_recall_through_the_recaller() {
     assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
     assert!(!recall(export, &fid), "returned: the change may go ahead");
 }
+
+/// A server over a file system that shares delegations (CephFS played by
+/// `vfs::faulty`), its sweeper running and hooked to the file system's
+/// recalls.
+async fn backed_fx() -> (Fx, Arc<vfs::faulty::Faulty>) {
+    let fs = Arc::new(vfs::faulty::Faulty::sharing_delegations(Arc::new(
+        vfs::memory::MemFs::new(),
+    )));
+    let backend: Arc<dyn vfs::Backend> = fs.clone();
+    let fx = Fx::with_export(cfg(60, 0), |e| e.backend = backend);
+    fx.n.spawn_backend_delegations();
+    // Its first tick hooks the export.
+    settle().await;
+    (fx, fs)
+}
+
+/// Waits (up to 5 s) for the sweeper, which gives back on a thread pool.
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(millis(5)).await;
+    }
+    panic!("{what}: not after 5 s");
+}
+
+/// A recall the file system sends while the server is still granting
+/// (between the file system's delegation and the state core's) is not
+/// lost: no NFS delegation is granted on it and the file system's is
+/// given back, where before the NFS one stood unrecalled while the file
+/// system's was held for the waiter until its deadline.
+#[tokio::test]
+async fn backed_a_recall_while_granting_grants_nothing_and_gives_back() {
+    let (fx, fs) = backed_fx().await;
+    let (a, fake) = fx.client_with_back("a").await;
+    let o = open_ok(&fx, &a, "contested-f", "o", READ).await;
+    assert!(
+        !matches!(o.delegation, OpenDelegation4::OPEN_DELEGATE_READ(_)),
+        "{:?}",
+        o.delegation
+    );
+    let (_, fid) = fx.n.key.open(&o.fh.0).unwrap();
+    until("given back", || !fs.delegated(&fid)).await;
+    assert_eq!(fx.n.state.delegations(), 0);
+    assert!(recalls(&fake).is_empty());
+    // An uncontested file is delegated, backed by the file system's.
+    let g = open_ok(&fx, &a, "g", "o", READ).await;
+    let sid = deleg(&g);
+    let (_, gfid) = fx.n.key.open(&g.fh.0).unwrap();
+    assert!(fs.delegated(&gfid));
+    assert_eq!(delegreturn(&fx, &a, &g.fh, &sid).await, NFS4_OK);
+    until("given back once returned", || !fs.delegated(&gfid)).await;
+}
+
+/// A file the file system recalls: the holder is recalled, nobody gets a
+/// new delegation on it meanwhile, and the file system's goes back once
+/// the holder returns its own; after that (and the state core's pause
+/// after a recall) the file can be delegated again.
+#[tokio::test]
+async fn backed_a_recalled_file_gets_no_new_delegation_until_given_back() {
+    let (fx, fs) = backed_fx().await;
+    let (a, fake) = fx.client_with_back("a").await;
+    let (b, fb) = fx.client_with_back("b").await;
+    let o = open_ok(&fx, &a, "f", "o", READ).await;
+    let sid = deleg(&o);
+    let (_, fid) = fx.n.key.open(&o.fh.0).unwrap();
+    assert!(fs.want_elsewhere(&fid), "delegated in the file system");
+    until("A recalled", || recalls(&fake).len() == 1).await;
+    let r = open_ok(&fx, &b, "f", "r", READ).await;
+    assert!(
+        !matches!(r.delegation, OpenDelegation4::OPEN_DELEGATE_READ(_)),
+        "a delegation on a recalled file: {:?}",
+        r.delegation
+    );
+    assert!(fs.delegated(&fid), "held until A returns");
+    assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
+    until("given back", || !fs.delegated(&fid)).await;
+    // Past the state core's own pause after a recall.
+    fx.pass(secs(61), &[&a, &b]).await;
+    let again = open_ok(&fx, &b, "f", "r2", READ).await;
+    deleg(&again);
+    assert!(fs.delegated(&fid));
+    assert!(recalls(&fb).is_empty());
+}
