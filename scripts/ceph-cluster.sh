@@ -9,8 +9,9 @@
 # Daemons listen on 127.0.0.1 only (or on CEPH_ADDR, an address of the
 # network namespace the script runs in: the failover test puts the cluster
 # on a bridge its heads' namespaces reach), on ports out of Ceph's defaults: the
-# monitor on CEPH_PORT (default 40000 + a random offset), the others in the
-# 200 ports above it. One monitor (mon.a), one OSD on memstore (no disk: its
+# monitor on CEPH_PORT (default: a free port from 20000-31799, below the
+# kernel's ephemeral range, where a busy test run's outgoing connections
+# could take it first), the others in the 200 ports above it. One monitor (mon.a), one OSD on memstore (no disk: its
 # objects live in the OSD's memory, capped at 1 GiB), one MDS (mds.a), a
 # CephFS named "cephfs"; a manager (mgr.x) only with CEPH_MGR=1 (its RSS
 # is ~300 MB against ~120 MB for the other three together; nothing the
@@ -60,8 +61,18 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 [ ! -e "$DIR/ceph.conf" ] || { echo "ceph-cluster: $DIR already holds a cluster" >&2; exit 2; }
 mkdir -p "$DIR"/{run,log,mon/ceph-a,osd/ceph-0,mds/ceph-a,mgr/ceph-x}
-PORT=${CEPH_PORT:-$((40000 + RANDOM % 20000))}
 ADDR=${CEPH_ADDR:-127.0.0.1}
+free_port() { # a port from 20000-31799 nothing is bound to on ADDR now
+  local p
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 11800))
+    python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], int(sys.argv[2])))' "$ADDR" "$p" 2>/dev/null &&
+      { echo "$p"; return 0; }
+  done
+  echo "ceph-cluster: no free port found for the monitor" >&2
+  return 1
+}
+PORT=${CEPH_PORT:-$(free_port)}
 FSID=$(cat /proc/sys/kernel/random/uuid)
 CONF=$DIR/ceph.conf
 KEYRING=$DIR/keyring
@@ -121,7 +132,20 @@ ceph-authtool "$KEYRING" --gen-key -n mds.a --cap mon 'allow profile mds' --cap 
 ceph-authtool "$KEYRING" --gen-key -n mgr.x --cap mon 'allow profile mgr' --cap osd 'allow *' --cap mds 'allow *' >/dev/null
 
 : >"$DIR/pids"
-trap 'echo "ceph-cluster: start failed; logs in $DIR/log" >&2; stop' ERR
+# -E: a command failing inside a function (ceph_, run) also reports. The
+# caller usually removes DIR, so the end of each daemon's log is printed.
+set -E
+failed() {
+  echo "ceph-cluster: start failed at line $1 (monitor on $ADDR:$PORT); logs in $DIR/log, their ends:" >&2
+  local f
+  for f in "$DIR"/log/*; do
+    [ -s "$f" ] || continue
+    echo "--- $f" >&2
+    tail -n 5 "$f" >&2 || true
+  done
+  stop || true
+}
+trap 'failed $LINENO' ERR
 ceph_() { timeout 60 ceph -c "$CONF" "$@"; }
 # Starts a daemon in the foreground of a background job, so its PID is ours.
 run() {
