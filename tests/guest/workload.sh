@@ -321,7 +321,9 @@ s_restart_lock() {
   for _ in $(seq 300); do [ -e f.held ] && break; sleep 0.1; done
   test -e f.held
   must_fail fcntl_lock f 0 0 w try                             # locked before the restart
-  rm -f /share/restart-done; echo "$(now)" > /share/restart-request   # one create (touch would race with run.sh removing it)
+  # Written aside and renamed into place: run.sh reads and removes the request as soon as it
+  # exists, and a write after that removal fails over the share (ENOENT).
+  rm -f /share/restart-done; echo "$(now)" > /share/restart-request.new; mv /share/restart-request.new /share/restart-request
   local t0; t0=$(now)
   for _ in $(seq 600); do [ -e /share/restart-done ] && break; sleep 0.1; done
   test -e /share/restart-done
@@ -552,7 +554,9 @@ s_local_change() {
   rel=${W#"$MNT"/}/lc
   echo old > "$f"; test "$(cat "$f")" = old; test "$(cat "$f")" = old   # opened, cached, delegated
   echo "before: $(mount_all_ops "$MNT")"
-  rm -f /share/local-write-done; echo "$rel new" > /share/local-write-request; t0=$(now)
+  # Renamed into place, as the restart request (run.sh reads it the moment it exists).
+  rm -f /share/local-write-done; echo "$rel new" > /share/local-write-request.new
+  mv /share/local-write-request.new /share/local-write-request; t0=$(now)
   for _ in $(seq 300); do [ -e /share/local-write-done ] && break; sleep 0.1; done
   test -e /share/local-write-done
   for ((i = 0; i < 100; i++)); do [ "$(cat "$f")" = new ] && break; sleep 0.1; done
