@@ -32,6 +32,7 @@ use super::state::deleg::DelegType;
 use super::Nfs4;
 use crate::export::Export;
 use crate::locks::FileKey;
+use std::collections::hash_map::Entry;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -86,6 +87,15 @@ impl BackendDelegs {
     pub fn held(&self) -> usize {
         self.held.lock().unwrap().len()
     }
+
+    /// Whether the backend has recalled its delegation on `file`.
+    fn recalled(&self, file: &FileKey) -> bool {
+        self.held
+            .lock()
+            .unwrap()
+            .get(file)
+            .is_some_and(Option::is_some)
+    }
 }
 
 /// Held from taking the backend's delegation until the state core has
@@ -130,31 +140,30 @@ impl Nfs4 {
     async fn back_delegation(&self, export: &Arc<Export>, fid: &Fid) -> Option<Backed<'_>> {
         let file = file_key(export, fid);
         let guard = self.bdelegs.shard(&file).lock().await;
-        match self.bdelegs.held.lock().unwrap().get(&file) {
+        match self.bdelegs.held.lock().unwrap().entry(file) {
             // Recalled: someone elsewhere is waiting for the file (the
             // file system would refuse a new one too).
-            Some(Some(_recalled)) => return None,
-            Some(None) => return Some(Backed { _file: guard }),
-            None => {}
+            Entry::Occupied(e) if e.get().is_some() => return None,
+            Entry::Occupied(_) => return Some(Backed { _file: guard }),
+            // Listed before it is asked for: a recall the backend sends
+            // while granting it finds the entry to mark (the recall hook
+            // marks only listed files).
+            Entry::Vacant(v) => {
+                v.insert(None);
+            }
         }
-        // Listed before it is asked for: a recall the backend sends while
-        // granting it finds the entry to mark (the recall hook marks only
-        // listed files).
-        self.bdelegs.held.lock().unwrap().insert(file, None);
         let (b, f, within) = (export.backend.clone(), *fid, self.bdelegs.within);
-        let r = self.pool.run(move || b.delegate(&f, within)).await;
-        let mut held = self.bdelegs.held.lock().unwrap();
-        match r {
+        match self.pool.run(move || b.delegate(&f, within)).await {
             // Recalled already: no NFS delegation on it; the sweeper,
             // woken by the recall, gives it back.
-            Ok(true) if held.get(&file).copied().flatten().is_some() => None,
+            Ok(true) if self.bdelegs.recalled(&file) => None,
             Ok(true) => Some(Backed { _file: guard }),
             Ok(false) => {
-                held.remove(&file);
+                self.bdelegs.held.lock().unwrap().remove(&file);
                 None
             }
             Err(e) => {
-                held.remove(&file);
+                self.bdelegs.held.lock().unwrap().remove(&file);
                 tracing::debug!(export = export.id, error = ?e, "no delegation from the backend");
                 None
             }
@@ -236,13 +245,12 @@ impl Sweeper {
     async fn heard(&self, file: FileKey) {
         let broke = {
             let _g = self.bd.shard(&file).lock().await;
-            let recalled = self.bd.held.lock().unwrap().get(&file).copied().flatten();
-            let delegated = recalled.is_some() && self.state.delegated(&file);
-            if delegated {
+            let recall = self.bd.recalled(&file) && self.state.delegated(&file);
+            if recall {
                 self.state
                     .break_delegations(&file, None, false, self.clock.now());
             }
-            delegated
+            recall
         };
         if broke {
             self.records.apply().await;
