@@ -9,7 +9,10 @@
 #       with the libnfs per-file cost split into process start-up and the rest.
 # Each row: MiB/s or files/s, and tarn/libnfs per libnfs protocol version
 # (NFSv3, and NFSv4.0, the only NFSv4 libnfs 4.0 speaks). Targets: >= 1.5x on
-# the large file, >= 3x on the tree.
+# the large file, >= 3x on the tree. Each large-file row also has a "local"
+# line: the same bytes moved by dd on this machine without NFS (the upload
+# with an fsync, as COMMIT puts it on disk), which neither tool can beat
+# where client and server share one machine's cores, memory and disk.
 #
 #   scripts/bench-client.sh [--quick] [--ganesha]
 #
@@ -20,8 +23,8 @@
 # Environment: TARN_BIN (default target/release/tarn, built if missing),
 # TARN_VERS (the tools' NFS version, default 4.1), TARN_NCONNECT=N (passed as
 # nconnect=N), VERBOSE=1 (print each timed step), SIZE_MIB, FILES, DIRS,
-# REPS (large-file repetitions, median shown; default 6, so that each
-# tool runs first, in the middle and last as often), LIBNFS_VERS
+# REPS (large-file repetitions, median shown; default 12, so that each
+# tool and dd run first, in the middle and last as often), LIBNFS_VERS
 # (default "3 4"), DELAY_MS=D: both tools reach Tarn through
 # tarn-delay-proxy (built beside TARN_BIN if missing), which adds D ms
 # (fractions allowed) each way, round trip +2D, without limiting bandwidth:
@@ -68,7 +71,7 @@ fi
 if [ $QUICK = 1 ]; then
   SIZE_MIB=${SIZE_MIB:-64} FILES=${FILES:-300} DIRS=${DIRS:-10} REPS=${REPS:-1}
 else
-  SIZE_MIB=${SIZE_MIB:-1024} FILES=${FILES:-10000} DIRS=${DIRS:-100} REPS=${REPS:-6}
+  SIZE_MIB=${SIZE_MIB:-1024} FILES=${FILES:-10000} DIRS=${DIRS:-100} REPS=${REPS:-12}
 fi
 LIBNFS_VERS=${LIBNFS_VERS:-3 4}
 TARN_VERS=${TARN_VERS:-4.1}
@@ -152,12 +155,15 @@ T=0
 # And, on a VM that hands free memory back to its host (virtio-balloon free
 # page reporting), the first to fill fresh pages after a pause pays the
 # host's page faults (1 GiB: ~2 s more here), and whoever runs right after
-# reuses those pages: MiB of memory are written and freed just before.
+# reuses those pages: twice PRIME_MIB of page cache is written and freed
+# just before, in 1 MiB writes as the tools write (measured here: after 8 KiB
+# writes (head -c) or only PRIME_MIB, the first 1 GiB download still paid
+# 0.1-2.3 s more than the next; after this, 0.41-0.48 s against 0.41 s).
 PRIME_MIB=0
 settle() {
   sync -f "$WORK" 2>/dev/null || sync
   if [ "$PRIME_MIB" -gt 0 ]; then
-    head -c "$((PRIME_MIB << 20))" /dev/zero >"$WORK/prime"
+    dd if=/dev/zero of="$WORK/prime" bs=1M count="$((2 * PRIME_MIB))" status=none
     rm -f "$WORK/prime"
   fi
 }
@@ -173,7 +179,8 @@ ROWS=()
 row() { # server, workload, tarn rate, libnfs version, libnfs rate or -, unit
   local r x=n/a
   [ "$5" = - ] || x=$(ratio "$3" "$5")
-  r=$(printf '%-8s %-34s %10s %-6s %10s %-7s %s' "$1" "$2" "$3" "v$4" "$5" "$6" "$x")
+  local who=v$4; [ "$4" != local ] || who=local
+  r=$(printf '%-8s %-34s %10s %-6s %10s %-7s %s' "$1" "$2" "$3" "$who" "$5" "$6" "$x")
   ROWS+=("$r")
   echo "  $r"
 }
@@ -232,13 +239,19 @@ large() { # server
     # first, in the middle and last as often (REPS a multiple of the
     # number of tools; alternating two orders had left NFSv3 always in the
     # middle).
-    local ups=(t) alls=(t) t
+    # f: the same bytes moved on this machine without NFS (dd, 1 MiB
+    # blocks), the floor both tools share: a server's disk and page cache
+    # and this VM's memory cost the same whoever moves the data.
+    local ups=(t f) alls=(t f) t
     for t in $LIBNFS_VERS; do writes "$t" && ups+=("$t"); alls+=("$t"); done
     # local -> NFS: fresh files on the server
     for t in $(turn "$r" "${ups[@]}"); do
       if [ "$t" = t ]; then
         timed "$BIN" cp -q "$SRC" "${T_BASE[$s]}/big.t$r$TQ"; R[up_t]+=" $T"
         same "$SRC" "${DISK[$s]}/big.t$r"
+      elif [ "$t" = f ]; then  # into the export's file system, on disk at the end as after COMMIT
+        timed dd if="$SRC" of="${DISK[$s]}/big.f$r" bs=1M conv=fsync status=none; R[up_f]+=" $T"
+        same "$SRC" "${DISK[$s]}/big.f$r"
       else
         timed to_null nfs-cp "$SRC" "${L_BASE[$s]}/big.l$t.$r$(lq "$s" "$t")"; R[up_$t]+=" $T"
         same "$SRC" "${DISK[$s]}/big.l$t.$r"
@@ -248,6 +261,8 @@ large() { # server
     for t in $(turn "$r" "${alls[@]}"); do
       if [ "$t" = t ]; then
         timed "$BIN" cp -q "${T_BASE[$s]}/big.t$r$TQ" "$DOWN"; R[down_t]+=" $T"
+      elif [ "$t" = f ]; then  # from the server's file, cached as for the tools
+        timed dd if="${DISK[$s]}/big.f$r" of="$DOWN" bs=1M status=none; R[down_f]+=" $T"
       else
         timed to_null nfs-cp "${L_BASE[$s]}/big.l$(from "$t").$r$(lq "$s" "$t")" "$DOWN"; R[down_$t]+=" $T"
       fi
@@ -257,6 +272,8 @@ large() { # server
     for t in $(turn "$r" "${alls[@]}"); do
       if [ "$t" = t ]; then
         timed to_null "$BIN" cat "${T_BASE[$s]}/big.t$r$TQ"; R[cat_t]+=" $T"
+      elif [ "$t" = f ]; then
+        timed dd if="${DISK[$s]}/big.f$r" of=/dev/null bs=1M status=none; R[cat_f]+=" $T"
       else
         timed to_null nfs-cat "${L_BASE[$s]}/big.l$(from "$t").$r$(lq "$s" "$t")"; R[cat_$t]+=" $T"
       fi
@@ -275,6 +292,7 @@ large() { # server
       lr=-; [ -n "${R[${w}_$v]:-}" ] && lr=$(rate "$mib" "$(median ${R[${w}_$v]})")
       row "$s" "$name" "$tr" "$v" "$lr" MiB/s
     done
+    row "$s" "$name" "$tr" local "$(rate "$mib" "$(median ${R[${w}_f]})")" MiB/s
   done
 }
 
@@ -364,3 +382,5 @@ echo
 echo "bench-client: results (rates: MiB/s or files/s; libnfs NFSv4 is 4.0; tools vers=$TARN_VERS${TARN_NCONNECT:+ nconnect=$TARN_NCONNECT})"
 header
 printf '%s\n' "${ROWS[@]}"
+echo "(local: the same bytes moved by dd on this machine, no NFS: up with an fsync at the end, as COMMIT;" \
+  "tarn/local is how close the tool comes to what the machine's disk and memory allow)"
