@@ -6,7 +6,8 @@
 use super::grace::ClusterGrace;
 use bytes::Bytes;
 use std::collections::HashSet;
-use std::io;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -40,7 +41,12 @@ pub trait RecoveryStore: Send + Sync {
 }
 
 pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    use std::fmt::Write;
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
 }
 
 pub(crate) fn unhex(s: &str) -> Option<Bytes> {
@@ -54,47 +60,135 @@ pub(crate) fn unhex(s: &str) -> Option<Bytes> {
         .map(Bytes::from)
 }
 
-/// The state directory's record: one hex-encoded client owner per line
-/// in one file, rewritten atomically (temporary file, fsync, rename) on
-/// every change, which is rare next to the I/O it enables. One head: the
-/// node names and epochs are not stored, and the grace record stays in
-/// memory (nobody else reads it).
+/// The state directory's record: a log of hex-encoded client owners, one
+/// per line, a line starting with `-` removing one. A change appends one
+/// line and syncs it, so a new client costs the same whether 10 or 10,000
+/// are recorded (rewriting the whole set on every change made a change
+/// with 8,000 recorded cost a 0.4 MB write and 18 ms, 39 times one with 10:
+/// `cargo bench -p server --bench client_records`). Once the log holds more
+/// than twice the live records (plus [`COMPACT_SLACK`]), it is rewritten
+/// atomically (temporary file, fsync, rename) as the live set alone: O(1)
+/// per change amortised. A record file of before (owners only) reads the
+/// same. One head: the node names and epochs are not stored, and the grace
+/// record stays in memory (nobody else reads it).
 pub struct LocalStore {
     path: PathBuf,
-    current: Mutex<HashSet<Bytes>>,
+    /// [`COMPACT_SLACK`], smaller in tests.
+    slack: usize,
+    log: Mutex<Log>,
     grace: Mutex<(Option<ClusterGrace>, u64)>,
+}
+
+/// Log lines beyond twice the live records before the file is compacted.
+pub const COMPACT_SLACK: usize = 1024;
+
+struct Log {
+    current: HashSet<Bytes>,
+    /// Lines in the file.
+    lines: usize,
+    /// The file, open for appending; None: it is rewritten whole at the
+    /// next change (it does not exist yet, ends in a torn line, or an
+    /// append failed and may have left one).
+    file: Option<File>,
 }
 
 impl LocalStore {
     pub fn open(path: &Path) -> io::Result<LocalStore> {
-        let current: HashSet<Bytes> = match std::fs::read_to_string(path) {
-            Ok(s) => s.lines().filter_map(|l| unhex(l.trim())).collect(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => HashSet::new(),
+        Self::open_with(path, COMPACT_SLACK)
+    }
+
+    fn open_with(path: &Path, slack: usize) -> io::Result<LocalStore> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(s) => Some(s),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
+        };
+        let mut current = HashSet::new();
+        let mut lines = 0;
+        let mut clean = false;
+        if let Some(text) = &text {
+            // A last line without its newline is an append a crash cut
+            // short: it was never acknowledged.
+            clean = text.is_empty() || text.ends_with('\n');
+            let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+            for l in complete.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                lines += 1;
+                match l.strip_prefix('-') {
+                    Some(gone) => {
+                        if let Some(o) = unhex(gone) {
+                            current.remove(&o);
+                        }
+                    }
+                    None => {
+                        if let Some(o) = unhex(l) {
+                            current.insert(o);
+                        }
+                    }
+                }
+            }
+        }
+        let file = if clean {
+            Some(Self::appender(path)?)
+        } else {
+            None
         };
         Ok(LocalStore {
             path: path.to_path_buf(),
-            current: Mutex::new(current),
+            slack,
+            log: Mutex::new(Log {
+                current,
+                lines,
+                file,
+            }),
             grace: Mutex::new((None, 0)),
         })
     }
 
-    fn write(&self, set: &HashSet<Bytes>) -> io::Result<()> {
-        let mut text = String::with_capacity(set.len() * 33);
-        for o in set {
+    fn appender(path: &Path) -> io::Result<File> {
+        OpenOptions::new().append(true).open(path)
+    }
+
+    /// Records `line` (the change already made to `log.current`), durably.
+    fn append(&self, log: &mut Log, line: &str) -> io::Result<()> {
+        if log.lines + 1 > 2 * log.current.len() + self.slack {
+            log.file = None;
+        }
+        let Some(f) = log.file.as_mut() else {
+            return self.compact(log);
+        };
+        match f.write_all(line.as_bytes()).and_then(|()| f.sync_data()) {
+            Ok(()) => {
+                log.lines += 1;
+                Ok(())
+            }
+            Err(e) => {
+                log.file = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Rewrites the file as the live set alone.
+    fn compact(&self, log: &mut Log) -> io::Result<()> {
+        let mut text = String::with_capacity(log.current.len() * 33);
+        for o in &log.current {
             text.push_str(&hex(o));
             text.push('\n');
         }
-        vfs::durable::replace(&self.path, text.as_bytes())
+        vfs::durable::replace(&self.path, text.as_bytes())?;
+        log.lines = log.current.len();
+        log.file = Some(Self::appender(&self.path)?);
+        Ok(())
     }
 }
 
 impl RecoveryStore for LocalStore {
     fn clients(&self, _node: &str) -> io::Result<Vec<(Bytes, u64)>> {
         Ok(self
-            .current
+            .log
             .lock()
             .unwrap()
+            .current
             .iter()
             .map(|o| (o.clone(), 0))
             .collect())
@@ -103,10 +197,11 @@ impl RecoveryStore for LocalStore {
     /// On failure the owner is not in the record (so a caller that
     /// refuses the client because of it leaves nothing behind).
     fn add_client(&self, _node: &str, owner: &Bytes, _epoch: u64) -> io::Result<()> {
-        let mut cur = self.current.lock().unwrap();
-        if cur.insert(owner.clone()) {
-            if let Err(e) = self.write(&cur) {
-                cur.remove(owner);
+        let mut log = self.log.lock().unwrap();
+        if log.current.insert(owner.clone()) {
+            let line = format!("{}\n", hex(owner));
+            if let Err(e) = self.append(&mut log, &line) {
+                log.current.remove(owner);
                 return Err(e);
             }
         }
@@ -114,9 +209,10 @@ impl RecoveryStore for LocalStore {
     }
 
     fn remove_client(&self, _node: &str, owner: &Bytes) -> io::Result<()> {
-        let mut cur = self.current.lock().unwrap();
-        if cur.remove(owner) {
-            self.write(&cur)?;
+        let mut log = self.log.lock().unwrap();
+        if log.current.remove(owner) {
+            let line = format!("-{}\n", hex(owner));
+            self.append(&mut log, &line)?;
         }
         Ok(())
     }
@@ -151,5 +247,112 @@ impl RecoveryStore for LocalStore {
         }
         *cur = (Some(g.clone()), version + 1);
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn owners(s: &LocalStore) -> Vec<Bytes> {
+        let mut v: Vec<Bytes> = s
+            .clients("local")
+            .unwrap()
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn o(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn changes_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4clients");
+        let s = LocalStore::open(&path).unwrap();
+        for n in ["a", "b", "c"] {
+            s.add_client("local", &o(n), 0).unwrap();
+        }
+        s.remove_client("local", &o("b")).unwrap();
+        s.add_client("local", &o("a"), 0).unwrap();
+        drop(s);
+        let s = LocalStore::open(&path).unwrap();
+        assert_eq!(owners(&s), vec![o("a"), o("c")]);
+        // And the reopened log goes on from there.
+        s.remove_client("local", &o("a")).unwrap();
+        drop(s);
+        assert_eq!(owners(&LocalStore::open(&path).unwrap()), vec![o("c")]);
+    }
+
+    #[test]
+    fn a_change_appends_one_line_whatever_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4clients");
+        let s = LocalStore::open(&path).unwrap();
+        for i in 0..300 {
+            s.add_client("local", &o(&format!("client-{i}")), 0)
+                .unwrap();
+        }
+        // Appended to the same file, not a new file renamed into place.
+        let meta = || {
+            let m = std::fs::metadata(&path).unwrap();
+            (m.ino(), m.len())
+        };
+        let (ino, before) = meta();
+        s.add_client("local", &o("one more"), 0).unwrap();
+        let after = meta();
+        assert_eq!(after, (ino, before + "one more".len() as u64 * 2 + 1));
+        s.remove_client("local", &o("client-7")).unwrap();
+        let removed = meta();
+        assert_eq!(removed, (ino, after.1 + "client-7".len() as u64 * 2 + 2));
+    }
+
+    #[test]
+    fn the_log_is_compacted_to_the_live_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4clients");
+        let slack = 16;
+        let s = LocalStore::open_with(&path, slack).unwrap();
+        s.add_client("local", &o("stays"), 0).unwrap();
+        // Clients that come and go: the file does not grow with them.
+        for i in 0..10 * slack {
+            let c = o(&format!("passing-{i}"));
+            s.add_client("local", &c, 0).unwrap();
+            s.remove_client("local", &c).unwrap();
+        }
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 2 + slack, "{lines} lines");
+        drop(s);
+        assert_eq!(owners(&LocalStore::open(&path).unwrap()), vec![o("stays")]);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4clients");
+        // The old format (owners only), then an append a crash cut short.
+        std::fs::write(
+            &path,
+            format!("{}\n{}\n{}", hex(b"a"), hex(b"b"), &hex(b"torn")[..5]),
+        )
+        .unwrap();
+        let s = LocalStore::open(&path).unwrap();
+        assert_eq!(owners(&s), vec![o("a"), o("b")]);
+        s.add_client("local", &o("c"), 0).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.ends_with('\n') && !text.contains(&hex(b"torn")[..5]),
+            "{text:?}"
+        );
+        drop(s);
+        assert_eq!(
+            owners(&LocalStore::open(&path).unwrap()),
+            vec![o("a"), o("b"), o("c")]
+        );
     }
 }
