@@ -67,11 +67,13 @@ PORT=$(free_port) MPORT=$(free_port)
 SERVER= SAMPLER=
 declare -A PIDS=()
 cleanup() {
+  local st=$?
   touch "$STOP"
   for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done
   [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null || true
   [ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true
-  rm -rf "$EXPORT" "$STOP".libnfs.*
+  # The logs and ledgers stay for a failed run only (its message names them).
+  if [ "$st" = 0 ]; then rm -rf "$WORK"; else rm -rf "$EXPORT" "$STOP".libnfs.*; fi
 }
 trap cleanup EXIT
 
