@@ -38,6 +38,31 @@ pub fn create_new(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     sync_dir(path)
 }
 
+/// Appends `data` to the existing file `path` and syncs it. Opened by path
+/// each time, so a state directory made read-only since refuses it (an
+/// open descriptor would still write through its old mount). Refused with
+/// `StorageFull` before writing anything when fewer than `keep_free` bytes
+/// would stay free on the file system (room its owner needs to rewrite the
+/// file whole later). A failure once writing began may leave part of `data`
+/// at the end of the file.
+pub fn append(path: &Path, data: &[u8], keep_free: u64) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new().append(true).open(path)?;
+    let st = rustix::fs::fstatvfs(&f)?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    if free < keep_free.saturating_add(data.len() as u64) {
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "{}: {free} bytes free, {} needed",
+                path.display(),
+                keep_free.saturating_add(data.len() as u64)
+            ),
+        ));
+    }
+    f.write_all(data)?;
+    f.sync_data()
+}
+
 /// Removes `path` durably; a missing file is not an error.
 pub fn remove(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
@@ -155,6 +180,24 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&p).unwrap(), b"key one");
         assert!(leftovers(d.path()).is_empty());
+    }
+
+    #[test]
+    fn append_adds_to_the_same_file_while_room_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("log");
+        // Only to a file that exists (its creation needs replace's syncs).
+        assert!(append(&p, b"x\n", 0).is_err());
+        replace(&p, b"one\n").unwrap();
+        let mut old = fs::File::open(&p).unwrap();
+        append(&p, b"two\n", 0).unwrap();
+        let mut s = String::new();
+        io::Read::read_to_string(&mut old, &mut s).unwrap();
+        assert_eq!(s, "one\ntwo\n", "written to the same inode");
+        // More room asked for than any file system has: nothing written.
+        let e = append(&p, b"three\n", u64::MAX / 2).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
+        assert_eq!(fs::read(&p).unwrap(), b"one\ntwo\n");
     }
 
     #[test]

@@ -6,8 +6,7 @@
 use super::grace::ClusterGrace;
 use bytes::Bytes;
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -68,8 +67,9 @@ pub(crate) fn unhex(s: &str) -> Option<Bytes> {
 /// `cargo bench -p server --bench client_records`). Once the log holds more
 /// than twice the live records (plus [`COMPACT_SLACK`]), it is rewritten
 /// atomically (temporary file, fsync, rename) as the live set alone: O(1)
-/// per change amortised. A record file of before (owners only) reads the
-/// same. One head: the node names and epochs are not stored, and the grace
+/// per change amortised. A change is refused while the file system could
+/// not hold that rewrite (or is read-only), as it was when every change
+/// rewrote. A record file of before (owners only) reads the same. One head: the node names and epochs are not stored, and the grace
 /// record stays in memory (nobody else reads it).
 pub struct LocalStore {
     path: PathBuf,
@@ -84,12 +84,19 @@ pub const COMPACT_SLACK: usize = 1024;
 
 struct Log {
     current: HashSet<Bytes>,
+    /// The bytes `current` takes written out (the size of a compacted file).
+    live_bytes: u64,
     /// Lines in the file.
     lines: usize,
-    /// The file, open for appending; None: it is rewritten whole at the
-    /// next change (it does not exist yet, ends in a torn line, or an
-    /// append failed and may have left one).
-    file: Option<File>,
+    /// False: the file is rewritten whole at the next change (it does not
+    /// exist yet, ends in a torn line, or an append failed and may have
+    /// left one).
+    appendable: bool,
+}
+
+/// An owner's line in the file, without the `-` of a removal.
+fn line_len(owner: &[u8]) -> u64 {
+    owner.len() as u64 * 2 + 1
 }
 
 impl LocalStore {
@@ -127,42 +134,33 @@ impl LocalStore {
                 }
             }
         }
-        let file = if clean {
-            Some(Self::appender(path)?)
-        } else {
-            None
-        };
+        let live_bytes = current.iter().map(|o| line_len(o)).sum();
         Ok(LocalStore {
             path: path.to_path_buf(),
             slack,
             log: Mutex::new(Log {
                 current,
+                live_bytes,
                 lines,
-                file,
+                appendable: clean,
             }),
             grace: Mutex::new((None, 0)),
         })
     }
 
-    fn appender(path: &Path) -> io::Result<File> {
-        OpenOptions::new().append(true).open(path)
-    }
-
     /// Records `line` (the change already made to `log.current`), durably.
     fn append(&self, log: &mut Log, line: &str) -> io::Result<()> {
-        if log.lines + 1 > 2 * log.current.len() + self.slack {
-            log.file = None;
-        }
-        let Some(f) = log.file.as_mut() else {
+        if !log.appendable || log.lines + 1 > 2 * log.current.len() + self.slack {
             return self.compact(log);
-        };
-        match f.write_all(line.as_bytes()).and_then(|()| f.sync_data()) {
+        }
+        // Room is kept for the compacted file the log will need one day.
+        match vfs::durable::append(&self.path, line.as_bytes(), log.live_bytes) {
             Ok(()) => {
                 log.lines += 1;
                 Ok(())
             }
             Err(e) => {
-                log.file = None;
+                log.appendable = false;
                 Err(e)
             }
         }
@@ -170,6 +168,7 @@ impl LocalStore {
 
     /// Rewrites the file as the live set alone.
     fn compact(&self, log: &mut Log) -> io::Result<()> {
+        log.appendable = false;
         let mut text = String::with_capacity(log.current.len() * 33);
         for o in &log.current {
             text.push_str(&hex(o));
@@ -177,7 +176,7 @@ impl LocalStore {
         }
         vfs::durable::replace(&self.path, text.as_bytes())?;
         log.lines = log.current.len();
-        log.file = Some(Self::appender(&self.path)?);
+        log.appendable = true;
         Ok(())
     }
 }
@@ -199,9 +198,11 @@ impl RecoveryStore for LocalStore {
     fn add_client(&self, _node: &str, owner: &Bytes, _epoch: u64) -> io::Result<()> {
         let mut log = self.log.lock().unwrap();
         if log.current.insert(owner.clone()) {
+            log.live_bytes += line_len(owner);
             let line = format!("{}\n", hex(owner));
             if let Err(e) = self.append(&mut log, &line) {
                 log.current.remove(owner);
+                log.live_bytes -= line_len(owner);
                 return Err(e);
             }
         }
@@ -211,6 +212,7 @@ impl RecoveryStore for LocalStore {
     fn remove_client(&self, _node: &str, owner: &Bytes) -> io::Result<()> {
         let mut log = self.log.lock().unwrap();
         if log.current.remove(owner) {
+            log.live_bytes -= line_len(owner);
             let line = format!("-{}\n", hex(owner));
             self.append(&mut log, &line)?;
         }
