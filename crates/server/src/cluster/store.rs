@@ -69,8 +69,9 @@ pub(crate) fn unhex(s: &str) -> Option<Bytes> {
 /// atomically (temporary file, fsync, rename) as the live set alone: O(1)
 /// per change amortised. A change is refused while the file system could
 /// not hold that rewrite (or is read-only), as it was when every change
-/// rewrote. A record file of before (owners only) reads the same. One head: the node names and epochs are not stored, and the grace
-/// record stays in memory (nobody else reads it).
+/// rewrote. A record file of before (owners only) reads the same. One
+/// head: the node names and epochs are not stored, and the grace record
+/// stays in memory (nobody else reads it).
 pub struct LocalStore {
     path: PathBuf,
     /// [`COMPACT_SLACK`], smaller in tests.
