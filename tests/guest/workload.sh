@@ -21,7 +21,7 @@
 #                     options MIXED_OPTS) on $MNT-mixed and checks that fcntl locks conflict
 #                     across the two protocols (NFSv3/NLM against NFSv4.x LOCK)
 #   RESTART_LOCK=1    step restart-lock: hold an fcntl lock while the host restarts the server
-#                     (touch /share/restart-request, wait for /share/restart-done; run.sh does
+#                     (writes /share/restart-request, waits for /share/restart-done; run.sh does
 #                     it), the lock must survive (reclaim); RESTART_GRACE=5 the server's grace (s)
 set -u
 SERVER=${1:?usage: workload.sh SERVER VERS [SEC] [EXPORT] [MOUNT_OPTS]}
@@ -48,6 +48,13 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # run a command as the unprivileged guest user (no PAM, no login shell)
 as_user() { setpriv --reuid="$LAB_UID" --regid="$LAB_UID" --init-groups -- "$@"; }
 # the command must fail (used for permission/lock checks)
+# ask_host NAME CONTENT: a request to run.sh, which reads and removes /share/NAME-request the
+# moment it exists: written aside and renamed into place, as a write after that removal would
+# fail over the share (ENOENT). Clears NAME-done first, which run.sh makes when it is done.
+ask_host() {
+  rm -f "/share/$1-done"
+  echo "$2" > "/share/$1-request.new" && mv "/share/$1-request.new" "/share/$1-request"
+}
 must_fail() { if "$@" 2>/dev/null; then echo "UNEXPECTED SUCCESS: $*"; return 1; fi; return 0; }
 # run a step in a bash -e subshell with a timeout; print STEP line, and the log tail on failure
 PASSED=0; FAILED=0
@@ -321,9 +328,7 @@ s_restart_lock() {
   for _ in $(seq 300); do [ -e f.held ] && break; sleep 0.1; done
   test -e f.held
   must_fail fcntl_lock f 0 0 w try                             # locked before the restart
-  # Written aside and renamed into place: run.sh reads and removes the request as soon as it
-  # exists, and a write after that removal fails over the share (ENOENT).
-  rm -f /share/restart-done; echo "$(now)" > /share/restart-request.new; mv /share/restart-request.new /share/restart-request
+  ask_host restart "$(now)"
   local t0; t0=$(now)
   for _ in $(seq 600); do [ -e /share/restart-done ] && break; sleep 0.1; done
   test -e /share/restart-done
@@ -554,9 +559,7 @@ s_local_change() {
   rel=${W#"$MNT"/}/lc
   echo old > "$f"; test "$(cat "$f")" = old; test "$(cat "$f")" = old   # opened, cached, delegated
   echo "before: $(mount_all_ops "$MNT")"
-  # Renamed into place, as the restart request (run.sh reads it the moment it exists).
-  rm -f /share/local-write-done; echo "$rel new" > /share/local-write-request.new
-  mv /share/local-write-request.new /share/local-write-request; t0=$(now)
+  ask_host local-write "$rel new"; t0=$(now)
   for _ in $(seq 300); do [ -e /share/local-write-done ] && break; sleep 0.1; done
   test -e /share/local-write-done
   for ((i = 0; i < 100; i++)); do [ "$(cat "$f")" = new ] && break; sleep 0.1; done
@@ -575,7 +578,7 @@ s_umount() {
   umount "$MNT"
   ! mountpoint -q "$MNT"
 }
-export -f now elapsed rate info drop_caches as_user must_fail tree_run fcntl_lock \
+export -f now elapsed rate info drop_caches as_user must_fail ask_host tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
   s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse \
   op_count s_copy xa s_xattr mount_ops mount_all_ops s_stat_pass s_local_change

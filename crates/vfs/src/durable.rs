@@ -49,14 +49,11 @@ pub fn append(path: &Path, data: &[u8], keep_free: u64) -> io::Result<()> {
     let mut f = fs::OpenOptions::new().append(true).open(path)?;
     let st = rustix::fs::fstatvfs(&f)?;
     let free = st.f_bavail.saturating_mul(st.f_frsize);
-    if free < keep_free.saturating_add(data.len() as u64) {
+    let needed = keep_free.saturating_add(data.len() as u64);
+    if free < needed {
         return Err(io::Error::new(
             io::ErrorKind::StorageFull,
-            format!(
-                "{}: {free} bytes free, {} needed",
-                path.display(),
-                keep_free.saturating_add(data.len() as u64)
-            ),
+            format!("{}: {free} bytes free, {needed} needed", path.display()),
         ));
     }
     f.write_all(data)?;
