@@ -11,7 +11,10 @@
 # capture the tap device to show no plaintext passes), openssl (the TLS tests' throwaway CAs), and the guest
 # lab's qemu/debootstrap tools (debootstrap, systemd-analyze and dpkg-dev also
 # serve scripts/package-test.sh), and cargo-fuzz from crates.io (the fuzz
-# targets in fuzz/ build with it on the stable toolchain).
+# targets in fuzz/ build with it on the stable toolchain), and fsx (fsx-rs,
+# the file-system exerciser, from crates.io: tests/fuse_integrity.rs runs
+# it through `tarn mount`) and pjdfstest (the POSIX file-system suite's Rust
+# rewrite, from crates.io: tests/fuse_posix.rs).
 # With --ceph (and with --test): a one-host Ceph cluster's daemons and
 # libcephfs2 (the CephFS backend's tests start one on loopback with
 # scripts/ceph-cluster.sh; about 54 MB to download, 30 s to install).
@@ -42,4 +45,14 @@ fi
 if [ "${1:-}" = --test ] && ! [ -x "$HOME/.cargo/bin/cargo-fuzz" ] && ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "deps: cargo install cargo-fuzz"
   PATH="$HOME/.cargo/bin:$PATH" cargo install --locked --quiet cargo-fuzz
+fi
+FSX_VERSION=0.3.2
+if [ "${1:-}" = --test ] && ! "$HOME/.cargo/bin/fsx" --version 2>/dev/null | grep -qx "fsx $FSX_VERSION"; then
+  echo "deps: cargo install fsx $FSX_VERSION"
+  PATH="$HOME/.cargo/bin:$PATH" cargo install --locked --quiet --version "$FSX_VERSION" fsx
+fi
+PJDFSTEST_VERSION=0.2.2
+if [ "${1:-}" = --test ] && ! "$HOME/.cargo/bin/pjdfstest" --version 2>/dev/null | grep -qx "pjdfstest $PJDFSTEST_VERSION"; then
+  echo "deps: cargo install pjdfstest $PJDFSTEST_VERSION"
+  PATH="$HOME/.cargo/bin:$PATH" cargo install --locked --quiet --version "$PJDFSTEST_VERSION" pjdfstest
 fi

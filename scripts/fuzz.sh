@@ -29,6 +29,8 @@ case ${1:-} in
   *) [ $# = 2 ] || usage; grep -qx "$1" <<<"$TARGETS" || usage; secs=$(( $2 * 60 )); run=("$1") ;;
 esac
 cargo fuzz build -s none -O >/dev/null
+# The parallel runs write their results here before one() makes it.
+mkdir -p "$WORK"
 bin="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release"
 # One target: its line on stdout; status 1 when it failed.
 one() {

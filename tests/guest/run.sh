@@ -18,6 +18,9 @@
 #   TARN_GUEST_DIR=/var/tmp/tarn-guest    cache + run dirs      CASE_TIMEOUT=1200 s per VM
 #   BIG_MB SMALL_N TREE_N STAT_N FIO_MB FIO_RUNTIME STEP_TIMEOUT   passed to workload.sh (see there)
 #   MEM=2048 CPUS=2 ACCEL=tcg|kvm         passed to boot.sh
+#   PJDFSTEST_BIN=<PATH or ~/.cargo/bin>/pjdfstest   the POSIX suite the `pjd` cases ship to the guest
+#   PJD_TESTS="chmod ..."  the pjdfstest subset (name filters) for the `pjd` cases; default: PJD_CI_TESTS
+#                         (empty: the whole suite) in the CI set, the whole suite with GUEST_FULL=1
 # The krb5 cases (krb5.sh on the host, krb5-guest.sh in the guest) add a per-case KDC and realm, a
 # Tarn whose export accepts only the case's flavor, rpc.gssd in the guest, and mount by name.
 # The trixie cases (server column NAME@trixie) boot the second guest, Debian 13 with its 6.12 kernel
@@ -42,7 +45,9 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # second time with the other protocol, an NFSv3/NLM lock against an NFSv4.1 LOCK); restart =
 # `restart-lock` (Tarn is SIGKILLed and restarted while the guest holds an fcntl lock; the kernel
 # must reclaim it).  A word NAME=VALUE there sets a workload knob (BIG_MB SMALL_N TREE_N FIO_MB
-# FIO_RUNTIME STEP_TIMEOUT) for that case only; the same variable set in run.sh's environment wins.
+# FIO_RUNTIME STEP_TIMEOUT ONLY_STEPS) for that case only; the same variable set in run.sh's environment wins.
+# pjd = `pjdfstest` (the POSIX suite as root on a second mount, of an export that keeps root:
+# Tarn serves one at /pjd beside its squashing /, knfsd's /srv/export keeps root; see PJD_* below).
 # The reason column says why a case is off, or why a step is left out.
 # server@trixie: the case runs in the Debian 13 guest (6.12 kernel) instead of the Debian 12 one.
 # sec tls|mtls (trixie only): AUTH_SYS inside RPC-with-TLS, mount -o xprtsec=tls|mtls (tls.sh).
@@ -50,12 +55,13 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # below in README.md), and a shorter step timeout so that a stalled large write (seen with this
 # client against NFS-Ganesha at krb5i/krb5p) fails its step instead of eating the CI budget.
 CASES='
-full | knfsd | 3   | sys   |               | reference server, not Tarn: full run only
+full | knfsd | 3   | sys   | pjd           | reference server, not Tarn: full run only
 full | knfsd | 4.1 | sys   |               | reference server, not Tarn: full run only
-ci   | tarn  | 3   | sys   | mixed,restart |
+full | knfsd | 4.2 | sys   | pjd,ONLY_STEPS=pjdfstest | reference for the pjdfstest step of tarn v4.2 only (the Debian 13 knfsd v4.2 case runs the v4.2 workload; tmpfs in 6.1 has no user xattrs): full run only
+ci   | tarn  | 3   | sys   | mixed,restart,pjd |
 full | tarn  | 4.0 | sys   | mixed,restart | CI time: full run only (pynfs runs NFSv4.0 conformance in CI; v3, 4.1, 4.2 and krb5p keep the kernel client in CI)
 ci   | tarn  | 4.1 | sys   | mixed,restart |
-ci   | tarn  | 4.2 | sys   |               | CI: common workload only (4.1 has the locking steps)
+ci   | tarn  | 4.2 | sys   | pjd           | CI: no locking steps (4.1 has them)
 full | tarn  | 3   | krb5  | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 full | tarn  | 3   | krb5i | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
 full | tarn  | 3   | krb5p | KRB5_KNOBS    | common workload only: no mixed-locks/restart-lock (they test locking, the same with any flavor; sys cases have them)
@@ -75,10 +81,31 @@ full | tarn@trixie  | 3   | mtls |        | NFSv3 inside mutual TLS: full run on
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
 #   tarn:  on the host inside the run's network namespace at 10.77.0.1:2049 (NFSv3, MOUNT, NLM v4
 #          and NSM on one port), exporting a fresh 0777 directory; root is squashed to 65534.
+#          `pjd` cases: also /pjd, a second export that keeps root (start_tarn).
 #          rpcbind runs in the same namespace (private /run, see start_rpcbind) so the guest's
 #          lockd finds NLM and Tarn's SM_NOTIFY/GRANTED reach the guest's statd/lockd: NFSv3 is
 #          mounted WITHOUT nolock, locks go through NLM to Tarn.  Tarn runs with --grace $TARN_GRACE.
 KRB5_KNOBS=TREE_N=2000,STEP_TIMEOUT=300     # the krb5 cases' workload knobs (see above)
+# pjdfstest (cases with `pjd`): the Rust suite's binary from the host (Debian 12 like the guest),
+# copied into the case's share.  The CI set runs PJD_CI_TESTS (name filters, substrings: `link`
+# also runs unlink and symlink; empty: the whole suite), GUEST_FULL=1 the whole suite.  The whole
+# suite is 398 tests, ~1 minute per case through this client: the subset one would pick (chmod
+# chown link mkdir mkfifo mknod open rename rmdir symlink truncate unlink utimensat) is 387 of them,
+# so CI runs it all; PJD_CI_TESTS="chmod chown open" etc. shrinks it if CI's budget must.
+PJDFSTEST_BIN=${PJDFSTEST_BIN:-$(command -v pjdfstest || echo "$HOME/.cargo/bin/pjdfstest")}
+PJD_CI_TESTS=${PJD_CI_TESTS-}
+# Failures allowed, per NFS version: each fails the same way through the kernel client against
+# knfsd in the same guest (its result named), so it is the client's or the protocol's, not Tarn's.
+# Measured 2026-12-07 (Debian 12 guest, kernel 6.1.0-50, pjdfstest 0.2.2, whole suite).
+#   version | test | knfsd's result
+PJD_ALLOW_LIST='
+3   | unlink::open_file_not_freed | knfsd v3: FAILED, fstat st_nlink 1 (0 expected) on a file unlinked while open: the client renames it aside (.nfsXXXX, silly rename) instead of removing it
+3   | utimensat::y2038            | knfsd v3: FAILED, set 4294967296 (2^32 s), read back 4294967295: nfstime3 seconds are 32 bits
+4.2 | unlink::open_file_not_freed | knfsd v4.2: FAILED, as over v3 (silly rename: st_nlink 1)
+'
+pjd_allow() {  # VERS -> the allowed test names for that version
+  awk -F'|' -v v="$1" '{gsub(/ /, "", $1); gsub(/ /, "", $2)} $1 == v {print $2}' <<< "$PJD_ALLOW_LIST" | paste -sd ' '
+}
 CASES=${CASES//KRB5_KNOBS/$KRB5_KNOBS}
 # The CI set's workload: a tenth of the tree and a quarter of the big file.  The knobs are exported
 # (so they also cap a case's own knobs); a variable already set in the caller's environment wins.  Each step still crosses the paths it tests (many
@@ -148,6 +175,7 @@ SESSION=$LAB/runs/$(date +%Y%m%d-%H%M%S)-run-$$
 mkdir -p "$SESSION"
 TOTAL_PASS=0 TOTAL_FAIL=0 SKIPPED=0 CRASHED=0
 declare -a COLS=() STEPS=()
+PJD_ROW=                      # the table's pjdfstest passed/failed/skipped row, once a case has it
 declare -A CELL=()
 SKIPS=()
 
@@ -163,10 +191,18 @@ guest_cmd() {  # SERVER VERS SEC EXTRAS > cmd.sh
   # the case's own knobs (NAME=VALUE in the extras column), unless set in the environment
   for w in ${4//,/ }; do
     case $w in
-      BIG_MB=*|SMALL_N=*|TREE_N=*|STAT_N=*|FIO_MB=*|FIO_RUNTIME=*|STEP_TIMEOUT=*)
+      BIG_MB=*|SMALL_N=*|TREE_N=*|STAT_N=*|FIO_MB=*|FIO_RUNTIME=*|STEP_TIMEOUT=*|ONLY_STEPS=*)
         v=${w%%=*}; [ -z "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${w#*=}";;
     esac
   done
+  if [[ ,$4, == *,pjd,* ]]; then   # Tarn's /pjd export keeps root; knfsd's only export does
+    local pe=/pjd; [ "$1" = knfsd ] && pe=/srv/export
+    local pt=${PJD_TESTS-}; [ -z "${PJD_TESTS+x}" ] && [ "$GUEST_FULL" != 1 ] && pt=$PJD_CI_TESTS
+    printf 'export PJDFSTEST=1 PJD_EXPORT=%q PJD_TESTS=%q PJD_ALLOW=%q\n' "$pe" "$pt" "$(pjd_allow "$2")"
+    # knfsd stamps times from the guest's coarse clock, which under TCG can stand still for more
+    # than 10 ms (rename::changed_ctime_success::char once saw an unchanged ctime); Tarn uses the host's
+    [ "$1" = knfsd ] && echo 'export PJD_NAPTIME=0.1'
+  fi
   case "$1" in
     knfsd) echo 'lab-knfsd-start || { echo "lab-knfsd-start failed"; exit 97; }'
            if [ "$3" = tls ] || [ "$3" = mtls ]; then   # the reference over TLS: tlshd does both sides
@@ -277,12 +313,25 @@ tarn_supervisor() {  # CASEDIR
   done
 }
 
-start_tarn() {  # CASEDIR SEC -> sets SUP_PID, RPCB_PID (KDC_PID); non-zero if Tarn does not come up
+start_tarn() {  # CASEDIR SEC EXTRAS -> sets SUP_PID, RPCB_PID (KDC_PID); non-zero if Tarn does not come up
   local dir=$1/export p
   mkdir -p "$dir"; chmod 0777 "$dir"
   : > "$1/tarn.log"; rm -f "$1/tarn.pid"
   TARN_CMD=()                 # sec=sys: the supervisor's default command line
-  if [ "$2" = tls ] || [ "$2" = mtls ]; then   # TLS: a throwaway CA, Tarn with its cert + config
+  if [ "$2" = sys ] && [[ ,$3, == *,pjd,* ]]; then
+    # pjdfstest runs as root: a second export, /pjd, that keeps root, beside the squashing / the
+    # rest of the workload uses (so the root-squash checks stay).  NFSv4 reaches it through the
+    # directory pjd in /'s export (a junction); NFSv3 mounts /pjd directly.
+    mkdir -p "$1/pjd" "$dir/pjd"
+    printf '%s\n' '[[export]]' "path = \"$dir\"" 'pseudo = "/"' 'clients = ["10.77.0.0/24"]' \
+      'squash = "root"' '' '[[export]]' "path = \"$1/pjd\"" 'pseudo = "/pjd"' \
+      'clients = ["10.77.0.0/24"]' 'squash = "none"' > "$1/tarn.toml"
+    mapfile -d '' TARN_CMD < <(printf '%s\0' ip netns exec "$NS" "$TARN_BIN" serve --config "$1/tarn.toml" \
+      --listen "$TARN_ADDR:$TARN_PORT" --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" \
+      --grace "$TARN_GRACE" --state-dir "$1/state"
+      # shellcheck disable=SC2086 # TARN_EXTRA_ARGS is a word list on purpose (as for the sys cases)
+      [ -n "${TARN_EXTRA_ARGS:-}" ] && printf '%s\0' ${TARN_EXTRA_ARGS})
+  elif [ "$2" = tls ] || [ "$2" = mtls ]; then   # TLS: a throwaway CA, Tarn with its cert + config
     tls_ca "$1" "$2" || return 1
     mapfile -d '' TARN_CMD < <(printf '%s\0' ip netns exec "$NS" "$TARN_BIN" serve \
       --listen "$TARN_ADDR:$TARN_PORT" --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" \
@@ -328,10 +377,13 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
   guest_cmd "$server" "$vers" "$sec" "$extras" > "$dir/cmd.sh"
   NS=tarnlab-$$-${#COLS[@]}
   "$HERE/net.sh" up "$NS" || { echo "run.sh: netns setup failed"; crashed=1; }
-  if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" || crashed=1; fi
+  if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" "$extras" || crashed=1; fi
   if [ $crashed = 0 ] && [ "$server" = knfsd ] && { [ "$sec" = tls ] || [ "$sec" = mtls ]; }; then
     mkdir -p "$dir"; tls_ca "$dir" "$sec" knfsd || crashed=1; fi
   files=("$HERE/workload.sh")
+  # pjdfstest: the host's binary (Debian 12 like the guest); the step fails if it is missing
+  if [[ ,$extras, == *,pjd,* ]] && [ -x "$PJDFSTEST_BIN" ]; then
+    cp "$PJDFSTEST_BIN" "$dir/pjdfstest" && files+=("$dir/pjdfstest"); fi
   case $sec in
     sys) ;;
     tls|mtls) files+=("$HERE/tls-guest.sh" "$dir/tls/lab-tls");;
@@ -370,6 +422,10 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
     if [ "$res" = PASS ]; then CELL[$c,$st]=$sec_s; TOTAL_PASS=$((TOTAL_PASS+1))
     else CELL[$c,$st]="FAIL $sec_s"; TOTAL_FAIL=$((TOTAL_FAIL+1)); fi
   done < <(grep -hE '^STEP [^ ]+ (PASS|FAIL) ' "$dir/out.log" "$dir/host-steps.log" 2>/dev/null)
+  # pjdfstest's own counts (the step's INFO summary line): passed/failed/skipped tests
+  local pj
+  pj=$(sed -n 's/^  \(| INFO \)\{0,1\}pjdfstest .*: \([0-9]*\) failed, \([0-9]*\) skipped, \([0-9]*\) passed,.*/\4\/\2\/\3/p' "$dir/out.log" | head -1)
+  if [ -n "$pj" ]; then PJD_ROW=pjd-p/f/s; CELL[$c,pjd-p/f/s]=$pj; fi
   [ $crashed = 1 ] && { CRASHED=$((CRASHED+1)); CELL[$c,result]=CRASHED; } || CELL[$c,result]=ok
   if [ "${CELL[$c,result]}" = ok ] && grep -qhE '^STEP [^ ]+ FAIL ' "$dir/out.log" "$dir/host-steps.log" 2>/dev/null; then
     CELL[$c,result]=FAILED; fi
@@ -409,7 +465,7 @@ ACC=$(grep -ho 'accel=[a-z]*' "$SESSION"/*/boot.err 2>/dev/null | head -1 | cut 
 echo "=== guest lab timings, seconds (accel=${ACC:-none}, ${CPUS:-2} vCPU, ${MEM:-2048} MiB; functional, not benchmarks)"
 W=14; for c in "${COLS[@]}"; do [ ${#c} -gt $W ] && W=${#c}; done
 printf '%-14s' "step"; for c in "${COLS[@]}"; do printf " %${W}s" "$c"; done; echo
-for row in boot "${STEPS[@]}" wall result; do
+for row in boot "${STEPS[@]}" $PJD_ROW wall result; do
   printf '%-14s' "$row"
   for i in "${!COLS[@]}"; do printf " %${W}s" "${CELL[$i,$row]:--}"; done; echo
 done

@@ -23,6 +23,14 @@
 #   RESTART_LOCK=1    step restart-lock: hold an fcntl lock while the host restarts the server
 #                     (writes /share/restart-request, waits for /share/restart-done; run.sh does
 #                     it), the lock must survive (reclaim); RESTART_GRACE=5 the server's grace (s)
+#   PJDFSTEST=1       step pjdfstest: the POSIX suite (/share/pjdfstest, the Rust pjdfstest that
+#                     run.sh ships from the host) as root on a second mount of PJD_EXPORT (default
+#                     EXPORT), an export that keeps root (the suite chowns, makes device nodes,
+#                     switches users), at $MNT-pjd.  PJD_TESTS="chmod open ..." runs a subset (its
+#                     name filters; default: the whole suite); PJD_ALLOW="name ..." failures
+#                     allowed (each also fails through knfsd: run.sh keeps the list).  The whole
+#                     output comes back as /share/pjdfstest.out.  PJD_NAPTIME=0.01 (s) the
+#                     suite's sleep before a timestamp must have moved
 set -u
 SERVER=${1:?usage: workload.sh SERVER VERS [SEC] [EXPORT] [MOUNT_OPTS]}
 VERS=${2:?NFS version}
@@ -32,6 +40,8 @@ export MNT=${MNT:-/mnt/nfs} BIG_MB=${BIG_MB:-256} SMALL_N=${SMALL_N:-40} TREE_N=
 export FIO_MB=${FIO_MB:-32} FIO_RUNTIME=${FIO_RUNTIME:-10} STEP_TIMEOUT=${STEP_TIMEOUT:-450}
 export MIXED_VERS=${MIXED_VERS:-} MIXED_OPTS=${MIXED_OPTS:-} RESTART_LOCK=${RESTART_LOCK:-0}
 export RESTART_GRACE=${RESTART_GRACE:-5}
+export PJD_EXPORT=${PJD_EXPORT:-$EXPORT} PJD_TESTS=${PJD_TESTS:-} PJD_ALLOW=${PJD_ALLOW:-}
+export PJD_NAPTIME=${PJD_NAPTIME:-0.01}
 export SQUASH=${SQUASH:-0} LAB_UID=${LAB_UID:-1000} LAB_USER=${LAB_USER:-labuser}
 export W=$MNT/wl-$$ LOGS=/tmp/wl-logs SCRATCH=/tmp/wl-scratch
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
@@ -569,6 +579,49 @@ s_local_change() {
   test "$(cat "$f")" = new
   rm -f "$f"
 }
+# pjdfstest (the Rust rewrite of the POSIX file-system suite) through a mount of an export that
+# keeps root: the suite runs as root (chown, mknod of devices, setuid to its dummy users). The
+# features are those Linux has (as in crates/tarn/tests/fuse_posix.rs); users nobody/nogroup and
+# daemon/daemon exist in the guest. Prints one INFO summary line (run.sh puts the counts in its
+# table) and one line per failed test with the suite's reason; fails on any failure not in
+# PJD_ALLOW, and names allowed ones that passed (stale entries).
+s_pjdfstest() {
+  local o="vers=$VERS,sec=$SEC" out=$SCRATCH/pjdfstest.out cfg=$SCRATCH/pjdfstest.toml rc=0
+  local sum d unexpected=() stale=() f
+  m=$MNT-pjd                               # global: the EXIT trap below runs after the function
+  [ -n "$MOUNT_OPTS" ] && o="$o,$MOUNT_OPTS"
+  test -x /share/pjdfstest || { echo "no /share/pjdfstest (run.sh ships the host's ~/.cargo/bin/pjdfstest)"; return 1; }
+  install -m 0755 /share/pjdfstest /usr/local/bin/pjdfstest
+  mkdir -p "$m"
+  echo "mount -t nfs -o $o $SERVER:$PJD_EXPORT $m"
+  mount -t nfs -o "$o" "$SERVER:$PJD_EXPORT" "$m"
+  trap 'cd /; umount "$m" 2>/dev/null || umount -f -l "$m"' EXIT
+  d=$m/pjd-$$; mkdir "$d"; chmod 0755 "$d"
+  test "$(stat -c %u "$d")" = 0                              # root is root on this export
+  printf '%s\n' '[features]' 'posix_fallocate = {}' 'rename_ctime = {}' 'utime_now = {}' \
+    'utimensat = {}' '[settings]' "naptime = $PJD_NAPTIME" 'allow_remount = false' '[dummy_auth]' \
+    'entries = [ ["nobody", "nogroup"], ["daemon", "daemon"] ]' > "$cfg"
+  # shellcheck disable=SC2086 # PJD_TESTS is a list of name filters
+  (cd "$d" && pjdfstest -c "$cfg" -p "$d" ${PJD_TESTS:-}) > "$out" 2>&1 || rc=$?
+  cp "$out" /share/pjdfstest.out 2>/dev/null || true
+  sum=$(grep -m1 '^Summary:' "$out") || { echo "pjdfstest ended (rc=$rc) without its summary:"; tail -20 "$out"; return 1; }
+  # each failed test with its reason (the indented lines after it, joined)
+  awk '$NF == "FAILED" {if (n) print n "\t" r; n = $1; r = ""; next}
+       /^[ \t]/ && n {gsub(/[ \t]+/, " "); r = r $0; next} {if (n) print n "\t" r; n = ""}
+       END {if (n) print n "\t" r}' "$out" > "$SCRATCH/pjd-failed"
+  while IFS=$'\t' read -r f why; do
+    if [[ " ${PJD_ALLOW:-} " == *" $f "* ]]; then echo "INFO FAILED (allowed) $f:${why:0:200}"
+    else unexpected+=("$f"); echo "INFO FAILED $f:${why:0:200}"; fi
+  done < "$SCRATCH/pjd-failed"
+  for f in ${PJD_ALLOW:-}; do
+    grep -qE "^$f +ok$" "$out" && stale+=("$f")
+  done
+  [ ${#stale[@]} -gt 0 ] && echo "INFO allowed but passed (drop from PJD_ALLOW): ${stale[*]}"
+  [ ${#unexpected[@]} -gt 0 ] && echo "INFO not allowed: ${unexpected[*]}"
+  echo "INFO pjdfstest ${PJD_TESTS:-whole suite}: ${sum#Summary: } (${#unexpected[@]} not allowed)"
+  cd /; rm -rf "$d"
+  test ${#unexpected[@]} = 0
+}
 s_umount() {
   cd /; rm -rf "$W"
   # What the client did with delegations (NFSv4.1+: the server grants read delegations; each
@@ -581,7 +634,7 @@ s_umount() {
 export -f now elapsed rate info drop_caches as_user must_fail ask_host tree_run fcntl_lock \
   s_mount s_smallfiles s_bigfile s_tree_create s_tree_ls s_tree_cp s_tree_diff s_tree_rm \
   s_links s_perms s_df s_locks s_mixed_locks s_restart_lock s_fio s_umount seek_at s_sparse \
-  op_count s_copy xa s_xattr mount_ops mount_all_ops s_stat_pass s_local_change
+  op_count s_copy xa s_xattr mount_ops mount_all_ops s_stat_pass s_local_change s_pjdfstest
 
 echo "workload: server=$SERVER vers=$VERS sec=$SEC export=$EXPORT opts=${MOUNT_OPTS:-none} squash=$SQUASH" \
      "big=${BIG_MB}MiB tree=$TREE_N fio=${FIO_MB}MiB/${FIO_RUNTIME}s kernel=$(uname -r)"
@@ -593,6 +646,7 @@ STEPS="smallfiles bigfile tree_create tree_ls tree_cp tree_diff tree_rm links pe
 [ "$VERS" = 4.2 ] && STEPS="$STEPS xattr"             # GETXATTR ... REMOVEXATTR are NFSv4.2 (RFC 8276)
 [ "${LOCAL_CHANGE:-0}" = 1 ] && STEPS="$STEPS local_change"
 STEPS="$STEPS stat_pass fio"
+[ "${PJDFSTEST:-0}" = 1 ] && STEPS="$STEPS pjdfstest"
 [ -n "${ONLY_STEPS:-}" ] && STEPS=$ONLY_STEPS      # debugging: just these steps (after mount)
 for s in $STEPS; do
   step "${s//_/-}" "s_$s"; rc=$?

@@ -7,6 +7,8 @@
 //! sharing the stateless operations with 4.1 ([`nfs4::plain`]). [`nfs3`]
 //! is NFSv3 with MOUNT and NLM; [`remote`] puts one interface over all.
 
+#![forbid(unsafe_code)]
+
 pub mod cache;
 pub mod nfs3;
 pub mod nfs4;

@@ -15,78 +15,18 @@ mod harness;
 use client::nfs4::*;
 use harness::*;
 use proto::nfs4::*;
-use rpc::client::ChannelOptions;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use test_support::etcd::Etcd;
+use test_support::proxy::Proxy;
+use test_support::server::{kill, spawn_serving};
 
 /// The grace bound the heads run with: long, so a grace that ends on its
 /// own before it shows recovery completion ended it.
 const GRACE: u64 = 60;
-
-struct Etcd {
-    child: Child,
-    url: String,
-}
-
-impl Etcd {
-    fn start(dir: &Path) -> Option<Etcd> {
-        let bin = ["/usr/bin/etcd", "/usr/local/bin/etcd"]
-            .into_iter()
-            .find(|p| Path::new(p).exists());
-        let Some(bin) = bin else {
-            assert!(
-                std::env::var("TARN_REQUIRE_ETCD").as_deref() != Ok("1"),
-                "etcd is not installed (apt-get install etcd-server) and TARN_REQUIRE_ETCD=1"
-            );
-            eprintln!("SKIPPED: etcd is not installed (apt-get install etcd-server)");
-            return None;
-        };
-        let (cp, pp) = (testkdc::free_port(), testkdc::free_port());
-        let url = format!("http://127.0.0.1:{cp}");
-        let peer = format!("http://127.0.0.1:{pp}");
-        let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
-        let child = Command::new(bin)
-            .args(["--name", "t", "--data-dir"])
-            .arg(dir.join("etcd-data"))
-            .args([
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("t={peer}")])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
-        let e = Etcd { child, url };
-        let until = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&e.url["http://".len()..]).is_err() {
-            assert!(Instant::now() < until, "etcd did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Some(e)
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 struct Head {
     node: String,
@@ -100,9 +40,7 @@ impl Head {
     fn new(tmp: &Path, node: &str, export: &Path, etcd: &str, grace: u64) -> Head {
         let state = tmp.join(format!("state-{node}"));
         std::fs::create_dir_all(&state).unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{}", testkdc::free_port())
-            .parse()
-            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let config = tmp.join(format!("{node}.toml"));
         std::fs::write(
             &config,
@@ -123,36 +61,17 @@ impl Head {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut child = Command::new(tarn_bin())
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start tarn");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
+        let mut cmd = Command::new(tarn_bin());
+        cmd.args(["serve", "--config"]).arg(&self.config);
+        let (child, out) = spawn_serving(&mut cmd, &self.log, &format!("head {}", self.node));
         // Later stdout lines go nowhere harmful: keep the pipe open.
         std::mem::forget(out);
         self.child = Some(child);
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "head {} did not start ({line:?}); log:\n{}",
-            self.node,
-            self.log()
-        );
     }
 
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            kill(&mut c);
         }
     }
 
@@ -173,54 +92,12 @@ impl Drop for Head {
     }
 }
 
-/// Forwards connections to where the service address points now.
-async fn proxy(target: SocketAddr) -> (SocketAddr, Arc<Mutex<SocketAddr>>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let target = Arc::new(Mutex::new(target));
-    let t = target.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut c, _) = l.accept().await.unwrap();
-            let to = *t.lock().unwrap();
-            tokio::spawn(async move {
-                let Ok(mut s) = TcpStream::connect(to).await else {
-                    return;
-                };
-                let (mut b1, mut b2) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
-                loop {
-                    tokio::select! {
-                        n = c.read(&mut b1) => match n {
-                            Ok(n) if n > 0 => if s.write_all(&b1[..n]).await.is_err() { return },
-                            _ => return,
-                        },
-                        n = s.read(&mut b2) => match n {
-                            Ok(n) if n > 0 => if c.write_all(&b2[..n]).await.is_err() { return },
-                            _ => return,
-                        },
-                    }
-                }
-            });
-        }
-    });
-    (addr, target)
-}
-
 async fn channel_session(addr: SocketAddr, owner: &str) -> Arc<Session> {
-    let opts = ChannelOptions {
-        timeo: Duration::from_secs(10),
-        min_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-        ..Default::default()
-    };
-    let conn = Nfs4Conn::connect_channel(addr, UID, GID, opts)
-        .await
-        .expect("connect");
     let o = SessionOptions {
         callbacks: false,
         ..owner_opts(owner, 1)
     };
-    Arc::new(Session::establish(conn, &o).await.expect("session"))
+    reconnecting_session(addr, 1, &o).await
 }
 
 /// Tries a new OPEN (create) of `name` through `s` until `want(result)`,
@@ -287,7 +164,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         .enable_all()
         .build()
         .unwrap();
-    let (service, target) = rt.block_on(proxy(a));
+    let service = rt.block_on(Proxy::start(a));
     let (x, y, dir, sid, fh, ysid, yfh) = rt.block_on(async {
         // The starting heads' grace ends once all three recovered (none
         // had clients): well before its bound.
@@ -303,7 +180,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
             .await
             .unwrap();
 
-        let x = channel_session(service, "x-moves").await;
+        let x = channel_session(service.addr, "x-moves").await;
         let (sid, fh) = x
             .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
             .await
@@ -371,7 +248,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         assert_eq!(st, Some(Nfsstat4::NFS4ERR_GRACE), "c in grace too");
 
         // The service address moves to b; x recovers there and reclaims.
-        *target.lock().unwrap() = b;
+        service.point_at(b);
         x.write(
             &sid,
             &fh,

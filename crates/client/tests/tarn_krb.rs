@@ -32,21 +32,16 @@ const WSIZE: usize = 256 << 10;
 const FILE: u64 = 32 << 20;
 const IN_FLIGHT: usize = 4;
 
-/// One Prometheus sample's value (`name{labels}` prefix match), 0 if absent.
-fn metric(addr: &str, prefix: &str) -> f64 {
-    metrics(addr)
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// A Kerberos server: every flavor and sys on one export, metrics on.
 fn kerberos_server(kdc: &testkdc::Kdc) -> (Tarn, String) {
+    kerberos_server_with(kdc, Tarn::start)
+}
+
+/// `start` makes the server (on disk, or on tmpfs).
+fn kerberos_server_with(kdc: &testkdc::Kdc, start: fn(&[&str]) -> Tarn) -> (Tarn, String) {
     let maddr = format!("127.0.0.1:{}", testkdc::free_port());
     let kt = kdc.keytab.display().to_string();
-    let t = Tarn::start(&[
+    let t = start(&[
         "--sec",
         "krb5,krb5i,krb5p,sys",
         "--keytab",
@@ -117,7 +112,11 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
     let life = format!("{TICKET}s");
     let cc = kdc.kinit("renew", &life);
     kdc.activate(&cc);
-    let (t, maddr) = kerberos_server(&kdc);
+    // The export on tmpfs: each 32 MiB file's COMMIT on this shared VM's
+    // disk made the throughput wander by more than the 10% judged here
+    // (rehearsals: 181 -> 151 and 143 -> 121 MiB/s within one ticket, with
+    // no change in the client), and the disk is not what is under test.
+    let (t, maddr) = kerberos_server_with(&kdc, Tarn::start_on_tmpfs);
     let created_before = metric(&maddr, "tarn_gss_contexts_created_total");
 
     let stop = AtomicBool::new(false);

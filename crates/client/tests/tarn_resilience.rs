@@ -17,64 +17,13 @@ use harness::*;
 use proto::nfs4::*;
 use rpc::client::ChannelOptions;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// Forwards connections to `target`; with `cut` set, the next bytes the
-/// server sends are dropped with both connections.
-struct Proxy {
-    addr: SocketAddr,
-    target: Arc<Mutex<SocketAddr>>,
-    cut: Arc<AtomicBool>,
-    accepted: Arc<AtomicUsize>,
-}
+use test_support::proxy::Proxy;
 
 async fn proxy(target: SocketAddr) -> Proxy {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let p = Proxy {
-        addr: l.local_addr().unwrap(),
-        target: Arc::new(Mutex::new(target)),
-        cut: Arc::default(),
-        accepted: Arc::default(),
-    };
-    let (target, cut, accepted) = (p.target.clone(), p.cut.clone(), p.accepted.clone());
-    tokio::spawn(async move {
-        loop {
-            let (mut c, _) = l.accept().await.unwrap();
-            accepted.fetch_add(1, Ordering::SeqCst);
-            let to = *target.lock().unwrap();
-            let cut = cut.clone();
-            tokio::spawn(async move {
-                // Nobody there (the server is restarting): the client
-                // sees its connection closed and tries again later.
-                let Ok(mut s) = TcpStream::connect(to).await else {
-                    return;
-                };
-                let (mut b1, mut b2) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
-                loop {
-                    tokio::select! {
-                        n = c.read(&mut b1) => match n {
-                            Ok(n) if n > 0 => if s.write_all(&b1[..n]).await.is_err() { return },
-                            _ => return,
-                        },
-                        n = s.read(&mut b2) => match n {
-                            Ok(n) if n > 0 => {
-                                if cut.swap(false, Ordering::SeqCst) {
-                                    return; // both connections close
-                                }
-                                if c.write_all(&b2[..n]).await.is_err() { return }
-                            }
-                            _ => return,
-                        },
-                    }
-                }
-            });
-        }
-    });
-    p
+    Proxy::start(target).await
 }
 
 async fn channel_session(addr: SocketAddr) -> Arc<Session> {
@@ -82,21 +31,11 @@ async fn channel_session(addr: SocketAddr) -> Arc<Session> {
 }
 
 async fn channel_session_with(addr: SocketAddr, nconnect: usize, callbacks: bool) -> Arc<Session> {
-    let opts = ChannelOptions {
-        nconnect,
-        timeo: Duration::from_secs(10),
-        min_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-        ..Default::default()
-    };
-    let conn = Nfs4Conn::connect_channel(addr, UID, GID, opts)
-        .await
-        .expect("connect");
     let o = SessionOptions {
         callbacks,
         ..SessionOptions::default()
     };
-    Arc::new(Session::establish(conn, &o).await.expect("session"))
+    reconnecting_session(addr, nconnect, &o).await
 }
 
 async fn root(s: &Session) -> NfsFh4 {

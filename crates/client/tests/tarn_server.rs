@@ -21,60 +21,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-/// Kills the server by PID when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use test_support::server::TestServer;
 
 #[test]
 fn tarn_nfs41() {
-    let bin = std::env::var("TARN_BIN")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into());
-    assert!(
-        std::path::Path::new(&bin).exists(),
-        "{bin} missing: cargo build -p tarn"
-    );
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-client-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let (export, state) = (tmp.path().join("export"), tmp.path().join("state"));
-    std::fs::create_dir_all(&export).unwrap();
-    std::fs::create_dir_all(&state).unwrap();
-    std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let addr = format!("127.0.0.1:{}", testkdc::free_port());
-    let log = std::fs::File::create(state.join("server.log")).unwrap();
-    let mut child = Command::new(&bin)
-        .args(["serve", export.to_str().unwrap(), "--listen", &addr])
-        .args([
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--log-level",
-            "debug",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start tarn");
-    // The server prints one line once it listens.
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Server(child);
-    assert!(
-        line.starts_with("tarn: exporting"),
-        "unexpected first line {line:?}"
-    );
-
+    let server = TestServer::start();
     let export_path = std::env::var("TARN_NFS4_EXPORT").unwrap_or_else(|_| "/".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -82,8 +33,8 @@ fn tarn_nfs41() {
         .build()
         .unwrap();
     rt.block_on(common::scenario(
-        addr.parse().unwrap(),
+        server.addr,
         &export_path,
-        Some(&export),
+        Some(&server.export),
     ));
 }

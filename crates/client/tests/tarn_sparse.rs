@@ -220,3 +220,70 @@ fn seek_and_deallocate_on_a_real_file() {
         s.close(&o.fh, &o.stateid).await.unwrap();
     });
 }
+
+/// `Remote`'s NFSv4.2 calls on a real file: ALLOCATE raises the size,
+/// DEALLOCATE punches a hole, SEEK finds data and says NXIO past it, COPY
+/// copies (committed when UNSTABLE); over an NFSv4.1 session each is
+/// NOTSUPP without a call (a 4.1 server answers OP_ILLEGAL).
+#[test]
+fn remote_allocate_deallocate_seek_copy() {
+    use client::remote::{Kind, Remote};
+    let t = Tarn::start(&[]);
+    let mut want = sparse_file(&t, "g", MIB, &[(0, noise(MIB as usize, 6))]);
+    sparse_file(&t, "h", 0, &[]);
+    run(async {
+        let r = Remote::from_v4(session_with(t.addr, &v42()).await)
+            .await
+            .unwrap();
+        assert!(r.has_v42());
+        let open = |name: &'static str| {
+            let r = &r;
+            async move {
+                let fh = r.lookup_path(name).await.unwrap();
+                r.open_fh(&fh, true, true, false).await.unwrap().unwrap().0
+            }
+        };
+        let g = open("/g").await;
+        r.allocate(&g, MIB / 2, 2 * MIB).await.unwrap();
+        assert_eq!(r.stat(&g.fh).await.unwrap().size, Some(5 * MIB / 2));
+        want.resize(5 * MIB as usize / 2, 0);
+        r.deallocate(&g, 65_536, 65_536).await.unwrap();
+        want[65_536..131_072].fill(0);
+        assert_eq!(std::fs::read(t.export.join("g")).unwrap(), want);
+        assert_eq!(r.seek(&g, 4096, false).await.unwrap(), 4096);
+        let past = r.seek(&g, 5 * MIB / 2, false).await.unwrap_err();
+        assert_eq!(past.errno(), libc::ENXIO);
+        let h = open("/h").await;
+        let mut done = 0;
+        while done < MIB {
+            let c = r.copy(&g, &h, 1000 + done, done, MIB - done).await.unwrap();
+            assert!(c.count > 0);
+            if c.unstable {
+                assert_eq!(r.commit(&h.fh).await.unwrap(), c.verf);
+            }
+            done += c.count;
+        }
+        assert_eq!(
+            std::fs::read(t.export.join("h")).unwrap(),
+            want[1000..1000 + MIB as usize]
+        );
+        r.close(&g).await.unwrap();
+        r.close(&h).await.unwrap();
+
+        let r41 = Remote::from_v4(session_with(t.addr, &SessionOptions::default()).await)
+            .await
+            .unwrap();
+        assert!(!r41.has_v42());
+        let fh = r41.lookup_path("/g").await.unwrap();
+        let g = client::remote::OpenFile { fh, stateid: None };
+        assert!(r41.allocate(&g, 0, 1).await.unwrap_err().is(Kind::NotSupp));
+        assert!(r41
+            .deallocate(&g, 0, 1)
+            .await
+            .unwrap_err()
+            .is(Kind::NotSupp));
+        assert!(r41.seek(&g, 0, true).await.unwrap_err().is(Kind::NotSupp));
+        let e = r41.copy(&g, &g, 0, 1, 1).await.unwrap_err();
+        assert_eq!(e.errno(), libc::EOPNOTSUPP);
+    });
+}

@@ -1,4 +1,4 @@
-//! Tarn's metrics and diagnostics (DESIGN.md rule 6).
+//! Tarn's metrics and diagnostics (docs/design.md rule 6).
 //!
 //! The hot path pays nanoseconds: per-op and per-export counters live in a
 //! fixed array per shard (a shard per worker thread, cache-line aligned),
@@ -9,9 +9,10 @@
 //! allocates, locks or looks anything up to be counted. Readers (the
 //! admin socket, `/metrics`) sum the shards into a [`snapshot::Snapshot`].
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod doctor;
-pub mod doctor_tls;
 pub mod endpoint;
 pub mod ops;
 pub mod prom;
@@ -19,6 +20,8 @@ pub mod snapshot;
 pub mod tools;
 
 pub use client::{ClientStats, ClientTable};
+/// The TLS rules of `tarn doctor`, by their path from before they moved.
+pub use doctor::tls as doctor_tls;
 pub use rpc::observe::CallDone;
 pub use snapshot::Snapshot;
 

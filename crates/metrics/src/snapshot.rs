@@ -224,6 +224,32 @@ impl Metrics {
     /// Sums every shard. Walks the client table and, through the export
     /// probe, statvfs's each export: call it off the async workers.
     pub fn snapshot(&self) -> Snapshot {
+        let ops_v = self.snap_ops();
+        let clients = self.snap_clients();
+        let exports = self.snap_exports();
+        let server = self.snap_server();
+        let caches = self.snap_caches();
+        let limits = self.snap_limits();
+        Snapshot {
+            limits,
+            tls: rpc::tls_events::global().snapshot(),
+            unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            uptime_s: self.uptime().as_secs_f64(),
+            metrics_enabled: self.enabled(),
+            buckets_le_us: (0..BUCKETS - 1).filter_map(bucket_le_us).collect(),
+            ops: ops_v,
+            clients,
+            exports,
+            server,
+            caches,
+        }
+    }
+
+    /// Each operation summed over the shards, with its errors by status.
+    fn snap_ops(&self) -> Vec<OpSnap> {
         let mut ops_v = Vec::new();
         for slot in 0..OP_SLOTS {
             let Some((program, op)) = self.op_name(slot) else {
@@ -259,7 +285,11 @@ impl Metrics {
             }
             ops_v.push(o);
         }
+        ops_v
+    }
 
+    /// Each client, with its NFSv4 state from the probe.
+    fn snap_clients(&self) -> Vec<ClientSnap> {
         let mut clients: Vec<ClientSnap> = self
             .clients
             .list()
@@ -322,7 +352,11 @@ impl Metrics {
                 c.nfs4 = peers.get(&c.addr).cloned();
             }
         }
+        clients
+    }
 
+    /// Each export, with its file system's usage from the probe.
+    fn snap_exports(&self) -> Vec<ExportSnap> {
         let mut exports = Vec::new();
         if let Some(probe) = self.exports.lock().unwrap().as_ref() {
             for x in probe() {
@@ -345,9 +379,13 @@ impl Metrics {
                 exports.push(e);
             }
         }
+        exports
+    }
 
+    /// The server-wide counters.
+    fn snap_server(&self) -> ServerSnap {
         let s = &self.server;
-        let server = ServerSnap {
+        ServerSnap {
             connections_total: s.connections_total.load(Relaxed),
             connections_open: s.connections_open.load(Relaxed),
             clients: self.clients.len() as u64,
@@ -398,8 +436,11 @@ impl Metrics {
             cb_getattr_failed: s.cb_getattr_failed.load(Relaxed),
             recall_any_sent: s.recall_any_sent.load(Relaxed),
             log_suppressed: s.log_suppressed.load(Relaxed),
-        };
+        }
+    }
 
+    /// Each cache's entries and bytes from its probe.
+    fn snap_caches(&self) -> Vec<CacheSnap> {
         let mut caches = vec![CacheSnap {
             name: "metrics_clients".into(),
             entries: self.clients.len() as u64,
@@ -413,7 +454,11 @@ impl Metrics {
                 bytes,
             });
         }
+        caches
+    }
 
+    /// Each limit: its bound, its use, how often it was reached.
+    fn snap_limits(&self) -> Vec<LimitSnap> {
         let registered = self.limits.lock().unwrap();
         let limits = rpc::observe::Limit::ALL
             .iter()
@@ -439,22 +484,6 @@ impl Metrics {
             })
             .collect();
         drop(registered);
-
-        Snapshot {
-            limits,
-            tls: rpc::tls_events::global().snapshot(),
-            unix_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-            uptime_s: self.uptime().as_secs_f64(),
-            metrics_enabled: self.enabled(),
-            buckets_le_us: (0..BUCKETS - 1).filter_map(bucket_le_us).collect(),
-            ops: ops_v,
-            clients,
-            exports,
-            server,
-            caches,
-        }
+        limits
     }
 }

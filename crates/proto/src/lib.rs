@@ -2,6 +2,8 @@
 //! `specs/`: a wire format is written once, in the language its RFC uses.
 //! See `xdr::codegen` for how XDR maps to Rust.
 
+#![forbid(unsafe_code)]
+
 /// ONC RPC v2 messages and AUTH_SYS (RFC 5531).
 #[allow(non_camel_case_types, clippy::all)]
 pub mod rpc {

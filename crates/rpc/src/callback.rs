@@ -7,7 +7,7 @@
 //! [`Decision::CallbackReply`](crate::pipeline::Decision) and the driver
 //! gives it to the connection's [`ConnCallbacks`], which wakes the caller
 //! waiting on that xid. A program reaches the connection through
-//! [`CallContext::back`](crate::msg::CallContext), as a [`CallbackConn`],
+//! [`CallContext::back`](crate::context::CallContext), as a [`CallbackConn`],
 //! a trait so that tests can put a scripted client behind it.
 
 use crate::msg::{self, ReplyStatus};
@@ -65,7 +65,7 @@ pub trait CallbackConn: Send + Sync + std::fmt::Debug {
     ) -> CallFuture<'_>;
     /// Whether calls can still be sent (the connection is open).
     fn is_open(&self) -> bool;
-    /// The connection's id (as in [`CallContext::conn_id`](crate::msg::CallContext)).
+    /// The connection's id (as in [`CallContext::conn_id`](crate::context::CallContext)).
     fn conn_id(&self) -> u64;
 }
 
@@ -81,7 +81,7 @@ pub struct ConnCallbacks {
     conn_id: u64,
     /// The connection's count of bytes waiting to be written, which
     /// calls join too (the writer takes them off as it writes).
-    backlog: Option<Arc<crate::server::Backlog>>,
+    backlog: Option<Arc<crate::transport::Backlog>>,
 }
 
 impl ConnCallbacks {
@@ -97,7 +97,7 @@ impl ConnCallbacks {
     }
 
     /// Counts the calls sent in the connection's write backlog.
-    pub(crate) fn with_backlog(mut self, b: Arc<crate::server::Backlog>) -> Self {
+    pub(crate) fn with_backlog(mut self, b: Arc<crate::transport::Backlog>) -> Self {
         self.backlog = Some(b);
         self
     }

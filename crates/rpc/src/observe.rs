@@ -4,7 +4,7 @@
 //! carry (log rate limit, per-client counters). The `metrics` crate
 //! implements both; `rpc` depends on neither it nor any counter layout.
 
-use crate::gss::DropReason;
+use crate::gss::window::DropReason;
 use std::any::Any;
 use std::fmt;
 use std::net::IpAddr;
@@ -215,7 +215,7 @@ pub trait Observer: Send + Sync + 'static {
 
     /// An RPC-with-TLS handshake ended: the protection it gave, or why it
     /// failed (a short label: "bad-certificate", "unknown-ca", "timeout"...).
-    fn tls_handshake(&self, r: Result<crate::tls::XprtSec, &'static str>) {
+    fn tls_handshake(&self, r: Result<crate::transport::XprtSec, &'static str>) {
         let _ = r;
     }
 

@@ -4,7 +4,8 @@
 //! `nfsd_procedures3[]`), and the [`Service`] trait whose answers default
 //! to that table.
 
-use crate::msg::{CallContext, CallError};
+use crate::context::CallContext;
+use crate::msg::CallError;
 use bytes::BytesMut;
 use std::future::Future;
 use xdr::Decoder;

@@ -13,25 +13,24 @@ use crate::observe::Limit;
 use crate::observe::{CallDone, NoObserver, Observer, PeerStats};
 use crate::pipeline::{Admitted, Answered, Arrival, Decision, Pipeline};
 use crate::record::{self, Assembler};
-use crate::tls::XprtSec;
-use crate::tls_identity::TlsIdentity;
-use crate::zero_copy::{Attachment, Out};
-use bytes::{BufMut, Bytes, BytesMut};
+use crate::tls::identity::TlsIdentity;
+use crate::transport::{quickack, XprtSec, MAX_BATCH};
+use crate::zero_copy::Out;
+use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
-use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 pub use crate::program::Service;
+pub use crate::transport::{Backlog, ConnRead, ReplyWrite};
 
 #[derive(Clone)]
 pub struct ServerConfig {
@@ -87,34 +86,6 @@ impl Default for ServerConfig {
             tls: None,
             splice_reads: Default::default(),
         }
-    }
-}
-
-/// Bytes of one connection's replies (and calls to the client) sent to
-/// its writer and not yet written. Signed: a sender counts its record
-/// once it is queued, so the writer may take it off first.
-#[derive(Debug, Default)]
-pub struct Backlog {
-    bytes: AtomicI64,
-    drained: Notify,
-}
-
-impl Backlog {
-    pub(crate) fn add(&self, n: usize) {
-        self.bytes.fetch_add(n as i64, Ordering::Relaxed);
-    }
-
-    fn written(&self, n: usize) {
-        self.bytes.fetch_sub(n as i64, Ordering::Relaxed);
-        self.drained.notify_one();
-    }
-
-    fn over(&self, cap: usize) -> bool {
-        self.bytes.load(Ordering::Relaxed) > cap as i64
-    }
-
-    fn empty(&self) -> bool {
-        self.bytes.load(Ordering::Relaxed) <= 0
     }
 }
 
@@ -261,34 +232,7 @@ impl<S: Service> Server<S> {
     }
 }
 
-/// The read half of a connection as the reader loop needs it.
-pub trait ConnRead: tokio::io::AsyncRead + Unpin + Send {
-    /// Asks the kernel to ACK at once (see the caller).
-    fn quickack(&self) {}
-
-    /// Reads about `want` more bytes into `buf` (0 at the end of the
-    /// stream); `buf` has room for them.
-    fn fill(
-        &mut self,
-        buf: &mut BytesMut,
-        want: usize,
-    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send {
-        async move { self.read_buf(&mut buf.limit(want)).await }
-    }
-}
-
-/// TCP_QUICKACK on the socket under a read half (best effort).
-pub(crate) fn quickack(rd: &tokio::net::tcp::OwnedReadHalf) {
-    let _ = socket2::SockRef::from(rd.as_ref()).set_tcp_quickack(true);
-}
-
-impl ConnRead for tokio::net::tcp::OwnedReadHalf {
-    fn quickack(&self) {
-        quickack(self)
-    }
-}
-
-impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf> {
+impl ConnRead for crate::tls::records::RecordRead<tokio::net::tcp::OwnedReadHalf> {
     fn quickack(&self) {
         quickack(self.get_ref())
     }
@@ -300,95 +244,30 @@ impl ConnRead for crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf>
         buf: &mut BytesMut,
         want: usize,
     ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send {
-        crate::tls_records::RecordRead::fill(self, buf, want)
+        crate::tls::records::RecordRead::fill(self, buf, want)
     }
 }
 
-/// The write half of a connection as the writer task needs it.
-pub trait ReplyWrite: tokio::io::AsyncWrite + Unpin + Send + Sized {
-    /// Whether [`Self::send_spliced`] sends from the pipe without copying
-    /// (calls on the connection may then attach file data).
-    const SPLICE: bool = false;
+impl ReplyWrite for crate::tls::ktls::KtlsWrite {}
 
-    /// Sends a batch of replies in order, failing with TimedOut if no
-    /// byte goes out for `stall`. The batch may be taken.
-    fn send_batch(
-        &mut self,
-        batch: &mut Vec<Bytes>,
-        stall: Duration,
-    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
-        async move { write_all_vectored(self, batch, stall).await }
-    }
-
-    /// Sends `batch` (which ends with the part of a reply before its
-    /// attachment), then the attachment's bytes. This default copies them
-    /// out of the pipe (no connection that cannot splice gets one).
-    fn send_spliced(
-        &mut self,
-        batch: &mut Vec<Bytes>,
-        att: &Attachment,
-        stall: Duration,
-    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
-        async move {
-            batch.push(att.pipe().read_all(att.len)?.into());
-            self.send_batch(batch, stall).await
-        }
-    }
-}
-
-impl ReplyWrite for tokio::net::tcp::OwnedWriteHalf {
-    const SPLICE: bool = true;
-
-    /// The file data goes from the pipe to the socket by splice(2).
-    async fn send_spliced(
-        &mut self,
-        batch: &mut Vec<Bytes>,
-        att: &Attachment,
-        stall: Duration,
-    ) -> std::io::Result<()> {
-        write_all_vectored(self, batch, stall).await?;
-        let sock: &TcpStream = self.as_ref();
-        let mut left = att.len;
-        while left > 0 {
-            let sent = sock.async_io(tokio::io::Interest::WRITABLE, || {
-                att.pipe().splice_to(sock.as_fd(), left)
-            });
-            let n = match tokio::time::timeout(stall, sent).await {
-                Ok(r) => r?,
-                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
-            };
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            left -= n;
-        }
-        Ok(())
-    }
-}
-
-impl ReplyWrite for crate::ktls_offload::KtlsWrite {}
-
-impl ReplyWrite for crate::tls_records::RecordWrite<tokio::net::tcp::OwnedWriteHalf> {
+impl ReplyWrite for crate::tls::records::RecordWrite<tokio::net::tcp::OwnedWriteHalf> {
     /// Large replies sealed where they are (see `RecordWrite::send_batch`).
     fn send_batch(
         &mut self,
         batch: &mut Vec<Bytes>,
         stall: Duration,
     ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
-        crate::tls_records::RecordWrite::send_batch(self, batch, stall)
+        crate::tls::records::RecordWrite::send_batch(self, batch, stall)
     }
 }
 
 /// A handshaken TLS connection, by where its records are made.
 enum TlsConn {
     /// Tarn's own (the kernel does not take this connection, or kTLS is
-    /// off): see tls_records.
-    User(Box<crate::tls_records::Halves>),
+    /// off): see tls::records.
+    User(Box<crate::tls::records::Halves>),
     /// The kernel's TLS ULP.
-    Kernel(
-        crate::ktls_offload::KtlsRead,
-        crate::ktls_offload::KtlsWrite,
-    ),
+    Kernel(crate::tls::ktls::KtlsRead, crate::tls::ktls::KtlsWrite),
 }
 
 /// What became of a connection's first record when TLS is configured.
@@ -471,7 +350,7 @@ async fn start<S: Service>(
     };
     if !takes {
         let r =
-            tokio::time::timeout(server.cfg.record_timeout, crate::tls_records::records(s)).await;
+            tokio::time::timeout(server.cfg.record_timeout, crate::tls::records::records(s)).await;
         return match r {
             Ok(Ok(halves)) => {
                 server.obs.tls_path(false);
@@ -491,7 +370,7 @@ async fn start<S: Service>(
     // began right after the handshake.
     let r = tokio::time::timeout(
         server.cfg.record_timeout,
-        crate::ktls_offload::offload(s, peer),
+        crate::tls::ktls::offload(s, peer),
     )
     .await;
     let Ok(r) = r else {
@@ -528,10 +407,10 @@ where
 {
     let acc = tls.acceptor();
     // The certificate the client presents is noted for the failure record.
-    let (r, presented) = crate::tls_events::PRESENTED
+    let (r, presented) = crate::tls::events::PRESENTED
         .scope(Default::default(), async {
             let r = tokio::time::timeout(server.cfg.record_timeout, acc.accept(stream)).await;
-            (r, crate::tls_events::PRESENTED.with(|p| p.take()))
+            (r, crate::tls::events::PRESENTED.with(|p| p.take()))
         })
         .await;
     match r {
@@ -545,7 +424,7 @@ where
             let who = c
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .and_then(|c| crate::x509::parse(c))
+                .and_then(|c| crate::tls::x509::parse(c))
                 .map(|c| c.subject_string())
                 .unwrap_or_default();
             server.obs.tls_handshake(Ok(level));
@@ -562,13 +441,13 @@ where
             let reason = crate::tls::failure_reason(&e);
             server.obs.tls_handshake(Err(reason));
             warn!(%peer, reason, error = %e, "TLS handshake failed");
-            crate::tls_events::global().handshake_failed(peer, reason, &e, presented.as_deref());
+            crate::tls::events::global().handshake_failed(peer, reason, &e, presented.as_deref());
             None
         }
         Err(_) => {
             server.obs.tls_handshake(Err("timeout"));
             warn!(%peer, "TLS handshake timed out");
-            crate::tls_events::global().handshake_timed_out(peer, presented.as_deref());
+            crate::tls::events::global().handshake_timed_out(peer, presented.as_deref());
             None
         }
     }
@@ -627,30 +506,13 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
     // Whether its READ data may be spliced (see zero_copy).
     let splice = W::SPLICE && server.cfg.splice_reads.for_peer(peer.ip());
     debug!(%peer, conn_id, splice, "connection opened");
-    let (tx, rx) = mpsc::channel::<Out>(server.cfg.max_in_flight.max(1) * 2);
-    // Cancelled when the server stops, or by a call that had to be dropped
-    // (RPCSEC_GSS): closing makes the client retransmit at once.
-    let close = server.stop.child_token();
-    let backlog = Arc::new(Backlog::default());
-    let writer = tokio::spawn(write_replies(
-        wr,
-        rx,
-        peer,
-        backlog.clone(),
-        close.clone(),
-        server.clone() as Arc<dyn Watch>,
-    ));
-    // Calls the server makes to the client on this connection (the
-    // NFSv4.1 back channel); their xids start where the client's are
-    // unlikely to be, though the two directions never mix.
-    let callbacks = Arc::new(
-        ConnCallbacks::new(
-            tx.clone(),
-            conn_id,
-            0x8000_0000 ^ (conn_id as u32).rotate_left(16),
-        )
-        .with_backlog(backlog.clone()),
-    );
+    let Wiring {
+        tx,
+        close,
+        backlog,
+        writer,
+        callbacks,
+    } = wire(&server, wr, peer, conn_id);
     let back: Arc<dyn CallbackConn> = callbacks.clone();
     let max_in_flight = server.cfg.max_in_flight.max(1);
     let permits = Arc::new(Semaphore::new(max_in_flight));
@@ -668,33 +530,15 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
             // A client that does not read its replies: its calls are not
             // read either until the writer has caught up (TCP pushes back on
             // it); the writer closes the connection if it stays stuck.
-            if backlog.over(server.cfg.max_queued_reply_bytes) {
-                server.obs.count(crate::observe::Event::ReadingPaused);
-                if client.log_allowed() {
-                    warn!(%peer, conn_id, limit = server.cfg.max_queued_reply_bytes, "client is not reading its replies: its calls are not read until they are");
-                }
-                while backlog.over(server.cfg.max_queued_reply_bytes) {
-                    tokio::select! {
-                        _ = close.cancelled() => break 'conn,
-                        _ = backlog.drained.notified() => {}
-                    }
-                }
+            if backlog.over(server.cfg.max_queued_reply_bytes)
+                && !wait_for_reader(&server, &backlog, &close, &*client, peer, conn_id).await
+            {
+                break 'conn;
             }
             match asm.next(&mut buf) {
                 Ok(Some(rec)) => {
-                    let permit = match permits.clone().try_acquire_owned() {
-                        Ok(p) => p,
-                        Err(_) => {
-                            // Back-pressure: this connection is not read
-                            // until one of its calls finishes.
-                            server.obs.count(crate::observe::Event::LimitReached(
-                                Limit::CallsPerConnection,
-                            ));
-                            let Ok(p) = permits.clone().acquire_owned().await else {
-                                break 'conn;
-                            };
-                            p
-                        }
+                    let Some(permit) = call_permit(&server, &permits).await else {
+                        break 'conn;
                     };
                     let conn = Conn {
                         peer,
@@ -792,6 +636,99 @@ async fn run_connection<S: Service, R: ConnRead, W: ReplyWrite + 'static>(
     debug!(%peer, conn_id, "connection closed");
 }
 
+/// A connection's reply side: the queue to its writer task, the token
+/// that closes it, the bytes queued, and its back channel.
+struct Wiring {
+    tx: mpsc::Sender<Out>,
+    close: CancellationToken,
+    backlog: Arc<Backlog>,
+    writer: tokio::task::JoinHandle<()>,
+    callbacks: Arc<ConnCallbacks>,
+}
+
+fn wire<S: Service, W: ReplyWrite + 'static>(
+    server: &Arc<Server<S>>,
+    wr: W,
+    peer: SocketAddr,
+    conn_id: u64,
+) -> Wiring {
+    let (tx, rx) = mpsc::channel::<Out>(server.cfg.max_in_flight.max(1) * 2);
+    // Cancelled when the server stops, or by a call that had to be dropped
+    // (RPCSEC_GSS): closing makes the client retransmit at once.
+    let close = server.stop.child_token();
+    let backlog = Arc::new(Backlog::default());
+    let writer = tokio::spawn(write_replies(
+        wr,
+        rx,
+        peer,
+        backlog.clone(),
+        close.clone(),
+        server.clone() as Arc<dyn Watch>,
+    ));
+    // Calls the server makes to the client on this connection (the
+    // NFSv4.1 back channel); their xids start where the client's are
+    // unlikely to be, though the two directions never mix.
+    let callbacks = Arc::new(
+        ConnCallbacks::new(
+            tx.clone(),
+            conn_id,
+            0x8000_0000 ^ (conn_id as u32).rotate_left(16),
+        )
+        .with_backlog(backlog.clone()),
+    );
+    Wiring {
+        tx,
+        close,
+        backlog,
+        writer,
+        callbacks,
+    }
+}
+
+/// A place for one more call of this connection in flight; at the limit,
+/// back-pressure: the connection is not read until one of its calls
+/// finishes. None: the semaphore closed.
+async fn call_permit<S: Service>(
+    server: &Server<S>,
+    permits: &Arc<Semaphore>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match permits.clone().try_acquire_owned() {
+        Ok(p) => Some(p),
+        Err(_) => {
+            server.obs.count(crate::observe::Event::LimitReached(
+                Limit::CallsPerConnection,
+            ));
+            permits.clone().acquire_owned().await.ok()
+        }
+    }
+}
+
+/// A client that does not read its replies: its calls are not read either
+/// until the writer has caught up (TCP pushes back on it); the writer
+/// closes the connection if it stays stuck. False: the connection closed
+/// meanwhile.
+async fn wait_for_reader<S: Service>(
+    server: &Server<S>,
+    backlog: &Backlog,
+    close: &CancellationToken,
+    client: &dyn PeerStats,
+    peer: SocketAddr,
+    conn_id: u64,
+) -> bool {
+    let limit = server.cfg.max_queued_reply_bytes;
+    server.obs.count(crate::observe::Event::ReadingPaused);
+    if client.log_allowed() {
+        warn!(%peer, conn_id, limit, "client is not reading its replies: its calls are not read until they are");
+    }
+    while backlog.over(limit) {
+        tokio::select! {
+            _ = close.cancelled() => return false,
+            _ = backlog.drained.notified() => {}
+        }
+    }
+    true
+}
+
 /// What the writer of a connection needs of its server (not generic, so
 /// one writer serves every service type).
 trait Watch: Send + Sync {
@@ -815,9 +752,6 @@ impl<S: Service> Watch for Server<S> {
             .count(crate::observe::Event::ReadSpliced(bytes as u64));
     }
 }
-
-/// Replies the writer sends in one vectored write (at most: IOV_MAX is 1024).
-const MAX_BATCH: usize = 64;
 
 async fn write_replies<W: ReplyWrite>(
     mut wr: W,
@@ -879,43 +813,6 @@ async fn write_replies<W: ReplyWrite>(
         backlog.written(bytes);
     }
     let _ = wr.shutdown().await;
-}
-
-/// Writes every buffer, failing with TimedOut if no byte goes out for
-/// `stall`.
-pub(crate) async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(
-    wr: &mut W,
-    bufs: &mut [Bytes],
-    stall: Duration,
-) -> std::io::Result<()> {
-    let (mut i, mut off) = (0, 0);
-    while i < bufs.len() {
-        // On the stack: the writer's hot path allocates nothing per batch.
-        let mut slices = [IoSlice::new(&[]); MAX_BATCH];
-        let k = (bufs.len() - i).min(MAX_BATCH);
-        slices[0] = IoSlice::new(&bufs[i][off..]);
-        for (s, b) in slices[1..k].iter_mut().zip(&bufs[i + 1..]) {
-            *s = IoSlice::new(b);
-        }
-        let mut n = match tokio::time::timeout(stall, wr.write_vectored(&slices[..k])).await {
-            Ok(r) => r?,
-            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
-        };
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        while i < bufs.len() && n >= bufs[i].len() - off {
-            n -= bufs[i].len() - off;
-            off = 0;
-            i += 1;
-        }
-        off += n;
-    }
-    // TLS keeps what it has not yet sent until flushed (a no-op on TCP).
-    match tokio::time::timeout(stall, wr.flush()).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
-    }
 }
 
 /// What a call needs to know about its connection.
@@ -1094,6 +991,8 @@ pub fn log_listening(addr: SocketAddr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::write_all_vectored;
+    use std::io::IoSlice;
     use std::pin::Pin;
     use std::task::{Context, Poll};
 

@@ -73,34 +73,25 @@ fn pki() -> (PathBuf, PathBuf, PathBuf, Option<tempfile::TempDir>) {
         return (d.join("server.pem"), d.join("server.key"), ca, None);
     }
     let t = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("openssl")
-        .current_dir(t.path())
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-addext",
-            "basicConstraints=critical,CA:FALSE",
-            "-addext",
-            "extendedKeyUsage=serverAuth",
-        ])
-        .output()
-        .expect("openssl");
-    assert!(out.status.success(), "{out:?}");
+    let mut a = vec!["req", "-x509"];
+    a.extend(test_support::pki::EC_KEY);
+    a.extend([
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-addext",
+        "extendedKeyUsage=serverAuth",
+    ]);
+    test_support::pki::openssl(t.path(), &a);
     let p = |n: &str| t.path().join(n);
     (p("server.pem"), p("server.key"), p("server.pem"), Some(t))
 }

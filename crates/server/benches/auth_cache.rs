@@ -1,4 +1,4 @@
-//! DESIGN.md rule 1: an auth-cache lookup costs the same with 1,000,000
+//! docs/design.md rule 1: an auth-cache lookup costs the same with 1,000,000
 //! cached clients as with 10. Prints ns per lookup (a hit: shard lock,
 //! client map, credential map, TTL check, as on the request path) at 10,
 //! 1,000, 100,000 and 1,000,000 cached clients, and the ratio largest /

@@ -1,5 +1,5 @@
 //! Recording a new NFSv4 client for reclaim after a restart costs the same
-//! whatever the state directory already records (DESIGN.md rule 2): the
+//! whatever the state directory already records (docs/design.md rule 2): the
 //! median time of one durable `add_client` (and of one `remove_client`)
 //! with 10 and with 8,000 clients recorded (the default table holds
 //! 8,192), and their ratio. The store syncs each change, so this measures

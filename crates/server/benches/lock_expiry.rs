@@ -1,4 +1,4 @@
-//! DESIGN.md rule 2: tearing down one client's locks costs the same with a
+//! docs/design.md rule 2: tearing down one client's locks costs the same with a
 //! million other locks present as with none. Prints ns per `release_client`
 //! of a client holding 10 locks, with 0 and with 1,000,000 other locks, and
 //! the ratio. Plain `Instant` timing: `cargo bench -p server --bench lock_expiry`.

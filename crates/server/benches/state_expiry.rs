@@ -1,5 +1,5 @@
 //! Expiring one NFSv4 client costs the same whatever else the server holds
-//! (DESIGN.md rule 2): the median time to expire a client with 10 opens and
+//! (docs/design.md rule 2): the median time to expire a client with 10 opens and
 //! 10 locks, with no other state and with 1,000,000 other open stateids (of
 //! 10,000 other clients) present, and their ratio.
 //!

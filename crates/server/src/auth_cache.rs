@@ -1,4 +1,4 @@
-//! The auth cache of DESIGN.md rule 1: who may use which export, and as
+//! The auth cache of docs/design.md rule 1: who may use which export, and as
 //! whom, decided once per (client address, credential) and then looked up
 //! in O(1) however many clients there are.
 //!

@@ -1,6 +1,9 @@
 //! Tarn's NFS server: exports and who may use them, the MOUNT v3 and NFSv3
 //! programs, and the [`service::TarnService`] that the RPC transport calls.
 
+// Unsafe code only where allowed by name: the NSS calls in nss.rs.
+#![deny(unsafe_code)]
+
 pub mod auth_cache;
 pub mod cluster;
 pub mod export;

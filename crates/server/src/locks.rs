@@ -19,7 +19,7 @@
 //! `u64::MAX` to end of file and treats `length == 0` as an empty range
 //! (locks nothing, conflicts with nothing).
 //!
-//! # Layout (DESIGN.md rule 2: state has one owner and is linked from it)
+//! # Layout (docs/design.md rule 2: state has one owner and is linked from it)
 //! - `files`: sharded map FileKey → [`FileState`]: per owner, its sorted,
 //!   non-overlapping ranges on that file, and the queue of blocked waiters.
 //!   Conflict checks binary-search each other owner's list. Entries with no

@@ -821,6 +821,7 @@ pub(crate) fn pct(v: &[u64], p: f64) -> u64 {
 }
 
 /// utime + stime of a process, in seconds.
+#[allow(unsafe_code)]
 fn cpu_secs(pid: u32) -> Result<f64, String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
@@ -986,14 +987,9 @@ async fn run_one(
     Ok(r)
 }
 
-async fn bench(a: BenchArgs) -> Result<(), String> {
-    let ops: Vec<&str> = a
-        .ops
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    for op in &ops {
+/// Every operation named is a workload this bench has.
+fn check_ops(ops: &[&str]) -> Result<(), String> {
+    for op in ops {
         if ![
             "null",
             "getattr",
@@ -1012,6 +1008,74 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
             return Err(format!("unknown operation {op:?}"));
         }
     }
+    Ok(())
+}
+
+/// One row of the table: rates, latency percentiles, CPU per op, and a
+/// note (per-op meaning, share of sys and of krb5p, CPU per MiB moved).
+fn print_row(
+    op: &str,
+    sec: &str,
+    n: usize,
+    r: &Phase,
+    rate: f64,
+    sys_rate: Option<f64>,
+    krb5p_rate: Option<f64>,
+) {
+    let mut note = match op {
+        "readdirplus" => format!(
+            "{:.3} s/listing, {:.0} entries/s, per listing",
+            r.secs * n as f64 / r.ops.max(1e-9),
+            r.entries as f64 / r.secs
+        ),
+        "create" => format!("{} files, per file", r.ops),
+        "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
+        _ => String::new(),
+    };
+    if let (Some(k), "tls") = (krb5p_rate, sec) {
+        note = format!("{:.1}x krb5p {note}", rate / k.max(1e-9));
+    }
+    if let (Some(s), false) = (sys_rate, sec == "sys") {
+        note = format!("{:.0}% of sys {note}", 100.0 * rate / s.max(1e-9));
+    }
+    // The cost of moving data: CPU per MiB of payload, the
+    // server's (given its PID) and this client's.
+    if r.bytes >= 1 << 20 {
+        let mib = r.bytes as f64 / (1u64 << 20) as f64;
+        let ms = |c: Option<f64>| {
+            c.map(|c| format!("{:.2}", c * 1e3 / mib))
+                .unwrap_or_else(|| "-".into())
+        };
+        note = format!(
+            "cpu ms/MiB server {} client {} {note}",
+            ms(r.cpu_secs),
+            ms(r.client_cpu_secs)
+        );
+    }
+    println!(
+        "{:<11} {:<5} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",
+        op,
+        sec,
+        n,
+        rate,
+        r.bytes as f64 / r.secs / 1e6,
+        fmt_us(pct(&r.lat_us, 0.5)),
+        fmt_us(pct(&r.lat_us, 0.99)),
+        r.cpu_secs
+            .filter(|_| r.ops > 0.0)
+            .map(|c| format!("{:.1}", c * 1e6 / r.ops))
+            .unwrap_or_else(|| "-".into()),
+    );
+}
+
+async fn bench(a: BenchArgs) -> Result<(), String> {
+    let ops: Vec<&str> = a
+        .ops
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    check_ops(&ops)?;
     let levels: Vec<usize> = a
         .inflight
         .split(',')
@@ -1096,50 +1160,7 @@ async fn bench(a: BenchArgs) -> Result<(), String> {
                     println!("{}", json_line(&a, &r, a.dir_entries));
                     continue;
                 }
-                let mut note = match *op {
-                    "readdirplus" => format!(
-                        "{:.3} s/listing, {:.0} entries/s, per listing",
-                        r.secs * n as f64 / r.ops.max(1e-9),
-                        r.entries as f64 / r.secs
-                    ),
-                    "create" => format!("{} files, per file", r.ops),
-                    "v4open-read-close" => "3 COMPOUNDs per op".to_string(),
-                    _ => String::new(),
-                };
-                if let (Some(k), "tls") = (krb5p_rate, *sec) {
-                    note = format!("{:.1}x krb5p {note}", rate / k.max(1e-9));
-                }
-                if let (Some(s), false) = (sys_rate, *sec == "sys") {
-                    note = format!("{:.0}% of sys {note}", 100.0 * rate / s.max(1e-9));
-                }
-                // The cost of moving data: CPU per MiB of payload, the
-                // server's (given its PID) and this client's.
-                if r.bytes >= 1 << 20 {
-                    let mib = r.bytes as f64 / (1u64 << 20) as f64;
-                    let ms = |c: Option<f64>| {
-                        c.map(|c| format!("{:.2}", c * 1e3 / mib))
-                            .unwrap_or_else(|| "-".into())
-                    };
-                    note = format!(
-                        "cpu ms/MiB server {} client {} {note}",
-                        ms(r.cpu_secs),
-                        ms(r.client_cpu_secs)
-                    );
-                }
-                println!(
-                    "{:<11} {:<5} {:>8} {:>11.1} {:>9.1} {:>9} {:>9} {:>11}  {note}",
-                    op,
-                    sec,
-                    n,
-                    rate,
-                    r.bytes as f64 / r.secs / 1e6,
-                    fmt_us(pct(&r.lat_us, 0.5)),
-                    fmt_us(pct(&r.lat_us, 0.99)),
-                    r.cpu_secs
-                        .filter(|_| r.ops > 0.0)
-                        .map(|c| format!("{:.1}", c * 1e6 / r.ops))
-                        .unwrap_or_else(|| "-".into()),
-                );
+                print_row(op, sec, n, &r, rate, sys_rate, krb5p_rate);
             }
         }
     }

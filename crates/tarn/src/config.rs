@@ -220,6 +220,13 @@ struct RawIdentity {
 }
 
 /// One `[limits]` key: (value, name, lowest, highest, where it goes).
+/// What `[tls]` gives: the files, the identity rules, the kTLS mode.
+type TlsSection = (
+    Option<rpc::tls::TlsFiles>,
+    Vec<rpc::tls_identity::IdentityRule>,
+    Option<rpc::ktls_offload::KtlsMode>,
+);
+
 type LimitSlot<'a> = (&'a Option<Spanned<i64>>, &'a str, i64, i64, &'a mut usize);
 
 #[derive(Deserialize)]
@@ -311,178 +318,220 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
         let line = e.span().map(|s| line_of(src, s.start)).unwrap_or(0);
         format!("{f}:{line}: {}", e.message())
     })?;
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     if raw.export.is_empty() {
         return Err(format!("{f}:1: expected at least one [[export]] table"));
     }
     let mut exports = Vec::new();
     for e in raw.export {
-        let path = PathBuf::from(e.path.get_ref());
-        let ceph = if e.path.get_ref().starts_with("cephfs://") {
-            let mut c = vfs::cephfs::CephConfig::parse_url(e.path.get_ref())
-                .map_err(|m| format!("{f}:{}: {m}", at(&e.path.span())))?;
-            c.conf = e.ceph_conf.as_ref().map(|s| s.get_ref().clone());
-            c.keyring = e.ceph_keyring.as_ref().map(|s| s.get_ref().clone());
-            Some(c)
-        } else {
-            if !path.is_absolute() {
+        exports.push(export(&f, src, e)?);
+    }
+    let mut nfs4 = nfs4_section(&f, src, raw.nfs4)?;
+    let auth_cache = auth_cache_section(&f, src, raw.auth_cache)?;
+    let limits = limits_section(&f, src, raw.limits, &mut nfs4)?;
+    let gss = gss_section(&f, src, raw.gss)?;
+    let (tls, tls_identities, tls_ktls) = tls_section(&f, src, raw.tls)?;
+    let cluster = cluster_section(&f, src, raw.cluster)?;
+    Ok(Config {
+        cluster,
+        listen: raw.listen,
+        state_dir: raw.state_dir,
+        exports,
+        nfs4,
+        auth_cache,
+        gss,
+        limits,
+        tls,
+        tls_identities,
+        tls_ktls,
+    })
+}
+
+/// One `[[export]]` table.
+fn export(f: &impl std::fmt::Display, src: &str, e: RawExport) -> Result<ExportConfig, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+    let path = PathBuf::from(e.path.get_ref());
+    let ceph = if e.path.get_ref().starts_with("cephfs://") {
+        let mut c = vfs::cephfs::CephConfig::parse_url(e.path.get_ref())
+            .map_err(|m| format!("{f}:{}: {m}", at(&e.path.span())))?;
+        c.conf = e.ceph_conf.as_ref().map(|s| s.get_ref().clone());
+        c.keyring = e.ceph_keyring.as_ref().map(|s| s.get_ref().clone());
+        Some(c)
+    } else {
+        if !path.is_absolute() {
+            return Err(format!(
+                "{f}:{}: export path {:?} must be absolute (or a cephfs:// URL)",
+                at(&e.path.span()),
+                e.path.get_ref()
+            ));
+        }
+        if let Some(s) = e.ceph_conf.as_ref().or(e.ceph_keyring.as_ref()) {
+            return Err(format!(
+                "{f}:{}: ceph_conf and ceph_keyring belong to a cephfs:// export",
+                at(&s.span())
+            ));
+        }
+        None
+    };
+    let pseudo = match &e.pseudo {
+        Some(p) if !p.get_ref().starts_with('/') => {
+            return Err(format!(
+                "{f}:{}: pseudo path {:?} must start with '/'",
+                at(&p.span()),
+                p.get_ref()
+            ))
+        }
+        Some(p) => p.get_ref().clone(),
+        // A CephFS export is mounted as its path within the file system.
+        None => match &ceph {
+            Some(c) => c.path.clone(),
+            None => e.path.get_ref().clone(),
+        },
+    };
+    let (anon_uid, anon_gid) = (e.anonuid.unwrap_or(65534), e.anongid.unwrap_or(65534));
+    let rules = export_rules(f, src, &e, anon_uid, anon_gid)?;
+    let sec = match &e.sec {
+        None => vec![Flavor::Sys],
+        Some(list) => {
+            let mut v = Vec::new();
+            for fl in list.get_ref() {
+                let flavor = fl
+                    .get_ref()
+                    .parse::<Flavor>()
+                    .map_err(|m| format!("{f}:{}: sec {m}", at(&fl.span())))?;
+                if !v.contains(&flavor) {
+                    v.push(flavor);
+                }
+            }
+            if v.is_empty() {
                 return Err(format!(
-                    "{f}:{}: export path {:?} must be absolute (or a cephfs:// URL)",
-                    at(&e.path.span()),
-                    e.path.get_ref()
+                    "{f}:{}: sec = []: expected at least one of \"sys\", \"krb5\", \"krb5i\", \"krb5p\"",
+                    at(&list.span())
                 ));
             }
-            if let Some(s) = e.ceph_conf.as_ref().or(e.ceph_keyring.as_ref()) {
+            v
+        }
+    };
+    let delegations = match &e.delegations {
+        None => default_delegations(ceph.is_some()),
+        Some(d) => d
+            .get_ref()
+            .parse()
+            .map_err(|m| format!("{f}:{}: delegations = {m}", at(&d.span())))?,
+    };
+    let xprtsec = match &e.xprtsec {
+        None => rpc::tls::XprtSec::ALL.to_vec(),
+        Some(list) => {
+            let mut v = Vec::new();
+            for x in list.get_ref() {
+                let x = x
+                    .get_ref()
+                    .parse::<rpc::tls::XprtSec>()
+                    .map_err(|m| format!("{f}:{}: xprtsec {m}", at(&x.span())))?;
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            }
+            if v.is_empty() {
                 return Err(format!(
-                    "{f}:{}: ceph_conf and ceph_keyring belong to a cephfs:// export",
+                    "{f}:{}: xprtsec = []: expected at least one of \"none\", \"tls\", \"mtls\"",
+                    at(&list.span())
+                ));
+            }
+            v
+        }
+    };
+    Ok(ExportConfig {
+        path,
+        pseudo,
+        rules,
+        sec,
+        delegations,
+        xprtsec,
+        ceph,
+    })
+}
+
+/// An export's client rules: the simple form (clients, squash,
+/// read_only) or `rules = [...]`, not both.
+fn export_rules(
+    f: &impl std::fmt::Display,
+    src: &str,
+    e: &RawExport,
+    anon_uid: u32,
+    anon_gid: u32,
+) -> Result<Vec<Rule>, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+    match (&e.clients, &e.rules) {
+        (Some(_), Some(r)) => Err(format!(
+            "{f}:{}: expected either clients = [...] (one set of options) or rules = [...], not both",
+            at(&r.span())
+        )),
+        (None, None) => Err(format!(
+            "{f}:{}: export {:?} has no clients: expected clients = [...] or rules = [...]",
+            at(&e.path.span()),
+            e.path.get_ref()
+        )),
+        (Some(clients), None) => {
+            let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+                None | Some(("root", _)) => Squash::Root,
+                Some(("all", _)) => Squash::All,
+                Some(("none", _)) => Squash::None,
+                Some((other, span)) => {
+                    return Err(format!(
+                        "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
+                        at(&span)
+                    ))
+                }
+            };
+            let rw = !e.read_only.as_ref().is_some_and(|r| *r.get_ref());
+            let mut rules = Vec::new();
+            for c in clients {
+                let cidr = c
+                    .get_ref()
+                    .parse::<Cidr>()
+                    .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?;
+                rules.push(Rule {
+                    client: ClientSpec::Net(cidr),
+                    rw,
+                    squash,
+                    anon_uid,
+                    anon_gid,
+                    secure: e.secure.unwrap_or(false),
+                });
+            }
+            Ok(rules)
+        }
+        (None, Some(raw)) => {
+            if let Some(s) = &e.squash {
+                return Err(format!(
+                    "{f}:{}: squash belongs to the simple form: with rules, give root_squash, no_root_squash or all_squash in each rule's options",
                     at(&s.span())
                 ));
             }
-            None
-        };
-        let pseudo = match &e.pseudo {
-            Some(p) if !p.get_ref().starts_with('/') => {
+            if let Some(r) = &e.read_only {
                 return Err(format!(
-                    "{f}:{}: pseudo path {:?} must start with '/'",
-                    at(&p.span()),
-                    p.get_ref()
-                ))
-            }
-            Some(p) => p.get_ref().clone(),
-            // A CephFS export is mounted as its path within the file system.
-            None => match &ceph {
-                Some(c) => c.path.clone(),
-                None => e.path.get_ref().clone(),
-            },
-        };
-        let (anon_uid, anon_gid) = (e.anonuid.unwrap_or(65534), e.anongid.unwrap_or(65534));
-        let rules = match (&e.clients, &e.rules) {
-            (Some(_), Some(r)) => {
-                return Err(format!(
-                    "{f}:{}: expected either clients = [...] (one set of options) or rules = [...], not both",
+                    "{f}:{}: read_only belongs to the simple form: with rules, give rw or ro in each rule's options",
                     at(&r.span())
-                ))
+                ));
             }
-            (None, None) => {
-                return Err(format!(
-                    "{f}:{}: export {:?} has no clients: expected clients = [...] or rules = [...]",
-                    at(&e.path.span()),
-                    e.path.get_ref()
-                ))
+            let mut rules = Vec::new();
+            for r in raw.get_ref() {
+                rules.push(rule(&f, src, r, anon_uid, anon_gid)?);
             }
-            (Some(clients), None) => {
-                let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
-                    None | Some(("root", _)) => Squash::Root,
-                    Some(("all", _)) => Squash::All,
-                    Some(("none", _)) => Squash::None,
-                    Some((other, span)) => {
-                        return Err(format!(
-                            "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
-                            at(&span)
-                        ))
-                    }
-                };
-                let rw = !e.read_only.as_ref().is_some_and(|r| *r.get_ref());
-                let mut rules = Vec::new();
-                for c in clients {
-                    let cidr = c
-                        .get_ref()
-                        .parse::<Cidr>()
-                        .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?;
-                    rules.push(Rule {
-                        client: ClientSpec::Net(cidr),
-                        rw,
-                        squash,
-                        anon_uid,
-                        anon_gid,
-                        secure: e.secure.unwrap_or(false),
-                    });
-                }
-                rules
-            }
-            (None, Some(raw)) => {
-                if let Some(s) = &e.squash {
-                    return Err(format!(
-                        "{f}:{}: squash belongs to the simple form: with rules, give root_squash, no_root_squash or all_squash in each rule's options",
-                        at(&s.span())
-                    ));
-                }
-                if let Some(r) = &e.read_only {
-                    return Err(format!(
-                        "{f}:{}: read_only belongs to the simple form: with rules, give rw or ro in each rule's options",
-                        at(&r.span())
-                    ));
-                }
-                let mut rules = Vec::new();
-                for r in raw.get_ref() {
-                    rules.push(rule(&f, src, r, anon_uid, anon_gid)?);
-                }
-                rules
-            }
-        };
-        let sec = match &e.sec {
-            None => vec![Flavor::Sys],
-            Some(list) => {
-                let mut v = Vec::new();
-                for fl in list.get_ref() {
-                    let flavor = fl
-                        .get_ref()
-                        .parse::<Flavor>()
-                        .map_err(|m| format!("{f}:{}: sec {m}", at(&fl.span())))?;
-                    if !v.contains(&flavor) {
-                        v.push(flavor);
-                    }
-                }
-                if v.is_empty() {
-                    return Err(format!(
-                        "{f}:{}: sec = []: expected at least one of \"sys\", \"krb5\", \"krb5i\", \"krb5p\"",
-                        at(&list.span())
-                    ));
-                }
-                v
-            }
-        };
-        let delegations = match &e.delegations {
-            None => default_delegations(ceph.is_some()),
-            Some(d) => d
-                .get_ref()
-                .parse()
-                .map_err(|m| format!("{f}:{}: delegations = {m}", at(&d.span())))?,
-        };
-        let xprtsec = match &e.xprtsec {
-            None => rpc::tls::XprtSec::ALL.to_vec(),
-            Some(list) => {
-                let mut v = Vec::new();
-                for x in list.get_ref() {
-                    let x = x
-                        .get_ref()
-                        .parse::<rpc::tls::XprtSec>()
-                        .map_err(|m| format!("{f}:{}: xprtsec {m}", at(&x.span())))?;
-                    if !v.contains(&x) {
-                        v.push(x);
-                    }
-                }
-                if v.is_empty() {
-                    return Err(format!(
-                        "{f}:{}: xprtsec = []: expected at least one of \"none\", \"tls\", \"mtls\"",
-                        at(&list.span())
-                    ));
-                }
-                v
-            }
-        };
-        exports.push(ExportConfig {
-            path,
-            pseudo,
-            rules,
-            sec,
-            delegations,
-            xprtsec,
-            ceph,
-        });
+            Ok(rules)
+        }
     }
+}
+
+/// `[nfs4]`.
+fn nfs4_section(
+    f: &impl std::fmt::Display,
+    src: &str,
+    raw: Option<RawNfs4>,
+) -> Result<server::nfs4::Nfs4Config, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut nfs4 = server::nfs4::Nfs4Config::default();
-    if let Some(n) = raw.nfs4 {
+    if let Some(n) = raw {
         if let Some(l) = n.lease_seconds {
             if !(1..=3600).contains(l.get_ref()) {
                 return Err(format!(
@@ -502,8 +551,18 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             nfs4.id_names = b;
         }
     }
+    Ok(nfs4)
+}
+
+/// `[auth_cache]`.
+fn auth_cache_section(
+    f: &impl std::fmt::Display,
+    src: &str,
+    raw: Option<RawAuthCache>,
+) -> Result<server::auth_cache::CacheConfig, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut auth_cache = server::auth_cache::CacheConfig::default();
-    if let Some(a) = raw.auth_cache {
+    if let Some(a) = raw {
         let secs = |v: &Option<Spanned<u64>>, name: &str, d: std::time::Duration| match v {
             Some(v) if !(1..=86400).contains(v.get_ref()) => {
                 Err(format!("{f}:{}: {name} must be 1..=86400", at(&v.span())))
@@ -533,8 +592,19 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         }
     }
+    Ok(auth_cache)
+}
+
+/// `[limits]`: the server's own, and the NFSv4 state's bounds in `nfs4`.
+fn limits_section(
+    f: &impl std::fmt::Display,
+    src: &str,
+    raw: Option<RawLimits>,
+    nfs4: &mut server::nfs4::Nfs4Config,
+) -> Result<Limits, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut limits = Limits::default();
-    if let Some(l) = raw.limits {
+    if let Some(l) = raw {
         // Each bound: (value, key, lowest, highest, where it goes).
         let mut slots: Vec<LimitSlot<'_>> = vec![
             (
@@ -638,8 +708,18 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             nfs4.max_slots = n as u32;
         }
     }
+    Ok(limits)
+}
+
+/// `[gss]`: Kerberos.
+fn gss_section(
+    f: &impl std::fmt::Display,
+    src: &str,
+    raw: Option<RawGss>,
+) -> Result<GssSettings, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut gss = GssSettings::default();
-    if let Some(g) = raw.gss {
+    if let Some(g) = raw {
         gss.keytab = g.keytab;
         gss.local_realms = g.local_realms;
         if let Some(m) = g.machine_principals {
@@ -666,9 +746,19 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             gss.principals.insert(principal, to);
         }
     }
+    Ok(gss)
+}
+
+/// `[tls]` and its `[[tls.identity]]` rules.
+fn tls_section(
+    f: &impl std::fmt::Display,
+    src: &str,
+    raw: Option<Spanned<RawTls>>,
+) -> Result<TlsSection, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut tls_identities = Vec::new();
     let mut tls_ktls = None;
-    let tls = match raw.tls {
+    let tls = match raw {
         None => None,
         Some(t) => {
             let span = t.span();
@@ -714,7 +804,17 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
             }
         }
     };
-    let cluster = match raw.cluster {
+    Ok((tls, tls_identities, tls_ktls))
+}
+
+/// `[cluster]`: etcd and this head's name.
+fn cluster_section(
+    f: &impl std::fmt::Display,
+    src: &str,
+    raw: Option<Spanned<RawCluster>>,
+) -> Result<Option<ClusterConfig>, String> {
+    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+    Ok(match raw {
         None => None,
         Some(c) => {
             let line = at(&c.span());
@@ -800,19 +900,6 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
                 service_names,
             })
         }
-    };
-    Ok(Config {
-        cluster,
-        listen: raw.listen,
-        state_dir: raw.state_dir,
-        exports,
-        nfs4,
-        auth_cache,
-        gss,
-        limits,
-        tls,
-        tls_identities,
-        tls_ktls,
     })
 }
 

@@ -388,74 +388,17 @@ mod tests {
         assert_eq!(prefix_end("/a/"), b"/a0".to_vec());
     }
 
-    /// A throwaway etcd on loopback (its own ports and data directory),
-    /// killed by PID; None (test skipped) without etcd installed, unless
-    /// TARN_REQUIRE_ETCD=1.
-    struct Server {
-        child: std::process::Child,
-        addr: String,
-        /// Removed after etcd is killed.
-        _dir: tempfile::TempDir,
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    fn server() -> Option<Server> {
-        if !std::path::Path::new("/usr/bin/etcd").exists() {
-            assert!(
-                std::env::var("TARN_REQUIRE_ETCD").as_deref() != Ok("1"),
-                "etcd is not installed and TARN_REQUIRE_ETCD=1"
-            );
-            eprintln!("SKIPPED: etcd is not installed (apt-get install etcd-server)");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let (c, p) = (testkdc::free_port(), testkdc::free_port());
-        let (cu, pu) = (
-            format!("http://127.0.0.1:{c}"),
-            format!("http://127.0.0.1:{p}"),
-        );
-        let child = std::process::Command::new("/usr/bin/etcd")
-            .args(["--name", "t", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &cu, "--advertise-client-urls", &cu])
-            .args([
-                "--listen-peer-urls",
-                &pu,
-                "--initial-advertise-peer-urls",
-                &pu,
-            ])
-            .args(["--initial-cluster", &format!("t={pu}")])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = Server {
-            child,
-            addr: format!("127.0.0.1:{c}"),
-            _dir: dir,
-        };
-        let until = std::time::Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&s.addr).is_err() {
-            assert!(std::time::Instant::now() < until, "etcd did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Some(s)
-    }
-
     /// The store's contract against a real etcd: a record keeps its epoch
     /// when added again, a reclaim moves it in one transaction, the grace
     /// record changes only at the version read, heads live with their
     /// lease, and concurrent swaps lose no update.
     #[test]
     fn store_contract_against_etcd() {
-        let Some(srv) = server() else { return };
-        let e = Etcd::new(vec!["127.0.0.1:1".into(), srv.addr.clone()], "t");
+        // A throwaway etcd on loopback; the test is skipped without one.
+        let Some(srv) = test_support::etcd::Etcd::start_temp() else {
+            return;
+        };
+        let e = Etcd::new(vec!["127.0.0.1:1".into(), srv.addr().into()], "t");
         let (o1, o2) = (Bytes::from_static(b"\x00one"), Bytes::from_static(b"two"));
         e.add_client("a", &o1, 3).unwrap();
         e.add_client("a", &o1, 5).unwrap();

@@ -318,6 +318,31 @@ fn quote(s: &str) -> String {
 /// Converts the text of an exports file. `origin` names it in the output.
 pub fn convert(origin: &str, src: &str) -> Converted {
     let mut warn = Vec::new();
+    let exports = read_exports(src, &mut warn);
+    let root = pseudo_root(&exports, &mut warn);
+    let mut out = format!(
+        "# Tarn configuration imported from {origin} by `tarn import-exports`.\n\
+         # Check it with `tarn check-config FILE`.\n"
+    );
+    for e in &exports {
+        write_export(&mut out, origin, e, root.as_deref(), &mut warn);
+    }
+    if exports.is_empty() {
+        warn.push(Warning {
+            line: 1,
+            msg: "no exports: Tarn needs at least one".into(),
+        });
+    }
+    warn.sort_by_key(|w| w.line);
+    Converted {
+        toml: out,
+        warnings: warn,
+    }
+}
+
+/// The exports file's entries, one per path (lines naming a path again
+/// add their clients to it).
+fn read_exports(src: &str, warn: &mut Vec<Warning>) -> Vec<Export> {
     let mut exports: Vec<Export> = Vec::new();
     for entry in tokenize(src) {
         let line = entry[0].line;
@@ -337,7 +362,7 @@ pub fn convert(origin: &str, src: &str) -> Converted {
         let mut clients: Vec<(String, usize, Opts)> = Vec::new();
         for t in &entry[1..] {
             if let Some(o) = t.text.strip_prefix('-') {
-                parse_opts(o, t.line, &mut defaults, &mut warn);
+                parse_opts(o, t.line, &mut defaults, warn);
                 continue;
             }
             let (host, opts) = match t.text.split_once('(') {
@@ -346,7 +371,7 @@ pub fn convert(origin: &str, src: &str) -> Converted {
             };
             let mut o = defaults.clone();
             if let Some(list) = opts {
-                parse_opts(list, t.line, &mut o, &mut warn);
+                parse_opts(list, t.line, &mut o, warn);
             }
             let host = if host.is_empty() {
                 warn.push(Warning {
@@ -411,8 +436,12 @@ pub fn convert(origin: &str, src: &str) -> Converted {
             ex.rules.push((spec, o));
         }
     }
-    // The NFSv4 pseudo root (fsid=0): it is mounted as "/", exports below it
-    // relative to it, as Linux does.
+    exports
+}
+
+/// The NFSv4 pseudo root (fsid=0): it is mounted as "/", exports below it
+/// relative to it, as Linux does.
+fn pseudo_root(exports: &[Export], warn: &mut Vec<Warning>) -> Option<String> {
     let roots: Vec<(usize, String)> = exports
         .iter()
         .filter(|e| e.fsid_root)
@@ -429,134 +458,133 @@ pub fn convert(origin: &str, src: &str) -> Converted {
             });
         }
     }
-    let root = roots.first().map(|r| r.1.clone());
-    let mut out = format!(
-        "# Tarn configuration imported from {origin} by `tarn import-exports`.\n\
-         # Check it with `tarn check-config FILE`.\n"
+    roots.first().map(|r| r.1.clone())
+}
+
+/// One `[[export]]` table: path, pseudo path, sec and xprtsec (the
+/// union of its clients'), and its rules.
+fn write_export(
+    out: &mut String,
+    origin: &str,
+    e: &Export,
+    root: Option<&str>,
+    warn: &mut Vec<Warning>,
+) {
+    let _ = write!(
+        out,
+        "\n# {origin}:{}\n[[export]]\npath = {}\n",
+        e.line,
+        quote(&e.path)
     );
-    for e in &exports {
-        let _ = write!(
-            out,
-            "\n# {origin}:{}\n[[export]]\npath = {}\n",
-            e.line,
-            quote(&e.path)
-        );
-        if let Some(r) = &root {
-            let pseudo = if *r == e.path {
-                Some("/".to_string())
-            } else if r == "/" {
-                None
-            } else {
-                e.path
-                    .strip_prefix(r.as_str())
-                    .filter(|rest| rest.starts_with('/'))
-                    .map(str::to_string)
-            };
-            match pseudo {
-                Some(p) if p != e.path => {
-                    let _ = writeln!(out, "pseudo = {}", quote(&p));
-                }
-                Some(_) => {}
-                None => warn.push(Warning {
-                    line: e.line,
-                    msg: format!(
-                        "{}: outside the fsid=0 root {r}: NFSv4 clients reach it only where {} exists inside the root (Linux hides it from them); NFSv3 mounts it by its path",
-                        e.path, e.path
-                    ),
-                }),
-            }
-        }
-        // exports(5) gives sec per client; Tarn per export: the union.
-        let mut sec: Vec<String> = Vec::new();
-        for s in e.sec.iter().flatten() {
-            if !sec.contains(s) {
-                sec.push(s.clone());
-            }
-        }
-        if e.sec.len() > 1 {
-            warn.push(Warning {
-                line: e.line,
-                msg: format!(
-                    "{}: clients have different sec= lists; Tarn has one per export, so every client of it may use any of {}",
-                    e.path,
-                    sec.join(":")
-                ),
-            });
-        }
-        if !sec.is_empty() && sec != ["sys"] {
-            let list: Vec<String> = sec.iter().map(|s| quote(s)).collect();
-            let _ = writeln!(out, "sec = [{}]", list.join(", "));
-        }
-        // xprtsec too: one list per export, the union of its clients'
-        // (a client without xprtsec= takes any, so the export does).
-        let xprtsec: Option<Vec<String>> = if e.xprtsec.iter().any(|x| x.is_none()) {
+    if let Some(r) = root {
+        let pseudo = if r == e.path {
+            Some("/".to_string())
+        } else if r == "/" {
             None
         } else {
-            let mut u: Vec<String> = Vec::new();
-            for x in e.xprtsec.iter().flatten().flatten() {
-                if !u.contains(x) {
-                    u.push(x.clone());
-                }
-            }
-            // In knfsd's order, weakest first.
-            u.sort_by_key(|x| x.parse::<rpc::tls::XprtSec>().ok());
-            Some(u).filter(|u| !u.is_empty() && u.len() < rpc::tls::XprtSec::ALL.len())
+            e.path
+                .strip_prefix(r)
+                .filter(|rest| rest.starts_with('/'))
+                .map(str::to_string)
         };
-        if e.xprtsec.len() > 1 {
-            warn.push(Warning {
+        match pseudo {
+            Some(p) if p != e.path => {
+                let _ = writeln!(out, "pseudo = {}", quote(&p));
+            }
+            Some(_) => {}
+            None => warn.push(Warning {
                 line: e.line,
                 msg: format!(
-                    "{}: clients have different xprtsec= lists; Tarn has one per export, so every client of it may use any of {}",
-                    e.path,
-                    xprtsec.as_deref().unwrap_or(&["none".into(), "tls".into(), "mtls".into()]).join(":")
+                    "{}: outside the fsid=0 root {r}: NFSv4 clients reach it only where {} exists inside the root (Linux hides it from them); NFSv3 mounts it by its path",
+                    e.path, e.path
                 ),
-            });
+            }),
         }
-        if let Some(x) = &xprtsec {
-            let list: Vec<String> = x.iter().map(|s| quote(s)).collect();
-            let _ = writeln!(out, "xprtsec = [{}]", list.join(", "));
-        }
-        if e.rules.is_empty() {
-            out.push_str("rules = []  # no client could be carried over: nobody may mount this\n");
-            continue;
-        }
-        out.push_str("rules = [\n");
-        for (c, o) in &e.rules {
-            let squash = if o.all_squash {
-                "all_squash"
-            } else if o.root_squash {
-                "root_squash"
-            } else {
-                "no_root_squash"
-            };
-            let _ = write!(
-                out,
-                "  {{ client = {}, options = [\"{}\", \"{squash}\"{}]",
-                quote(c),
-                if o.rw { "rw" } else { "ro" },
-                if o.secure { ", \"secure\"" } else { "" }
-            );
-            if let Some(u) = o.anonuid {
-                let _ = write!(out, ", anonuid = {u}");
-            }
-            if let Some(g) = o.anongid {
-                let _ = write!(out, ", anongid = {g}");
-            }
-            out.push_str(" },\n");
-        }
-        out.push_str("]\n");
     }
-    if exports.is_empty() {
+    // exports(5) gives sec per client; Tarn per export: the union.
+    let mut sec: Vec<String> = Vec::new();
+    for s in e.sec.iter().flatten() {
+        if !sec.contains(s) {
+            sec.push(s.clone());
+        }
+    }
+    if e.sec.len() > 1 {
         warn.push(Warning {
-            line: 1,
-            msg: "no exports: Tarn needs at least one".into(),
+            line: e.line,
+            msg: format!(
+                "{}: clients have different sec= lists; Tarn has one per export, so every client of it may use any of {}",
+                e.path,
+                sec.join(":")
+            ),
         });
     }
-    warn.sort_by_key(|w| w.line);
-    Converted {
-        toml: out,
-        warnings: warn,
+    if !sec.is_empty() && sec != ["sys"] {
+        let list: Vec<String> = sec.iter().map(|s| quote(s)).collect();
+        let _ = writeln!(out, "sec = [{}]", list.join(", "));
     }
+    // xprtsec too: one list per export, the union of its clients'
+    // (a client without xprtsec= takes any, so the export does).
+    let xprtsec: Option<Vec<String>> = if e.xprtsec.iter().any(|x| x.is_none()) {
+        None
+    } else {
+        let mut u: Vec<String> = Vec::new();
+        for x in e.xprtsec.iter().flatten().flatten() {
+            if !u.contains(x) {
+                u.push(x.clone());
+            }
+        }
+        // In knfsd's order, weakest first.
+        u.sort_by_key(|x| x.parse::<rpc::tls::XprtSec>().ok());
+        Some(u).filter(|u| !u.is_empty() && u.len() < rpc::tls::XprtSec::ALL.len())
+    };
+    if e.xprtsec.len() > 1 {
+        warn.push(Warning {
+            line: e.line,
+            msg: format!(
+                "{}: clients have different xprtsec= lists; Tarn has one per export, so every client of it may use any of {}",
+                e.path,
+                xprtsec.as_deref().unwrap_or(&["none".into(), "tls".into(), "mtls".into()]).join(":")
+            ),
+        });
+    }
+    if let Some(x) = &xprtsec {
+        let list: Vec<String> = x.iter().map(|s| quote(s)).collect();
+        let _ = writeln!(out, "xprtsec = [{}]", list.join(", "));
+    }
+    if e.rules.is_empty() {
+        out.push_str("rules = []  # no client could be carried over: nobody may mount this\n");
+        return;
+    }
+    write_rules(out, &e.rules);
+}
+
+/// An export's `rules = [...]`, one per client in file order.
+fn write_rules(out: &mut String, rules: &[(String, Opts)]) {
+    out.push_str("rules = [\n");
+    for (c, o) in rules {
+        let squash = if o.all_squash {
+            "all_squash"
+        } else if o.root_squash {
+            "root_squash"
+        } else {
+            "no_root_squash"
+        };
+        let _ = write!(
+            out,
+            "  {{ client = {}, options = [\"{}\", \"{squash}\"{}]",
+            quote(c),
+            if o.rw { "rw" } else { "ro" },
+            if o.secure { ", \"secure\"" } else { "" }
+        );
+        if let Some(u) = o.anonuid {
+            let _ = write!(out, ", anonuid = {u}");
+        }
+        if let Some(g) = o.anongid {
+            let _ = write!(out, ", anongid = {g}");
+        }
+        out.push_str(" },\n");
+    }
+    out.push_str("]\n");
 }
 
 /// Reads and converts an exports file, then parses the result as Tarn

@@ -227,30 +227,11 @@ fn client_ca(ca: &Path, now: i64, r: &mut Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    fn openssl(dir: &Path, args: &[&str]) {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    use test_support::pki::{openssl, EC_KEY};
 
     /// ca (self-signed), int (by ca), leaf (by int, for `days`), other.key.
     fn pki(dir: &Path, days: &str) {
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
+        let ec = EC_KEY;
         let mut a = vec!["req", "-x509"];
         a.extend(ec);
         a.extend([

@@ -15,77 +15,13 @@
 mod common;
 use common::*;
 use proto::nfs3::*;
-use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-/// A cluster started for this test; its daemons are stopped by PID on drop.
-struct Cluster {
-    dir: tempfile::TempDir,
-    script: PathBuf,
-}
-
-impl Cluster {
-    fn start() -> Option<Cluster> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
-        let have = |b: &str| {
-            Command::new("sh")
-                .arg("-c")
-                .arg(format!("command -v {b}"))
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        let why = match ["ceph-mon", "ceph-osd", "ceph-mds"]
-            .into_iter()
-            .find(|b| !have(b))
-        {
-            Some(b) => Some(format!("{b} not installed")),
-            None => vfs::cephfs::available().err(),
-        };
-        if let Some(why) = why {
-            if std::env::var("TARN_REQUIRE_CEPH").as_deref() == Ok("1") {
-                panic!("TARN_REQUIRE_CEPH=1 but {why} (scripts/deps.sh --ceph)");
-            }
-            eprintln!("SKIP cephfs test: {why} (scripts/deps.sh --ceph)");
-            return None;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("tarn-ceph-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let t = Instant::now();
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        let c = Cluster { dir, script };
-        assert!(
-            out.status.success(),
-            "ceph-cluster.sh start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!("ceph cluster started in {:.1?}", t.elapsed());
-        Some(c)
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.path().join("ceph.conf")
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(&self.script)
-            .arg("stop")
-            .arg(self.dir.path())
-            .status();
-    }
-}
+use test_support::ceph::Cluster;
+use test_support::etcd::Etcd;
+use test_support::server::{kill, libnfs_url, spawn_serving, terminate};
 
 /// One `tarn serve --config` (a head), stopped by PID on drop.
 struct Head {
@@ -103,26 +39,14 @@ impl Head {
         std::fs::create_dir_all(state).unwrap();
         let port = free_port();
         let log = state.join("server.log");
-        let logf = std::fs::File::create(&log).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["serve", "--config"])
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+        cmd.args(["serve", "--config"])
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
             .arg(state)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(logf)
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "first line {line:?}; log: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+            .args(extra);
+        let (child, _) = spawn_serving(&mut cmd, &log, "head");
         Head { child, port, log }
     }
 
@@ -137,8 +61,7 @@ impl Head {
 
     /// An NFSv3 URL for libnfs.
     fn libnfs_url(&self, path: &str) -> String {
-        let p = self.port;
-        format!("nfs://127.0.0.1/{path}?version=3&nfsport={p}&mountport={p}&uid=1000&gid=1000")
+        libnfs_url(self.port, path)
     }
 
     fn log_text(&self) -> String {
@@ -149,8 +72,7 @@ impl Head {
 impl Head {
     /// SIGKILL: a crash (the process is gone when this returns).
     fn crash(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill(&mut self.child);
     }
 }
 
@@ -159,17 +81,7 @@ impl Drop for Head {
         if self.child.try_wait().unwrap().is_some() {
             return; // crashed already
         }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(20) {
-            if self.child.try_wait().unwrap().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 
@@ -209,7 +121,7 @@ struct Setup {
 /// None when Ceph is not installed (the test is skipped).
 fn setup(prefix: &str) -> Option<Setup> {
     let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let cl = Cluster::start()?;
+    let cl = Cluster::start("cephfs test", vfs::cephfs::available())?;
     make_export_dir(&cl);
     let work = tempfile::Builder::new()
         .prefix(prefix)
@@ -973,66 +885,6 @@ fn missing_library_is_named() {
     );
 }
 
-/// etcd on loopback for a cluster of heads; killed (by its PID) on drop.
-struct Etcd {
-    child: Child,
-    url: String,
-}
-
-impl Etcd {
-    fn start(dir: &Path) -> Option<Etcd> {
-        let Some(bin) = ["/usr/bin/etcd", "/usr/local/bin/etcd"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-        else {
-            assert!(
-                std::env::var("TARN_REQUIRE_ETCD").as_deref() != Ok("1"),
-                "etcd is not installed (apt-get install etcd-server) and TARN_REQUIRE_ETCD=1"
-            );
-            eprintln!("SKIP: etcd is not installed (apt-get install etcd-server)");
-            return None;
-        };
-        let (cp, pp) = (free_port(), free_port());
-        let url = format!("http://127.0.0.1:{cp}");
-        let peer = format!("http://127.0.0.1:{pp}");
-        let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
-        let child = Command::new(bin)
-            .args(["--name", "t", "--data-dir"])
-            .arg(dir.join("etcd-data"))
-            .args([
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("t={peer}")])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
-        let e = Etcd { child, url };
-        let until = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&e.url["http://".len()..]).is_err() {
-            assert!(Instant::now() < until, "etcd did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Some(e)
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// NLM LOCK (reclaim or not) of `host`'s process 1 on `fh`, bytes 0..100.
 fn nlm_lock_as(
     c: &mut TcpStream,
@@ -1067,7 +919,9 @@ fn failed_head_locks_are_freed_for_reclaims() {
         .unwrap();
     let w = work.path();
     let Some(etcd) = Etcd::start(w) else { return };
-    let Some(cl) = Cluster::start() else { return };
+    let Some(cl) = Cluster::start("cephfs test", vfs::cephfs::available()) else {
+        return;
+    };
     make_export_dir(&cl);
     let config = |node: &str| {
         let p = w.join(format!("{node}.toml"));
@@ -1296,33 +1150,21 @@ fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
     // heads served (ceph.conf from CEPH_CONF, as for every Ceph tool).
     let port = free_port();
     let log = w.join("c.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args([
-            "serve",
-            "cephfs:///nfs",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg("--state-dir")
-        .arg(w.join("state-c"))
-        .env("CEPH_CONF", cl.conf())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+    cmd.args([
+        "serve",
+        "cephfs:///nfs",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ])
+    .arg("--state-dir")
+    .arg(w.join("state-c"))
+    .env("CEPH_CONF", cl.conf());
+    let (child, _) = spawn_serving(&mut cmd, &log, "tarn serve cephfs:///nfs");
     // Stopped as the other heads are (SIGTERM: its CephFS session ends
     // cleanly; a killed one would hold the directory's capabilities until
     // the MDS times it out, and B's next change there would wait).
     let c = Head { child, port, log };
-    assert!(
-        line.starts_with("tarn: exporting"),
-        "{line:?}\n{}",
-        c.log_text()
-    );
     let st = tarn(&[
         "stat",
         &format!("nfs://127.0.0.1:{port}/kept?uid=1000&gid=1000"),

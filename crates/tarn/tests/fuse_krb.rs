@@ -19,13 +19,13 @@
 
 mod common;
 
-use common::fuse::Mounted;
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use test_support::fuse::Mounted;
 use testkdc as kdc;
 
 fn usable() -> bool {

@@ -13,12 +13,13 @@
 
 mod common;
 
-use common::fuse::*;
 use common::*;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use test_support::fuse::*;
+use test_support::ganesha::inside_ganesha;
 
 fn sh(dir: &Path, script: &str) {
     let out = Command::new("sh")
@@ -240,47 +241,17 @@ fn workload_ganesha_nfs41() {
     against_ganesha("workload_ganesha_nfs41", "4.1");
 }
 
-/// Outside the namespaces: starts Ganesha and this test again inside them
-/// (the mount must share Ganesha's network namespace). Inside
-/// (TARN_GANESHA_ADDR set): the workload.
+/// Inside Ganesha's namespaces (common::ganesha): the workload.
 fn against_ganesha(name: &str, vers: &str) {
-    if let Ok(addr) = std::env::var("TARN_GANESHA_ADDR") {
+    if std::env::var("TARN_GANESHA_ADDR").is_err() && !fuse_usable() {
+        return;
+    }
+    inside_ganesha(name, |addr, export, dir| {
         assert!(fuse_usable(), "FUSE is needed inside the namespaces too");
-        let export = std::env::var("TARN_GANESHA_EXPORT").unwrap();
-        let dir = PathBuf::from(std::env::var("TARN_GANESHA_DIR").unwrap());
         let url = format!("nfs://{addr}{export}?vers={vers}&uid=1000&gid=1000");
         let m = Mounted::new(&url, "");
-        run_workload(&m.dir, &dir, || Mounted::new(&url, ""), true, vers != "3");
-        return;
-    }
-    if std::env::var("TARN_GANESHA").as_deref() != Ok("1") {
-        eprintln!("{name} skipped: set TARN_GANESHA=1 (as root) to run it against NFS-Ganesha");
-        return;
-    }
-    if !fuse_usable() {
-        return;
-    }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/ganesha-run.sh");
-    let mut child = Command::new(script)
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .spawn()
-        .expect("ganesha-run.sh");
-    // The script stops what it started; killing its PID (the unshare)
-    // takes the whole PID namespace with it.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{name}: timed out after 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(status.success(), "{name} against Ganesha: {status}");
+        run_workload(&m.dir, dir, || Mounted::new(&url, ""), true, vers != "3");
+    });
 }
 
 /// Through a mount with sec=krb5p (the mounter's credential cache) to a
@@ -465,26 +436,6 @@ fn stat_with_delegations_over_nfsv41() {
 #[ignore]
 fn stat_with_delegations_10000_files() {
     stat_with_delegations(10_000);
-}
-
-/// The mount's own counts (`tarn mount --stats`), once they show `key` at
-/// least `min` (the file is written every second).
-fn mount_status(m: &Mounted, key: &str, min: u64) -> serde_json::Value {
-    let t = Instant::now();
-    loop {
-        let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["mount", "--stats"])
-            .arg(&m.dir)
-            .output()
-            .unwrap();
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-            if v[key].as_u64().unwrap_or(0) >= min || t.elapsed() > Duration::from_secs(10) {
-                return v;
-            }
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "no mount status");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A write delegation recalled while its data is still buffered: mount A
@@ -724,6 +675,73 @@ fn close_to_open_between_two_mounts() {
     assert_eq!(std::fs::read(b.path("f")).unwrap(), new);
 }
 
+/// Two mounts of one export (each its own NFSv4.1 client), names and link
+/// counts. What is guaranteed, as on a kernel NFS mount with the default
+/// `lookupcache=all`:
+/// - open(2) is close-to-open for the name too: a name renamed away or
+///   removed by the other mount is ENOENT at once, a new name opens the new
+///   file at once, and what the other wrote and closed is read whole;
+/// - stat(2) of a cached name (no open) may be answered from the kernel's
+///   entry cache until the directory's attribute timeout (acdirmin to
+///   acdirmax; 1 s here) has run out, then it sees the change;
+/// - nlink after link/unlink: at once in the mount that made the change,
+///   in the other at its next open or after the attribute timeout.
+#[test]
+fn names_and_links_between_two_mounts() {
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, "actimeo=1");
+    let b = Mounted::new(&url, "actimeo=1");
+    let gone = |p: &Path| {
+        std::fs::File::open(p).map(|_| ()).unwrap_err().kind() == std::io::ErrorKind::NotFound
+    };
+    std::fs::write(a.path("old"), b"first").unwrap();
+    std::fs::write(a.path("doomed"), b"x").unwrap();
+    // B caches both names (and the files' attributes and pages).
+    assert_eq!(std::fs::read(b.path("old")).unwrap(), b"first");
+    assert_eq!(std::fs::read(b.path("doomed")).unwrap(), b"x");
+
+    std::fs::rename(a.path("old"), a.path("new")).unwrap();
+    std::fs::remove_file(a.path("doomed")).unwrap();
+    let t = Instant::now();
+    assert!(gone(&b.path("old")), "B opened the renamed-away name");
+    assert!(gone(&b.path("doomed")), "B opened the removed name");
+    assert_eq!(std::fs::read(b.path("new")).unwrap(), b"first");
+    // Written and closed in A, read whole through B right after.
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(a.path("new"), &data).unwrap();
+    assert_eq!(std::fs::read(b.path("new")).unwrap(), data);
+    // A name replaced by a rename over it: B opens the new file.
+    std::fs::write(a.path("other"), b"replacement").unwrap();
+    std::fs::rename(a.path("other"), a.path("new")).unwrap();
+    assert_eq!(std::fs::read(b.path("new")).unwrap(), b"replacement");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // stat without open: after the directory's attribute timeout.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(std::fs::metadata(b.path("old")).is_err());
+    assert!(std::fs::metadata(b.path("doomed")).is_err());
+
+    // Link counts.
+    std::fs::hard_link(a.path("new"), a.path("second")).unwrap();
+    assert_eq!(std::fs::metadata(a.path("new")).unwrap().nlink(), 2);
+    let f = std::fs::File::open(b.path("new")).unwrap();
+    assert_eq!(f.metadata().unwrap().nlink(), 2, "B after open");
+    drop(f);
+    assert_eq!(std::fs::metadata(b.path("second")).unwrap().nlink(), 2);
+    std::fs::remove_file(a.path("new")).unwrap();
+    assert_eq!(std::fs::metadata(a.path("second")).unwrap().nlink(), 1);
+    let f = std::fs::File::open(b.path("second")).unwrap();
+    assert_eq!(f.metadata().unwrap().nlink(), 1, "B after open");
+    drop(f);
+    assert!(gone(&b.path("new")));
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(std::fs::metadata(b.path("second")).unwrap().nlink(), 1);
+}
+
 /// Without uid= in the URL each request goes as the process that made it:
 /// a file created by uid 1000 is 1000's on the server, one created by root
 /// is squashed to nobody (the server squashes root), never the mounter's by
@@ -762,4 +780,546 @@ fn each_caller_acts_as_itself() {
     assert_eq!(owner("by-1001"), 1001);
     assert_ne!(owner("by-root"), 1000);
     assert_ne!(owner("by-root"), 1001);
+}
+
+/// SIGTERM ends the mount process even when the mount lives on in another
+/// mount namespace (unmounting here does not end the FUSE session there):
+/// it ends the connection itself within seconds, and the copy in the other
+/// namespace then fails fast instead of hanging.
+#[test]
+fn sigterm_ends_a_mount_copied_into_another_namespace() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let mut m = Mounted::new(&mount_url(&s, "4.1"), "");
+    std::fs::write(m.path("f"), b"x").unwrap();
+    // A second mount namespace holding a copy of the mount.
+    let mut holder = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sleep", "120"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut child = m.child.take().unwrap();
+    let pid = child.id().to_string();
+    let t = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let ended = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if t.elapsed() > Duration::from_secs(15) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // The copy in the other namespace answers at once (ENOTCONN or
+    // ENOENT), never hangs.
+    let probe = Command::new("timeout")
+        .args(["10", "nsenter", "--mount", "--target"])
+        .arg(holder.id().to_string())
+        .args(["stat"])
+        .arg(&m.dir)
+        .output()
+        .unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        ended,
+        "the mount process was still running 15 s after SIGTERM"
+    );
+    assert_ne!(
+        probe.status.code(),
+        Some(124),
+        "stat in the other namespace hung"
+    );
+    eprintln!("mount process ended {:?} after SIGTERM", t.elapsed());
+}
+
+/// Two mounts of one export, each its own NFSv4.1 client with delegations:
+/// a same-size rewrite of 200 files through one, each written and closed,
+/// is read back whole through the other (which had read them all before,
+/// under delegations), and a file removed through one is gone for the
+/// other at its next open.
+#[test]
+fn two_mounts_with_delegations_see_each_others_rewrites() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, "");
+    let b = Mounted::new(&url, "");
+    let n = 200;
+    let body =
+        |gen: u8, i: usize| -> Vec<u8> { (0..4096).map(|j| (j as u8) ^ (i as u8) ^ gen).collect() };
+    std::fs::create_dir(a.path("d")).unwrap();
+    for i in 0..n {
+        std::fs::write(a.path(&format!("d/f{i}")), body(1, i)).unwrap();
+    }
+    for i in 0..n {
+        assert_eq!(
+            std::fs::read(b.path(&format!("d/f{i}"))).unwrap(),
+            body(1, i)
+        );
+        assert_eq!(
+            std::fs::read(a.path(&format!("d/f{i}"))).unwrap(),
+            body(1, i)
+        );
+    }
+    for i in 0..n {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(b.path(&format!("d/f{i}")))
+            .unwrap();
+        f.write_all(&body(2, i)).unwrap();
+    }
+    let stale: Vec<usize> = (0..n)
+        .filter(|i| std::fs::read(a.path(&format!("d/f{i}"))).unwrap() != body(2, *i))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "{} of {n} files read stale through the other mount: {stale:?}",
+        stale.len()
+    );
+    // The name may stay in the other mount's dentry cache for the entry's
+    // timeout, but its open goes to the server, which has no such file.
+    std::fs::remove_file(b.path("d/f0")).unwrap();
+    let e = std::fs::File::open(a.path("d/f0")).unwrap_err();
+    assert!(
+        matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESTALE)),
+        "open of a removed file through the other mount: {e}"
+    );
+}
+
+/// `f()` on a thread of its own, its result within `secs` (a hung call
+/// fails the test instead of hanging it).
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what}: no answer in {secs} s"))
+}
+
+/// A writer through the mount for the tests below: opens its file, then
+/// for each line on stdin writes it and answers with the result of
+/// "close" (the file's close), "fsync" or "write" (a write, buffered in
+/// the mount).
+const LINE_WRITER: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+print("open", flush=True)
+for line in sys.stdin:
+    cmd = line.strip()
+    try:
+        if cmd == "write":
+            os.write(fd, b"x" * 4096)
+        elif cmd == "fsync":
+            os.fsync(fd)
+        elif cmd == "close":
+            os.close(fd)
+        print("ok", flush=True)
+    except OSError as e:
+        print("errno %d" % e.errno, flush=True)
+"#;
+
+/// soft,timeo=5,retrans=2 (as nfs(5): deciseconds, retries): with the
+/// server stopped (SIGSTOP: its connections stay, nothing is answered),
+/// a stat, a read, an fsync of buffered writes and a close of buffered
+/// writes each fail with EIO once a call went unanswered through its
+/// retries (0.5 + 1 + 1.5 s), never hang and never report success for data
+/// the server did not store; `--stats` shows the major timeouts and the
+/// state; after SIGCONT the mount answers again.
+#[test]
+fn soft_mount_gives_eio_when_the_server_stops_answering() {
+    if !fuse_usable() {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::FileExt;
+    let (s, _) = server();
+    std::fs::write(s.export.join("r"), vec![7u8; 100_000]).unwrap();
+    let m = Mounted::new(&mount_url(&s, "4.1"), "soft,timeo=5,retrans=2,noac,nodeleg");
+    let rf = std::fs::File::open(m.path("r")).unwrap();
+    let mut wf = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("w"))
+        .unwrap();
+    std::fs::write(m.dir.join("../writer.py"), LINE_WRITER).unwrap();
+    let mut py = Command::new("python3")
+        .arg(m.dir.join("../writer.py"))
+        .arg(m.path("c"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut py_in = py.stdin.take().unwrap();
+    let mut py_out = BufReader::new(py.stdout.take().unwrap());
+    let mut l = String::new();
+    py_out.read_line(&mut l).unwrap();
+    assert_eq!(l.trim(), "open");
+    let mut ask = move |cmd: &str| -> String {
+        writeln!(py_in, "{cmd}").unwrap();
+        let mut l = String::new();
+        py_out.read_line(&mut l).unwrap();
+        l.trim().to_string()
+    };
+
+    s.pause();
+    // Buffered in the mount, answered without the server: not sent
+    // until fsync or close.
+    wf.write_all(b"buffered").unwrap();
+    // Another process's write, buffered too, then its close.
+    let (w, c) = within(60, "write, close", move || (ask("write"), ask("close")));
+    assert_eq!(w, "ok");
+    assert_eq!(c, format!("errno {}", libc::EIO), "close of unsent writes");
+    let t = Instant::now();
+    let p = m.path("r");
+    let e = within(60, "stat", move || std::fs::metadata(p).unwrap_err());
+    let took = t.elapsed();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "stat: {e}");
+    // One call's three transmissions wait 0.5 + 1 + 1.5 s; a stat may
+    // make two calls (LOOKUP, GETATTR).
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "stat failed after {took:?}"
+    );
+    let t = Instant::now();
+    let e = within(60, "read", move || {
+        let mut b = [0u8; 4096];
+        rf.read_at(&mut b, 0).unwrap_err()
+    });
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "read: {e}");
+    eprintln!(
+        "soft: stat EIO after {took:?}, read EIO after {:?}",
+        t.elapsed()
+    );
+    // An fstat of the written file sends its buffer first: that WRITE's
+    // failure is the fstat's, and still the fsync's.
+    // (Through a second descriptor kept open: its close would flush, and
+    // report the failure there.)
+    let wf2 = wf.try_clone().unwrap();
+    let (e, _wf2) = within(60, "fstat of w", move || (wf2.metadata().unwrap_err(), wf2));
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "fstat of w: {e}");
+    let r = within(60, "fsync", move || wf.sync_all());
+    let stored = std::fs::read(s.export.join("w")).unwrap();
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EIO)),
+        "fsync: {r:?}; the server has {stored:?} {}",
+        m.log_text()
+    );
+    let v = mount_status(&m, "major_timeouts", 3);
+    assert!(v["major_timeouts"].as_u64().unwrap() >= 3, "{v}");
+    assert!(v["timeouts"].as_u64().unwrap() >= 9, "{v}");
+    assert!(v["retransmissions"].as_u64().unwrap() >= 6, "{v}");
+    assert_eq!(v["connection"]["state"], "not responding", "{v}");
+    assert!(v["connection"]["since"].as_u64().is_some(), "{v}");
+    assert_eq!(v["options"]["soft"], true, "{v}");
+    assert_eq!(v["options"]["timeo"], 5, "{v}");
+    assert_eq!(v["options"]["retrans"], 2, "{v}");
+
+    s.resume();
+    let p = m.path("r");
+    let md = within(60, "stat after SIGCONT", move || std::fs::metadata(p));
+    assert_eq!(md.unwrap().len(), 100_000);
+    // The status is rewritten every second.
+    let t = Instant::now();
+    loop {
+        let v = mount_status(&m, "calls", 0);
+        if v["connection"]["state"] == "connected" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = py.kill();
+    let _ = py.wait();
+}
+
+/// The default, hard: with the server killed, a `cat` started meanwhile
+/// waits; once a server is back on the same address and export (a new
+/// process: the NFSv4.1 session is recovered) it completes with the
+/// file's data. Over NFSv4.1 and NFSv3.
+#[test]
+fn hard_mount_waits_for_a_restarted_server() {
+    if !fuse_usable() {
+        return;
+    }
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    for vers in ["4.1", "3"] {
+        let (mut s, _) = server();
+        std::fs::write(s.export.join("f"), &data).unwrap();
+        let m = Mounted::new(&mount_url(&s, vers), "");
+        // Connected, and the directory known (not the file's pages).
+        assert!(m.path("f").exists());
+        s.crash();
+        let mut cat = Command::new("cat")
+            .arg(m.path("f"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            cat.try_wait().unwrap().is_none(),
+            "cat ended while the server was gone ({vers})"
+        );
+        let t = Instant::now();
+        let back = TestServer::launch(&s.export, &s.state, s.port(), &["--grace", "0.05"], &[]);
+        let out = within(90, "cat after the restart", move || {
+            cat.wait_with_output().unwrap()
+        });
+        assert!(out.status.success(), "cat over {vers}: {:?}", out.status);
+        assert!(
+            out.stdout == data,
+            "cat over {vers}: {} bytes, not the file's",
+            out.stdout.len()
+        );
+        eprintln!(
+            "hard ({vers}): cat done {:?} after the restart",
+            t.elapsed()
+        );
+        // Unmounted while a server answers (the mount returns its state).
+        drop(m);
+        drop(back);
+    }
+}
+
+/// An open file unlinked through a mount is renamed to a hidden name;
+/// when that mount dies (SIGKILL) with the file open, the name would stay
+/// on the server for ever: the next mount of the export removes it (from
+/// the record the dead mount kept), and leaves a live mount's alone.
+#[test]
+fn hidden_names_left_by_a_killed_mount_are_removed_by_the_next() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let url = mount_url(&s, "4.1");
+    let hidden = |d: &str| -> Vec<String> {
+        std::fs::read_dir(s.export.join(d))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tarn"))
+            .collect()
+    };
+    // A live mount's hidden name, which must stay.
+    let live = Mounted::new(&url, "");
+    std::fs::create_dir(live.path("l")).unwrap();
+    std::fs::write(live.path("l/f"), b"live").unwrap();
+    let lf = std::fs::File::open(live.path("l/f")).unwrap();
+    std::fs::remove_file(live.path("l/f")).unwrap();
+    assert_eq!(hidden("l").len(), 1);
+
+    // nodeleg: a delegation the dead mount held would hold the REMOVE
+    // up until the server revokes it (a lease later).
+    let mut m = Mounted::new(&url, "nodeleg");
+    std::fs::create_dir(m.path("d")).unwrap();
+    std::fs::write(m.path("d/f"), b"data").unwrap();
+    let f = std::fs::File::open(m.path("d/f")).unwrap();
+    std::fs::remove_file(m.path("d/f")).unwrap();
+    assert_eq!(hidden("d").len(), 1, "renamed aside while open");
+    let v = mount_status(&m, "silly_renamed", 1);
+    assert_eq!(v["silly_renamed"], 1, "{v}");
+    m.crash();
+    m.abort();
+    drop(f);
+    assert_eq!(hidden("d").len(), 1, "a killed mount cannot remove it");
+
+    let m2 = Mounted::new(&url, "");
+    let t = Instant::now();
+    while !hidden("d").is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        hidden("d").is_empty(),
+        "left: {:?}\n{}",
+        hidden("d"),
+        m2.log_text()
+    );
+    assert_eq!(hidden("l").len(), 1, "a live mount's hidden name stays");
+    drop(m2);
+    drop(lf);
+    let t = Instant::now();
+    while !hidden("l").is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(hidden("l").is_empty(), "removed at its last close");
+}
+
+/// A process writing through the mount, fsync at known points, killed
+/// (SIGKILL) between them; the mount then unmounted with `tarn umount`,
+/// which ends the FUSE connection and the mount process: every byte up to
+/// the last fsync that returned is on the server, and what the file holds
+/// past it is only what was written there (never other bytes).
+#[test]
+fn a_writer_killed_mid_write_loses_nothing_it_synced() {
+    if !fuse_usable() {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    const WRITER: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+chunk = 300_000
+def piece(k):
+    return bytes((k * 7 + i) % 251 for i in range(chunk))
+for k in range(3):
+    os.write(fd, piece(k))
+    os.fsync(fd)
+    print("synced", (k + 1) * chunk, flush=True)
+k = 3
+while True:
+    os.write(fd, piece(k))
+    if k == 5:
+        print("unsynced", flush=True)
+    k += 1
+"#;
+    let (s, _) = server();
+    for vers in ["4.1", "3"] {
+        let mut m = Mounted::new(&mount_url(&s, vers), "");
+        std::fs::write(m.dir.join("../w.py"), WRITER).unwrap();
+        let mut w = Command::new("python3")
+            .arg(m.dir.join("../w.py"))
+            .arg(m.path("f"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(w.stdout.take().unwrap());
+        let mut synced = 0u64;
+        let mut l = String::new();
+        loop {
+            l.clear();
+            assert!(out.read_line(&mut l).unwrap() > 0, "the writer ended");
+            match l.split_whitespace().collect::<Vec<_>>()[..] {
+                ["synced", n] => synced = n.parse().unwrap(),
+                ["unsynced"] => break,
+                _ => panic!("{l}"),
+            }
+        }
+        let _ = w.kill();
+        let _ = w.wait();
+        assert_eq!(synced, 900_000);
+        let st = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .arg("umount")
+            .arg(&m.dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "tarn umount");
+        assert!(!is_mounted(&m.dir), "still mounted after tarn umount");
+        let mut child = m.child.take().unwrap();
+        let t = Instant::now();
+        // Seconds unloaded; CI's two loaded cores take longer.
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{vers}: the mount process still runs 30 s after tarn umount: {}",
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "{vers}: the mount process ended {:?} after tarn umount",
+            t.elapsed()
+        );
+        let got = std::fs::read(s.export.join("f")).unwrap();
+        let piece =
+            |k: usize| -> Vec<u8> { (0..300_000).map(|i| ((k * 7 + i) % 251) as u8).collect() };
+        let written: Vec<u8> = (0..64).flat_map(piece).collect();
+        assert!(
+            got.len() as u64 >= synced,
+            "{vers}: {} bytes on the server, {synced} synced",
+            got.len()
+        );
+        let n = got.len().min(written.len());
+        assert!(
+            got[..n] == written[..n],
+            "{vers}: bytes on the server that were not written"
+        );
+        eprintln!(
+            "{vers}: {synced} synced, {} on the server after the kill",
+            got.len()
+        );
+        std::fs::remove_file(s.export.join("f")).unwrap();
+    }
+}
+
+/// `tarn mount --stats DIR` against a live mount: the options in force,
+/// the server, the connection, the call counts and per operation counts
+/// with a mean time, delegations and hidden names pending.
+#[test]
+fn stats_show_what_an_operator_needs() {
+    if !fuse_usable() {
+        return;
+    }
+    let (s, _) = server();
+    let m = Mounted::new(&mount_url(&s, "4.1"), "timeo=30,retrans=4,wsize=65536");
+    std::fs::write(m.path("a"), vec![1u8; 200_000]).unwrap();
+    assert_eq!(std::fs::read(m.path("a")).unwrap().len(), 200_000);
+    // The status is rewritten every second: until it shows the WRITEs.
+    let t = Instant::now();
+    let v = loop {
+        let v = mount_status(&m, "calls", 0);
+        if v["ops"]["WRITE"]["calls"].as_u64().unwrap_or(0) >= 3 || t.elapsed().as_secs() > 10 {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let o = &v["options"];
+    assert_eq!(o["vers"], "4.1", "{v}");
+    assert_eq!(o["sec"], "sys", "{v}");
+    assert_eq!(o["wsize"], 65536, "{v}");
+    assert!(o["rsize"].as_u64().unwrap() >= 4096, "{v}");
+    assert_eq!(
+        (&o["hard"], &o["timeo"], &o["retrans"]),
+        (&true.into(), &30.into(), &4.into()),
+        "{v}"
+    );
+    assert_eq!(o["deleg"], true, "{v}");
+    assert_eq!(v["server"], s.addr.to_string(), "{v}");
+    assert_eq!(v["connection"]["state"], "connected", "{v}");
+    assert!(v["connection"]["since"].is_null(), "{v}");
+    for k in [
+        "retransmissions",
+        "timeouts",
+        "major_timeouts",
+        "reconnects",
+    ] {
+        assert_eq!(v[k], 0, "{k}: {v}");
+    }
+    let w = &v["ops"]["WRITE"];
+    assert!(
+        w["calls"].as_u64().unwrap_or(0) >= 3,
+        "200 kB in 64 KiB WRITEs: {v}"
+    );
+    assert!(w["mean_ms"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
+    assert!(v["ops"]["OPEN"]["calls"].as_u64().unwrap_or(0) >= 1, "{v}");
+    for k in ["delegations", "silly_renamed", "inodes"] {
+        assert!(v[k].is_u64(), "{k}: {v}");
+    }
+    // The text is indented JSON, one key a line.
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args(["mount", "--stats"])
+        .arg(&m.dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("\"major_timeouts\"")),
+        "{text}"
+    );
 }

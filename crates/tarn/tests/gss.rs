@@ -23,6 +23,7 @@ use rpc::gss::GssService;
 use rpc::msg::ReplyStatus;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use test_support::metrics::metric;
 use xdr::Unpack;
 
 const MARK: &[u8] = b"TARN-SECRET-PAYLOAD-";
@@ -33,16 +34,6 @@ fn secret(n: usize) -> Vec<u8> {
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// One Prometheus sample's value (`name{labels}` prefix match), 0 if absent.
-fn metric(addr: &str, prefix: &str) -> f64 {
-    metrics_text(addr)
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 async fn gss(addr: SocketAddr) -> GssClient {

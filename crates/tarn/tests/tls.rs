@@ -9,12 +9,12 @@
 //!   cargo test -p tarn --test tls
 
 mod common;
-use common::pki::*;
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
+use test_support::pki::*;
 
 const PATTERN: &str = "tls-known-pattern-7f3a9c1e-the-wire-must-not-show-this";
 

@@ -10,34 +10,14 @@
 //!   cargo test -p tarn --test tls_client
 
 mod common;
-use common::fuse::*;
-use common::pki::*;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use test_support::fuse::*;
+use test_support::pki::*;
 
 const PATTERN: &str = "tls-mount-pattern-5d1e0b77-";
-
-/// The mount's status (`tarn mount --stats`) once `key` reaches `min`
-/// (or after 10 s).
-fn mount_status(m: &Mounted, key: &str, min: u64) -> serde_json::Value {
-    let t = Instant::now();
-    loop {
-        let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["mount", "--stats"])
-            .arg(&m.dir)
-            .output()
-            .unwrap();
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-            if v[key].as_u64().unwrap_or(0) >= min || t.elapsed() > Duration::from_secs(10) {
-                return v;
-            }
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "no mount status");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// Writes `name` through the mount with the pattern, reads it back
 /// through the mount and on the server's disk.

@@ -17,9 +17,9 @@ mod common;
 use common::*;
 use rand::{Rng, RngCore, SeedableRng};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use test_support::ganesha::inside_ganesha;
 
 #[test]
 fn tools_ganesha_nfs41() {
@@ -37,41 +37,9 @@ fn tools_ganesha_nfs40() {
     against_ganesha("tools_ganesha_nfs40", "4.0");
 }
 
-/// Outside the namespaces: starts Ganesha and this test inside them. Inside
-/// (TARN_GANESHA_ADDR set): the scenario.
+/// Inside Ganesha's namespaces (common::ganesha): the scenario.
 fn against_ganesha(name: &str, vers: &str) {
-    if let Ok(addr) = std::env::var("TARN_GANESHA_ADDR") {
-        let export = std::env::var("TARN_GANESHA_EXPORT").unwrap();
-        let dir = PathBuf::from(std::env::var("TARN_GANESHA_DIR").unwrap());
-        scenario(&addr, &export, &dir, vers);
-        return;
-    }
-    if std::env::var("TARN_GANESHA").as_deref() != Ok("1") {
-        eprintln!("{name} skipped: set TARN_GANESHA=1 (as root) to run it against NFS-Ganesha");
-        return;
-    }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/ganesha-run.sh");
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(script)
-        .arg(exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .spawn()
-        .expect("ganesha-run.sh");
-    // The script stops what it started; if it hangs, killing its PID (the
-    // unshare) kills the whole PID namespace (--kill-child).
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("timed out after 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(status.success(), "{name} against Ganesha: {status}");
+    inside_ganesha(name, |addr, export, dir| scenario(addr, export, dir, vers));
 }
 
 /// Names a user may well have: spaces, Unicode, shell and URL specials

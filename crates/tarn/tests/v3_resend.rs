@@ -11,52 +11,9 @@ use bytes::Bytes;
 use common::*;
 use proto::nfs3::*;
 use rpc::client::{auth_sys, Channel, ChannelOptions};
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// Forwards to `to`; with `cut` set, the server's next bytes are dropped
-/// with both connections. Returns its address and the count of connections.
-async fn proxy(to: SocketAddr, cut: Arc<AtomicBool>) -> (SocketAddr, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let n = Arc::new(AtomicUsize::new(0));
-    let n2 = n.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut c, _) = l.accept().await.unwrap();
-            n2.fetch_add(1, Ordering::SeqCst);
-            let cut = cut.clone();
-            tokio::spawn(async move {
-                let Ok(mut s) = TcpStream::connect(to).await else {
-                    return;
-                };
-                let (mut b1, mut b2) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
-                loop {
-                    tokio::select! {
-                        r = c.read(&mut b1) => match r {
-                            Ok(k) if k > 0 => if s.write_all(&b1[..k]).await.is_err() { return },
-                            _ => return,
-                        },
-                        r = s.read(&mut b2) => match r {
-                            Ok(k) if k > 0 => {
-                                if cut.swap(false, Ordering::SeqCst) {
-                                    return;
-                                }
-                                if c.write_all(&b2[..k]).await.is_err() { return }
-                            }
-                            _ => return,
-                        },
-                    }
-                }
-            });
-        }
-    });
-    (addr, n)
-}
+use test_support::proxy::Proxy;
 
 async fn call<A: xdr::Pack, R: xdr::Unpack>(ch: &Channel, prog: u32, proc_: u32, a: &A) -> R {
     let mut d = ch.call(prog, 3, proc_, a).await.expect("call");
@@ -72,8 +29,9 @@ fn a_remove_whose_reply_was_lost_is_answered_from_the_drc() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let cut = Arc::new(AtomicBool::new(false));
-        let (addr, conns) = proxy(s.addr, cut.clone()).await;
+        // Drops the server's next bytes with the connection once `cut` is set.
+        let p = Proxy::start(s.addr).await;
+        let (addr, cut, conns) = (p.addr, p.cut.clone(), p.accepted.clone());
         let opts = ChannelOptions {
             timeo: Duration::from_secs(10),
             min_backoff: Duration::from_millis(20),

@@ -7,6 +7,8 @@
 //! one of them. A 2 s clock skew, so expiry tests need not wait five
 //! minutes. Needs krb5-kdc, krb5-admin-server and krb5-user.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

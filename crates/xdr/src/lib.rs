@@ -12,6 +12,8 @@
 //!
 //! The [`codegen`] module is used from build scripts (see the `proto` crate).
 
+#![forbid(unsafe_code)]
+
 pub mod codegen;
 
 use bytes::{Bytes, BytesMut};

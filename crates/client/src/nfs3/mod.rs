@@ -24,7 +24,7 @@ pub mod ops;
 
 pub use error::{describe, describe_nlm, Error, Nfs3Error, Result};
 pub use nlm::{HeldNlmLock, LockOwner, LockRange};
-pub use ops::{DirEntry3, Written};
+pub use ops::{sattr_mode, DirEntry3, Written};
 
 use crate::nfs4::{GssSec, Security};
 use proto::nfs3::{NfsFh3, NFS_PROGRAM, NFS_V3};

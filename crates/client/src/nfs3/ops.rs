@@ -79,6 +79,35 @@ fn need_fh(fh: Option<NfsFh3>, what: &str) -> Result<NfsFh3> {
     fh.ok_or_else(|| Error::Protocol(format!("{what}: no file handle returned")))
 }
 
+/// The NFSv3 procedure's name (RFC 1813 §3.3), for per-operation counts.
+pub fn proc_name(p: u32) -> &'static str {
+    const NAMES: [&str; 22] = [
+        "NULL",
+        "GETATTR",
+        "SETATTR",
+        "LOOKUP",
+        "ACCESS",
+        "READLINK",
+        "READ",
+        "WRITE",
+        "CREATE",
+        "MKDIR",
+        "SYMLINK",
+        "MKNOD",
+        "REMOVE",
+        "RMDIR",
+        "RENAME",
+        "LINK",
+        "READDIR",
+        "READDIRPLUS",
+        "FSSTAT",
+        "FSINFO",
+        "PATHCONF",
+        "COMMIT",
+    ];
+    NAMES.get(p as usize).copied().unwrap_or("OTHER")
+}
+
 impl Nfs3 {
     /// Calls `proc_`, resending while the server answers JUKEBOX.
     pub async fn call<A: Pack, R: Unpack>(&self, proc_: u32, args: &A) -> Result<R> {
@@ -88,14 +117,17 @@ impl Nfs3 {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         loop {
-            let d = match (&self.gss, &enc) {
-                (Some(g), Some(enc)) => g.call(proc_, enc).await?,
-                _ => rpc::client::results(
-                    self.ch
-                        .call_packed(NFS_PROGRAM, NFS_V3, proc_, args)
-                        .await?,
-                )?,
+            let t = std::time::Instant::now();
+            let sent = match (&self.gss, &enc) {
+                (Some(g), Some(enc)) => g.call(proc_, enc).await,
+                _ => match self.ch.call_packed(NFS_PROGRAM, NFS_V3, proc_, args).await {
+                    Ok(rec) => rpc::client::results(rec),
+                    Err(e) => Err(e),
+                },
             };
+            self.ch
+                .count_op(proc_name(proc_), t.elapsed(), sent.is_err());
+            let d = sent?;
             // Every result starts with its status.
             let jukebox = d.clone().u32().ok() == Some(Nfsstat3::NFS3ERR_JUKEBOX as u32);
             if !jukebox || started.elapsed() > JUKEBOX_FOR {
@@ -308,6 +340,19 @@ impl Nfs3 {
         match ok!(r, Mkdir3res, "MKDIR").obj {
             Some(fh) => Ok(fh),
             None => Ok(self.lookup(dir, name).await?.0),
+        }
+    }
+
+    /// MKNOD: a device, fifo or socket `name` in `dir`.
+    pub async fn mknod(&self, dir: &NfsFh3, name: &str, what: Mknoddata3) -> Result<NfsFh3> {
+        let a = Mknod3args {
+            r#where: dirop(dir, name),
+            what,
+        };
+        let r: Mknod3res = self.call(NFSPROC3_MKNOD, &a).await?;
+        match ok!(r, Mknod3res, "MKNOD").obj {
+            Some(fh) => Ok(fh),
+            None => need_fh(Some(self.lookup(dir, name).await?.0), "MKNOD"),
         }
     }
 

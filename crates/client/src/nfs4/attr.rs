@@ -40,6 +40,8 @@ pub fn bits(map: &[u32]) -> Vec<u32> {
 pub struct Attrs {
     pub supported: Option<Bitmap4>,
     pub ftype: Option<NfsFtype4>,
+    /// A device's major and minor numbers.
+    pub rawdev: Option<Specdata4>,
     pub change: Option<u64>,
     pub size: Option<u64>,
     pub fsid: Option<Fsid4>,
@@ -170,7 +172,8 @@ pub fn decode(f: &Fattr4) -> Result<Attrs> {
             | FATTR4_MAXNAME => {
                 d.u32()?;
             }
-            FATTR4_MAXFILESIZE | FATTR4_RAWDEV => {
+            FATTR4_RAWDEV => a.rawdev = Some(Specdata4::unpack(&mut d)?),
+            FATTR4_MAXFILESIZE => {
                 d.u64()?;
             }
             other => return Err(Error::Protocol(format!("cannot decode attribute {other}"))),

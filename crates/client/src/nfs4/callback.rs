@@ -14,7 +14,6 @@
 //! answered NFS4_OK without waiting, as Linux's client does.
 
 use super::deleg::{DelegTable, Delegation, Recall};
-use super::session::Fore;
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
 use rpc::client::{CallHandler, CallResult, HandlerFuture, Refusal};
@@ -44,7 +43,21 @@ struct Attached {
     slots: Mutex<Vec<CbSlot>>,
     delegs: Arc<DelegTable>,
     /// Weak: the fore channel owns the connection that owns this service.
-    fore: Weak<Fore>,
+    fore: Option<Weak<dyn ForeChannel>>,
+}
+
+/// What the callback service needs of the session's fore channel: a trait,
+/// so that this module does not depend on the session (which depends on
+/// the connection, which serves this module's callbacks).
+pub(crate) trait ForeChannel: Send + Sync {
+    /// CB_RECALL_SLOT: use no slot above `target`.
+    fn lower_slots(&self, target: u32);
+    /// Gives a recalled delegation back (DELEGRETURN), errors left to the
+    /// server to resolve by revoking it.
+    fn give_back<'a>(
+        &'a self,
+        d: &'a Delegation,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 }
 
 /// The callback program on one connection.
@@ -62,7 +75,7 @@ impl CbService {
         sessionid: Sessionid4,
         attrs: ChannelAttrs4,
         delegs: Arc<DelegTable>,
-        fore: Weak<Fore>,
+        fore: Weak<dyn ForeChannel>,
     ) {
         let n = attrs.ca_maxrequests.clamp(1, 1024) as usize;
         *self.attached.lock().unwrap() = Some(Arc::new(Attached {
@@ -72,7 +85,7 @@ impl CbService {
             attrs,
             slots: Mutex::new(vec![CbSlot::default(); n]),
             delegs,
-            fore,
+            fore: Some(fore),
         }));
     }
 }
@@ -299,7 +312,7 @@ impl Attached {
                 }))
             }
             A::OP_CB_RECALL_SLOT(r) => {
-                if let Some(f) = self.fore.upgrade() {
+                if let Some(f) = self.fore.as_ref().and_then(Weak::upgrade) {
                     f.lower_slots(r.rsa_target_highest_slotid);
                 }
                 Ok(NfsCbResop4::OP_CB_RECALL_SLOT(CbRecallSlot4res {
@@ -316,13 +329,17 @@ impl Attached {
     /// Returns delegations in the background (the callback is answered first).
     fn give_back(&self, ds: Vec<Delegation>) {
         // No fore channel: the session is gone, and its state with it.
-        let Some(f) = self.fore.upgrade().filter(|_| !ds.is_empty()) else {
+        let Some(f) = self
+            .fore
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .filter(|_| !ds.is_empty())
+        else {
             return;
         };
         tokio::spawn(async move {
             for d in ds {
-                // A failure leaves it to the server to revoke it.
-                let _ = f.return_delegation(&d).await;
+                f.give_back(&d).await;
             }
         });
     }
@@ -371,7 +388,7 @@ mod tests {
             },
             slots: Mutex::new(vec![CbSlot::default(); slots as usize]),
             delegs: Arc::new(DelegTable::default()),
-            fore: Weak::new(),
+            fore: None,
         }
     }
 

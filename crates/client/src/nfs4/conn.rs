@@ -180,8 +180,19 @@ impl Nfs4Conn {
         self.send(&args).await
     }
 
-    /// Sends a COMPOUND that the caller keeps (to resend it after a DELAY).
+    /// Sends a COMPOUND that the caller keeps (to resend it after a DELAY),
+    /// counted on the channel under its main operation's name.
     pub async fn send(&self, args: &Compound4args) -> Result<Compound4res> {
+        let t = std::time::Instant::now();
+        let r = self.send_uncounted(args).await;
+        if let Some(c) = self.channel() {
+            let failed = matches!(r, Err(crate::nfs4::Error::Rpc(_)));
+            c.count_op(main_op(&args.argarray), t.elapsed(), failed);
+        }
+        r
+    }
+
+    async fn send_uncounted(&self, args: &Compound4args) -> Result<Compound4res> {
         if let Some(g) = &self.gss {
             let mut d = g.call(NFSPROC4_COMPOUND, &xdr::to_bytes(args)).await?;
             return Ok(Compound4res::unpack(&mut d)?);
@@ -200,5 +211,95 @@ impl Nfs4Conn {
         };
         let mut d = rpc::client::results(rec)?;
         Ok(Compound4res::unpack(&mut d)?)
+    }
+}
+
+/// The name a COMPOUND is counted under: its first operation that is not
+/// SEQUENCE or a file handle move (SEQUENCE alone: a lease renewal).
+pub fn main_op(ops: &[NfsArgop4]) -> &'static str {
+    use NfsArgop4 as A;
+    let mut name = "NULL";
+    for op in ops {
+        name = match op {
+            A::OP_SEQUENCE(_) => "SEQUENCE",
+            A::OP_PUTFH(_)
+            | A::OP_PUTROOTFH
+            | A::OP_PUTPUBFH
+            | A::OP_SAVEFH
+            | A::OP_RESTOREFH
+            | A::OP_GETFH => {
+                if name == "NULL" {
+                    "PUTFH"
+                } else {
+                    name
+                }
+            }
+            A::OP_ACCESS(_) => return "ACCESS",
+            A::OP_CLOSE(_) => return "CLOSE",
+            A::OP_COMMIT(_) => return "COMMIT",
+            A::OP_CREATE(_) => return "CREATE",
+            A::OP_DELEGRETURN(_) => return "DELEGRETURN",
+            A::OP_GETATTR(_) => return "GETATTR",
+            A::OP_LINK(_) => return "LINK",
+            A::OP_LOCK(_) => return "LOCK",
+            A::OP_LOCKT(_) => return "LOCKT",
+            A::OP_LOCKU(_) => return "LOCKU",
+            A::OP_LOOKUP(_) => return "LOOKUP",
+            A::OP_LOOKUPP => return "LOOKUPP",
+            A::OP_OPEN(_) => return "OPEN",
+            A::OP_OPEN_CONFIRM(_) => return "OPEN_CONFIRM",
+            A::OP_OPEN_DOWNGRADE(_) => return "OPEN_DOWNGRADE",
+            A::OP_READ(_) => return "READ",
+            A::OP_READDIR(_) => return "READDIR",
+            A::OP_READLINK => return "READLINK",
+            A::OP_REMOVE(_) => return "REMOVE",
+            A::OP_RENAME(_) => return "RENAME",
+            A::OP_RENEW(_) => return "RENEW",
+            A::OP_SETATTR(_) => return "SETATTR",
+            A::OP_SETCLIENTID(_) => return "SETCLIENTID",
+            A::OP_SETCLIENTID_CONFIRM(_) => return "SETCLIENTID_CONFIRM",
+            A::OP_WRITE(_) => return "WRITE",
+            A::OP_RELEASE_LOCKOWNER(_) => return "RELEASE_LOCKOWNER",
+            A::OP_BIND_CONN_TO_SESSION(_) => return "BIND_CONN_TO_SESSION",
+            A::OP_EXCHANGE_ID(_) => return "EXCHANGE_ID",
+            A::OP_CREATE_SESSION(_) => return "CREATE_SESSION",
+            A::OP_DESTROY_SESSION(_) => return "DESTROY_SESSION",
+            A::OP_DESTROY_CLIENTID(_) => return "DESTROY_CLIENTID",
+            A::OP_FREE_STATEID(_) => return "FREE_STATEID",
+            A::OP_TEST_STATEID(_) => return "TEST_STATEID",
+            A::OP_RECLAIM_COMPLETE(_) => return "RECLAIM_COMPLETE",
+            A::OP_SECINFO(_) | A::OP_SECINFO_NO_NAME(_) => return "SECINFO",
+            A::OP_ALLOCATE(_) => return "ALLOCATE",
+            A::OP_DEALLOCATE(_) => return "DEALLOCATE",
+            A::OP_COPY(_) => return "COPY",
+            A::OP_CLONE(_) => return "CLONE",
+            A::OP_SEEK(_) => return "SEEK",
+            A::OP_READ_PLUS(_) => return "READ_PLUS",
+            _ => return "OTHER",
+        };
+    }
+    name
+}
+
+#[cfg(test)]
+mod op_name_tests {
+    use super::*;
+    use proto::nfs4::*;
+
+    #[test]
+    fn a_compound_is_named_by_its_main_operation() {
+        let seq = NfsArgop4::OP_SEQUENCE(Sequence4args {
+            sa_sessionid: Default::default(),
+            sa_sequenceid: 0,
+            sa_slotid: 0,
+            sa_highest_slotid: 0,
+            sa_cachethis: false,
+        });
+        assert_eq!(main_op(std::slice::from_ref(&seq)), "SEQUENCE");
+        assert_eq!(
+            main_op(&[seq, NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_READLINK]),
+            "READLINK"
+        );
+        assert_eq!(main_op(&[]), "NULL");
     }
 }

@@ -4,7 +4,7 @@
 use super::attr::{self, Attrs, SetAttrs};
 use super::deleg::DelegKind;
 use super::error::{Error, Result};
-use super::plain::{self, name, putfh, take, Compound};
+use super::plain::{self, name, putfh, take, Compound, DirEntry};
 use super::session::{check, Session};
 use bytes::Bytes;
 use proto::nfs4::*;
@@ -39,15 +39,6 @@ pub const STAT_BITS: &[u32] = &[
     FATTR4_TIME_METADATA,
     FATTR4_TIME_MODIFY,
 ];
-
-/// One directory entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    pub name: String,
-    pub cookie: u64,
-    /// Type and file ID, as READDIR returned them.
-    pub attrs: Attrs,
-}
 
 /// What OPEN returned, and the file's handle.
 #[derive(Clone, Debug)]
@@ -512,7 +503,84 @@ impl Session {
                 "COPY: asynchronous answer to a synchronous copy".into(),
             ));
         }
-        Ok(ok.cr_response)
+        let w = ok.cr_response;
+        self.delegations().wrote(
+            dst,
+            dst_off,
+            w.wr_count,
+            w.wr_committed == StableHow4::UNSTABLE4,
+        );
+        Ok(w)
+    }
+
+    /// NFSv4.2 ALLOCATE (RFC 7862 §15.1): space for `[offset, offset +
+    /// len)` reserved, the size raised to its end if it was below. Under a
+    /// write delegation the client's cached size follows, as for a WRITE.
+    pub async fn allocate(
+        &self,
+        fh: &NfsFh4,
+        stateid: &Stateid4,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_ALLOCATE(Allocate4args {
+                aa_stateid: stateid.clone(),
+                aa_offset: offset,
+                aa_length: len,
+            }),
+        ];
+        self.call(ops).await?;
+        self.delegations().wrote(fh, offset, len, false);
+        Ok(())
+    }
+
+    /// NFSv4.2 DEALLOCATE (RFC 7862 §15.4): `[offset, offset + len)`
+    /// becomes a hole that reads as zeros; the size does not change.
+    pub async fn deallocate(
+        &self,
+        fh: &NfsFh4,
+        stateid: &Stateid4,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_DEALLOCATE(Deallocate4args {
+                da_stateid: stateid.clone(),
+                da_offset: offset,
+                da_length: len,
+            }),
+        ];
+        self.call(ops).await?;
+        Ok(())
+    }
+
+    /// NFSv4.2 SEEK (RFC 7862 §15.11): the first offset at or after
+    /// `offset` where data (or with `hole`, a hole) begins. No data after
+    /// `offset` is NFS4ERR_NXIO, as lseek(2) says ENXIO.
+    pub async fn seek(
+        &self,
+        fh: &NfsFh4,
+        stateid: &Stateid4,
+        offset: u64,
+        hole: bool,
+    ) -> Result<SeekRes4> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_SEEK(Seek4args {
+                sa_stateid: stateid.clone(),
+                sa_offset: offset,
+                sa_what: if hole {
+                    DataContent4::NFS4_CONTENT_HOLE
+                } else {
+                    DataContent4::NFS4_CONTENT_DATA
+                },
+            }),
+        ];
+        let r = self.call(ops).await?;
+        take!(r, "SEEK", NfsResop4::OP_SEEK(Seek4res::NFS4_OK(ok)) => ok)
     }
 
     /// The session's default open owner (one is enough in NFSv4.1: there

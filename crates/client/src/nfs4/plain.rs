@@ -6,7 +6,6 @@
 
 use super::attr::{self, Attrs, SetAttrs};
 use super::error::{Error, Result};
-use super::ops::DirEntry;
 use bytes::Bytes;
 use proto::nfs4::*;
 use std::future::Future;
@@ -83,6 +82,28 @@ pub async fn lookup(c: &impl Compound, dir: &NfsFh4, n: &str) -> Result<NfsFh4> 
     ];
     let r = c.call(ops).await?;
     take!(r, "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)
+}
+
+/// LOOKUP of `n` in `dir` with its handle and attributes `bits` in the
+/// same COMPOUND (a name and its attributes in one round trip).
+pub async fn lookup_attrs(
+    c: &impl Compound,
+    dir: &NfsFh4,
+    n: &str,
+    bits: &[u32],
+) -> Result<(NfsFh4, Attrs)> {
+    let ops = vec![
+        putfh(dir),
+        NfsArgop4::OP_LOOKUP(Lookup4args { objname: name(n) }),
+        NfsArgop4::OP_GETFH,
+        NfsArgop4::OP_GETATTR(Getattr4args {
+            attr_request: attr::bitmap(bits),
+        }),
+    ];
+    let mut r = c.call(ops).await?;
+    let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
+    let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
+    Ok((fh, attr::decode(&a)?))
 }
 
 /// GETATTR of the given attribute numbers (`FATTR4_*`), undecoded.
@@ -218,6 +239,15 @@ pub async fn link(c: &impl Compound, fh: &NfsFh4, dir: &NfsFh4, n: &str) -> Resu
     take!(r, "LINK", NfsResop4::OP_LINK(Link4res::NFS4_OK(ok)) => ok.cinfo)
 }
 
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub cookie: u64,
+    /// Type and file ID, as READDIR returned them.
+    pub attrs: Attrs,
+}
+
 /// Every entry of a directory with the attributes `bits` (among
 /// [`attr::DECODABLE`]), page after page.
 pub async fn readdir_with(c: &impl Compound, dir: &NfsFh4, bits: &[u32]) -> Result<Vec<DirEntry>> {
@@ -275,6 +305,30 @@ pub async fn rename(
     ];
     let r = c.call(ops).await?;
     take!(r, "RENAME", NfsResop4::OP_RENAME(Rename4res::NFS4_OK(ok)) => ok)
+}
+
+/// SETATTR and a GETATTR of `bits` after it in one COMPOUND: the
+/// attributes the change left (ctime, a new size) without another call.
+pub async fn setattr_attrs(
+    c: &impl Compound,
+    fh: &NfsFh4,
+    stateid: &Stateid4,
+    set: &SetAttrs,
+    bits: &[u32],
+) -> Result<Attrs> {
+    let ops = vec![
+        putfh(fh),
+        NfsArgop4::OP_SETATTR(Setattr4args {
+            stateid: stateid.clone(),
+            obj_attributes: set.encode(),
+        }),
+        NfsArgop4::OP_GETATTR(Getattr4args {
+            attr_request: attr::bitmap(bits),
+        }),
+    ];
+    let mut r = c.call(ops).await?;
+    let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
+    attr::decode(&a)
 }
 
 /// SETATTR under `stateid` (an open's, or the anonymous stateid for mode

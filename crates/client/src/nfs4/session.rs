@@ -13,6 +13,7 @@
 //! holds mapped to the new ones ([`recover`](super::recover)). Answers of
 //! NFS4ERR_DELAY and NFS4ERR_GRACE are retried after a pause.
 
+use super::callback::ForeChannel;
 use super::conn::Nfs4Conn;
 use super::deleg::{DelegTable, Delegation};
 use super::error::{op_status, Error, Nfs4Error, Result};
@@ -286,6 +287,18 @@ fn session_lost(res: &Compound4res) -> bool {
     )
 }
 
+/// SEQUENCE refused because the slot's sequence ID is not the one the
+/// server expects: a call given up on (a soft mount's timeout) left the
+/// slot's state unknown here (the server may have run it late, or not).
+fn misordered(res: &Compound4res) -> bool {
+    matches!(
+        res.resarray.first(),
+        Some(NfsResop4::OP_SEQUENCE(Sequence4res::Default(
+            Nfsstat4::NFS4ERR_SEQ_MISORDERED
+        )))
+    )
+}
+
 /// Whether a COMPOUND changes state in a way that must not happen twice:
 /// its reply is asked to be cached (sa_cachethis), so that a retransmission
 /// after a lost reply is answered from the slot, not run again (RFC 8881
@@ -416,7 +429,7 @@ impl Session {
                 cs.csr_sessionid,
                 cs.csr_back_chan_attrs.clone(),
                 delegs.clone(),
-                Arc::downgrade(&fore),
+                Arc::downgrade(&fore) as Weak<dyn ForeChannel>,
             );
         }
         Session {
@@ -628,6 +641,7 @@ impl Fore {
         let cachethis = cache_reply(&args.argarray[1..]);
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
+        let mut resynced = false;
         loop {
             if !recovery && self.in_recovery.load(Ordering::SeqCst) {
                 drop(self.recovering.lock().await);
@@ -664,6 +678,16 @@ impl Fore {
             slot.finish(&res);
             if !recovery && session_lost(&res) && !self.destroyed.load(Ordering::SeqCst) {
                 // Boxed: a recovery's own calls come back through here.
+                Box::pin(self.recover(epoch)).await?;
+                continue;
+            }
+            if !recovery && !resynced && misordered(&res) && !self.destroyed.load(Ordering::SeqCst)
+            {
+                // Every slot starts afresh in a new session of the same
+                // client (its opens and locks stay): once per call, so a
+                // server that keeps refusing gets its answer through.
+                resynced = true;
+                tracing::warn!("NFSv4.1 slot out of step (a call given up on?): new session");
                 Box::pin(self.recover(epoch)).await?;
                 continue;
             }
@@ -775,8 +799,11 @@ impl Fore {
             }
             self.freed.notify_waiters();
             if cs.csr_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
-                // Delegations do not survive: the next stat asks the server.
-                self.delegs.take_all();
+                // Delegations do not survive a new client ID: the next stat
+                // asks the server. (The same client keeps them.)
+                if !kept {
+                    self.delegs.take_all();
+                }
                 if let Some(me) = self.me.get() {
                     self.conn.callbacks().attach(
                         o.cb_program,
@@ -1053,5 +1080,21 @@ impl Drop for SlotGuard<'_> {
             self.session
                 .release(&self.lease, Outcome::Processed, self.epoch);
         }
+    }
+}
+
+impl ForeChannel for Fore {
+    fn lower_slots(&self, target: u32) {
+        Fore::lower_slots(self, target)
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        d: &'a Delegation,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            // A failure leaves it to the server to revoke it.
+            let _ = self.return_delegation(d).await;
+        })
     }
 }

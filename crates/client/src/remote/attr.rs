@@ -64,6 +64,18 @@ pub struct Attr {
     /// NFSv4's change attribute; over NFSv3 the ctime in nanoseconds
     /// (what changes whenever the file does).
     pub change: Option<u64>,
+    /// A device's (major, minor).
+    pub rdev: Option<(u32, u32)>,
+}
+
+/// A file that is not a regular file, directory or link: what MKNOD
+/// (NFSv3) and CREATE (NFSv4) make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Special {
+    Fifo,
+    Socket,
+    Char { major: u32, minor: u32 },
+    Block { major: u32, minor: u32 },
 }
 
 impl Attr {
@@ -102,6 +114,7 @@ impl Attr {
             mtime: Some(t(&a.mtime)),
             ctime: Some(t(&a.ctime)),
             change: Some(a.ctime.seconds as u64 * 1_000_000_000 + a.ctime.nseconds as u64),
+            rdev: Some((a.rdev.specdata1, a.rdev.specdata2)),
         }
     }
 
@@ -143,6 +156,7 @@ impl Attr {
             mtime: a.time_modify.as_ref().map(t),
             ctime: a.time_metadata.as_ref().map(t),
             change: a.change,
+            rdev: a.rawdev.as_ref().map(|r| (r.specdata1, r.specdata2)),
         }
     }
 }
@@ -162,6 +176,7 @@ pub const V4_ATTRS: &[u32] = &[
     p4::FATTR4_TIME_ACCESS,
     p4::FATTR4_TIME_METADATA,
     p4::FATTR4_TIME_MODIFY,
+    p4::FATTR4_RAWDEV,
 ];
 
 /// One directory entry.
@@ -259,6 +274,15 @@ pub enum Stable {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Written {
     pub count: u32,
+    pub unstable: bool,
+    pub verf: [u8; 8],
+}
+
+/// What a server-side COPY did: bytes copied (maybe fewer than asked),
+/// whether they still need a COMMIT, and the verifier to compare with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Copied {
+    pub count: u64,
     pub unstable: bool,
     pub verf: [u8; 8],
 }

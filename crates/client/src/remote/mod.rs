@@ -14,7 +14,7 @@ pub use attr::*;
 pub use error::{v4_status, Error, Kind, Result};
 
 use crate::nfs3::{self, Nfs3};
-use crate::nfs4::{plain, Session, ANON_STATEID};
+use crate::nfs4::{attr::SetAttrs, plain, Session, ANON_STATEID};
 use crate::nfs40::{Client40, LockOwner, Open40, OpenOwner};
 use bytes::Bytes;
 use proto::nfs3 as p3;
@@ -155,6 +155,16 @@ impl Remote {
         }
     }
 
+    /// The reconnecting channel the calls go over (None over a single
+    /// connection, as protocol tests make them): its counts and state.
+    pub fn channel(&self) -> Option<&rpc::client::Channel> {
+        match &self.proto {
+            Proto::V3(c) => Some(c.channel()),
+            Proto::V4(s) => s.conn().channel(),
+            Proto::V40(c) => c.conn().channel(),
+        }
+    }
+
     /// "3", "4.0", "4.1" or "4.2".
     pub fn version(&self) -> String {
         match &self.proto {
@@ -216,6 +226,31 @@ impl Remote {
         })
     }
 
+    /// [`Remote::lookup`] with the file's attributes from the same call
+    /// (NFSv4: one COMPOUND; NFSv3: LOOKUP's post-op attributes, None
+    /// when the server left them out).
+    pub async fn lookup_attr(&self, dir: &Fh, name: &str) -> Result<(Fh, Option<Attr>)> {
+        Ok(match &self.proto {
+            Proto::V4(s) => {
+                let (fh, a) = plain::lookup_attrs(&**s, &dir.v4(), name, V4_ATTRS).await?;
+                // Under a delegation the session answers stat from its
+                // cache: keep that current.
+                if let Some(d) = s.delegations().get(&fh) {
+                    s.delegations().store_attrs(&fh, &d.stateid, a.clone());
+                }
+                (Fh(fh.0), Some(Attr::from_v4(&a)))
+            }
+            Proto::V3(c) => {
+                let (fh, a) = c.lookup(&dir.v3(), name).await?;
+                (Fh(fh.data), a.as_ref().map(Attr::from_v3))
+            }
+            Proto::V40(c) => {
+                let (fh, a) = plain::lookup_attrs(&**c, &dir.v4(), name, V4_ATTRS).await?;
+                (Fh(fh.0), Some(Attr::from_v4(&a)))
+            }
+        })
+    }
+
     pub async fn stat(&self, fh: &Fh) -> Result<Attr> {
         Ok(match &self.proto {
             Proto::V4(s) => Attr::from_v4(&s.attrs(&fh.v4(), V4_ATTRS).await?),
@@ -227,9 +262,22 @@ impl Remote {
     /// Every entry but "." and "..", with attributes (fetched one by one
     /// when the listing had none: NFSv3 READDIR without PLUS).
     pub async fn readdir(&self, dir: &Fh) -> Result<Vec<Entry>> {
+        self.readdir_bits(dir, V4_ATTRS).await
+    }
+
+    /// [`Remote::readdir`] with every entry's handle too (NFSv4: the
+    /// filehandle attribute; NFSv3 READDIRPLUS has them): what a mount
+    /// needs to hand out entries without a LOOKUP each (FUSE readdirplus).
+    pub async fn readdir_plus(&self, dir: &Fh) -> Result<Vec<Entry>> {
+        let mut bits = V4_ATTRS.to_vec();
+        bits.push(p4::FATTR4_FILEHANDLE);
+        self.readdir_bits(dir, &bits).await
+    }
+
+    async fn readdir_bits(&self, dir: &Fh, bits: &[u32]) -> Result<Vec<Entry>> {
         let v4 = match &self.proto {
-            Proto::V4(s) => s.readdir_with(&dir.v4(), V4_ATTRS).await?,
-            Proto::V40(c) => plain::readdir_with(&**c, &dir.v4(), V4_ATTRS).await?,
+            Proto::V4(s) => s.readdir_with(&dir.v4(), bits).await?,
+            Proto::V40(c) => plain::readdir_with(&**c, &dir.v4(), bits).await?,
             Proto::V3(_) => vec![],
         };
         match &self.proto {
@@ -238,7 +286,7 @@ impl Remote {
                 .map(|e| Entry {
                     name: e.name,
                     attr: Attr::from_v4(&e.attrs),
-                    fh: None,
+                    fh: e.attrs.filehandle.map(|f| Fh(f.0)),
                 })
                 .collect()),
             Proto::V3(c) => {
@@ -335,6 +383,53 @@ impl Remote {
         )))
     }
 
+    /// Close-to-open by name: `dir/name` opened again as the server
+    /// resolves the name now. NFSv4.1/4.2: an OPEN of the name (CLAIM_NULL,
+    /// no create) for reading, or writing with `write` (reading too with
+    /// `read`), its handle and attributes in the same COMPOUND; elsewhere a
+    /// LOOKUP with the attributes (no open state there). Returns the open
+    /// (None without open state), the handle the name leads to now (the
+    /// caller compares it with the one it had) and the attributes.
+    pub async fn open_name(
+        &self,
+        dir: &Fh,
+        name: &str,
+        read: bool,
+        write: bool,
+    ) -> Result<(Option<OpenFile>, Fh, Option<Attr>)> {
+        let Proto::V4(s) = &self.proto else {
+            let (fh, a) = self.lookup_attr(dir, name).await?;
+            return Ok((None, fh, a));
+        };
+        let access = match (read, write) {
+            (true, true) => p4::OPEN4_SHARE_ACCESS_BOTH,
+            (false, true) => p4::OPEN4_SHARE_ACCESS_WRITE,
+            _ => p4::OPEN4_SHARE_ACCESS_READ,
+        };
+        // An open owner per open, as in open_fh.
+        let owner = s.new_owner("open");
+        let (o, a) = s
+            .open_with_attrs(
+                &owner,
+                &dir.v4(),
+                name,
+                p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+                access,
+                p4::OPEN4_SHARE_DENY_NONE,
+                V4_ATTRS,
+            )
+            .await?;
+        let fh = Fh(o.fh.0);
+        Ok((
+            Some(OpenFile {
+                fh: fh.clone(),
+                stateid: Some(o.stateid),
+            }),
+            fh,
+            Some(Attr::from_v4(&a)),
+        ))
+    }
+
     /// The kind of delegation held on `fh` (NFSv4.1/4.2), if any.
     pub fn delegation(&self, fh: &Fh) -> Option<crate::nfs4::DelegKind> {
         let s = self.v4()?;
@@ -350,15 +445,35 @@ impl Remote {
         mode: u32,
         truncate: bool,
     ) -> Result<OpenFile> {
+        self.open_create(dir, name, mode, truncate, false).await
+    }
+
+    /// [`Remote::open_write`]; `guarded`: the file must not exist yet
+    /// (O_EXCL: GUARDED, so a file another client made meanwhile is
+    /// EEXIST, not opened).
+    async fn open_create(
+        &self,
+        dir: &Fh,
+        name: &str,
+        mode: u32,
+        truncate: bool,
+        guarded: bool,
+    ) -> Result<OpenFile> {
         let set = SetAttr {
             mode: Some(mode),
             size: truncate.then_some(0),
             ..Default::default()
         };
+        let how4 = |f: p4::Fattr4| {
+            p4::Openflag4::OPEN4_CREATE(if guarded {
+                p4::Createhow4::GUARDED4(f)
+            } else {
+                p4::Createhow4::UNCHECKED4(f)
+            })
+        };
         match &self.proto {
             Proto::V4(s) => {
-                let how =
-                    p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+                let how = how4(set.v4().encode());
                 let o = s
                     .open_with(
                         &s.open_owner(),
@@ -375,8 +490,7 @@ impl Remote {
                 })
             }
             Proto::V40(c) => {
-                let how =
-                    p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+                let how = how4(set.v4().encode());
                 let o = c
                     .open_with(
                         c.open_owner(),
@@ -395,9 +509,12 @@ impl Remote {
             Proto::V3(c) => {
                 // UNCHECKED: an existing file is used, its mode kept and
                 // (size 0) truncated, as open(O_CREAT|O_TRUNC) does.
-                let fh = c
-                    .create(&dir.v3(), name, p3::Createhow3::UNCHECKED(set.v3()))
-                    .await?;
+                let how = if guarded {
+                    p3::Createhow3::GUARDED(set.v3())
+                } else {
+                    p3::Createhow3::UNCHECKED(set.v3())
+                };
+                let fh = c.create(&dir.v3(), name, how).await?;
                 Ok(OpenFile {
                     fh: Fh(fh.data),
                     stateid: None,
@@ -415,15 +532,35 @@ impl Remote {
         mode: u32,
         truncate: bool,
     ) -> Result<(OpenFile, Option<Attr>)> {
+        self.open_create_attr(dir, name, mode, truncate, false)
+            .await
+    }
+
+    /// [`Remote::open_write_attr`]; `guarded` as for
+    /// [`Remote::open_create`].
+    pub async fn open_create_attr(
+        &self,
+        dir: &Fh,
+        name: &str,
+        mode: u32,
+        truncate: bool,
+        guarded: bool,
+    ) -> Result<(OpenFile, Option<Attr>)> {
         let Proto::V4(s) = &self.proto else {
-            return Ok((self.open_write(dir, name, mode, truncate).await?, None));
+            let f = self.open_create(dir, name, mode, truncate, guarded).await?;
+            return Ok((f, None));
         };
         let set = SetAttr {
             mode: Some(mode),
             size: truncate.then_some(0),
             ..Default::default()
         };
-        let how = p4::Openflag4::OPEN4_CREATE(p4::Createhow4::UNCHECKED4(set.v4().encode()));
+        let f = set.v4().encode();
+        let how = p4::Openflag4::OPEN4_CREATE(if guarded {
+            p4::Createhow4::GUARDED4(f)
+        } else {
+            p4::Createhow4::UNCHECKED4(f)
+        });
         let (o, a) = s
             .open_with_attrs(
                 &s.open_owner(),
@@ -442,6 +579,20 @@ impl Remote {
             },
             Some(Attr::from_v4(&a)),
         ))
+    }
+
+    /// A new, empty regular file `name` in `dir` (EEXIST if there is
+    /// one): mknod(2) of a regular file. Its attributes when they came
+    /// with the call.
+    pub async fn create_exclusive(
+        &self,
+        dir: &Fh,
+        name: &str,
+        mode: u32,
+    ) -> Result<(Fh, Option<Attr>)> {
+        let (f, a) = self.open_create_attr(dir, name, mode, false, true).await?;
+        self.close(&f).await?;
+        Ok((f.fh, a))
     }
 
     /// CLOSE over NFSv4 (4.0: by the default open owner, which opened
@@ -517,6 +668,77 @@ impl Remote {
         })
     }
 
+    /// The NFSv4.2 session, for an operation only minor version 2 has;
+    /// NFS4ERR_NOTSUPP (EOPNOTSUPP) over anything else, whose servers
+    /// would answer OP_ILLEGAL or nothing at all.
+    fn v42(&self, op: p4::NfsOpnum4) -> Result<&Arc<Session>> {
+        match &self.proto {
+            Proto::V4(s) if s.minorversion() >= 2 => Ok(s),
+            _ => Err(v4_status(op, p4::Nfsstat4::NFS4ERR_NOTSUPP)),
+        }
+    }
+
+    /// Whether the NFSv4.2 operations (ALLOCATE, DEALLOCATE, SEEK, COPY)
+    /// can be asked at all (the server may still answer NOTSUPP).
+    pub fn has_v42(&self) -> bool {
+        self.v42(p4::NfsOpnum4::OP_SEEK).is_ok()
+    }
+
+    /// NFSv4.2 ALLOCATE: space for `[off, off + len)`, the size raised to
+    /// its end (fallocate(2) mode 0).
+    pub async fn allocate(&self, f: &OpenFile, off: u64, len: u64) -> Result<()> {
+        let s = self.v42(p4::NfsOpnum4::OP_ALLOCATE)?;
+        let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+        Ok(s.allocate(&f.fh.v4(), &sid, off, len).await?)
+    }
+
+    /// NFSv4.2 DEALLOCATE: a hole punched in `[off, off + len)`, the size
+    /// kept (fallocate(2) FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE).
+    pub async fn deallocate(&self, f: &OpenFile, off: u64, len: u64) -> Result<()> {
+        let s = self.v42(p4::NfsOpnum4::OP_DEALLOCATE)?;
+        let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+        Ok(s.deallocate(&f.fh.v4(), &sid, off, len).await?)
+    }
+
+    /// NFSv4.2 SEEK: where the next data (or with `hole`, hole) at or
+    /// after `off` begins (lseek(2) SEEK_DATA, SEEK_HOLE); ENXIO when
+    /// there is none.
+    pub async fn seek(&self, f: &OpenFile, off: u64, hole: bool) -> Result<u64> {
+        let s = self.v42(p4::NfsOpnum4::OP_SEEK)?;
+        let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+        Ok(s.seek(&f.fh.v4(), &sid, off, hole).await?.sr_offset)
+    }
+
+    /// NFSv4.2 COPY within the server, synchronous: up to `count` bytes of
+    /// `src` at `src_off` to `dst` at `dst_off`. The server may copy fewer;
+    /// an UNSTABLE result needs a [`Remote::commit`] of `dst`.
+    pub async fn copy(
+        &self,
+        src: &OpenFile,
+        dst: &OpenFile,
+        src_off: u64,
+        dst_off: u64,
+        count: u64,
+    ) -> Result<Copied> {
+        let s = self.v42(p4::NfsOpnum4::OP_COPY)?;
+        let w = s
+            .copy_range(
+                &src.fh.v4(),
+                src.stateid.as_ref().unwrap_or(&ANON_STATEID),
+                &dst.fh.v4(),
+                dst.stateid.as_ref().unwrap_or(&ANON_STATEID),
+                src_off,
+                dst_off,
+                count,
+            )
+            .await?;
+        Ok(Copied {
+            count: w.wr_count,
+            unstable: w.wr_committed == p4::StableHow4::UNSTABLE4,
+            verf: w.wr_writeverf,
+        })
+    }
+
     pub async fn setattr(&self, fh: &Fh, set: &SetAttr) -> Result<()> {
         match &self.proto {
             Proto::V4(s) => {
@@ -530,6 +752,34 @@ impl Remote {
             }
         }
         Ok(())
+    }
+
+    /// [`Remote::setattr`] and the attributes it left, from the same call
+    /// (NFSv4: GETATTR in the COMPOUND; NFSv3: SETATTR's post-op
+    /// attributes, None when the server left them out).
+    pub async fn setattr_attr(&self, fh: &Fh, set: &SetAttr) -> Result<Option<Attr>> {
+        Ok(match &self.proto {
+            Proto::V4(s) => {
+                let f = fh.v4();
+                let a = plain::setattr_attrs(&**s, &f, &ANON_STATEID, &set.v4(), V4_ATTRS).await?;
+                // A write delegation's cached attributes would otherwise
+                // keep the times and mode from before.
+                if let Some(d) = s.delegations().get(&f) {
+                    s.delegations().store_attrs(&f, &d.stateid, a.clone());
+                }
+                Some(Attr::from_v4(&a))
+            }
+            Proto::V3(c) => c
+                .setattr(&fh.v3(), set.v3())
+                .await?
+                .as_ref()
+                .map(Attr::from_v3),
+            Proto::V40(c) => {
+                let a = plain::setattr_attrs(&**c, &fh.v4(), &ANON_STATEID, &set.v4(), V4_ATTRS)
+                    .await?;
+                Some(Attr::from_v4(&a))
+            }
+        })
     }
 
     pub async fn mkdir(&self, dir: &Fh, name: &str, mode: u32) -> Result<Fh> {
@@ -586,6 +836,31 @@ impl Remote {
             Proto::V4(s) => Fh(s.symlink(&dir.v4(), name, target).await?.0),
             Proto::V3(c) => Fh(c.symlink(&dir.v3(), name, target).await?.data),
             Proto::V40(c) => Fh(plain::symlink(&**c, &dir.v4(), name, target).await?.0),
+        })
+    }
+
+    /// A fifo, socket or device node `name` in `dir` with `mode`.
+    pub async fn mknod(&self, dir: &Fh, name: &str, kind: Special, mode: u32) -> Result<Fh> {
+        Ok(match &self.proto {
+            Proto::V4(s) => Fh(create_special(&**s, dir, name, kind, mode).await?),
+            Proto::V40(c) => Fh(create_special(&**c, dir, name, kind, mode).await?),
+            Proto::V3(c) => {
+                let attrs = nfs3::sattr_mode(mode);
+                let dev = |major, minor| p3::Devicedata3 {
+                    dev_attributes: attrs.clone(),
+                    spec: p3::Specdata3 {
+                        specdata1: major,
+                        specdata2: minor,
+                    },
+                };
+                let what = match kind {
+                    Special::Fifo => p3::Mknoddata3::NF3FIFO(attrs.clone()),
+                    Special::Socket => p3::Mknoddata3::NF3SOCK(attrs.clone()),
+                    Special::Char { major, minor } => p3::Mknoddata3::NF3CHR(dev(major, minor)),
+                    Special::Block { major, minor } => p3::Mknoddata3::NF3BLK(dev(major, minor)),
+                };
+                Fh(c.mknod(&dir.v3(), name, what).await?.data)
+            }
         })
     }
 
@@ -683,165 +958,9 @@ impl Remote {
         owner: Option<u64>,
     ) -> Result<Option<HeldLock>> {
         match &self.proto {
-            Proto::V3(c) => {
-                let mut owner_of = nfs3::LockOwner::this_process(&c.options().machine);
-                if let Some(o) = owner {
-                    owner_of.oh = Bytes::from(format!(
-                        "tarn:{}.{o:x}@{}",
-                        std::process::id(),
-                        c.options().machine
-                    ));
-                    // svid names the holder in NLM4_DENIED replies.
-                    owner_of.svid = (o as i32) & i32::MAX;
-                }
-                let owner = owner_of;
-                let r = nfs3::LockRange {
-                    offset: range.offset,
-                    len: range.len,
-                    exclusive,
-                };
-                if !c.nlm_lock(&fh.v3(), &owner, r, wait).await? {
-                    return Ok(None);
-                }
-                Ok(Some(HeldLock {
-                    fh: fh.clone(),
-                    range,
-                    exclusive,
-                    kind: HeldKind::V3(owner),
-                }))
-            }
-            Proto::V4(s) => {
-                let access = if exclusive {
-                    p4::OPEN4_SHARE_ACCESS_BOTH
-                } else {
-                    p4::OPEN4_SHARE_ACCESS_READ
-                };
-                let (dir, name) = dir_and_name;
-                // An open owner of its own: the session's would share one
-                // open among this client's locks on the file, and
-                // [`Remote::unlock`]'s CLOSE would release them all.
-                let oo = s.new_owner("lock-open");
-                let o = s
-                    .open_with(
-                        &oo,
-                        &dir.v4(),
-                        name,
-                        p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
-                        access,
-                        p4::OPEN4_SHARE_DENY_NONE,
-                    )
-                    .await?;
-                let (open, ofh) = (o.stateid, o.fh);
-                let owner = s.new_owner("lock");
-                // NFSv4 length: all ones means to the end.
-                let len = if range.len == 0 { u64::MAX } else { range.len };
-                // A denied LOCK leaves no lock state: each try introduces the
-                // owner again with the open stateid.
-                let locker = s.new_lock_owner(&open, &owner);
-                let mut pause = std::time::Duration::from_millis(50);
-                loop {
-                    let t = match (exclusive, wait) {
-                        (true, true) => p4::NfsLockType4::WRITEW_LT,
-                        (true, false) => p4::NfsLockType4::WRITE_LT,
-                        (false, true) => p4::NfsLockType4::READW_LT,
-                        (false, false) => p4::NfsLockType4::READ_LT,
-                    };
-                    let r = s.lock(&ofh, locker.clone(), t, range.offset, len).await;
-                    match r {
-                        Ok(Ok(lock)) => {
-                            return Ok(Some(HeldLock {
-                                fh: Fh(ofh.0),
-                                range,
-                                exclusive,
-                                kind: HeldKind::V4 { open, lock },
-                            }))
-                        }
-                        Ok(Err(_denied)) if wait => {}
-                        Ok(Err(_denied)) => {
-                            let _ = s.close(&ofh, &open).await;
-                            return Ok(None);
-                        }
-                        Err(e)
-                            if matches!(
-                                e.status(),
-                                Some(p4::Nfsstat4::NFS4ERR_GRACE | p4::Nfsstat4::NFS4ERR_DELAY)
-                            ) => {}
-                        Err(e) => {
-                            let _ = s.close(&ofh, &open).await;
-                            return Err(e.into());
-                        }
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
-                }
-            }
-            Proto::V40(c) => {
-                let access = if exclusive {
-                    p4::OPEN4_SHARE_ACCESS_BOTH
-                } else {
-                    p4::OPEN4_SHARE_ACCESS_READ
-                };
-                let (dir, name) = dir_and_name;
-                // An open owner of its own, as over NFSv4.1: with the
-                // client's one, a second lock on the file would get the
-                // same open (one per owner and file), and its CLOSE (after
-                // a denied try, or at its unlock) would end the first
-                // lock's open too.
-                let oo = c.new_open_owner();
-                let open = c
-                    .open_with(
-                        &oo,
-                        &dir.v4(),
-                        name,
-                        p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
-                        access,
-                        p4::OPEN4_SHARE_DENY_NONE,
-                    )
-                    .await?;
-                let len = if range.len == 0 { u64::MAX } else { range.len };
-                let t = match (exclusive, wait) {
-                    (true, true) => p4::NfsLockType4::WRITEW_LT,
-                    (true, false) => p4::NfsLockType4::WRITE_LT,
-                    (false, true) => p4::NfsLockType4::READW_LT,
-                    (false, false) => p4::NfsLockType4::READ_LT,
-                };
-                let mut pause = std::time::Duration::from_millis(50);
-                loop {
-                    // A new lock owner each try: whether a server kept one
-                    // whose first LOCK was denied differs between servers.
-                    // (The client retries DELAY and GRACE itself.)
-                    let lock = c.new_lock_owner();
-                    let r = c.lock(&oo, &open, &lock, t, range.offset, len).await;
-                    match r {
-                        Ok(Ok(_)) => {
-                            return Ok(Some(HeldLock {
-                                fh: Fh(open.fh.0.clone()),
-                                range,
-                                exclusive,
-                                kind: HeldKind::V40 {
-                                    open,
-                                    owner: oo,
-                                    lock,
-                                },
-                            }))
-                        }
-                        Ok(Err(_denied)) if wait => {
-                            let _ = c.release_lock_owner(&lock).await;
-                        }
-                        Ok(Err(_denied)) => {
-                            let _ = c.release_lock_owner(&lock).await;
-                            let _ = c.close_as(&oo, &open.fh, &open.stateid).await;
-                            return Ok(None);
-                        }
-                        Err(e) => {
-                            let _ = c.close_as(&oo, &open.fh, &open.stateid).await;
-                            return Err(e.into());
-                        }
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
-                }
-            }
+            Proto::V3(c) => lock_v3(c, fh, range, exclusive, wait, owner).await,
+            Proto::V4(s) => lock_v41(s, dir_and_name, range, exclusive, wait).await,
+            Proto::V40(c) => lock_v40(c, dir_and_name, range, exclusive, wait).await,
         }
     }
 
@@ -906,6 +1025,213 @@ impl Remote {
             // NFSv4.0 has no DESTROY_CLIENTID: the lease runs out.
             Proto::V40(c) => c.stop_renewal(),
         }
+    }
+}
+
+/// NFSv4 CREATE of `kind` (either minor version): the new file's handle.
+async fn create_special(
+    c: &impl plain::Compound,
+    dir: &Fh,
+    name: &str,
+    kind: Special,
+    mode: u32,
+) -> Result<Bytes> {
+    let spec = |major, minor| p4::Specdata4 {
+        specdata1: major,
+        specdata2: minor,
+    };
+    let objtype = match kind {
+        Special::Fifo => p4::Createtype4::NF4FIFO,
+        Special::Socket => p4::Createtype4::NF4SOCK,
+        Special::Char { major, minor } => p4::Createtype4::NF4CHR(spec(major, minor)),
+        Special::Block { major, minor } => p4::Createtype4::NF4BLK(spec(major, minor)),
+    };
+    let fh = plain::create(c, &dir.v4(), name, objtype, SetAttrs::mode(mode)).await?;
+    Ok(fh.0)
+}
+
+/// NFSv4 lock type for a lock of that kind, blocking or not.
+fn lock_type(exclusive: bool, wait: bool) -> p4::NfsLockType4 {
+    match (exclusive, wait) {
+        (true, true) => p4::NfsLockType4::WRITEW_LT,
+        (true, false) => p4::NfsLockType4::WRITE_LT,
+        (false, true) => p4::NfsLockType4::READW_LT,
+        (false, false) => p4::NfsLockType4::READ_LT,
+    }
+}
+
+/// [`Remote::lock_for`] over NFSv3: an NLM4 lock, the owner this process
+/// (or `owner` within it).
+async fn lock_v3(
+    c: &Nfs3,
+    fh: &Fh,
+    range: Range,
+    exclusive: bool,
+    wait: bool,
+    owner: Option<u64>,
+) -> Result<Option<HeldLock>> {
+    let mut owner_of = nfs3::LockOwner::this_process(&c.options().machine);
+    if let Some(o) = owner {
+        owner_of.oh = Bytes::from(format!(
+            "tarn:{}.{o:x}@{}",
+            std::process::id(),
+            c.options().machine
+        ));
+        // svid names the holder in NLM4_DENIED replies.
+        owner_of.svid = (o as i32) & i32::MAX;
+    }
+    let owner = owner_of;
+    let r = nfs3::LockRange {
+        offset: range.offset,
+        len: range.len,
+        exclusive,
+    };
+    if !c.nlm_lock(&fh.v3(), &owner, r, wait).await? {
+        return Ok(None);
+    }
+    Ok(Some(HeldLock {
+        fh: fh.clone(),
+        range,
+        exclusive,
+        kind: HeldKind::V3(owner),
+    }))
+}
+
+/// [`Remote::lock_for`] over NFSv4.1: an OPEN of its own, then LOCK,
+/// retried while denied (when waiting), in grace or delayed.
+async fn lock_v41(
+    s: &Session,
+    (dir, name): (&Fh, &str),
+    range: Range,
+    exclusive: bool,
+    wait: bool,
+) -> Result<Option<HeldLock>> {
+    let access = if exclusive {
+        p4::OPEN4_SHARE_ACCESS_BOTH
+    } else {
+        p4::OPEN4_SHARE_ACCESS_READ
+    };
+    // An open owner of its own: the session's would share one
+    // open among this client's locks on the file, and
+    // [`Remote::unlock`]'s CLOSE would release them all.
+    let oo = s.new_owner("lock-open");
+    let o = s
+        .open_with(
+            &oo,
+            &dir.v4(),
+            name,
+            p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+            access,
+            p4::OPEN4_SHARE_DENY_NONE,
+        )
+        .await?;
+    let (open, ofh) = (o.stateid, o.fh);
+    let owner = s.new_owner("lock");
+    // NFSv4 length: all ones means to the end.
+    let len = if range.len == 0 { u64::MAX } else { range.len };
+    // A denied LOCK leaves no lock state: each try introduces the
+    // owner again with the open stateid.
+    let locker = s.new_lock_owner(&open, &owner);
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        let t = lock_type(exclusive, wait);
+        let r = s.lock(&ofh, locker.clone(), t, range.offset, len).await;
+        match r {
+            Ok(Ok(lock)) => {
+                return Ok(Some(HeldLock {
+                    fh: Fh(ofh.0),
+                    range,
+                    exclusive,
+                    kind: HeldKind::V4 { open, lock },
+                }))
+            }
+            Ok(Err(_denied)) if wait => {}
+            Ok(Err(_denied)) => {
+                let _ = s.close(&ofh, &open).await;
+                return Ok(None);
+            }
+            Err(e)
+                if matches!(
+                    e.status(),
+                    Some(p4::Nfsstat4::NFS4ERR_GRACE | p4::Nfsstat4::NFS4ERR_DELAY)
+                ) => {}
+            Err(e) => {
+                let _ = s.close(&ofh, &open).await;
+                return Err(e.into());
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+    }
+}
+
+/// [`Remote::lock_for`] over NFSv4.0: an OPEN of its own open owner, then
+/// LOCK with a new lock owner per try.
+async fn lock_v40(
+    c: &Client40,
+    (dir, name): (&Fh, &str),
+    range: Range,
+    exclusive: bool,
+    wait: bool,
+) -> Result<Option<HeldLock>> {
+    let access = if exclusive {
+        p4::OPEN4_SHARE_ACCESS_BOTH
+    } else {
+        p4::OPEN4_SHARE_ACCESS_READ
+    };
+    // An open owner of its own, as over NFSv4.1: with the
+    // client's one, a second lock on the file would get the
+    // same open (one per owner and file), and its CLOSE (after
+    // a denied try, or at its unlock) would end the first
+    // lock's open too.
+    let oo = c.new_open_owner();
+    let open = c
+        .open_with(
+            &oo,
+            &dir.v4(),
+            name,
+            p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+            access,
+            p4::OPEN4_SHARE_DENY_NONE,
+        )
+        .await?;
+    let len = if range.len == 0 { u64::MAX } else { range.len };
+    let t = lock_type(exclusive, wait);
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        // A new lock owner each try: whether a server kept one
+        // whose first LOCK was denied differs between servers.
+        // (The client retries DELAY and GRACE itself.)
+        let lock = c.new_lock_owner();
+        let r = c.lock(&oo, &open, &lock, t, range.offset, len).await;
+        match r {
+            Ok(Ok(_)) => {
+                return Ok(Some(HeldLock {
+                    fh: Fh(open.fh.0.clone()),
+                    range,
+                    exclusive,
+                    kind: HeldKind::V40 {
+                        open,
+                        owner: oo,
+                        lock,
+                    },
+                }))
+            }
+            Ok(Err(_denied)) if wait => {
+                let _ = c.release_lock_owner(&lock).await;
+            }
+            Ok(Err(_denied)) => {
+                let _ = c.release_lock_owner(&lock).await;
+                let _ = c.close_as(&oo, &open.fh, &open.stateid).await;
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = c.close_as(&oo, &open.fh, &open.stateid).await;
+                return Err(e.into());
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(1));
     }
 }
 

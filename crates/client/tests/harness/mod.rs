@@ -1,4 +1,4 @@
-//! Starts `target/debug/tarn serve` on a free port with its own export and
+//! Starts `tarn serve` (test-support's `tarn_bin`) on a free port with its own export and
 //! state directories (under one temporary directory, removed at the end),
 //! kills it by PID (SIGKILL) on `kill`, `restart` or drop, and gives the
 //! tests small helpers: sessions, raw COMPOUND bytes, status extraction.
@@ -7,10 +7,10 @@
 use bytes::{Bytes, BytesMut};
 use client::nfs4::*;
 use proto::nfs4::*;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command};
 use std::sync::Arc;
 use xdr::{Pack, Unpack};
 
@@ -29,20 +29,30 @@ pub struct Tarn {
     tmp: tempfile::TempDir,
 }
 
-use testkdc::free_port;
+#[allow(unused_imports)] // not every test binary reads metrics
+pub use test_support::metrics::{metric, metrics_text as metrics};
+use test_support::server::{kill, spawn_serving, temp_export_prefixed, temp_export_under};
+pub use test_support::{free_port, tarn_bin};
 
 impl Tarn {
     /// A server with `extra` flags (`--lease-time 2`, `--grace 5`, ...).
     pub fn start(extra: &[&str]) -> Tarn {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-errors-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let (export, state) = (tmp.path().join("export"), tmp.path().join("state"));
-        std::fs::create_dir_all(&export).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-            .unwrap();
+        Tarn::start_with_export(temp_export_prefixed("tarn-errors-"), extra)
+    }
+
+    /// [`Tarn::start`] with the export on tmpfs (/dev/shm): for a test that
+    /// measures throughput over minutes, whose COMMITs would otherwise
+    /// measure this shared machine's disk.
+    #[allow(dead_code)] // not every test binary measures throughput
+    pub fn start_on_tmpfs(extra: &[&str]) -> Tarn {
+        let dir = temp_export_under(std::path::Path::new("/dev/shm"), "tarn-tmpfs-");
+        Tarn::start_with_export(dir, extra)
+    }
+
+    fn start_with_export(
+        (tmp, export, state): (tempfile::TempDir, PathBuf, PathBuf),
+        extra: &[&str],
+    ) -> Tarn {
         let mut t = Tarn {
             child: None,
             _stdout: None,
@@ -92,40 +102,19 @@ impl Tarn {
     }
 
     fn spawn(&mut self, extra: &[&str]) {
-        let bin = tarn_bin();
-        assert!(
-            std::path::Path::new(&bin).exists(),
-            "{bin} missing: cargo build -p tarn"
-        );
         self.addr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.tmp.path().join("server.log"))
-            .unwrap();
         let what = match &self.config {
             Some(c) => vec!["--config".to_string(), c.display().to_string()],
             None => vec![self.export.display().to_string()],
         };
-        let mut child = Command::new(&bin)
-            .arg("serve")
+        let mut cmd = Command::new(tarn_bin());
+        cmd.arg("serve")
             .args(what)
             .args(["--listen", &self.addr.to_string()])
             .args(["--state-dir", self.state.to_str().unwrap()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start tarn");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
+            .args(extra);
+        let (child, out) = spawn_serving(&mut cmd, &self.tmp.path().join("server.log"), "tarn");
         self.child = Some(child);
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "tarn did not start ({line:?}); log:\n{}",
-            self.log()
-        );
         self._stdout = Some(out);
     }
 
@@ -136,8 +125,7 @@ impl Tarn {
     /// SIGKILL to the server's PID, then reaps it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            kill(&mut c);
         }
         self._stdout = None;
     }
@@ -153,24 +141,6 @@ impl Drop for Tarn {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// The `tarn` binary the tests run: TARN_BIN, else the workspace's debug build.
-/// The server's Prometheus text from its `--metrics` address.
-#[allow(dead_code)] // not every test binary reads metrics
-pub fn metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    c.read_to_string(&mut body).unwrap();
-    body
-}
-
-pub fn tarn_bin() -> String {
-    std::env::var("TARN_BIN")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/tarn").into())
 }
 
 /// Runs one async test body on a small runtime.
@@ -198,6 +168,26 @@ pub async fn session_with(addr: SocketAddr, o: &SessionOptions) -> Arc<Session> 
             .await
             .expect("session"),
     )
+}
+
+/// A session over a reconnecting channel of `nconnect` connections
+/// (10 s timeout, 20 to 200 ms between reconnects).
+pub async fn reconnecting_session(
+    addr: SocketAddr,
+    nconnect: usize,
+    o: &SessionOptions,
+) -> Arc<Session> {
+    let opts = rpc::client::ChannelOptions {
+        nconnect,
+        timeo: std::time::Duration::from_secs(10),
+        min_backoff: std::time::Duration::from_millis(20),
+        max_backoff: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let conn = Nfs4Conn::connect_channel(addr, UID, GID, opts)
+        .await
+        .expect("connect");
+    Arc::new(Session::establish(conn, o).await.expect("session"))
 }
 
 /// Options with a given client owner and verifier.

@@ -122,6 +122,53 @@ struct Inner {
     retransmits: AtomicU64,
     /// Connections made after the first ones.
     reconnects: AtomicU64,
+    /// Calls made (first transmissions).
+    calls: AtomicU64,
+    /// Transmissions whose wait for a reply ran out.
+    timeouts: AtomicU64,
+    /// Soft calls failed after `retrans` retries (the caller got EIO).
+    major_timeouts: AtomicU64,
+    /// Since when transmissions have gone unanswered (a timeout or a lost
+    /// connection, no reply since); None while replies come.
+    trouble_since: Mutex<Option<std::time::SystemTime>>,
+    /// Per operation, as the layer above names its calls
+    /// ([`Channel::count_op`]).
+    ops: Mutex<std::collections::BTreeMap<&'static str, OpStat>>,
+}
+
+/// Calls of one operation: how many, how many failed (no reply, or the
+/// transport refused), and their total time to the reply (retries in).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpStat {
+    pub count: u64,
+    pub errors: u64,
+    pub total: Duration,
+}
+
+impl OpStat {
+    pub fn mean(&self) -> Duration {
+        if self.count == 0 {
+            Duration::ZERO
+        } else {
+            self.total / self.count as u32
+        }
+    }
+}
+
+/// What a [`Channel`] has seen, for `nfsstat -m`-like reports.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelStats {
+    pub calls: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub major_timeouts: u64,
+    pub reconnects: u64,
+    /// Connections open now, of `nconnect`.
+    pub connected: usize,
+    pub nconnect: usize,
+    /// Unanswered since then (reconnecting or not responding).
+    pub trouble_since: Option<std::time::SystemTime>,
+    pub ops: Vec<(&'static str, OpStat)>,
 }
 
 /// A cloneable handle: clones share the connections.
@@ -219,6 +266,11 @@ impl Channel {
                 refused: AtomicBool::new(false),
                 retransmits: AtomicU64::new(0),
                 reconnects: AtomicU64::new(0),
+                calls: AtomicU64::new(0),
+                timeouts: AtomicU64::new(0),
+                major_timeouts: AtomicU64::new(0),
+                trouble_since: Mutex::new(None),
+                ops: Mutex::new(Default::default()),
             }),
         };
         {
@@ -282,6 +334,57 @@ impl Channel {
     /// Connections made to replace lost ones, so far.
     pub fn reconnects(&self) -> u64 {
         self.inner.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// Counts one call of operation `name` that took `took` (from the
+    /// first transmission to the reply); `failed`: it got none.
+    pub fn count_op(&self, name: &'static str, took: Duration, failed: bool) {
+        let mut ops = self.inner.ops.lock().unwrap();
+        let o = ops.entry(name).or_default();
+        o.count += 1;
+        o.errors += failed as u64;
+        o.total += took;
+    }
+
+    /// The counts so far and the state of the connections now.
+    pub fn stats(&self) -> ChannelStats {
+        let i = &self.inner;
+        let connected = i
+            .slots
+            .iter()
+            .filter(|s| {
+                s.state
+                    .try_lock()
+                    .is_ok_and(|st| st.conn.as_ref().is_some_and(|c| !c.is_closed()))
+            })
+            .count();
+        ChannelStats {
+            calls: i.calls.load(Ordering::Relaxed),
+            retransmits: i.retransmits.load(Ordering::Relaxed),
+            timeouts: i.timeouts.load(Ordering::Relaxed),
+            major_timeouts: i.major_timeouts.load(Ordering::Relaxed),
+            reconnects: i.reconnects.load(Ordering::Relaxed),
+            connected,
+            nconnect: i.slots.len(),
+            trouble_since: *i.trouble_since.lock().unwrap(),
+            ops: i
+                .ops
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect(),
+        }
+    }
+
+    /// A transmission went unanswered: the trouble starts now unless it
+    /// already had.
+    fn trouble(&self) {
+        self.inner
+            .trouble_since
+            .lock()
+            .unwrap()
+            .get_or_insert_with(std::time::SystemTime::now);
     }
 
     /// A fresh xid for a call built by the caller.
@@ -384,6 +487,7 @@ impl Channel {
         let mut retries = 0u32;
         let mut sent = 0u32;
         let mut i = self.pick();
+        self.inner.calls.fetch_add(1, Ordering::Relaxed);
         loop {
             let deadline = Instant::now() + timeout;
             // One wait of `timeout`: a broken connection is replaced and
@@ -406,6 +510,7 @@ impl Channel {
                     match tokio::time::timeout_at(deadline, conn.write_record(xid, &rec)).await {
                         Ok(Ok(f)) => f,
                         Ok(Err(_)) => {
+                            self.trouble();
                             self.invalidate(i, &conn).await;
                             continue;
                         }
@@ -422,6 +527,7 @@ impl Channel {
                         break Some(rep);
                     }
                     Ok(Err(_)) => {
+                        self.trouble();
                         self.invalidate(i, &conn).await;
                         continue;
                     }
@@ -432,14 +538,18 @@ impl Channel {
                 }
             };
             if let Some(rep) = reply {
+                *self.inner.trouble_since.lock().unwrap() = None;
                 if self.inner.not_responding.swap(false, Ordering::Relaxed) {
                     tracing::warn!("server {} OK", o.server);
                 }
                 return Ok(rep);
             }
+            self.inner.timeouts.fetch_add(1, Ordering::Relaxed);
+            self.trouble();
             retries += 1;
             if retries > o.retrans {
                 if !o.hard {
+                    self.inner.major_timeouts.fetch_add(1, Ordering::Relaxed);
                     return Err(ClientError::TimedOut);
                 }
                 if !self.inner.not_responding.swap(true, Ordering::Relaxed) {
@@ -633,6 +743,16 @@ mod tests {
         let v = seen.lock().unwrap().clone();
         assert_eq!(v.len(), 3, "one transmission and two retries");
         assert!(v.iter().all(|&(_, x)| x == v[0].1));
+        let st = ch.stats();
+        assert_eq!(
+            (st.calls, st.retransmits, st.timeouts, st.major_timeouts),
+            (1, 2, 3, 1)
+        );
+        assert!(
+            st.trouble_since.is_some(),
+            "unanswered since the first timeout"
+        );
+        assert_eq!((st.connected, st.nconnect), (1, 1));
     }
 
     #[tokio::test]
@@ -647,6 +767,15 @@ mod tests {
         assert_eq!(seen.lock().unwrap().len(), 6);
         assert!(seen.lock().unwrap().iter().all(|&(_, x)| x == xid));
         assert!(!ch.inner.not_responding.load(Ordering::Relaxed));
+        let st = ch.stats();
+        assert_eq!((st.calls, st.timeouts, st.major_timeouts), (1, 5, 0));
+        assert_eq!(st.trouble_since, None, "answered again");
+        ch.count_op("NULL", Duration::from_millis(4), false);
+        ch.count_op("NULL", Duration::from_millis(2), true);
+        let ops = ch.stats().ops;
+        assert_eq!(ops.len(), 1);
+        assert_eq!((ops[0].1.count, ops[0].1.errors), (2, 1));
+        assert_eq!(ops[0].1.mean(), Duration::from_millis(3));
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use xdr::{Decoder, Pack};
 pub mod channel;
 pub mod gss;
 
-pub use channel::{Channel, ChannelOptions, ConnectHook};
+pub use channel::{Channel, ChannelOptions, ChannelStats, ConnectHook, OpStat};
 
 #[cfg(test)]
 mod refusal_tests;
@@ -79,7 +79,7 @@ pub type BoxRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
 /// records, opened where they are received (no copy of a reply's data).
 pub enum ReadHalf {
     Stream(BoxRead),
-    Records(Box<crate::tls_records::RecordRead<tokio::net::tcp::OwnedReadHalf>>),
+    Records(Box<crate::tls::records::RecordRead<tokio::net::tcp::OwnedReadHalf>>),
 }
 
 impl ReadHalf {
@@ -335,7 +335,7 @@ impl RpcClient {
         }
         let conn = tokio_rustls::TlsConnector::from(tls.config.clone());
         // On a cork stream, so that the records after the handshake can
-        // be taken over from rustls (tls_records).
+        // be taken over from rustls (tls::records).
         let mut t = conn
             .connect(tls.server_name.clone(), ktls::CorkStream::new(s))
             .await
@@ -373,7 +373,7 @@ impl RpcClient {
                 )))
             }
         }
-        let (rd, wr) = crate::tls_records::records(t).await?;
+        let (rd, wr) = crate::tls::records::records(t).await?;
         Ok(Self::from_halves(
             ReadHalf::Records(Box::new(rd)),
             Box::new(wr),

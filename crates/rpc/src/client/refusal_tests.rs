@@ -9,61 +9,19 @@
 use super::*;
 use crate::tls::{TlsClient, TlsClientOptions};
 use std::path::Path;
-use std::process::Command;
 use tokio::net::TcpListener;
 use tokio_rustls::rustls;
 
 /// A CA and a certificate for 127.0.0.1 signed by it, in `dir`.
 fn make_certs(dir: &Path) {
-    let run = |args: &[&str]| {
-        let o = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(o.status.success(), "openssl {args:?}: {o:?}");
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut a = vec!["req", "-x509"];
-    a.extend(ec);
-    a.extend([
-        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=ca",
-    ]);
-    a.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
-    a.extend(["-addext", "keyUsage=critical,keyCertSign"]);
-    run(&a);
-    let mut a = vec!["req"];
-    a.extend(ec);
-    a.extend(["-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=srv"]);
-    run(&a);
-    std::fs::write(
-        dir.join("srv.ext"),
+    test_support::pki::make_ca(dir, "/CN=ca");
+    test_support::pki::leaf(
+        dir,
+        "srv",
+        "/CN=srv",
         "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "srv.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "srv.pem",
-        "-days",
         "2",
-        "-extfile",
-        "srv.ext",
-    ]);
+    );
 }
 
 /// What the test server does once the handshake is over.

@@ -13,6 +13,8 @@
 //! buffer, name and buffer set MIT returns is released exactly once, by
 //! the guard that holds it.
 
+#![allow(unsafe_code)]
+
 use libgssapi_sys as sys;
 use std::ffi::c_void;
 use std::fmt;

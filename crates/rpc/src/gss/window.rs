@@ -1,5 +1,5 @@
 //! The RPCSEC_GSS sequence window (RFC 2203 section 5.3.3.1), the way
-//! DESIGN.md rule 4 wants it: whether a call is inside the window is judged
+//! docs/design.md rule 4 wants it: whether a call is inside the window is judged
 //! against a snapshot of the window taken when the call was read off the
 //! connection, and replays are remembered over a range much larger than the
 //! advertised window, so a call that waited behind others for a worker or

@@ -1,14 +1,15 @@
 //! The RPCSEC_GSS part of [`Pipeline::prepare`], in order: INIT is
 //! answered here; DATA and DESTROY have their header checksum verified
 //! before the sequence window is touched, then are judged against the
-//! window snapshot taken when they were read (DESIGN.md rule 4); a call
+//! window snapshot taken when they were read (docs/design.md rule 4); a call
 //! that must be dropped is counted and closes the connection so the
 //! client retransmits at once.
 
 use super::{reply_with, Answered, Decision, Dropped, Pipeline, Sealer};
 use crate::auth::{Auth, AuthGss};
+use crate::context::CallContext;
 use crate::gss::{DropReason, GssCall};
-use crate::msg::{self, CallContext};
+use crate::msg;
 use crate::observe::Event;
 use crate::program::Service;
 use bytes::Bytes;

@@ -6,7 +6,7 @@
 //! 1. [`Pipeline::admit`], in the connection's reader, as the record
 //!    arrives: decodes the header, refuses what is malformed or not
 //!    served, answers NULL, takes the RPCSEC_GSS window snapshot (so the
-//!    window is judged as of the moment the call was read, DESIGN.md
+//!    window is judged as of the moment the call was read, docs/design.md
 //!    rule 4) and consults the duplicate request cache for calls that are
 //!    not GSS. Its answer is a reply, a drop, or a call to run.
 //! 2. [`Pipeline::prepare`], in the call's own task: the GSS steps that
@@ -31,9 +31,10 @@ mod tests;
 
 use crate::auth::Auth;
 use crate::callback::CallbackConn;
+use crate::context::CallContext;
 use crate::drc::{self, Drc, Lookup};
 use crate::gss::{GssCall, GssServer, GssService};
-use crate::msg::{self, BadCall, CallContext, CallError};
+use crate::msg::{self, BadCall, CallError};
 use crate::observe::{self, Event, Observer, PeerStats};
 use crate::program::Service;
 use crate::record;
@@ -128,9 +129,9 @@ pub struct Arrival<'a> {
     /// each call's context).
     pub back: Option<&'a Arc<dyn CallbackConn>>,
     /// How the connection is protected.
-    pub xprtsec: crate::tls::XprtSec,
+    pub xprtsec: crate::transport::XprtSec,
     /// The user its verified client certificate maps to (mTLS).
-    pub tls_id: Option<&'a Arc<crate::tls_identity::TlsIdentity>>,
+    pub tls_id: Option<&'a Arc<crate::tls::identity::TlsIdentity>>,
     /// Whether the driver can send file data from a pipe on this
     /// connection ([`crate::zero_copy`]); GSS integrity and privacy
     /// turn it off per call.

@@ -257,7 +257,7 @@ fn mapped_tls_identity_replaces_auth_sys_ids() {
     };
     let mut rec = BytesMut::new();
     msg::encode_call(21, PROG, 1, 1, &cred, &mut rec);
-    let id = Arc::new(crate::tls_identity::TlsIdentity {
+    let id = Arc::new(crate::tls::identity::TlsIdentity {
         subject: "CN=guest".into(),
         rule: "CN=guest".into(),
         uid: 1234,
@@ -266,7 +266,7 @@ fn mapped_tls_identity_replaces_auth_sys_ids() {
     });
     let admit = |tls_id| {
         let at = Arrival {
-            xprtsec: crate::tls::XprtSec::Mtls,
+            xprtsec: crate::transport::XprtSec::Mtls,
             tls_id,
             zero_copy: false,
             peer: "192.0.2.7:800".parse().unwrap(),

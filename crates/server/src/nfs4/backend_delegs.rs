@@ -27,76 +27,19 @@
 //! within two leases; and a sweep gives back, with an error logged, any
 //! backend delegation recalled for longer than that less a margin.
 
+use super::backend_held::{BackendDelegs, MARGIN};
 use super::compound::file_key;
+use super::server::Nfs4;
 use super::state::deleg::DelegType;
-use super::Nfs4;
 use crate::export::Export;
 use crate::locks::FileKey;
 use std::collections::hash_map::Entry;
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 use vfs::Fid;
 
-const SHARDS: usize = 64;
 /// How often every backed file is checked.
 const SWEEP: Duration = Duration::from_secs(1);
-/// Given back this long before the backend's deadline, returned or not.
-const MARGIN: Duration = Duration::from_secs(5);
-
-pub struct BackendDelegs {
-    shards: Vec<tokio::sync::Mutex<()>>,
-    hasher: RandomState,
-    /// Files with a backend delegation, and when the backend recalled it.
-    held: Mutex<HashMap<FileKey, Option<Instant>>>,
-    /// Files to check now (a delegation returned, a recall heard).
-    tx: mpsc::UnboundedSender<FileKey>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<FileKey>>>,
-    /// How long the backend lets a recalled delegation take to come back.
-    within: Duration,
-}
-
-impl BackendDelegs {
-    pub fn new(lease: Duration) -> BackendDelegs {
-        let (tx, rx) = mpsc::unbounded_channel();
-        BackendDelegs {
-            shards: (0..SHARDS).map(|_| tokio::sync::Mutex::new(())).collect(),
-            hasher: RandomState::new(),
-            held: Mutex::default(),
-            tx,
-            rx: Mutex::new(Some(rx)),
-            within: (2 * lease).max(MARGIN * 4),
-        }
-    }
-
-    fn shard(&self, f: &FileKey) -> &tokio::sync::Mutex<()> {
-        &self.shards[self.hasher.hash_one(f) as usize % SHARDS]
-    }
-
-    /// Asks for `file` to be checked soon (its delegations may be gone).
-    pub fn check(&self, file: FileKey) {
-        if self.held.lock().unwrap().contains_key(&file) {
-            let _ = self.tx.send(file);
-        }
-    }
-
-    /// How many files hold a backend delegation (tests, diagnostics).
-    pub fn held(&self) -> usize {
-        self.held.lock().unwrap().len()
-    }
-
-    /// Whether the backend has recalled its delegation on `file`.
-    fn recalled(&self, file: &FileKey) -> bool {
-        self.held
-            .lock()
-            .unwrap()
-            .get(file)
-            .is_some_and(Option::is_some)
-    }
-}
 
 /// Held from taking the backend's delegation until the state core has
 /// granted (or not) the NFS one.
@@ -211,7 +154,7 @@ impl Nfs4 {
 struct Sweeper {
     live: Arc<crate::live::Live>,
     state: Arc<super::state::State>,
-    records: Arc<super::Records>,
+    records: Arc<super::effects::Records>,
     pool: crate::pool::Pool,
     clock: Arc<dyn super::clock::Clock>,
     bd: Arc<BackendDelegs>,

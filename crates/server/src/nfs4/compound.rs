@@ -1,9 +1,10 @@
 //! The state one COMPOUND carries from operation to operation: current and
 //! saved filehandle, current and saved stateid, the session slot.
 
+use super::fail::Fail;
 use super::pseudo::{node_fileid, MountedOn};
+use super::server::Nfs4;
 use super::state::session::SlotGuard;
-use super::{Fail, Nfs4};
 use crate::auth_cache::{Access, Decision};
 use crate::export::Export;
 use crate::live::Snapshot;
@@ -19,6 +20,9 @@ pub const ANONYMOUS: Stateid4 = Stateid4 {
     seqid: 0,
     other: [0; 12],
 };
+
+/// Most operations one COMPOUND may carry before a session bounds it.
+pub const MAX_OPS: u32 = 256;
 
 /// Export id carried in the handles of pseudo filesystem directories.
 pub const PSEUDO_EXPORT: u32 = u32::MAX;

@@ -35,13 +35,15 @@
 //! its next chunk and sends no CB_OFFLOAD. The client's lease running out
 //! or the client going cancels its copies the same way.
 
-use super::backchannel::{Backchannels, CbFail, CALL_TIMEOUT};
+use super::callback::offload::{cb_offload, Offload};
+use super::callback::Backchannels;
 use super::compound::{file_key, Compound, Fh};
+pub use super::config::{CopyConfig, COPY_MAX};
+use super::effects::Records;
+use super::fail::{self, log_fail, Fail};
 use super::io::check;
-use super::state::copy::CopyLimits;
 use super::state::deleg::Break;
 use super::state::State;
-use super::{log_fail, Fail, Records};
 use crate::export::Export;
 use crate::pool::Pool;
 use bytes::Bytes;
@@ -51,35 +53,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::debug;
 use vfs::{Advice, Cred, Fid, FsError};
-
-/// Most bytes one COPY copies: 16 MiB takes well under a second even on a
-/// disk that writes 100 MB/s, and costs a client that loops only one round
-/// trip per 16 MiB. (knfsd bounds a synchronous copy at 4 MiB.)
-pub const COPY_MAX: u64 = 16 << 20;
-
-/// When COPY runs in the background, and its bounds.
-#[derive(Clone, Debug)]
-pub struct CopyConfig {
-    /// An asynchronous COPY asked for more bytes than this runs in the
-    /// background; a smaller one is copied at once.
-    pub async_min: u64,
-    /// Bytes a background copy copies per step: it holds a pool thread
-    /// and the destination's write queue for one step at a time, and a
-    /// cancel takes effect after the step under way (4 MiB: well under a
-    /// second on a slow disk).
-    pub chunk: u64,
-    pub limits: CopyLimits,
-}
-
-impl Default for CopyConfig {
-    fn default() -> Self {
-        CopyConfig {
-            async_min: COPY_MAX,
-            chunk: 4 << 20,
-            limits: CopyLimits::default(),
-        }
-    }
-}
 
 /// The saved filehandle as the source of a COPY or CLONE.
 fn saved_obj(c: &Compound<'_>) -> Result<(Arc<Export>, Fid), Fail> {
@@ -240,7 +213,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
     match r {
         Ok(ok) => Copy4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_COPY", &f);
+            log_fail(c.ctx, "OP_COPY", &f);
             Copy4res::Default(f.status)
         }
     }
@@ -274,7 +247,7 @@ pub async fn clone(c: &mut Compound<'_>, a: Clone4args) -> Clone4res {
     // NOTSUPP is the expected answer on most filesystems (the client
     // stops asking after it): not worth a warning.
     match &r {
-        Err(f) if f.status != Nfsstat4::NFS4ERR_NOTSUPP => log_fail(c, "OP_CLONE", f),
+        Err(f) if f.status != Nfsstat4::NFS4ERR_NOTSUPP => log_fail(c.ctx, "OP_CLONE", f),
         _ => {}
     }
     Clone4res {
@@ -351,7 +324,7 @@ pub async fn io_advise(c: &mut Compound<'_>, a: IoAdvise4args) -> IoAdvise4res {
     match r {
         Ok(ok) => IoAdvise4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_IO_ADVISE", &f);
+            log_fail(c.ctx, "OP_IO_ADVISE", &f);
             IoAdvise4res::Default(f.status)
         }
     }
@@ -440,9 +413,6 @@ impl Counters {
 /// to be returned before it looks again.
 const RECALL_WAIT: Duration = Duration::from_millis(100);
 
-/// How often CB_OFFLOAD is sent to a client that answers NFS4ERR_DELAY.
-const CB_OFFLOAD_TRIES: u32 = 5;
-
 /// One background copy: what it copies and where it reports.
 struct Job {
     state: Arc<State>,
@@ -514,7 +484,7 @@ impl Job {
                     }
                 }
                 Err(e) => {
-                    status = super::status(e);
+                    status = fail::status(e);
                     break;
                 }
             }
@@ -523,7 +493,7 @@ impl Job {
         if status == Nfsstat4::NFS4_OK && copied > 0 {
             let (b, dst) = (self.export.backend.clone(), self.dst);
             if let Err(e) = self.pool.run_serial(key, move || b.commit(&dst)).await {
-                status = super::status(e);
+                status = fail::status(e);
             }
         }
         if !self
@@ -545,49 +515,17 @@ impl Job {
         }
     }
 
-    /// CB_OFFLOAD with the result. Whatever becomes of it, the result
-    /// stays for OFFLOAD_STATUS.
+    /// CB_OFFLOAD with the result.
     async fn notify(&self, copied: u64, status: Nfsstat4) {
-        let info = match status {
-            Nfsstat4::NFS4_OK => OffloadInfo4::NFS4_OK(WriteResponse4 {
-                wr_callback_id: Vec::new(),
-                wr_count: copied,
-                wr_committed: StableHow4::FILE_SYNC4,
-                wr_writeverf: self.verf,
-            }),
-            s => OffloadInfo4::Default(s, copied),
+        let o = Offload {
+            client: self.client,
+            sid: self.sid.clone(),
+            fh: self.fh.clone(),
+            copied,
+            status,
+            verf: self.verf,
         };
-        let op = NfsCbArgop4::OP_CB_OFFLOAD(CbOffload4args {
-            coa_fh: NfsFh4(self.fh.clone()),
-            coa_stateid: self.sid.clone(),
-            coa_offload_info: info,
-        });
-        for attempt in 0..CB_OFFLOAD_TRIES {
-            let Some(bc) = self.backchannels.for_client(self.client) else {
-                debug!(
-                    client = self.client,
-                    "no back channel for CB_OFFLOAD: left to OFFLOAD_STATUS"
-                );
-                return;
-            };
-            let delay = match bc.compound(vec![op.clone()], CALL_TIMEOUT).await {
-                Ok((Nfsstat4::NFS4_OK, _)) => return,
-                Ok((Nfsstat4::NFS4ERR_DELAY, _))
-                | Err(CbFail::Sequence(Nfsstat4::NFS4ERR_DELAY)) => true,
-                Ok((s, _)) => {
-                    debug!(client = self.client, status = ?s, "CB_OFFLOAD refused");
-                    false
-                }
-                Err(e) => {
-                    debug!(client = self.client, error = ?e, "CB_OFFLOAD failed");
-                    false
-                }
-            };
-            if !delay {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
-        }
+        cb_offload(&self.backchannels, o).await;
     }
 }
 

@@ -9,24 +9,18 @@
 //! the core queued.
 
 use super::attr;
+use super::callback::getattr::cb_getattr;
 use super::compound::{file_key, Compound};
-use super::state::deleg::{Break, DelegType, NoDeleg, WriteHolder};
+use super::fail::Fail;
+use super::state::deleg::{Break, DelegType, NoDeleg};
 use super::state::{ACCESS_READ, ACCESS_WRITE};
-use super::Fail;
 use crate::export::Export;
 use bytes::Bytes;
 use proto::nfs4::*;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
 use tracing::debug;
 use vfs::{Access, Attr, Cred, Fid, FsError, SetAttr, SetTime};
-
-/// How long a GETATTR waits for a write delegation holder's CB_GETATTR
-/// answer before recalling the delegation instead (knfsd waits a few tens
-/// of milliseconds; a loaded client or a scripted one needs longer, and
-/// the GETATTR that waits is another client's, answered DELAY after).
-pub const CB_GETATTR_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Before a change to `fid` by the current client: recall delegations
 /// others hold on it; NFS4ERR_DELAY while a recall is outstanding.
@@ -124,7 +118,7 @@ pub async fn getattr_conflict(
         }
     };
     metric(|s| &s.cb_getattr_sent);
-    let (change, size) = match cb_getattr(c, &holder).await {
+    let (change, size) = match cb_getattr(&c.n.backchannels, &holder).await {
         Ok(v) => v,
         Err(why) => {
             metric(|s| &s.cb_getattr_failed);
@@ -165,33 +159,6 @@ pub async fn getattr_conflict(
     attr.size = ans.size;
     attr::set_change(attr, ans.change);
     Ok(())
-}
-
-/// One CB_GETATTR of size and change to a write delegation's holder.
-async fn cb_getattr(c: &Compound<'_>, h: &WriteHolder) -> Result<(u64, u64), &'static str> {
-    let Some(bc) = c.n.backchannels.for_client(h.client) else {
-        return Err("no back channel");
-    };
-    let mut bits = Vec::new();
-    attr::bitmap_set(&mut bits, FATTR4_CHANGE);
-    attr::bitmap_set(&mut bits, FATTR4_SIZE);
-    let op = NfsCbArgop4::OP_CB_GETATTR(CbGetattr4args {
-        fh: NfsFh4(h.fh.clone()),
-        attr_request: bits,
-    });
-    // The bound covers waiting for the back channel's slot too (a recall
-    // to the same client may hold it): a GETATTR never waits much longer.
-    let call = bc.compound(vec![op], CB_GETATTR_TIMEOUT);
-    let res = match tokio::time::timeout(CB_GETATTR_TIMEOUT, call).await {
-        Ok(Ok((_, res))) => res,
-        Ok(Err(_)) | Err(_) => return Err("no reply"),
-    };
-    match res.into_iter().next() {
-        Some(NfsCbResop4::OP_CB_GETATTR(CbGetattr4res::NFS4_OK(ok))) => {
-            attr::decode_change_size(&ok.obj_attributes).ok_or("unusable attributes")
-        }
-        _ => Err("refused"),
-    }
 }
 
 /// [`break_file`] for the object `name` in `dir`, if there is one (REMOVE,
@@ -473,19 +440,4 @@ async fn reclaim(
         }
         Err(_) => OpenDelegation4::OPEN_DELEGATE_NONE,
     }
-}
-
-/// The bound on outstanding delegations for this machine: four per MiB
-/// of memory, as Linux's server allows (a delegation costs a few hundred
-/// bytes here; the bound is for the clients' sake as much as ours).
-pub fn default_max_delegations() -> usize {
-    let mib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(4096, |kb| kb / 1024);
-    (mib as usize * 4).clamp(1024, 4 << 20)
 }

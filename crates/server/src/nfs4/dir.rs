@@ -4,8 +4,8 @@
 
 use super::attr;
 use super::compound::{Compound, Fh};
+use super::fail::{log_fail, Fail};
 use super::fh::check_name;
-use super::{log_fail, Fail};
 use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Backend, Fid, FileType, FsError};
@@ -38,7 +38,7 @@ pub async fn create(c: &mut Compound<'_>, a: Create4args) -> Create4res {
     match do_create(c, a).await {
         Ok(ok) => Create4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_CREATE", &f);
+            log_fail(c.ctx, "OP_CREATE", &f);
             Create4res::Default(f.status)
         }
     }
@@ -118,7 +118,7 @@ pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
     match r {
         Ok(cinfo) => Remove4res::NFS4_OK(Remove4resok { cinfo }),
         Err(f) => {
-            log_fail(c, "OP_REMOVE", &f);
+            log_fail(c.ctx, "OP_REMOVE", &f);
             Remove4res::Default(f.status)
         }
     }
@@ -178,7 +178,7 @@ pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
     match r {
         Ok(ok) => Rename4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_RENAME", &f);
+            log_fail(c.ctx, "OP_RENAME", &f);
             Rename4res::Default(f.status)
         }
     }
@@ -201,7 +201,7 @@ pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
     match r {
         Ok(cinfo) => Link4res::NFS4_OK(Link4resok { cinfo }),
         Err(f) => {
-            log_fail(c, "OP_LINK", &f);
+            log_fail(c.ctx, "OP_LINK", &f);
             Link4res::Default(f.status)
         }
     }
@@ -220,7 +220,7 @@ pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
     match r {
         Ok(t) => Readlink4res::NFS4_OK(Readlink4resok { link: t.into() }),
         Err(f) => {
-            log_fail(c, "OP_READLINK", &f);
+            log_fail(c.ctx, "OP_READLINK", &f);
             Readlink4res::Default(f.status)
         }
     }

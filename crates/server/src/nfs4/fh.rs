@@ -2,9 +2,11 @@
 //! RESTOREFH, LOOKUP and LOOKUPP, crossing between the pseudo filesystem
 //! and the exports.
 
-use super::compound::{Compound, Cur, Fh};
+use super::compound::{Compound, Cur, Fh, PSEUDO_EXPORT};
+use super::fail::{log_fail, Fail};
 use super::pseudo::{MountedOn, Target};
-use super::{log_fail, Fail};
+use super::server::Nfs4;
+use bytes::Bytes;
 use proto::nfs4::*;
 use vfs::{Backend, Fid, FileType, FsError};
 
@@ -17,7 +19,7 @@ pub fn putfh(c: &mut Compound<'_>, a: Putfh4args) -> Putfh4res {
             Nfsstat4::NFS4_OK
         }
         Err(f) => {
-            log_fail(c, "OP_PUTFH", &f);
+            log_fail(c.ctx, "OP_PUTFH", &f);
             f.status
         }
     };
@@ -98,7 +100,7 @@ pub async fn lookup(c: &mut Compound<'_>, a: Lookup4args) -> Lookup4res {
             Nfsstat4::NFS4_OK
         }
         Err(f) => {
-            log_fail(c, "OP_LOOKUP", &f);
+            log_fail(c.ctx, "OP_LOOKUP", &f);
             f.status
         }
     };
@@ -177,7 +179,7 @@ pub async fn lookupp(c: &mut Compound<'_>) -> Lookupp4res {
             Nfsstat4::NFS4_OK
         }
         Err(f) => {
-            log_fail(c, "OP_LOOKUPP", &f);
+            log_fail(c.ctx, "OP_LOOKUPP", &f);
             f.status
         }
     };
@@ -219,6 +221,73 @@ pub async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
                 export: export.clone(),
                 fid,
             })
+        }
+    }
+}
+
+/// Filehandles on the wire: sealed with the server's key, and checked
+/// (MAC, export, access) when a client hands one back.
+impl Nfs4 {
+    /// The wire filehandle of `fh`.
+    pub fn seal(&self, fh: &Fh) -> Bytes {
+        match fh {
+            Fh::Pseudo(node) => {
+                let fid = Fid::new(&node.to_be_bytes()).expect("4 bytes fit");
+                Bytes::copy_from_slice(self.key.seal(PSEUDO_EXPORT, &fid).as_bytes())
+            }
+            Fh::Obj { export, fid } => {
+                Bytes::copy_from_slice(self.key.seal(export.id, fid).as_bytes())
+            }
+        }
+    }
+
+    /// Checks a client's filehandle: MAC first (no syscall), then its export
+    /// and whether this client may use it.
+    pub fn open_fh(&self, c: &Compound<'_>, wire: &[u8]) -> Result<Fh, Fail> {
+        let ctx = c.ctx;
+        let (export_id, fid) = self.key.open(wire).map_err(|_| {
+            Fail::new(
+                Nfsstat4::NFS4ERR_BADHANDLE,
+                "handle fails its MAC or is malformed",
+            )
+        })?;
+        if export_id == PSEUDO_EXPORT {
+            let b = fid.as_bytes();
+            let node = u32::from_be_bytes(b.try_into().map_err(|_| {
+                Fail::new(
+                    Nfsstat4::NFS4ERR_BADHANDLE,
+                    "malformed pseudo filesystem handle",
+                )
+            })?);
+            if node as usize >= c.snap.pseudo.nodes.len() {
+                return Err(Fail::new(
+                    Nfsstat4::NFS4ERR_STALE,
+                    "pseudo directory no longer exists",
+                ));
+            }
+            return Ok(Fh::Pseudo(node));
+        }
+        let export = c.snap.exports.get(export_id).ok_or(Fail::new(
+            Nfsstat4::NFS4ERR_STALE,
+            "handle names an export that no longer exists",
+        ))?;
+        ctx.set_export(export_id);
+        c.access(export)?;
+        Ok(Fh::Obj {
+            export: export.clone(),
+            fid,
+        })
+    }
+
+    /// The root of the tree: the export at `/`, or the pseudo root.
+    pub fn root(&self, c: &Compound<'_>) -> Fh {
+        let snap = &c.snap;
+        match snap.pseudo.root_export.and_then(|id| snap.exports.get(id)) {
+            Some(e) => Fh::Obj {
+                export: e.clone(),
+                fid: e.backend.root(),
+            },
+            None => Fh::Pseudo(0),
         }
     }
 }

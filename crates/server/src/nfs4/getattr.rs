@@ -2,9 +2,10 @@
 
 use super::attr::{self, AttrSource};
 use super::compound::{mounted_on_fileid, Compound, Fh};
+use super::fail::{log_fail, Fail};
 use super::pseudo::node_fileid;
+use super::server::Nfs4;
 use super::state::Checked;
-use super::{log_fail, Fail, Nfs4};
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
 use vfs::{Access, Attr, FileType, FsStat};
@@ -101,7 +102,7 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
 
 /// GETATTR, encoded straight into the reply.
 pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) {
-    out.put_u32(super::OP_GETATTR);
+    out.put_u32(NfsOpnum4::OP_GETATTR as u32);
     // For the doctor's GETATTR-storm rule: how many distinct files.
     if let Some(cur) = c.cur.as_mut() {
         let n = c.n;
@@ -140,7 +141,7 @@ pub async fn getattr(c: &mut Compound<'_>, a: Getattr4args, out: &mut BytesMut) 
             attr::encode_into(&a.attr_request, &f.source(n, &fh, c.minor), out);
         }
         Err(f) => {
-            log_fail(c, "OP_GETATTR", &f);
+            log_fail(c.ctx, "OP_GETATTR", &f);
             out.put_u32(f.status as u32);
         }
     }
@@ -153,7 +154,7 @@ pub async fn setattr(c: &mut Compound<'_>, a: Setattr4args) -> Setattr4res {
             attrsset,
         },
         Err(f) => {
-            log_fail(c, "OP_SETATTR", &f);
+            log_fail(c.ctx, "OP_SETATTR", &f);
             Setattr4res {
                 status: f.status,
                 attrsset: Vec::new(),
@@ -185,7 +186,7 @@ pub async fn verify(c: &mut Compound<'_>, a: Verify4args) -> Verify4res {
         Ok(true) => Nfsstat4::NFS4_OK,
         Ok(false) => Nfsstat4::NFS4ERR_NOT_SAME,
         Err(f) => {
-            log_fail(c, "OP_VERIFY", &f);
+            log_fail(c.ctx, "OP_VERIFY", &f);
             f.status
         }
     };
@@ -197,7 +198,7 @@ pub async fn nverify(c: &mut Compound<'_>, a: Nverify4args) -> Nverify4res {
         Ok(true) => Nfsstat4::NFS4ERR_SAME,
         Ok(false) => Nfsstat4::NFS4_OK,
         Err(f) => {
-            log_fail(c, "OP_NVERIFY", &f);
+            log_fail(c.ctx, "OP_NVERIFY", &f);
             f.status
         }
     };
@@ -216,7 +217,7 @@ pub async fn access(c: &mut Compound<'_>, a: Access4args) -> Access4res {
     match do_access(c, a.access).await {
         Ok((supported, access)) => Access4res::NFS4_OK(Access4resok { supported, access }),
         Err(f) => {
-            log_fail(c, "OP_ACCESS", &f);
+            log_fail(c.ctx, "OP_ACCESS", &f);
             Access4res::Default(f.status)
         }
     }

@@ -2,11 +2,16 @@
 //! READ data goes from the backend straight into the reply buffer.
 
 use super::compound::{file_key, Compound};
-use super::{log_fail, Fail, MAX_IO, OP_READ};
+use super::fail::{log_fail, Fail};
 use bytes::{BufMut, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Backend, Cred, Fid, Stable};
+
+/// Largest READ / WRITE payload (maxread / maxwrite).
+pub const MAX_IO: u32 = 1 << 20;
+
+const OP_READ: u32 = NfsOpnum4::OP_READ as u32;
 
 /// Checks the stateid of a READ or WRITE; renews a 4.0 client's lease.
 pub(super) fn check(
@@ -46,7 +51,7 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
     let (export, fid, cred) = match t {
         Ok(t) => t,
         Err(f) => {
-            log_fail(c, "OP_READ", &f);
+            log_fail(c.ctx, "OP_READ", &f);
             out.put_u32(OP_READ);
             out.put_u32(f.status as u32);
             return;
@@ -78,7 +83,7 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
             })
             .await;
     if let Err(f) = r {
-        log_fail(c, "OP_READ", &f);
+        log_fail(c.ctx, "OP_READ", &f);
     }
 }
 
@@ -159,7 +164,7 @@ pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
         Ok(ok) => Write4res::NFS4_OK(ok),
         Err(f) => {
             c.n.write_verf.reset_if(lost(f.status));
-            log_fail(c, "OP_WRITE", &f);
+            log_fail(c.ctx, "OP_WRITE", &f);
             Write4res::Default(f.status)
         }
     }
@@ -179,7 +184,7 @@ pub async fn commit(c: &mut Compound<'_>, _a: Commit4args) -> Commit4res {
         }),
         Err(f) => {
             c.n.write_verf.reset_if(lost(f.status));
-            log_fail(c, "OP_COMMIT", &f);
+            log_fail(c.ctx, "OP_COMMIT", &f);
             Commit4res::Default(f.status)
         }
     }

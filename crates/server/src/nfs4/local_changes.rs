@@ -11,8 +11,8 @@
 //! would hold the local writer instead, at the price of a descriptor per
 //! delegated file and a signal per break (see docs/architecture.md).
 
+use super::server::Nfs4;
 use super::state::State;
-use super::Nfs4;
 use crate::locks::FileKey;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

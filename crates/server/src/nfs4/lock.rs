@@ -2,8 +2,8 @@
 //! manager NLM shares, so NFSv3 and NFSv4 locks on one file conflict.
 
 use super::compound::{file_key, Compound};
+use super::fail::{self, log_fail, Fail};
 use super::state::SeqOwner;
-use super::{log_fail, Fail};
 use crate::locks::{Conflict, LockKind, OwnerKey};
 use crate::shared_locks::Refusal;
 use proto::nfs4::*;
@@ -66,7 +66,7 @@ pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
     // may hold locks locally, RFC 8881 §10.4).
     if let Ok((export, fid, _)) = c.obj(Nfsstat4::NFS4ERR_ISDIR) {
         if let Err(f) = super::deleg::break_write_deleg(c, &export, &fid).await {
-            log_fail(c, "OP_LOCK", &f);
+            log_fail(c.ctx, "OP_LOCK", &f);
             return Lock4res::Default(f.status);
         }
     }
@@ -77,7 +77,7 @@ pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
         }
         Err(LockErr::Denied(d)) => Lock4res::NFS4ERR_DENIED(denied(d)),
         Err(LockErr::Fail(f)) => {
-            log_fail(c, "OP_LOCK", &f);
+            log_fail(c.ctx, "OP_LOCK", &f);
             Lock4res::Default(f.status)
         }
     }
@@ -194,14 +194,14 @@ async fn take_lock(
         .into()),
         Err(Refusal::Held(d)) => Err(LockErr::Denied(d)),
         Err(Refusal::Failed(e)) => {
-            Err(Fail::new(super::status(e), "the backend failed to take the lock").into())
+            Err(Fail::new(fail::status(e), "the backend failed to take the lock").into())
         }
     }
 }
 
 pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
     if let Err(f) = lockable(c).await {
-        log_fail(c, "OP_LOCKT", &f);
+        log_fail(c.ctx, "OP_LOCKT", &f);
         return Lockt4res::Default(f.status);
     }
     let r = match lockt_local(c, &a) {
@@ -212,7 +212,7 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
                 .map_err(|r| match r {
                     Refusal::Held(d) => LockErr::Denied(d),
                     Refusal::Failed(e) => LockErr::Fail(Fail::new(
-                        super::status(e),
+                        fail::status(e),
                         "the backend failed to test the lock",
                     )),
                 })
@@ -223,7 +223,7 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
         Ok(()) => Lockt4res::NFS4_OK,
         Err(LockErr::Denied(d)) => Lockt4res::NFS4ERR_DENIED(denied(d)),
         Err(LockErr::Fail(f)) => {
-            log_fail(c, "OP_LOCKT", &f);
+            log_fail(c.ctx, "OP_LOCKT", &f);
             Lockt4res::Default(f.status)
         }
     }
@@ -286,7 +286,7 @@ pub async fn locku(c: &mut Compound<'_>, a: Locku4args) -> Locku4res {
             Locku4res::NFS4_OK(sid)
         }
         Err(f) => {
-            log_fail(c, "OP_LOCKU", &f);
+            log_fail(c.ctx, "OP_LOCKU", &f);
             Locku4res::Default(f.status)
         }
     }

@@ -3,9 +3,11 @@
 
 use super::attr;
 use super::compound::{file_key, Compound, Fh};
+use super::fail::{log_fail, Fail};
 use super::state::{ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
-use super::{log_fail, Fail};
+use crate::export::Export;
 use proto::nfs4::*;
+use std::sync::Arc;
 use vfs::{Access, Attr, Backend, CreateHow, Cred, Fid, FileType, FsError, SetAttr};
 
 /// The server supports POSIX byte-range locks (RFC 8881 §18.16.4).
@@ -16,7 +18,7 @@ pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
     match do_open(c, a).await {
         Ok(ok) => Open4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_OPEN", &f);
+            log_fail(c.ctx, "OP_OPEN", &f);
             Open4res::Default(f.status)
         }
     }
@@ -154,15 +156,7 @@ fn open_by_name(
 }
 
 async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail> {
-    let clientid = if c.minor == 0 {
-        c.n.state.renew(a.owner.clientid, c.n.clock.now())?;
-        // The client's own delegations do not stand in the way of what
-        // follows, as for a 4.1 session's client (knfsd does the same).
-        c.clientid = Some(a.owner.clientid);
-        a.owner.clientid
-    } else {
-        c.clientid()?
-    };
+    let clientid = open_clientid(c, a.owner.clientid)?;
     // The low byte is the access; 4.1 puts delegation wishes above it.
     let access = a.share_access & 0xff;
     let deny = a.share_deny;
@@ -173,53 +167,13 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         ));
     }
     let reclaim = matches!(a.claim, OpenClaim4::CLAIM_PREVIOUS(_));
-    let now = c.n.clock.now();
-    if reclaim {
-        c.n.state.may_reclaim(clientid, now)?;
-    } else if c.n.state.in_grace(now) {
-        return Err(Fail::new(
-            Nfsstat4::NFS4ERR_GRACE,
-            "grace period: only reclaims are allowed",
-        ));
-    } else {
-        c.n.state
-            .reclaim_done(clientid)
-            .map_err(|s| Fail::new(s, "no RECLAIM_COMPLETE yet (RFC 8881 §18.51.3)"))?;
-    }
+    grace_allows(c, clientid, reclaim)?;
     let (export, cur, cred) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let creating = matches!(a.openhow, Openflag4::OPEN4_CREATE(_));
     if (creating || access & ACCESS_WRITE != 0) && !c.access(&export)?.rw {
         return Err(Fail::new(Nfsstat4::NFS4ERR_ROFS, "export is read-only"));
     }
-    let b = export.backend.clone();
-    let minor = c.minor;
-    // Opens under a delegation (CLAIM_DELEGATE_CUR by name,
-    // CLAIM_DELEG_CUR_FH by handle) name a delegation the client holds;
-    // they are then opened as CLAIM_NULL and CLAIM_FH are.
-    let mut under = None;
-    let claim = match a.claim {
-        OpenClaim4::CLAIM_DELEGATE_CUR(d) => {
-            under = Some(d.delegate_stateid);
-            OpenClaim4::CLAIM_NULL(d.file)
-        }
-        OpenClaim4::CLAIM_DELEG_CUR_FH(sid) => {
-            let sid = c.stateid(&sid)?;
-            under = Some(sid);
-            OpenClaim4::CLAIM_FH
-        }
-        other => other,
-    };
-    if let Some(sid) = &under {
-        match c.n.state.check_delegation(clientid, sid, None) {
-            Nfsstat4::NFS4_OK => {}
-            s => {
-                return Err(Fail::new(
-                    s,
-                    "OPEN under a delegation the client does not hold",
-                ))
-            }
-        }
-    }
+    let (claim, under) = deleg_claim(c, clientid, a.claim)?;
     let plain =
         under.is_none() && matches!(claim, OpenClaim4::CLAIM_NULL(_) | OpenClaim4::CLAIM_FH);
     // A reclaim names the delegation the client held before the restart.
@@ -228,62 +182,7 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         _ => None,
     };
     let deleg_cred = cred.clone();
-    let opened = match claim {
-        OpenClaim4::CLAIM_NULL(name) => {
-            super::fh::check_name(&name)?;
-            if c.snap.pseudo.junction(export.id, &cur, &name).is_some() {
-                return Err(Fail::new(
-                    Nfsstat4::NFS4ERR_ISDIR,
-                    "name is another export's root",
-                ));
-            }
-            let how = match a.openhow {
-                Openflag4::OPEN4_CREATE(h) => Some(create_how(c, h)?),
-                Openflag4::Default(_) => None,
-            };
-            if how.is_none() {
-                // Opening an existing file is a lookup and a permission
-                // check: inline when nothing waits for the disk.
-                c.n.run_fast(&*b.clone(), move || {
-                    open_by_name(&*b, &cred, &cur, &name, None, access, minor)
-                })
-                .await?
-            } else {
-                c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access, minor))
-                    .await?
-            }
-        }
-        OpenClaim4::CLAIM_FH | OpenClaim4::CLAIM_PREVIOUS(_) => {
-            let fid = cur;
-            c.n.run(move || {
-                let a = b.getattr(&fid)?;
-                regular(&a, minor)?;
-                may_open(&*b, &cred, &fid, access)?;
-                Ok::<_, Fail>(())
-            })
-            .await?;
-            Opened {
-                fid,
-                cinfo: ChangeInfo4 {
-                    atomic: false,
-                    before: 0,
-                    after: 0,
-                },
-                attrset: Vec::new(),
-            }
-        }
-        // RFC 8881 §18.16.3 lets a server without persistent delegations
-        // answer these NFS4ERR_NOTSUPP: they reclaim, after the *client*
-        // restarted, delegations the server kept on stable storage, and
-        // Tarn keeps none there (a server restart's reclaims are
-        // CLAIM_PREVIOUS, above).
-        _ => {
-            return Err(Fail::new(
-                Nfsstat4::NFS4ERR_NOTSUPP,
-                "CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH: delegations are not kept across a client restart here",
-            ))
-        }
-    };
+    let opened = open_claimed(c, &export, cur, cred, claim, a.openhow, access).await?;
     let fk = file_key(&export, &opened.fid);
     if let Some(sid) = &under {
         match c.n.state.check_delegation(clientid, sid, Some(&fk)) {
@@ -343,6 +242,146 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     })
 }
 
+/// The client an OPEN is for: 4.0 names it in the owner (and the OPEN
+/// renews its lease); 4.1 has it from the session.
+fn open_clientid(c: &mut Compound<'_>, owner_clientid: u64) -> Result<u64, Fail> {
+    if c.minor == 0 {
+        c.n.state.renew(owner_clientid, c.n.clock.now())?;
+        // The client's own delegations do not stand in the way of what
+        // follows, as for a 4.1 session's client (knfsd does the same).
+        c.clientid = Some(owner_clientid);
+        Ok(owner_clientid)
+    } else {
+        c.clientid()
+    }
+}
+
+/// During grace only reclaims; after it, a 4.1 client must have sent
+/// RECLAIM_COMPLETE before a new open.
+fn grace_allows(c: &Compound<'_>, clientid: u64, reclaim: bool) -> Result<(), Fail> {
+    let now = c.n.clock.now();
+    if reclaim {
+        c.n.state.may_reclaim(clientid, now)?;
+    } else if c.n.state.in_grace(now) {
+        return Err(Fail::new(
+            Nfsstat4::NFS4ERR_GRACE,
+            "grace period: only reclaims are allowed",
+        ));
+    } else {
+        c.n.state
+            .reclaim_done(clientid)
+            .map_err(|s| Fail::new(s, "no RECLAIM_COMPLETE yet (RFC 8881 §18.51.3)"))?;
+    }
+    Ok(())
+}
+
+/// Opens under a delegation (CLAIM_DELEGATE_CUR by name,
+/// CLAIM_DELEG_CUR_FH by handle) name a delegation the client holds;
+/// they are then opened as CLAIM_NULL and CLAIM_FH are. Returns the claim
+/// to open by and the delegation's stateid, checked as the client's.
+fn deleg_claim(
+    c: &Compound<'_>,
+    clientid: u64,
+    claim: OpenClaim4,
+) -> Result<(OpenClaim4, Option<Stateid4>), Fail> {
+    let mut under = None;
+    let claim = match claim {
+        OpenClaim4::CLAIM_DELEGATE_CUR(d) => {
+            under = Some(d.delegate_stateid);
+            OpenClaim4::CLAIM_NULL(d.file)
+        }
+        OpenClaim4::CLAIM_DELEG_CUR_FH(sid) => {
+            let sid = c.stateid(&sid)?;
+            under = Some(sid);
+            OpenClaim4::CLAIM_FH
+        }
+        other => other,
+    };
+    if let Some(sid) = &under {
+        match c.n.state.check_delegation(clientid, sid, None) {
+            Nfsstat4::NFS4_OK => {}
+            s => {
+                return Err(Fail::new(
+                    s,
+                    "OPEN under a delegation the client does not hold",
+                ))
+            }
+        }
+    }
+    Ok((claim, under))
+}
+
+/// The file the claim names, looked up or created (CLAIM_NULL), or the
+/// current filehandle checked for opening (CLAIM_FH, CLAIM_PREVIOUS).
+async fn open_claimed(
+    c: &Compound<'_>,
+    export: &Arc<Export>,
+    cur: Fid,
+    cred: Cred,
+    claim: OpenClaim4,
+    openhow: Openflag4,
+    access: u32,
+) -> Result<Opened, Fail> {
+    let b = export.backend.clone();
+    let minor = c.minor;
+    Ok(match claim {
+        OpenClaim4::CLAIM_NULL(name) => {
+            super::fh::check_name(&name)?;
+            if c.snap.pseudo.junction(export.id, &cur, &name).is_some() {
+                return Err(Fail::new(
+                    Nfsstat4::NFS4ERR_ISDIR,
+                    "name is another export's root",
+                ));
+            }
+            let how = match openhow {
+                Openflag4::OPEN4_CREATE(h) => Some(create_how(c, h)?),
+                Openflag4::Default(_) => None,
+            };
+            if how.is_none() {
+                // Opening an existing file is a lookup and a permission
+                // check: inline when nothing waits for the disk.
+                c.n.run_fast(&*b.clone(), move || {
+                    open_by_name(&*b, &cred, &cur, &name, None, access, minor)
+                })
+                .await?
+            } else {
+                c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access, minor))
+                    .await?
+            }
+        }
+        OpenClaim4::CLAIM_FH | OpenClaim4::CLAIM_PREVIOUS(_) => {
+            let fid = cur;
+            c.n.run(move || {
+                let a = b.getattr(&fid)?;
+                regular(&a, minor)?;
+                may_open(&*b, &cred, &fid, access)?;
+                Ok::<_, Fail>(())
+            })
+            .await?;
+            Opened {
+                fid,
+                cinfo: ChangeInfo4 {
+                    atomic: false,
+                    before: 0,
+                    after: 0,
+                },
+                attrset: Vec::new(),
+            }
+        }
+        // RFC 8881 §18.16.3 lets a server without persistent delegations
+        // answer these NFS4ERR_NOTSUPP: they reclaim, after the *client*
+        // restarted, delegations the server kept on stable storage, and
+        // Tarn keeps none there (a server restart's reclaims are
+        // CLAIM_PREVIOUS, above).
+        _ => {
+            return Err(Fail::new(
+                Nfsstat4::NFS4ERR_NOTSUPP,
+                "CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH: delegations are not kept across a client restart here",
+            ))
+        }
+    })
+}
+
 /// createhow4 → the backend's create mode, attributes to set after an
 /// exclusive create, and the bits the reply reports as set.
 fn create_how(
@@ -391,7 +430,7 @@ pub async fn close(c: &mut Compound<'_>, a: Close4args) -> Close4res {
             Close4res::NFS4_OK(sid)
         }
         Err(f) => {
-            log_fail(c, "OP_CLOSE", &f);
+            log_fail(c.ctx, "OP_CLOSE", &f);
             Close4res::Default(f.status)
         }
     }
@@ -415,7 +454,7 @@ pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4r
             OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid: sid })
         }
         Err(f) => {
-            log_fail(c, "OP_OPEN_DOWNGRADE", &f);
+            log_fail(c.ctx, "OP_OPEN_DOWNGRADE", &f);
             OpenDowngrade4res::Default(f.status)
         }
     }
@@ -451,7 +490,7 @@ pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Delegreturn4res
     let status = match r {
         Ok(()) => Nfsstat4::NFS4_OK,
         Err(f) => {
-            log_fail(c, "OP_DELEGRETURN", &f);
+            log_fail(c.ctx, "OP_DELEGRETURN", &f);
             f.status
         }
     };

@@ -4,7 +4,7 @@
 //! address is noted when a client confirms (CREATE_SESSION,
 //! SETCLIENTID_CONFIRM), not per call: the request path pays nothing.
 
-use super::backchannel::Backchannels;
+use super::callback::Backchannels;
 use super::state::State;
 use metrics::Nfs4Peer;
 use std::collections::HashMap;
@@ -55,7 +55,7 @@ pub fn probe_fn(
 mod tests {
     use super::*;
     use crate::locks::LockManager;
-    use crate::nfs4::backchannel::Backchannel;
+    use crate::nfs4::callback::Backchannel;
     use bytes::Bytes;
     use std::time::{Duration, Instant};
 

@@ -3,13 +3,16 @@
 
 use super::attr::{self, AttrSource, IdMap};
 use super::compound::{Compound, Fh};
+use super::fail::{log_fail, Fail};
 use super::getattr::{export_fsid, pseudo_attr};
+use super::io::MAX_IO;
 use super::pseudo::{node_fileid, Target};
-use super::{log_fail, Fail, OP_READDIR};
 use bytes::{BufMut, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Attr, HandleKey};
+
+const OP_READDIR: u32 = NfsOpnum4::OP_READDIR as u32;
 
 /// Most entries in one READDIR reply, whatever maxcount: one call holds a
 /// pool thread for a stat per entry.
@@ -115,7 +118,7 @@ impl Listing {
 
 pub async fn readdir(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) {
     if let Err(f) = run(c, a, out).await {
-        log_fail(c, "OP_READDIR", &f);
+        log_fail(c.ctx, "OP_READDIR", &f);
         out.put_u32(OP_READDIR);
         out.put_u32(f.status as u32);
     }
@@ -141,7 +144,7 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
         xattr_support: matches!(&c.cur()?.fh, Fh::Obj { export, .. } if export.backend.xattr_support()),
     };
     // The reply so far, then this result; maxcount bounds the result.
-    let maxcount = (a.maxcount as usize).min(super::MAX_IO as usize);
+    let maxcount = (a.maxcount as usize).min(MAX_IO as usize);
     match c.cur()?.fh.clone() {
         Fh::Pseudo(node) => {
             let mut res = Listing::begin(out, maxcount, &[0; 8]);

@@ -2,8 +2,8 @@
 //! (the export's `sec=` list); and where NFS4ERR_WRONGSEC is due.
 
 use super::compound::{Compound, Fh};
+use super::fail::log_fail;
 use super::fh::{lookup_fh, lookupp_fh};
-use super::log_fail;
 use crate::export::Flavor;
 use proto::nfs4::*;
 
@@ -83,7 +83,7 @@ pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
             Secinfo4res::NFS4_OK(flavors(c, &fh))
         }
         Err(f) => {
-            log_fail(c, "OP_SECINFO", &f);
+            log_fail(c.ctx, "OP_SECINFO", &f);
             Secinfo4res::Default(f.status)
         }
     }
@@ -103,7 +103,7 @@ pub async fn secinfo_no_name(c: &mut Compound<'_>, a: SecinfoNoName4args) -> Sec
             Secinfo4res::NFS4_OK(flavors(c, &fh))
         }
         Err(f) => {
-            log_fail(c, "OP_SECINFO_NO_NAME", &f);
+            log_fail(c.ctx, "OP_SECINFO_NO_NAME", &f);
             Secinfo4res::Default(f.status)
         }
     }

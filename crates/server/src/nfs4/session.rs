@@ -2,10 +2,10 @@
 //! SEQUENCE, BIND_CONN_TO_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
 //! RECLAIM_COMPLETE.
 
-use super::backchannel::{self, Backchannel};
+use super::callback::channel::{self, Backchannel};
 use super::compound::Compound;
+use super::fail::{log_fail, Fail};
 use super::state::session::{Session, SlotUse};
-use super::{log_fail, Fail};
 use bytes::{Bytes, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub fn principal(c: &Compound<'_>) -> String {
 
 pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
     let fail = |c: &Compound<'_>, f: Fail| {
-        log_fail(c, "OP_EXCHANGE_ID", &f);
+        log_fail(c.ctx, "OP_EXCHANGE_ID", &f);
         ExchangeId4res::Default(f.status)
     };
     // RFC 8881 §18.35.3: bits not defined for eia_flags (CONFIRMED_R among
@@ -112,7 +112,7 @@ pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
 /// for, or whose operation limit is below it), bounded by what the server
 /// supports.
 fn negotiate(want: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
-    let max_msg = super::MAX_IO + 64 * 1024;
+    let max_msg = super::io::MAX_IO + 64 * 1024;
     ChannelAttrs4 {
         ca_headerpadsize: 0,
         ca_maxrequestsize: want.ca_maxrequestsize.min(max_msg),
@@ -120,7 +120,7 @@ fn negotiate(want: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
         // Replies of non-idempotent COMPOUNDs are small; bound what each
         // slot may pin in memory.
         ca_maxresponsesize_cached: want.ca_maxresponsesize_cached.min(64 * 1024),
-        ca_maxoperations: want.ca_maxoperations.min(super::MAX_OPS),
+        ca_maxoperations: want.ca_maxoperations.min(super::compound::MAX_OPS),
         ca_maxrequests: want.ca_maxrequests.clamp(1, max_slots),
         ca_rdma_ird: Vec::new(),
     }
@@ -128,7 +128,7 @@ fn negotiate(want: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
 
 pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> CreateSession4res {
     let fail = |c: &Compound<'_>, f: Fail| {
-        log_fail(c, "OP_CREATE_SESSION", &f);
+        log_fail(c.ctx, "OP_CREATE_SESSION", &f);
         CreateSession4res::Default(f.status)
     };
     if a.csa_flags & !CREATE_SESSION4_FLAG_MASK != 0 {
@@ -220,7 +220,7 @@ pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> Crea
                 a.csa_clientid,
                 c.minor,
                 a.csa_cb_program,
-                backchannel::callback_cred(&a.csa_sec_parms),
+                channel::callback_cred(&a.csa_sec_parms),
                 conn,
                 flags != 0,
             ));
@@ -261,7 +261,7 @@ pub fn sequence(
         unreachable!("called for SEQUENCE only")
     };
     let failed = |c: &Compound<'_>, out: &mut BytesMut, s: Nfsstat4, why: &'static str| {
-        log_fail(c, "OP_SEQUENCE", &Fail::new(s, why));
+        log_fail(c.ctx, "OP_SEQUENCE", &Fail::new(s, why));
         NfsResop4::OP_SEQUENCE(Sequence4res::Default(s)).pack(out);
         Seq::Failed(s)
     };
@@ -334,7 +334,7 @@ pub fn sequence(
 pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToSession4res {
     let Some(s) = c.n.state.session(&a.bctsa_sessid) else {
         log_fail(
-            c,
+            c.ctx,
             "OP_BIND_CONN_TO_SESSION",
             &Fail::new(Nfsstat4::NFS4ERR_BADSESSION, "unknown session"),
         );
@@ -374,7 +374,7 @@ pub fn bind_conn(c: &mut Compound<'_>, a: BindConnToSession4args) -> BindConnToS
 fn probe(bc: Arc<Backchannel>) {
     if tokio::runtime::Handle::try_current().is_ok() {
         tokio::spawn(async move {
-            if let Err(e) = bc.null(backchannel::CALL_TIMEOUT).await {
+            if let Err(e) = bc.null(channel::CALL_TIMEOUT).await {
                 tracing::debug!(client = bc.client, error = ?e, "CB_NULL probe failed");
             }
         });
@@ -386,7 +386,7 @@ fn probe(bc: Arc<Backchannel>) {
 pub fn backchannel_ctl(c: &mut Compound<'_>, a: BackchannelCtl4args) -> BackchannelCtl4res {
     let status = match c.slot.as_ref().map(|g| g.session().clone()) {
         None => Nfsstat4::NFS4ERR_OP_NOT_IN_SESSION,
-        Some(s) => match backchannel::callback_cred(&a.bca_sec_parms) {
+        Some(s) => match channel::callback_cred(&a.bca_sec_parms) {
             // §18.33.3: none of the flavors can be used.
             None => Nfsstat4::NFS4ERR_ENCR_ALG_UNSUPP,
             Some(cred) => {
@@ -407,7 +407,7 @@ pub fn backchannel_ctl(c: &mut Compound<'_>, a: BackchannelCtl4args) -> Backchan
         },
     };
     if status != Nfsstat4::NFS4_OK {
-        log_fail(c, "OP_BACKCHANNEL_CTL", &Fail::new(status, "refused"));
+        log_fail(c.ctx, "OP_BACKCHANNEL_CTL", &Fail::new(status, "refused"));
     }
     BackchannelCtl4res { bcr_status: status }
 }
@@ -422,7 +422,11 @@ pub fn destroy_session(c: &mut Compound<'_>, a: DestroySession4args) -> DestroyS
             Nfsstat4::NFS4_OK
         }
         Err(s) => {
-            log_fail(c, "OP_DESTROY_SESSION", &Fail::new(s, "unknown session"));
+            log_fail(
+                c.ctx,
+                "OP_DESTROY_SESSION",
+                &Fail::new(s, "unknown session"),
+            );
             s
         }
     };
@@ -440,7 +444,7 @@ pub async fn destroy_clientid(
         }
         Err(s) => {
             log_fail(
-                c,
+                c.ctx,
                 "OP_DESTROY_CLIENTID",
                 &Fail::new(s, "client unknown or still has sessions or state"),
             );
@@ -465,7 +469,7 @@ pub async fn reclaim_complete(
             }
             Err(s) => {
                 log_fail(
-                    c,
+                    c.ctx,
                     "OP_RECLAIM_COMPLETE",
                     &Fail::new(s, "second RECLAIM_COMPLETE"),
                 );

@@ -11,8 +11,9 @@
 //! concurrent writer did between the read and the look for holes.
 
 use super::compound::Compound;
+use super::fail::{log_fail, Fail};
 use super::io::check;
-use super::{log_fail, Fail, MAX_IO};
+use super::io::MAX_IO;
 use bytes::{BufMut, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
@@ -47,7 +48,7 @@ pub async fn seek(c: &mut Compound<'_>, a: Seek4args) -> Seek4res {
     match r {
         Ok(ok) => Seek4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_SEEK", &f);
+            log_fail(c.ctx, "OP_SEEK", &f);
             Seek4res::Default(f.status)
         }
     }
@@ -92,7 +93,7 @@ async fn change_space(
 pub async fn allocate(c: &mut Compound<'_>, a: Allocate4args) -> Allocate4res {
     let r = change_space(c, &a.aa_stateid, a.aa_offset, a.aa_length, false).await;
     if let Err(f) = &r {
-        log_fail(c, "OP_ALLOCATE", f);
+        log_fail(c.ctx, "OP_ALLOCATE", f);
     }
     Allocate4res {
         ar_status: r.map_or_else(|f| f.status, |()| Nfsstat4::NFS4_OK),
@@ -102,7 +103,7 @@ pub async fn allocate(c: &mut Compound<'_>, a: Allocate4args) -> Allocate4res {
 pub async fn deallocate(c: &mut Compound<'_>, a: Deallocate4args) -> Deallocate4res {
     let r = change_space(c, &a.da_stateid, a.da_offset, a.da_length, true).await;
     if let Err(f) = &r {
-        log_fail(c, "OP_DEALLOCATE", f);
+        log_fail(c.ctx, "OP_DEALLOCATE", f);
     }
     Deallocate4res {
         dr_status: r.map_or_else(|f| f.status, |()| Nfsstat4::NFS4_OK),
@@ -121,7 +122,7 @@ pub async fn read_plus(c: &mut Compound<'_>, a: ReadPlus4args, out: &mut BytesMu
     let (export, fid, cred) = match t {
         Ok(t) => t,
         Err(f) => {
-            log_fail(c, "OP_READ_PLUS", &f);
+            log_fail(c.ctx, "OP_READ_PLUS", &f);
             out.put_u32(NfsOpnum4::OP_READ_PLUS as u32);
             out.put_u32(f.status as u32);
             return;
@@ -138,7 +139,7 @@ pub async fn read_plus(c: &mut Compound<'_>, a: ReadPlus4args, out: &mut BytesMu
             })
             .await;
     if let Err(f) = r {
-        log_fail(c, "OP_READ_PLUS", &f);
+        log_fail(c.ctx, "OP_READ_PLUS", &f);
     }
 }
 

@@ -3,9 +3,9 @@
 //! new open owner confirms its first OPEN with OPEN_CONFIRM.
 
 use super::compound::{file_key, Compound};
+use super::fail::{log_fail, Fail};
 use super::session::principal;
 use super::state::{SeqCheck, SeqOwner};
-use super::{log_fail, Fail};
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
 
@@ -21,14 +21,14 @@ pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res
             // The callback is used once confirmed; an address Tarn cannot
             // use leaves the path down, SETCLIENTID still succeeds.
             let loc = &a.callback.cb_location;
-            let addr = super::cb40::parse_uaddr(&loc.na_r_netid, &loc.na_r_addr);
+            let addr = super::callback::cb40::parse_uaddr(&loc.na_r_netid, &loc.na_r_addr);
             c.n.backchannels.v40.setclientid(
                 clientid,
-                super::cb40::Target {
+                super::callback::cb40::Target {
                     addr,
                     prog: a.callback.cb_program,
                     ident: a.callback_ident,
-                    cred: super::cb40::cred_for(&c.ctx.auth),
+                    cred: super::callback::cb40::cred_for(&c.ctx.auth),
                 },
             );
             Setclientid4res::NFS4_OK(Setclientid4resok {
@@ -38,7 +38,7 @@ pub fn setclientid(c: &mut Compound<'_>, a: Setclientid4args) -> Setclientid4res
         }
         Err(s) => {
             log_fail(
-                c,
+                c.ctx,
                 "OP_SETCLIENTID",
                 &Fail::new(s, "client owner rules refused SETCLIENTID"),
             );
@@ -71,7 +71,7 @@ pub async fn setclientid_confirm(
             .is_err()
         {
             log_fail(
-                c,
+                c.ctx,
                 "OP_SETCLIENTID_CONFIRM",
                 &Fail::new(
                     Nfsstat4::NFS4ERR_DELAY,
@@ -100,7 +100,7 @@ pub async fn setclientid_confirm(
         }
         Err(s) => {
             log_fail(
-                c,
+                c.ctx,
                 "OP_SETCLIENTID_CONFIRM",
                 &Fail::new(s, "unknown client or wrong verifier"),
             );
@@ -120,7 +120,7 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
         {
             c.n.backchannels.v40.retry(a.clientid);
             log_fail(
-                c,
+                c.ctx,
                 "OP_RENEW",
                 &Fail::new(
                     Nfsstat4::NFS4ERR_CB_PATH_DOWN,
@@ -131,7 +131,11 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
         }
         Ok(()) => Nfsstat4::NFS4_OK,
         Err(s) => {
-            log_fail(c, "OP_RENEW", &Fail::new(s, "client unknown or expired"));
+            log_fail(
+                c.ctx,
+                "OP_RENEW",
+                &Fail::new(s, "client unknown or expired"),
+            );
             s
         }
     };
@@ -156,7 +160,7 @@ pub fn open_confirm(c: &mut Compound<'_>, a: OpenConfirm4args) -> OpenConfirm4re
             OpenConfirm4res::NFS4_OK(OpenConfirm4resok { open_stateid: sid })
         }
         Err(f) => {
-            log_fail(c, "OP_OPEN_CONFIRM", &f);
+            log_fail(c.ctx, "OP_OPEN_CONFIRM", &f);
             OpenConfirm4res::Default(f.status)
         }
     }
@@ -197,7 +201,7 @@ pub fn before(c: &Compound<'_>, op: u32, k: &(u64, SeqOwner, u32)) -> Option<Byt
         SeqCheck::Replay(r) => Some(r),
         SeqCheck::Bad => {
             log_fail(
-                c,
+                c.ctx,
                 "seqid",
                 &Fail::new(
                     Nfsstat4::NFS4ERR_BAD_SEQID,

@@ -12,7 +12,7 @@
 
 use super::compound::Compound;
 use super::dir::with_cinfo;
-use super::{log_fail, Fail};
+use super::fail::{log_fail, Fail};
 use crate::export::Export;
 use bytes::Bytes;
 use proto::nfs4::*;
@@ -50,7 +50,7 @@ pub async fn getxattr(c: &mut Compound<'_>, a: Getxattr4args) -> Getxattr4res {
     match r {
         Ok(v) => Getxattr4res::NFS4_OK(v),
         Err(f) => {
-            log_fail(c, "OP_GETXATTR", &f);
+            log_fail(c.ctx, "OP_GETXATTR", &f);
             Getxattr4res::Default(f.status)
         }
     }
@@ -79,7 +79,7 @@ pub async fn setxattr(c: &mut Compound<'_>, a: Setxattr4args) -> Setxattr4res {
     match r {
         Ok(cinfo) => Setxattr4res::NFS4_OK(cinfo),
         Err(f) => {
-            log_fail(c, "OP_SETXATTR", &f);
+            log_fail(c.ctx, "OP_SETXATTR", &f);
             Setxattr4res::Default(f.status)
         }
     }
@@ -99,7 +99,7 @@ pub async fn removexattr(c: &mut Compound<'_>, a: Removexattr4args) -> Removexat
     match r {
         Ok(cinfo) => Removexattr4res::NFS4_OK(cinfo),
         Err(f) => {
-            log_fail(c, "OP_REMOVEXATTR", &f);
+            log_fail(c.ctx, "OP_REMOVEXATTR", &f);
             Removexattr4res::Default(f.status)
         }
     }
@@ -119,7 +119,7 @@ pub async fn listxattrs(c: &mut Compound<'_>, a: Listxattrs4args) -> Listxattrs4
     match r {
         Ok(ok) => Listxattrs4res::NFS4_OK(ok),
         Err(f) => {
-            log_fail(c, "OP_LISTXATTRS", &f);
+            log_fail(c.ctx, "OP_LISTXATTRS", &f);
             Listxattrs4res::Default(f.status)
         }
     }

@@ -12,6 +12,8 @@
 //! millisecond timer. Prints "listening on ADDR" once ready; runs until
 //! killed.
 
+#![forbid(unsafe_code)]
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{sync_channel, Receiver};

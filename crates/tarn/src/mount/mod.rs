@@ -40,8 +40,10 @@ pub struct MountArgs {
     /// Stay in the foreground (log to stderr) until unmounted.
     #[arg(short = 'f', long)]
     pub foreground: bool,
-    /// Print the inode cache's counts of the mount at DIR (the first
-    /// argument) and exit.
+    /// Print the state of the mount at DIR (the first argument) and exit:
+    /// options in force, server and connection state, calls,
+    /// retransmissions, timeouts, per-operation counts and latency,
+    /// delegations, the inode cache, unlinked open files (JSON).
     #[arg(long)]
     pub stats: bool,
 }
@@ -174,7 +176,11 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
                 f.display()
             )
         })?;
-        print!("{s}");
+        // Indented for people; still JSON for scripts (jq).
+        match serde_json::from_str::<serde_json::Value>(&s) {
+            Ok(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap_or(s)),
+            Err(_) => print!("{s}"),
+        }
         return Ok(());
     }
     let url_s = a.url.clone().expect("clap requires it");
@@ -231,6 +237,18 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         per_caller,
     ));
     st.install_recall_hook();
+    // Hidden names of files unlinked while open are recorded, and those
+    // a dead mount of this export left are removed (fs::silly).
+    let export_id = format!("{}:{}{}", url.host, url.port, url.path);
+    let family = if remote.v3().is_some() { "3" } else { "4" };
+    let silly_dir = fs::silly::log_dir();
+    if let Some(l) = fs::silly::SillyLog::new(&silly_dir, &export_id, family) {
+        st.set_silly_log(l);
+    }
+    {
+        let r = remote.clone();
+        rt.spawn(async move { fs::silly::clean_up(&r, &silly_dir, &export_id, family).await });
+    }
     let mut mo = vec![
         fuser::MountOption::FSName(url_s.clone()),
         fuser::MountOption::Subtype("tarn".into()),
@@ -250,8 +268,15 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         .map_err(|e| format!("{}: cannot mount: {e}", dir.display()))?;
     *st.notifier.lock().expect("notifier") = Some(se.notifier());
     let mut unmounter = se.unmount_callable();
-    // SIGTERM/SIGINT: unmount, which ends the session loop.
+    let status = status_file(&dir);
+    // SIGTERM/SIGINT: unmount, which ends the session loop. If the loop
+    // does not end (the mount lives on in another mount namespace, or the
+    // kernel would not let go), what is buffered is sent and committed and
+    // the process ends, which ends the FUSE connection everywhere (later
+    // calls there fail with ENOTCONN instead of hanging).
     let mp = dir.clone();
+    let st_term = st.clone();
+    let status_term = status.clone();
     rt.spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let (Ok(mut t), Ok(mut i)) = (
@@ -271,8 +296,15 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
                 .arg(&mp)
                 .status();
         }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        tracing::warn!(
+            "{}: the FUSE session did not end after unmounting; ending the connection",
+            mp.display()
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(20), st_term.flush_all()).await;
+        let _ = std::fs::remove_file(&status_term);
+        std::process::exit(0);
     });
-    let status = status_file(&dir);
     if let Some(p) = status.parent() {
         let _ = std::fs::create_dir_all(p);
     }
@@ -280,21 +312,30 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
     let status2 = status.clone();
     let (u, v) = (url_s.clone(), remote.version());
     let r2 = remote.clone();
+    let in_force = options_in_force(&url, &opts, &v, &st);
     rt.spawn(async move {
         loop {
-            st2.evict();
+            // The kernel may wait on this mount's workers while it drops
+            // the names: the notifications go from a blocking-pool thread.
+            let st3 = st2.clone();
+            let _ = tokio::task::spawn_blocking(move || st3.evict()).await;
             let s = st2.stats();
             // Delegations held now, CB_RECALLs received, returned so far.
             let (held, recalls, returned) = r2.v4().map_or((0, 0, 0), |s| {
                 let d = s.delegations();
                 (d.len(), d.recalls_received(), d.returned())
             });
-            let j = serde_json::json!({
-                "url": u, "version": v, "inodes": s.inodes,
+            let mut j = serde_json::json!({
+                "url": u, "version": v, "options": in_force,
+                "inodes": s.inodes,
                 "inode_bytes": s.bytes, "forgotten": s.forgotten,
                 "delegations": held, "recalls": recalls,
                 "delegations_returned": returned,
+                "silly_renamed": st2.silly_pending(),
             });
+            if let (Some(ch), Some(o)) = (r2.channel(), j.as_object_mut()) {
+                o.extend(transport_status(ch));
+            }
             let tmp = status2.with_extension("tmp");
             if std::fs::write(&tmp, format!("{j}\n")).is_ok() {
                 let _ = std::fs::rename(&tmp, &status2);
@@ -307,6 +348,80 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
     let _ = std::fs::remove_file(&status);
     rt.block_on(remote.close_all());
     r.map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// The options the mount runs with, as mount.nfs names them (what
+/// `nfsstat -m` shows): the URL's transport with `-o` applied, the
+/// transfer sizes agreed with the server.
+fn options_in_force(
+    url: &NfsUrl,
+    opts: &MountOptions,
+    vers: &str,
+    st: &fs::State,
+) -> serde_json::Value {
+    let t = url.transport;
+    let sec = match url.sec {
+        crate::tools::url::Sec::Sys => "sys",
+        crate::tools::url::Sec::Krb5 => "krb5",
+        crate::tools::url::Sec::Krb5i => "krb5i",
+        crate::tools::url::Sec::Krb5p => "krb5p",
+    };
+    let (rsize, wsize) = st.transfer_sizes();
+    serde_json::json!({
+        "vers": vers, "sec": sec, "rsize": rsize, "wsize": wsize,
+        "hard": t.hard, "soft": !t.hard, "timeo": t.timeo, "retrans": t.retrans,
+        "nconnect": t.nconnect, "deleg": opts.deleg && vers != "3" && vers != "4.0",
+        "cto": opts.cto, "noac": opts.ac.noac,
+        "acregmin": opts.ac.acregmin.as_secs(), "acregmax": opts.ac.acregmax.as_secs(),
+        "acdirmin": opts.ac.acdirmin.as_secs(), "acdirmax": opts.ac.acdirmax.as_secs(),
+        "ro": opts.ro, "tls": url.tls.is_some(),
+    })
+}
+
+/// The transport's part of the status: the server's address, whether it
+/// answers (and since when not), the call counts, and per operation its
+/// calls, failures and mean time to the reply.
+fn transport_status(ch: &rpc::client::Channel) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::json;
+    let c = ch.stats();
+    let secs = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    let state = match (c.trouble_since, c.connected) {
+        (None, 0) => "disconnected (connects on the next call)",
+        (None, _) => "connected",
+        (Some(_), 0) => "reconnecting",
+        (Some(_), _) => "not responding",
+    };
+    let ops: serde_json::Map<String, serde_json::Value> = c
+        .ops
+        .iter()
+        .map(|(name, o)| {
+            (
+                name.to_string(),
+                json!({"calls": o.count, "errors": o.errors,
+                       "mean_ms": (o.mean().as_secs_f64() * 1e6).round() / 1e3}),
+            )
+        })
+        .collect();
+    let mut m = serde_json::Map::new();
+    m.insert("server".into(), json!(ch.addr().to_string()));
+    m.insert(
+        "connection".into(),
+        json!({
+            "state": state,
+            "since": c.trouble_since.map(secs),
+            "connections": c.connected, "nconnect": c.nconnect,
+        }),
+    );
+    m.insert("calls".into(), json!(c.calls));
+    m.insert("retransmissions".into(), json!(c.retransmits));
+    m.insert("timeouts".into(), json!(c.timeouts));
+    m.insert("major_timeouts".into(), json!(c.major_timeouts));
+    m.insert("reconnects".into(), json!(c.reconnects));
+    m.insert("ops".into(), serde_json::Value::Object(ops));
+    m
 }
 
 /// Starts `tarn mount -f ...` detached and waits until the mount is there

@@ -68,14 +68,68 @@ const GENERIC: &[&str] = &[
     "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime", "bg", "fg",
 ];
 
+/// What an option without a value does to the options.
+type SetFlag = fn(&mut MountOptions);
+
+/// Options without a value, and what each sets.
+const FLAGS: &[(&str, SetFlag)] = &[
+    ("hard", |o| o.hard = Some(true)),
+    ("soft", |o| o.hard = Some(false)),
+    ("ac", |o| o.ac.noac = false),
+    ("noac", |o| o.ac.noac = true),
+    ("cto", |o| o.cto = true),
+    ("nocto", |o| o.cto = false),
+    ("ro", |o| o.ro = true),
+    ("rw", |o| o.ro = false),
+    ("deleg", |o| o.deleg = true),
+    ("nodeleg", |o| o.deleg = false),
+    ("allow_other", |o| o.allow_other = Some(true)),
+];
+
+/// actimeo and the ac*min/max as given: they combine as in nfs(5),
+/// actimeo setting all four and the specific ones winning whatever the
+/// order.
+#[derive(Default)]
+struct AcTimes {
+    all: Option<u64>,
+    regmin: Option<u64>,
+    regmax: Option<u64>,
+    dirmin: Option<u64>,
+    dirmax: Option<u64>,
+}
+
+impl AcTimes {
+    fn apply(&self, ac: &mut AcOptions) {
+        let s = Duration::from_secs;
+        if let Some(t) = self.all {
+            ac.acregmin = s(t);
+            ac.acregmax = s(t);
+            ac.acdirmin = s(t);
+            ac.acdirmax = s(t);
+        }
+        if let Some(t) = self.regmin {
+            ac.acregmin = s(t);
+        }
+        if let Some(t) = self.regmax {
+            ac.acregmax = s(t);
+        }
+        if let Some(t) = self.dirmin {
+            ac.acdirmin = s(t);
+        }
+        if let Some(t) = self.dirmax {
+            ac.acdirmax = s(t);
+        }
+        // A max below its min is raised to it (Linux does the same).
+        ac.acregmax = ac.acregmax.max(ac.acregmin);
+        ac.acdirmax = ac.acdirmax.max(ac.acdirmin);
+    }
+}
+
 impl MountOptions {
     /// Parses one or more comma-separated `-o` lists.
     pub fn parse<'a>(lists: impl IntoIterator<Item = &'a str>) -> Result<MountOptions, String> {
         let mut o = MountOptions::default();
-        // actimeo and the ac*min/max given alone combine as in nfs(5):
-        // actimeo sets all four; the specific ones win whatever the order.
-        let mut actimeo = None;
-        let (mut regmin, mut regmax, mut dirmin, mut dirmax) = (None, None, None, None);
+        let mut ac = AcTimes::default();
         for item in lists
             .into_iter()
             .flat_map(|l| l.split(','))
@@ -91,13 +145,6 @@ impl MountOptions {
                     Ok(n) if n <= max => Ok(n),
                     _ => Err(format!("option {k}={v}: expected a number up to {max}")),
                 }
-            };
-            let flag = |o: &mut MountOptions| -> Result<(), String> {
-                if v.is_some() {
-                    return Err(format!("option {k} takes no value"));
-                }
-                let _ = o;
-                Ok(())
             };
             match k {
                 "vers" | "nfsvers" => {
@@ -151,35 +198,11 @@ impl MountOptions {
                             .map_err(|e| format!("option {item}: {e}"))?,
                     )
                 }
-                "hard" => {
-                    flag(&mut o)?;
-                    o.hard = Some(true)
-                }
-                "soft" => {
-                    flag(&mut o)?;
-                    o.hard = Some(false)
-                }
-                "ac" => {
-                    flag(&mut o)?;
-                    o.ac.noac = false
-                }
-                "noac" => {
-                    flag(&mut o)?;
-                    o.ac.noac = true
-                }
-                "actimeo" => actimeo = Some(num(86400)?),
-                "acregmin" => regmin = Some(num(86400)?),
-                "acregmax" => regmax = Some(num(86400)?),
-                "acdirmin" => dirmin = Some(num(86400)?),
-                "acdirmax" => dirmax = Some(num(86400)?),
-                "cto" => {
-                    flag(&mut o)?;
-                    o.cto = true
-                }
-                "nocto" => {
-                    flag(&mut o)?;
-                    o.cto = false
-                }
+                "actimeo" => ac.all = Some(num(86400)?),
+                "acregmin" => ac.regmin = Some(num(86400)?),
+                "acregmax" => ac.regmax = Some(num(86400)?),
+                "acdirmin" => ac.dirmin = Some(num(86400)?),
+                "acdirmax" => ac.dirmax = Some(num(86400)?),
                 "lookupcache" => {
                     o.lookupcache = match v {
                         Some("all") => LookupCache::All,
@@ -188,54 +211,20 @@ impl MountOptions {
                         _ => return Err(format!("option {item}: lookupcache is all, pos or none")),
                     }
                 }
-                "ro" => {
-                    flag(&mut o)?;
-                    o.ro = true
-                }
-                "rw" => {
-                    flag(&mut o)?;
-                    o.ro = false
-                }
-                "deleg" => {
-                    flag(&mut o)?;
-                    o.deleg = true
-                }
-                "nodeleg" => {
-                    flag(&mut o)?;
-                    o.deleg = false
-                }
                 "inodecap" => o.inode_cap = num(1 << 32)?.max(16) as usize,
-                "allow_other" => {
-                    flag(&mut o)?;
-                    o.allow_other = Some(true)
+                f if FLAGS.iter().any(|(n, _)| *n == f) => {
+                    if v.is_some() {
+                        return Err(format!("option {k} takes no value"));
+                    }
+                    let set = FLAGS.iter().find(|(n, _)| *n == f).expect("found").1;
+                    set(&mut o)
                 }
                 g if GENERIC.contains(&g) && v.is_none() => {}
                 g if g.starts_with("x-") || g.starts_with("comment=") => {}
                 _ => return Err(format!("unknown mount option {item:?}")),
             }
         }
-        let s = Duration::from_secs;
-        if let Some(t) = actimeo {
-            o.ac.acregmin = s(t);
-            o.ac.acregmax = s(t);
-            o.ac.acdirmin = s(t);
-            o.ac.acdirmax = s(t);
-        }
-        if let Some(t) = regmin {
-            o.ac.acregmin = s(t);
-        }
-        if let Some(t) = regmax {
-            o.ac.acregmax = s(t);
-        }
-        if let Some(t) = dirmin {
-            o.ac.acdirmin = s(t);
-        }
-        if let Some(t) = dirmax {
-            o.ac.acdirmax = s(t);
-        }
-        // A max below its min is raised to it (Linux does the same).
-        o.ac.acregmax = o.ac.acregmax.max(o.ac.acregmin);
-        o.ac.acdirmax = o.ac.acdirmax.max(o.ac.acdirmin);
+        ac.apply(&mut o.ac);
         Ok(o)
     }
 

@@ -1,290 +1,16 @@
-//! Starts a real `tarn serve` on a free loopback port, stops it by PID.
-#![allow(dead_code)]
+//! What the tarn crate's tests share beyond test-support's harnesses
+//! (which this re-exports): raw NFSv3 calls, the tarn tools, local files.
+#![allow(dead_code, unused_imports)]
 
-pub mod fuse;
-pub mod pki;
-
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-pub struct TestServer {
-    pub child: Option<Child>,
-    pub addr: SocketAddr,
-    pub export: PathBuf,
-    pub state: PathBuf,
-    pub log: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
-}
-
-pub use testkdc::free_port;
-
-/// A fresh temporary export, writable by everyone (the server squashes root).
-pub fn temp_export() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    // /var/tmp: a disk filesystem with kernel file handles (not always true of /tmp).
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-e2e-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let export = tmp.path().join("export");
-    let state = tmp.path().join("state");
-    std::fs::create_dir_all(&export).unwrap();
-    std::fs::create_dir_all(&state).unwrap();
-    std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    (tmp, export, state)
-}
-
-impl TestServer {
-    pub fn start() -> TestServer {
-        let (tmp, export, state) = temp_export();
-        let mut s = TestServer::start_on(&export, &state, free_port());
-        s._tmp = Some(tmp);
-        s
-    }
-
-    /// Starts a server with extra `tarn serve` flags (e.g. `--allow`, `--metrics`).
-    pub fn start_with(extra: &[&str]) -> TestServer {
-        let (tmp, export, state) = temp_export();
-        let mut s = TestServer::launch(&export, &state, free_port(), extra, &[]);
-        s._tmp = Some(tmp);
-        s
-    }
-
-    /// Starts a server on a given export, state directory and port (for restarts).
-    pub fn start_on(export: &Path, state: &Path, port: u16) -> TestServer {
-        TestServer::launch(export, state, port, &[], &[])
-    }
-
-    /// The general form: extra serve flags, and a wrapper command that
-    /// ends by running its arguments (e.g. `unshare ... sh -c '...; exec "$@"' sh`).
-    pub fn launch(
-        export: &Path,
-        state: &Path,
-        port: u16,
-        extra: &[&str],
-        wrapper: &[&str],
-    ) -> TestServer {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let log = state.join(format!("server-{port}.log"));
-        let logf = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let bin = env!("CARGO_BIN_EXE_tarn");
-        let mut cmd = match wrapper.split_first() {
-            Some((w, rest)) => {
-                let mut c = Command::new(w);
-                c.args(rest).arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let mut child = cmd
-            .args([
-                "serve",
-                export.to_str().unwrap(),
-                "--listen",
-                &addr.to_string(),
-                "--state-dir",
-                state.to_str().unwrap(),
-                "--log-level",
-                "debug",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(logf)
-            .spawn()
-            .expect("start tarn");
-        // The server prints one line once it listens.
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "unexpected first line {line:?}; log: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        TestServer {
-            child: Some(child),
-            addr,
-            export: export.to_path_buf(),
-            state: state.to_path_buf(),
-            log,
-            _tmp: None,
-        }
-    }
-
-    pub fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
-    /// The admin socket `tarn stats|top|doctor` talk to.
-    pub fn admin_socket(&self) -> PathBuf {
-        self.state.join("admin.sock")
-    }
-
-    /// An NFSv3 URL for libnfs, acting as uid/gid 1000. libnfs mounts the
-    /// part of the path before the last '/', and cannot mount an empty
-    /// path: the extra '/' makes a file directly under the root mount "/".
-    pub fn url(&self, path: &str) -> String {
-        let p = self.port();
-        format!("nfs://127.0.0.1/{path}?version=3&nfsport={p}&mountport={p}&uid=1000&gid=1000")
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The log once `done` holds for it, or as it is after 10 s: a line
-    /// about something the client has already seen may still be on its way
-    /// (the server sends a TLS alert before it logs why).
-    pub fn log_when(&self, done: impl Fn(&str) -> bool) -> String {
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let log = self.log_text();
-            if done(&log) || std::time::Instant::now() >= end {
-                return log;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then wait (the server answers calls in flight and syncs).
-    pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // A wrapper (unshare) runs the server as its child, and neither
-            // passes SIGTERM on nor reliably takes the server down with it:
-            // the kernel clears a parent-death signal when the server
-            // changes its fs credentials. So signal every process by PID.
-            let tree = descendants(c.id());
-            for &p in tree.iter().rev() {
-                send_signal(p, "TERM");
-            }
-            send_signal(c.id(), "TERM");
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(20) {
-                if c.try_wait().unwrap().is_some() && !tree.iter().any(|&p| running(p)) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            for &p in &tree {
-                send_signal(p, "KILL");
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGKILL: a crash.
-    pub fn crash(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            for p in descendants(c.id()) {
-                send_signal(p, "KILL");
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-            // Descendants (a server under a wrapper) are not ours to reap,
-            // and a killed process's files close only when its last thread
-            // is gone: wait until the state directory's lock is free for
-            // the next server.
-            self.wait_state_unlocked();
-        }
-    }
-
-    /// Until no process holds the state directory's lock (at most 10 s).
-    fn wait_state_unlocked(&self) {
-        let Ok(f) = std::fs::File::open(self.state.join("lock")) else {
-            return;
-        };
-        let t0 = std::time::Instant::now();
-        while f.try_lock().is_err() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Dropping `f` releases the lock this took.
-    }
-
-    /// SIGKILL, then a server started in its place on the same export,
-    /// state directory and port, with `extra` serve flags.
-    pub fn crash_and_restart(&mut self, extra: &[&str]) -> TestServer {
-        self.crash();
-        std::thread::sleep(Duration::from_millis(300));
-        TestServer::launch(&self.export, &self.state, self.port(), extra, &[])
-    }
-
-    /// Whether the server process is still running.
-    pub fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-}
-
-/// A [`TestServer::launch`] wrapper: `script` (which ends by exec'ing
-/// `"$@"`, the server) runs in a mount namespace of its own, with `vars`
-/// in its environment, so what it mounts is gone with the server.
-pub fn mount_ns_wrapper(vars: &[(&str, &Path)], script: &str) -> Vec<String> {
-    let mut w = vec!["env".to_string()];
-    w.extend(vars.iter().map(|(k, v)| format!("{k}={}", v.display())));
-    for a in [
-        "unshare",
-        "--mount",
-        "--fork",
-        "--kill-child",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ] {
-        w.push(a.to_string());
-    }
-    w
-}
-
-/// `pid`'s descendants, parents before their children.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut next = vec![pid];
-    while let Some(p) = next.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-            for k in kids.split_whitespace().filter_map(|k| k.parse().ok()) {
-                out.push(k);
-                next.push(k);
-            }
-        }
-    }
-    out
-}
-
-/// Whether `pid` exists and is not a zombie.
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|r| !r.trim_start().starts_with('Z'))
-    })
-}
-
-fn send_signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status();
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+pub use test_support::free_port;
+pub use test_support::metrics::{metric_sum, metrics_text};
+pub use test_support::server::{mount_ns_wrapper, temp_export, TestServer};
 
 /// Runs a libnfs-utils tool; panics with a clear message if it is not installed.
 pub fn libnfs(tool: &str, args: &[&str]) -> std::process::Output {
@@ -330,24 +56,6 @@ pub fn call_record(
     b.extend_from_slice(args);
     rpc::record::finish(&mut b);
     b.to_vec()
-}
-
-/// The Prometheus text of a `--metrics` endpoint.
-pub fn metrics_text(addr: &str) -> String {
-    let mut c = TcpStream::connect(addr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    r
-}
-
-/// The sum of the samples of `name` (over its label sets) in Prometheus
-/// text; None if it has none.
-pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.split([' ', '{']).next() == Some(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .reduce(|a, b| a + b)
 }
 
 pub fn sha256_file(p: &Path) -> String {
@@ -507,6 +215,26 @@ pub fn finish_doctor(c: Child) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+/// The mount's own counts (`tarn mount --stats`), once they show `key` at
+/// least `min` (the file is written every second).
+pub fn mount_status(m: &test_support::fuse::Mounted, key: &str, min: u64) -> serde_json::Value {
+    let t = std::time::Instant::now();
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .args(["mount", "--stats"])
+            .arg(&m.dir)
+            .output()
+            .unwrap();
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            if v[key].as_u64().unwrap_or(0) >= min || t.elapsed() > Duration::from_secs(10) {
+                return v;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no mount status");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Sets a local file's mtime (seconds and nanoseconds since the epoch).

@@ -3,74 +3,21 @@
 
 use super::*;
 use crate::{Backend, LockType};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// A cluster started for this test; stopped (its daemons, by PID) on drop.
-struct Cluster {
-    dir: tempfile::TempDir,
-    script: PathBuf,
-}
+/// A cluster started for this test (test-support's), stopped on drop.
+struct Cluster(test_support::ceph::Cluster);
 
 impl Cluster {
     fn start() -> Option<Cluster> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
-        let missing = ["ceph-mon", "ceph-osd", "ceph-mds"].into_iter().find(|b| {
-            !Command::new("sh")
-                .arg("-c")
-                .arg(format!("command -v {b}"))
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-        let why = match (missing, available()) {
-            (Some(b), _) => Some(format!("{b} not installed")),
-            (None, Err(e)) => Some(e),
-            (None, Ok(())) => None,
-        };
-        if let Some(why) = why {
-            if std::env::var("TARN_REQUIRE_CEPH").as_deref() == Ok("1") {
-                panic!("TARN_REQUIRE_CEPH=1 but {why} (scripts/deps.sh --ceph)");
-            }
-            eprintln!("SKIP cephfs backend test: {why} (scripts/deps.sh --ceph)");
-            return None;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("tarn-ceph-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let t = std::time::Instant::now();
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        let c = Cluster { dir, script };
-        assert!(
-            out.status.success(),
-            "ceph-cluster.sh start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!("ceph cluster started in {:?}", t.elapsed());
-        Some(c)
+        test_support::ceph::Cluster::start("cephfs backend test", available()).map(Cluster)
     }
 
     fn config(&self, path: &str) -> CephConfig {
         CephConfig {
             path: path.into(),
-            conf: Some(self.dir.path().join("ceph.conf").display().to_string()),
+            conf: Some(self.0.conf().display().to_string()),
             ..CephConfig::default()
         }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(&self.script)
-            .arg("stop")
-            .arg(self.dir.path())
-            .status();
     }
 }
 

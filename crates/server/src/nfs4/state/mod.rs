@@ -6,7 +6,7 @@
 //! in with short critical sections and never hold the lock across a backend
 //! call. A test (`purity.rs`) keeps it so.
 //!
-//! Ownership (DESIGN.md rule 2): every open and lock stateid belongs to its
+//! Ownership (docs/design.md rule 2): every open and lock stateid belongs to its
 //! client (the client's `opens`/`locks` sets) and to its file (`files`);
 //! sessions belong to their client. Expiring a client walks only what it
 //! owns. The global maps are hash indexes for O(1) lookup by id, never

@@ -3,7 +3,7 @@
 //! BACKCHANNEL_CTL, and the callback-path flags SEQUENCE reports.
 
 use super::*;
-use crate::nfs4::backchannel::{
+use crate::nfs4::callback::channel::{
     CbFail, SEQ4_STATUS_BACKCHANNEL_FAULT, SEQ4_STATUS_CB_PATH_DOWN,
     SEQ4_STATUS_CB_PATH_DOWN_SESSION,
 };

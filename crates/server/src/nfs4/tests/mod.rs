@@ -26,12 +26,25 @@ use super::clock::ManualClock;
 use super::recovery::Recovery;
 use super::*;
 use crate::export::{Cidr, Export, Exports, Squash};
+use crate::grace::Grace;
+use crate::live::Live;
 use crate::locks::LockManager;
+use crate::pool::Pool;
+use bytes::{BufMut, Bytes, BytesMut};
+use proto::nfs4::*;
+use rpc::CallContext;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use vfs::HandleKey;
+use xdr::{Decoder, Unpack};
 use Nfsstat4::*;
 
 pub const BOTH: u32 = OPEN4_SHARE_ACCESS_BOTH;
+pub const OP_CLONE: u32 = NfsOpnum4::OP_CLONE as u32;
+pub const OP_ILLEGAL: u32 = NfsOpnum4::OP_ILLEGAL as u32;
+pub const OP_RECLAIM_COMPLETE: u32 = NfsOpnum4::OP_RECLAIM_COMPLETE as u32;
 /// CREATE_SESSION4_FLAG_CONN_BACK_CHAN.
 pub const CONN_BACK_CHAN: u32 = 0x2;
 /// The callback program the fixture's clients name.

@@ -64,7 +64,7 @@ impl std::fmt::Display for RecordError {
             RecordError::Alert(d) => write!(
                 f,
                 "the peer sent TLS alert {}",
-                crate::tls::alert_name(tokio_rustls::rustls::AlertDescription::from(*d))
+                super::alert::alert_name(tokio_rustls::rustls::AlertDescription::from(*d))
             ),
             RecordError::KeyUpdate => f.write_str(
                 "the peer sent a TLS KeyUpdate, which this connection cannot follow (its next key is not known here); closing, the client reconnects",
@@ -721,7 +721,7 @@ impl<W: AsyncWrite + Unpin + Send> RecordWrite<W> {
             .any(|b| b.len() >= SEAL_WHERE_THEY_ARE && b.is_unique())
         {
             // Short replies only: copied into records, the buffer reused.
-            return crate::server::write_all_vectored(self, batch, stall).await;
+            return crate::transport::write_all_vectored(self, batch, stall).await;
         }
         let total: usize = batch.iter().map(|b| b.len()).sum();
         if self.sealer.worn_out(total) {
@@ -773,7 +773,7 @@ impl<W: AsyncWrite + Unpin + Send> RecordWrite<W> {
         if !copied.is_empty() {
             self.wire.push(copied.into());
         }
-        let sent = crate::server::write_all_vectored(&mut self.io, &mut self.wire, stall).await;
+        let sent = crate::transport::write_all_vectored(&mut self.io, &mut self.wire, stall).await;
         self.wire.clear();
         sent
     }

@@ -2,7 +2,7 @@
 //! handshakes and refused calls, explained in plain words against the
 //! server's own certificate and client CA.
 
-use crate::doctor::Finding;
+use super::finding::Finding;
 use crate::snapshot::Snapshot;
 use rpc::tls_events::{CertSummary, HandshakeFailure, ServerTls};
 use rpc::x509::fmt_time;

@@ -28,6 +28,23 @@ pub fn is_mounted(dir: &Path) -> bool {
         .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
 }
 
+/// The FUSE connection number (the minor device of the mount, as
+/// /sys/fs/fuse/connections names it) of the mount at `dir`.
+pub fn fuse_conn_of(dir: &Path) -> Option<u32> {
+    let want = dir.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.get(4) != Some(&want.as_str()) {
+                return None;
+            }
+            let (_, minor) = f.get(2)?.split_once(':')?;
+            minor.parse().ok()
+        })
+}
+
 pub struct Mounted {
     pub child: Option<Child>,
     pub dir: PathBuf,
@@ -73,7 +90,7 @@ impl Mounted {
         log: PathBuf,
         tmp: Option<tempfile::TempDir>,
     ) -> Result<Mounted, String> {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+        let mut cmd = Command::new(crate::tarn_bin());
         cmd.args(["mount", "-f", url])
             .arg(&dir)
             .env("TARN_LOG", "info,fuser=off")
@@ -105,6 +122,36 @@ impl Mounted {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(m)
+    }
+
+    /// The mount process's PID (None once it ended or was taken).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL to the mount process (a crash), reaped; the mount point
+    /// stays until [`Mounted::abort`] ends the dead connection.
+    pub fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Ends the FUSE connection of this mount through fusectl (what is
+    /// left of a mount whose process died: calls on it fail with
+    /// ENOTCONN instead of hanging) and lazily unmounts it.
+    pub fn abort(&mut self) {
+        if let Some(dev) = fuse_conn_of(&self.dir) {
+            let ctl = Path::new("/sys/fs/fuse/connections").join(dev.to_string());
+            if !ctl.exists() {
+                let _ = Command::new("mount")
+                    .args(["-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"])
+                    .status();
+            }
+            let _ = std::fs::write(ctl.join("abort"), b"1");
+        }
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
     }
 
     pub fn path(&self, p: &str) -> PathBuf {

@@ -12,7 +12,7 @@
 //!
 //! [`Backchannels::for_client`]: super::backchannel::Backchannels::for_client
 
-use super::backchannel::{Backchannel, CALL_TIMEOUT};
+use super::channel::{Backchannel, CALL_TIMEOUT};
 use bytes::Bytes;
 use proto::rpc::OpaqueAuth;
 use rpc::{CallbackConn, CallbackError};

@@ -3,7 +3,7 @@
 //! replies are encrypted by the kernel on their way out and calls arrive
 //! already decrypted. Where the kernel has no TLS ULP (no `CONFIG_TLS`),
 //! or not the negotiated cipher, the connection's records are Tarn's own in
-//! user space (tls_records).
+//! user space (tls::records).
 //!
 //! The `ktls` crate does the socket options (its `unsafe` stays there);
 //! reading non-data records (alerts, post-handshake messages) uses nix's
@@ -239,7 +239,7 @@ impl KtlsRead {
                     [_, 0] => debug!(%peer, "kTLS: the client closed TLS (close_notify)"),
                     [level, d] => {
                         let a = rustls::AlertDescription::from(*d);
-                        warn!(%peer, level, alert = %crate::tls::alert_name(a), "kTLS: the client sent a TLS alert; closing the connection")
+                        warn!(%peer, level, alert = %super::alert::alert_name(a), "kTLS: the client sent a TLS alert; closing the connection")
                     }
                     _ => {
                         warn!(%peer, bytes = n, "kTLS: malformed TLS alert; closing the connection")
@@ -316,9 +316,9 @@ impl AsyncRead for KtlsRead {
     }
 }
 
-impl crate::server::ConnRead for KtlsRead {
+impl crate::transport::ConnRead for KtlsRead {
     fn quickack(&self) {
-        crate::server::quickack(&self.rd)
+        crate::transport::quickack(&self.rd)
     }
 }
 

@@ -4,8 +4,12 @@
 //! provoked end to end by a scripted client in crates/tarn/tests
 //! (observe.rs; gss_doctor.rs for the Kerberos ones).
 
+mod finding;
+pub mod tls;
+
+pub use finding::Finding;
+
 use crate::snapshot::{ClientSnap, Snapshot};
-use std::fmt;
 
 #[derive(Debug, Clone)]
 pub struct Thresholds {
@@ -41,27 +45,6 @@ impl Default for Thresholds {
             auth_miss_ratio: 0.5,
             auth_min_lookups: 100,
         }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Finding {
-    /// A short stable tag: getattr-storm, small-sync-writes, gss-window-drops,
-    /// auth-cache-churn, reconnect-loop, export-near-full.
-    pub kind: &'static str,
-    /// "client 10.0.0.7" or "export /srv/data".
-    pub subject: String,
-    pub detail: String,
-    pub remedy: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "[{}] {}: {}\n    remedy: {}",
-            self.kind, self.subject, self.detail, self.remedy
-        )
     }
 }
 
@@ -137,106 +120,134 @@ fn delegation_context(c: &ClientSnap, b: &Snapshot) -> (String, String) {
 
 /// The findings over the window from `a` to `b` (same server, `a` first).
 pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
-    let secs = ((b.unix_ms.saturating_sub(a.unix_ms)) as f64 / 1000.0).max(0.001);
-    let now_s = b.unix_ms / 1000;
+    let w = Window {
+        secs: ((b.unix_ms.saturating_sub(a.unix_ms)) as f64 / 1000.0).max(0.001),
+        now_s: b.unix_ms / 1000,
+    };
     let mut out = Vec::new();
     for c in &b.clients {
-        let p = a.client(&c.addr);
-        let subject = format!("client {}", c.addr);
-        let calls = delta(p, c, |x| x.calls).max(1);
+        client_findings(a.client(&c.addr), c, b, t, &w, &mut out);
+    }
+    auth_churn(a, b, t, &mut out);
+    exports_near_full(b, t, &mut out);
+    out.extend(self::tls::diagnose(a, b));
+    out
+}
 
-        // GETATTR storms over many distinct files (the attribute-storm report).
-        let getattr = delta(p, c, |x| x.op("GETATTR"));
-        let rate = getattr as f64 / secs;
-        if rate >= t.getattr_rate && c.getattr_distinct_files >= t.distinct_files {
-            let (why, cure) = delegation_context(c, b);
-            out.push(Finding {
-                kind: "getattr-storm",
-                subject: subject.clone(),
-                detail: format!(
-                    "{rate:.0} GETATTR/s over ~{} distinct files ({:.0}% of its calls); {why}",
-                    c.getattr_distinct_files,
-                    100.0 * getattr as f64 / calls as f64
-                ),
-                remedy: format!(
-                    "{cure}the client revalidates attributes of many files: mount it with a \
-                     longer attribute cache (-o actimeo=60, or acregmin/acdirmin), and with -o \
-                     nocto if no other client changes these files"
-                ),
-            });
-        }
+/// The window's length, and its end in Unix seconds.
+struct Window {
+    secs: f64,
+    now_s: u64,
+}
 
-        // Bursts of small FILE_SYNC writes (the credential-expiry report).
-        let small = delta(p, c, |x| x.small_sync_writes);
-        let writes = delta(p, c, |x| x.op("WRITE")).max(1);
-        if small >= t.small_sync_writes && small as f64 / writes as f64 >= t.small_sync_share {
-            let exp = c.gss_ctx_expires_unix;
-            // The client's latest GSS context (0: it has none).
-            let near = exp != 0 && exp.abs_diff(now_s) <= t.gss_expiry_margin_s;
-            let mut detail = format!(
-                "{small} small synchronous WRITEs ({:.0}/s, {:.0}% of its writes)",
-                small as f64 / secs,
-                100.0 * small as f64 / writes as f64
-            );
-            let mut remedy = String::from(
-                "the client writes synchronously in small pieces: look for the 'sync' mount option, \
-                 applications using O_SYNC/O_DSYNC or fsync after each write, or memory pressure on \
-                 the client; with Kerberos, an ageing credential makes the Linux client flush \
-                 synchronously",
-            );
-            if near {
-                if exp >= now_s {
-                    detail += &format!("; its GSS context expires in {} s", exp - now_s);
-                } else {
-                    detail += &format!("; its GSS context expired {} s ago", now_s - exp);
-                }
-                remedy = "this started near the expiry of the client's Kerberos context: renew \
-                          tickets well before they expire (krb5 renew lifetime, a longer ticket \
-                          lifetime, or the client's credential-refresh margin)"
-                    .into();
-            }
-            out.push(Finding {
-                kind: "small-sync-writes",
-                subject: subject.clone(),
-                detail,
-                remedy,
-            });
-        }
+/// One client's findings: a GETATTR storm, small synchronous writes
+/// (near its Kerberos context's expiry or not), GSS window drops, a
+/// reconnect loop. `p` is the client at the window's start, if it was
+/// known then.
+fn client_findings(
+    p: Option<&ClientSnap>,
+    c: &ClientSnap,
+    b: &Snapshot,
+    t: &Thresholds,
+    w: &Window,
+    out: &mut Vec<Finding>,
+) {
+    let (secs, now_s) = (w.secs, w.now_s);
+    let subject = format!("client {}", c.addr);
+    let calls = delta(p, c, |x| x.calls).max(1);
 
-        // GSS sequence-window drops.
-        let drops = delta(p, c, |x| x.gss_dropped_seq_window);
-        if drops > 0 {
-            out.push(Finding {
-                kind: "gss-window-drops",
-                subject: subject.clone(),
-                detail: format!("{drops} RPCSEC_GSS calls dropped as outside the sequence window"),
-                remedy:
-                    "the client keeps more calls in flight than the window: raise the server's \
-                         advertised GSS window, or lower the client's slot table \
-                         (sunrpc.tcp_max_slot_table_entries)"
-                        .into(),
-            });
-        }
-
-        // Reconnect loops.
-        let opened = delta(p, c, |x| x.connections_opened);
-        if opened >= t.reconnects {
-            out.push(Finding {
-                kind: "reconnect-loop",
-                subject: subject.clone(),
-                detail: format!(
-                    "{opened} connections opened in {secs:.1} s ({} open now)",
-                    c.connections_open
-                ),
-                remedy: "the client keeps reconnecting: look for calls it gives up on (timeo too \
-                         short for the server's latency, dropped calls), a firewall or load \
-                         balancer resetting idle connections, or a mount loop in its automounter"
-                    .into(),
-            });
-        }
+    // GETATTR storms over many distinct files (the attribute-storm report).
+    let getattr = delta(p, c, |x| x.op("GETATTR"));
+    let rate = getattr as f64 / secs;
+    if rate >= t.getattr_rate && c.getattr_distinct_files >= t.distinct_files {
+        let (why, cure) = delegation_context(c, b);
+        out.push(Finding {
+            kind: "getattr-storm",
+            subject: subject.clone(),
+            detail: format!(
+                "{rate:.0} GETATTR/s over ~{} distinct files ({:.0}% of its calls); {why}",
+                c.getattr_distinct_files,
+                100.0 * getattr as f64 / calls as f64
+            ),
+            remedy: format!(
+                "{cure}the client revalidates attributes of many files: mount it with a \
+                 longer attribute cache (-o actimeo=60, or acregmin/acdirmin), and with -o \
+                 nocto if no other client changes these files"
+            ),
+        });
     }
 
-    // Auth-cache churn.
+    // Bursts of small FILE_SYNC writes (the credential-expiry report).
+    let small = delta(p, c, |x| x.small_sync_writes);
+    let writes = delta(p, c, |x| x.op("WRITE")).max(1);
+    if small >= t.small_sync_writes && small as f64 / writes as f64 >= t.small_sync_share {
+        let exp = c.gss_ctx_expires_unix;
+        // The client's latest GSS context (0: it has none).
+        let near = exp != 0 && exp.abs_diff(now_s) <= t.gss_expiry_margin_s;
+        let mut detail = format!(
+            "{small} small synchronous WRITEs ({:.0}/s, {:.0}% of its writes)",
+            small as f64 / secs,
+            100.0 * small as f64 / writes as f64
+        );
+        let mut remedy = String::from(
+            "the client writes synchronously in small pieces: look for the 'sync' mount option, \
+             applications using O_SYNC/O_DSYNC or fsync after each write, or memory pressure on \
+             the client; with Kerberos, an ageing credential makes the Linux client flush \
+             synchronously",
+        );
+        if near {
+            if exp >= now_s {
+                detail += &format!("; its GSS context expires in {} s", exp - now_s);
+            } else {
+                detail += &format!("; its GSS context expired {} s ago", now_s - exp);
+            }
+            remedy = "this started near the expiry of the client's Kerberos context: renew \
+                      tickets well before they expire (krb5 renew lifetime, a longer ticket \
+                      lifetime, or the client's credential-refresh margin)"
+                .into();
+        }
+        out.push(Finding {
+            kind: "small-sync-writes",
+            subject: subject.clone(),
+            detail,
+            remedy,
+        });
+    }
+
+    // GSS sequence-window drops.
+    let drops = delta(p, c, |x| x.gss_dropped_seq_window);
+    if drops > 0 {
+        out.push(Finding {
+            kind: "gss-window-drops",
+            subject: subject.clone(),
+            detail: format!("{drops} RPCSEC_GSS calls dropped as outside the sequence window"),
+            remedy: "the client keeps more calls in flight than the window: raise the server's \
+                     advertised GSS window, or lower the client's slot table \
+                     (sunrpc.tcp_max_slot_table_entries)"
+                .into(),
+        });
+    }
+
+    // Reconnect loops.
+    let opened = delta(p, c, |x| x.connections_opened);
+    if opened >= t.reconnects {
+        out.push(Finding {
+            kind: "reconnect-loop",
+            subject: subject.clone(),
+            detail: format!(
+                "{opened} connections opened in {secs:.1} s ({} open now)",
+                c.connections_open
+            ),
+            remedy: "the client keeps reconnecting: look for calls it gives up on (timeo too \
+                     short for the server's latency, dropped calls), a firewall or load \
+                     balancer resetting idle connections, or a mount loop in its automounter"
+                .into(),
+        });
+    }
+}
+
+/// The auth cache missing most lookups, named after the client missing most.
+fn auth_churn(a: &Snapshot, b: &Snapshot, t: &Thresholds, out: &mut Vec<Finding>) {
     let hits = b
         .server
         .auth_cache_hits
@@ -273,7 +284,10 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
                     .into(),
         });
     }
+}
 
+/// Exports whose file system is nearly full (bytes or inodes).
+fn exports_near_full(b: &Snapshot, t: &Thresholds, out: &mut Vec<Finding>) {
     for e in &b.exports {
         if let Some((bytes, files)) = e.used_pct() {
             if bytes >= t.full_pct || files >= t.full_pct {
@@ -288,8 +302,6 @@ pub fn diagnose(a: &Snapshot, b: &Snapshot, t: &Thresholds) -> Vec<Finding> {
             }
         }
     }
-    out.extend(crate::doctor_tls::diagnose(a, b));
-    out
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! A throwaway PKI for the RPC-with-TLS tests, made with the openssl CLI,
 //! and servers that use it.
 
-use super::*;
+use crate::server::TestServer;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -9,30 +9,8 @@ use std::process::Command;
 /// a client certificate, in `dir`.
 pub fn make_pki(dir: &Path) {
     let run = |args: &[&str]| openssl(dir, args);
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut a = vec!["req", "-x509"];
-    a.extend(ec);
-    a.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=Tarn test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-    ]);
-    run(&a);
+    let ec = EC_KEY;
+    make_ca(dir, "/CN=Tarn test CA");
     // A client certificate no configured CA signed.
     let mut a = vec!["req", "-x509"];
     a.extend(ec);
@@ -73,8 +51,38 @@ pub fn make_pki(dir: &Path) {
     }
 }
 
+/// ca.key and ca.pem in `dir`: a self-signed CA for `subj`, valid for 2 days.
+pub fn make_ca(dir: &Path, subj: &str) {
+    let mut a = vec!["req", "-x509"];
+    a.extend(EC_KEY);
+    a.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        subj,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    openssl(dir, &a);
+}
+
+/// The `openssl req` flags for a new P-256 key, unencrypted.
+pub const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// `openssl ARGS` in `dir`, which must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
+pub fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .args(args)
         .current_dir(dir)
@@ -90,7 +98,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// NAME.key and NAME.pem in `dir`: an EC key and a certificate for
 /// `subj` signed by the CA there, with the extensions `ext` (an openssl
 /// extension file's lines), valid for `days` (-1: already expired).
-fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
+pub fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
     let (key, csr, extf, pem) = (
         format!("{name}.key"),
         format!("{name}.csr"),
@@ -100,19 +108,11 @@ fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
     openssl(
         dir,
         &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            subj,
-        ],
+            &["req"][..],
+            &EC_KEY,
+            &["-keyout", &key, "-out", &csr, "-subj", subj],
+        ]
+        .concat(),
     );
     std::fs::write(dir.join(&extf), ext).unwrap();
     openssl(
@@ -140,6 +140,12 @@ fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
 pub struct Pki {
     _tmp: tempfile::TempDir,
     pub dir: PathBuf,
+}
+
+impl Default for Pki {
+    fn default() -> Pki {
+        Pki::new()
+    }
 }
 
 impl Pki {

@@ -4,8 +4,8 @@
 //! are replaced, as all_squash does with the anonymous ids). Unmapped
 //! certificates authenticate the host only; RPCSEC_GSS keeps its identity.
 
+use super::x509::San;
 use crate::auth::Auth;
-use crate::x509::San;
 use std::net::IpAddr;
 
 /// What a rule matches in a certificate.
@@ -60,10 +60,10 @@ impl std::str::FromStr for IdMatch {
 }
 
 impl IdMatch {
-    fn matches(&self, c: &crate::x509::Cert<'_>) -> bool {
+    fn matches(&self, c: &super::x509::Cert<'_>) -> bool {
         match self {
             IdMatch::Subject(want) => {
-                let have = crate::x509::name_attrs(c.subject).unwrap_or_default();
+                let have = super::x509::name_attrs(c.subject).unwrap_or_default();
                 want.iter()
                     .all(|(k, v)| have.iter().any(|(hk, hv)| hk == k && hv == v))
             }
@@ -103,7 +103,7 @@ pub fn map(rules: &[IdentityRule], der: &[u8]) -> Option<TlsIdentity> {
     if rules.is_empty() {
         return None;
     }
-    let c = crate::x509::parse(der)?;
+    let c = super::x509::parse(der)?;
     let r = rules.iter().find(|r| r.matches.matches(&c))?;
     Some(TlsIdentity {
         subject: c.subject_string(),

@@ -4,12 +4,12 @@
 //! because the connection's protection was not the one the export wants.
 //! The counts by reason are the metrics'; this keeps the particulars.
 
-use crate::tls::XprtSec;
+pub use super::config::{Recording, PRESENTED};
+use crate::transport::XprtSec;
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use tokio_rustls::rustls;
 
 /// Entries kept of each kind (the oldest go first).
@@ -29,7 +29,7 @@ pub struct CertSummary {
 
 impl CertSummary {
     pub fn of(der: &[u8]) -> Option<CertSummary> {
-        let c = crate::x509::parse(der)?;
+        let c = super::x509::parse(der)?;
         Some(CertSummary {
             subject: c.subject_string(),
             issuer: c.issuer_string(),
@@ -80,8 +80,8 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// Read from the files in force (what does not parse is left out).
-    pub fn of(f: &crate::tls::TlsFiles) -> ServerTls {
-        let certs = |p: &std::path::Path| crate::tls::load_certs(p).unwrap_or_default();
+    pub fn of(f: &super::config::TlsFiles) -> ServerTls {
+        let certs = |p: &std::path::Path| super::config::load_certs(p).unwrap_or_default();
         ServerTls {
             cert_file: f.cert.display().to_string(),
             cert: certs(&f.cert).first().and_then(|c| CertSummary::of(c)),
@@ -120,7 +120,7 @@ pub struct TlsEvents {
 }
 
 fn now_s() -> i64 {
-    crate::x509::unix_now()
+    super::x509::unix_now()
 }
 
 /// The process's record (one server per process; diagnostics only).
@@ -215,64 +215,6 @@ impl TlsEvents {
             failures: g.failures.iter().cloned().collect(),
             refusals: g.refusals.iter().cloned().collect(),
         }
-    }
-}
-
-tokio::task_local! {
-    /// The end-entity certificate the client presented in the handshake
-    /// running in this task (set by [`Recording`]), kept for the record
-    /// when the handshake fails: rustls gives it back only on success.
-    pub static PRESENTED: RefCell<Option<Vec<u8>>>;
-}
-
-/// A client certificate verifier that notes the certificate it is shown
-/// in [`PRESENTED`] and leaves every decision to the one it wraps.
-#[derive(Debug)]
-pub struct Recording(pub Arc<dyn rustls::server::danger::ClientCertVerifier>);
-
-impl rustls::server::danger::ClientCertVerifier for Recording {
-    fn offer_client_auth(&self) -> bool {
-        self.0.offer_client_auth()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.0.client_auth_mandatory()
-    }
-
-    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
-        self.0.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &rustls::pki_types::CertificateDer<'_>,
-        intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        let _ = PRESENTED.try_with(|p| *p.borrow_mut() = Some(end_entity.to_vec()));
-        self.0.verify_client_cert(end_entity, intermediates, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &rustls::pki_types::CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(m, c, d)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &rustls::pki_types::CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(m, c, d)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.supported_verify_schemes()
     }
 }
 
