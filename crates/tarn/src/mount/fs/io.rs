@@ -711,18 +711,17 @@ impl TarnFs {
             let _ = st.unlock(ino, lock_owner, 0, u64::MAX).await;
             let r = match st.open_of(fh) {
                 // Under a write delegation no other client can open the
-                // file without a recall first, and the recall flushes
-                // (before_return): close starts the WRITEs and returns,
-                // as Linux's client does (nfs4_file_flush); release
-                // COMMITs. Close-to-open holds, and a tree of small files
-                // does not wait for one server fsync per file. A write
-                // error then shows at fsync, not at close.
+                // file without a recall first, and the recall flushes and
+                // commits (before_return): close sends the WRITEs and waits
+                // for their replies but not for a COMMIT; release commits.
+                // A tree of small files does not wait for one server fsync
+                // per file, and what close returned from is in the
+                // server's file (an earlier version returned before the
+                // WRITEs were answered, as Linux's nfs4_file_flush does:
+                // a process that closed and exited could not find its data
+                // in the export, and a write error surfaced only at fsync).
                 Ok(o) if st.delegated(&o.file.fh) == Some(Delegated::Write) => {
-                    let mut w = o.w.lock().expect("wbuf");
-                    st.send_buffer(&o, &mut w);
-                    // A failure already known is reported here, and kept
-                    // for fsync and release.
-                    w.err.map_or(Ok(()), Err)
+                    st.flush_open_as(&o, false, false).await
                 }
                 Ok(o) => st.flush_open_as(&o, true, false).await,
                 Err(e) => Err(e),
