@@ -245,7 +245,10 @@ mod tests {
         assert_eq!(cb.outstanding(), 0);
     }
 
-    #[tokio::test(start_paused = true)]
+    // Real time, not a paused clock: tokio's test-util feature would reach
+    // the tarn binary the integration tests start (features unify under
+    // `cargo test --workspace`) and put every clock read behind a lock.
+    #[tokio::test]
     async fn unanswered_calls_time_out_and_closing_wakes_callers() {
         let (tx, _rx) = mpsc::channel(4);
         let cb = std::sync::Arc::new(ConnCallbacks::new(tx, 1, 0));
@@ -256,7 +259,7 @@ mod tests {
                 0,
                 msg::none_verf(),
                 Bytes::new(),
-                Duration::from_secs(1),
+                Duration::from_millis(50),
             )
             .await;
         assert_eq!(r, Err(CallbackError::Timeout));
