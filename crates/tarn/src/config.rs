@@ -1,5 +1,8 @@
 //! The server's configuration: from the command line alone (one export) or
 //! from a TOML file. Errors name the file, the line and what was expected.
+//! The reference is docs/configuration.md and the pages it links (a test
+//! below checks that they name every key); the sketch here is the common
+//! part.
 //!
 //! ```toml
 //! listen = "0.0.0.0:2049"        # optional
@@ -1418,5 +1421,109 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("no client_ca"), "{e}");
+    }
+
+    /// Takes a struct's key names from its Deserialize impl: serde hands
+    /// them to `deserialize_struct`, renames applied.
+    struct KeyNames<'a>(&'a mut &'static [&'static str]);
+
+    impl<'de> serde::Deserializer<'de> for KeyNames<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("not a table"))
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(serde::de::Error::custom("names taken"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+
+    fn keys<T: Deserialize<'static>>() -> &'static [&'static str] {
+        let mut f: &'static [&'static str] = &[];
+        let _ = T::deserialize(KeyNames(&mut f));
+        assert!(!f.is_empty(), "{}: no keys", std::any::type_name::<T>());
+        f
+    }
+
+    /// A key is documented where a page shows it set (`key = ` at a line's
+    /// start or in an inline table, or as a table header, `[t.key]` for a
+    /// sub-table) or names it (`` `key` ``).
+    fn documented(page: &str, key: &str) -> bool {
+        page.contains(&format!("`{key}`"))
+            || page.contains(&format!("{{ {key} = "))
+            || page.contains(&format!(", {key} = "))
+            || page.lines().any(|l| {
+                let l = l.trim_start();
+                l.starts_with(&format!("{key} ="))
+                    || l.starts_with(&format!("[{key}]"))
+                    || l.starts_with(&format!("[[{key}]]"))
+                    || (l.starts_with('[') && l.contains(&format!(".{key}]")))
+            })
+    }
+
+    /// The configuration reference (docs/configuration.md and the pages it
+    /// sends each table to) names every key the parser takes, and its
+    /// example parses: a key added, renamed or removed in one place and
+    /// not the other fails here.
+    #[test]
+    fn the_reference_in_docs_names_every_key_and_its_example_parses() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        let page = |name: &str| {
+            std::fs::read_to_string(docs.join(name)).unwrap_or_else(|e| panic!("docs/{name}: {e}"))
+        };
+        let tables: [(&str, &[&str], &[&str]); 10] = [
+            ("top level", keys::<RawConfig>(), &["configuration.md"]),
+            (
+                "[[export]]",
+                keys::<RawExport>(),
+                &["configuration.md", "exports-and-security.md", "cluster.md"],
+            ),
+            (
+                "[[export]] rules",
+                keys::<RawRule>(),
+                &["configuration.md", "exports-and-security.md"],
+            ),
+            ("[nfs4]", keys::<RawNfs4>(), &["configuration.md"]),
+            (
+                "[auth_cache]",
+                keys::<RawAuthCache>(),
+                &["configuration.md"],
+            ),
+            ("[limits]", keys::<RawLimits>(), &["limits.md"]),
+            ("[gss]", keys::<RawGss>(), &["kerberos.md"]),
+            ("[tls]", keys::<RawTls>(), &["tls.md"]),
+            ("[[tls.identity]]", keys::<RawIdentity>(), &["tls.md"]),
+            ("[cluster]", keys::<RawCluster>(), &["cluster.md"]),
+        ];
+        let mut missing = Vec::new();
+        for (table, names, pages) in tables {
+            let texts: Vec<String> = pages.iter().map(|p| page(p)).collect();
+            for k in names {
+                if !texts.iter().any(|t| documented(t, k)) {
+                    missing.push(format!("{table} {k} (in none of {pages:?})"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "undocumented keys: {missing:#?}");
+
+        let reference = page("configuration.md");
+        let start = reference.find("```toml\n").expect("a TOML example") + 8;
+        let end = start + reference[start..].find("```").expect("its end");
+        let c = parse(Path::new("docs/configuration.md"), &reference[start..end])
+            .unwrap_or_else(|e| panic!("the reference's example: {e}"));
+        assert_eq!(c.exports.len(), 2);
     }
 }
