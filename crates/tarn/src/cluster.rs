@@ -4,8 +4,7 @@
 //! One step every third of the lease; blocking (etcd over HTTP), so it
 //! runs on a blocking thread.
 
-use crate::etcd::Etcd;
-use server::cluster::{Change, ClusterGrace, Params, RecoveryStore};
+use server::cluster::{Change, ClusterGrace, Etcd, Params, RecoveryStore};
 use server::grace::Grace;
 use server::nfs4::recovery::Recovery;
 use server::nfs4::state::{ClusterHold, State};

@@ -9,7 +9,6 @@ mod assets;
 mod bench;
 mod cluster;
 mod config;
-mod etcd;
 mod exports_file;
 mod keytab;
 mod lognoise;

@@ -16,9 +16,9 @@
 //!
 //! Blocking, with short timeouts: callers run it off the async threads.
 
+use super::{ClusterGrace, RecoveryStore};
 use bytes::Bytes;
 use serde_json::{json, Value};
-use server::cluster::{ClusterGrace, RecoveryStore};
 use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};

@@ -1,6 +1,6 @@
 //! Where recovery records live. One trait, two implementations: the
 //! local state directory (one head; the file format of before, node names
-//! ignored) and etcd (crates/tarn/src/etcd.rs; per-head keys, shared by
+//! ignored) and etcd ([`super::etcd`]; per-head keys, shared by
 //! every head). Blocking calls: the NFSv4 driver runs them on its pool.
 
 use super::grace::ClusterGrace;

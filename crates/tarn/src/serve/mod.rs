@@ -3,9 +3,10 @@
 //! and metrics endpoints), run until SIGTERM or SIGINT, and stopped.
 
 use crate::config::Config;
-use crate::{admin, cluster, etcd, rpcbind, sdnotify, secs, statelock};
+use crate::{admin, cluster, rpcbind, sdnotify, secs, statelock};
 use reload::{reload_on_hangup, reload_on_hangup_tls, Reloader};
 use security::{gss_server, tls_server};
+use server::cluster::Etcd;
 use server::export::Exports;
 use server::live::Live;
 use server::{mount::Mount, nfs3::Nfs3, pool::Pool, TarnService};
@@ -328,7 +329,7 @@ async fn services(
     let etcd = cfg
         .cluster
         .as_ref()
-        .map(|c| Arc::new(etcd::Etcd::new(c.etcd.clone(), &c.name)));
+        .map(|c| Arc::new(Etcd::new(c.etcd.clone(), &c.name)));
     let recovery = match (&etcd, &cfg.cluster) {
         (Some(e), Some(c)) => {
             let (e, node) = (e.clone(), c.node.clone());
@@ -440,7 +441,7 @@ async fn services(
 /// cluster's grace) before the first call, then run on a thread of its own.
 async fn join_cluster(
     cfg: &Config,
-    e: Arc<etcd::Etcd>,
+    e: Arc<Etcd>,
     c: &crate::config::ClusterConfig,
     recovery: server::nfs4::recovery::Recovery,
     nfs4: &server::nfs4::Nfs4,
@@ -619,7 +620,7 @@ pub(crate) fn register_state_limits(metrics: &Arc<metrics::Metrics>, nfs4: &serv
 /// ending a session takes a round trip to the monitors and the MDS, and
 /// the cluster driver must keep its etcd lease meanwhile.
 pub(crate) fn reset_lost_head(
-    etcd: Arc<etcd::Etcd>,
+    etcd: Arc<Etcd>,
     node: String,
     exports: Vec<vfs::cephfs::CephConfig>,
 ) {
