@@ -10,7 +10,9 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod connect;
 pub mod nfs3;
 pub mod nfs4;
 pub mod nfs40;
 pub mod remote;
+pub mod url;

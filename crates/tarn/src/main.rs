@@ -12,7 +12,6 @@ mod config;
 mod exports_file;
 mod keytab;
 mod lognoise;
-mod mount;
 mod rpcbind;
 mod sdnotify;
 mod serve;

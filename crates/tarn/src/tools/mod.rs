@@ -2,16 +2,18 @@
 //! `cp` and `lock` on `nfs://` URLs, over NFSv3 or NFSv4.1/4.2 with
 //! AUTH_SYS or Kerberos (crates/client, through `client::remote`).
 //!
-//! One file per command group: `url` (parsing), `conn` (connections and
-//! error messages), `fmt` (mode strings, times), `list` (ls, stat, df),
+//! One file per command group (the URL and the connection it names are
+//! the client library's `client::url` and `client::connect`): `fmt` (mode
+//! strings, times), `list` (ls, stat, df),
 //! `change` (mkdir, rm, mv, ln), `copy` (cp, cat) over `transfer` (the
 //! pipelined data mover), `small` (a small file in one NFSv4 COMPOUND),
 //! `lock` (a lock held while a command runs) and `progress` (counts,
 //! the progress line).
 
 mod change;
-mod conn;
-pub(crate) use conn::{connect_with, machine_name, nfs_err};
+// The URL and the connection it names live in the client library, where
+// `tarn mount` uses them too.
+pub(crate) use client::connect as conn;
 mod copy;
 mod failover;
 mod fmt;
@@ -21,7 +23,7 @@ mod progress;
 mod small;
 mod soak;
 mod transfer;
-pub mod url;
+pub use client::url;
 
 use clap::Subcommand;
 use std::process::ExitCode;

@@ -3,9 +3,9 @@
 //! The transport ones (vers, sec, nconnect, timeo, retrans, hard, soft)
 //! are applied to the URL, so the mount connects as the tools do.
 
-use crate::tools::url::{NfsUrl, Sec, Vers};
 use client::cache::attr::AcOptions;
 use client::cache::lookup::LookupCache;
+use client::url::{NfsUrl, Sec, Vers};
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]

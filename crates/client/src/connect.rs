@@ -1,4 +1,4 @@
-//! Connections for the tools (one per server, version and identity,
+//! Connections for the tools and `tarn mount` (one per server, version and identity,
 //! shared by every path on it) and the wording of their errors.
 //!
 //! Without `vers=` the tools try NFSv4.2, then 4.1, then 4.0, then 3, as
@@ -7,11 +7,11 @@
 //! answers NFSv4 with "no such program or version", or has no minor
 //! version we speak, is asked for NFSv3.
 
-use super::url::{NfsUrl, Sec, Vers};
-use client::nfs3::{Nfs3, Nfs3Options};
-use client::nfs4::{GssService, Nfs4Conn, Security, Session, SessionOptions};
-use client::nfs40::{Client40, Options40};
-use client::remote::{Attr, Error, Fh, FileType, Kind, Remote};
+use crate::nfs3::{Nfs3, Nfs3Options};
+use crate::nfs4::{GssService, Nfs4Conn, Security, Session, SessionOptions};
+use crate::nfs40::{Client40, Options40};
+use crate::remote::{Attr, Error, Fh, FileType, Kind, Remote};
+use crate::url::{NfsUrl, Sec, Vers};
 use proto::nfs4::Nfsstat4;
 use rpc::client::ClientError;
 use std::fmt::Display;
@@ -61,7 +61,7 @@ pub fn nfs_err(what: &(impl Display + ?Sized), e: impl Into<Error>) -> String {
 fn export_refused(e: &Error) -> bool {
     match e {
         Error::V4(e) => e.status() == Some(Nfsstat4::NFS4ERR_WRONGSEC),
-        Error::V3(client::nfs3::Error::Mount { status, .. }) => {
+        Error::V3(crate::nfs3::Error::Mount { status, .. }) => {
             *status == proto::mount::Mountstat3::MNT3ERR_ACCES
         }
         _ => false,
@@ -85,9 +85,9 @@ pub fn status_err(what: &(impl Display + ?Sized), r: &Remote, k: Kind) -> String
         Kind::Perm | Kind::Other => (S3::NFS3ERR_PERM, S4::NFS4ERR_PERM),
     };
     if r.v3().is_some() {
-        format!("{what}: {} ({s3:?})", client::nfs3::describe(s3))
+        format!("{what}: {} ({s3:?})", crate::nfs3::describe(s3))
     } else {
-        format!("{what}: {} ({s4:?})", client::nfs4::describe(s4))
+        format!("{what}: {} ({s4:?})", crate::nfs4::describe(s4))
     }
 }
 
@@ -142,10 +142,10 @@ impl Client {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Whether an NFSv4 attempt failed in a way that says "try NFSv3".
-fn no_v4(e: &client::nfs4::Error) -> bool {
+fn no_v4(e: &crate::nfs4::Error) -> bool {
     use rpc::msg::ReplyStatus;
     match e {
-        client::nfs4::Error::Rpc(ClientError::Rpc(st)) => matches!(
+        crate::nfs4::Error::Rpc(ClientError::Rpc(st)) => matches!(
             st,
             ReplyStatus::ProgMismatch(..)
                 | ReplyStatus::Accepted(
@@ -249,8 +249,8 @@ pub async fn connect_with(url: &NfsUrl, callbacks: bool) -> Result<Remote, Strin
         .await
         {
             Err(_) => why = format!("no answer in {CONNECT_TIMEOUT:?}"),
-            Ok(Err(client::nfs3::Error::Rpc(ClientError::Io(e)))) => why = e.to_string(),
-            Ok(Err(e @ client::nfs3::Error::Setup(_))) => return Err(format!("{server}: {e}")),
+            Ok(Err(crate::nfs3::Error::Rpc(ClientError::Io(e)))) => why = e.to_string(),
+            Ok(Err(e @ crate::nfs3::Error::Setup(_))) => return Err(format!("{server}: {e}")),
             Ok(Err(e)) => return Err(nfs_err(&format!("{server} (NFSv3)"), e)),
             Ok(Ok(c)) => return Ok(Remote::from_v3(Arc::new(c))),
         }
@@ -269,7 +269,7 @@ async fn connect_any(
     addrs: &[std::net::SocketAddr],
     security: &Security,
     url: &NfsUrl,
-) -> Result<Nfs4Conn, (String, Option<client::nfs4::Error>)> {
+) -> Result<Nfs4Conn, (String, Option<crate::nfs4::Error>)> {
     let mut last = String::new();
     let opts = channel_options(url).map_err(|e| (e, None))?;
     for &addr in addrs {
@@ -293,7 +293,7 @@ async fn connect_any(
         // kernel's connect timeout (minutes).
         match tokio::time::timeout(CONNECT_TIMEOUT, conn).await {
             Err(_) => last = format!("no answer in {CONNECT_TIMEOUT:?}"),
-            Ok(Err(client::nfs4::Error::Rpc(ClientError::Io(e)))) => last = e.to_string(),
+            Ok(Err(crate::nfs4::Error::Rpc(ClientError::Io(e)))) => last = e.to_string(),
             // Connected but refused (Kerberos, RPC): no use trying another address.
             Ok(Err(e)) => return Err((format!("{server}: cannot connect: {e}"), Some(e))),
             Ok(Ok(c)) => return Ok(c),
@@ -382,9 +382,9 @@ mod tests {
 
     #[test]
     fn which_nfsv4_failures_mean_try_nfsv3() {
-        let rpc = |st| client::nfs4::Error::Rpc(ClientError::Rpc(st));
+        let rpc = |st| crate::nfs4::Error::Rpc(ClientError::Rpc(st));
         let nfs = |status| {
-            client::nfs4::Error::Nfs(client::nfs4::Nfs4Error {
+            crate::nfs4::Error::Nfs(crate::nfs4::Nfs4Error {
                 op: proto::nfs4::NfsOpnum4::OP_CREATE_SESSION,
                 status,
             })
@@ -399,6 +399,6 @@ mod tests {
             proto::rpc::AuthStat::AUTH_BADCRED
         ))));
         assert!(!no_v4(&nfs(Nfsstat4::NFS4ERR_ACCESS)));
-        assert!(!no_v4(&client::nfs4::Error::Rpc(ClientError::Closed)));
+        assert!(!no_v4(&crate::nfs4::Error::Rpc(ClientError::Closed)));
     }
 }

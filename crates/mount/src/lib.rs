@@ -11,10 +11,12 @@
 //! mount(8) expects of a helper), so `/etc/fstab` can name it
 //! (`mount.tarn`, or type `fuse.tarn` through mount.fuse3).
 
+#![forbid(unsafe_code)]
+
 mod fs;
 pub mod options;
 
-use crate::tools::url::NfsUrl;
+use client::url::NfsUrl;
 use options::MountOptions;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -210,7 +212,7 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
     let (remote, root, root_attr) = rt.block_on(async {
         // With a back channel: the server may then delegate files to the
         // mount (see `fs`), which a long-lived client profits from.
-        let r = crate::tools::connect_with(&url, opts.deleg).await?;
+        let r = client::connect::connect_with(&url, opts.deleg).await?;
         if let Some(s) = r.v4() {
             // Keeps the lease while the mount is idle.
             s.spawn_renewal(Duration::from_secs(15));
@@ -218,7 +220,7 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
         let (fh, attr) = r
             .lookup_path_attr(&url.path)
             .await
-            .map_err(|e| crate::tools::nfs_err(&url, e))?;
+            .map_err(|e| client::connect::nfs_err(&url, e))?;
         if !attr.is_dir() {
             return Err(format!("{url}: not a directory"));
         }
@@ -228,7 +230,7 @@ fn run_inner(a: MountArgs) -> Result<(), String> {
     // made it: under sec=sys its uid/gids; under Kerberos its uid's
     // credential cache (client::nfs4::sec: the caller's KRB5CCNAME, else
     // /tmp/krb5cc_UID; root and the mounter's own uid use the mount's).
-    let per_caller = (url.uid.is_none() && url.gid.is_none()).then(crate::tools::machine_name);
+    let per_caller = (url.uid.is_none() && url.gid.is_none()).then(client::connect::machine_name);
     let st = Arc::new(fs::State::new(
         remote.clone(),
         opts.clone(),
@@ -361,10 +363,10 @@ fn options_in_force(
 ) -> serde_json::Value {
     let t = url.transport;
     let sec = match url.sec {
-        crate::tools::url::Sec::Sys => "sys",
-        crate::tools::url::Sec::Krb5 => "krb5",
-        crate::tools::url::Sec::Krb5i => "krb5i",
-        crate::tools::url::Sec::Krb5p => "krb5p",
+        client::url::Sec::Sys => "sys",
+        client::url::Sec::Krb5 => "krb5",
+        client::url::Sec::Krb5i => "krb5i",
+        client::url::Sec::Krb5p => "krb5p",
     };
     let (rsize, wsize) = st.transfer_sizes();
     serde_json::json!({
