@@ -126,6 +126,8 @@ stage "fuzz (short: every target 8 s; scripts/fuzz.sh TARGET MINUTES for long ru
 bash scripts/fuzz.sh --short 8
 stage "release build"
 cargo build --release -q -p tarn
+# The library's 4 KiB random read, which fuse-bench sets beside the mount's.
+cargo build --release -q -p client --example randread
 # The guest lab (the kernel client in qemu, ~11 minutes) leaves about a
 # third of the two cores idle (its steps wait on the guest's I/O, fio's
 # fixed run times, a grace period), and pynfs (~5 minutes, one call at a
