@@ -52,6 +52,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod attr;
+mod callers;
 mod dir;
 mod io;
 mod lock;
@@ -88,9 +89,9 @@ pub struct State {
     reopen_by_fh: Mutex<std::collections::HashSet<u64>>,
     next_fh: AtomicU64,
     pub notifier: Mutex<Option<Notifier>>,
-    /// Some(machine name): each request's calls go as its process's
-    /// uid/gids (AUTH_SYS) instead of the mount's identity.
-    per_caller: Option<String>,
+    /// Some: each request's calls go as its process's uid/gids (AUTH_SYS,
+    /// with this machine name) instead of the mount's identity.
+    per_caller: Option<callers::Callers>,
 }
 
 /// One open file: its handle (and NFSv4 open state) and its write buffer.
@@ -299,7 +300,7 @@ impl State {
             reopen_by_fh: Mutex::new(Default::default()),
             next_fh: AtomicU64::new(1),
             notifier: Mutex::new(None),
-            per_caller,
+            per_caller: per_caller.map(callers::Callers::new),
             opts,
         }
     }
@@ -307,12 +308,13 @@ impl State {
     /// The AUTH_SYS credential of the process behind `req`, when this
     /// mount acts per caller.
     fn caller_cred(&self, req: &Request<'_>) -> Option<OpaqueAuth> {
-        let machine = self.per_caller.as_ref()?;
-        Some(rpc::client::auth_sys(
+        let callers = self.per_caller.as_ref()?;
+        Some(callers.cred(
+            std::time::Instant::now(),
+            req.pid(),
             req.uid(),
             req.gid(),
-            &groups_of(req.pid()),
-            machine,
+            groups_of,
         ))
     }
 
