@@ -227,7 +227,7 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
             metric(&maddr, "tarn_gss_contexts_expired_total")
         );
         // Throughput per ticket period (each context's time as the
-        // current one), its first quarter and its last.
+        // current one), its first quarter, its first three quarters and its last.
         let end = t0 + run_for;
         let rate = |from: Instant, to: Instant| {
             let (a, b) = ((from - t0).as_secs(), (to - t0).as_secs());
@@ -266,9 +266,9 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
         for (i, c) in contexts.iter().enumerate() {
             let (a, b) = (c.established, c.replaced.unwrap_or(end).min(end));
             let q = (b - a) / 4;
-            let (first, last) = (median(a, a + q), median(b - q, b));
+            let (first, before, last) = (median(a, a + q), median(a, b - q), median(b - q, b));
             println!(
-                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s (median second {first:.1}), last quarter {:.1} MiB/s (median second {last:.1})",
+                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s (median second {first:.1}), first three quarters median second {before:.1}, last quarter {:.1} MiB/s (median second {last:.1})",
                 (a - t0).as_secs_f64(),
                 (b - t0).as_secs_f64(),
                 rate(a, b),
@@ -276,12 +276,19 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
                 rate(b - q, b)
             );
             // The bound: a credential's last stretch within 10% of
-            // its first (the field report: synchronous 4 KiB writes, a few
-            // MB/s, for the last 4 minutes of each credential's life).
+            // what came before it (the field report: synchronous 4 KiB
+            // writes, a few MB/s, for the last 4 minutes of each
+            // credential's life). Before it is the median second of the
+            // period's first three quarters, not of its first quarter
+            // alone: ten seconds of this shared VM swing by 10-15% on
+            // their own (rehearsals 2026-12-07: 266 -> 226 MiB/s within a
+            // period, both runs failing, with every ratio against the
+            // three quarters 0.95 or more), and the first period's first
+            // quarter is the run's warm-up, its fastest stretch.
             if c.replaced.is_some() {
                 assert!(
-                    last >= 0.9 * first,
-                    "throughput fell at the end of ticket period {i}: median second {last:.1} MiB/s against {first:.1} MiB/s in its first quarter"
+                    last >= 0.9 * before,
+                    "throughput fell at the end of ticket period {i}: median second {last:.1} MiB/s against {before:.1} MiB/s in the period's first three quarters"
                 );
             }
         }
