@@ -720,10 +720,10 @@ impl TarnFs {
                 // WRITEs were answered, as Linux's nfs4_file_flush does:
                 // a process that closed and exited could not find its data
                 // in the export, and a write error surfaced only at fsync).
-                Ok(o) if st.delegated(&o.file.fh) == Some(Delegated::Write) => {
-                    st.flush_open_as(&o, false, false).await
+                Ok(o) => {
+                    let commit = st.delegated(&o.file.fh) != Some(Delegated::Write);
+                    st.flush_open_as(&o, commit, false).await
                 }
-                Ok(o) => st.flush_open_as(&o, true, false).await,
                 Err(e) => Err(e),
             };
             match r {
