@@ -73,15 +73,18 @@ one() {
 fail=0
 if [ $cpu = 0 ] && [ ${#run[@]} -gt 1 ]; then
   par=$(nproc); [ "$par" -ge 1 ] || par=1
-  pids=()
+  # Each run leaves its exit status in a file: bash forgets a finished
+  # job's status once `jobs` has reported it, so `wait PID` can answer
+  # "not a child of this shell" (exit 127) for a run that passed.
   for t in "${run[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do sleep 0.2; done
-    one "$t" >"$WORK/$t.result" 2>&1 &
-    pids+=($!)
+    rm -f "$WORK/$t.rc"
+    { one "$t"; echo $? >"$WORK/$t.rc"; } >"$WORK/$t.result" 2>&1 &
   done
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || fail=1
-    cat "$WORK/${run[$i]}.result"; rm -f "$WORK/${run[$i]}.result"
+  wait
+  for t in "${run[@]}"; do
+    [ "$(cat "$WORK/$t.rc" 2>/dev/null)" = 0 ] || fail=1
+    cat "$WORK/$t.result"; rm -f "$WORK/$t.result" "$WORK/$t.rc"
   done
 else
   for t in "${run[@]}"; do one "$t" || fail=1; done
