@@ -1,6 +1,6 @@
 //! Byte-range locks that other heads see: the backend's side of the lock
 //! manager, for backends whose file system keeps POSIX locks of its own
-//! ([`vfs::Backend::shares_locks`]: CephFS, where every head of one file
+//! ([`vfs::SharedLocks::shares_locks`]: CephFS, where every head of one file
 //! system is a client of the same MDS).
 //!
 //! The head's [`LockManager`] decides first (conflicts between this head's

@@ -142,7 +142,7 @@ fn make_export_dir(cl: &Cluster) {
         ..Default::default()
     })
     .unwrap();
-    use vfs::Backend;
+    use vfs::Core;
     fs.mkdir(
         &vfs::Cred::root(),
         &fs.root(),

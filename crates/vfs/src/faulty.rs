@@ -117,25 +117,31 @@ impl Faulty {
     }
 }
 
-impl Backend for Faulty {
+impl Core for Faulty {
     fn root(&self) -> Fid {
         self.inner.root()
     }
+
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
         self.inner.getattr(fid)
     }
+
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
         self.inner.setattr(cred, fid, set)
     }
+
     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {
         self.noted(name, self.inner.lookup(cred, dir, name))
     }
+
     fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
         self.inner.access(cred, fid, want)
     }
+
     fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
         self.inner.readlink(cred, fid)
     }
+
     fn read(
         &self,
         cred: &Cred,
@@ -148,6 +154,7 @@ impl Backend for Faulty {
         }
         self.inner.read(cred, fid, offset, buf)
     }
+
     fn write(
         &self,
         cred: &Cred,
@@ -178,6 +185,7 @@ impl Backend for Faulty {
             }
         }
     }
+
     fn commit(&self, fid: &Fid) -> Result<(), FsError> {
         match self.fault(fid) {
             Some(Fault::Eio) => return Err(FsError::Io),
@@ -189,6 +197,7 @@ impl Backend for Faulty {
         }
         self.inner.commit(fid)
     }
+
     fn create(
         &self,
         cred: &Cred,
@@ -198,6 +207,7 @@ impl Backend for Faulty {
     ) -> Result<(Fid, Attr), FsError> {
         self.noted(name, self.inner.create(cred, dir, name, how))
     }
+
     fn mkdir(
         &self,
         cred: &Cred,
@@ -207,6 +217,7 @@ impl Backend for Faulty {
     ) -> Result<(Fid, Attr), FsError> {
         self.inner.mkdir(cred, dir, name, set)
     }
+
     fn symlink(
         &self,
         cred: &Cred,
@@ -217,6 +228,7 @@ impl Backend for Faulty {
     ) -> Result<(Fid, Attr), FsError> {
         self.inner.symlink(cred, dir, name, target, set)
     }
+
     fn mknod(
         &self,
         cred: &Cred,
@@ -228,12 +240,15 @@ impl Backend for Faulty {
     ) -> Result<(Fid, Attr), FsError> {
         self.inner.mknod(cred, dir, name, ftype, rdev, set)
     }
+
     fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
         self.inner.remove(cred, dir, name)
     }
+
     fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
         self.inner.rmdir(cred, dir, name)
     }
+
     fn rename(
         &self,
         cred: &Cred,
@@ -245,9 +260,11 @@ impl Backend for Faulty {
         self.inner
             .rename(cred, from_dir, from_name, to_dir, to_name)
     }
+
     fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
         self.inner.link(cred, fid, dir, name)
     }
+
     fn readdir_into(
         &self,
         cred: &Cred,
@@ -260,27 +277,23 @@ impl Backend for Faulty {
         self.inner
             .readdir_into(cred, dir, cookie, verifier, plus, sink)
     }
+
     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
         self.inner.fsstat(fid)
     }
+
     fn sync_all(&self) -> Result<(), FsError> {
         self.inner.sync_all()
     }
-    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
-        self.inner.seek(cred, fid, offset, what)
-    }
-    fn allocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
-        self.inner.allocate(cred, fid, offset, len)
-    }
-    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
-        self.inner.deallocate(cred, fid, offset, len)
-    }
-    fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        self.inner.on_local_change(hook)
-    }
+}
+
+impl SharedLocks for Faulty {}
+
+impl SharedDelegations for Faulty {
     fn shares_delegations(&self) -> bool {
         self.shared.is_some() || self.inner.shares_delegations()
     }
+
     fn delegate(&self, fid: &Fid, within: std::time::Duration) -> Result<bool, FsError> {
         let Some(sh) = &self.shared else {
             return self.inner.delegate(fid, within);
@@ -291,6 +304,7 @@ impl Backend for Faulty {
         }
         Ok(true)
     }
+
     fn undelegate(&self, fid: &Fid) {
         match &self.shared {
             Some(sh) => {
@@ -299,13 +313,37 @@ impl Backend for Faulty {
             None => self.inner.undelegate(fid),
         }
     }
+
     fn on_delegation_recall(&self, hook: RecallHook) -> bool {
         match &self.shared {
             Some(sh) => sh.recall.set(hook).is_ok(),
             None => self.inner.on_delegation_recall(hook),
         }
     }
+}
+
+impl Space for Faulty {
+    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
+        self.inner.seek(cred, fid, offset, what)
+    }
+
+    fn allocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        self.inner.allocate(cred, fid, offset, len)
+    }
+
+    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
+        self.inner.deallocate(cred, fid, offset, len)
+    }
+}
+
+impl Xattrs for Faulty {
     fn xattr_support(&self) -> bool {
         self.inner.xattr_support()
+    }
+}
+
+impl ChangeNotify for Faulty {
+    fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        self.inner.on_local_change(hook)
     }
 }

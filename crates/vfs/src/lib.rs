@@ -20,11 +20,18 @@
 //! - [`nowait`]: running a backend call inline on an async worker when it
 //!   cannot block on a disk.
 //!
-//! # The trait
-//! [`Backend`] is the whole contract: attributes, lookup and access (with
+//! - [`backend`]: the contract, split by capability (see below).
+//!
+//! # The traits
+//! [`Core`] is what every backend has: attributes, lookup and access (with
 //! combined forms that save a second call), read and write, namespace
 //! changes, directory listing into a [`DirSink`], `fsstat` and `sync_all`.
-//! Its method docs are the reference; they are not repeated here.
+//! Capability traits carry the rest, with defaults that answer "not
+//! supported" written once: [`SharedLocks`], [`SharedDelegations`],
+//! [`Space`], [`Xattrs`], [`ChangeNotify`] (the table in [`backend`] says
+//! which backend implements what). [`Backend`] is all six together, for
+//! `Arc<dyn Backend>`. Their method docs are the reference; they are not
+//! repeated here.
 //!
 //! Semantics shared by all backends:
 //! - Names are single path components: `/` or NUL in a name → [`FsError::Inval`],
@@ -58,6 +65,7 @@
 
 use std::fmt;
 
+pub mod backend;
 pub mod cephfs;
 pub mod durable;
 pub mod faulty;
@@ -67,6 +75,12 @@ pub mod memory;
 mod mode;
 pub mod nowait;
 
+pub use backend::prelude;
+pub use backend::{
+    reply_room, user_xattr_name, Advice, Backend, ChangeNotify, Core, LockType, RangeLock,
+    SeekWhat, SharedDelegations, SharedLocks, Space, XattrSet, Xattrs, XATTR_NAME_MAX,
+    XATTR_SIZE_MAX, XATTR_USER_PREFIX,
+};
 pub use handle::{Handle, HandleKey};
 
 /// Seconds and nanoseconds since the Unix epoch.
@@ -256,7 +270,7 @@ pub struct DirItem<'a> {
     pub plus: Option<(Fid, Attr)>,
 }
 
-/// Receives the entries of one page of [`Backend::readdir_into`] and decides
+/// Receives the entries of one page of [`Core::readdir_into`] and decides
 /// when the page is full, so a backend does no work (stat, handle) for
 /// entries that the reply has no room for.
 pub trait DirSink {
@@ -271,7 +285,7 @@ pub trait DirSink {
     fn push(&mut self, e: DirItem<'_>) -> bool;
 }
 
-/// How a [`Backend::readdir_into`] page ended.
+/// How a [`Core::readdir_into`] page ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirEnd {
     /// The sink took every entry up to the end of the directory.
@@ -279,7 +293,7 @@ pub struct DirEnd {
     pub verifier: [u8; 8],
 }
 
-/// Collects at most `max` entries (what [`Backend::readdir`] returns).
+/// Collects at most `max` entries (what [`Core::readdir`] returns).
 struct Collect {
     entries: Vec<DirEntry>,
     max: usize,
@@ -565,451 +579,6 @@ pub(crate) fn check_name(name: &[u8]) -> Result<(), FsError> {
         return Err(FsError::Inval);
     }
     Ok(())
-}
-
-/// The kind of a byte-range lock taken in the backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockType {
-    Read,
-    Write,
-}
-
-/// A lock that stands in the way in the backend (held by another head or
-/// another client of the file system). `length` is `u64::MAX` to end of file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RangeLock {
-    pub offset: u64,
-    pub length: u64,
-    pub kind: LockType,
-}
-
-/// What [`Backend::read_append`] reserves for `count` bytes: the data
-/// and XDR's padding after it, so that padding the reply does not grow
-/// the buffer (growing it copied a whole 1 MiB READ's data).
-pub fn reply_room(count: usize) -> usize {
-    count.next_multiple_of(4)
-}
-
-/// A storage backend. See the crate docs for shared semantics.
-pub trait Backend: Send + Sync {
-    /// The export root.
-    fn root(&self) -> Fid;
-    fn getattr(&self, fid: &Fid) -> Result<Attr, FsError>;
-    /// Whether the backend honours [`nowait`] mode: then lookup, getattr,
-    /// access, read and fsstat may be tried inline and report
-    /// [`FsError::WouldBlock`] instead of waiting. Backends that do not must
-    /// return false, or their calls would block an async worker.
-    fn supports_nowait(&self) -> bool {
-        false
-    }
-    fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError>;
-    /// `.` and `..` allowed; `..` at the root returns the root. Never follows
-    /// a symlink: looking one up returns the symlink itself.
-    fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError>;
-    /// Which of `want` the caller may really do.
-    fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError>;
-    /// [`Backend::lookup`] plus the directory's attributes, for replies that
-    /// carry them (NFSv3 LOOKUP): a backend that stats the directory anyway
-    /// returns that stat instead of the caller paying for a second one.
-    fn lookup_with_dir(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-    ) -> (Result<(Fid, Attr), FsError>, Option<Attr>) {
-        let r = self.lookup(cred, dir, name);
-        (r, self.getattr(dir).ok())
-    }
-    /// [`Backend::access`] plus the object's attributes (NFSv3 ACCESS).
-    fn access_with_attr(
-        &self,
-        cred: &Cred,
-        fid: &Fid,
-        want: Access,
-    ) -> (Result<Access, FsError>, Option<Attr>) {
-        let r = self.access(cred, fid, want);
-        (r, self.getattr(fid).ok())
-    }
-    fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError>;
-    /// Reads into the caller's buffer; returns (bytes read, eof).
-    fn read(
-        &self,
-        cred: &Cred,
-        fid: &Fid,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> Result<(usize, bool), FsError>;
-    /// Like [`Backend::read`] of up to `count` bytes, appended to `buf`
-    /// (a reply being built), with room left for XDR's padding after the
-    /// data ([`reply_room`]). A backend that can read into uninitialised
-    /// memory overrides it: zero-filling a 1 MiB buffer first costs about
-    /// a tenth of a 1 MiB READ.
-    fn read_append(
-        &self,
-        cred: &Cred,
-        fid: &Fid,
-        offset: u64,
-        count: usize,
-        buf: &mut bytes::BytesMut,
-    ) -> Result<(usize, bool), FsError> {
-        let start = buf.len();
-        buf.reserve(reply_room(count));
-        buf.resize(start + count, 0);
-        let r = self.read(cred, fid, offset, &mut buf[start..]);
-        let n = r.as_ref().map_or(0, |&(n, _)| n.min(count));
-        buf.truncate(start + n);
-        r
-    }
-    /// Like [`Backend::read`] of up to `count` bytes, spliced into `pipe`
-    /// (the write end of an empty pipe that holds `count` bytes) instead
-    /// of copied: the pipe then holds references to the page cache's
-    /// pages. None: this backend cannot (the caller copies instead).
-    fn splice_read(
-        &self,
-        _cred: &Cred,
-        _fid: &Fid,
-        _offset: u64,
-        _count: usize,
-        _pipe: std::os::fd::BorrowedFd<'_>,
-    ) -> Option<Result<(usize, bool), FsError>> {
-        None
-    }
-    /// Returns (bytes written, stability reached).
-    fn write(
-        &self,
-        cred: &Cred,
-        fid: &Fid,
-        offset: u64,
-        data: &[u8],
-        stable: Stable,
-    ) -> Result<(usize, Stable), FsError>;
-    /// Makes earlier unstable writes durable (fsync).
-    fn commit(&self, fid: &Fid) -> Result<(), FsError>;
-    fn create(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        how: &CreateHow,
-    ) -> Result<(Fid, Attr), FsError>;
-    fn mkdir(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        set: &SetAttr,
-    ) -> Result<(Fid, Attr), FsError>;
-    fn symlink(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        target: &[u8],
-        set: &SetAttr,
-    ) -> Result<(Fid, Attr), FsError>;
-    /// `ftype` is one of Fifo, Socket, CharDev, BlockDev (else `BadType`).
-    fn mknod(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        ftype: FileType,
-        rdev: (u32, u32),
-        set: &SetAttr,
-    ) -> Result<(Fid, Attr), FsError>;
-    /// Removes a non-directory.
-    fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-    fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-    fn rename(
-        &self,
-        cred: &Cred,
-        from_dir: &Fid,
-        from_name: &[u8],
-        to_dir: &Fid,
-        to_name: &[u8],
-    ) -> Result<(), FsError>;
-    /// Hard link `fid` as `dir/name`.
-    fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
-    /// One page of the entries after `cookie` (0 = start), handed to `sink`
-    /// one by one until it refuses one or the directory ends. The caller
-    /// decides what an empty page that is not at eof means (TOOSMALL).
-    fn readdir_into(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        cookie: u64,
-        verifier: [u8; 8],
-        plus: bool,
-        sink: &mut dyn DirSink,
-    ) -> Result<DirEnd, FsError>;
-    /// One page of at most `max_entries` entries after `cookie` (0 = start).
-    fn readdir(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        cookie: u64,
-        verifier: [u8; 8],
-        max_entries: usize,
-        plus: bool,
-    ) -> Result<DirPage, FsError> {
-        if max_entries == 0 {
-            return Err(FsError::TooSmall);
-        }
-        let mut c = Collect {
-            entries: Vec::with_capacity(max_entries.min(1024)),
-            max: max_entries,
-        };
-        let end = self.readdir_into(cred, dir, cookie, verifier, plus, &mut c)?;
-        Ok(DirPage {
-            entries: c.entries,
-            eof: end.eof,
-            verifier: end.verifier,
-        })
-    }
-    fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError>;
-    /// Flush everything (syncfs), e.g. at shutdown.
-    fn sync_all(&self) -> Result<(), FsError>;
-    /// The first offset at or after `offset` where `what` begins, as
-    /// lseek(2) SEEK_DATA/SEEK_HOLE answers: every file ends in an implicit
-    /// hole, so a hole is always found at or below the size. `NxIo` when
-    /// `offset` is at or past the end, or no data follows it. Needs read
-    /// permission.
-    fn seek(
-        &self,
-        _cred: &Cred,
-        _fid: &Fid,
-        _offset: u64,
-        _what: SeekWhat,
-    ) -> Result<u64, FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Reserves space for `len` bytes at `offset` (fallocate(2) mode 0):
-    /// later writes there do not fail for lack of space, and the size
-    /// grows to cover the range. Needs write permission.
-    fn allocate(&self, _cred: &Cred, _fid: &Fid, _offset: u64, _len: u64) -> Result<(), FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Frees `len` bytes at `offset` (fallocate(2) PUNCH_HOLE|KEEP_SIZE):
-    /// the range reads as zeros afterwards and the size does not change.
-    /// Needs write permission.
-    fn deallocate(&self, _cred: &Cred, _fid: &Fid, _offset: u64, _len: u64) -> Result<(), FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Copies up to `len` bytes of `src` at `src_off` into `dst` at
-    /// `dst_off` within this backend (copy_file_range(2)); returns the
-    /// bytes copied, fewer than `len` only where the source ends. Needs
-    /// read permission on `src` and write permission on `dst`; an
-    /// overlapping range of one file is `Inval`.
-    #[allow(clippy::too_many_arguments)]
-    fn copy_range(
-        &self,
-        _cred: &Cred,
-        _src: &Fid,
-        _src_off: u64,
-        _dst: &Fid,
-        _dst_off: u64,
-        _len: u64,
-    ) -> Result<u64, FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Makes `dst` at `dst_off` share `src`'s storage from `src_off` for
-    /// `len` bytes (0: to the source's end), as the FICLONERANGE ioctl
-    /// does; `NotSupp` where the backend cannot share storage. Permissions
-    /// as for [`Backend::copy_range`].
-    #[allow(clippy::too_many_arguments)]
-    fn clone_range(
-        &self,
-        _cred: &Cred,
-        _src: &Fid,
-        _src_off: u64,
-        _dst: &Fid,
-        _dst_off: u64,
-        _len: u64,
-    ) -> Result<(), FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Passes an access-pattern hint for `len` bytes at `offset` (0: to
-    /// the end) to the backend's cache, as posix_fadvise(2); `NotSupp`
-    /// when the backend has no use for it. Needs read permission.
-    fn advise(
-        &self,
-        _cred: &Cred,
-        _fid: &Fid,
-        _offset: u64,
-        _len: u64,
-        _advice: Advice,
-    ) -> Result<(), FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Asks to hear of objects changed other than through this server
-    /// (a local process writing, truncating, renaming, removing, changing
-    /// attributes), soon after each change; false where the backend
-    /// cannot tell (then nothing is called).
-    fn on_local_change(&self, _hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        false
-    }
-    /// Whether an NFSv4 delegation on this backend's files needs one of the
-    /// file system's own behind it (CephFS: other heads and other clients
-    /// of the file system change files behind this server's back). When
-    /// false (local and memory backends) the calls below are never needed.
-    fn shares_delegations(&self) -> bool {
-        false
-    }
-    /// Takes (or keeps) a read delegation of the file system on `fid`:
-    /// until [`Backend::undelegate`], a conflicting open elsewhere waits
-    /// and the recall hook is called. Ok(false): a conflicting open exists
-    /// (grant none). A recalled delegation must be given back within
-    /// `give_back_within` (the file system may drop the whole mount of a
-    /// late holder).
-    fn delegate(
-        &self,
-        _fid: &Fid,
-        _give_back_within: std::time::Duration,
-    ) -> Result<bool, FsError> {
-        Ok(true)
-    }
-    /// Gives the file system's delegation on `fid` back (none held: nothing).
-    fn undelegate(&self, _fid: &Fid) {}
-    /// Asks to hear when the file system recalls a delegation taken with
-    /// [`Backend::delegate`]; the hook runs on the backend's own thread and
-    /// must only pass the news on. False where there are none.
-    fn on_delegation_recall(&self, _hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        false
-    }
-    /// Whether the objects of this backend can carry user extended
-    /// attributes (the NFSv4.2 xattr_support attribute).
-    fn xattr_support(&self) -> bool {
-        false
-    }
-    /// The value of the user extended attribute `name` (given without the
-    /// `user.` prefix, as NFSv4.2 names them). `NoXattr` when there is
-    /// none. Needs read permission.
-    fn getxattr(&self, _cred: &Cred, _fid: &Fid, _name: &[u8]) -> Result<Vec<u8>, FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Sets the user extended attribute `name` (without `user.`) to
-    /// `value`; `how` says whether it must or must not exist already
-    /// (`NoXattr`, `Exist`). Needs write permission.
-    fn setxattr(
-        &self,
-        _cred: &Cred,
-        _fid: &Fid,
-        _name: &[u8],
-        _value: &[u8],
-        _how: XattrSet,
-    ) -> Result<(), FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// The names of the object's user extended attributes, without the
-    /// `user.` prefix, in an order that stays the same while they do.
-    /// Needs read permission.
-    fn listxattrs(&self, _cred: &Cred, _fid: &Fid) -> Result<Vec<Vec<u8>>, FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Removes the user extended attribute `name` (without `user.`);
-    /// `NoXattr` when there is none. Needs write permission.
-    fn removexattr(&self, _cred: &Cred, _fid: &Fid, _name: &[u8]) -> Result<(), FsError> {
-        Err(FsError::NotSupp)
-    }
-    /// Whether byte-range locks are also kept by the file system itself,
-    /// where other servers of it see them (CephFS: every head). When false
-    /// (local and memory backends) the server's lock manager is the whole
-    /// truth and the three calls below are never needed (they do nothing).
-    fn shares_locks(&self) -> bool {
-        false
-    }
-    /// Takes, upgrades or downgrades `owner`'s POSIX lock on `offset`,
-    /// `length` (`u64::MAX`: to end of file) without waiting. `Ok(Some)`:
-    /// refused, naming one conflicting lock held elsewhere; nothing
-    /// changed then. `owner` names the lock owner within this server:
-    /// different owners conflict with each other, as processes do.
-    fn lock_range(
-        &self,
-        _fid: &Fid,
-        _owner: u64,
-        _kind: LockType,
-        _offset: u64,
-        _length: u64,
-    ) -> Result<Option<RangeLock>, FsError> {
-        Ok(None)
-    }
-    /// Whether [`Backend::lock_range`] would be refused now, and by what;
-    /// changes nothing.
-    fn test_range(
-        &self,
-        _fid: &Fid,
-        _owner: u64,
-        _kind: LockType,
-        _offset: u64,
-        _length: u64,
-    ) -> Result<Option<RangeLock>, FsError> {
-        Ok(None)
-    }
-    /// Releases `owner`'s locks on the range (splitting as POSIX does);
-    /// releasing what is not held is not an error.
-    fn unlock_range(
-        &self,
-        _fid: &Fid,
-        _owner: u64,
-        _offset: u64,
-        _length: u64,
-    ) -> Result<(), FsError> {
-        Ok(())
-    }
-}
-
-/// A hint for [`Backend::advise`], as posix_fadvise(2) takes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Advice {
-    Normal,
-    Sequential,
-    Random,
-    WillNeed,
-    DontNeed,
-    NoReuse,
-}
-
-/// What [`Backend::setxattr`] requires of an existing attribute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XattrSet {
-    /// Create it or replace it.
-    Either,
-    /// Fail with `Exist` if it exists (XATTR_CREATE).
-    Create,
-    /// Fail with `NoXattr` if it does not (XATTR_REPLACE).
-    Replace,
-}
-
-/// The namespace every NFSv4.2 extended attribute lives in (RFC 8276:
-/// the protocol's names are user attributes, without this prefix; Linux
-/// knfsd adds it the same way).
-pub const XATTR_USER_PREFIX: &[u8] = b"user.";
-/// Longest attribute name Linux takes, prefix included (XATTR_NAME_MAX).
-pub const XATTR_NAME_MAX: usize = 255;
-/// Largest attribute value Linux takes (XATTR_SIZE_MAX).
-pub const XATTR_SIZE_MAX: usize = 65536;
-
-/// The full name (`user.` + `name`) of an NFSv4.2 attribute name, once it
-/// is one the backend can take: not empty (Inval), no NUL byte (Inval),
-/// not past XATTR_NAME_MAX with the prefix (NameTooLong).
-pub fn user_xattr_name(name: &[u8]) -> Result<Vec<u8>, FsError> {
-    if name.is_empty() || name.contains(&0) {
-        return Err(FsError::Inval);
-    }
-    if name.len() > XATTR_NAME_MAX - XATTR_USER_PREFIX.len() {
-        return Err(FsError::NameTooLong);
-    }
-    let mut full = Vec::with_capacity(XATTR_USER_PREFIX.len() + name.len());
-    full.extend_from_slice(XATTR_USER_PREFIX);
-    full.extend_from_slice(name);
-    Ok(full)
-}
-
-/// What [`Backend::seek`] looks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeekWhat {
-    Data,
-    Hole,
 }
 
 #[cfg(test)]

@@ -21,9 +21,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::mode::{may, R, W, X};
 use crate::{
-    check_name, check_new_name, check_rename_names, Access, Attr, Backend, CreateHow, Cred, DirEnd,
-    DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable, Timespec,
-    XattrSet,
+    check_name, check_new_name, check_rename_names, Access, Attr, ChangeNotify, Core, CreateHow,
+    Cred, DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime,
+    Stable, Timespec, XattrSet,
 };
 
 const ROOT_INO: u64 = 1;
@@ -377,7 +377,7 @@ impl State {
     }
 }
 
-impl Backend for MemFs {
+impl Core for MemFs {
     fn root(&self) -> Fid {
         self.with(|s| Ok(s.fid(ROOT_INO))).unwrap()
     }
@@ -819,7 +819,13 @@ impl Backend for MemFs {
     fn sync_all(&self) -> Result<(), FsError> {
         Ok(())
     }
+}
 
+impl crate::SharedLocks for MemFs {}
+
+impl crate::SharedDelegations for MemFs {}
+
+impl crate::Space for MemFs {
     fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
         self.with(|s| {
             let n = s.node(s.resolve(fid)?);
@@ -920,7 +926,9 @@ impl Backend for MemFs {
             Ok(k)
         })
     }
+}
 
+impl crate::Xattrs for MemFs {
     fn xattr_support(&self) -> bool {
         true
     }
@@ -981,6 +989,8 @@ impl Backend for MemFs {
         })
     }
 }
+
+impl ChangeNotify for MemFs {}
 
 /// An inode whose user xattrs `cred` may change: as Linux, only regular
 /// files and directories carry them (EPERM), and changing them needs write
@@ -1067,6 +1077,7 @@ fn verifier_times(v: &[u8; 8]) -> (Timespec, Timespec) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prelude::*;
 
     fn root() -> Cred {
         Cred::root()

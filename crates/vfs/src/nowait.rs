@@ -4,7 +4,7 @@
 //! Handing a call to the blocking pool and back costs more than the call
 //! itself when everything it needs is cached (an `fstat` of an open
 //! descriptor, a name in the dentry cache, a page in the page cache). Inside
-//! [`attempt`], a backend that supports it ([`crate::Backend::supports_nowait`])
+//! [`attempt`], a backend that supports it ([`crate::Core::supports_nowait`])
 //! does only what cannot block and reports [`crate::FsError::WouldBlock`]
 //! otherwise; `attempt` then returns None and the caller runs the call again
 //! on the blocking pool. Calls that can block must have no side effects

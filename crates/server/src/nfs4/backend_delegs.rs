@@ -1,5 +1,5 @@
 //! NFSv4 delegations backed by one of the file system's own, for backends
-//! other servers also change ([`vfs::Backend::shares_delegations`]:
+//! other servers also change ([`vfs::SharedDelegations::shares_delegations`]:
 //! CephFS, where every head and every other CephFS client can open a file
 //! behind this server's back).
 //!

@@ -3,7 +3,7 @@
 //! cache and would otherwise never see the change.
 //!
 //! The local backend tells us through its fanotify group
-//! (`vfs::Backend::on_local_change`, events of other processes only), just
+//! (`vfs::ChangeNotify::on_local_change`, events of other processes only), just
 //! after the change; each file with delegations is then recalled as if a
 //! client without a delegation had changed it, and its ctime moved once
 //! the delegations are gone (see [`touch`]). The holder may read its cached

@@ -248,7 +248,7 @@ mod tests {
                 &vfs::SetAttr::default(),
             )
             .unwrap();
-        use vfs::Backend;
+        use vfs::Core;
         let ex = Exports::new(vec![
             export("/", root.clone()),
             export("/sub", Arc::new(vfs::memory::MemFs::new())),

@@ -23,7 +23,7 @@
 //!
 //! Read delegations are backed by CephFS's (`ceph_ll_delegation`): the
 //! server takes one before granting an NFS read delegation and hears
-//! through [`crate::Backend::on_delegation_recall`] when another client of the
+//! through [`crate::SharedDelegations::on_delegation_recall`] when another client of the
 //! file system wants the file (see the server's `backend_delegs`).
 //!
 //! Not done yet: write delegations, allocate, copy/clone offload.
@@ -603,200 +603,7 @@ impl CephFs {
     }
 }
 
-impl crate::Backend for CephFs {
-    fn shares_locks(&self) -> bool {
-        true
-    }
-
-    fn shares_delegations(&self) -> bool {
-        true
-    }
-
-    fn delegate(&self, fid: &Fid, within: std::time::Duration) -> Result<bool, FsError> {
-        let allowed = self.deleg_timeout.get_or_init(|| {
-            // libcephfs refuses delegations until told how long a recall
-            // may take, and unmounts a mount that takes longer.
-            let secs = within.as_secs().clamp(5, u32::MAX as u64) as u32;
-            self.m.set_deleg_timeout(secs).map_err(|e| {
-                let m = format!(
-                    "ceph_set_deleg_timeout({secs}): {} (the cluster's session timeout is shorter: shorten [nfs4] lease_seconds); no delegations on this CephFS export",
-                    ffi::strerror(e)
-                );
-                tracing::warn!("{m}");
-                m
-            })
-        });
-        if allowed.is_err() {
-            return Ok(false);
-        }
-        let (ino, _) = parse_fid(fid)?;
-        if self.delegs.lock().unwrap().contains_key(&ino) {
-            return Ok(true);
-        }
-        let i = self.file_inode(fid)?;
-        let fh = self
-            .m
-            .open_lock_fh(&i, libc::O_RDONLY, &self.root_perms())
-            .map_err(err)?;
-        let (hook, f) = (self.recall.clone(), *fid);
-        let recall = Arc::new(move || {
-            if let Some(h) = hook.get() {
-                h(&f)
-            }
-        });
-        match self.m.delegate(&fh, recall) {
-            Ok(d) => {
-                // The server takes one per file at a time: no other can
-                // have come in meanwhile.
-                if let Some((fh, d)) = self.delegs.lock().unwrap().insert(ino, (fh, d)) {
-                    self.m.give_back(fh, d);
-                }
-                Ok(true)
-            }
-            Err(e) => {
-                self.m.close_lock_fh(fh);
-                match e {
-                    libc::EAGAIN => Ok(false),
-                    e => Err(err(e)),
-                }
-            }
-        }
-    }
-
-    fn undelegate(&self, fid: &Fid) {
-        let Ok((ino, _)) = parse_fid(fid) else {
-            return;
-        };
-        let held = self.delegs.lock().unwrap().remove(&ino);
-        if let Some((fh, d)) = held {
-            self.m.give_back(fh, d);
-        }
-    }
-
-    fn on_delegation_recall(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        self.recall.set(hook).is_ok()
-    }
-
-    fn lock_range(
-        &self,
-        fid: &Fid,
-        owner: u64,
-        kind: crate::LockType,
-        offset: u64,
-        length: u64,
-    ) -> Result<Option<crate::RangeLock>, FsError> {
-        let i = self.file_inode(fid)?;
-        let (ino, _) = parse_fid(fid)?;
-        let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
-        let entry = self.lock_file(ino);
-        let r = {
-            let mut slot = entry.lock().unwrap();
-            let f = match &mut *slot {
-                Some(f) => f,
-                None => slot.insert(LockFile {
-                    fh: self.open_lock_fh(&i)?,
-                    held: HashMap::new(),
-                }),
-            };
-            let r = match self.m.setlk(&f.fh, t, start, len, owner) {
-                Ok(()) => {
-                    f.held.entry(owner).or_default().push(inclusive(start, len));
-                    Ok(None)
-                }
-                Err(libc::EAGAIN | libc::EACCES) => {
-                    self.conflict(&f.fh, t, start, len, owner).map(Some)
-                }
-                Err(e) => Err(err(e)),
-            };
-            if f.held.is_empty() {
-                // Opened for this request, which was refused: nothing to keep.
-                let f = slot.take().expect("present");
-                self.m.close_lock_fh(f.fh);
-            }
-            r
-        };
-        self.tidy_lock_file(ino, entry);
-        r
-    }
-
-    fn test_range(
-        &self,
-        fid: &Fid,
-        owner: u64,
-        kind: crate::LockType,
-        offset: u64,
-        length: u64,
-    ) -> Result<Option<crate::RangeLock>, FsError> {
-        let i = self.file_inode(fid)?;
-        let (ino, _) = parse_fid(fid)?;
-        let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
-        let ask = |fh: &LockFh| {
-            Ok(self
-                .m
-                .getlk(fh, t, start, len, owner)
-                .map_err(err)?
-                .map(|(ct, cs, cl)| range_lock(ct, cs, cl)))
-        };
-        let entry = self.lock_file(ino);
-        let r = {
-            let slot = entry.lock().unwrap();
-            match &*slot {
-                Some(f) => ask(&f.fh),
-                None => {
-                    // Nothing held through this head: a handle just for
-                    // the question (closing it drops nothing).
-                    match self.open_lock_fh(&i) {
-                        Ok(fh) => {
-                            let r = ask(&fh);
-                            self.m.close_lock_fh(fh);
-                            r
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-            }
-        };
-        self.tidy_lock_file(ino, entry);
-        r
-    }
-
-    fn unlock_range(&self, fid: &Fid, owner: u64, offset: u64, length: u64) -> Result<(), FsError> {
-        let (ino, _) = parse_fid(fid)?;
-        let (start, len) = ceph_range(offset, length);
-        let owner = owner | OWNER_BIT;
-        let Some(entry) = self.locks.lock().unwrap().get(&ino).cloned() else {
-            // No lock was taken through this head.
-            return Ok(());
-        };
-        let r = (|| {
-            let mut slot = entry.lock().unwrap();
-            let Some(f) = &mut *slot else {
-                return Ok(());
-            };
-            if !f.held.contains_key(&owner) {
-                return Ok(());
-            }
-            self.m
-                .setlk(&f.fh, libc::F_UNLCK, start, len, owner)
-                .map_err(err)?;
-            let (s, e) = inclusive(start, len);
-            if let Some(h) = f.held.get_mut(&owner) {
-                subtract(h, s, e);
-                if h.is_empty() {
-                    f.held.remove(&owner);
-                }
-            }
-            if f.held.is_empty() {
-                // The last lock is gone: the handle is not needed any more.
-                let f = slot.take().expect("present");
-                self.m.close_lock_fh(f.fh);
-            }
-            Ok(())
-        })();
-        self.tidy_lock_file(ino, entry);
-        r
-    }
-
+impl crate::Core for CephFs {
     fn root(&self) -> Fid {
         self.root
     }
@@ -1207,7 +1014,206 @@ impl crate::Backend for CephFs {
     fn sync_all(&self) -> Result<(), FsError> {
         self.m.sync_fs().map_err(err)
     }
+}
 
+impl crate::SharedLocks for CephFs {
+    fn shares_locks(&self) -> bool {
+        true
+    }
+
+    fn lock_range(
+        &self,
+        fid: &Fid,
+        owner: u64,
+        kind: crate::LockType,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<crate::RangeLock>, FsError> {
+        let i = self.file_inode(fid)?;
+        let (ino, _) = parse_fid(fid)?;
+        let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
+        let entry = self.lock_file(ino);
+        let r = {
+            let mut slot = entry.lock().unwrap();
+            let f = match &mut *slot {
+                Some(f) => f,
+                None => slot.insert(LockFile {
+                    fh: self.open_lock_fh(&i)?,
+                    held: HashMap::new(),
+                }),
+            };
+            let r = match self.m.setlk(&f.fh, t, start, len, owner) {
+                Ok(()) => {
+                    f.held.entry(owner).or_default().push(inclusive(start, len));
+                    Ok(None)
+                }
+                Err(libc::EAGAIN | libc::EACCES) => {
+                    self.conflict(&f.fh, t, start, len, owner).map(Some)
+                }
+                Err(e) => Err(err(e)),
+            };
+            if f.held.is_empty() {
+                // Opened for this request, which was refused: nothing to keep.
+                let f = slot.take().expect("present");
+                self.m.close_lock_fh(f.fh);
+            }
+            r
+        };
+        self.tidy_lock_file(ino, entry);
+        r
+    }
+
+    fn test_range(
+        &self,
+        fid: &Fid,
+        owner: u64,
+        kind: crate::LockType,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<crate::RangeLock>, FsError> {
+        let i = self.file_inode(fid)?;
+        let (ino, _) = parse_fid(fid)?;
+        let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
+        let ask = |fh: &LockFh| {
+            Ok(self
+                .m
+                .getlk(fh, t, start, len, owner)
+                .map_err(err)?
+                .map(|(ct, cs, cl)| range_lock(ct, cs, cl)))
+        };
+        let entry = self.lock_file(ino);
+        let r = {
+            let slot = entry.lock().unwrap();
+            match &*slot {
+                Some(f) => ask(&f.fh),
+                None => {
+                    // Nothing held through this head: a handle just for
+                    // the question (closing it drops nothing).
+                    match self.open_lock_fh(&i) {
+                        Ok(fh) => {
+                            let r = ask(&fh);
+                            self.m.close_lock_fh(fh);
+                            r
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            }
+        };
+        self.tidy_lock_file(ino, entry);
+        r
+    }
+
+    fn unlock_range(&self, fid: &Fid, owner: u64, offset: u64, length: u64) -> Result<(), FsError> {
+        let (ino, _) = parse_fid(fid)?;
+        let (start, len) = ceph_range(offset, length);
+        let owner = owner | OWNER_BIT;
+        let Some(entry) = self.locks.lock().unwrap().get(&ino).cloned() else {
+            // No lock was taken through this head.
+            return Ok(());
+        };
+        let r = (|| {
+            let mut slot = entry.lock().unwrap();
+            let Some(f) = &mut *slot else {
+                return Ok(());
+            };
+            if !f.held.contains_key(&owner) {
+                return Ok(());
+            }
+            self.m
+                .setlk(&f.fh, libc::F_UNLCK, start, len, owner)
+                .map_err(err)?;
+            let (s, e) = inclusive(start, len);
+            if let Some(h) = f.held.get_mut(&owner) {
+                subtract(h, s, e);
+                if h.is_empty() {
+                    f.held.remove(&owner);
+                }
+            }
+            if f.held.is_empty() {
+                // The last lock is gone: the handle is not needed any more.
+                let f = slot.take().expect("present");
+                self.m.close_lock_fh(f.fh);
+            }
+            Ok(())
+        })();
+        self.tidy_lock_file(ino, entry);
+        r
+    }
+}
+
+impl crate::SharedDelegations for CephFs {
+    fn shares_delegations(&self) -> bool {
+        true
+    }
+
+    fn delegate(&self, fid: &Fid, within: std::time::Duration) -> Result<bool, FsError> {
+        let allowed = self.deleg_timeout.get_or_init(|| {
+            // libcephfs refuses delegations until told how long a recall
+            // may take, and unmounts a mount that takes longer.
+            let secs = within.as_secs().clamp(5, u32::MAX as u64) as u32;
+            self.m.set_deleg_timeout(secs).map_err(|e| {
+                let m = format!(
+                    "ceph_set_deleg_timeout({secs}): {} (the cluster's session timeout is shorter: shorten [nfs4] lease_seconds); no delegations on this CephFS export",
+                    ffi::strerror(e)
+                );
+                tracing::warn!("{m}");
+                m
+            })
+        });
+        if allowed.is_err() {
+            return Ok(false);
+        }
+        let (ino, _) = parse_fid(fid)?;
+        if self.delegs.lock().unwrap().contains_key(&ino) {
+            return Ok(true);
+        }
+        let i = self.file_inode(fid)?;
+        let fh = self
+            .m
+            .open_lock_fh(&i, libc::O_RDONLY, &self.root_perms())
+            .map_err(err)?;
+        let (hook, f) = (self.recall.clone(), *fid);
+        let recall = Arc::new(move || {
+            if let Some(h) = hook.get() {
+                h(&f)
+            }
+        });
+        match self.m.delegate(&fh, recall) {
+            Ok(d) => {
+                // The server takes one per file at a time: no other can
+                // have come in meanwhile.
+                if let Some((fh, d)) = self.delegs.lock().unwrap().insert(ino, (fh, d)) {
+                    self.m.give_back(fh, d);
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                self.m.close_lock_fh(fh);
+                match e {
+                    libc::EAGAIN => Ok(false),
+                    e => Err(err(e)),
+                }
+            }
+        }
+    }
+
+    fn undelegate(&self, fid: &Fid) {
+        let Ok((ino, _)) = parse_fid(fid) else {
+            return;
+        };
+        let held = self.delegs.lock().unwrap().remove(&ino);
+        if let Some((fh, d)) = held {
+            self.m.give_back(fh, d);
+        }
+    }
+
+    fn on_delegation_recall(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        self.recall.set(hook).is_ok()
+    }
+}
+
+impl crate::Space for CephFs {
     fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
         let i = self.file_inode(fid)?;
         let f = self
@@ -1230,7 +1236,9 @@ impl crate::Backend for CephFs {
         let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         self.m.fallocate(&f, mode, offset, len).map_err(err)
     }
+}
 
+impl crate::Xattrs for CephFs {
     fn xattr_support(&self) -> bool {
         true
     }
@@ -1289,6 +1297,8 @@ impl crate::Backend for CephFs {
         self.m.removexattr(&i, &c, &self.perms(cred)).map_err(err)
     }
 }
+
+impl crate::ChangeNotify for CephFs {}
 
 #[cfg(test)]
 mod tests;

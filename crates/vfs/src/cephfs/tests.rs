@@ -2,7 +2,8 @@
 //! a message when Ceph is not installed, unless TARN_REQUIRE_CEPH=1.
 
 use super::*;
-use crate::{Backend, LockType};
+use crate::prelude::*;
+use crate::LockType;
 
 /// A cluster started for this test (test-support's), stopped on drop.
 struct Cluster(test_support::ceph::Cluster);

@@ -223,7 +223,8 @@ fn prune_loop(inner: Weak<Mutex<Inner>>, idle: Duration) {
 mod tests {
     use super::super::LocalFs;
     use super::*;
-    use crate::{Backend, CreateHow, Cred, SetAttr};
+    use crate::prelude::*;
+    use crate::{CreateHow, Cred, SetAttr};
     use std::collections::HashMap;
     use std::os::fd::AsFd;
     use std::os::unix::fs::PermissionsExt;

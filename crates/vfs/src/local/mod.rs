@@ -126,9 +126,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    check_name, check_new_name, check_rename_names, Access, Advice, Attr, Backend, CreateHow, Cred,
-    DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
-    Timespec, XattrSet,
+    check_name, check_new_name, check_rename_names, Access, Advice, Attr, ChangeNotify, Core,
+    CreateHow, Cred, DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr,
+    SetTime, Stable, Timespec, XattrSet,
 };
 
 /// How many data descriptors stay open.
@@ -411,7 +411,7 @@ impl LocalFs {
 
     /// An O_PATH descriptor of `fid` and its current attributes, from the
     /// cache when possible (one fstat), else opened by handle and cached.
-    /// LOOKUP in an already opened directory (see [`Backend::lookup`]).
+    /// LOOKUP in an already opened directory (see [`Core::lookup`]).
     fn lookup_in(
         &self,
         cred: &Cred,
@@ -503,7 +503,7 @@ impl LocalFs {
         Some((fetched, dir_attr))
     }
 
-    /// ACCESS on an already opened object (see [`Backend::access`]).
+    /// ACCESS on an already opened object (see [`Core::access`]).
     fn access_on(
         &self,
         cred: &Cred,
@@ -897,7 +897,7 @@ impl<V> FdCache<V> {
     }
 }
 
-impl Backend for LocalFs {
+impl Core for LocalFs {
     fn root(&self) -> Fid {
         self.root_fid
     }
@@ -1406,7 +1406,13 @@ impl Backend for LocalFs {
         nowait::forbid()?;
         sys::syncfs(self.root.as_fd()).map_err(io_err)
     }
+}
 
+impl crate::SharedLocks for LocalFs {}
+
+impl crate::SharedDelegations for LocalFs {}
+
+impl crate::Space for LocalFs {
     fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
         nowait::forbid()?;
         let (d, st) = self.data_fd(fid)?;
@@ -1527,11 +1533,9 @@ impl Backend for LocalFs {
         };
         sys::fadvise(fd, offset, len, a).map_err(io_err)
     }
+}
 
-    fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        changes::Changes::watch_local(&self.changes, hook)
-    }
-
+impl crate::Xattrs for LocalFs {
     fn xattr_support(&self) -> bool {
         self.xattrs
     }
@@ -1641,6 +1645,12 @@ impl Backend for LocalFs {
         };
         let _g = self.as_user(cred)?;
         sys::removexattr_fd(fd.as_fd(), &name).map_err(io_err)
+    }
+}
+
+impl ChangeNotify for LocalFs {
+    fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
+        changes::Changes::watch_local(&self.changes, hook)
     }
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::nowait;
+use crate::prelude::*;
 use crate::HandleKey;
 use std::collections::HashSet;
 use std::os::unix::fs::{symlink, PermissionsExt};
