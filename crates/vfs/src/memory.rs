@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::backend::verifier_times;
 use crate::mode::{may, R, W, X};
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Attr, ChangeNotify, Core, CreateHow,
@@ -519,38 +520,16 @@ impl Core for MemFs {
                 if !may(cred, &s.node(d).attr, X) {
                     return Err(FsError::Acces);
                 }
-                let a = s.node(ino).attr.clone();
-                return match how {
-                    CreateHow::Guarded(_) => Err(FsError::Exist),
-                    CreateHow::Exclusive(v) => {
-                        let (m, at) = verifier_times(v);
-                        if a.ftype == FileType::Regular && a.mtime == m && a.atime == at {
-                            Ok((s.fid(ino), a))
-                        } else {
-                            Err(FsError::Exist)
-                        }
-                    }
-                    CreateHow::Unchecked(set) => {
-                        if a.ftype != FileType::Regular {
-                            return Err(FsError::Exist);
-                        }
-                        if let Some(size) = set.size {
-                            let only = SetAttr {
-                                size: Some(size),
-                                ..SetAttr::default()
-                            };
-                            s.setattr(cred, ino, &only)?;
-                        }
-                        Ok((s.fid(ino), s.node(ino).attr.clone()))
-                    }
-                };
-            }
-            let (mode, set) = match how {
-                CreateHow::Unchecked(set) | CreateHow::Guarded(set) => {
-                    (set.mode.unwrap_or(0o644), set.clone())
+                if let Some(size) = how.on_existing(&s.node(ino).attr)? {
+                    let only = SetAttr {
+                        size: Some(size),
+                        ..SetAttr::default()
+                    };
+                    s.setattr(cred, ino, &only)?;
                 }
-                CreateHow::Exclusive(_) => (0o600, SetAttr::default()),
-            };
+                return Ok((s.fid(ino), s.node(ino).attr.clone()));
+            }
+            let (mode, set) = how.for_new_file();
             let ino = s.new_entry(
                 cred,
                 dir,
@@ -953,9 +932,7 @@ impl crate::Xattrs for MemFs {
         how: XattrSet,
     ) -> Result<(), FsError> {
         crate::user_xattr_name(name)?;
-        if value.len() > crate::XATTR_SIZE_MAX {
-            return Err(FsError::XattrTooBig);
-        }
+        crate::backend::check_xattr_value(value)?;
         self.with(|s| {
             let n = xattr_node_to_change(cred, s.node_mut(s.resolve(fid)?))?;
             match (how, n.xattrs.contains_key(name)) {
@@ -1057,21 +1034,6 @@ fn changed(cred: &Cred, n: &mut Inode) {
     if cred.uid != 0 {
         n.attr.mode &= !0o6000;
     }
-}
-
-fn verifier_times(v: &[u8; 8]) -> (Timespec, Timespec) {
-    let m = u32::from_be_bytes(v[..4].try_into().unwrap()) & 0x7fff_ffff;
-    let a = u32::from_be_bytes(v[4..].try_into().unwrap()) & 0x7fff_ffff;
-    (
-        Timespec {
-            secs: m as i64,
-            nsecs: 0,
-        },
-        Timespec {
-            secs: a as i64,
-            nsecs: 0,
-        },
-    )
 }
 
 #[cfg(test)]

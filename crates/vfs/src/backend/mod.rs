@@ -16,6 +16,8 @@
 //! | [`Xattrs`] | user extended attributes | yes | yes | yes |
 //! | [`ChangeNotify`] | hearing of changes made other than through the server | - | yes | - |
 //!
+//! Logic the backends share sits in `shared.rs`, written once.
+//!
 //! [`Backend`] is all of them together; every type with all six is one
 //! (a blanket impl), so `Arc<dyn Backend>` reaches every method.
 
@@ -23,6 +25,7 @@ mod core;
 mod delegations;
 mod locks;
 mod notify;
+mod shared;
 mod space;
 mod xattrs;
 
@@ -30,6 +33,9 @@ pub use self::core::{reply_room, Core};
 pub use delegations::SharedDelegations;
 pub use locks::{LockType, RangeLock, SharedLocks};
 pub use notify::ChangeNotify;
+pub(crate) use shared::{
+    check_xattr_value, fsstat_of, user_xattr_names, verifier_times, xattr_flags,
+};
 pub use space::{Advice, SeekWhat, Space};
 pub use xattrs::{
     user_xattr_name, XattrSet, Xattrs, XATTR_NAME_MAX, XATTR_SIZE_MAX, XATTR_USER_PREFIX,

@@ -32,10 +32,11 @@ mod ffi;
 
 use std::ffi::CString;
 
+use crate::backend::verifier_times;
 use crate::{
     check_name, check_new_name, check_rename_names, user_xattr_name, Access, Attr, CreateHow, Cred,
     DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
-    Timespec, XattrSet, XATTR_SIZE_MAX, XATTR_USER_PREFIX,
+    Timespec, XattrSet, XATTR_SIZE_MAX,
 };
 use ffi::{InodeRef, LockFh, Mount, Perms, Statx};
 use std::collections::HashMap;
@@ -332,14 +333,6 @@ fn to_libc(t: Timespec) -> libc::timespec {
         tv_sec: t.secs,
         tv_nsec: t.nsecs as i64,
     }
-}
-
-/// The verifier of an exclusive create, stored in mtime/atime seconds (as
-/// the local backend does).
-fn verifier_times(verf: &[u8; 8]) -> (i64, i64) {
-    let m = u32::from_be_bytes(verf[..4].try_into().unwrap()) & 0x7fff_ffff;
-    let a = u32::from_be_bytes(verf[4..].try_into().unwrap()) & 0x7fff_ffff;
-    (m as i64, a as i64)
 }
 
 impl CephFs {
@@ -716,10 +709,7 @@ impl crate::Core for CephFs {
         let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
-        let (mode, set) = match how {
-            CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0o644), s.clone()),
-            CreateHow::Exclusive(_) => (0o600, SetAttr::default()),
-        };
+        let (mode, set) = how.for_new_file();
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
         match self
             .m
@@ -731,8 +721,8 @@ impl crate::Core for CephFs {
                 if let CreateHow::Exclusive(v) = how {
                     let (m, a) = verifier_times(v);
                     let times = SetAttr {
-                        atime: SetTime::ClientTime(Timespec { secs: a, nsecs: 0 }),
-                        mtime: SetTime::ClientTime(Timespec { secs: m, nsecs: 0 }),
+                        atime: SetTime::ClientTime(a),
+                        mtime: SetTime::ClientTime(m),
                         ..SetAttr::default()
                     };
                     self.apply_set(&i, &perms, &times)?;
@@ -743,35 +733,16 @@ impl crate::Core for CephFs {
             Err(libc::EEXIST) => {
                 let (i, st) = self.m.lookup(&d, &c, &perms).map_err(err)?;
                 let attr = self.attr(&st);
-                match how {
-                    CreateHow::Guarded(_) => Err(FsError::Exist),
-                    CreateHow::Exclusive(v) => {
-                        let (m, a) = verifier_times(v);
-                        if attr.ftype == FileType::Regular
-                            && attr.mtime == (Timespec { secs: m, nsecs: 0 })
-                            && attr.atime == (Timespec { secs: a, nsecs: 0 })
-                        {
-                            Ok((fid_of(&st), attr))
-                        } else {
-                            Err(FsError::Exist)
-                        }
-                    }
-                    CreateHow::Unchecked(s) => {
-                        if attr.ftype != FileType::Regular {
-                            return Err(FsError::Exist);
-                        }
-                        if let Some(size) = s.size {
-                            let set = SetAttr {
-                                size: Some(size),
-                                ..SetAttr::default()
-                            };
-                            self.apply_set(&i, &perms, &set)?;
-                            let st = self.stat(&i)?;
-                            return Ok((fid_of(&st), self.attr(&st)));
-                        }
-                        Ok((fid_of(&st), attr))
-                    }
-                }
+                let Some(size) = how.on_existing(&attr)? else {
+                    return Ok((fid_of(&st), attr));
+                };
+                let set = SetAttr {
+                    size: Some(size),
+                    ..SetAttr::default()
+                };
+                self.apply_set(&i, &perms, &set)?;
+                let st = self.stat(&i)?;
+                Ok((fid_of(&st), self.attr(&st)))
             }
             Err(e) => Err(err(e)),
         }
@@ -1000,15 +971,7 @@ impl crate::Core for CephFs {
     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
         let i = self.inode(fid)?;
         let s = self.m.statfs(&i).map_err(err)?;
-        let f = s.f_frsize.max(1);
-        Ok(FsStat {
-            total_bytes: s.f_blocks * f,
-            free_bytes: s.f_bfree * f,
-            avail_bytes: s.f_bavail * f,
-            total_files: s.f_files,
-            free_files: s.f_ffree,
-            avail_files: s.f_favail,
-        })
+        Ok(crate::backend::fsstat_of(&s, s.f_frsize.max(1)))
     }
 
     fn sync_all(&self) -> Result<(), FsError> {
@@ -1260,14 +1223,8 @@ impl crate::Xattrs for CephFs {
         how: XattrSet,
     ) -> Result<(), FsError> {
         let c = cname(&user_xattr_name(name)?)?;
-        if value.len() > XATTR_SIZE_MAX {
-            return Err(FsError::XattrTooBig);
-        }
-        let flags = match how {
-            XattrSet::Either => 0,
-            XattrSet::Create => libc::XATTR_CREATE,
-            XattrSet::Replace => libc::XATTR_REPLACE,
-        };
+        crate::backend::check_xattr_value(value)?;
+        let flags = crate::backend::xattr_flags(how);
         let i = self.inode(fid)?;
         self.m
             .setxattr(&i, &c, value, flags, &self.perms(cred))
@@ -1280,15 +1237,7 @@ impl crate::Xattrs for CephFs {
             .m
             .listxattr(&i, XATTR_SIZE_MAX, &self.perms(cred))
             .map_err(err)?;
-        let mut names: Vec<Vec<u8>> = list
-            .split(|&b| b == 0)
-            .filter_map(|n| n.strip_prefix(XATTR_USER_PREFIX))
-            .filter(|n| !n.is_empty())
-            .map(<[u8]>::to_vec)
-            .collect();
-        // A stable order while the names stay the same.
-        names.sort();
-        Ok(names)
+        Ok(crate::backend::user_xattr_names(&list))
     }
 
     fn removexattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<(), FsError> {

@@ -125,6 +125,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::backend::verifier_times;
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Advice, Attr, ChangeNotify, Core,
     CreateHow, Cred, DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr,
@@ -718,21 +719,6 @@ impl LocalFs {
         let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
         Ok((fid, to_attr(&st)))
     }
-
-    fn exclusive_matches(st: &libc::stat, verf: &[u8; 8]) -> bool {
-        let (m, a) = verifier_times(verf);
-        file_type(st) == FileType::Regular
-            && st.st_mtime == m
-            && st.st_atime == a
-            && st.st_mtime_nsec == 0
-            && st.st_atime_nsec == 0
-    }
-}
-
-fn verifier_times(verf: &[u8; 8]) -> (i64, i64) {
-    let m = u32::from_be_bytes(verf[..4].try_into().unwrap()) & 0x7fff_ffff;
-    let a = u32::from_be_bytes(verf[4..].try_into().unwrap()) & 0x7fff_ffff;
-    (m as i64, a as i64)
 }
 
 thread_local! {
@@ -1078,17 +1064,13 @@ impl Core for LocalFs {
         check_new_name(name)?;
         let (dfd, _) = self.open_dir(dir)?;
         let c = sys::cstr(name).map_err(io_err)?;
-        let (mode, set) = match how {
-            CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0o644), s),
-            CreateHow::Exclusive(_) => (0o600, &SetAttr::default()),
-        };
+        let (mode, mut set) = how.for_new_file();
         let g = self.as_user(cred)?;
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
         match sys::openat_beneath(dfd.as_fd(), &c, flags, mode & 0o7777) {
             Ok(fd) => {
                 let fid = self.fid_of(fd.as_fd())?;
                 let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-                let mut set = set.clone();
                 if set.size == Some(0) {
                     set.size = None; // new files are empty already
                 }
@@ -1098,11 +1080,11 @@ impl Core for LocalFs {
                     let (m, a) = verifier_times(v);
                     let times = [
                         libc::timespec {
-                            tv_sec: a,
+                            tv_sec: a.secs,
                             tv_nsec: 0,
                         },
                         libc::timespec {
-                            tv_sec: m,
+                            tv_sec: m.secs,
                             tv_nsec: 0,
                         },
                     ];
@@ -1115,36 +1097,22 @@ impl Core for LocalFs {
                 let fd = self.open_child(dfd.as_fd(), &c)?;
                 let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
                 let fid = self.fid_of(fd.as_fd())?;
-                match how {
-                    CreateHow::Guarded(_) => Err(FsError::Exist),
-                    CreateHow::Exclusive(v) => {
-                        if Self::exclusive_matches(&st, v) {
-                            Ok((fid, to_attr(&st)))
-                        } else {
-                            Err(FsError::Exist)
-                        }
-                    }
-                    CreateHow::Unchecked(s) => {
-                        if file_type(&st) != FileType::Regular {
-                            return Err(FsError::Exist);
-                        }
-                        // Only the size applies to an existing file.
-                        if let Some(size) = s.size {
-                            drop(g);
-                            self.setattr(
-                                cred,
-                                &fid,
-                                &SetAttr {
-                                    size: Some(size),
-                                    ..SetAttr::default()
-                                },
-                            )?;
-                            let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-                            return Ok((fid, to_attr(&st)));
-                        }
-                        Ok((fid, to_attr(&st)))
-                    }
-                }
+                let attr = to_attr(&st);
+                // Only the size applies to an existing file.
+                let Some(size) = how.on_existing(&attr)? else {
+                    return Ok((fid, attr));
+                };
+                drop(g);
+                self.setattr(
+                    cred,
+                    &fid,
+                    &SetAttr {
+                        size: Some(size),
+                        ..SetAttr::default()
+                    },
+                )?;
+                let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+                Ok((fid, to_attr(&st)))
             }
             Err(e) => Err(io_err(e)),
         }
@@ -1391,15 +1359,7 @@ impl Core for LocalFs {
     fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
         let (fd, _) = self.open_path(fid)?;
         let s = sys::fstatvfs(fd.as_fd()).map_err(io_err)?;
-        let fr = s.f_frsize;
-        Ok(FsStat {
-            total_bytes: s.f_blocks * fr,
-            free_bytes: s.f_bfree * fr,
-            avail_bytes: s.f_bavail * fr,
-            total_files: s.f_files,
-            free_files: s.f_ffree,
-            avail_files: s.f_favail,
-        })
+        Ok(crate::backend::fsstat_of(&s, s.f_frsize))
     }
 
     fn sync_all(&self) -> Result<(), FsError> {
@@ -1576,18 +1536,12 @@ impl crate::Xattrs for LocalFs {
         how: XattrSet,
     ) -> Result<(), FsError> {
         let name = xattr_cname(name)?;
-        if value.len() > crate::XATTR_SIZE_MAX {
-            return Err(FsError::XattrTooBig);
-        }
+        crate::backend::check_xattr_value(value)?;
         // Linux keeps user xattrs off other objects (EPERM), as knfsd says.
         let Some((fd, _)) = self.xattr_object(fid)? else {
             return Err(FsError::Perm);
         };
-        let flags = match how {
-            XattrSet::Either => 0,
-            XattrSet::Create => libc::XATTR_CREATE,
-            XattrSet::Replace => libc::XATTR_REPLACE,
-        };
+        let flags = crate::backend::xattr_flags(how);
         // The kernel checks write permission (and the sticky-directory
         // owner rule) as the caller.
         let _g = self.as_user(cred)?;
@@ -1626,16 +1580,7 @@ impl crate::Xattrs for LocalFs {
             let n = sys::listxattr_fd(fd.as_fd(), &mut buf).map_err(io_err)?;
             buf.truncate(n);
         }
-        // Sorted, so cookies (positions in the list) keep their meaning
-        // from one LISTXATTRS to the next while the names stay the same.
-        let mut names: Vec<Vec<u8>> = buf
-            .split(|&b| b == 0)
-            .filter_map(|n| n.strip_prefix(crate::XATTR_USER_PREFIX))
-            .filter(|n| !n.is_empty())
-            .map(<[u8]>::to_vec)
-            .collect();
-        names.sort();
-        Ok(names)
+        Ok(crate::backend::user_xattr_names(&buf))
     }
 
     fn removexattr(&self, cred: &Cred, fid: &Fid, name: &[u8]) -> Result<(), FsError> {
