@@ -12,7 +12,9 @@
 //!   write reaching past it writes what fits and reports that count, one
 //!   starting at or past it fails with `DQuot`, as write(2) does.
 //!
-//! Everything else passes straight through.
+//! Everything else passes straight through, except what the impls below
+//! leave to the traits' defaults (the backend's own locks, COPY, CLONE,
+//! IO_ADVISE, xattr values, the combined and zero-copy forms of `Core`).
 //!
 //! [`Faulty::sharing_delegations`] also plays a file system other servers
 //! change (as CephFS is), for tests of the server's backed delegations:
@@ -48,6 +50,18 @@ pub struct Faulty {
     inner: Arc<dyn Backend>,
     marked: Mutex<HashMap<Fid, Fault>>,
     shared: Option<Shared>,
+}
+
+/// Methods that pass the call straight on to the inner backend, each
+/// written `name(arg: Type, ...) -> Return;`.
+macro_rules! forward {
+    ($($name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)*) => {
+        $(
+            fn $name(&self, $($arg: $ty),*) -> $ret {
+                self.inner.$name($($arg),*)
+            }
+        )*
+    };
 }
 
 impl Faulty {
@@ -118,28 +132,36 @@ impl Faulty {
 }
 
 impl Core for Faulty {
-    fn root(&self) -> Fid {
-        self.inner.root()
-    }
-
-    fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
-        self.inner.getattr(fid)
-    }
-
-    fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
-        self.inner.setattr(cred, fid, set)
+    // Passed straight on.
+    forward! {
+        root() -> Fid;
+        getattr(fid: &Fid) -> Result<Attr, FsError>;
+        setattr(cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError>;
+        access(cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError>;
+        readlink(cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError>;
+        mkdir(cred: &Cred, dir: &Fid, name: &[u8], set: &SetAttr) -> Result<(Fid, Attr), FsError>;
+        symlink(
+            cred: &Cred, dir: &Fid, name: &[u8], target: &[u8], set: &SetAttr,
+        ) -> Result<(Fid, Attr), FsError>;
+        mknod(
+            cred: &Cred, dir: &Fid, name: &[u8], ftype: FileType, rdev: (u32, u32), set: &SetAttr,
+        ) -> Result<(Fid, Attr), FsError>;
+        remove(cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
+        rmdir(cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
+        rename(
+            cred: &Cred, from_dir: &Fid, from_name: &[u8], to_dir: &Fid, to_name: &[u8],
+        ) -> Result<(), FsError>;
+        link(cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError>;
+        readdir_into(
+            cred: &Cred, dir: &Fid, cookie: u64, verifier: [u8; 8], plus: bool,
+            sink: &mut dyn DirSink,
+        ) -> Result<DirEnd, FsError>;
+        fsstat(fid: &Fid) -> Result<FsStat, FsError>;
+        sync_all() -> Result<(), FsError>;
     }
 
     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {
         self.noted(name, self.inner.lookup(cred, dir, name))
-    }
-
-    fn access(&self, cred: &Cred, fid: &Fid, want: Access) -> Result<Access, FsError> {
-        self.inner.access(cred, fid, want)
-    }
-
-    fn readlink(&self, cred: &Cred, fid: &Fid) -> Result<Vec<u8>, FsError> {
-        self.inner.readlink(cred, fid)
     }
 
     fn read(
@@ -207,84 +229,6 @@ impl Core for Faulty {
     ) -> Result<(Fid, Attr), FsError> {
         self.noted(name, self.inner.create(cred, dir, name, how))
     }
-
-    fn mkdir(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        set: &SetAttr,
-    ) -> Result<(Fid, Attr), FsError> {
-        self.inner.mkdir(cred, dir, name, set)
-    }
-
-    fn symlink(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        target: &[u8],
-        set: &SetAttr,
-    ) -> Result<(Fid, Attr), FsError> {
-        self.inner.symlink(cred, dir, name, target, set)
-    }
-
-    fn mknod(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        name: &[u8],
-        ftype: FileType,
-        rdev: (u32, u32),
-        set: &SetAttr,
-    ) -> Result<(Fid, Attr), FsError> {
-        self.inner.mknod(cred, dir, name, ftype, rdev, set)
-    }
-
-    fn remove(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
-        self.inner.remove(cred, dir, name)
-    }
-
-    fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
-        self.inner.rmdir(cred, dir, name)
-    }
-
-    fn rename(
-        &self,
-        cred: &Cred,
-        from_dir: &Fid,
-        from_name: &[u8],
-        to_dir: &Fid,
-        to_name: &[u8],
-    ) -> Result<(), FsError> {
-        self.inner
-            .rename(cred, from_dir, from_name, to_dir, to_name)
-    }
-
-    fn link(&self, cred: &Cred, fid: &Fid, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
-        self.inner.link(cred, fid, dir, name)
-    }
-
-    fn readdir_into(
-        &self,
-        cred: &Cred,
-        dir: &Fid,
-        cookie: u64,
-        verifier: [u8; 8],
-        plus: bool,
-        sink: &mut dyn DirSink,
-    ) -> Result<DirEnd, FsError> {
-        self.inner
-            .readdir_into(cred, dir, cookie, verifier, plus, sink)
-    }
-
-    fn fsstat(&self, fid: &Fid) -> Result<FsStat, FsError> {
-        self.inner.fsstat(fid)
-    }
-
-    fn sync_all(&self) -> Result<(), FsError> {
-        self.inner.sync_all()
-    }
 }
 
 impl SharedLocks for Faulty {}
@@ -323,27 +267,21 @@ impl SharedDelegations for Faulty {
 }
 
 impl Space for Faulty {
-    fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
-        self.inner.seek(cred, fid, offset, what)
-    }
-
-    fn allocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
-        self.inner.allocate(cred, fid, offset, len)
-    }
-
-    fn deallocate(&self, cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError> {
-        self.inner.deallocate(cred, fid, offset, len)
+    forward! {
+        seek(cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError>;
+        allocate(cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError>;
+        deallocate(cred: &Cred, fid: &Fid, offset: u64, len: u64) -> Result<(), FsError>;
     }
 }
 
 impl Xattrs for Faulty {
-    fn xattr_support(&self) -> bool {
-        self.inner.xattr_support()
+    forward! {
+        xattr_support() -> bool;
     }
 }
 
 impl ChangeNotify for Faulty {
-    fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
-        self.inner.on_local_change(hook)
+    forward! {
+        on_local_change(hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool;
     }
 }
