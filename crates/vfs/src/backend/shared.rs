@@ -1,6 +1,7 @@
 //! Behaviour the backends share, written once: what CREATE does with the
 //! name it is asked for ([`CreateHow::for_new_file`],
-//! [`CreateHow::on_existing`], [`verifier_times`]), `fsstat` from a
+//! [`CreateHow::on_existing`], [`verifier_times`]), MKNOD's mode
+//! ([`special_node`]), `fsstat` from a
 //! statvfs(3) ([`fsstat_of`]), and the user-xattr details of the backends
 //! that keep them in a real file system ([`xattr_flags`],
 //! [`check_xattr_value`], [`user_xattr_names`]).
@@ -106,4 +107,22 @@ pub(crate) fn user_xattr_names(list: &[u8]) -> Vec<Vec<u8>> {
         .collect();
     names.sort();
     names
+}
+
+/// MKNOD's mode (file type and permission bits) and device numbers for a
+/// new `ftype` object: a FIFO or socket takes no device numbers; any other
+/// type than those and the two device types is `BadType`.
+pub(crate) fn special_node(
+    ftype: FileType,
+    rdev: (u32, u32),
+    set: &SetAttr,
+) -> Result<(u32, (u32, u32)), FsError> {
+    let (kind, rdev) = match ftype {
+        FileType::Fifo => (libc::S_IFIFO, (0, 0)),
+        FileType::Socket => (libc::S_IFSOCK, (0, 0)),
+        FileType::CharDev => (libc::S_IFCHR, rdev),
+        FileType::BlockDev => (libc::S_IFBLK, rdev),
+        _ => return Err(FsError::BadType),
+    };
+    Ok((kind | (set.mode.unwrap_or(0o644) & 0o7777), rdev))
 }

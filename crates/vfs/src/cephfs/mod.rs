@@ -801,30 +801,12 @@ impl crate::Core for CephFs {
         set: &SetAttr,
     ) -> Result<(Fid, Attr), FsError> {
         check_new_name(name)?;
-        let kind = match ftype {
-            FileType::Fifo => libc::S_IFIFO,
-            FileType::Socket => libc::S_IFSOCK,
-            FileType::CharDev => libc::S_IFCHR,
-            FileType::BlockDev => libc::S_IFBLK,
-            _ => return Err(FsError::BadType),
-        };
+        let (mode, rdev) = crate::backend::special_node(ftype, rdev, set)?;
         let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
-        let dev = match ftype {
-            FileType::CharDev | FileType::BlockDev => makedev(rdev.0, rdev.1),
-            _ => 0,
-        };
-        let (i, _) = self
-            .m
-            .mknod(
-                &d,
-                &c,
-                kind | (set.mode.unwrap_or(0o644) & 0o7777),
-                dev,
-                &perms,
-            )
-            .map_err(err)?;
+        let dev = makedev(rdev.0, rdev.1);
+        let (i, _) = self.m.mknod(&d, &c, mode, dev, &perms).map_err(err)?;
         self.set_after_create(&i, &perms, set)?;
         let st = self.stat(&i)?;
         Ok((fid_of(&st), self.attr(&st)))

@@ -1166,17 +1166,10 @@ impl Core for LocalFs {
     ) -> Result<(Fid, Attr), FsError> {
         nowait::forbid()?;
         check_new_name(name)?;
-        let (kind, rdev) = match ftype {
-            FileType::Fifo => (libc::S_IFIFO, (0, 0)),
-            FileType::Socket => (libc::S_IFSOCK, (0, 0)),
-            FileType::CharDev => (libc::S_IFCHR, rdev),
-            FileType::BlockDev => (libc::S_IFBLK, rdev),
-            _ => return Err(FsError::BadType),
-        };
+        let (mode, rdev) = crate::backend::special_node(ftype, rdev, set)?;
         let (dfd, _) = self.open_dir(dir)?;
         let c = sys::cstr(name).map_err(io_err)?;
         let _g = self.as_user(cred)?;
-        let mode = kind | (set.mode.unwrap_or(0o644) & 0o7777);
         sys::mknodat(dfd.as_fd(), &c, mode, rdev).map_err(io_err)?;
         self.finish_new(cred, dfd.as_fd(), &c, set)
     }
