@@ -1,5 +1,5 @@
-//! [`MemFs`]: an in-memory tree implementing [`Backend`], for unit tests of
-//! the server.
+//! [`MemFs`]: an in-memory tree implementing [`Backend`](crate::Backend),
+//! for unit tests of the server.
 //!
 //! - Fids are 12 bytes: inode number (8, big endian) and a generation (4).
 //!   Inode numbers are not reused, and every object gets a fresh generation,

@@ -25,8 +25,8 @@ pub trait Core: Send + Sync {
     /// The export root.
     fn root(&self) -> Fid;
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError>;
-    /// Whether the backend honours [`nowait`] mode: then lookup, getattr,
-    /// access, read and fsstat may be tried inline and report
+    /// Whether the backend honours [`nowait`](crate::nowait) mode: then
+    /// lookup, getattr, access, read and fsstat may be tried inline and report
     /// [`FsError::WouldBlock`] instead of waiting. Backends that do not must
     /// return false, or their calls would block an async worker.
     fn supports_nowait(&self) -> bool {

@@ -7,16 +7,17 @@
 //! capability trait with an empty `impl` when it lacks the capability and
 //! overrides what it can:
 //!
-//! | trait | for | memory | local | cephfs |
-//! | --- | --- | --- | --- | --- |
-//! | [`Core`] | namespace, attributes, I/O, readdir | yes | yes | yes |
-//! | [`SharedLocks`] | byte-range locks kept by the file system for other heads | - | - | yes |
-//! | [`SharedDelegations`] | delegations backed by the file system's own | - | - | yes |
-//! | [`Space`] | SEEK, ALLOCATE/DEALLOCATE, COPY, CLONE, IO_ADVISE | seek, allocate, deallocate, copy | all | seek, deallocate |
-//! | [`Xattrs`] | user extended attributes | yes | yes | yes |
-//! | [`ChangeNotify`] | hearing of changes made other than through the server | - | yes | - |
+//! | trait | for | memory | local | cephfs | faulty (wrapper) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | [`Core`] | namespace, attributes, I/O, readdir | yes | yes | yes | passes on, injects faults |
+//! | [`SharedLocks`] | byte-range locks kept by the file system for other heads | - | - | yes | - |
+//! | [`SharedDelegations`] | delegations backed by the file system's own | - | - | yes | passes on, or plays one |
+//! | [`Space`] | SEEK, ALLOCATE/DEALLOCATE, COPY, CLONE, IO_ADVISE | seek, allocate, deallocate, copy | all | seek, deallocate | passes seek, allocate, deallocate on |
+//! | [`Xattrs`] | user extended attributes | yes | yes | yes | passes `xattr_support` on |
+//! | [`ChangeNotify`] | hearing of changes made other than through the server | - | yes | - | passes on |
 //!
-//! Logic the backends share sits in `shared.rs`, written once.
+//! Logic several backends share (CREATE's rules, MKNOD's mode, FSSTAT from
+//! statvfs, xattr flags and lists) sits in `shared.rs`, written once.
 //!
 //! [`Backend`] is all of them together; every type with all six is one
 //! (a blanket impl), so `Arc<dyn Backend>` reaches every method.

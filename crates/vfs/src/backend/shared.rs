@@ -126,3 +126,107 @@ pub(crate) fn special_node(
     };
     Ok((kind | (set.mode.unwrap_or(0o644) & 0o7777), rdev))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regular(mtime: i64, atime: i64) -> Attr {
+        let t = |secs| Timespec { secs, nsecs: 0 };
+        Attr {
+            ftype: FileType::Regular,
+            mode: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            used: 0,
+            rdev: (0, 0),
+            fsid: 1,
+            fileid: 2,
+            atime: t(atime),
+            mtime: t(mtime),
+            ctime: t(0),
+        }
+    }
+
+    #[test]
+    fn create_on_an_existing_name() {
+        let sized = SetAttr {
+            size: Some(7),
+            ..SetAttr::default()
+        };
+        let f = regular(1, 2);
+        assert_eq!(
+            CreateHow::Guarded(SetAttr::default()).on_existing(&f),
+            Err(FsError::Exist)
+        );
+        assert_eq!(
+            CreateHow::Unchecked(sized.clone()).on_existing(&f),
+            Ok(Some(7))
+        );
+        assert_eq!(
+            CreateHow::Unchecked(SetAttr::default()).on_existing(&f),
+            Ok(None)
+        );
+        let dir = Attr {
+            ftype: FileType::Directory,
+            ..f.clone()
+        };
+        assert_eq!(
+            CreateHow::Unchecked(sized).on_existing(&dir),
+            Err(FsError::Exist)
+        );
+        // The verifier's top bit of each half is dropped (31-bit seconds).
+        let v = [0x80, 0, 0, 1, 0, 0, 0, 2];
+        assert_eq!(CreateHow::Exclusive(v).on_existing(&f), Ok(None));
+        assert_eq!(
+            CreateHow::Exclusive([0, 0, 0, 1, 0, 0, 0, 3]).on_existing(&f),
+            Err(FsError::Exist)
+        );
+        let mut late = f.clone();
+        late.mtime.nsecs = 1;
+        assert_eq!(
+            CreateHow::Exclusive(v).on_existing(&late),
+            Err(FsError::Exist)
+        );
+        assert_eq!(
+            CreateHow::Exclusive(v).for_new_file(),
+            (0o600, SetAttr::default())
+        );
+    }
+
+    #[test]
+    fn mknod_modes() {
+        let set = SetAttr {
+            mode: Some(0o10640),
+            ..SetAttr::default()
+        };
+        assert_eq!(
+            special_node(FileType::Fifo, (1, 2), &set),
+            Ok((libc::S_IFIFO | 0o640, (0, 0)))
+        );
+        assert_eq!(
+            special_node(FileType::BlockDev, (1, 2), &SetAttr::default()),
+            Ok((libc::S_IFBLK | 0o644, (1, 2)))
+        );
+        assert_eq!(
+            special_node(FileType::Regular, (0, 0), &set),
+            Err(FsError::BadType)
+        );
+    }
+
+    #[test]
+    fn xattr_lists() {
+        assert_eq!(
+            user_xattr_names(b"user.b\0trusted.x\0user.\0user.a\0"),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
+        assert_eq!(xattr_flags(XattrSet::Create), libc::XATTR_CREATE);
+        assert_eq!(
+            check_xattr_value(&vec![0; XATTR_SIZE_MAX + 1]),
+            Err(FsError::XattrTooBig)
+        );
+        assert_eq!(check_xattr_value(&[]), Ok(()));
+    }
+}
