@@ -439,17 +439,7 @@ impl Core for MemFs {
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError> {
         self.with(|s| {
-            let n = s.node(s.resolve(fid)?);
-            let Data::File(v) = &n.data else {
-                return Err(if n.attr.ftype == FileType::Directory {
-                    FsError::IsDir
-                } else {
-                    FsError::Inval
-                });
-            };
-            if !(is_owner(cred, &n.attr) || may(cred, &n.attr, R) || may(cred, &n.attr, X)) {
-                return Err(FsError::Acces);
-            }
+            let v = file_data_to_read(cred, s.node(s.resolve(fid)?))?;
             let len = v.len() as u64;
             if offset >= len {
                 return Ok((0, true));
@@ -807,11 +797,7 @@ impl crate::SharedDelegations for MemFs {}
 impl crate::Space for MemFs {
     fn seek(&self, cred: &Cred, fid: &Fid, offset: u64, what: SeekWhat) -> Result<u64, FsError> {
         self.with(|s| {
-            let n = s.node(s.resolve(fid)?);
-            let v = file_data(n)?;
-            if !(is_owner(cred, &n.attr) || may(cred, &n.attr, R) || may(cred, &n.attr, X)) {
-                return Err(FsError::Acces);
-            }
+            let v = file_data_to_read(cred, s.node(s.resolve(fid)?))?;
             let len = v.len() as u64;
             if offset >= len {
                 return Err(FsError::NxIo);
@@ -876,12 +862,8 @@ impl crate::Space for MemFs {
     ) -> Result<u64, FsError> {
         self.with(|s| {
             let (si, di) = (s.resolve(src)?, s.resolve(dst)?);
-            let n = s.node(si);
-            let v = file_data(n)?;
-            if !(is_owner(cred, &n.attr) || may(cred, &n.attr, R) || may(cred, &n.attr, X)) {
-                return Err(FsError::Acces);
-            }
-            if si == di && len > 0 && src_off.abs_diff(dst_off) < len {
+            let v = file_data_to_read(cred, s.node(si))?;
+            if si == di && crate::backend::ranges_overlap(src_off, dst_off, len) {
                 return Err(FsError::Inval);
             }
             let size = v.len() as u64;
@@ -989,13 +971,20 @@ fn xattr_node_to_change<'a>(cred: &Cred, n: &'a mut Inode) -> Result<&'a mut Ino
 /// zeros.
 const HOLE_BLOCK: u64 = 4096;
 
-/// A regular file's bytes, for reading.
-fn file_data(n: &Inode) -> Result<&Vec<u8>, FsError> {
-    match &n.data {
-        Data::File(v) => Ok(v),
-        _ if n.attr.ftype == FileType::Directory => Err(FsError::IsDir),
-        _ => Err(FsError::Inval),
+/// A regular file's bytes, for reading: the owner, or a caller who may
+/// read or execute it (as knfsd lets an executable's pages be read).
+fn file_data_to_read<'a>(cred: &Cred, n: &'a Inode) -> Result<&'a Vec<u8>, FsError> {
+    let Data::File(v) = &n.data else {
+        return Err(if n.attr.ftype == FileType::Directory {
+            FsError::IsDir
+        } else {
+            FsError::Inval
+        });
+    };
+    if !(is_owner(cred, &n.attr) || may(cred, &n.attr, R) || may(cred, &n.attr, X)) {
+        return Err(FsError::Acces);
     }
+    Ok(v)
 }
 
 /// A regular file's bytes once `cred` may write them.

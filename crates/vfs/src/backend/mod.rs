@@ -35,7 +35,8 @@ pub use delegations::SharedDelegations;
 pub use locks::{LockType, RangeLock, SharedLocks};
 pub use notify::ChangeNotify;
 pub(crate) use shared::{
-    check_xattr_value, fsstat_of, special_node, user_xattr_names, verifier_times, xattr_flags,
+    check_xattr_value, fsstat_of, ranges_overlap, special_node, user_xattr_names, verifier_times,
+    xattr_flags,
 };
 pub use space::{Advice, SeekWhat, Space};
 pub use xattrs::{

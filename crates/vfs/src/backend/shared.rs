@@ -1,7 +1,7 @@
 //! Behaviour the backends share, written once: what CREATE does with the
 //! name it is asked for ([`CreateHow::for_new_file`],
 //! [`CreateHow::on_existing`], [`verifier_times`]), MKNOD's mode
-//! ([`special_node`]), `fsstat` from a
+//! ([`special_node`]), COPY's overlap ([`ranges_overlap`]), `fsstat` from a
 //! statvfs(3) ([`fsstat_of`]), and the user-xattr details of the backends
 //! that keep them in a real file system ([`xattr_flags`],
 //! [`check_xattr_value`], [`user_xattr_names`]).
@@ -74,6 +74,12 @@ pub(crate) fn fsstat_of(s: &libc::statvfs, frag: u64) -> FsStat {
         free_files: s.f_ffree,
         avail_files: s.f_favail,
     }
+}
+
+/// Whether `len` bytes at `a` and at `b` of one file overlap (COPY and
+/// CLONE within a file refuse that with `Inval`).
+pub(crate) fn ranges_overlap(a: u64, b: u64, len: u64) -> bool {
+    len > 0 && a.abs_diff(b) < len
 }
 
 /// setxattr(2)'s flags for `how`.

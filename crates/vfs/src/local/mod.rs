@@ -125,7 +125,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::backend::verifier_times;
+use crate::backend::{ranges_overlap, verifier_times};
 use crate::{
     check_name, check_new_name, check_rename_names, Access, Advice, Attr, ChangeNotify, Core,
     CreateHow, Cred, DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr,
@@ -1590,11 +1590,6 @@ impl ChangeNotify for LocalFs {
     fn on_local_change(&self, hook: Box<dyn Fn(&Fid) + Send + Sync>) -> bool {
         changes::Changes::watch_local(&self.changes, hook)
     }
-}
-
-/// Whether `len` bytes at `a` and at `b` of one file share a byte.
-fn ranges_overlap(a: u64, b: u64, len: u64) -> bool {
-    len > 0 && a.abs_diff(b) < len
 }
 
 /// COPY's fallback where copy_file_range(2) cannot go: the rest of `len`
