@@ -1500,24 +1500,7 @@ impl crate::Xattrs for LocalFs {
         };
         // The kernel checks read permission as the caller.
         let _g = self.as_user(cred)?;
-        // Ask the length, then read; a value that grew in between (ERANGE)
-        // is asked again, and at worst read into the largest buffer.
-        for _ in 0..3 {
-            let len = sys::getxattr_fd(fd.as_fd(), &name, &mut []).map_err(io_err)?;
-            let mut v = vec![0; len.max(1)];
-            match sys::getxattr_fd(fd.as_fd(), &name, &mut v) {
-                Ok(n) => {
-                    v.truncate(n);
-                    return Ok(v);
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ERANGE) => continue,
-                Err(e) => return Err(io_err(e)),
-            }
-        }
-        let mut v = vec![0; crate::XATTR_SIZE_MAX];
-        let n = sys::getxattr_fd(fd.as_fd(), &name, &mut v).map_err(io_err)?;
-        v.truncate(n);
-        Ok(v)
+        read_sized(|buf| sys::getxattr_fd(fd.as_fd(), &name, buf))
     }
 
     fn setxattr(
@@ -1554,25 +1537,7 @@ impl crate::Xattrs for LocalFs {
         {
             return Err(FsError::Acces);
         }
-        let mut buf = Vec::new();
-        for _ in 0..3 {
-            let len = sys::listxattr_fd(fd.as_fd(), &mut []).map_err(io_err)?;
-            buf = vec![0; len.max(1)];
-            match sys::listxattr_fd(fd.as_fd(), &mut buf) {
-                Ok(n) => {
-                    buf.truncate(n);
-                    break;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ERANGE) => buf.clear(),
-                Err(e) => return Err(io_err(e)),
-            }
-        }
-        if buf.is_empty() {
-            // Still changing after three tries: the largest list there is.
-            buf = vec![0; crate::XATTR_SIZE_MAX];
-            let n = sys::listxattr_fd(fd.as_fd(), &mut buf).map_err(io_err)?;
-            buf.truncate(n);
-        }
+        let buf = read_sized(|buf| sys::listxattr_fd(fd.as_fd(), buf))?;
         Ok(crate::backend::user_xattr_names(&buf))
     }
 
@@ -1628,6 +1593,29 @@ fn copy_by_hand(
 }
 
 /// The C string of an NFSv4.2 attribute name in the user namespace.
+/// What getxattr(2) or listxattr(2) (as `call`) answers: ask the length
+/// (an empty buffer), then read; an answer that grew in between (ERANGE)
+/// is asked again, and after three tries read into the largest buffer
+/// there is (XATTR_SIZE_MAX).
+fn read_sized(mut call: impl FnMut(&mut [u8]) -> io::Result<usize>) -> Result<Vec<u8>, FsError> {
+    for _ in 0..3 {
+        let len = call(&mut []).map_err(io_err)?;
+        let mut v = vec![0; len.max(1)];
+        match call(&mut v) {
+            Ok(n) => {
+                v.truncate(n);
+                return Ok(v);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => continue,
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    let mut v = vec![0; crate::XATTR_SIZE_MAX];
+    let n = call(&mut v).map_err(io_err)?;
+    v.truncate(n);
+    Ok(v)
+}
+
 fn xattr_cname(name: &[u8]) -> Result<std::ffi::CString, FsError> {
     sys::cstr(&crate::user_xattr_name(name)?).map_err(io_err)
 }
