@@ -397,6 +397,15 @@ impl CephFs {
         self.locks.lock().unwrap().entry(ino).or_default().clone()
     }
 
+    /// Runs `f` on the inode's lock handle slot (created empty when
+    /// missing), locked; then forgets the entry if it is left empty.
+    fn with_lock_file<R>(&self, ino: u64, f: impl FnOnce(&mut Option<LockFile>) -> R) -> R {
+        let entry = self.lock_file(ino);
+        let r = f(&mut entry.lock().unwrap());
+        self.tidy_lock_file(ino, entry);
+        r
+    }
+
     /// Forgets an inode's entry once nobody holds a lock through it or is
     /// about to use it.
     fn tidy_lock_file(&self, ino: u64, f: Arc<Mutex<Option<LockFile>>>) {
@@ -977,10 +986,8 @@ impl crate::SharedLocks for CephFs {
         let i = self.file_inode(fid)?;
         let (ino, _) = parse_fid(fid)?;
         let (t, start, len, owner) = ceph_lock(kind, offset, length, owner);
-        let entry = self.lock_file(ino);
-        let r = {
-            let mut slot = entry.lock().unwrap();
-            let f = match &mut *slot {
+        self.with_lock_file(ino, |slot| {
+            let f = match slot {
                 Some(f) => f,
                 None => slot.insert(LockFile {
                     fh: self.open_lock_fh(&i)?,
@@ -1003,9 +1010,7 @@ impl crate::SharedLocks for CephFs {
                 self.m.close_lock_fh(f.fh);
             }
             r
-        };
-        self.tidy_lock_file(ino, entry);
-        r
+        })
     }
 
     fn test_range(
@@ -1026,27 +1031,21 @@ impl crate::SharedLocks for CephFs {
                 .map_err(err)?
                 .map(|(ct, cs, cl)| range_lock(ct, cs, cl)))
         };
-        let entry = self.lock_file(ino);
-        let r = {
-            let slot = entry.lock().unwrap();
-            match &*slot {
-                Some(f) => ask(&f.fh),
-                None => {
-                    // Nothing held through this head: a handle just for
-                    // the question (closing it drops nothing).
-                    match self.open_lock_fh(&i) {
-                        Ok(fh) => {
-                            let r = ask(&fh);
-                            self.m.close_lock_fh(fh);
-                            r
-                        }
-                        Err(e) => Err(e),
+        self.with_lock_file(ino, |slot| match slot {
+            Some(f) => ask(&f.fh),
+            None => {
+                // Nothing held through this head: a handle just for
+                // the question (closing it drops nothing).
+                match self.open_lock_fh(&i) {
+                    Ok(fh) => {
+                        let r = ask(&fh);
+                        self.m.close_lock_fh(fh);
+                        r
                     }
+                    Err(e) => Err(e),
                 }
             }
-        };
-        self.tidy_lock_file(ino, entry);
-        r
+        })
     }
 
     fn unlock_range(&self, fid: &Fid, owner: u64, offset: u64, length: u64) -> Result<(), FsError> {
