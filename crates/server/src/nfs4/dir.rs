@@ -212,7 +212,8 @@ pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
         let (export, fid, cred) = c.obj(Nfsstat4::NFS4ERR_INVAL)?;
         let b = export.backend.clone();
         let target =
-            c.n.run_fast(&*b.clone(), move || b.readlink(&cred, &fid))
+            c.n.pool
+                .run_fast(&*b.clone(), move || b.readlink(&cred, &fid))
                 .await?;
         Ok::<_, Fail>(target)
     }

@@ -81,6 +81,7 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
         Fh::Obj { export, fid } => {
             let (b, f) = (export.backend.clone(), *fid);
             let (attr, fsstat) = n
+                .pool
                 .run_fast(&*b.clone(), move || {
                     let a = b.getattr(&f)?;
                     let s = if want_fs { Some(b.fsstat(&f)?) } else { None };
@@ -273,17 +274,18 @@ async fn do_access(c: &Compound<'_>, asked: u32) -> Result<(u32, u32), Fail> {
             }
             let (b, f, cred) = (export.backend.clone(), *fid, access.cred.clone());
             let (got, ftype) =
-                c.n.run_fast(&*b.clone(), move || {
-                    // One stat gives both the permissions and the type.
-                    let (r, at) = b.access_with_attr(&cred, &f, Access(ask));
-                    let got = r?;
-                    let ftype = match at {
-                        Some(a) => a.ftype,
-                        None => b.getattr(&f)?.ftype,
-                    };
-                    Ok::<_, vfs::FsError>((got, ftype))
-                })
-                .await?;
+                c.n.pool
+                    .run_fast(&*b.clone(), move || {
+                        // One stat gives both the permissions and the type.
+                        let (r, at) = b.access_with_attr(&cred, &f, Access(ask));
+                        let got = r?;
+                        let ftype = match at {
+                            Some(a) => a.ftype,
+                            None => b.getattr(&f)?.ftype,
+                        };
+                        Ok::<_, vfs::FsError>((got, ftype))
+                    })
+                    .await?;
             let mut got = got.bits();
             if !access.rw {
                 got &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();

@@ -315,7 +315,10 @@ pub fn release_lockowner(c: &mut Compound<'_>, a: ReleaseLockowner4args) -> Rele
 async fn lockable(c: &Compound<'_>) -> Result<(), Fail> {
     let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let b = export.backend.clone();
-    let attr = c.n.run_fast(&*b.clone(), move || b.getattr(&fid)).await?;
+    let attr =
+        c.n.pool
+            .run_fast(&*b.clone(), move || b.getattr(&fid))
+            .await?;
     let (status, why) = match attr.ftype {
         FileType::Regular => return Ok(()),
         FileType::Directory => (Nfsstat4::NFS4ERR_ISDIR, "LOCKT on a directory"),

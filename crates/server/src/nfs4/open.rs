@@ -340,7 +340,7 @@ async fn open_claimed(
             if how.is_none() {
                 // Opening an existing file is a lookup and a permission
                 // check: inline when nothing waits for the disk.
-                c.n.run_fast(&*b.clone(), move || {
+                c.n.pool.run_fast(&*b.clone(), move || {
                     open_by_name(&*b, &cred, &cur, &name, None, access, minor)
                 })
                 .await?
