@@ -145,17 +145,9 @@ fn read_deleg(o: &Opened) -> Option<Stateid4> {
 }
 
 async fn delegreturn(fx: &Fx, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.compound(
-        0,
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                deleg_stateid: sid.clone(),
-            }),
-        ],
-    )
-    .await
-    .status
+    fx.compound(0, vec![putfh(fh), delegreturn_op(sid)])
+        .await
+        .status
 }
 
 /// A 4.0 client with a read delegation on "f" over `fake`: (clientid,

@@ -27,12 +27,12 @@ async fn fill(fx: &Fx, s: &Sess, o: &Opened, offset: u64, data: &[u8]) {
             s,
             vec![
                 putfh(&o.fh),
-                NfsArgop4::OP_WRITE(Write4args {
-                    stateid: o.stateid.clone(),
-                    offset: offset + (i * CHUNK) as u64,
-                    stable: StableHow4::FILE_SYNC4,
-                    data: Bytes::copy_from_slice(chunk),
-                }),
+                write_op(
+                    &o.stateid,
+                    offset + (i * CHUNK) as u64,
+                    StableHow4::FILE_SYNC4,
+                    Bytes::copy_from_slice(chunk),
+                ),
             ],
         )
         .await;
@@ -51,11 +51,7 @@ async fn contents(fx: &Fx, s: &Sess, o: &Opened) -> Vec<u8> {
             s,
             vec![
                 putfh(&o.fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: o.stateid.clone(),
-                    offset: all.len() as u64,
-                    count: CHUNK as u32,
-                }),
+                read_op(&o.stateid, all.len() as u64, CHUNK as u32),
             ],
         )
         .await;
@@ -751,15 +747,7 @@ async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
     tokio::time::sleep(millis(250)).await;
     assert_eq!(status_of(&fx, &s, &b, &sid).await, Ok((held, vec![])));
     let r = fx
-        .call(
-            &reader,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                    deleg_stateid: d.stateid.clone(),
-                }),
-            ],
-        )
+        .call(&reader, vec![putfh(&o.fh), delegreturn_op(&d.stateid)])
         .await;
     assert_eq!(r.status, NFS4_OK);
     assert_eq!(wait_done(&fx, &s, &b, &sid).await, (len as u64, NFS4_OK));

@@ -62,17 +62,9 @@ fn recalls(fake: &FakeBack) -> Vec<(Stateid4, NfsFh4)> {
 }
 
 async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.call(
-        s,
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                deleg_stateid: sid.clone(),
-            }),
-        ],
-    )
-    .await
-    .status
+    fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
+        .await
+        .status
 }
 
 #[tokio::test]
@@ -83,19 +75,7 @@ async fn a_read_open_gets_a_read_delegation_until_returned() {
     let sid = deleg(&o);
     assert_eq!(fx.n.state.delegations(), 1);
     // The delegation's stateid reads.
-    let r = fx
-        .call(
-            &a,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: sid.clone(),
-                    offset: 0,
-                    count: 10,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.call(&a, vec![putfh(&o.fh), read_op(&sid, 0, 10)]).await;
     assert_eq!(r.status, NFS4_OK);
     assert_eq!(fx.tested(&a, std::slice::from_ref(&sid)).await, [NFS4_OK]);
     // A second open of the file by the holder gets no second delegation.
@@ -269,12 +249,7 @@ async fn write_setattr_remove_rename_and_link_recall_first() {
     recall_before("WRITE", |fh| {
         vec![
             putfh(fh),
-            NfsArgop4::OP_WRITE(Write4args {
-                stateid: ANON,
-                offset: 0,
-                stable: StableHow4::UNSTABLE4,
-                data: name("x"),
-            }),
+            write_op(&ANON, 0, StableHow4::UNSTABLE4, name("x")),
         ]
     })
     .await;
@@ -399,19 +374,7 @@ async fn an_unanswered_recall_is_revoked_after_a_lease() {
         fx.tested(&a, std::slice::from_ref(&sid)).await,
         [NFS4ERR_DELEG_REVOKED]
     );
-    let r = fx
-        .call(
-            &a,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: sid.clone(),
-                    offset: 0,
-                    count: 1,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.call(&a, vec![putfh(&o.fh), read_op(&sid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_DELEG_REVOKED);
     assert_eq!(
         delegreturn(&fx, &a, &o.fh, &sid).await,

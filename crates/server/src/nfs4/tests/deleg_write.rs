@@ -66,39 +66,19 @@ fn recalled(fake: &FakeBack) -> Vec<Stateid4> {
 }
 
 async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.call(
-        s,
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                deleg_stateid: sid.clone(),
-            }),
-        ],
-    )
-    .await
-    .status
+    fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
+        .await
+        .status
 }
 
 fn read(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
-    vec![
-        putfh(fh),
-        NfsArgop4::OP_READ(Read4args {
-            stateid: sid.clone(),
-            offset: 0,
-            count: 10,
-        }),
-    ]
+    vec![putfh(fh), read_op(sid, 0, 10)]
 }
 
 fn write(fh: &NfsFh4, sid: &Stateid4, data: &'static [u8]) -> Vec<NfsArgop4> {
     vec![
         putfh(fh),
-        NfsArgop4::OP_WRITE(Write4args {
-            stateid: sid.clone(),
-            offset: 0,
-            stable: StableHow4::FILE_SYNC4,
-            data: Bytes::from_static(data),
-        }),
+        write_op(sid, 0, StableHow4::FILE_SYNC4, Bytes::from_static(data)),
     ]
 }
 

@@ -340,6 +340,29 @@ pub fn free_stateid(id: &Stateid4) -> NfsArgop4 {
     })
 }
 
+pub fn read_op(sid: &Stateid4, offset: u64, count: u32) -> NfsArgop4 {
+    NfsArgop4::OP_READ(Read4args {
+        stateid: sid.clone(),
+        offset,
+        count,
+    })
+}
+
+pub fn write_op(sid: &Stateid4, offset: u64, stable: StableHow4, data: Bytes) -> NfsArgop4 {
+    NfsArgop4::OP_WRITE(Write4args {
+        stateid: sid.clone(),
+        offset,
+        stable,
+        data,
+    })
+}
+
+pub fn delegreturn_op(sid: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
+        deleg_stateid: sid.clone(),
+    })
+}
+
 pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
     ChannelAttrs4 {
         ca_headerpadsize: 0,

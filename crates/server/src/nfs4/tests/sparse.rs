@@ -16,12 +16,12 @@ async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
 }
 
 fn write(sid: &Stateid4, offset: u64, data: &[u8]) -> NfsArgop4 {
-    NfsArgop4::OP_WRITE(Write4args {
-        stateid: sid.clone(),
+    write_op(
+        sid,
         offset,
-        stable: StableHow4::FILE_SYNC4,
-        data: Bytes::copy_from_slice(data),
-    })
+        StableHow4::FILE_SYNC4,
+        Bytes::copy_from_slice(data),
+    )
 }
 
 fn seek(sid: &Stateid4, offset: u64, what: DataContent4) -> NfsArgop4 {
@@ -81,11 +81,7 @@ async fn ok(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
 
 /// READ's data and eof.
 async fn read(fx: &Fx, s: &Sess, o: &Opened, offset: u64, count: u32) -> (Vec<u8>, bool) {
-    let op = NfsArgop4::OP_READ(Read4args {
-        stateid: o.stateid.clone(),
-        offset,
-        count,
-    });
+    let op = read_op(&o.stateid, offset, count);
     let r = ok(fx, s, vec![putfh(&o.fh), op]).await;
     match r.resarray.last() {
         Some(NfsResop4::OP_READ(Read4res::NFS4_OK(ok))) => (ok.data.to_vec(), ok.eof),

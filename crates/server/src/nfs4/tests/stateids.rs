@@ -14,19 +14,7 @@ fn made_up_stateid() -> Stateid4 {
 
 impl Fx {
     async fn read(&self, s: &Sess, sid: &Stateid4, fh: &NfsFh4) -> Result<Bytes, Nfsstat4> {
-        let r = self
-            .call(
-                s,
-                vec![
-                    putfh(fh),
-                    NfsArgop4::OP_READ(Read4args {
-                        stateid: sid.clone(),
-                        offset: 0,
-                        count: 5,
-                    }),
-                ],
-            )
-            .await;
+        let r = self.call(s, vec![putfh(fh), read_op(sid, 0, 5)]).await;
         match r.resarray.last() {
             Some(NfsResop4::OP_READ(Read4res::NFS4_OK(ok))) => Ok(ok.data.clone()),
             _ => Err(r.status),
@@ -38,12 +26,7 @@ impl Fx {
             s,
             vec![
                 putfh(fh),
-                NfsArgop4::OP_WRITE(Write4args {
-                    stateid: sid.clone(),
-                    offset: 0,
-                    stable: StableHow4::FILE_SYNC4,
-                    data: Bytes::from_static(data),
-                }),
+                write_op(sid, 0, StableHow4::FILE_SYNC4, Bytes::from_static(data)),
             ],
         )
         .await

@@ -190,19 +190,7 @@ async fn renew_keeps_the_lease_and_its_end_expires_the_client() {
     fx.pass(secs(3), &[&b]).await;
     other_locks(&fx, &b).await.expect("the 4.0 client lapsed");
     assert_eq!(fx.renew40(id).await, NFS4ERR_EXPIRED);
-    let r = fx
-        .compound(
-            0,
-            vec![
-                putfh(&fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: osid,
-                    offset: 0,
-                    count: 1,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.compound(0, vec![putfh(&fh), read_op(&osid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_EXPIRED, "{:?}", statuses(&r));
 }
 
@@ -214,19 +202,7 @@ async fn stateful_operation_renews_a_40_lease() {
     let b = fx.client("b").await;
     for _ in 0..4 {
         fx.pass(millis(1500), &[&b]).await;
-        let r = fx
-            .compound(
-                0,
-                vec![
-                    putfh(&fh),
-                    NfsArgop4::OP_READ(Read4args {
-                        stateid: osid.clone(),
-                        offset: 0,
-                        count: 1,
-                    }),
-                ],
-            )
-            .await;
+        let r = fx.compound(0, vec![putfh(&fh), read_op(&osid, 0, 1)]).await;
         assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
     }
     assert_eq!(other_locks(&fx, &b).await, Err(NFS4ERR_DENIED));
@@ -256,18 +232,6 @@ async fn ids_of_a_previous_instance_are_stale() {
     let (id, fh, osid, _) = client40_with_lock(&fx, "before").await;
     fx.restart(cfg(2, 90));
     assert_eq!(fx.renew40(id).await, NFS4ERR_STALE_CLIENTID);
-    let r = fx
-        .compound(
-            0,
-            vec![
-                putfh(&fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: osid,
-                    offset: 0,
-                    count: 1,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.compound(0, vec![putfh(&fh), read_op(&osid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_STALE_STATEID, "{:?}", statuses(&r));
 }
