@@ -2,7 +2,7 @@
 //! MemFs export; callbacks are recorded instead of sent.
 
 use super::*;
-use crate::export::{Cidr, Export, Exports, Squash};
+use crate::export::Exports;
 use crate::locks::LockManager;
 use crate::pool::Pool;
 use proto::nsm::{StatChge, SM_NOTIFY, SM_PROG};
@@ -66,14 +66,7 @@ fn fixture_with(grace: Duration, xprtsec: &[rpc::tls::XprtSec]) -> Fx {
             &vfs::CreateHow::Unchecked(Default::default()),
         )
         .unwrap();
-    let mut e = Export::simple(
-        "/srv/test",
-        "/",
-        backend,
-        &["127.0.0.1/32".parse::<Cidr>().unwrap()],
-        false,
-        Squash::Root,
-    );
+    let mut e = crate::test_util::export(backend, false, "127.0.0.1/32");
     e.xprtsec = xprtsec.to_vec();
     let nfs = Nfs3::new(
         crate::live::Live::fixed(Exports::new(vec![e])),
@@ -104,17 +97,8 @@ fn fixture() -> Fx {
 }
 
 fn ctx_from(prog: u32, proc_: u32, peer: &str) -> CallContext {
-    let peer: std::net::SocketAddr = peer.parse().unwrap();
-    CallContext::new(
-        1,
-        prog,
-        if prog == NLM_PROG { 4 } else { 1 },
-        proc_,
-        rpc::Auth::None,
-        peer,
-        1,
-        metrics::ClientStats::detached(peer.ip()),
-    )
+    let vers = if prog == NLM_PROG { 4 } else { 1 };
+    crate::test_util::call_ctx(1, (prog, vers, proc_), rpc::Auth::None, peer)
 }
 
 impl Fx {

@@ -30,9 +30,9 @@ use crate::grace::Grace;
 use crate::live::Live;
 use crate::locks::LockManager;
 use crate::pool::Pool;
+use crate::test_util::{call_ctx, user_1000};
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
-use rpc::CallContext;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -391,14 +391,7 @@ impl Fx {
     /// [`Fx::new`] with the export's options changed by `set`.
     pub fn with_export(cfg: Nfs4Config, set: impl FnOnce(&mut Export)) -> Fx {
         let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::new());
-        let mut export = Export::simple(
-            "/srv/test",
-            "/",
-            backend,
-            &["127.0.0.1/32".parse::<Cidr>().unwrap()],
-            false,
-            Squash::Root,
-        );
+        let mut export = crate::test_util::export(backend, false, "127.0.0.1/32");
         export.delegations = crate::export::Delegations::Read;
         set(&mut export);
         let live = Live::fixed(Exports::new(vec![export]));
@@ -489,22 +482,11 @@ impl Fx {
     }
 
     pub async fn raw_bytes(&self, args: Bytes) -> Bytes {
-        let peer: std::net::SocketAddr = "127.0.0.1:900".parse().unwrap();
-        let mut ctx = CallContext::new(
+        let mut ctx = call_ctx(
             self.xid.fetch_add(1, Ordering::Relaxed),
-            NFS4_PROGRAM,
-            4,
-            1,
-            rpc::Auth::Sys(rpc::AuthSys {
-                stamp: 0,
-                machinename: Bytes::from_static(b"test"),
-                uid: 1000,
-                gid: 1000,
-                gids: vec![],
-            }),
-            peer,
-            1,
-            metrics::ClientStats::detached(peer.ip()),
+            (NFS4_PROGRAM, 4, 1),
+            user_1000(),
+            "127.0.0.1:900",
         );
         ctx.back = self.back.lock().unwrap().clone();
         ctx.xprtsec = *self.xprtsec.lock().unwrap();
