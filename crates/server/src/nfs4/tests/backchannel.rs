@@ -69,14 +69,7 @@ async fn sessions_without_a_back_channel_hear_nothing_of_it() {
     assert!(fx.n.backchannels.for_client(s.clientid).is_none());
     // A back channel asked for on a connection that cannot carry one.
     let ex = fx.exchange_id("nocb", 1).await;
-    let s = fx
-        .create_session_with(
-            ex.eir_clientid,
-            ex.eir_sequenceid,
-            CONN_BACK_CHAN,
-            vec![CallbackSecParms4::AUTH_NONE],
-        )
-        .await;
+    let s = fx.create_back_session(&ex).await;
     assert_eq!(fx.renew(&s).await, Ok(DOWN));
 }
 

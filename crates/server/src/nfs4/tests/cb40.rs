@@ -43,31 +43,8 @@ async fn settle() {
 /// SETCLIENTID naming `uaddr` and `ident`, then its CONFIRM; the probe
 /// is let run.
 async fn client(fx: &Fx, id: &str, verifier: u8, netid: &str, uaddr: &str, ident: u32) -> u64 {
-    let r = fx
-        .compound(
-            0,
-            vec![NfsArgop4::OP_SETCLIENTID(Setclientid4args {
-                client: NfsClientId4 {
-                    verifier: [verifier; 8],
-                    id: name(id),
-                },
-                callback: CbClient4 {
-                    cb_program: CB_PROG,
-                    cb_location: Netaddr4 {
-                        na_r_netid: name(netid),
-                        na_r_addr: name(uaddr),
-                    },
-                },
-                callback_ident: ident,
-            })],
-        )
-        .await;
-    let (clientid, v) = match &r.resarray[..] {
-        [NfsResop4::OP_SETCLIENTID(Setclientid4res::NFS4_OK(ok))] => {
-            (ok.clientid, ok.setclientid_confirm)
-        }
-        _ => panic!("SETCLIENTID: {:?}", statuses(&r)),
-    };
+    let op = setclientid_op(id, verifier, CB_PROG, (netid, uaddr), ident);
+    let (clientid, v) = fx.setclientid_with(op).await;
     assert_eq!(fx.confirm(clientid, v).await, NFS4_OK);
     settle().await;
     clientid

@@ -244,16 +244,7 @@ async fn another_clients_lock_recalls_a_write_delegation() {
     let sid = write_deleg(&o);
     // b could not have the file open without recalling the delegation
     // already; whatever stateid its LOCK names, the recall comes first.
-    let r = fx
-        .lock(
-            &b,
-            &o.fh,
-            NfsLockType4::WRITE_LT,
-            0,
-            1,
-            new_lock_owner(&ANON, owner(b.clientid, "l")),
-        )
-        .await;
+    let r = fx.new_write_lock(&b, &o.fh, &ANON, (0, 1), "l").await;
     assert_eq!(r.unwrap_err(), NFS4ERR_DELAY);
     settle().await;
     assert_eq!(recalled(&fa), [sid]);

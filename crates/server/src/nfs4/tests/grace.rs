@@ -11,16 +11,9 @@ async fn client_with_state(fx: &Fx, owner_name: &str, verifier: u64) -> NfsFh4 {
     let a = fx.reclaiming_client(owner_name, verifier).await;
     assert_eq!(fx.call(&a, vec![reclaim_complete()]).await.status, NFS4_OK);
     let oa = fx.open(&a, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
-    fx.lock(
-        &a,
-        &oa.fh,
-        WRITE_LT,
-        0,
-        10,
-        new_lock_owner(&oa.stateid, owner(a.clientid, "lock-a")),
-    )
-    .await
-    .expect("LOCK");
+    fx.new_write_lock(&a, &oa.fh, &oa.stateid, (0, 10), "lock-a")
+        .await
+        .expect("LOCK");
     oa.fh
 }
 
@@ -323,14 +316,7 @@ async fn a_surviving_head_reenters_grace_for_a_failed_heads_clients() {
     let s = fx.client("survivor").await;
     let os = fx.open(&s, "f", "open-s", BOTH, DENY_NONE).await.unwrap();
     let ls = fx
-        .lock(
-            &s,
-            &os.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&os.stateid, owner(s.clientid, "lock-s")),
-        )
+        .new_write_lock(&s, &os.fh, &os.stateid, (0, 10), "lock-s")
         .await
         .expect("LOCK");
     let og = fx.open(&s, "g", "open-g", BOTH, DENY_NONE).await.unwrap();
@@ -383,16 +369,9 @@ async fn a_surviving_head_reenters_grace_for_a_failed_heads_clients() {
         NFS4ERR_GRACE
     );
     assert_eq!(
-        fx.lock(
-            &s,
-            &os.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&os.stateid, owner(s.clientid, "lock-s2")),
-        )
-        .await
-        .unwrap_err(),
+        fx.new_write_lock(&s, &os.fh, &os.stateid, (0, 10), "lock-s2")
+            .await
+            .unwrap_err(),
         NFS4ERR_GRACE
     );
     assert_eq!(

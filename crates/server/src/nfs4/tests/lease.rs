@@ -27,40 +27,19 @@ async fn a_locks_b_is_refused(fx: &Fx) -> Two {
     let oa = fx.open(&a, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
     let ob = fx.open(&b, "f", "open-b", BOTH, DENY_NONE).await.unwrap();
     let la = fx
-        .lock(
-            &a,
-            &oa.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&oa.stateid, owner(a.clientid, "lock-a")),
-        )
+        .new_write_lock(&a, &oa.fh, &oa.stateid, (0, 10), "lock-a")
         .await
         .expect("A's LOCK");
     let d = fx
-        .lock(
-            &b,
-            &ob.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&ob.stateid, owner(b.clientid, "lock-b")),
-        )
+        .new_write_lock(&b, &ob.fh, &ob.stateid, (0, 10), "lock-b")
         .await;
     assert_eq!(d, Err(NFS4ERR_DENIED), "A still holds it");
     Two { a, b, oa, ob, la }
 }
 
 async fn b_locks(fx: &Fx, t: &Two) -> Result<Stateid4, Nfsstat4> {
-    fx.lock(
-        &t.b,
-        &t.ob.fh,
-        WRITE_LT,
-        0,
-        10,
-        new_lock_owner(&t.ob.stateid, owner(t.b.clientid, "lock-b")),
-    )
-    .await
+    fx.new_write_lock(&t.b, &t.ob.fh, &t.ob.stateid, (0, 10), "lock-b")
+        .await
 }
 
 /// Was `expired_lease_revokes_locks_and_says_so` end to end (lease 2 s,

@@ -363,6 +363,31 @@ pub fn delegreturn_op(sid: &Stateid4) -> NfsArgop4 {
     })
 }
 
+/// SETCLIENTID of client `id` (verifier all `verifier`) with its callback
+/// program `cb_program` at `netid` address `uaddr`, identified by `ident`.
+pub fn setclientid_op(
+    id: &str,
+    verifier: u8,
+    cb_program: u32,
+    (netid, uaddr): (&str, &str),
+    ident: u32,
+) -> NfsArgop4 {
+    NfsArgop4::OP_SETCLIENTID(Setclientid4args {
+        client: NfsClientId4 {
+            verifier: [verifier; 8],
+            id: name(id),
+        },
+        callback: CbClient4 {
+            cb_program,
+            cb_location: Netaddr4 {
+                na_r_netid: name(netid),
+                na_r_addr: name(uaddr),
+            },
+        },
+        callback_ident: ident,
+    })
+}
+
 pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
     ChannelAttrs4 {
         ca_headerpadsize: 0,
@@ -563,6 +588,14 @@ impl Fx {
         }
     }
 
+    /// CREATE_SESSION for `ex`'s client asking for a back channel, with
+    /// AUTH_NONE callbacks.
+    pub async fn create_back_session(&self, ex: &ExchangeId4resok) -> Sess {
+        let sec = vec![CallbackSecParms4::AUTH_NONE];
+        self.create_session_with(ex.eir_clientid, ex.eir_sequenceid, CONN_BACK_CHAN, sec)
+            .await
+    }
+
     /// Later calls arrive on `conn` (None: on a connection with no back channel).
     pub fn connect(&self, conn: Option<Arc<dyn rpc::CallbackConn>>) {
         *self.back.lock().unwrap() = conn;
@@ -587,14 +620,7 @@ impl Fx {
         let fake = FakeBack::new();
         let ex = self.exchange_id(owner, 1).await;
         self.connect(Some(fake.clone()));
-        let s = self
-            .create_session_with(
-                ex.eir_clientid,
-                ex.eir_sequenceid,
-                CONN_BACK_CHAN,
-                vec![CallbackSecParms4::AUTH_NONE],
-            )
-            .await;
+        let s = self.create_back_session(&ex).await;
         self.connect(None);
         (s, fake)
     }
@@ -673,6 +699,21 @@ impl Fx {
     }
 
     /// LOCK: the lock stateid, or the status (NFS4ERR_DENIED on a conflict).
+    /// LOCK of a new lock owner named `lock_owner`, from open `open_sid`:
+    /// a write lock on `(offset, length)` of `fh`.
+    pub async fn new_write_lock(
+        &self,
+        s: &Sess,
+        fh: &NfsFh4,
+        open_sid: &Stateid4,
+        (offset, length): (u64, u64),
+        lock_owner: &str,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let locker = new_lock_owner(open_sid, owner(s.clientid, lock_owner));
+        let kind = NfsLockType4::WRITE_LT;
+        self.lock(s, fh, kind, offset, length, locker).await
+    }
+
     pub async fn lock(
         &self,
         s: &Sess,
@@ -709,25 +750,20 @@ impl Fx {
 
     /// SETCLIENTID: the client id and the confirm verifier.
     pub async fn setclientid(&self, id: &str) -> (u64, Verifier4) {
-        let r = self
-            .compound(
-                0,
-                vec![NfsArgop4::OP_SETCLIENTID(Setclientid4args {
-                    client: NfsClientId4 {
-                        verifier: [7; 8],
-                        id: name(id),
-                    },
-                    callback: CbClient4 {
-                        cb_program: 0x4000_0000,
-                        cb_location: Netaddr4 {
-                            na_r_netid: name("tcp"),
-                            na_r_addr: name("127.0.0.1.0.0"),
-                        },
-                    },
-                    callback_ident: 1,
-                })],
-            )
-            .await;
+        self.setclientid_with(setclientid_op(
+            id,
+            7,
+            0x4000_0000,
+            ("tcp", "127.0.0.1.0.0"),
+            1,
+        ))
+        .await
+    }
+
+    /// SETCLIENTID `op`, which must succeed: the client id and the
+    /// confirm verifier.
+    pub async fn setclientid_with(&self, op: NfsArgop4) -> (u64, Verifier4) {
+        let r = self.compound(0, vec![op]).await;
         match &r.resarray[..] {
             [NfsResop4::OP_SETCLIENTID(Setclientid4res::NFS4_OK(ok))] => {
                 (ok.clientid, ok.setclientid_confirm)

@@ -421,20 +421,7 @@ async fn known_but_unimplemented_ops_are_notsupp() {
         A::OP_RENEW(Renew4args {
             clientid: s.clientid,
         }),
-        A::OP_SETCLIENTID(Setclientid4args {
-            client: NfsClientId4 {
-                verifier: [7; 8],
-                id: name("v40"),
-            },
-            callback: CbClient4 {
-                cb_program: 0x4000_0000,
-                cb_location: Netaddr4 {
-                    na_r_netid: name("tcp"),
-                    na_r_addr: name("127.0.0.1.0.0"),
-                },
-            },
-            callback_ident: 1,
-        }),
+        setclientid_op("v40", 7, 0x4000_0000, ("tcp", "127.0.0.1.0.0"), 1),
         A::OP_SETCLIENTID_CONFIRM(SetclientidConfirm4args {
             clientid: s.clientid,
             setclientid_confirm: [0; 8],

@@ -87,14 +87,7 @@ async fn test_stateid_and_free_stateid() {
     let other = fx.client("other").await;
     let o = fx.open(&s, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
     let l = fx
-        .lock(
-            &s,
-            &o.fh,
-            NfsLockType4::WRITE_LT,
-            0,
-            1,
-            new_lock_owner(&o.stateid, owner(s.clientid, "lock")),
-        )
+        .new_write_lock(&s, &o.fh, &o.stateid, (0, 1), "lock")
         .await
         .unwrap();
     let anon = Stateid4 {

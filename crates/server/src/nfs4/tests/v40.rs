@@ -158,15 +158,8 @@ async fn client40_with_lock(fx: &Fx, name: &str) -> (u64, NfsFh4, Stateid4, Stat
 /// An NFSv4.1 client's LOCK on the same bytes.
 async fn other_locks(fx: &Fx, b: &Sess) -> Result<Stateid4, Nfsstat4> {
     let ob = fx.open(b, "f", "open-b", BOTH, DENY_NONE).await.unwrap();
-    fx.lock(
-        b,
-        &ob.fh,
-        NfsLockType4::WRITE_LT,
-        0,
-        10,
-        new_lock_owner(&ob.stateid, owner(b.clientid, "lock-b")),
-    )
-    .await
+    fx.new_write_lock(b, &ob.fh, &ob.stateid, (0, 10), "lock-b")
+        .await
 }
 
 /// RENEW keeps a 4.0 lease; without it the lease runs out, a conflict
