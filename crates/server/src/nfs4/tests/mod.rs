@@ -324,6 +324,22 @@ pub fn lock_args(
     })
 }
 
+pub fn locku_op(
+    locktype: NfsLockType4,
+    seqid: u32,
+    lock_stateid: &Stateid4,
+    offset: u64,
+    length: u64,
+) -> NfsArgop4 {
+    NfsArgop4::OP_LOCKU(Locku4args {
+        locktype,
+        seqid,
+        lock_stateid: lock_stateid.clone(),
+        offset,
+        length,
+    })
+}
+
 pub fn reclaim_complete() -> NfsArgop4 {
     NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args { rca_one_fs: false })
 }

@@ -114,16 +114,7 @@ async fn test_stateid_and_free_stateid() {
     let r = fx
         .call(
             &s,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_LOCKU(Locku4args {
-                    locktype: NfsLockType4::WRITE_LT,
-                    seqid: 0,
-                    lock_stateid: l,
-                    offset: 0,
-                    length: 1,
-                }),
-            ],
+            vec![putfh(&o.fh), locku_op(NfsLockType4::WRITE_LT, 0, &l, 0, 1)],
         )
         .await;
     let Some(NfsResop4::OP_LOCKU(Locku4res::NFS4_OK(l))) = r.resarray.last() else {

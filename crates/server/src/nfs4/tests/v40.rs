@@ -111,13 +111,7 @@ async fn nfs40_client_open_and_seqid_rules() {
         &fx,
         vec![
             putfh(&fh),
-            NfsArgop4::OP_LOCKU(Locku4args {
-                locktype: NfsLockType4::WRITE_LT,
-                seqid: 1,
-                lock_stateid: lsid,
-                offset: 0,
-                length: 10,
-            }),
+            locku_op(NfsLockType4::WRITE_LT, 1, &lsid, 0, 10),
         ],
     )
     .await;
