@@ -1,6 +1,6 @@
 //! ACCESS: which of the asked-for rights the caller really has.
 
-use super::{attr, log_fail, Nfs3};
+use super::{attr, failed, log_fail, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 use vfs::Access;
@@ -8,15 +8,7 @@ use vfs::Access;
 pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3res {
     let t = match n.resolve(ctx, &args.object) {
         Ok(t) => t,
-        Err(f) => {
-            log_fail(ctx, &f);
-            return Access3res::Default(
-                f.status,
-                Access3resfail {
-                    obj_attributes: None,
-                },
-            );
-        }
+        Err(f) => return failed(ctx, f),
     };
     let want = Access(args.access) & Access::ALL;
     let b = t.export.backend.clone();

@@ -323,6 +323,35 @@ pub fn proc_name(proc_: u32) -> &'static str {
 /// fits: statuses that ordinary work produces (a LOOKUP that misses, an
 /// EXIST) at debug, the rest at warn. Lines are rate-limited per client
 /// (a token bucket; the metrics upkeep writes one "suppressed N" line).
+/// A procedure's reply to a call that failed before anything was read:
+/// the status with no attributes or wcc data.
+trait Unresolved {
+    fn unresolved(status: Nfsstat3) -> Self;
+}
+
+macro_rules! unresolved {
+    ($($res:ident($fail:ident { $field:ident: $none:expr })),* $(,)?) => {
+        $(impl Unresolved for $res {
+            fn unresolved(status: Nfsstat3) -> Self {
+                $res::Default(status, $fail { $field: $none })
+            }
+        })*
+    };
+}
+
+unresolved! {
+    Access3res(Access3resfail { obj_attributes: None }),
+    Readlink3res(Readlink3resfail { symlink_attributes: None }),
+    Commit3res(Commit3resfail { file_wcc: attr::empty_wcc() }),
+    Write3res(Write3resfail { file_wcc: attr::empty_wcc() }),
+}
+
+/// `f` logged and made the procedure's reply.
+fn failed<R: Unresolved>(ctx: &CallContext, f: Fail) -> R {
+    log_fail(ctx, &f);
+    R::unresolved(f.status)
+}
+
 pub fn log_fail(ctx: &CallContext, f: &Fail) {
     use Nfsstat3::*;
     ctx.set_status(f.status as u32);
