@@ -50,25 +50,21 @@ async fn client(fx: &Fx, id: &str, verifier: u8, netid: &str, uaddr: &str, ident
     clientid
 }
 
+/// OPEN of "f" by name, creating it, of 4.0 open owner `owner`.
+fn open_f(clientid: u64, owner: &str, seqid: u32, access: u32) -> NfsArgop4 {
+    let owner = super::owner(clientid, owner);
+    let claim = OpenClaim4::CLAIM_NULL(name("f"));
+    open_args(seqid, owner, access, DENY_NONE, create(), claim)
+}
+
 /// OPEN by name (creating), with OPEN_CONFIRM when the owner is new.
 async fn open40(fx: &Fx, clientid: u64, owner: &str, seqid: u32, access: u32) -> (Opened, u32) {
-    let r = fx
-        .compound(
-            0,
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                open_args(
-                    seqid,
-                    super::owner(clientid, owner),
-                    access,
-                    DENY_NONE,
-                    create(),
-                    OpenClaim4::CLAIM_NULL(name("f")),
-                ),
-                NfsArgop4::OP_GETFH,
-            ],
-        )
-        .await;
+    let ops = vec![
+        NfsArgop4::OP_PUTROOTFH,
+        open_f(clientid, owner, seqid, access),
+        NfsArgop4::OP_GETFH,
+    ];
+    let r = fx.compound(0, ops).await;
     let mut o = opened(&r, 1).unwrap_or_else(|| panic!("OPEN: {:?}", statuses(&r)));
     let mut next = seqid + 1;
     if o.rflags & OPEN4_RESULT_CONFIRM != 0 {
@@ -96,22 +92,11 @@ async fn open40(fx: &Fx, clientid: u64, owner: &str, seqid: u32, access: u32) ->
 async fn open40_status(fx: &Fx, clientid: u64, owner: &str, access: u32) -> Nfsstat4 {
     static SEQ: AtomicU32 = AtomicU32::new(100);
     let seqid = SEQ.fetch_add(1, Ordering::Relaxed);
-    fx.compound(
-        0,
-        vec![
-            NfsArgop4::OP_PUTROOTFH,
-            open_args(
-                seqid,
-                super::owner(clientid, owner),
-                access,
-                DENY_NONE,
-                create(),
-                OpenClaim4::CLAIM_NULL(name("f")),
-            ),
-        ],
-    )
-    .await
-    .status
+    let ops = vec![
+        NfsArgop4::OP_PUTROOTFH,
+        open_f(clientid, owner, seqid, access),
+    ];
+    fx.compound(0, ops).await.status
 }
 
 fn read_deleg(o: &Opened) -> Option<Stateid4> {

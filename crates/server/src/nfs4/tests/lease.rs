@@ -169,15 +169,12 @@ async fn silent_client_without_state_is_forgotten_after_ten_leases() {
     let r = fx
         .compound(
             1,
-            vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                csa_clientid: s.clientid,
-                csa_sequence: 2,
-                csa_flags: 0,
-                csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                csa_cb_program: 0x4000_0000,
-                csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
-            })],
+            vec![create_session_op(
+                s.clientid,
+                2,
+                0,
+                vec![CallbackSecParms4::AUTH_NONE],
+            )],
         )
         .await;
     assert_eq!(r.status, NFS4ERR_STALE_CLIENTID);
@@ -195,15 +192,12 @@ async fn unconfirmed_client_is_dropped_after_a_lease() {
     let r = fx
         .compound(
             1,
-            vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                csa_clientid: ex.eir_clientid,
-                csa_sequence: ex.eir_sequenceid,
-                csa_flags: 0,
-                csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                csa_cb_program: 0x4000_0000,
-                csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
-            })],
+            vec![create_session_op(
+                ex.eir_clientid,
+                ex.eir_sequenceid,
+                0,
+                vec![CallbackSecParms4::AUTH_NONE],
+            )],
         )
         .await;
     assert_eq!(r.status, NFS4ERR_STALE_CLIENTID);

@@ -340,6 +340,25 @@ pub fn locku_op(
     })
 }
 
+/// CREATE_SESSION with the fixture's channels (1 MiB fore, 4 KiB back)
+/// and callback program.
+pub fn create_session_op(
+    clientid: u64,
+    sequence: u32,
+    flags: u32,
+    sec: Vec<CallbackSecParms4>,
+) -> NfsArgop4 {
+    NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
+        csa_clientid: clientid,
+        csa_sequence: sequence,
+        csa_flags: flags,
+        csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
+        csa_back_chan_attrs: channel(4096, 2, 1, 0),
+        csa_cb_program: CB_PROG,
+        csa_sec_parms: sec,
+    })
+}
+
 pub fn reclaim_complete() -> NfsArgop4 {
     NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args { rca_one_fs: false })
 }
@@ -581,18 +600,7 @@ impl Fx {
         sec: Vec<CallbackSecParms4>,
     ) -> Sess {
         let r = self
-            .compound(
-                1,
-                vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                    csa_clientid: clientid,
-                    csa_sequence: sequence,
-                    csa_flags: flags,
-                    csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                    csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                    csa_cb_program: CB_PROG,
-                    csa_sec_parms: sec,
-                })],
-            )
+            .compound(1, vec![create_session_op(clientid, sequence, flags, sec)])
             .await;
         match &r.resarray[..] {
             [NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok))] => Sess {
