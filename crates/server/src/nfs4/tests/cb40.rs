@@ -52,9 +52,7 @@ async fn client(fx: &Fx, id: &str, verifier: u8, netid: &str, uaddr: &str, ident
 
 /// OPEN of "f" by name, creating it, of 4.0 open owner `owner`.
 fn open_f(clientid: u64, owner: &str, seqid: u32, access: u32) -> NfsArgop4 {
-    let owner = super::owner(clientid, owner);
-    let claim = OpenClaim4::CLAIM_NULL(name("f"));
-    open_args(seqid, owner, access, DENY_NONE, create(), claim)
+    open_named(seqid, super::owner(clientid, owner), access, create(), "f")
 }
 
 /// OPEN by name (creating), with OPEN_CONFIRM when the owner is new.

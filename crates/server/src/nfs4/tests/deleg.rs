@@ -16,14 +16,7 @@ async fn open_as(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Com
         s,
         vec![
             NfsArgop4::OP_PUTROOTFH,
-            open_args(
-                0,
-                self::owner(s.clientid, owner),
-                access,
-                DENY_NONE,
-                create(),
-                OpenClaim4::CLAIM_NULL(name(file)),
-            ),
+            open_named(0, self::owner(s.clientid, owner), access, create(), file),
             NfsArgop4::OP_GETFH,
         ],
     )
@@ -138,14 +131,7 @@ async fn who_gets_no_delegation_and_why() {
             0,
             vec![
                 NfsArgop4::OP_PUTROOTFH,
-                open_args(
-                    1,
-                    owner(id, "o"),
-                    READ,
-                    DENY_NONE,
-                    create(),
-                    OpenClaim4::CLAIM_NULL(name("f5")),
-                ),
+                open_named(1, owner(id, "o"), READ, create(), "f5"),
             ],
         )
         .await;

@@ -493,14 +493,7 @@ async fn an_nfsv40_clients_read_open_recalls_a_write_delegation() {
             0,
             vec![
                 NfsArgop4::OP_PUTROOTFH,
-                open_args(
-                    1,
-                    owner(id, "o"),
-                    READ,
-                    DENY_NONE,
-                    nocreate(),
-                    OpenClaim4::CLAIM_NULL(name("f")),
-                ),
+                open_named(1, owner(id, "o"), READ, nocreate(), "f"),
             ],
         )
         .await;

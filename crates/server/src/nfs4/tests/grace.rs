@@ -27,6 +27,19 @@ async fn open_h(fx: &Fx, s: &Sess) -> Result<Opened, Nfsstat4> {
     fx.open(s, "h", "open-h", BOTH, DENY_NONE).await
 }
 
+/// PUTFH and LOCK of 10 bytes from `offset` for a new lock owner from
+/// open `open_sid`, reclaiming or not.
+fn write_lock(
+    fh: &NfsFh4,
+    open_sid: &Stateid4,
+    lock_owner: StateOwner4,
+    reclaim: bool,
+    offset: u64,
+) -> Vec<NfsArgop4> {
+    let locker = new_lock_owner(open_sid, lock_owner);
+    vec![putfh(fh), lock_args(WRITE_LT, reclaim, offset, 10, locker)]
+}
+
 fn close(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
     vec![
         putfh(fh),
@@ -121,16 +134,7 @@ async fn reclaim_in_grace_and_refusals() {
     let r = fx
         .call(
             &a,
-            vec![
-                putfh(&fh),
-                lock_args(
-                    WRITE_LT,
-                    true,
-                    0,
-                    10,
-                    new_lock_owner(&o.stateid, owner(a.clientid, "lock-a")),
-                ),
-            ],
+            write_lock(&fh, &o.stateid, owner(a.clientid, "lock-a"), true, 0),
         )
         .await;
     assert_eq!(r.status, NFS4_OK, "LOCK reclaim: {:?}", statuses(&r));
@@ -156,16 +160,7 @@ async fn reclaim_in_grace_and_refusals() {
     let r = fx
         .call(
             &a,
-            vec![
-                putfh(&fh),
-                lock_args(
-                    WRITE_LT,
-                    false,
-                    20,
-                    10,
-                    new_lock_owner(&o.stateid, owner(a.clientid, "lock-a2")),
-                ),
-            ],
+            write_lock(&fh, &o.stateid, owner(a.clientid, "lock-a2"), false, 20),
         )
         .await;
     assert_eq!(r.status, NFS4ERR_GRACE);
@@ -271,18 +266,7 @@ async fn new_locks_wait_for_the_shared_grace_after_nfsv4_reclaims() {
         .open(&n, "f", "open-n", BOTH, DENY_NONE)
         .await
         .expect("OPEN: NFSv4's own grace is over");
-    let lock = || {
-        vec![
-            putfh(&fh),
-            lock_args(
-                WRITE_LT,
-                false,
-                100,
-                10,
-                new_lock_owner(&o.stateid, owner(n.clientid, "lock-n")),
-            ),
-        ]
-    };
+    let lock = || write_lock(&fh, &o.stateid, owner(n.clientid, "lock-n"), false, 100);
     assert_eq!(fx.call(&n, lock()).await.status, NFS4ERR_GRACE);
     fx.advance(millis(4999));
     assert_eq!(fx.call(&n, lock()).await.status, NFS4ERR_GRACE);

@@ -299,6 +299,18 @@ pub fn open_args(
 }
 
 /// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
+/// OPEN of `file` in the current directory, denying nothing.
+pub fn open_named(
+    seqid: u32,
+    owner: StateOwner4,
+    access: u32,
+    how: Openflag4,
+    file: &str,
+) -> NfsArgop4 {
+    let claim = OpenClaim4::CLAIM_NULL(name(file));
+    open_args(seqid, owner, access, DENY_NONE, how, claim)
+}
+
 pub fn new_lock_owner(open_stateid: &Stateid4, owner: StateOwner4) -> Locker4 {
     Locker4::TRUE(OpenToLockOwner4 {
         open_seqid: 0,

@@ -15,14 +15,7 @@ async fn c40(fx: &Fx, ops: Vec<NfsArgop4>) -> (Bytes, Compound4res) {
 fn open(clientid: u64, owner: &str, seqid: u32, file: &str) -> Vec<NfsArgop4> {
     vec![
         NfsArgop4::OP_PUTROOTFH,
-        open_args(
-            seqid,
-            super::owner(clientid, owner),
-            BOTH,
-            DENY_NONE,
-            create(),
-            OpenClaim4::CLAIM_NULL(name(file)),
-        ),
+        open_named(seqid, super::owner(clientid, owner), BOTH, create(), file),
         NfsArgop4::OP_GETFH,
     ]
 }
