@@ -12,15 +12,8 @@ const ANON: Stateid4 = Stateid4 {
 };
 
 async fn open_as(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Compound4res {
-    fx.call(
-        s,
-        vec![
-            NfsArgop4::OP_PUTROOTFH,
-            open_named(0, self::owner(s.clientid, owner), access, create(), file),
-            NfsArgop4::OP_GETFH,
-        ],
-    )
-    .await
+    fx.call(s, open_ops(s, file, owner, access, DENY_NONE))
+        .await
 }
 
 async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Opened {
@@ -33,31 +26,6 @@ fn deleg(o: &Opened) -> Stateid4 {
         OpenDelegation4::OPEN_DELEGATE_READ(d) => d.stateid.clone(),
         other => panic!("no read delegation: {other:?}"),
     }
-}
-
-/// Lets the recalls the server spawned reach the scripted client.
-async fn settle() {
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// The (stateid, file handle) of each CB_RECALL the client received.
-fn recalls(fake: &FakeBack) -> Vec<(Stateid4, NfsFh4)> {
-    fake.compounds()
-        .iter()
-        .flat_map(|c| c.argarray.iter())
-        .filter_map(|op| match op {
-            NfsCbArgop4::OP_CB_RECALL(r) => Some((r.stateid.clone(), r.fh.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
-        .await
-        .status
 }
 
 #[tokio::test]
@@ -86,21 +54,14 @@ async fn who_gets_no_delegation_and_why() {
     let plain = fx.client("plain").await;
     let o = open_ok(&fx, &plain, "f1", "o", READ).await;
     assert_eq!(o.delegation, OpenDelegation4::OPEN_DELEGATE_NONE);
-    let o = open_ok(
-        &fx,
-        &plain,
-        "f1",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &plain, "f1", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
     );
     let (a, _fa) = fx.client_with_back("a").await;
     // Not wanted.
-    let o = open_ok(&fx, &a, "f2", "o", READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG).await;
+    let o = open_ok(&fx, &a, "f2", "o", READ | WANT_NO).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::Default(
@@ -112,29 +73,14 @@ async fn who_gets_no_delegation_and_why() {
     assert_eq!(o.delegation, OpenDelegation4::OPEN_DELEGATE_NONE);
     // Another client has the file open for writing.
     open_ok(&fx, &plain, "f4", "w", OPEN4_SHARE_ACCESS_WRITE).await;
-    let o = open_ok(
-        &fx,
-        &a,
-        "f4",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f4", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
     );
     // NFSv4.0 clients have no callback path here.
     let id = fx.client40("v40").await;
-    let r = fx
-        .compound(
-            0,
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                open_named(1, owner(id, "o"), READ, create(), "f5"),
-            ],
-        )
-        .await;
+    let r = fx.open40_first(id, READ, create(), "f5").await;
     match &r.resarray[1] {
         NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => {
             assert_eq!(ok.delegation, OpenDelegation4::OPEN_DELEGATE_NONE)
@@ -151,14 +97,7 @@ async fn past_the_bound_no_delegation_is_granted() {
     });
     let (a, _fa) = fx.client_with_back("a").await;
     deleg(&open_ok(&fx, &a, "f1", "o", READ).await);
-    let o = open_ok(
-        &fx,
-        &a,
-        "f2",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f2", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_RESOURCE(false))

@@ -41,12 +41,6 @@ fn contention() -> OpenDelegation4 {
     OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
 }
 
-async fn settle() {
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
-}
-
 fn cb_ops(fake: &FakeBack) -> Vec<NfsCbArgop4> {
     fake.compounds()
         .into_iter()
@@ -55,20 +49,9 @@ fn cb_ops(fake: &FakeBack) -> Vec<NfsCbArgop4> {
         .collect()
 }
 
+/// The stateid of each CB_RECALL the client received.
 fn recalled(fake: &FakeBack) -> Vec<Stateid4> {
-    cb_ops(fake)
-        .into_iter()
-        .filter_map(|op| match op {
-            NfsCbArgop4::OP_CB_RECALL(r) => Some(r.stateid),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
-        .await
-        .status
+    recalls(fake).into_iter().map(|(sid, _)| sid).collect()
 }
 
 fn read(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
@@ -121,17 +104,10 @@ async fn a_write_open_gets_a_write_delegation_it_writes_under() {
     assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
     assert_eq!(fx.n.state.delegations(), 0);
     // A write-only open gets one too (the opener may read the file).
-    let o = open_ok(&fx, &a, "g", "o", WRITE | OPEN4_SHARE_ACCESS_WANT_ANY_DELEG).await;
+    let o = open_ok(&fx, &a, "g", "o", WRITE | WANT_ANY).await;
     write_deleg(&o);
     // Asked for explicitly.
-    let o = open_ok(
-        &fx,
-        &a,
-        "h",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "h", "o", BOTH | WANT_WRITE).await;
     write_deleg(&o);
 }
 
@@ -142,54 +118,26 @@ async fn who_gets_no_write_delegation_and_why() {
     let (a, _fa) = fx.client_with_back("a").await;
     let o = open_ok(&fx, &a, "f", "o", BOTH).await;
     assert_eq!(o.delegation, OpenDelegation4::OPEN_DELEGATE_NONE);
-    let o = open_ok(
-        &fx,
-        &a,
-        "f",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f", "o", BOTH | WANT_WRITE).await;
     assert_eq!(o.delegation, contention());
 
     let fx = rw_fx(cfg(60, 0));
     let (a, _fa) = fx.client_with_back("a").await;
     let b = fx.client("b").await;
     // A write open that asked for a read delegation gets none.
-    let o = open_ok(
-        &fx,
-        &a,
-        "f1",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f1", "o", BOTH | WANT_READ).await;
     assert_eq!(o.delegation, contention());
     // A read open that asked for a write delegation gets no read one.
-    let o = open_ok(
-        &fx,
-        &a,
-        "f2",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f2", "o", READ | WANT_WRITE).await;
     assert_eq!(o.delegation, contention());
     // Any delegation: a read open gets a read one.
-    let o = open_ok(&fx, &a, "f3", "o", READ | OPEN4_SHARE_ACCESS_WANT_ANY_DELEG).await;
+    let o = open_ok(&fx, &a, "f3", "o", READ | WANT_ANY).await;
     assert!(matches!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_READ(_)
     ));
     // The holder of a read delegation asking for a write one: no upgrade.
-    let o = open_ok(
-        &fx,
-        &a,
-        "f3",
-        "o2",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f3", "o2", BOTH | WANT_WRITE).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::Default(
@@ -198,14 +146,7 @@ async fn who_gets_no_write_delegation_and_why() {
     );
     // Another client has the file open, even only for reading.
     open_ok(&fx, &b, "f4", "r", READ).await;
-    let o = open_ok(
-        &fx,
-        &a,
-        "f4",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f4", "o", BOTH | WANT_WRITE).await;
     assert_eq!(o.delegation, contention());
 }
 
@@ -488,15 +429,7 @@ async fn an_nfsv40_clients_read_open_recalls_a_write_delegation() {
     let o = open_ok(&fx, &a, "f", "o", BOTH).await;
     let sid = write_deleg(&o);
     let id = fx.client40("v40").await;
-    let r = fx
-        .compound(
-            0,
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                open_named(1, owner(id, "o"), READ, nocreate(), "f"),
-            ],
-        )
-        .await;
+    let r = fx.open40_first(id, READ, nocreate(), "f").await;
     assert_eq!(r.status, NFS4ERR_DELAY);
     settle().await;
     assert_eq!(recalled(&fa), std::slice::from_ref(&sid));

@@ -49,6 +49,11 @@ pub const OP_RECLAIM_COMPLETE: u32 = NfsOpnum4::OP_RECLAIM_COMPLETE as u32;
 pub const CONN_BACK_CHAN: u32 = 0x2;
 /// The callback program the fixture's clients name.
 pub const CB_PROG: u32 = 0x4000_0000;
+/// OPEN's share_access bits asking for a delegation (or none), short.
+pub const WANT_READ: u32 = OPEN4_SHARE_ACCESS_WANT_READ_DELEG;
+pub const WANT_WRITE: u32 = OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG;
+pub const WANT_ANY: u32 = OPEN4_SHARE_ACCESS_WANT_ANY_DELEG;
+pub const WANT_NO: u32 = OPEN4_SHARE_ACCESS_WANT_NO_DELEG;
 
 /// How a scripted client answers calls on its back channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -299,6 +304,18 @@ pub fn open_args(
 }
 
 /// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
+/// PUTROOTFH, OPEN of `file` (created if missing) by `s`'s open owner
+/// `owner`, GETFH.
+pub fn open_ops(s: &Sess, file: &str, owner: &str, access: u32, deny: u32) -> Vec<NfsArgop4> {
+    let owner = self::owner(s.clientid, owner);
+    let claim = OpenClaim4::CLAIM_NULL(name(file));
+    vec![
+        NfsArgop4::OP_PUTROOTFH,
+        open_args(0, owner, access, deny, create(), claim),
+        NfsArgop4::OP_GETFH,
+    ]
+}
+
 /// OPEN of `file` in the current directory, denying nothing.
 pub fn open_named(
     seqid: u32,
@@ -408,6 +425,32 @@ pub fn delegreturn_op(sid: &Stateid4) -> NfsArgop4 {
     NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
         deleg_stateid: sid.clone(),
     })
+}
+
+/// Lets the recalls the server spawned reach the scripted client.
+pub async fn settle() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The (stateid, file handle) of each CB_RECALL the client received.
+pub fn recalls(fake: &FakeBack) -> Vec<(Stateid4, NfsFh4)> {
+    fake.compounds()
+        .iter()
+        .flat_map(|c| c.argarray.iter())
+        .filter_map(|op| match op {
+            NfsCbArgop4::OP_CB_RECALL(r) => Some((r.stateid.clone(), r.fh.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// DELEGRETURN of `sid` on `fh`: its status.
+pub async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
+    fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
+        .await
+        .status
 }
 
 /// SETCLIENTID of client `id` (verifier all `verifier`) with its callback
@@ -714,27 +757,24 @@ impl Fx {
         access: u32,
         deny: u32,
     ) -> Result<Opened, Nfsstat4> {
-        let r = self
-            .call(
-                s,
-                vec![
-                    NfsArgop4::OP_PUTROOTFH,
-                    open_args(
-                        0,
-                        self::owner(s.clientid, owner),
-                        access,
-                        deny,
-                        create(),
-                        OpenClaim4::CLAIM_NULL(name(file)),
-                    ),
-                    NfsArgop4::OP_GETFH,
-                ],
-            )
-            .await;
+        let r = self.call(s, open_ops(s, file, owner, access, deny)).await;
         opened(&r, 2).ok_or(r.status)
     }
 
     /// LOCK: the lock stateid, or the status (NFS4ERR_DENIED on a conflict).
+    /// A 4.0 client's first OPEN (seqid 1) of `file` in the export root,
+    /// by open owner "o".
+    pub async fn open40_first(
+        &self,
+        clientid: u64,
+        access: u32,
+        how: Openflag4,
+        file: &str,
+    ) -> Compound4res {
+        let open = open_named(1, owner(clientid, "o"), access, how, file);
+        self.compound(0, vec![NfsArgop4::OP_PUTROOTFH, open]).await
+    }
+
     /// LOCK of a new lock owner named `lock_owner`, from open `open_sid`:
     /// a write lock on `(offset, length)` of `fh`.
     pub async fn new_write_lock(

@@ -379,7 +379,7 @@ async fn known_but_unimplemented_ops_are_notsupp() {
             gdda_dir_attributes: vec![],
         }),
         A::OP_WANT_DELEGATION(WantDelegation4args {
-            wda_want: OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
+            wda_want: WANT_READ,
             wda_claim: DelegClaim4::CLAIM_FH,
         }),
         A::OP_GETDEVICELIST(Getdevicelist4args {
