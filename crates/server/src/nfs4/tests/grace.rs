@@ -41,13 +41,7 @@ fn write_lock(
 }
 
 fn close(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
-    vec![
-        putfh(fh),
-        NfsArgop4::OP_CLOSE(Close4args {
-            seqid: 0,
-            open_stateid: sid.clone(),
-        }),
-    ]
+    vec![putfh(fh), close_op(0, sid)]
 }
 
 fn reclaim_open(clientid: u64) -> NfsArgop4 {

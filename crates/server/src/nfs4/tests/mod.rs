@@ -353,6 +353,13 @@ pub fn lock_args(
     })
 }
 
+pub fn close_op(seqid: u32, open_sid: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_CLOSE(Close4args {
+        seqid,
+        open_stateid: open_sid.clone(),
+    })
+}
+
 pub fn locku_op(
     locktype: NfsLockType4,
     seqid: u32,

@@ -126,16 +126,7 @@ async fn test_stateid_and_free_stateid() {
         [NFS4ERR_BAD_STATEID, NFS4_OK]
     );
     let r = fx
-        .call(
-            &s,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_CLOSE(Close4args {
-                    seqid: 0,
-                    open_stateid: o.stateid.clone(),
-                }),
-            ],
-        )
+        .call(&s, vec![putfh(&o.fh), close_op(0, &o.stateid)])
         .await;
     assert_eq!(r.status, NFS4_OK, "CLOSE after FREE_STATEID");
 }
