@@ -76,6 +76,24 @@ pub fn status(e: FsError) -> Nfsstat4 {
     }
 }
 
+/// An operation's reply: `ok` of its result, or `failed` of its failure's
+/// status, the failure logged under `op`.
+pub fn reply<T, R>(
+    ctx: &CallContext,
+    op: &'static str,
+    r: Result<T, Fail>,
+    ok: impl FnOnce(T) -> R,
+    failed: impl FnOnce(Nfsstat4) -> R,
+) -> R {
+    match r {
+        Ok(v) => ok(v),
+        Err(f) => {
+            log_fail(ctx, op, &f);
+            failed(f.status)
+        }
+    }
+}
+
 /// Logs a failed operation once: expected statuses at debug, others at warn,
 /// rate-limited per client.
 pub fn log_fail(ctx: &CallContext, op: &'static str, f: &Fail) {

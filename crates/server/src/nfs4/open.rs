@@ -3,7 +3,7 @@
 
 use super::attr;
 use super::compound::{file_key, Compound, Fh};
-use super::fail::{log_fail, Fail};
+use super::fail::{log_fail, reply, Fail};
 use super::state::{ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::export::Export;
 use proto::nfs4::*;
@@ -15,13 +15,13 @@ const OPEN4_RESULT_CONFIRM: u32 = 0x2;
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 
 pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
-    match do_open(c, a).await {
-        Ok(ok) => Open4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_OPEN", &f);
-            Open4res::Default(f.status)
-        }
-    }
+    reply(
+        c.ctx,
+        "OP_OPEN",
+        do_open(c, a).await,
+        Open4res::NFS4_OK,
+        Open4res::Default,
+    )
 }
 
 /// Refuses non-regular files: a directory is NFS4ERR_ISDIR and a symlink

@@ -11,7 +11,7 @@
 //! concurrent writer did between the read and the look for holes.
 
 use super::compound::Compound;
-use super::fail::{log_fail, Fail};
+use super::fail::{log_fail, reply, Fail};
 use super::io::check;
 use super::io::MAX_IO;
 use crate::zero_copy::{copy_read, ReadAt};
@@ -46,13 +46,7 @@ pub async fn seek(c: &mut Compound<'_>, a: Seek4args) -> Seek4res {
         })
     }
     .await;
-    match r {
-        Ok(ok) => Seek4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_SEEK", &f);
-            Seek4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_SEEK", r, Seek4res::NFS4_OK, Seek4res::Default)
 }
 
 /// ALLOCATE or DEALLOCATE: a change of the file's space, queued behind the
