@@ -94,6 +94,12 @@ pub fn reply<T, R>(
     }
 }
 
+/// A status-only operation's status: NFS4_OK, or its failure's (logged
+/// under `op`).
+pub fn status_of(ctx: &CallContext, op: &'static str, r: Result<(), Fail>) -> Nfsstat4 {
+    reply(ctx, op, r, |()| Nfsstat4::NFS4_OK, |s| s)
+}
+
 /// Logs a failed operation once: expected statuses at debug, others at warn,
 /// rate-limited per client.
 pub fn log_fail(ctx: &CallContext, op: &'static str, f: &Fail) {

@@ -3,7 +3,7 @@
 
 use super::attr;
 use super::compound::{file_key, Compound, Fh};
-use super::fail::{log_fail, reply, Fail};
+use super::fail::{reply, status_of, Fail};
 use super::state::{ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::export::Export;
 use proto::nfs4::*;
@@ -424,16 +424,8 @@ pub async fn close(c: &mut Compound<'_>, a: Close4args) -> Close4res {
         let sid = c.stateid(&a.open_stateid)?;
         Ok::<_, Fail>(c.n.state.close(&sid, &file_key(&export, &fid), c.minor)?)
     })();
-    match r {
-        Ok(sid) => {
-            c.cur_sid = Some(sid.clone());
-            Close4res::NFS4_OK(sid)
-        }
-        Err(f) => {
-            log_fail(c.ctx, "OP_CLOSE", &f);
-            Close4res::Default(f.status)
-        }
-    }
+    let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
+    reply(c.ctx, "OP_CLOSE", r, Close4res::NFS4_OK, Close4res::Default)
 }
 
 pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4res {
@@ -448,16 +440,15 @@ pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4r
             c.minor,
         )?)
     })();
-    match r {
-        Ok(sid) => {
-            c.cur_sid = Some(sid.clone());
-            OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid: sid })
-        }
-        Err(f) => {
-            log_fail(c.ctx, "OP_OPEN_DOWNGRADE", &f);
-            OpenDowngrade4res::Default(f.status)
-        }
-    }
+    let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
+    let ok = |open_stateid| OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid });
+    reply(
+        c.ctx,
+        "OP_OPEN_DOWNGRADE",
+        r,
+        ok,
+        OpenDowngrade4res::Default,
+    )
 }
 
 /// DELEGRETURN: the delegation on the current file goes back.
@@ -487,12 +478,6 @@ pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Delegreturn4res
             s => Err(Fail::new(s, "not a delegation of this client on this file")),
         }
     })();
-    let status = match r {
-        Ok(()) => Nfsstat4::NFS4_OK,
-        Err(f) => {
-            log_fail(c.ctx, "OP_DELEGRETURN", &f);
-            f.status
-        }
-    };
+    let status = status_of(c.ctx, "OP_DELEGRETURN", r);
     Delegreturn4res { status }
 }

@@ -11,7 +11,7 @@
 //! concurrent writer did between the read and the look for holes.
 
 use super::compound::Compound;
-use super::fail::{log_fail, reply, Fail};
+use super::fail::{log_fail, reply, status_of, Fail};
 use super::io::check;
 use super::io::MAX_IO;
 use crate::zero_copy::{copy_read, ReadAt};
@@ -87,21 +87,15 @@ async fn change_space(
 
 pub async fn allocate(c: &mut Compound<'_>, a: Allocate4args) -> Allocate4res {
     let r = change_space(c, &a.aa_stateid, a.aa_offset, a.aa_length, false).await;
-    if let Err(f) = &r {
-        log_fail(c.ctx, "OP_ALLOCATE", f);
-    }
     Allocate4res {
-        ar_status: r.map_or_else(|f| f.status, |()| Nfsstat4::NFS4_OK),
+        ar_status: status_of(c.ctx, "OP_ALLOCATE", r),
     }
 }
 
 pub async fn deallocate(c: &mut Compound<'_>, a: Deallocate4args) -> Deallocate4res {
     let r = change_space(c, &a.da_stateid, a.da_offset, a.da_length, true).await;
-    if let Err(f) = &r {
-        log_fail(c.ctx, "OP_DEALLOCATE", f);
-    }
     Deallocate4res {
-        dr_status: r.map_or_else(|f| f.status, |()| Nfsstat4::NFS4_OK),
+        dr_status: status_of(c.ctx, "OP_DEALLOCATE", r),
     }
 }
 
