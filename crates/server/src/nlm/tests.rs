@@ -102,32 +102,26 @@ fn ctx_from(prog: u32, proc_: u32, peer: &str) -> CallContext {
 }
 
 impl Fx {
-    async fn call_from<A: Pack, R: Unpack>(&self, proc_: u32, args: &A, peer: &str) -> R {
+    /// The encoded reply of procedure `proc_` called from `peer`.
+    async fn dispatch_from<A: Pack>(&self, proc_: u32, args: &A, peer: &str) -> BytesMut {
         let mut out = BytesMut::new();
+        let ctx = ctx_from(NLM_PROG, proc_, peer);
+        let args = Decoder::new(xdr::to_bytes(args));
         self.nlm
-            .dispatch(
-                &self.nfs,
-                &ctx_from(NLM_PROG, proc_, peer),
-                Decoder::new(xdr::to_bytes(args)),
-                &mut out,
-            )
+            .dispatch(&self.nfs, &ctx, args, &mut out)
             .await
             .unwrap();
+        out
+    }
+
+    async fn call_from<A: Pack, R: Unpack>(&self, proc_: u32, args: &A, peer: &str) -> R {
+        let out = self.dispatch_from(proc_, args, peer).await;
         xdr::from_bytes(out.freeze()).unwrap()
     }
 
     /// A procedure with a void result.
     async fn call_void_from<A: Pack>(&self, proc_: u32, args: &A, peer: &str) {
-        let mut out = BytesMut::new();
-        self.nlm
-            .dispatch(
-                &self.nfs,
-                &ctx_from(NLM_PROG, proc_, peer),
-                Decoder::new(xdr::to_bytes(args)),
-                &mut out,
-            )
-            .await
-            .unwrap();
+        let out = self.dispatch_from(proc_, args, peer).await;
         assert!(out.is_empty(), "void reply");
     }
 
