@@ -323,33 +323,64 @@ pub fn proc_name(proc_: u32) -> &'static str {
 /// fits: statuses that ordinary work produces (a LOOKUP that misses, an
 /// EXIST) at debug, the rest at warn. Lines are rate-limited per client
 /// (a token bucket; the metrics upkeep writes one "suppressed N" line).
-/// A procedure's reply to a call that failed before anything was read:
-/// the status with no attributes or wcc data.
-trait Unresolved {
-    fn unresolved(status: Nfsstat3) -> Self;
+/// A procedure's reply to a failure: the status, with what attributes (or
+/// wcc data) were read.
+trait FailReply {
+    type Attrs: NoAttrs;
+    fn with_status(status: Nfsstat3, attrs: Self::Attrs) -> Self;
 }
 
-macro_rules! unresolved {
-    ($($res:ident($fail:ident { $field:ident: $none:expr })),* $(,)?) => {
-        $(impl Unresolved for $res {
-            fn unresolved(status: Nfsstat3) -> Self {
-                $res::Default(status, $fail { $field: $none })
+/// What a failure reply carries when nothing was read.
+trait NoAttrs {
+    fn none() -> Self;
+}
+
+impl NoAttrs for PostOpAttr {
+    fn none() -> Self {
+        None
+    }
+}
+
+impl NoAttrs for WccData {
+    fn none() -> Self {
+        attr::empty_wcc()
+    }
+}
+
+macro_rules! fail_reply {
+    ($($res:ident($fail:ident { $field:ident: $attrs:ty })),* $(,)?) => {
+        $(impl FailReply for $res {
+            type Attrs = $attrs;
+            fn with_status(status: Nfsstat3, $field: $attrs) -> Self {
+                $res::Default(status, $fail { $field })
             }
         })*
     };
 }
 
-unresolved! {
-    Access3res(Access3resfail { obj_attributes: None }),
-    Readlink3res(Readlink3resfail { symlink_attributes: None }),
-    Commit3res(Commit3resfail { file_wcc: attr::empty_wcc() }),
-    Write3res(Write3resfail { file_wcc: attr::empty_wcc() }),
+fail_reply! {
+    Access3res(Access3resfail { obj_attributes: PostOpAttr }),
+    Readlink3res(Readlink3resfail { symlink_attributes: PostOpAttr }),
+    Commit3res(Commit3resfail { file_wcc: WccData }),
+    Write3res(Write3resfail { file_wcc: WccData }),
+    Fsstat3res(Fsstat3resfail { obj_attributes: PostOpAttr }),
+    Fsinfo3res(Fsinfo3resfail { obj_attributes: PostOpAttr }),
+    Pathconf3res(Pathconf3resfail { obj_attributes: PostOpAttr }),
+    Lookup3res(Lookup3resfail { dir_attributes: PostOpAttr }),
+    Readdir3res(Readdir3resfail { dir_attributes: PostOpAttr }),
+    Readdirplus3res(Readdirplus3resfail { dir_attributes: PostOpAttr }),
+    Setattr3res(Setattr3resfail { obj_wcc: WccData }),
 }
 
-/// `f` logged and made the procedure's reply.
-fn failed<R: Unresolved>(ctx: &CallContext, f: Fail) -> R {
+/// `f` logged and made the procedure's reply, with `attrs`.
+fn failed_with<R: FailReply>(ctx: &CallContext, f: Fail, attrs: R::Attrs) -> R {
     log_fail(ctx, &f);
-    R::unresolved(f.status)
+    R::with_status(f.status, attrs)
+}
+
+/// `f`, before anything was read, logged and made the procedure's reply.
+fn failed<R: FailReply>(ctx: &CallContext, f: Fail) -> R {
+    failed_with(ctx, f, R::Attrs::none())
 }
 
 pub fn log_fail(ctx: &CallContext, f: &Fail) {

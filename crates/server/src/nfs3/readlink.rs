@@ -1,6 +1,6 @@
 //! READLINK: a symlink's target.
 
-use super::{attr, failed, log_fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
@@ -21,10 +21,6 @@ pub async fn readlink(n: &Nfs3, ctx: &CallContext, args: Readlink3args) -> Readl
             symlink_attributes,
             data: target.into(),
         }),
-        Err(e) => {
-            let f = e.into();
-            log_fail(ctx, &f);
-            Readlink3res::Default(f.status, Readlink3resfail { symlink_attributes })
-        }
+        Err(e) => failed_with(ctx, e.into(), symlink_attributes),
     }
 }

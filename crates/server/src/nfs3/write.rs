@@ -1,6 +1,6 @@
 //! WRITE: the received payload goes to the backend without a copy.
 
-use super::{attr, failed, log_fail, Nfs3, MAX_IO};
+use super::{attr, failed, failed_with, Nfs3, MAX_IO};
 use proto::nfs3::*;
 use rpc::CallContext;
 use vfs::Stable;
@@ -55,8 +55,7 @@ pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
         Err(e) => {
             let f: super::Fail = e.into();
             n.write_verf.reset_if(lost(f.status));
-            log_fail(ctx, &f);
-            Write3res::Default(f.status, Write3resfail { file_wcc })
+            failed_with(ctx, f, file_wcc)
         }
     }
 }
