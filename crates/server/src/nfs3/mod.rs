@@ -145,6 +145,26 @@ impl Nfs3 {
         self.recall.as_ref().is_some_and(|r| r(export, fid))
     }
 
+    /// A change to `t`'s file waits (NFS3ERR_JUKEBOX) while NFSv4
+    /// delegations on it are being recalled.
+    fn not_recalling(&self, t: &Target) -> Result<(), Fail> {
+        if self.recalling(t.export.id, &t.fid) {
+            return Err(Fail::new(
+                Nfsstat3::NFS3ERR_JUKEBOX,
+                "an NFSv4 delegation on the file is being recalled",
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Nfs3::resolve_rw`] for a change to the file itself, which waits
+    /// for the recall of NFSv4 delegations on it.
+    fn resolve_change(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
+        let t = self.resolve_rw(ctx, fh)?;
+        self.not_recalling(&t)?;
+        Ok(t)
+    }
+
     /// Checks a file handle (MAC first, no syscall), its export, and whether
     /// this client may use that export; maps the caller's credential.
     pub fn resolve(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
@@ -191,6 +211,24 @@ impl Nfs3 {
             ));
         }
         Ok(t)
+    }
+
+    /// [`Nfs3::resolve_rw`] of both handles, which must name one export:
+    /// LINK and RENAME never cross exports (NFS3ERR_XDEV, `across`).
+    pub fn resolve_rw_pair(
+        &self,
+        ctx: &CallContext,
+        (a, b): (&NfsFh3, &NfsFh3),
+        across: &'static str,
+    ) -> Result<(Target, Target), Fail> {
+        let (a, b) = match (self.resolve_rw(ctx, a), self.resolve_rw(ctx, b)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(f), _) | (_, Err(f)) => return Err(f),
+        };
+        if a.export.id != b.export.id {
+            return Err(Fail::new(Nfsstat3::NFS3ERR_XDEV, across));
+        }
+        Ok((a, b))
     }
 
     /// The handle a client gets for `fid` of `export`.
@@ -347,6 +385,12 @@ impl NoAttrs for WccData {
     }
 }
 
+impl<A: NoAttrs, B: NoAttrs> NoAttrs for (A, B) {
+    fn none() -> Self {
+        (A::none(), B::none())
+    }
+}
+
 macro_rules! fail_reply {
     ($($res:ident($fail:ident { $field:ident: $attrs:ty })),* $(,)?) => {
         $(impl FailReply for $res {
@@ -356,6 +400,23 @@ macro_rules! fail_reply {
             }
         })*
     };
+}
+
+/// The replies whose failures carry two things, given as a pair.
+macro_rules! fail_reply_pair {
+    ($($res:ident($fail:ident { $a:ident: $at:ty, $b:ident: $bt:ty })),* $(,)?) => {
+        $(impl FailReply for $res {
+            type Attrs = ($at, $bt);
+            fn with_status(status: Nfsstat3, ($a, $b): ($at, $bt)) -> Self {
+                $res::Default(status, $fail { $a, $b })
+            }
+        })*
+    };
+}
+
+fail_reply_pair! {
+    Link3res(Link3resfail { file_attributes: PostOpAttr, linkdir_wcc: WccData }),
+    Rename3res(Rename3resfail { fromdir_wcc: WccData, todir_wcc: WccData }),
 }
 
 fail_reply! {

@@ -5,17 +5,10 @@ use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn setattr(n: &Nfs3, ctx: &CallContext, args: Setattr3args) -> Setattr3res {
-    let t = match n.resolve_rw(ctx, &args.object) {
+    let t = match n.resolve_change(ctx, &args.object) {
         Ok(t) => t,
         Err(f) => return failed(ctx, f),
     };
-    if n.recalling(t.export.id, &t.fid) {
-        let f = Fail::new(
-            Nfsstat3::NFS3ERR_JUKEBOX,
-            "an NFSv4 delegation on the file is being recalled",
-        );
-        return failed(ctx, f);
-    }
     let set = attr::sattr(&args.new_attributes);
     let guard = args.guard;
     let b = t.export.backend.clone();

@@ -6,17 +6,10 @@ use rpc::CallContext;
 use vfs::Stable;
 
 pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
-    let t = match n.resolve_rw(ctx, &args.file) {
+    let t = match n.resolve_change(ctx, &args.file) {
         Ok(t) => t,
         Err(f) => return failed(ctx, f),
     };
-    if n.recalling(t.export.id, &t.fid) {
-        let f = super::Fail::new(
-            Nfsstat3::NFS3ERR_JUKEBOX,
-            "an NFSv4 delegation on the file is being recalled",
-        );
-        return failed(ctx, f);
-    }
     // A short write is legal: the client sends the rest again.
     let len = (args.count as usize)
         .min(args.data.len())
