@@ -37,6 +37,18 @@ fn write_deleg(o: &Opened) -> Stateid4 {
     }
 }
 
+/// Client a (with a back channel) holding a write delegation on "f",
+/// opened for both by its owner "o"; client b, with no back channel:
+/// (server, a, a's back channel, b, a's open, the delegation).
+async fn a_holds_a_write_delegation() -> (Fx, Sess, Arc<FakeBack>, Sess, Opened, Stateid4) {
+    let fx = rw_fx(cfg(60, 0));
+    let (a, fa) = fx.client_with_back("a").await;
+    let b = fx.client("b").await;
+    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
+    let sid = write_deleg(&o);
+    (fx, a, fa, b, o, sid)
+}
+
 fn contention() -> OpenDelegation4 {
     OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
 }
@@ -152,11 +164,7 @@ async fn who_gets_no_write_delegation_and_why() {
 
 #[tokio::test]
 async fn another_clients_read_or_read_open_recalls_a_write_delegation() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, a, fa, b, o, sid) = a_holds_a_write_delegation().await;
     // A READ with the anonymous stateid: recall, DELAY until returned.
     assert_eq!(fx.call(&b, read(&o.fh, &ANON)).await.status, NFS4ERR_DELAY);
     settle().await;
@@ -178,11 +186,7 @@ async fn another_clients_read_or_read_open_recalls_a_write_delegation() {
 
 #[tokio::test]
 async fn another_clients_lock_recalls_a_write_delegation() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, _, fa, b, o, sid) = a_holds_a_write_delegation().await;
     // b could not have the file open without recalling the delegation
     // already; whatever stateid its LOCK names, the recall comes first.
     let r = fx.new_write_lock(&b, &o.fh, &ANON, (0, 1), "l").await;
@@ -209,11 +213,7 @@ async fn a_read_delegation_stands_when_another_client_reads() {
 
 #[tokio::test]
 async fn cb_getattr_asks_the_holder_before_another_clients_getattr() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, a, fa, b, o, sid) = a_holds_a_write_delegation().await;
     let (change0, size0) = change_size(&fx, &a, &o.fh).await.unwrap();
     // Unmodified: the holder says what the server has; the answer is the
     // server's.
@@ -241,11 +241,7 @@ async fn cb_getattr_asks_the_holder_before_another_clients_getattr() {
 
 #[tokio::test]
 async fn an_unanswered_cb_getattr_recalls_the_delegation() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, a, fa, b, o, sid) = a_holds_a_write_delegation().await;
     // The holder refuses CB_GETATTR: recalled, DELAY.
     *fa.getattr.lock().unwrap() = None;
     assert_eq!(change_size(&fx, &b, &o.fh).await, Err(NFS4ERR_DELAY));
