@@ -226,25 +226,11 @@ async fn write_setattr_remove_rename_and_link_recall_first() {
 #[tokio::test]
 async fn nfsv42_changes_recall_first() {
     recall_before_in(2, "ALLOCATE", |fh| {
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_ALLOCATE(Allocate4args {
-                aa_stateid: ANON,
-                aa_offset: 0,
-                aa_length: 4096,
-            }),
-        ]
+        vec![putfh(fh), allocate_op(&ANON, 0, 4096)]
     })
     .await;
     recall_before_in(2, "DEALLOCATE", |fh| {
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DEALLOCATE(Deallocate4args {
-                da_stateid: ANON,
-                da_offset: 0,
-                da_length: 4096,
-            }),
-        ]
+        vec![putfh(fh), deallocate_op(&ANON, 0, 4096)]
     })
     .await;
     recall_before_in(2, "COPY", |fh| {

@@ -353,6 +353,22 @@ pub fn lock_args(
     })
 }
 
+pub fn allocate_op(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
+    NfsArgop4::OP_ALLOCATE(Allocate4args {
+        aa_stateid: sid.clone(),
+        aa_offset: offset,
+        aa_length: length,
+    })
+}
+
+pub fn deallocate_op(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
+    NfsArgop4::OP_DEALLOCATE(Deallocate4args {
+        da_stateid: sid.clone(),
+        da_offset: offset,
+        da_length: length,
+    })
+}
+
 pub fn close_op(seqid: u32, open_sid: &Stateid4) -> NfsArgop4 {
     NfsArgop4::OP_CLOSE(Close4args {
         seqid,

@@ -40,22 +40,6 @@ fn read_plus(sid: &Stateid4, offset: u64, count: u32) -> NfsArgop4 {
     })
 }
 
-fn allocate(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
-    NfsArgop4::OP_ALLOCATE(Allocate4args {
-        aa_stateid: sid.clone(),
-        aa_offset: offset,
-        aa_length: length,
-    })
-}
-
-fn deallocate(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
-    NfsArgop4::OP_DEALLOCATE(Deallocate4args {
-        da_stateid: sid.clone(),
-        da_offset: offset,
-        da_length: length,
-    })
-}
-
 fn set_size(sid: &Stateid4, size: u64) -> NfsArgop4 {
     NfsArgop4::OP_SETATTR(Setattr4args {
         stateid: sid.clone(),
@@ -285,7 +269,7 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
     ok(
         &fx,
         &s,
-        vec![putfh(&o.fh), deallocate(&o.stateid, 100, PAGE)],
+        vec![putfh(&o.fh), deallocate_op(&o.stateid, 100, PAGE)],
     )
     .await;
     let (data, eof) = read(&fx, &s, &o, 0, 1 << 20).await;
@@ -300,17 +284,17 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
     ok(
         &fx,
         &s,
-        vec![putfh(&o.fh), allocate(&o.stateid, 3 * PAGE, PAGE)],
+        vec![putfh(&o.fh), allocate_op(&o.stateid, 3 * PAGE, PAGE)],
     )
     .await;
     let (data, _) = read(&fx, &s, &o, 3 * PAGE, 1 << 20).await;
     assert_eq!(data, vec![0; PAGE as usize]);
     // Zero lengths and ranges past the largest file.
     for (op, want) in [
-        (allocate(&o.stateid, 0, 0), NFS4ERR_INVAL),
-        (deallocate(&o.stateid, 0, 0), NFS4ERR_INVAL),
-        (allocate(&o.stateid, u64::MAX, 2), NFS4ERR_FBIG),
-        (deallocate(&o.stateid, 1 << 63, 1), NFS4ERR_FBIG),
+        (allocate_op(&o.stateid, 0, 0), NFS4ERR_INVAL),
+        (deallocate_op(&o.stateid, 0, 0), NFS4ERR_INVAL),
+        (allocate_op(&o.stateid, u64::MAX, 2), NFS4ERR_FBIG),
+        (deallocate_op(&o.stateid, 1 << 63, 1), NFS4ERR_FBIG),
     ] {
         let r = call42(&fx, &s, vec![putfh(&o.fh), op]).await;
         assert_eq!(r.status, want);
@@ -320,7 +304,10 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
         .open(&s, "f", "r", OPEN4_SHARE_ACCESS_READ, DENY_NONE)
         .await
         .unwrap();
-    for op in [allocate(&ro.stateid, 0, 1), deallocate(&ro.stateid, 0, 1)] {
+    for op in [
+        allocate_op(&ro.stateid, 0, 1),
+        deallocate_op(&ro.stateid, 0, 1),
+    ] {
         let r = call42(&fx, &s, vec![putfh(&ro.fh), op]).await;
         assert_eq!(r.status, NFS4ERR_OPENMODE);
     }
@@ -328,12 +315,12 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
     let r = call42(
         &fx,
         &s,
-        vec![NfsArgop4::OP_PUTROOTFH, allocate(&anon, 0, 1)],
+        vec![NfsArgop4::OP_PUTROOTFH, allocate_op(&anon, 0, 1)],
     )
     .await;
     assert_eq!(r.status, NFS4ERR_ISDIR);
     // The anonymous stateid writes as WRITE's would.
-    let r = call42(&fx, &s, vec![putfh(&o.fh), allocate(&anon, 0, 1)]).await;
+    let r = call42(&fx, &s, vec![putfh(&o.fh), allocate_op(&anon, 0, 1)]).await;
     assert_eq!(r.status, NFS4_OK);
 }
 
@@ -344,8 +331,8 @@ async fn sparse_ops_are_illegal_before_minor_version_2() {
     for op in [
         seek(&o.stateid, 0, DataContent4::NFS4_CONTENT_DATA),
         read_plus(&o.stateid, 0, 1),
-        allocate(&o.stateid, 0, 1),
-        deallocate(&o.stateid, 0, 1),
+        allocate_op(&o.stateid, 0, 1),
+        deallocate_op(&o.stateid, 0, 1),
     ] {
         let r = fx.call(&s, vec![putfh(&o.fh), op.clone()]).await;
         assert_eq!(r.status, NFS4ERR_OP_ILLEGAL);
