@@ -356,11 +356,6 @@ pub fn proc_name(proc_: u32) -> &'static str {
     crate::procedures::NFS3.name(proc_)
 }
 
-/// The one place every NFSv3 error reply goes through: records its status
-/// for the per-status error counters, and logs it once, at a level that
-/// fits: statuses that ordinary work produces (a LOOKUP that misses, an
-/// EXIST) at debug, the rest at warn. Lines are rate-limited per client
-/// (a token bucket; the metrics upkeep writes one "suppressed N" line).
 /// A procedure's reply to a failure: the status, with what attributes (or
 /// wcc data) were read.
 trait FailReply {
@@ -444,6 +439,11 @@ fn failed<R: FailReply>(ctx: &CallContext, f: Fail) -> R {
     failed_with(ctx, f, R::Attrs::none())
 }
 
+/// The one place every NFSv3 error reply goes through: records its status
+/// for the per-status error counters, and logs it once, at a level that
+/// fits: statuses that ordinary work produces (a LOOKUP that misses, an
+/// EXIST) at debug, the rest at warn. Lines are rate-limited per client
+/// (a token bucket; the metrics upkeep writes one "suppressed N" line).
 pub fn log_fail(ctx: &CallContext, f: &Fail) {
     use Nfsstat3::*;
     ctx.set_status(f.status as u32);

@@ -303,7 +303,6 @@ pub fn open_args(
     })
 }
 
-/// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
 /// PUTROOTFH, OPEN of `file` (created if missing) by `s`'s open owner
 /// `owner`, GETFH.
 pub fn open_ops(s: &Sess, file: &str, owner: &str, access: u32, deny: u32) -> Vec<NfsArgop4> {
@@ -328,6 +327,7 @@ pub fn open_named(
     open_args(seqid, owner, access, DENY_NONE, how, claim)
 }
 
+/// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
 pub fn new_lock_owner(open_stateid: &Stateid4, owner: StateOwner4) -> Locker4 {
     Locker4::TRUE(OpenToLockOwner4 {
         open_seqid: 0,
@@ -784,7 +784,6 @@ impl Fx {
         opened(&r, 2).ok_or(r.status)
     }
 
-    /// LOCK: the lock stateid, or the status (NFS4ERR_DENIED on a conflict).
     /// A 4.0 client's first OPEN (seqid 1) of `file` in the export root,
     /// by open owner "o".
     pub async fn open40_first(
@@ -813,6 +812,7 @@ impl Fx {
         self.lock(s, fh, kind, offset, length, locker).await
     }
 
+    /// LOCK: the lock stateid, or the status (NFS4ERR_DENIED on a conflict).
     pub async fn lock(
         &self,
         s: &Sess,
