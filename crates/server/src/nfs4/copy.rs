@@ -210,7 +210,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
         })
     }
     .await;
-    reply(c.ctx, "OP_COPY", r, Copy4res::NFS4_OK, Copy4res::Default)
+    reply(c.ctx, "OP_COPY", r, Copy4res::NFS4_OK)
 }
 
 pub async fn clone(c: &mut Compound<'_>, a: Clone4args) -> Clone4res {
@@ -315,13 +315,7 @@ pub async fn io_advise(c: &mut Compound<'_>, a: IoAdvise4args) -> IoAdvise4res {
         Ok::<_, Fail>(IoAdvise4resok { ior_hints: taken })
     }
     .await;
-    reply(
-        c.ctx,
-        "OP_IO_ADVISE",
-        r,
-        IoAdvise4res::NFS4_OK,
-        IoAdvise4res::Default,
-    )
+    reply(c.ctx, "OP_IO_ADVISE", r, IoAdvise4res::NFS4_OK)
 }
 
 /// Starts `len` bytes of `p` in the background: the reply, or None when

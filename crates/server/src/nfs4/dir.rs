@@ -35,13 +35,8 @@ pub(super) fn with_cinfo<T>(
 }
 
 pub async fn create(c: &mut Compound<'_>, a: Create4args) -> Create4res {
-    reply(
-        c.ctx,
-        "OP_CREATE",
-        do_create(c, a).await,
-        Create4res::NFS4_OK,
-        Create4res::Default,
-    )
+    let r = do_create(c, a).await;
+    reply(c.ctx, "OP_CREATE", r, Create4res::NFS4_OK)
 }
 
 async fn do_create(c: &mut Compound<'_>, a: Create4args) -> Result<Create4resok, Fail> {
@@ -115,13 +110,9 @@ pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
         Ok(cinfo)
     }
     .await;
-    reply(
-        c.ctx,
-        "OP_REMOVE",
-        r,
-        |cinfo| Remove4res::NFS4_OK(Remove4resok { cinfo }),
-        Remove4res::Default,
-    )
+    reply(c.ctx, "OP_REMOVE", r, |cinfo| {
+        Remove4res::NFS4_OK(Remove4resok { cinfo })
+    })
 }
 
 /// The saved filehandle as an object of the same export as the current one.
@@ -175,13 +166,7 @@ pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
         .map_err(Fail::from)
     }
     .await;
-    reply(
-        c.ctx,
-        "OP_RENAME",
-        r,
-        Rename4res::NFS4_OK,
-        Rename4res::Default,
-    )
+    reply(c.ctx, "OP_RENAME", r, Rename4res::NFS4_OK)
 }
 
 pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
@@ -198,13 +183,9 @@ pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
         Ok(cinfo)
     }
     .await;
-    reply(
-        c.ctx,
-        "OP_LINK",
-        r,
-        |cinfo| Link4res::NFS4_OK(Link4resok { cinfo }),
-        Link4res::Default,
-    )
+    reply(c.ctx, "OP_LINK", r, |cinfo| {
+        Link4res::NFS4_OK(Link4resok { cinfo })
+    })
 }
 
 pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
@@ -218,11 +199,7 @@ pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
         Ok::<_, Fail>(target)
     }
     .await;
-    reply(
-        c.ctx,
-        "OP_READLINK",
-        r,
-        |t| Readlink4res::NFS4_OK(Readlink4resok { link: t.into() }),
-        Readlink4res::Default,
-    )
+    reply(c.ctx, "OP_READLINK", r, |t| {
+        Readlink4res::NFS4_OK(Readlink4resok { link: t.into() })
+    })
 }

@@ -222,13 +222,9 @@ async fn compare(c: &mut Compound<'_>, want: &Fattr4) -> Result<bool, Fail> {
 }
 
 pub async fn access(c: &mut Compound<'_>, a: Access4args) -> Access4res {
-    reply(
-        c.ctx,
-        "OP_ACCESS",
-        do_access(c, a.access).await,
-        |(supported, access)| Access4res::NFS4_OK(Access4resok { supported, access }),
-        Access4res::Default,
-    )
+    let r = do_access(c, a.access).await;
+    let ok = |(supported, access)| Access4res::NFS4_OK(Access4resok { supported, access });
+    reply(c.ctx, "OP_ACCESS", r, ok)
 }
 
 /// The ACCESS bits that mean something for an object of type `t`: LOOKUP

@@ -15,13 +15,8 @@ const OPEN4_RESULT_CONFIRM: u32 = 0x2;
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 
 pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
-    reply(
-        c.ctx,
-        "OP_OPEN",
-        do_open(c, a).await,
-        Open4res::NFS4_OK,
-        Open4res::Default,
-    )
+    let r = do_open(c, a).await;
+    reply(c.ctx, "OP_OPEN", r, Open4res::NFS4_OK)
 }
 
 /// Refuses non-regular files: a directory is NFS4ERR_ISDIR and a symlink
@@ -425,7 +420,7 @@ pub async fn close(c: &mut Compound<'_>, a: Close4args) -> Close4res {
         Ok::<_, Fail>(c.n.state.close(&sid, &file_key(&export, &fid), c.minor)?)
     })();
     let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
-    reply(c.ctx, "OP_CLOSE", r, Close4res::NFS4_OK, Close4res::Default)
+    reply(c.ctx, "OP_CLOSE", r, Close4res::NFS4_OK)
 }
 
 pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4res {
@@ -442,13 +437,7 @@ pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4r
     })();
     let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
     let ok = |open_stateid| OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid });
-    reply(
-        c.ctx,
-        "OP_OPEN_DOWNGRADE",
-        r,
-        ok,
-        OpenDowngrade4res::Default,
-    )
+    reply(c.ctx, "OP_OPEN_DOWNGRADE", r, ok)
 }
 
 /// DELEGRETURN: the delegation on the current file goes back.

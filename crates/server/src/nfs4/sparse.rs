@@ -46,7 +46,7 @@ pub async fn seek(c: &mut Compound<'_>, a: Seek4args) -> Seek4res {
         })
     }
     .await;
-    reply(c.ctx, "OP_SEEK", r, Seek4res::NFS4_OK, Seek4res::Default)
+    reply(c.ctx, "OP_SEEK", r, Seek4res::NFS4_OK)
 }
 
 /// ALLOCATE or DEALLOCATE: a change of the file's space, queued behind the
