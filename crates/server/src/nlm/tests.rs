@@ -213,14 +213,21 @@ impl Fx {
     }
 
     async fn wait_granted(&self, n: usize) {
-        tokio::time::timeout(Duration::from_secs(5), async {
+        within_5s("GRANTED callback", async {
             while self.rec.granted.lock().unwrap().len() < n {
                 self.rec.wake.notified().await;
             }
         })
-        .await
-        .expect("GRANTED callback");
+        .await;
     }
+}
+
+/// Waits at most five seconds for `f`; past them the test fails, saying
+/// `what` did not come.
+async fn within_5s(what: &str, f: impl std::future::Future<Output = ()>) {
+    tokio::time::timeout(Duration::from_secs(5), f)
+        .await
+        .expect(what)
 }
 
 use Nlm4Stats::*;
@@ -375,13 +382,12 @@ async fn refused_grant_is_released() {
     fx.unlock(1, 0, 0).await;
     fx.wait_granted(1).await;
     // The grant task releases the lock once the client says it no longer waits.
-    tokio::time::timeout(Duration::from_secs(5), async {
+    within_5s("lock released after the refused GRANTED", async {
         while fx.nlm.locks.file_count() != 0 {
             tokio::task::yield_now().await;
         }
     })
-    .await
-    .expect("lock released after the refused GRANTED");
+    .await;
 }
 
 #[tokio::test]
@@ -613,13 +619,12 @@ async fn restart_notifies_recorded_hosts() {
         Bytes::from_static(b"client1"),
         "10.0.0.7".parse().unwrap(),
     )]);
-    tokio::time::timeout(Duration::from_secs(5), async {
+    within_5s("SM_NOTIFY", async {
         while fx.rec.notified.lock().unwrap().is_empty() {
             fx.rec.wake.notified().await;
         }
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         fx.rec.notified.lock().unwrap()[0],
         ("10.0.0.7".parse().unwrap(), 1)
