@@ -8,20 +8,15 @@
 use bytes::Bytes;
 use proto::nfs4::ChannelAttrs4;
 use server::locks::{FileKey, LockKind, LockManager, OwnerKey};
-use server::nfs4::state::{session::Session, State, ACCESS_BOTH};
+use server::nfs4::state::{
+    session::{plain_channel, Session},
+    State, ACCESS_BOTH,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn attrs() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: 8,
-        ca_rdma_ird: vec![],
-    }
+    plain_channel(8)
 }
 
 fn file(n: u64) -> FileKey {

@@ -23,5 +23,8 @@ pub mod shared_locks;
 pub mod verf;
 pub mod zero_copy;
 
+#[cfg(test)]
+mod test_util;
+
 pub use export::{Export, Exports};
 pub use service::TarnService;

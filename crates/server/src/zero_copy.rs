@@ -1,12 +1,13 @@
 //! READ data spliced from the page cache for the reply (see
-//! `rpc::zero_copy`): NFSv3 READ and NFSv4 READ share it.
+//! `rpc::zero_copy`), and the copying read that stands in when it cannot
+//! be had: NFSv3 READ, NFSv4 READ and READ_PLUS share them.
 
 use crate::pool::Pool;
 use bytes::BytesMut;
 use rpc::zero_copy::{Pipe, MIN_BYTES};
 use rpc::CallContext;
 use std::sync::Arc;
-use vfs::{Backend, Cred, Fid};
+use vfs::{Backend, Cred, Fid, FsError};
 
 /// `count` bytes of `fid` from `offset` in a pipe: (pipe, bytes, eof).
 /// None: the reply copies them (the call or connection cannot take a
@@ -63,4 +64,58 @@ pub fn place(ctx: &CallContext, out: &mut BytesMut, pipe: Pipe, len: usize) {
         pipe.put(true);
     }
     xdr::pack_padding(len, out);
+}
+
+/// What a copying read reads: `count` bytes of `fid` from `offset`, as `cred`.
+pub struct ReadAt {
+    pub cred: Cred,
+    pub fid: Fid,
+    pub offset: u64,
+    pub count: usize,
+}
+
+impl ReadAt {
+    pub fn new(cred: Cred, fid: Fid, offset: u64, count: usize) -> ReadAt {
+        ReadAt {
+            cred,
+            fid,
+            offset,
+            count,
+        }
+    }
+
+    /// Reads into `buf` behind `header` bytes reserved at its end for the
+    /// reply's header, so the data never has to move: the length read (at
+    /// most `count`) and eof. After an error `buf` is as it was.
+    pub fn read_behind(
+        &self,
+        b: &dyn Backend,
+        buf: &mut BytesMut,
+        header: usize,
+    ) -> Result<(usize, bool), FsError> {
+        let start = buf.len();
+        buf.resize(start + header, 0);
+        match b.read_append(&self.cred, &self.fid, self.offset, self.count, buf) {
+            Ok((len, eof)) => Ok((len.min(self.count), eof)),
+            Err(e) => {
+                buf.truncate(start);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Runs `fill`, which encodes a whole reply with the data of `at` at the end
+/// of `out`: inline when the data is in the page cache, the rest on the
+/// blocking pool.
+pub async fn copy_read<E: Send + 'static>(
+    pool: &Pool,
+    b: Arc<dyn Backend>,
+    at: ReadAt,
+    out: &mut BytesMut,
+    fill: fn(&dyn Backend, &ReadAt, &mut BytesMut) -> Result<(), E>,
+) -> Result<(), E> {
+    let b2 = b.clone();
+    pool.run_fast_into(&*b2, out, move |buf| fill(&*b, &at, buf))
+        .await
 }

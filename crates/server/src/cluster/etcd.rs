@@ -16,6 +16,7 @@
 //!
 //! Blocking, with short timeouts: callers run it off the async threads.
 
+use super::store::{hex, unhex};
 use super::{ClusterGrace, RecoveryStore};
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -249,21 +250,6 @@ impl Etcd {
     fn client_key(&self, node: &str, owner: &Bytes) -> String {
         self.key(&format!("clients/{node}/{}", hex(owner)))
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Bytes> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()
-        .map(Bytes::from)
 }
 
 fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {

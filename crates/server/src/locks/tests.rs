@@ -9,6 +9,14 @@ fn file(n: u8) -> FileKey {
     }
 }
 
+/// The conflict and waiter of an attempt that must have queued.
+fn queued(a: Attempt) -> (Conflict, Waiter) {
+    match a {
+        Attempt::Queued(c, w) => (c, w),
+        Attempt::Granted => panic!("should block"),
+    }
+}
+
 fn owner(client: u64, o: &'static str) -> OwnerKey {
     OwnerKey {
         client,
@@ -202,15 +210,9 @@ fn waiters_are_granted_in_order() {
     let m = LockManager::new();
     let (a, b, c) = (owner(1, "a"), owner(2, "b"), owner(3, "c"));
     m.lock(file(1), &a, Write, 0, 100).unwrap();
-    let Attempt::Queued(conf, mut wb) = m.lock_or_wait(file(1), &b, Write, 10, 10, WaitMode::Grant)
-    else {
-        panic!("should block")
-    };
+    let (conf, mut wb) = queued(m.lock_or_wait(file(1), &b, Write, 10, 10, WaitMode::Grant));
     assert_eq!(conf.owner, a);
-    let Attempt::Queued(_, mut wc) = m.lock_or_wait(file(1), &c, Write, 15, 10, WaitMode::Grant)
-    else {
-        panic!("should block")
-    };
+    let (_, mut wc) = queued(m.lock_or_wait(file(1), &c, Write, 15, 10, WaitMode::Grant));
     assert!(m.client_has_state(2));
     assert_eq!(wb.try_served(), None);
     m.unlock(file(1), &a, 0, 50);
@@ -234,10 +236,7 @@ fn cancel_and_release_remove_waiters() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
     m.lock(file(1), &a, Write, 0, EOF).unwrap();
-    let Attempt::Queued(_, mut w1) = m.lock_or_wait(file(1), &b, Read, 0, 1, WaitMode::Grant)
-    else {
-        panic!()
-    };
+    let (_, mut w1) = queued(m.lock_or_wait(file(1), &b, Read, 0, 1, WaitMode::Grant));
     assert!(m.cancel_wait(file(1), &b, w1.id));
     assert_eq!(w1.try_served(), Some(false));
     assert!(!m.cancel_wait(file(1), &b, w1.id));
@@ -245,10 +244,7 @@ fn cancel_and_release_remove_waiters() {
         !m.client_has_state(2),
         "a cancelled waiter leaves no index entry"
     );
-    let Attempt::Queued(_, mut w2) = m.lock_or_wait(file(1), &b, Read, 0, 1, WaitMode::Grant)
-    else {
-        panic!()
-    };
+    let (_, mut w2) = queued(m.lock_or_wait(file(1), &b, Read, 0, 1, WaitMode::Grant));
     m.release_client(2);
     assert_eq!(w2.try_served(), Some(false));
     m.unlock(file(1), &a, 0, EOF);
@@ -260,10 +256,7 @@ fn notify_waiters_are_woken_without_a_grant() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
     m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let Attempt::Queued(_, mut w) = m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Notify)
-    else {
-        panic!()
-    };
+    let (_, mut w) = queued(m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Notify));
     // A downgrade to read is not enough for a writer.
     m.lock(file(1), &a, Read, 0, 10).unwrap();
     assert_eq!(w.try_served(), None);
@@ -278,10 +271,7 @@ fn downgrade_wakes_readers() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
     m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let Attempt::Queued(_, mut w) = m.lock_or_wait(file(1), &b, Read, 0, 10, WaitMode::Grant)
-    else {
-        panic!()
-    };
+    let (_, mut w) = queued(m.lock_or_wait(file(1), &b, Read, 0, 10, WaitMode::Grant));
     m.lock(file(1), &a, Read, 0, 10).unwrap();
     assert_eq!(w.try_served(), Some(true));
     assert!(m.owner_holds(&b));
@@ -292,9 +282,7 @@ fn dropped_waiter_is_not_granted() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
     m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let Attempt::Queued(_, w) = m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Grant) else {
-        panic!()
-    };
+    let (_, w) = queued(m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Grant));
     drop(w);
     m.unlock(file(1), &a, 0, 10);
     assert!(!m.owner_holds(&b));
@@ -306,9 +294,7 @@ async fn waiter_future_completes() {
     let m = std::sync::Arc::new(LockManager::new());
     let (a, b) = (owner(1, "a"), owner(2, "b"));
     m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let Attempt::Queued(_, w) = m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Grant) else {
-        panic!()
-    };
+    let (_, w) = queued(m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Grant));
     let t = tokio::spawn(w.wait());
     m.release_client(1);
     assert!(t.await.unwrap());

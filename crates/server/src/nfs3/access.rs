@@ -1,6 +1,6 @@
 //! ACCESS: which of the asked-for rights the caller really has.
 
-use super::{attr, log_fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 use vfs::Access;
@@ -8,15 +8,7 @@ use vfs::Access;
 pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3res {
     let t = match n.resolve(ctx, &args.object) {
         Ok(t) => t,
-        Err(f) => {
-            log_fail(ctx, &f);
-            return Access3res::Default(
-                f.status,
-                Access3resfail {
-                    obj_attributes: None,
-                },
-            );
-        }
+        Err(f) => return failed(ctx, f),
     };
     let want = Access(args.access) & Access::ALL;
     let b = t.export.backend.clone();
@@ -40,10 +32,6 @@ pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3re
                 access: got.bits(),
             })
         }
-        Err(e) => {
-            let f = e.into();
-            log_fail(ctx, &f);
-            Access3res::Default(f.status, Access3resfail { obj_attributes })
-        }
+        Err(e) => failed_with(ctx, e.into(), obj_attributes),
     }
 }

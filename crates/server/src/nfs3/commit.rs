@@ -1,6 +1,6 @@
 //! COMMIT: make earlier unstable writes durable.
 
-use super::{attr, log_fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
@@ -8,15 +8,7 @@ pub async fn commit(n: &Nfs3, ctx: &CallContext, args: Commit3args) -> Commit3re
     // Not resolve_rw: COMMIT changes nothing a read-only export protects.
     let t = match n.resolve(ctx, &args.file) {
         Ok(t) => t,
-        Err(f) => {
-            log_fail(ctx, &f);
-            return Commit3res::Default(
-                f.status,
-                Commit3resfail {
-                    file_wcc: attr::empty_wcc(),
-                },
-            );
-        }
+        Err(f) => return failed(ctx, f),
     };
     let b = t.export.backend.clone();
     // The whole file is synced whatever range was asked: simpler, and a
@@ -32,8 +24,7 @@ pub async fn commit(n: &Nfs3, ctx: &CallContext, args: Commit3args) -> Commit3re
         Err(e) => {
             let f: super::Fail = e.into();
             n.write_verf.reset_if(super::write::lost(f.status));
-            log_fail(ctx, &f);
-            Commit3res::Default(f.status, Commit3resfail { file_wcc })
+            failed_with(ctx, f, file_wcc)
         }
     }
 }

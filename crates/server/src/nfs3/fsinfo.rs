@@ -1,17 +1,13 @@
 //! FSSTAT, FSINFO and PATHCONF: what the filesystem holds and what it allows.
 
-use super::{attr, log_fail, Fail, Nfs3, MAX_IO};
+use super::{attr, failed, failed_with, Nfs3, MAX_IO};
 use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn fsstat(n: &Nfs3, ctx: &CallContext, args: Fsstat3args) -> Fsstat3res {
-    let fail = |f: Fail, obj_attributes| {
-        log_fail(ctx, &f);
-        Fsstat3res::Default(f.status, Fsstat3resfail { obj_attributes })
-    };
     let t = match n.resolve(ctx, &args.fsroot) {
         Ok(t) => t,
-        Err(f) => return fail(f, None),
+        Err(f) => return failed(ctx, f),
     };
     let b = t.export.backend.clone();
     let fid = t.fid;
@@ -32,18 +28,14 @@ pub async fn fsstat(n: &Nfs3, ctx: &CallContext, args: Fsstat3args) -> Fsstat3re
             // Usage changes at any time; clients should not cache it.
             invarsec: 0,
         }),
-        Err(e) => fail(e.into(), obj_attributes),
+        Err(e) => failed_with(ctx, e.into(), obj_attributes),
     }
 }
 
 pub async fn fsinfo(n: &Nfs3, ctx: &CallContext, args: Fsinfo3args) -> Fsinfo3res {
-    let fail = |f: Fail, obj_attributes| {
-        log_fail(ctx, &f);
-        Fsinfo3res::Default(f.status, Fsinfo3resfail { obj_attributes })
-    };
     let t = match n.resolve(ctx, &args.fsroot) {
         Ok(t) => t,
-        Err(f) => return fail(f, None),
+        Err(f) => return failed(ctx, f),
     };
     let b = t.export.backend.clone();
     let r = n.run(move || b.getattr(&t.fid)).await;
@@ -64,18 +56,14 @@ pub async fn fsinfo(n: &Nfs3, ctx: &CallContext, args: Fsinfo3args) -> Fsinfo3re
             },
             properties: FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
         }),
-        Err(e) => fail(e.into(), None),
+        Err(e) => failed(ctx, e.into()),
     }
 }
 
 pub async fn pathconf(n: &Nfs3, ctx: &CallContext, args: Pathconf3args) -> Pathconf3res {
-    let fail = |f: Fail, obj_attributes| {
-        log_fail(ctx, &f);
-        Pathconf3res::Default(f.status, Pathconf3resfail { obj_attributes })
-    };
     let t = match n.resolve(ctx, &args.object) {
         Ok(t) => t,
-        Err(f) => return fail(f, None),
+        Err(f) => return failed(ctx, f),
     };
     let b = t.export.backend.clone();
     let r = n.run(move || b.getattr(&t.fid)).await;
@@ -90,6 +78,6 @@ pub async fn pathconf(n: &Nfs3, ctx: &CallContext, args: Pathconf3args) -> Pathc
             case_insensitive: false,
             case_preserving: true,
         }),
-        Err(e) => fail(e.into(), None),
+        Err(e) => failed(ctx, e.into()),
     }
 }

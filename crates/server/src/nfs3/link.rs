@@ -1,37 +1,17 @@
 //! LINK: a new hard link, within one export.
 
-use super::{attr, log_fail, Fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn link(n: &Nfs3, ctx: &CallContext, args: Link3args) -> Link3res {
-    let fail = |f: Fail, file_attributes, linkdir_wcc| {
-        log_fail(ctx, &f);
-        Link3res::Default(
-            f.status,
-            Link3resfail {
-                file_attributes,
-                linkdir_wcc,
-            },
-        )
+    let pair = (&args.file, &args.link.dir);
+    let (file, dir) = match n.resolve_rw_pair(ctx, pair, "link across exports") {
+        Ok(p) => p,
+        Err(f) => return failed(ctx, f),
     };
-    let (file, dir) = match (
-        n.resolve_rw(ctx, &args.file),
-        n.resolve_rw(ctx, &args.link.dir),
-    ) {
-        (Ok(f), Ok(d)) => (f, d),
-        (Err(f), _) | (_, Err(f)) => return fail(f, None, attr::empty_wcc()),
-    };
-    if file.export.id != dir.export.id {
-        let f = Fail::new(Nfsstat3::NFS3ERR_XDEV, "link across exports");
-        return fail(f, None, attr::empty_wcc());
-    }
-    if n.recalling(file.export.id, &file.fid) {
-        let f = Fail::new(
-            Nfsstat3::NFS3ERR_JUKEBOX,
-            "an NFSv4 delegation on the file is being recalled",
-        );
-        return fail(f, None, attr::empty_wcc());
+    if let Err(f) = n.not_recalling(&file) {
+        return failed(ctx, f);
     }
     let b = dir.export.backend.clone();
     let name = args.link.name;
@@ -49,6 +29,6 @@ pub async fn link(n: &Nfs3, ctx: &CallContext, args: Link3args) -> Link3res {
             file_attributes,
             linkdir_wcc,
         }),
-        Err(e) => fail(e.into(), file_attributes, linkdir_wcc),
+        Err(e) => failed_with(ctx, e.into(), (file_attributes, linkdir_wcc)),
     }
 }

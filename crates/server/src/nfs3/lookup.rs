@@ -1,13 +1,13 @@
 //! LOOKUP: one name in a directory, with the object's and the directory's attributes.
 
-use super::{attr, log_fail, Fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn lookup(n: &Nfs3, ctx: &CallContext, args: Lookup3args) -> Lookup3res {
     let t = match n.resolve(ctx, &args.what.dir) {
         Ok(t) => t,
-        Err(f) => return fail(ctx, f, None),
+        Err(f) => return failed(ctx, f),
     };
     let b = t.export.backend.clone();
     let name = args.what.name;
@@ -24,11 +24,6 @@ pub async fn lookup(n: &Nfs3, ctx: &CallContext, args: Lookup3args) -> Lookup3re
             obj_attributes: Some(attr::fattr3(&a)),
             dir_attributes,
         }),
-        Err(e) => fail(ctx, e.into(), dir_attributes),
+        Err(e) => failed_with(ctx, e.into(), dir_attributes),
     }
-}
-
-fn fail(ctx: &CallContext, f: Fail, dir_attributes: PostOpAttr) -> Lookup3res {
-    log_fail(ctx, &f);
-    Lookup3res::Default(f.status, Lookup3resfail { dir_attributes })
 }

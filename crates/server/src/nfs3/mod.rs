@@ -145,6 +145,26 @@ impl Nfs3 {
         self.recall.as_ref().is_some_and(|r| r(export, fid))
     }
 
+    /// A change to `t`'s file waits (NFS3ERR_JUKEBOX) while NFSv4
+    /// delegations on it are being recalled.
+    fn not_recalling(&self, t: &Target) -> Result<(), Fail> {
+        if self.recalling(t.export.id, &t.fid) {
+            return Err(Fail::new(
+                Nfsstat3::NFS3ERR_JUKEBOX,
+                "an NFSv4 delegation on the file is being recalled",
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Nfs3::resolve_rw`] for a change to the file itself, which waits
+    /// for the recall of NFSv4 delegations on it.
+    fn resolve_change(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
+        let t = self.resolve_rw(ctx, fh)?;
+        self.not_recalling(&t)?;
+        Ok(t)
+    }
+
     /// Checks a file handle (MAC first, no syscall), its export, and whether
     /// this client may use that export; maps the caller's credential.
     pub fn resolve(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target, Fail> {
@@ -191,6 +211,24 @@ impl Nfs3 {
             ));
         }
         Ok(t)
+    }
+
+    /// [`Nfs3::resolve_rw`] of both handles, which must name one export:
+    /// LINK and RENAME never cross exports (NFS3ERR_XDEV, `across`).
+    pub fn resolve_rw_pair(
+        &self,
+        ctx: &CallContext,
+        (a, b): (&NfsFh3, &NfsFh3),
+        across: &'static str,
+    ) -> Result<(Target, Target), Fail> {
+        let (a, b) = match (self.resolve_rw(ctx, a), self.resolve_rw(ctx, b)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(f), _) | (_, Err(f)) => return Err(f),
+        };
+        if a.export.id != b.export.id {
+            return Err(Fail::new(Nfsstat3::NFS3ERR_XDEV, across));
+        }
+        Ok((a, b))
     }
 
     /// The handle a client gets for `fid` of `export`.
@@ -316,6 +354,89 @@ pub const MAX_IO: u32 = 1 << 20;
 /// A procedure's name, for logs (from [`crate::procedures::NFS3`]).
 pub fn proc_name(proc_: u32) -> &'static str {
     crate::procedures::NFS3.name(proc_)
+}
+
+/// A procedure's reply to a failure: the status, with what attributes (or
+/// wcc data) were read.
+trait FailReply {
+    type Attrs: NoAttrs;
+    fn with_status(status: Nfsstat3, attrs: Self::Attrs) -> Self;
+}
+
+/// What a failure reply carries when nothing was read.
+trait NoAttrs {
+    fn none() -> Self;
+}
+
+impl NoAttrs for PostOpAttr {
+    fn none() -> Self {
+        None
+    }
+}
+
+impl NoAttrs for WccData {
+    fn none() -> Self {
+        attr::empty_wcc()
+    }
+}
+
+impl<A: NoAttrs, B: NoAttrs> NoAttrs for (A, B) {
+    fn none() -> Self {
+        (A::none(), B::none())
+    }
+}
+
+macro_rules! fail_reply {
+    ($($res:ident($fail:ident { $field:ident: $attrs:ty })),* $(,)?) => {
+        $(impl FailReply for $res {
+            type Attrs = $attrs;
+            fn with_status(status: Nfsstat3, $field: $attrs) -> Self {
+                $res::Default(status, $fail { $field })
+            }
+        })*
+    };
+}
+
+/// The replies whose failures carry two things, given as a pair.
+macro_rules! fail_reply_pair {
+    ($($res:ident($fail:ident { $a:ident: $at:ty, $b:ident: $bt:ty })),* $(,)?) => {
+        $(impl FailReply for $res {
+            type Attrs = ($at, $bt);
+            fn with_status(status: Nfsstat3, ($a, $b): ($at, $bt)) -> Self {
+                $res::Default(status, $fail { $a, $b })
+            }
+        })*
+    };
+}
+
+fail_reply_pair! {
+    Link3res(Link3resfail { file_attributes: PostOpAttr, linkdir_wcc: WccData }),
+    Rename3res(Rename3resfail { fromdir_wcc: WccData, todir_wcc: WccData }),
+}
+
+fail_reply! {
+    Access3res(Access3resfail { obj_attributes: PostOpAttr }),
+    Readlink3res(Readlink3resfail { symlink_attributes: PostOpAttr }),
+    Commit3res(Commit3resfail { file_wcc: WccData }),
+    Write3res(Write3resfail { file_wcc: WccData }),
+    Fsstat3res(Fsstat3resfail { obj_attributes: PostOpAttr }),
+    Fsinfo3res(Fsinfo3resfail { obj_attributes: PostOpAttr }),
+    Pathconf3res(Pathconf3resfail { obj_attributes: PostOpAttr }),
+    Lookup3res(Lookup3resfail { dir_attributes: PostOpAttr }),
+    Readdir3res(Readdir3resfail { dir_attributes: PostOpAttr }),
+    Readdirplus3res(Readdirplus3resfail { dir_attributes: PostOpAttr }),
+    Setattr3res(Setattr3resfail { obj_wcc: WccData }),
+}
+
+/// `f` logged and made the procedure's reply, with `attrs`.
+fn failed_with<R: FailReply>(ctx: &CallContext, f: Fail, attrs: R::Attrs) -> R {
+    log_fail(ctx, &f);
+    R::with_status(f.status, attrs)
+}
+
+/// `f`, before anything was read, logged and made the procedure's reply.
+fn failed<R: FailReply>(ctx: &CallContext, f: Fail) -> R {
+    failed_with(ctx, f, R::Attrs::none())
 }
 
 /// The one place every NFSv3 error reply goes through: records its status

@@ -1,10 +1,11 @@
 //! READ: file data read straight into the reply buffer, no intermediate copy.
 
 use super::{attr, log_fail, Fail, Nfs3, MAX_IO};
+use crate::zero_copy::{copy_read, ReadAt};
 use bytes::{BufMut, BytesMut};
 use proto::nfs3::*;
 use rpc::CallContext;
-use vfs::{Backend, Cred, Fid};
+use vfs::Backend;
 use xdr::Pack;
 
 /// status + post_op_attr (present) + count + eof + opaque length.
@@ -39,38 +40,22 @@ pub async fn read(n: &Nfs3, ctx: &CallContext, args: Read3args, out: &mut BytesM
         crate::zero_copy::place(ctx, out, pipe, len);
         return;
     }
-    // Data in the page cache is read inline; the rest on the blocking pool.
-    let r = n
-        .pool
-        .run_fast_into(&*t.export.backend, out, move |buf| {
-            fill(&*b, &t.cred, &t.fid, offset, count, buf)
-        })
-        .await;
-    if let Err(f) = r {
+    let at = ReadAt::new(t.cred, t.fid, offset, count);
+    if let Err(f) = copy_read(&n.pool, b, at, out, fill).await {
         log_fail(ctx, &f);
     }
 }
 
 /// Encodes the READ result at the end of `buf`, the data read straight into
 /// its place behind the header.
-fn fill(
-    b: &dyn Backend,
-    cred: &Cred,
-    fid: &Fid,
-    offset: u64,
-    count: usize,
-    buf: &mut BytesMut,
-) -> Result<(), Fail> {
+fn fill(b: &dyn Backend, at: &ReadAt, buf: &mut BytesMut) -> Result<(), Fail> {
     let start = buf.len();
-    // Room for the header as it is when attributes are present; the data
-    // goes right behind it so it never has to move.
-    buf.resize(start + HEADER, 0);
-    let r = b.read_append(cred, fid, offset, count, buf);
+    // Room for the header as it is when attributes are present.
+    let r = at.read_behind(b, buf, HEADER);
     // Post-op attributes after the read, so they show its atime.
-    let a = attr::post_op(b, fid);
+    let a = attr::post_op(b, &at.fid);
     match r {
         Ok((len, eof)) => {
-            let len = len.min(count);
             buf.truncate(start + HEADER + len);
             xdr::pack_padding(len, buf);
             let data = buf.split_off(start + HEADER);
@@ -86,7 +71,6 @@ fn fill(
             Ok(())
         }
         Err(e) => {
-            buf.truncate(start);
             let f = Fail::from(e);
             fail(f, a).pack(buf);
             Err(f)

@@ -1,7 +1,7 @@
 //! READDIR and READDIRPLUS: one page of a directory, sized to the client's
 //! byte budget.
 
-use super::{attr, log_fail, Fail, Nfs3};
+use super::{attr, failed, failed_with, Fail, Nfs3};
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs3::*;
 use rpc::CallContext;
@@ -77,13 +77,9 @@ pub(super) fn plain_budget(count: u32) -> usize {
 }
 
 pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir3res {
-    let fail = |f: Fail, dir_attributes| {
-        log_fail(ctx, &f);
-        Readdir3res::Default(f.status, Readdir3resfail { dir_attributes })
-    };
     let t = match n.resolve(ctx, &args.dir) {
         Ok(t) => t,
-        Err(f) => return fail(f, None),
+        Err(f) => return failed(ctx, f),
     };
     let budget = plain_budget(args.count);
     let (cookie, verf) = (args.cookie, args.cookieverf);
@@ -105,11 +101,11 @@ pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir
         .await;
     let (entries, end) = match r {
         Ok(p) => p,
-        Err(e) => return fail(e.into(), dir_attributes),
+        Err(e) => return failed_with(ctx, e.into(), dir_attributes),
     };
     if entries.is_empty() && !end.eof {
         let f = Fail::new(Nfsstat3::NFS3ERR_TOOSMALL, "count too small for one entry");
-        return fail(f, dir_attributes);
+        return failed_with(ctx, f, dir_attributes);
     }
     Readdir3res::NFS3_OK(Readdir3resok {
         dir_attributes,
@@ -195,8 +191,7 @@ impl DirSink for Plus<'_> {
 /// READDIRPLUS, its reply encoded into `out`.
 pub async fn readdirplus(n: &Nfs3, ctx: &CallContext, args: Readdirplus3args, out: &mut BytesMut) {
     let fail = |f: Fail, dir_attributes, out: &mut BytesMut| {
-        log_fail(ctx, &f);
-        Readdirplus3res::Default(f.status, Readdirplus3resfail { dir_attributes }).pack(out);
+        failed_with::<Readdirplus3res>(ctx, f, dir_attributes).pack(out);
     };
     let t = match n.resolve(ctx, &args.dir) {
         Ok(t) => t,

@@ -1,21 +1,13 @@
 //! READLINK: a symlink's target.
 
-use super::{attr, log_fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn readlink(n: &Nfs3, ctx: &CallContext, args: Readlink3args) -> Readlink3res {
     let t = match n.resolve(ctx, &args.symlink) {
         Ok(t) => t,
-        Err(f) => {
-            log_fail(ctx, &f);
-            return Readlink3res::Default(
-                f.status,
-                Readlink3resfail {
-                    symlink_attributes: None,
-                },
-            );
-        }
+        Err(f) => return failed(ctx, f),
     };
     let b = t.export.backend.clone();
     let (r, symlink_attributes) = n
@@ -29,10 +21,6 @@ pub async fn readlink(n: &Nfs3, ctx: &CallContext, args: Readlink3args) -> Readl
             symlink_attributes,
             data: target.into(),
         }),
-        Err(e) => {
-            let f = e.into();
-            log_fail(ctx, &f);
-            Readlink3res::Default(f.status, Readlink3resfail { symlink_attributes })
-        }
+        Err(e) => failed_with(ctx, e.into(), symlink_attributes),
     }
 }

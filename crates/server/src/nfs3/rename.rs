@@ -1,31 +1,15 @@
 //! RENAME: move a name, within one export, with both directories' wcc data.
 
-use super::{attr, log_fail, Fail, Nfs3};
+use super::{attr, failed, failed_with, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn rename(n: &Nfs3, ctx: &CallContext, args: Rename3args) -> Rename3res {
-    let fail = |f: Fail, fromdir_wcc, todir_wcc| {
-        log_fail(ctx, &f);
-        Rename3res::Default(
-            f.status,
-            Rename3resfail {
-                fromdir_wcc,
-                todir_wcc,
-            },
-        )
+    let pair = (&args.from.dir, &args.to.dir);
+    let (from, to) = match n.resolve_rw_pair(ctx, pair, "rename across exports") {
+        Ok(p) => p,
+        Err(f) => return failed(ctx, f),
     };
-    let (from, to) = match (
-        n.resolve_rw(ctx, &args.from.dir),
-        n.resolve_rw(ctx, &args.to.dir),
-    ) {
-        (Ok(f), Ok(t)) => (f, t),
-        (Err(f), _) | (_, Err(f)) => return fail(f, attr::empty_wcc(), attr::empty_wcc()),
-    };
-    if from.export.id != to.export.id {
-        let f = Fail::new(Nfsstat3::NFS3ERR_XDEV, "rename across exports");
-        return fail(f, attr::empty_wcc(), attr::empty_wcc());
-    }
     let b = from.export.backend.clone();
     let (from_name, to_name) = (args.from.name, args.to.name);
     let (r, fromdir_wcc, todir_wcc) = n
@@ -45,6 +29,6 @@ pub async fn rename(n: &Nfs3, ctx: &CallContext, args: Rename3args) -> Rename3re
             fromdir_wcc,
             todir_wcc,
         }),
-        Err(e) => fail(e.into(), fromdir_wcc, todir_wcc),
+        Err(e) => failed_with(ctx, e.into(), (fromdir_wcc, todir_wcc)),
     }
 }

@@ -1,21 +1,14 @@
 //! SETATTR: change attributes, honouring the client's ctime guard.
 
-use super::{attr, log_fail, Fail, Nfs3};
+use super::{attr, failed, failed_with, Fail, Nfs3};
 use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn setattr(n: &Nfs3, ctx: &CallContext, args: Setattr3args) -> Setattr3res {
-    let t = match n.resolve_rw(ctx, &args.object) {
+    let t = match n.resolve_change(ctx, &args.object) {
         Ok(t) => t,
-        Err(f) => return fail(ctx, f, attr::empty_wcc()),
+        Err(f) => return failed(ctx, f),
     };
-    if n.recalling(t.export.id, &t.fid) {
-        let f = Fail::new(
-            Nfsstat3::NFS3ERR_JUKEBOX,
-            "an NFSv4 delegation on the file is being recalled",
-        );
-        return fail(ctx, f, attr::empty_wcc());
-    }
     let set = attr::sattr(&args.new_attributes);
     let guard = args.guard;
     let b = t.export.backend.clone();
@@ -44,11 +37,6 @@ pub async fn setattr(n: &Nfs3, ctx: &CallContext, args: Setattr3args) -> Setattr
         .await;
     match r {
         Ok(()) => Setattr3res::NFS3_OK(Setattr3resok { obj_wcc: wcc }),
-        Err(f) => fail(ctx, f, wcc),
+        Err(f) => failed_with(ctx, f, wcc),
     }
-}
-
-fn fail(ctx: &CallContext, f: Fail, wcc: WccData) -> Setattr3res {
-    log_fail(ctx, &f);
-    Setattr3res::Default(f.status, Setattr3resfail { obj_wcc: wcc })
 }

@@ -1,36 +1,15 @@
 //! WRITE: the received payload goes to the backend without a copy.
 
-use super::{attr, log_fail, Nfs3, MAX_IO};
+use super::{attr, failed, failed_with, Nfs3, MAX_IO};
 use proto::nfs3::*;
 use rpc::CallContext;
 use vfs::Stable;
 
 pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
-    let t = match n.resolve_rw(ctx, &args.file) {
+    let t = match n.resolve_change(ctx, &args.file) {
         Ok(t) => t,
-        Err(f) => {
-            log_fail(ctx, &f);
-            return Write3res::Default(
-                f.status,
-                Write3resfail {
-                    file_wcc: attr::empty_wcc(),
-                },
-            );
-        }
+        Err(f) => return failed(ctx, f),
     };
-    if n.recalling(t.export.id, &t.fid) {
-        let f = super::Fail::new(
-            Nfsstat3::NFS3ERR_JUKEBOX,
-            "an NFSv4 delegation on the file is being recalled",
-        );
-        log_fail(ctx, &f);
-        return Write3res::Default(
-            f.status,
-            Write3resfail {
-                file_wcc: attr::empty_wcc(),
-            },
-        );
-    }
     // A short write is legal: the client sends the rest again.
     let len = (args.count as usize)
         .min(args.data.len())
@@ -69,8 +48,7 @@ pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
         Err(e) => {
             let f: super::Fail = e.into();
             n.write_verf.reset_if(lost(f.status));
-            log_fail(ctx, &f);
-            Write3res::Default(f.status, Write3resfail { file_wcc })
+            failed_with(ctx, f, file_wcc)
         }
     }
 }

@@ -40,7 +40,7 @@ use super::callback::Backchannels;
 use super::compound::{file_key, Compound, Fh};
 pub use super::config::{CopyConfig, COPY_MAX};
 use super::effects::Records;
-use super::fail::{self, log_fail, Fail};
+use super::fail::{self, log_fail, reply, Fail};
 use super::io::check;
 use super::state::deleg::Break;
 use super::state::State;
@@ -210,13 +210,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
         })
     }
     .await;
-    match r {
-        Ok(ok) => Copy4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_COPY", &f);
-            Copy4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_COPY", r, Copy4res::NFS4_OK)
 }
 
 pub async fn clone(c: &mut Compound<'_>, a: Clone4args) -> Clone4res {
@@ -321,13 +315,7 @@ pub async fn io_advise(c: &mut Compound<'_>, a: IoAdvise4args) -> IoAdvise4res {
         Ok::<_, Fail>(IoAdvise4resok { ior_hints: taken })
     }
     .await;
-    match r {
-        Ok(ok) => IoAdvise4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_IO_ADVISE", &f);
-            IoAdvise4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_IO_ADVISE", r, IoAdvise4res::NFS4_OK)
 }
 
 /// Starts `len` bytes of `p` in the background: the reply, or None when

@@ -324,15 +324,16 @@ pub async fn on_open(
     if kind == DelegType::Write {
         let (b, f, cr) = (export.backend.clone(), *fid, cred.clone());
         let r =
-            c.n.run_fast(&*b.clone(), move || {
-                if access & ACCESS_READ == 0
-                    && !b.access(&cr, &f, Access::READ)?.contains(Access::READ)
-                {
-                    return Err(FsError::Acces);
-                }
-                b.getattr(&f).map(|a| attr::change(&a))
-            })
-            .await;
+            c.n.pool
+                .run_fast(&*b.clone(), move || {
+                    if access & ACCESS_READ == 0
+                        && !b.access(&cr, &f, Access::READ)?.contains(Access::READ)
+                    {
+                        return Err(FsError::Acces);
+                    }
+                    b.getattr(&f).map(|a| attr::change(&a))
+                })
+                .await;
         match r {
             Ok(ch) => change = ch,
             Err(_) => return refuse(WhyNoDelegation4::WND4_CONTENTION),
@@ -408,6 +409,7 @@ async fn reclaim(
         let (b, f) = (export.backend.clone(), *fid);
         match c
             .n
+            .pool
             .run_fast(&*b.clone(), move || b.getattr(&f).map(|a| attr::change(&a)))
             .await
         {

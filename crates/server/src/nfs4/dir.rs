@@ -4,7 +4,7 @@
 
 use super::attr;
 use super::compound::{Compound, Fh};
-use super::fail::{log_fail, Fail};
+use super::fail::{reply, Fail};
 use super::fh::check_name;
 use proto::nfs4::*;
 use std::sync::Arc;
@@ -35,13 +35,8 @@ pub(super) fn with_cinfo<T>(
 }
 
 pub async fn create(c: &mut Compound<'_>, a: Create4args) -> Create4res {
-    match do_create(c, a).await {
-        Ok(ok) => Create4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_CREATE", &f);
-            Create4res::Default(f.status)
-        }
-    }
+    let r = do_create(c, a).await;
+    reply(c.ctx, "OP_CREATE", r, Create4res::NFS4_OK)
 }
 
 async fn do_create(c: &mut Compound<'_>, a: Create4args) -> Result<Create4resok, Fail> {
@@ -115,13 +110,9 @@ pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
         Ok(cinfo)
     }
     .await;
-    match r {
-        Ok(cinfo) => Remove4res::NFS4_OK(Remove4resok { cinfo }),
-        Err(f) => {
-            log_fail(c.ctx, "OP_REMOVE", &f);
-            Remove4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_REMOVE", r, |cinfo| {
+        Remove4res::NFS4_OK(Remove4resok { cinfo })
+    })
 }
 
 /// The saved filehandle as an object of the same export as the current one.
@@ -175,13 +166,7 @@ pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
         .map_err(Fail::from)
     }
     .await;
-    match r {
-        Ok(ok) => Rename4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_RENAME", &f);
-            Rename4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_RENAME", r, Rename4res::NFS4_OK)
 }
 
 pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
@@ -198,13 +183,9 @@ pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
         Ok(cinfo)
     }
     .await;
-    match r {
-        Ok(cinfo) => Link4res::NFS4_OK(Link4resok { cinfo }),
-        Err(f) => {
-            log_fail(c.ctx, "OP_LINK", &f);
-            Link4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_LINK", r, |cinfo| {
+        Link4res::NFS4_OK(Link4resok { cinfo })
+    })
 }
 
 pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
@@ -212,16 +193,13 @@ pub async fn readlink(c: &mut Compound<'_>) -> Readlink4res {
         let (export, fid, cred) = c.obj(Nfsstat4::NFS4ERR_INVAL)?;
         let b = export.backend.clone();
         let target =
-            c.n.run_fast(&*b.clone(), move || b.readlink(&cred, &fid))
+            c.n.pool
+                .run_fast(&*b.clone(), move || b.readlink(&cred, &fid))
                 .await?;
         Ok::<_, Fail>(target)
     }
     .await;
-    match r {
-        Ok(t) => Readlink4res::NFS4_OK(Readlink4resok { link: t.into() }),
-        Err(f) => {
-            log_fail(c.ctx, "OP_READLINK", &f);
-            Readlink4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_READLINK", r, |t| {
+        Readlink4res::NFS4_OK(Readlink4resok { link: t.into() })
+    })
 }

@@ -3,7 +3,7 @@
 //! (the one log line of a failed operation). A leaf: it imports nothing
 //! of `nfs4`.
 
-use proto::nfs4::Nfsstat4;
+use proto::nfs4::{self, Nfsstat4};
 use rpc::CallContext;
 use tracing::{debug, warn};
 use vfs::FsError;
@@ -74,6 +74,74 @@ pub fn status(e: FsError) -> Nfsstat4 {
         FsError::XattrTooBig => NFS4ERR_XATTR2BIG,
         FsError::WouldBlock => NFS4ERR_DELAY,
     }
+}
+
+/// An operation's result whose failure carries the status alone.
+pub trait Failed {
+    fn failed(status: Nfsstat4) -> Self;
+}
+
+macro_rules! failed_is_default {
+    ($($res:ident),* $(,)?) => {
+        $(impl Failed for nfs4::$res {
+            fn failed(status: Nfsstat4) -> Self {
+                nfs4::$res::Default(status)
+            }
+        })*
+    };
+}
+
+failed_is_default!(
+    Access4res,
+    Close4res,
+    Copy4res,
+    Create4res,
+    Getxattr4res,
+    IoAdvise4res,
+    Link4res,
+    Listxattrs4res,
+    Open4res,
+    OpenDowngrade4res,
+    Readlink4res,
+    Remove4res,
+    Removexattr4res,
+    Rename4res,
+    Seek4res,
+    Setxattr4res,
+);
+
+/// An operation's reply: `ok` of its result, or its failure's status
+/// (the failure logged under `op`).
+pub fn reply<T, R: Failed>(
+    ctx: &CallContext,
+    op: &'static str,
+    r: Result<T, Fail>,
+    ok: impl FnOnce(T) -> R,
+) -> R {
+    reply_with(ctx, op, r, ok, R::failed)
+}
+
+/// [`reply`] for a reply that `failed` makes of the status.
+fn reply_with<T, R>(
+    ctx: &CallContext,
+    op: &'static str,
+    r: Result<T, Fail>,
+    ok: impl FnOnce(T) -> R,
+    failed: impl FnOnce(Nfsstat4) -> R,
+) -> R {
+    match r {
+        Ok(v) => ok(v),
+        Err(f) => {
+            log_fail(ctx, op, &f);
+            failed(f.status)
+        }
+    }
+}
+
+/// A status-only operation's status: NFS4_OK, or its failure's (logged
+/// under `op`).
+pub fn status_of(ctx: &CallContext, op: &'static str, r: Result<(), Fail>) -> Nfsstat4 {
+    reply_with(ctx, op, r, |()| Nfsstat4::NFS4_OK, |s| s)
 }
 
 /// Logs a failed operation once: expected statuses at debug, others at warn,

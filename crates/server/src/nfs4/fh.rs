@@ -131,6 +131,7 @@ pub async fn lookup_fh(c: &Compound<'_>, name: &[u8]) -> Result<Fh, Fail> {
                 name.to_vec(),
             );
             let r = n
+                .pool
                 .run_fast(&*b.clone(), move || {
                     b.lookup(&cred, &dir, &name)
                         .map_err(|e| from_non_dir(&*b, &dir, e))
@@ -212,6 +213,7 @@ pub async fn lookupp_fh(c: &Compound<'_>) -> Result<Fh, Fail> {
             }
             let (b, cred, dir) = (export.backend.clone(), c.access(export)?.cred.clone(), *fid);
             let (fid, _) = n
+                .pool
                 .run_fast(&*b.clone(), move || {
                     b.lookup(&cred, &dir, b"..")
                         .map_err(|e| from_non_dir(&*b, &dir, e))

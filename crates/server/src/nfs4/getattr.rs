@@ -2,7 +2,7 @@
 
 use super::attr::{self, AttrSource};
 use super::compound::{mounted_on_fileid, Compound, Fh};
-use super::fail::{log_fail, Fail};
+use super::fail::{log_fail, reply, Fail};
 use super::pseudo::node_fileid;
 use super::server::Nfs4;
 use super::state::Checked;
@@ -81,6 +81,7 @@ pub async fn fetch(c: &Compound<'_>, bits: &[u32]) -> Result<Fetched, Fail> {
         Fh::Obj { export, fid } => {
             let (b, f) = (export.backend.clone(), *fid);
             let (attr, fsstat) = n
+                .pool
                 .run_fast(&*b.clone(), move || {
                     let a = b.getattr(&f)?;
                     let s = if want_fs { Some(b.fsstat(&f)?) } else { None };
@@ -182,27 +183,34 @@ async fn do_setattr(c: &mut Compound<'_>, a: Setattr4args) -> Result<Bitmap4, Fa
 }
 
 pub async fn verify(c: &mut Compound<'_>, a: Verify4args) -> Verify4res {
-    let status = match compare(c, &a.obj_attributes).await {
-        Ok(true) => Nfsstat4::NFS4_OK,
-        Ok(false) => Nfsstat4::NFS4ERR_NOT_SAME,
-        Err(f) => {
-            log_fail(c.ctx, "OP_VERIFY", &f);
-            f.status
-        }
-    };
+    let (same, differ) = (Nfsstat4::NFS4_OK, Nfsstat4::NFS4ERR_NOT_SAME);
+    let status = compared(c, &a.obj_attributes, "OP_VERIFY", same, differ).await;
     Verify4res { status }
 }
 
 pub async fn nverify(c: &mut Compound<'_>, a: Nverify4args) -> Nverify4res {
-    let status = match compare(c, &a.obj_attributes).await {
-        Ok(true) => Nfsstat4::NFS4ERR_SAME,
-        Ok(false) => Nfsstat4::NFS4_OK,
+    let (same, differ) = (Nfsstat4::NFS4ERR_SAME, Nfsstat4::NFS4_OK);
+    let status = compared(c, &a.obj_attributes, "OP_NVERIFY", same, differ).await;
+    Nverify4res { status }
+}
+
+/// VERIFY's or NVERIFY's status: `same` or `differ` as the attributes
+/// compare, or the failure's (logged under `op`).
+async fn compared(
+    c: &mut Compound<'_>,
+    want: &Fattr4,
+    op: &'static str,
+    same: Nfsstat4,
+    differ: Nfsstat4,
+) -> Nfsstat4 {
+    match compare(c, want).await {
+        Ok(true) => same,
+        Ok(false) => differ,
         Err(f) => {
-            log_fail(c.ctx, "OP_NVERIFY", &f);
+            log_fail(c.ctx, op, &f);
             f.status
         }
-    };
-    Nverify4res { status }
+    }
 }
 
 async fn compare(c: &mut Compound<'_>, want: &Fattr4) -> Result<bool, Fail> {
@@ -214,13 +222,9 @@ async fn compare(c: &mut Compound<'_>, want: &Fattr4) -> Result<bool, Fail> {
 }
 
 pub async fn access(c: &mut Compound<'_>, a: Access4args) -> Access4res {
-    match do_access(c, a.access).await {
-        Ok((supported, access)) => Access4res::NFS4_OK(Access4resok { supported, access }),
-        Err(f) => {
-            log_fail(c.ctx, "OP_ACCESS", &f);
-            Access4res::Default(f.status)
-        }
-    }
+    let r = do_access(c, a.access).await;
+    let ok = |(supported, access)| Access4res::NFS4_OK(Access4resok { supported, access });
+    reply(c.ctx, "OP_ACCESS", r, ok)
 }
 
 /// The ACCESS bits that mean something for an object of type `t`: LOOKUP
@@ -273,17 +277,18 @@ async fn do_access(c: &Compound<'_>, asked: u32) -> Result<(u32, u32), Fail> {
             }
             let (b, f, cred) = (export.backend.clone(), *fid, access.cred.clone());
             let (got, ftype) =
-                c.n.run_fast(&*b.clone(), move || {
-                    // One stat gives both the permissions and the type.
-                    let (r, at) = b.access_with_attr(&cred, &f, Access(ask));
-                    let got = r?;
-                    let ftype = match at {
-                        Some(a) => a.ftype,
-                        None => b.getattr(&f)?.ftype,
-                    };
-                    Ok::<_, vfs::FsError>((got, ftype))
-                })
-                .await?;
+                c.n.pool
+                    .run_fast(&*b.clone(), move || {
+                        // One stat gives both the permissions and the type.
+                        let (r, at) = b.access_with_attr(&cred, &f, Access(ask));
+                        let got = r?;
+                        let ftype = match at {
+                            Some(a) => a.ftype,
+                            None => b.getattr(&f)?.ftype,
+                        };
+                        Ok::<_, vfs::FsError>((got, ftype))
+                    })
+                    .await?;
             let mut got = got.bits();
             if !access.rw {
                 got &= !(Access::MODIFY | Access::EXTEND | Access::DELETE).bits();

@@ -3,10 +3,11 @@
 
 use super::compound::{file_key, Compound};
 use super::fail::{log_fail, Fail};
+use crate::zero_copy::{copy_read, ReadAt};
 use bytes::{BufMut, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
-use vfs::{Backend, Cred, Fid, Stable};
+use vfs::{Backend, Fid, Stable};
 
 /// Largest READ / WRITE payload (maxread / maxwrite).
 pub const MAX_IO: u32 = 1 << 20;
@@ -75,32 +76,17 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
             return;
         }
     }
-    // Data in the page cache is read inline; the rest on the blocking pool.
-    let r =
-        c.n.pool
-            .run_fast_into(&*export.backend, out, move |buf| {
-                fill(&*b, &cred, &fid, offset, count, buf)
-            })
-            .await;
-    if let Err(f) = r {
+    let at = ReadAt::new(cred, fid, offset, count);
+    if let Err(f) = copy_read(&c.n.pool, b, at, out, fill).await {
         log_fail(c.ctx, "OP_READ", &f);
     }
 }
 
 /// Encodes READ's result at the end of `buf`, the data read into its place.
-fn fill(
-    b: &dyn Backend,
-    cred: &Cred,
-    fid: &Fid,
-    offset: u64,
-    count: usize,
-    buf: &mut BytesMut,
-) -> Result<(), Fail> {
+fn fill(b: &dyn Backend, at: &ReadAt, buf: &mut BytesMut) -> Result<(), Fail> {
     let start = buf.len();
-    buf.resize(start + HEADER, 0);
-    match b.read_append(cred, fid, offset, count, buf) {
+    match at.read_behind(b, buf, HEADER) {
         Ok((len, eof)) => {
-            let len = len.min(count);
             buf.truncate(start + HEADER + len);
             xdr::pack_padding(len, buf);
             let h = &mut buf[start..start + HEADER];
@@ -111,7 +97,6 @@ fn fill(
             Ok(())
         }
         Err(e) => {
-            buf.truncate(start);
             let f = Fail::from(e);
             buf.put_u32(OP_READ);
             buf.put_u32(f.status as u32);

@@ -83,6 +83,23 @@ pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
     }
 }
 
+/// Lock owner `o`'s key. On 4.0 its clientid must be good: one from an
+/// earlier server instance is STALE, one expired EXPIRED (RFC 7530
+/// §16.10.5, §16.11.5), and using a good one renews its lease. On 4.1 the
+/// session names the client.
+fn owner_key(c: &Compound<'_>, o: &LockOwner4, now: Instant) -> Result<OwnerKey, Fail> {
+    let client = if c.minor == 0 {
+        c.n.state.renew(o.clientid, now)?;
+        o.clientid
+    } else {
+        c.clientid()?
+    };
+    Ok(OwnerKey {
+        client,
+        owner: o.owner.clone(),
+    })
+}
+
 async fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr> {
     check_range(a.offset, a.length)?;
     let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
@@ -92,18 +109,7 @@ async fn do_lock(c: &mut Compound<'_>, a: Lock4args) -> Result<Stateid4, LockErr
     let (other, owner, fresh) = match &a.locker {
         Locker4::TRUE(o) => {
             let open = c.stateid(&o.open_stateid)?;
-            let clientid = if c.minor == 0 {
-                // A clientid from an earlier server instance is STALE, one
-                // expired EXPIRED (RFC 7530 §16.10.5); a good one is renewed.
-                st.renew(o.lock_owner.clientid, now)?;
-                o.lock_owner.clientid
-            } else {
-                c.clientid()?
-            };
-            let owner = OwnerKey {
-                client: clientid,
-                owner: o.lock_owner.owner.clone(),
-            };
+            let owner = owner_key(c, &o.lock_owner, now)?;
             let (other, seqid) = st.lock_state_from_open(&open, &key, &owner, c.minor)?;
             (other, owner, seqid == 0)
         }
@@ -238,20 +244,7 @@ fn lockt_local(
     {
         check_range(a.offset, a.length)?;
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
-        let clientid = if c.minor == 0 {
-            // RFC 7530 §16.11.5: the owner's clientid must be valid
-            // (STALE_CLIENTID otherwise); using it renews the lease.
-            c.n.state
-                .renew(a.owner.clientid, c.n.clock.now())
-                .map_err(|s| LockErr::Fail(s.into()))?;
-            a.owner.clientid
-        } else {
-            c.clientid()?
-        };
-        let owner = OwnerKey {
-            client: clientid,
-            owner: a.owner.owner.clone(),
-        };
+        let owner = owner_key(c, &a.owner, c.n.clock.now())?;
         if c.n.state.in_grace(c.n.clock.now()) {
             return Err(LockErr::Fail(Fail::new(
                 Nfsstat4::NFS4ERR_GRACE,
@@ -315,7 +308,10 @@ pub fn release_lockowner(c: &mut Compound<'_>, a: ReleaseLockowner4args) -> Rele
 async fn lockable(c: &Compound<'_>) -> Result<(), Fail> {
     let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
     let b = export.backend.clone();
-    let attr = c.n.run_fast(&*b.clone(), move || b.getattr(&fid)).await?;
+    let attr =
+        c.n.pool
+            .run_fast(&*b.clone(), move || b.getattr(&fid))
+            .await?;
     let (status, why) = match attr.ftype {
         FileType::Regular => return Ok(()),
         FileType::Directory => (Nfsstat4::NFS4ERR_ISDIR, "LOCKT on a directory"),

@@ -3,7 +3,7 @@
 
 use super::attr;
 use super::compound::{file_key, Compound, Fh};
-use super::fail::{log_fail, Fail};
+use super::fail::{reply, status_of, Fail};
 use super::state::{ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::export::Export;
 use proto::nfs4::*;
@@ -15,13 +15,8 @@ const OPEN4_RESULT_CONFIRM: u32 = 0x2;
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 
 pub async fn open(c: &mut Compound<'_>, a: Open4args) -> Open4res {
-    match do_open(c, a).await {
-        Ok(ok) => Open4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_OPEN", &f);
-            Open4res::Default(f.status)
-        }
-    }
+    let r = do_open(c, a).await;
+    reply(c.ctx, "OP_OPEN", r, Open4res::NFS4_OK)
 }
 
 /// Refuses non-regular files: a directory is NFS4ERR_ISDIR and a symlink
@@ -340,7 +335,7 @@ async fn open_claimed(
             if how.is_none() {
                 // Opening an existing file is a lookup and a permission
                 // check: inline when nothing waits for the disk.
-                c.n.run_fast(&*b.clone(), move || {
+                c.n.pool.run_fast(&*b.clone(), move || {
                     open_by_name(&*b, &cred, &cur, &name, None, access, minor)
                 })
                 .await?
@@ -424,16 +419,8 @@ pub async fn close(c: &mut Compound<'_>, a: Close4args) -> Close4res {
         let sid = c.stateid(&a.open_stateid)?;
         Ok::<_, Fail>(c.n.state.close(&sid, &file_key(&export, &fid), c.minor)?)
     })();
-    match r {
-        Ok(sid) => {
-            c.cur_sid = Some(sid.clone());
-            Close4res::NFS4_OK(sid)
-        }
-        Err(f) => {
-            log_fail(c.ctx, "OP_CLOSE", &f);
-            Close4res::Default(f.status)
-        }
-    }
+    let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
+    reply(c.ctx, "OP_CLOSE", r, Close4res::NFS4_OK)
 }
 
 pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4res {
@@ -448,16 +435,9 @@ pub fn downgrade(c: &mut Compound<'_>, a: OpenDowngrade4args) -> OpenDowngrade4r
             c.minor,
         )?)
     })();
-    match r {
-        Ok(sid) => {
-            c.cur_sid = Some(sid.clone());
-            OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid: sid })
-        }
-        Err(f) => {
-            log_fail(c.ctx, "OP_OPEN_DOWNGRADE", &f);
-            OpenDowngrade4res::Default(f.status)
-        }
-    }
+    let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
+    let ok = |open_stateid| OpenDowngrade4res::NFS4_OK(OpenDowngrade4resok { open_stateid });
+    reply(c.ctx, "OP_OPEN_DOWNGRADE", r, ok)
 }
 
 /// DELEGRETURN: the delegation on the current file goes back.
@@ -487,12 +467,6 @@ pub fn delegreturn(c: &mut Compound<'_>, a: Delegreturn4args) -> Delegreturn4res
             s => Err(Fail::new(s, "not a delegation of this client on this file")),
         }
     })();
-    let status = match r {
-        Ok(()) => Nfsstat4::NFS4_OK,
-        Err(f) => {
-            log_fail(c.ctx, "OP_DELEGRETURN", &f);
-            f.status
-        }
-    };
+    let status = status_of(c.ctx, "OP_DELEGRETURN", r);
     Delegreturn4res { status }
 }

@@ -159,28 +159,13 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
             let children = c.snap.pseudo.nodes[node as usize].children.clone();
             for (i, (name, t)) in children.iter().enumerate().skip(skip) {
                 let cookie = i as u64 + 3;
-                let ok = match *t {
-                    Target::Node(x) => {
-                        let fh = if enc.want_fh {
-                            n.seal(&Fh::Pseudo(x))
-                        } else {
-                            Default::default()
-                        };
-                        let at = pseudo_attr(n, x);
-                        let fsid = Fsid4 { major: 0, minor: 0 };
-                        enc.entry(
-                            out,
-                            limit,
-                            Entry {
-                                cookie,
-                                name,
-                                attr: &at,
-                                fh: &fh,
-                                fsid,
-                                mounted_on: node_fileid(x),
-                            },
-                        )
-                    }
+                let (fh, at, fsid, mounted_on) = match *t {
+                    Target::Node(x) => (
+                        Fh::Pseudo(x),
+                        pseudo_attr(n, x),
+                        Fsid4 { major: 0, minor: 0 },
+                        node_fileid(x),
+                    ),
                     Target::Export(id) => {
                         let Some(e) = c.snap.exports.get(id) else {
                             continue;
@@ -192,28 +177,27 @@ async fn run(c: &mut Compound<'_>, a: Readdir4args, out: &mut BytesMut) -> Resul
                         let Ok(at) = n.run(move || b.getattr(&root)).await else {
                             continue;
                         };
-                        let fh = if enc.want_fh {
-                            n.seal(&Fh::Obj {
-                                export: e.clone(),
-                                fid: root,
-                            })
-                        } else {
-                            Default::default()
+                        let fh = Fh::Obj {
+                            export: e.clone(),
+                            fid: root,
                         };
-                        enc.entry(
-                            out,
-                            limit,
-                            Entry {
-                                cookie,
-                                name,
-                                attr: &at,
-                                fh: &fh,
-                                fsid: export_fsid(id),
-                                mounted_on: node_fileid(node),
-                            },
-                        )
+                        (fh, at, export_fsid(id), node_fileid(node))
                     }
                 };
+                let fh = if enc.want_fh {
+                    n.seal(&fh)
+                } else {
+                    Default::default()
+                };
+                let entry = Entry {
+                    cookie,
+                    name,
+                    attr: &at,
+                    fh: &fh,
+                    fsid,
+                    mounted_on,
+                };
+                let ok = enc.entry(out, limit, entry);
                 if !ok {
                     eof = false;
                     break;
@@ -283,40 +267,27 @@ impl vfs::DirSink for Sink<'_> {
             return true;
         }
         let enc = self.enc;
-        let ok = if let Some((_, id, root, at)) = self.roots.iter().find(|r| r.0 == e.name) {
-            let Some(at) = at else { return true };
-            let fh = enc.want_fh.then(|| enc.key.seal(*id, root));
-            enc.entry(
-                self.out,
-                self.limit,
-                Entry {
-                    cookie: e.cookie,
-                    name: e.name,
-                    attr: at,
-                    fh: fh.as_ref().map_or(&[][..], |h| h.as_bytes()),
-                    fsid: export_fsid(*id),
-                    mounted_on: e.fileid,
-                },
-            )
-        } else {
-            // An entry that vanished between listing and stat is skipped.
-            let Some((fid, at)) = &e.plus else {
-                return true;
+        let (export_id, fid, at, fsid, mounted_on) =
+            if let Some((_, id, root, at)) = self.roots.iter().find(|r| r.0 == e.name) {
+                let Some(at) = at else { return true };
+                (*id, root, at, export_fsid(*id), e.fileid)
+            } else {
+                // An entry that vanished between listing and stat is skipped.
+                let Some((fid, at)) = &e.plus else {
+                    return true;
+                };
+                (self.export_id, fid, at, self.fsid.clone(), at.fileid)
             };
-            let fh = enc.want_fh.then(|| enc.key.seal(self.export_id, fid));
-            enc.entry(
-                self.out,
-                self.limit,
-                Entry {
-                    cookie: e.cookie,
-                    name: e.name,
-                    attr: at,
-                    fh: fh.as_ref().map_or(&[][..], |h| h.as_bytes()),
-                    fsid: self.fsid.clone(),
-                    mounted_on: at.fileid,
-                },
-            )
+        let fh = enc.want_fh.then(|| enc.key.seal(export_id, fid));
+        let entry = Entry {
+            cookie: e.cookie,
+            name: e.name,
+            attr: at,
+            fh: fh.as_ref().map_or(&[][..], |h| h.as_bytes()),
+            fsid,
+            mounted_on,
         };
+        let ok = enc.entry(self.out, self.limit, entry);
         self.any |= ok;
         self.seen += ok as usize;
         ok

@@ -171,16 +171,6 @@ impl Nfs4 {
     pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         self.pool.run(f).await
     }
-
-    /// Runs a read-only backend call inline when it can finish without
-    /// waiting for a disk, else on the pool (see [`Pool::run_fast`]).
-    pub async fn run_fast<T: Send + 'static>(
-        &self,
-        b: &dyn vfs::Backend,
-        f: impl Fn() -> T + Send + 'static,
-    ) -> T {
-        self.pool.run_fast(b, f).await
-    }
 }
 
 /// This instance's epoch, in its client IDs and stateids: the start time

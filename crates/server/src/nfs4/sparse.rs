@@ -11,9 +11,10 @@
 //! concurrent writer did between the read and the look for holes.
 
 use super::compound::Compound;
-use super::fail::{log_fail, Fail};
+use super::fail::{log_fail, reply, status_of, Fail};
 use super::io::check;
 use super::io::MAX_IO;
+use crate::zero_copy::{copy_read, ReadAt};
 use bytes::{BufMut, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
@@ -45,13 +46,7 @@ pub async fn seek(c: &mut Compound<'_>, a: Seek4args) -> Seek4res {
         })
     }
     .await;
-    match r {
-        Ok(ok) => Seek4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_SEEK", &f);
-            Seek4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_SEEK", r, Seek4res::NFS4_OK)
 }
 
 /// ALLOCATE or DEALLOCATE: a change of the file's space, queued behind the
@@ -92,21 +87,15 @@ async fn change_space(
 
 pub async fn allocate(c: &mut Compound<'_>, a: Allocate4args) -> Allocate4res {
     let r = change_space(c, &a.aa_stateid, a.aa_offset, a.aa_length, false).await;
-    if let Err(f) = &r {
-        log_fail(c.ctx, "OP_ALLOCATE", f);
-    }
     Allocate4res {
-        ar_status: r.map_or_else(|f| f.status, |()| Nfsstat4::NFS4_OK),
+        ar_status: status_of(c.ctx, "OP_ALLOCATE", r),
     }
 }
 
 pub async fn deallocate(c: &mut Compound<'_>, a: Deallocate4args) -> Deallocate4res {
     let r = change_space(c, &a.da_stateid, a.da_offset, a.da_length, true).await;
-    if let Err(f) = &r {
-        log_fail(c.ctx, "OP_DEALLOCATE", f);
-    }
     Deallocate4res {
-        dr_status: r.map_or_else(|f| f.status, |()| Nfsstat4::NFS4_OK),
+        dr_status: status_of(c.ctx, "OP_DEALLOCATE", r),
     }
 }
 
@@ -131,14 +120,8 @@ pub async fn read_plus(c: &mut Compound<'_>, a: ReadPlus4args, out: &mut BytesMu
     let count = a.rpa_count.min(MAX_IO) as usize;
     let offset = a.rpa_offset;
     let b: Arc<dyn Backend> = export.backend.clone();
-    // As READ: data in the page cache inline, the rest on the blocking pool.
-    let r =
-        c.n.pool
-            .run_fast_into(&*export.backend, out, move |buf| {
-                fill(&*b, &cred, &fid, offset, count, buf)
-            })
-            .await;
-    if let Err(f) = r {
+    let at = ReadAt::new(cred, fid, offset, count);
+    if let Err(f) = copy_read(&c.n.pool, b, at, out, fill).await {
         log_fail(c.ctx, "OP_READ_PLUS", &f);
     }
 }
@@ -146,20 +129,12 @@ pub async fn read_plus(c: &mut Compound<'_>, a: ReadPlus4args, out: &mut BytesMu
 /// Encodes READ_PLUS's result at the end of `buf`: the bytes are read into
 /// the place of a single data segment, and laid out again only when some
 /// of them turn out to be a hole.
-fn fill(
-    b: &dyn Backend,
-    cred: &Cred,
-    fid: &Fid,
-    offset: u64,
-    count: usize,
-    buf: &mut BytesMut,
-) -> Result<(), Fail> {
+fn fill(b: &dyn Backend, req: &ReadAt, buf: &mut BytesMut) -> Result<(), Fail> {
+    let (cred, fid, offset) = (&req.cred, &req.fid, req.offset);
     let start = buf.len();
-    buf.resize(start + HEADER, 0);
-    let (len, eof) = match b.read_append(cred, fid, offset, count, buf) {
-        Ok((len, eof)) => (len.min(count), eof),
+    let (len, eof) = match req.read_behind(b, buf, HEADER) {
+        Ok(r) => r,
         Err(e) => {
-            buf.truncate(start);
             let f = Fail::from(e);
             buf.put_u32(NfsOpnum4::OP_READ_PLUS as u32);
             buf.put_u32(f.status as u32);

@@ -12,7 +12,7 @@
 
 use super::compound::Compound;
 use super::dir::with_cinfo;
-use super::fail::{log_fail, Fail};
+use super::fail::{reply, Fail};
 use crate::export::Export;
 use bytes::Bytes;
 use proto::nfs4::*;
@@ -47,13 +47,7 @@ pub async fn getxattr(c: &mut Compound<'_>, a: Getxattr4args) -> Getxattr4res {
         Ok::<_, Fail>(Bytes::from(v))
     }
     .await;
-    match r {
-        Ok(v) => Getxattr4res::NFS4_OK(v),
-        Err(f) => {
-            log_fail(c.ctx, "OP_GETXATTR", &f);
-            Getxattr4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_GETXATTR", r, Getxattr4res::NFS4_OK)
 }
 
 pub async fn setxattr(c: &mut Compound<'_>, a: Setxattr4args) -> Setxattr4res {
@@ -76,13 +70,7 @@ pub async fn setxattr(c: &mut Compound<'_>, a: Setxattr4args) -> Setxattr4res {
         Ok::<_, Fail>(cinfo)
     }
     .await;
-    match r {
-        Ok(cinfo) => Setxattr4res::NFS4_OK(cinfo),
-        Err(f) => {
-            log_fail(c.ctx, "OP_SETXATTR", &f);
-            Setxattr4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_SETXATTR", r, Setxattr4res::NFS4_OK)
 }
 
 pub async fn removexattr(c: &mut Compound<'_>, a: Removexattr4args) -> Removexattr4res {
@@ -96,13 +84,7 @@ pub async fn removexattr(c: &mut Compound<'_>, a: Removexattr4args) -> Removexat
         Ok::<_, Fail>(cinfo)
     }
     .await;
-    match r {
-        Ok(cinfo) => Removexattr4res::NFS4_OK(cinfo),
-        Err(f) => {
-            log_fail(c.ctx, "OP_REMOVEXATTR", &f);
-            Removexattr4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_REMOVEXATTR", r, Removexattr4res::NFS4_OK)
 }
 
 /// The fixed part of a LISTXATTRS4resok: cookie, name count, eof.
@@ -116,13 +98,7 @@ pub async fn listxattrs(c: &mut Compound<'_>, a: Listxattrs4args) -> Listxattrs4
         page(names, a.lxa_cookie, a.lxa_maxcount as usize)
     }
     .await;
-    match r {
-        Ok(ok) => Listxattrs4res::NFS4_OK(ok),
-        Err(f) => {
-            log_fail(c.ctx, "OP_LISTXATTRS", &f);
-            Listxattrs4res::Default(f.status)
-        }
-    }
+    reply(c.ctx, "OP_LISTXATTRS", r, Listxattrs4res::NFS4_OK)
 }
 
 /// The names from position `cookie` on that fit, with their XDR, in

@@ -2,7 +2,7 @@
 //! MemFs export; callbacks are recorded instead of sent.
 
 use super::*;
-use crate::export::{Cidr, Export, Exports, Squash};
+use crate::export::Exports;
 use crate::locks::LockManager;
 use crate::pool::Pool;
 use proto::nsm::{StatChge, SM_NOTIFY, SM_PROG};
@@ -66,14 +66,7 @@ fn fixture_with(grace: Duration, xprtsec: &[rpc::tls::XprtSec]) -> Fx {
             &vfs::CreateHow::Unchecked(Default::default()),
         )
         .unwrap();
-    let mut e = Export::simple(
-        "/srv/test",
-        "/",
-        backend,
-        &["127.0.0.1/32".parse::<Cidr>().unwrap()],
-        false,
-        Squash::Root,
-    );
+    let mut e = crate::test_util::export(backend, false, "127.0.0.1/32");
     e.xprtsec = xprtsec.to_vec();
     let nfs = Nfs3::new(
         crate::live::Live::fixed(Exports::new(vec![e])),
@@ -104,46 +97,31 @@ fn fixture() -> Fx {
 }
 
 fn ctx_from(prog: u32, proc_: u32, peer: &str) -> CallContext {
-    let peer: std::net::SocketAddr = peer.parse().unwrap();
-    CallContext::new(
-        1,
-        prog,
-        if prog == NLM_PROG { 4 } else { 1 },
-        proc_,
-        rpc::Auth::None,
-        peer,
-        1,
-        metrics::ClientStats::detached(peer.ip()),
-    )
+    let vers = if prog == NLM_PROG { 4 } else { 1 };
+    crate::test_util::call_ctx(1, (prog, vers, proc_), rpc::Auth::None, peer)
 }
 
 impl Fx {
-    async fn call_from<A: Pack, R: Unpack>(&self, proc_: u32, args: &A, peer: &str) -> R {
+    /// The encoded reply of procedure `proc_` called from `peer`.
+    async fn dispatch_from<A: Pack>(&self, proc_: u32, args: &A, peer: &str) -> BytesMut {
         let mut out = BytesMut::new();
+        let ctx = ctx_from(NLM_PROG, proc_, peer);
+        let args = Decoder::new(xdr::to_bytes(args));
         self.nlm
-            .dispatch(
-                &self.nfs,
-                &ctx_from(NLM_PROG, proc_, peer),
-                Decoder::new(xdr::to_bytes(args)),
-                &mut out,
-            )
+            .dispatch(&self.nfs, &ctx, args, &mut out)
             .await
             .unwrap();
+        out
+    }
+
+    async fn call_from<A: Pack, R: Unpack>(&self, proc_: u32, args: &A, peer: &str) -> R {
+        let out = self.dispatch_from(proc_, args, peer).await;
         xdr::from_bytes(out.freeze()).unwrap()
     }
 
     /// A procedure with a void result.
     async fn call_void_from<A: Pack>(&self, proc_: u32, args: &A, peer: &str) {
-        let mut out = BytesMut::new();
-        self.nlm
-            .dispatch(
-                &self.nfs,
-                &ctx_from(NLM_PROG, proc_, peer),
-                Decoder::new(xdr::to_bytes(args)),
-                &mut out,
-            )
-            .await
-            .unwrap();
+        let out = self.dispatch_from(proc_, args, peer).await;
         assert!(out.is_empty(), "void reply");
     }
 
@@ -235,14 +213,21 @@ impl Fx {
     }
 
     async fn wait_granted(&self, n: usize) {
-        tokio::time::timeout(Duration::from_secs(5), async {
+        within_5s("GRANTED callback", async {
             while self.rec.granted.lock().unwrap().len() < n {
                 self.rec.wake.notified().await;
             }
         })
-        .await
-        .expect("GRANTED callback");
+        .await;
     }
+}
+
+/// Waits at most five seconds for `f`; past them the test fails, saying
+/// `what` did not come.
+async fn within_5s(what: &str, f: impl std::future::Future<Output = ()>) {
+    tokio::time::timeout(Duration::from_secs(5), f)
+        .await
+        .expect(what)
 }
 
 use Nlm4Stats::*;
@@ -397,13 +382,12 @@ async fn refused_grant_is_released() {
     fx.unlock(1, 0, 0).await;
     fx.wait_granted(1).await;
     // The grant task releases the lock once the client says it no longer waits.
-    tokio::time::timeout(Duration::from_secs(5), async {
+    within_5s("lock released after the refused GRANTED", async {
         while fx.nlm.locks.file_count() != 0 {
             tokio::task::yield_now().await;
         }
     })
-    .await
-    .expect("lock released after the refused GRANTED");
+    .await;
 }
 
 #[tokio::test]
@@ -635,13 +619,12 @@ async fn restart_notifies_recorded_hosts() {
         Bytes::from_static(b"client1"),
         "10.0.0.7".parse().unwrap(),
     )]);
-    tokio::time::timeout(Duration::from_secs(5), async {
+    within_5s("SM_NOTIFY", async {
         while fx.rec.notified.lock().unwrap().is_empty() {
             fx.rec.wake.notified().await;
         }
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         fx.rec.notified.lock().unwrap()[0],
         ("10.0.0.7".parse().unwrap(), 1)

@@ -156,42 +156,13 @@ impl Path40 {
         }
     }
 
-    async fn send(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        cred: OpaqueAuth,
-        args: Bytes,
-        timeout: Duration,
-    ) -> Result<Bytes, CallbackError> {
-        let conn = self.socket(false).await?;
-        let mut r = conn
-            .call(prog, vers, proc_, cred.clone(), args.clone(), timeout)
-            .await;
-        if r == Err(CallbackError::Closed) {
-            // The connection broke (the client may have closed an idle
-            // one): once more on a new one. A callback run twice is
-            // harmless (a second CB_RECALL of the same delegation).
-            let conn = self.socket(true).await?;
-            r = conn.call(prog, vers, proc_, cred, args, timeout).await;
-        }
-        // A refusal (wrong program, credential not accepted) or a garbled
-        // reply is no working path either, as knfsd judges its probes.
-        match &r {
-            Ok(_) => self.mark(true, &"answered"),
-            Err(e) => self.mark(false, e),
-        }
-        r
-    }
-
     /// CB_NULL whatever the path's state: whether the client answers.
     pub async fn probe(&self) -> bool {
         let Some(cred) = self.cred.clone() else {
             self.mark(false, &"RPCSEC_GSS callbacks are not supported");
             return false;
         };
-        self.send(self.prog, 1, 0, cred, Bytes::new(), CALL_TIMEOUT)
+        self.call(self.prog, 1, 0, cred, Bytes::new(), CALL_TIMEOUT)
             .await
             .is_ok()
     }
@@ -207,7 +178,26 @@ impl CallbackConn for Path40 {
         args: Bytes,
         timeout: Duration,
     ) -> rpc::callback::CallFuture<'_> {
-        Box::pin(self.send(prog, vers, proc_, cred, args, timeout))
+        Box::pin(async move {
+            let conn = self.socket(false).await?;
+            let mut r = conn
+                .call(prog, vers, proc_, cred.clone(), args.clone(), timeout)
+                .await;
+            if r == Err(CallbackError::Closed) {
+                // The connection broke (the client may have closed an idle
+                // one): once more on a new one. A callback run twice is
+                // harmless (a second CB_RECALL of the same delegation).
+                let conn = self.socket(true).await?;
+                r = conn.call(prog, vers, proc_, cred, args, timeout).await;
+            }
+            // A refusal (wrong program, credential not accepted) or a garbled
+            // reply is no working path either, as knfsd judges its probes.
+            match &r {
+                Ok(_) => self.mark(true, &"answered"),
+                Err(e) => self.mark(false, e),
+            }
+            r
+        })
     }
 
     fn is_open(&self) -> bool {

@@ -215,14 +215,7 @@ impl Backchannel {
         };
         let mut b = bytes::BytesMut::new();
         args.pack(&mut b);
-        let r = conn
-            .call(prog, 1, CB_COMPOUND, cred, b.freeze(), timeout)
-            .await;
-        self.note(&r);
-        let res: CbCompound4res = xdr::from_bytes(r.map_err(CbFail::Call)?).map_err(|_| {
-            self.fault.store(true, Ordering::Relaxed);
-            CbFail::Call(CallbackError::Garbage)
-        })?;
+        let res = self.send(prog, cred, &conn, b.freeze(), timeout).await?;
         let mut results = res.resarray.into_iter();
         match results.next() {
             Some(NfsCbResop4::OP_CB_SEQUENCE(CbSequence4res::NFS4_OK(_))) => {
@@ -253,14 +246,27 @@ impl Backchannel {
             callback_ident: self.callback_ident,
             argarray: ops,
         };
-        let r = conn
-            .call(prog, 1, CB_COMPOUND, cred, xdr::to_bytes(&args), timeout)
-            .await;
+        let res = self
+            .send(prog, cred, &conn, xdr::to_bytes(&args), timeout)
+            .await?;
+        Ok((res.status, res.resarray))
+    }
+
+    /// Sends one packed CB_COMPOUND and decodes the reply; a garbled one
+    /// marks the channel faulty.
+    async fn send(
+        &self,
+        prog: u32,
+        cred: OpaqueAuth,
+        conn: &Arc<dyn CallbackConn>,
+        args: Bytes,
+        timeout: Duration,
+    ) -> Result<CbCompound4res, CbFail> {
+        let r = conn.call(prog, 1, CB_COMPOUND, cred, args, timeout).await;
         self.note(&r);
-        let res: CbCompound4res = xdr::from_bytes(r.map_err(CbFail::Call)?).map_err(|_| {
+        xdr::from_bytes(r.map_err(CbFail::Call)?).map_err(|_| {
             self.fault.store(true, Ordering::Relaxed);
             CbFail::Call(CallbackError::Garbage)
-        })?;
-        Ok((res.status, res.resarray))
+        })
     }
 }

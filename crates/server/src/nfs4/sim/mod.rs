@@ -19,7 +19,7 @@
 //! `TARN_SIM_SEEDS`, `TARN_SIM_STEPS`, `TARN_SIM_FIRST_SEED`).
 
 use super::state::deleg::{Break, DelegType};
-use super::state::session::{Session, SlotUse};
+use super::state::session::{plain_channel, Session, SlotUse};
 use super::state::{Courtesy, Effect, State, ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::grace::Grace;
 use crate::locks::{FileKey, LockKind, LockManager, OwnerKey, NLM_CLIENT_BIT};
@@ -217,15 +217,7 @@ fn file(f: u8) -> FileKey {
 }
 
 fn attrs() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: SLOTS,
-        ca_rdma_ird: vec![],
-    }
+    plain_channel(SLOTS)
 }
 
 fn kind(write: bool) -> LockKind {

@@ -2,7 +2,7 @@
 //! copy, the bounds, cancellation, and how long results stay.
 
 use super::copy::{CopyLimits, CopyStatus, NoCopy};
-use super::session::Session;
+use super::session::{plain_channel, Session};
 use super::*;
 use vfs::Fid;
 
@@ -20,15 +20,7 @@ fn file(n: u8) -> FileKey {
 }
 
 fn attrs() -> proto::nfs4::ChannelAttrs4 {
-    proto::nfs4::ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: 8,
-        ca_rdma_ird: vec![],
-    }
+    plain_channel(8)
 }
 
 /// A confirmed 4.1 client with a session, heard from at `now`.

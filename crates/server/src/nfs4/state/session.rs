@@ -158,24 +158,34 @@ impl Drop for SlotGuard {
     }
 }
 
+/// A 1 MiB channel of `slots` slots, 16 operations and a 4 KiB reply
+/// cache: the one the state core's tests, the simulator and the benches
+/// open their sessions with. Not used by the server itself.
+#[doc(hidden)]
+pub fn plain_channel(slots: u32) -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_headerpadsize: 0,
+        ca_maxrequestsize: 1 << 20,
+        ca_maxresponsesize: 1 << 20,
+        ca_maxresponsesize_cached: 4096,
+        ca_maxoperations: 16,
+        ca_maxrequests: slots,
+        ca_rdma_ird: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn attrs(n: u32) -> ChannelAttrs4 {
-        ChannelAttrs4 {
-            ca_headerpadsize: 0,
-            ca_maxrequestsize: 1 << 20,
-            ca_maxresponsesize: 1 << 20,
-            ca_maxresponsesize_cached: 4096,
-            ca_maxoperations: 16,
-            ca_maxrequests: n,
-            ca_rdma_ird: vec![],
-        }
-    }
-
     fn session() -> Arc<Session> {
-        Arc::new(Session::new([1; 16], 7, attrs(4), attrs(1), 0))
+        Arc::new(Session::new(
+            [1; 16],
+            7,
+            plain_channel(4),
+            plain_channel(1),
+            0,
+        ))
     }
 
     fn new(s: &Arc<Session>, slot: u32, seq: u32, sum: u64) -> SlotGuard {

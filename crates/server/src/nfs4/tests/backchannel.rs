@@ -69,14 +69,7 @@ async fn sessions_without_a_back_channel_hear_nothing_of_it() {
     assert!(fx.n.backchannels.for_client(s.clientid).is_none());
     // A back channel asked for on a connection that cannot carry one.
     let ex = fx.exchange_id("nocb", 1).await;
-    let s = fx
-        .create_session_with(
-            ex.eir_clientid,
-            ex.eir_sequenceid,
-            CONN_BACK_CHAN,
-            vec![CallbackSecParms4::AUTH_NONE],
-        )
-        .await;
+    let s = fx.create_back_session(&ex).await;
     assert_eq!(fx.renew(&s).await, Ok(DOWN));
 }
 
@@ -212,15 +205,12 @@ async fn callbacks_carry_the_minor_version_the_session_was_made_with() {
     let r = fx
         .compound(
             2,
-            vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                csa_clientid: ex.eir_clientid,
-                csa_sequence: ex.eir_sequenceid,
-                csa_flags: CONN_BACK_CHAN,
-                csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                csa_cb_program: CB_PROG,
-                csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
-            })],
+            vec![create_session_op(
+                ex.eir_clientid,
+                ex.eir_sequenceid,
+                CONN_BACK_CHAN,
+                vec![CallbackSecParms4::AUTH_NONE],
+            )],
         )
         .await;
     fx.connect(None);

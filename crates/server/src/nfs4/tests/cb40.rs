@@ -43,55 +43,26 @@ async fn settle() {
 /// SETCLIENTID naming `uaddr` and `ident`, then its CONFIRM; the probe
 /// is let run.
 async fn client(fx: &Fx, id: &str, verifier: u8, netid: &str, uaddr: &str, ident: u32) -> u64 {
-    let r = fx
-        .compound(
-            0,
-            vec![NfsArgop4::OP_SETCLIENTID(Setclientid4args {
-                client: NfsClientId4 {
-                    verifier: [verifier; 8],
-                    id: name(id),
-                },
-                callback: CbClient4 {
-                    cb_program: CB_PROG,
-                    cb_location: Netaddr4 {
-                        na_r_netid: name(netid),
-                        na_r_addr: name(uaddr),
-                    },
-                },
-                callback_ident: ident,
-            })],
-        )
-        .await;
-    let (clientid, v) = match &r.resarray[..] {
-        [NfsResop4::OP_SETCLIENTID(Setclientid4res::NFS4_OK(ok))] => {
-            (ok.clientid, ok.setclientid_confirm)
-        }
-        _ => panic!("SETCLIENTID: {:?}", statuses(&r)),
-    };
+    let op = setclientid_op(id, verifier, CB_PROG, (netid, uaddr), ident);
+    let (clientid, v) = fx.setclientid_with(op).await;
     assert_eq!(fx.confirm(clientid, v).await, NFS4_OK);
     settle().await;
     clientid
 }
 
+/// OPEN of "f" by name, creating it, of 4.0 open owner `owner`.
+fn open_f(clientid: u64, owner: &str, seqid: u32, access: u32) -> NfsArgop4 {
+    open_named(seqid, super::owner(clientid, owner), access, create(), "f")
+}
+
 /// OPEN by name (creating), with OPEN_CONFIRM when the owner is new.
 async fn open40(fx: &Fx, clientid: u64, owner: &str, seqid: u32, access: u32) -> (Opened, u32) {
-    let r = fx
-        .compound(
-            0,
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                open_args(
-                    seqid,
-                    super::owner(clientid, owner),
-                    access,
-                    DENY_NONE,
-                    create(),
-                    OpenClaim4::CLAIM_NULL(name("f")),
-                ),
-                NfsArgop4::OP_GETFH,
-            ],
-        )
-        .await;
+    let ops = vec![
+        NfsArgop4::OP_PUTROOTFH,
+        open_f(clientid, owner, seqid, access),
+        NfsArgop4::OP_GETFH,
+    ];
+    let r = fx.compound(0, ops).await;
     let mut o = opened(&r, 1).unwrap_or_else(|| panic!("OPEN: {:?}", statuses(&r)));
     let mut next = seqid + 1;
     if o.rflags & OPEN4_RESULT_CONFIRM != 0 {
@@ -119,22 +90,11 @@ async fn open40(fx: &Fx, clientid: u64, owner: &str, seqid: u32, access: u32) ->
 async fn open40_status(fx: &Fx, clientid: u64, owner: &str, access: u32) -> Nfsstat4 {
     static SEQ: AtomicU32 = AtomicU32::new(100);
     let seqid = SEQ.fetch_add(1, Ordering::Relaxed);
-    fx.compound(
-        0,
-        vec![
-            NfsArgop4::OP_PUTROOTFH,
-            open_args(
-                seqid,
-                super::owner(clientid, owner),
-                access,
-                DENY_NONE,
-                create(),
-                OpenClaim4::CLAIM_NULL(name("f")),
-            ),
-        ],
-    )
-    .await
-    .status
+    let ops = vec![
+        NfsArgop4::OP_PUTROOTFH,
+        open_f(clientid, owner, seqid, access),
+    ];
+    fx.compound(0, ops).await.status
 }
 
 fn read_deleg(o: &Opened) -> Option<Stateid4> {
@@ -145,17 +105,9 @@ fn read_deleg(o: &Opened) -> Option<Stateid4> {
 }
 
 async fn delegreturn(fx: &Fx, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.compound(
-        0,
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                deleg_stateid: sid.clone(),
-            }),
-        ],
-    )
-    .await
-    .status
+    fx.compound(0, vec![putfh(fh), delegreturn_op(sid)])
+        .await
+        .status
 }
 
 /// A 4.0 client with a read delegation on "f" over `fake`: (clientid,

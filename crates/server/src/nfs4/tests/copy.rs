@@ -27,12 +27,12 @@ async fn fill(fx: &Fx, s: &Sess, o: &Opened, offset: u64, data: &[u8]) {
             s,
             vec![
                 putfh(&o.fh),
-                NfsArgop4::OP_WRITE(Write4args {
-                    stateid: o.stateid.clone(),
-                    offset: offset + (i * CHUNK) as u64,
-                    stable: StableHow4::FILE_SYNC4,
-                    data: Bytes::copy_from_slice(chunk),
-                }),
+                write_op(
+                    &o.stateid,
+                    offset + (i * CHUNK) as u64,
+                    StableHow4::FILE_SYNC4,
+                    Bytes::copy_from_slice(chunk),
+                ),
             ],
         )
         .await;
@@ -51,11 +51,7 @@ async fn contents(fx: &Fx, s: &Sess, o: &Opened) -> Vec<u8> {
             s,
             vec![
                 putfh(&o.fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: o.stateid.clone(),
-                    offset: all.len() as u64,
-                    count: CHUNK as u32,
-                }),
+                read_op(&o.stateid, all.len() as u64, CHUNK as u32),
             ],
         )
         .await;
@@ -83,15 +79,8 @@ fn copy_op(src: &Stateid4, dst: &Stateid4, src_off: u64, dst_off: u64, count: u6
     })
 }
 
-/// COPY that must be done before the reply.
-fn sync_copy_op(
-    src: &Stateid4,
-    dst: &Stateid4,
-    src_off: u64,
-    dst_off: u64,
-    count: u64,
-) -> NfsArgop4 {
-    let mut op = copy_op(src, dst, src_off, dst_off, count);
+/// COPY `op` made one that must be done before the reply.
+fn synchronous(mut op: NfsArgop4) -> NfsArgop4 {
     if let NfsArgop4::OP_COPY(a) = &mut op {
         a.ca_synchronous = true;
     }
@@ -132,20 +121,7 @@ async fn copied(
     copied_by(fx, s, src, dst, op).await
 }
 
-/// [`copied`] for a COPY that must be synchronous.
-async fn copied_sync(
-    fx: &Fx,
-    s: &Sess,
-    src: &Opened,
-    dst: &Opened,
-    src_off: u64,
-    dst_off: u64,
-    count: u64,
-) -> Result<u64, Nfsstat4> {
-    let op = sync_copy_op(&src.stateid, &dst.stateid, src_off, dst_off, count);
-    copied_by(fx, s, src, dst, op).await
-}
-
+/// COPY `op`'s result, checked as [`copied`] does.
 async fn copied_by(
     fx: &Fx,
     s: &Sess,
@@ -250,7 +226,8 @@ async fn copy_is_bounded_per_call_and_continues() {
     // A short count, which the client continues from. (Asked for
     // asynchronously, this much would run in the background: see the
     // asynchronous tests below.)
-    assert_eq!(copied_sync(&fx, &s, &a, &b, 0, 0, 0).await, Ok(COPY_MAX));
+    let op = synchronous(copy_op(&a.stateid, &b.stateid, 0, 0, 0));
+    assert_eq!(copied_by(&fx, &s, &a, &b, op).await, Ok(COPY_MAX));
     assert_eq!(
         copied(&fx, &s, &a, &b, COPY_MAX, COPY_MAX, 0).await,
         Ok(300_000)
@@ -340,23 +317,11 @@ async fn clone_is_notsupp_where_nothing_shares_storage() {
     assert_eq!(r.status, NFS4ERR_NOTSUPP);
     assert_eq!(statuses(&r).last(), Some(&(OP_CLONE, NFS4ERR_NOTSUPP)));
     // Range and stateid errors come first, as for COPY.
-    let r = from_to(
-        &fx,
-        &s,
-        &a,
-        &b,
-        clone_op(&a.stateid, &b.stateid, 0, 0, 9000),
-    )
-    .await;
+    let op = clone_op(&a.stateid, &b.stateid, 0, 0, 9000);
+    let r = from_to(&fx, &s, &a, &b, op).await;
     assert_eq!(r.status, NFS4ERR_INVAL);
-    let r = from_to(
-        &fx,
-        &s,
-        &a,
-        &a,
-        clone_op(&a.stateid, &a.stateid, 0, 10, 100),
-    )
-    .await;
+    let op = clone_op(&a.stateid, &a.stateid, 0, 10, 100);
+    let r = from_to(&fx, &s, &a, &a, op).await;
     assert_eq!(r.status, NFS4ERR_INVAL);
     let r = from_to(&fx, &s, &a, &b, clone_op(&b.stateid, &b.stateid, 0, 0, 0)).await;
     assert_eq!(r.status, NFS4ERR_BAD_STATEID);
@@ -703,18 +668,7 @@ async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
     let src = pattern(len, 12);
     fill(&fx, &s, &a, 0, &src).await;
     let b = fx.open(&s, "b", "o", BOTH, DENY_NONE).await.unwrap();
-    let r = call42(
-        &fx,
-        &s,
-        vec![
-            putfh(&b.fh),
-            NfsArgop4::OP_CLOSE(Close4args {
-                seqid: 0,
-                open_stateid: b.stateid.clone(),
-            }),
-        ],
-    )
-    .await;
+    let r = call42(&fx, &s, vec![putfh(&b.fh), close_op(0, &b.stateid)]).await;
     assert_eq!(r.status, NFS4_OK);
     let anon = super::super::compound::ANONYMOUS;
     let op = copy_op(&a.stateid, &anon, 0, 0, 0);
@@ -751,15 +705,7 @@ async fn a_delegation_granted_mid_copy_is_recalled_before_the_next_step() {
     tokio::time::sleep(millis(250)).await;
     assert_eq!(status_of(&fx, &s, &b, &sid).await, Ok((held, vec![])));
     let r = fx
-        .call(
-            &reader,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                    deleg_stateid: d.stateid.clone(),
-                }),
-            ],
-        )
+        .call(&reader, vec![putfh(&o.fh), delegreturn_op(&d.stateid)])
         .await;
     assert_eq!(r.status, NFS4_OK);
     assert_eq!(wait_done(&fx, &s, &b, &sid).await, (len as u64, NFS4_OK));

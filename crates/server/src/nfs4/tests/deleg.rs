@@ -12,22 +12,8 @@ const ANON: Stateid4 = Stateid4 {
 };
 
 async fn open_as(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Compound4res {
-    fx.call(
-        s,
-        vec![
-            NfsArgop4::OP_PUTROOTFH,
-            open_args(
-                0,
-                self::owner(s.clientid, owner),
-                access,
-                DENY_NONE,
-                create(),
-                OpenClaim4::CLAIM_NULL(name(file)),
-            ),
-            NfsArgop4::OP_GETFH,
-        ],
-    )
-    .await
+    fx.call(s, open_ops(s, file, owner, access, DENY_NONE))
+        .await
 }
 
 async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Opened {
@@ -42,39 +28,6 @@ fn deleg(o: &Opened) -> Stateid4 {
     }
 }
 
-/// Lets the recalls the server spawned reach the scripted client.
-async fn settle() {
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// The (stateid, file handle) of each CB_RECALL the client received.
-fn recalls(fake: &FakeBack) -> Vec<(Stateid4, NfsFh4)> {
-    fake.compounds()
-        .iter()
-        .flat_map(|c| c.argarray.iter())
-        .filter_map(|op| match op {
-            NfsCbArgop4::OP_CB_RECALL(r) => Some((r.stateid.clone(), r.fh.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.call(
-        s,
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                deleg_stateid: sid.clone(),
-            }),
-        ],
-    )
-    .await
-    .status
-}
-
 #[tokio::test]
 async fn a_read_open_gets_a_read_delegation_until_returned() {
     let fx = Fx::new(cfg(60, 0));
@@ -83,19 +36,7 @@ async fn a_read_open_gets_a_read_delegation_until_returned() {
     let sid = deleg(&o);
     assert_eq!(fx.n.state.delegations(), 1);
     // The delegation's stateid reads.
-    let r = fx
-        .call(
-            &a,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: sid.clone(),
-                    offset: 0,
-                    count: 10,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.call(&a, vec![putfh(&o.fh), read_op(&sid, 0, 10)]).await;
     assert_eq!(r.status, NFS4_OK);
     assert_eq!(fx.tested(&a, std::slice::from_ref(&sid)).await, [NFS4_OK]);
     // A second open of the file by the holder gets no second delegation.
@@ -113,21 +54,14 @@ async fn who_gets_no_delegation_and_why() {
     let plain = fx.client("plain").await;
     let o = open_ok(&fx, &plain, "f1", "o", READ).await;
     assert_eq!(o.delegation, OpenDelegation4::OPEN_DELEGATE_NONE);
-    let o = open_ok(
-        &fx,
-        &plain,
-        "f1",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &plain, "f1", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
     );
     let (a, _fa) = fx.client_with_back("a").await;
     // Not wanted.
-    let o = open_ok(&fx, &a, "f2", "o", READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG).await;
+    let o = open_ok(&fx, &a, "f2", "o", READ | WANT_NO).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::Default(
@@ -139,36 +73,14 @@ async fn who_gets_no_delegation_and_why() {
     assert_eq!(o.delegation, OpenDelegation4::OPEN_DELEGATE_NONE);
     // Another client has the file open for writing.
     open_ok(&fx, &plain, "f4", "w", OPEN4_SHARE_ACCESS_WRITE).await;
-    let o = open_ok(
-        &fx,
-        &a,
-        "f4",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f4", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
     );
     // NFSv4.0 clients have no callback path here.
     let id = fx.client40("v40").await;
-    let r = fx
-        .compound(
-            0,
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                open_args(
-                    1,
-                    owner(id, "o"),
-                    READ,
-                    DENY_NONE,
-                    create(),
-                    OpenClaim4::CLAIM_NULL(name("f5")),
-                ),
-            ],
-        )
-        .await;
+    let r = fx.open40_first(id, READ, create(), "f5").await;
     match &r.resarray[1] {
         NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => {
             assert_eq!(ok.delegation, OpenDelegation4::OPEN_DELEGATE_NONE)
@@ -185,14 +97,7 @@ async fn past_the_bound_no_delegation_is_granted() {
     });
     let (a, _fa) = fx.client_with_back("a").await;
     deleg(&open_ok(&fx, &a, "f1", "o", READ).await);
-    let o = open_ok(
-        &fx,
-        &a,
-        "f2",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f2", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_RESOURCE(false))
@@ -269,12 +174,7 @@ async fn write_setattr_remove_rename_and_link_recall_first() {
     recall_before("WRITE", |fh| {
         vec![
             putfh(fh),
-            NfsArgop4::OP_WRITE(Write4args {
-                stateid: ANON,
-                offset: 0,
-                stable: StableHow4::UNSTABLE4,
-                data: name("x"),
-            }),
+            write_op(&ANON, 0, StableHow4::UNSTABLE4, name("x")),
         ]
     })
     .await;
@@ -326,25 +226,11 @@ async fn write_setattr_remove_rename_and_link_recall_first() {
 #[tokio::test]
 async fn nfsv42_changes_recall_first() {
     recall_before_in(2, "ALLOCATE", |fh| {
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_ALLOCATE(Allocate4args {
-                aa_stateid: ANON,
-                aa_offset: 0,
-                aa_length: 4096,
-            }),
-        ]
+        vec![putfh(fh), allocate_op(&ANON, 0, 4096)]
     })
     .await;
     recall_before_in(2, "DEALLOCATE", |fh| {
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DEALLOCATE(Deallocate4args {
-                da_stateid: ANON,
-                da_offset: 0,
-                da_length: 4096,
-            }),
-        ]
+        vec![putfh(fh), deallocate_op(&ANON, 0, 4096)]
     })
     .await;
     recall_before_in(2, "COPY", |fh| {
@@ -399,19 +285,7 @@ async fn an_unanswered_recall_is_revoked_after_a_lease() {
         fx.tested(&a, std::slice::from_ref(&sid)).await,
         [NFS4ERR_DELEG_REVOKED]
     );
-    let r = fx
-        .call(
-            &a,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: sid.clone(),
-                    offset: 0,
-                    count: 1,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.call(&a, vec![putfh(&o.fh), read_op(&sid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_DELEG_REVOKED);
     assert_eq!(
         delegreturn(&fx, &a, &o.fh, &sid).await,

@@ -37,14 +37,20 @@ fn write_deleg(o: &Opened) -> Stateid4 {
     }
 }
 
-fn contention() -> OpenDelegation4 {
-    OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
+/// Client a (with a back channel) holding a write delegation on "f",
+/// opened for both by its owner "o"; client b, with no back channel:
+/// (server, a, a's back channel, b, a's open, the delegation).
+async fn a_holds_a_write_delegation() -> (Fx, Sess, Arc<FakeBack>, Sess, Opened, Stateid4) {
+    let fx = rw_fx(cfg(60, 0));
+    let (a, fa) = fx.client_with_back("a").await;
+    let b = fx.client("b").await;
+    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
+    let sid = write_deleg(&o);
+    (fx, a, fa, b, o, sid)
 }
 
-async fn settle() {
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
+fn contention() -> OpenDelegation4 {
+    OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::WND4_CONTENTION(false))
 }
 
 fn cb_ops(fake: &FakeBack) -> Vec<NfsCbArgop4> {
@@ -55,50 +61,19 @@ fn cb_ops(fake: &FakeBack) -> Vec<NfsCbArgop4> {
         .collect()
 }
 
+/// The stateid of each CB_RECALL the client received.
 fn recalled(fake: &FakeBack) -> Vec<Stateid4> {
-    cb_ops(fake)
-        .into_iter()
-        .filter_map(|op| match op {
-            NfsCbArgop4::OP_CB_RECALL(r) => Some(r.stateid),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
-    fx.call(
-        s,
-        vec![
-            putfh(fh),
-            NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
-                deleg_stateid: sid.clone(),
-            }),
-        ],
-    )
-    .await
-    .status
+    recalls(fake).into_iter().map(|(sid, _)| sid).collect()
 }
 
 fn read(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
-    vec![
-        putfh(fh),
-        NfsArgop4::OP_READ(Read4args {
-            stateid: sid.clone(),
-            offset: 0,
-            count: 10,
-        }),
-    ]
+    vec![putfh(fh), read_op(sid, 0, 10)]
 }
 
 fn write(fh: &NfsFh4, sid: &Stateid4, data: &'static [u8]) -> Vec<NfsArgop4> {
     vec![
         putfh(fh),
-        NfsArgop4::OP_WRITE(Write4args {
-            stateid: sid.clone(),
-            offset: 0,
-            stable: StableHow4::FILE_SYNC4,
-            data: Bytes::from_static(data),
-        }),
+        write_op(sid, 0, StableHow4::FILE_SYNC4, Bytes::from_static(data)),
     ]
 }
 
@@ -141,17 +116,10 @@ async fn a_write_open_gets_a_write_delegation_it_writes_under() {
     assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
     assert_eq!(fx.n.state.delegations(), 0);
     // A write-only open gets one too (the opener may read the file).
-    let o = open_ok(&fx, &a, "g", "o", WRITE | OPEN4_SHARE_ACCESS_WANT_ANY_DELEG).await;
+    let o = open_ok(&fx, &a, "g", "o", WRITE | WANT_ANY).await;
     write_deleg(&o);
     // Asked for explicitly.
-    let o = open_ok(
-        &fx,
-        &a,
-        "h",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "h", "o", BOTH | WANT_WRITE).await;
     write_deleg(&o);
 }
 
@@ -162,54 +130,26 @@ async fn who_gets_no_write_delegation_and_why() {
     let (a, _fa) = fx.client_with_back("a").await;
     let o = open_ok(&fx, &a, "f", "o", BOTH).await;
     assert_eq!(o.delegation, OpenDelegation4::OPEN_DELEGATE_NONE);
-    let o = open_ok(
-        &fx,
-        &a,
-        "f",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f", "o", BOTH | WANT_WRITE).await;
     assert_eq!(o.delegation, contention());
 
     let fx = rw_fx(cfg(60, 0));
     let (a, _fa) = fx.client_with_back("a").await;
     let b = fx.client("b").await;
     // A write open that asked for a read delegation gets none.
-    let o = open_ok(
-        &fx,
-        &a,
-        "f1",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f1", "o", BOTH | WANT_READ).await;
     assert_eq!(o.delegation, contention());
     // A read open that asked for a write delegation gets no read one.
-    let o = open_ok(
-        &fx,
-        &a,
-        "f2",
-        "o",
-        READ | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f2", "o", READ | WANT_WRITE).await;
     assert_eq!(o.delegation, contention());
     // Any delegation: a read open gets a read one.
-    let o = open_ok(&fx, &a, "f3", "o", READ | OPEN4_SHARE_ACCESS_WANT_ANY_DELEG).await;
+    let o = open_ok(&fx, &a, "f3", "o", READ | WANT_ANY).await;
     assert!(matches!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_READ(_)
     ));
     // The holder of a read delegation asking for a write one: no upgrade.
-    let o = open_ok(
-        &fx,
-        &a,
-        "f3",
-        "o2",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f3", "o2", BOTH | WANT_WRITE).await;
     assert_eq!(
         o.delegation,
         OpenDelegation4::OPEN_DELEGATE_NONE_EXT(OpenNoneDelegation4::Default(
@@ -218,24 +158,13 @@ async fn who_gets_no_write_delegation_and_why() {
     );
     // Another client has the file open, even only for reading.
     open_ok(&fx, &b, "f4", "r", READ).await;
-    let o = open_ok(
-        &fx,
-        &a,
-        "f4",
-        "o",
-        BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-    )
-    .await;
+    let o = open_ok(&fx, &a, "f4", "o", BOTH | WANT_WRITE).await;
     assert_eq!(o.delegation, contention());
 }
 
 #[tokio::test]
 async fn another_clients_read_or_read_open_recalls_a_write_delegation() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, a, fa, b, o, sid) = a_holds_a_write_delegation().await;
     // A READ with the anonymous stateid: recall, DELAY until returned.
     assert_eq!(fx.call(&b, read(&o.fh, &ANON)).await.status, NFS4ERR_DELAY);
     settle().await;
@@ -257,23 +186,10 @@ async fn another_clients_read_or_read_open_recalls_a_write_delegation() {
 
 #[tokio::test]
 async fn another_clients_lock_recalls_a_write_delegation() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, _, fa, b, o, sid) = a_holds_a_write_delegation().await;
     // b could not have the file open without recalling the delegation
     // already; whatever stateid its LOCK names, the recall comes first.
-    let r = fx
-        .lock(
-            &b,
-            &o.fh,
-            NfsLockType4::WRITE_LT,
-            0,
-            1,
-            new_lock_owner(&ANON, owner(b.clientid, "l")),
-        )
-        .await;
+    let r = fx.new_write_lock(&b, &o.fh, &ANON, (0, 1), "l").await;
     assert_eq!(r.unwrap_err(), NFS4ERR_DELAY);
     settle().await;
     assert_eq!(recalled(&fa), [sid]);
@@ -297,11 +213,7 @@ async fn a_read_delegation_stands_when_another_client_reads() {
 
 #[tokio::test]
 async fn cb_getattr_asks_the_holder_before_another_clients_getattr() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, a, fa, b, o, sid) = a_holds_a_write_delegation().await;
     let (change0, size0) = change_size(&fx, &a, &o.fh).await.unwrap();
     // Unmodified: the holder says what the server has; the answer is the
     // server's.
@@ -329,11 +241,7 @@ async fn cb_getattr_asks_the_holder_before_another_clients_getattr() {
 
 #[tokio::test]
 async fn an_unanswered_cb_getattr_recalls_the_delegation() {
-    let fx = rw_fx(cfg(60, 0));
-    let (a, fa) = fx.client_with_back("a").await;
-    let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (fx, a, fa, b, o, sid) = a_holds_a_write_delegation().await;
     // The holder refuses CB_GETATTR: recalled, DELAY.
     *fa.getattr.lock().unwrap() = None;
     assert_eq!(change_size(&fx, &b, &o.fh).await, Err(NFS4ERR_DELAY));
@@ -517,22 +425,7 @@ async fn an_nfsv40_clients_read_open_recalls_a_write_delegation() {
     let o = open_ok(&fx, &a, "f", "o", BOTH).await;
     let sid = write_deleg(&o);
     let id = fx.client40("v40").await;
-    let r = fx
-        .compound(
-            0,
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                open_args(
-                    1,
-                    owner(id, "o"),
-                    READ,
-                    DENY_NONE,
-                    nocreate(),
-                    OpenClaim4::CLAIM_NULL(name("f")),
-                ),
-            ],
-        )
-        .await;
+    let r = fx.open40_first(id, READ, nocreate(), "f").await;
     assert_eq!(r.status, NFS4ERR_DELAY);
     settle().await;
     assert_eq!(recalled(&fa), std::slice::from_ref(&sid));

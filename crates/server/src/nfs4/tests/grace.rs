@@ -11,27 +11,37 @@ async fn client_with_state(fx: &Fx, owner_name: &str, verifier: u64) -> NfsFh4 {
     let a = fx.reclaiming_client(owner_name, verifier).await;
     assert_eq!(fx.call(&a, vec![reclaim_complete()]).await.status, NFS4_OK);
     let oa = fx.open(&a, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
-    fx.lock(
-        &a,
-        &oa.fh,
-        WRITE_LT,
-        0,
-        10,
-        new_lock_owner(&oa.stateid, owner(a.clientid, "lock-a")),
-    )
-    .await
-    .expect("LOCK");
+    fx.new_write_lock(&a, &oa.fh, &oa.stateid, (0, 10), "lock-a")
+        .await
+        .expect("LOCK");
     oa.fh
 }
 
+/// A new OPEN (of "g" by "open-n") of the client that came after the restart.
+async fn open_g(fx: &Fx, n: &Sess) -> Result<Opened, Nfsstat4> {
+    fx.open(n, "g", "open-n", BOTH, DENY_NONE).await
+}
+
+/// A new OPEN (of "h" by "open-h") of the client that survived.
+async fn open_h(fx: &Fx, s: &Sess) -> Result<Opened, Nfsstat4> {
+    fx.open(s, "h", "open-h", BOTH, DENY_NONE).await
+}
+
+/// PUTFH and LOCK of 10 bytes from `offset` for a new lock owner from
+/// open `open_sid`, reclaiming or not.
+fn write_lock(
+    fh: &NfsFh4,
+    open_sid: &Stateid4,
+    lock_owner: StateOwner4,
+    reclaim: bool,
+    offset: u64,
+) -> Vec<NfsArgop4> {
+    let locker = new_lock_owner(open_sid, lock_owner);
+    vec![putfh(fh), lock_args(WRITE_LT, reclaim, offset, 10, locker)]
+}
+
 fn close(fh: &NfsFh4, sid: &Stateid4) -> Vec<NfsArgop4> {
-    vec![
-        putfh(fh),
-        NfsArgop4::OP_CLOSE(Close4args {
-            seqid: 0,
-            open_stateid: sid.clone(),
-        }),
-    ]
+    vec![putfh(fh), close_op(0, sid)]
 }
 
 fn reclaim_open(clientid: u64) -> NfsArgop4 {
@@ -52,16 +62,10 @@ async fn grace_ends_when_its_time_is_up() {
     client_with_state(&fx, "gone-for-good", 7).await;
     fx.restart(cfg(90, 2));
     let n = fx.client("n").await;
-    assert_eq!(
-        fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
-            .await
-            .unwrap_err(),
-        NFS4ERR_GRACE
-    );
+    assert_eq!(open_g(&fx, &n).await.unwrap_err(), NFS4ERR_GRACE);
     // The recorded client never comes back.
     fx.pass(millis(2300), &[&n]).await;
-    let og = fx
-        .open(&n, "g", "open-n", BOTH, DENY_NONE)
+    let og = open_g(&fx, &n)
         .await
         .expect("normal OPEN after the grace period");
     assert_eq!(
@@ -79,16 +83,9 @@ async fn grace_lasts_its_length_then_reclaims_get_no_grace() {
     fx.restart(cfg(90, 5));
     let n = fx.client("n").await;
     fx.advance(millis(4999));
-    assert_eq!(
-        fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
-            .await
-            .unwrap_err(),
-        NFS4ERR_GRACE
-    );
+    assert_eq!(open_g(&fx, &n).await.unwrap_err(), NFS4ERR_GRACE);
     fx.advance(millis(1));
-    fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
-        .await
-        .expect("OPEN once grace is over");
+    open_g(&fx, &n).await.expect("OPEN once grace is over");
     let a = fx.reclaiming_client("late", 7).await;
     let r = fx
         .call(&a, vec![putfh(&fh), reclaim_open(a.clientid)])
@@ -108,12 +105,7 @@ async fn reclaim_in_grace_and_refusals() {
 
     // A new client may not create state during grace.
     let n = fx.client("n").await;
-    assert_eq!(
-        fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
-            .await
-            .unwrap_err(),
-        NFS4ERR_GRACE
-    );
+    assert_eq!(open_g(&fx, &n).await.unwrap_err(), NFS4ERR_GRACE);
     // A client the server never recorded cannot reclaim (RECLAIM_BAD, or
     // NO_GRACE: both are right, RFC 8881 §18.16.3 / §15.1.9).
     let u = fx.reclaiming_client("unknown", 1).await;
@@ -136,16 +128,7 @@ async fn reclaim_in_grace_and_refusals() {
     let r = fx
         .call(
             &a,
-            vec![
-                putfh(&fh),
-                lock_args(
-                    WRITE_LT,
-                    true,
-                    0,
-                    10,
-                    new_lock_owner(&o.stateid, owner(a.clientid, "lock-a")),
-                ),
-            ],
+            write_lock(&fh, &o.stateid, owner(a.clientid, "lock-a"), true, 0),
         )
         .await;
     assert_eq!(r.status, NFS4_OK, "LOCK reclaim: {:?}", statuses(&r));
@@ -171,16 +154,7 @@ async fn reclaim_in_grace_and_refusals() {
     let r = fx
         .call(
             &a,
-            vec![
-                putfh(&fh),
-                lock_args(
-                    WRITE_LT,
-                    false,
-                    20,
-                    10,
-                    new_lock_owner(&o.stateid, owner(a.clientid, "lock-a2")),
-                ),
-            ],
+            write_lock(&fh, &o.stateid, owner(a.clientid, "lock-a2"), false, 20),
         )
         .await;
     assert_eq!(r.status, NFS4ERR_GRACE);
@@ -196,10 +170,7 @@ async fn reclaim_in_grace_and_refusals() {
         .call(&a, vec![putfh(&fh), reclaim_open(a.clientid)])
         .await;
     assert_eq!(r.status, NFS4ERR_NO_GRACE);
-    let og = fx
-        .open(&n, "g", "open-n", BOTH, DENY_NONE)
-        .await
-        .expect("normal OPEN after grace");
+    let og = open_g(&fx, &n).await.expect("normal OPEN after grace");
     assert_eq!(
         fx.call(&n, close(&og.fh, &og.stateid)).await.status,
         NFS4_OK
@@ -269,9 +240,7 @@ async fn no_grace_without_recorded_clients() {
     let mut fx = Fx::new(Nfs4Config::default());
     fx.restart(cfg(90, 90));
     let n = fx.client("n").await;
-    fx.open(&n, "g", "open-n", BOTH, DENY_NONE)
-        .await
-        .expect("OPEN at once");
+    open_g(&fx, &n).await.expect("OPEN at once");
 }
 
 /// After a restart with NFSv4 state to reclaim, once every recorded client
@@ -291,18 +260,7 @@ async fn new_locks_wait_for_the_shared_grace_after_nfsv4_reclaims() {
         .open(&n, "f", "open-n", BOTH, DENY_NONE)
         .await
         .expect("OPEN: NFSv4's own grace is over");
-    let lock = || {
-        vec![
-            putfh(&fh),
-            lock_args(
-                WRITE_LT,
-                false,
-                100,
-                10,
-                new_lock_owner(&o.stateid, owner(n.clientid, "lock-n")),
-            ),
-        ]
-    };
+    let lock = || write_lock(&fh, &o.stateid, owner(n.clientid, "lock-n"), false, 100);
     assert_eq!(fx.call(&n, lock()).await.status, NFS4ERR_GRACE);
     fx.advance(millis(4999));
     assert_eq!(fx.call(&n, lock()).await.status, NFS4ERR_GRACE);
@@ -323,14 +281,7 @@ async fn a_surviving_head_reenters_grace_for_a_failed_heads_clients() {
     let s = fx.client("survivor").await;
     let os = fx.open(&s, "f", "open-s", BOTH, DENY_NONE).await.unwrap();
     let ls = fx
-        .lock(
-            &s,
-            &os.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&os.stateid, owner(s.clientid, "lock-s")),
-        )
+        .new_write_lock(&s, &os.fh, &os.stateid, (0, 10), "lock-s")
         .await
         .expect("LOCK");
     let og = fx.open(&s, "g", "open-g", BOTH, DENY_NONE).await.unwrap();
@@ -360,39 +311,15 @@ async fn a_surviving_head_reenters_grace_for_a_failed_heads_clients() {
 
     // Established state works: the lock is released, the open closed.
     let r = fx
-        .call(
-            &s,
-            vec![
-                putfh(&os.fh),
-                NfsArgop4::OP_LOCKU(Locku4args {
-                    locktype: WRITE_LT,
-                    seqid: 0,
-                    lock_stateid: ls,
-                    offset: 0,
-                    length: 10,
-                }),
-            ],
-        )
+        .call(&s, vec![putfh(&os.fh), locku_op(WRITE_LT, 0, &ls, 0, 10)])
         .await;
     assert_eq!(r.status, NFS4_OK, "LOCKU in grace: {:?}", statuses(&r));
     // New state waits.
+    assert_eq!(open_h(&fx, &s).await.unwrap_err(), NFS4ERR_GRACE);
     assert_eq!(
-        fx.open(&s, "h", "open-h", BOTH, DENY_NONE)
+        fx.new_write_lock(&s, &os.fh, &os.stateid, (0, 10), "lock-s2")
             .await
             .unwrap_err(),
-        NFS4ERR_GRACE
-    );
-    assert_eq!(
-        fx.lock(
-            &s,
-            &os.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&os.stateid, owner(s.clientid, "lock-s2")),
-        )
-        .await
-        .unwrap_err(),
         NFS4ERR_GRACE
     );
     assert_eq!(
@@ -405,14 +332,7 @@ async fn a_surviving_head_reenters_grace_for_a_failed_heads_clients() {
     assert_eq!(fx.call(&m, vec![reclaim_complete()]).await.status, NFS4_OK);
     assert!(fx.n.state.local_recovery_done(fx.clock.now()));
     assert!(fx.n.state.reclaimed_here(&name("moved")));
-    assert_eq!(
-        fx.open(&s, "h", "open-h", BOTH, DENY_NONE)
-            .await
-            .unwrap_err(),
-        NFS4ERR_GRACE
-    );
+    assert_eq!(open_h(&fx, &s).await.unwrap_err(), NFS4ERR_GRACE);
     fx.n.state.set_cluster_grace(None);
-    fx.open(&s, "h", "open-h", BOTH, DENY_NONE)
-        .await
-        .expect("OPEN after the cluster grace");
+    open_h(&fx, &s).await.expect("OPEN after the cluster grace");
 }

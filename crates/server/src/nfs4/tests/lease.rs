@@ -27,40 +27,19 @@ async fn a_locks_b_is_refused(fx: &Fx) -> Two {
     let oa = fx.open(&a, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
     let ob = fx.open(&b, "f", "open-b", BOTH, DENY_NONE).await.unwrap();
     let la = fx
-        .lock(
-            &a,
-            &oa.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&oa.stateid, owner(a.clientid, "lock-a")),
-        )
+        .new_write_lock(&a, &oa.fh, &oa.stateid, (0, 10), "lock-a")
         .await
         .expect("A's LOCK");
     let d = fx
-        .lock(
-            &b,
-            &ob.fh,
-            WRITE_LT,
-            0,
-            10,
-            new_lock_owner(&ob.stateid, owner(b.clientid, "lock-b")),
-        )
+        .new_write_lock(&b, &ob.fh, &ob.stateid, (0, 10), "lock-b")
         .await;
     assert_eq!(d, Err(NFS4ERR_DENIED), "A still holds it");
     Two { a, b, oa, ob, la }
 }
 
 async fn b_locks(fx: &Fx, t: &Two) -> Result<Stateid4, Nfsstat4> {
-    fx.lock(
-        &t.b,
-        &t.ob.fh,
-        WRITE_LT,
-        0,
-        10,
-        new_lock_owner(&t.ob.stateid, owner(t.b.clientid, "lock-b")),
-    )
-    .await
+    fx.new_write_lock(&t.b, &t.ob.fh, &t.ob.stateid, (0, 10), "lock-b")
+        .await
 }
 
 /// Was `expired_lease_revokes_locks_and_says_so` end to end (lease 2 s,
@@ -190,15 +169,12 @@ async fn silent_client_without_state_is_forgotten_after_ten_leases() {
     let r = fx
         .compound(
             1,
-            vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                csa_clientid: s.clientid,
-                csa_sequence: 2,
-                csa_flags: 0,
-                csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                csa_cb_program: 0x4000_0000,
-                csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
-            })],
+            vec![create_session_op(
+                s.clientid,
+                2,
+                0,
+                vec![CallbackSecParms4::AUTH_NONE],
+            )],
         )
         .await;
     assert_eq!(r.status, NFS4ERR_STALE_CLIENTID);
@@ -216,15 +192,12 @@ async fn unconfirmed_client_is_dropped_after_a_lease() {
     let r = fx
         .compound(
             1,
-            vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                csa_clientid: ex.eir_clientid,
-                csa_sequence: ex.eir_sequenceid,
-                csa_flags: 0,
-                csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                csa_cb_program: 0x4000_0000,
-                csa_sec_parms: vec![CallbackSecParms4::AUTH_NONE],
-            })],
+            vec![create_session_op(
+                ex.eir_clientid,
+                ex.eir_sequenceid,
+                0,
+                vec![CallbackSecParms4::AUTH_NONE],
+            )],
         )
         .await;
     assert_eq!(r.status, NFS4ERR_STALE_CLIENTID);

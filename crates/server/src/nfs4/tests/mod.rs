@@ -30,9 +30,9 @@ use crate::grace::Grace;
 use crate::live::Live;
 use crate::locks::LockManager;
 use crate::pool::Pool;
+use crate::test_util::{call_ctx, user_1000};
 use bytes::{BufMut, Bytes, BytesMut};
 use proto::nfs4::*;
-use rpc::CallContext;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -49,6 +49,11 @@ pub const OP_RECLAIM_COMPLETE: u32 = NfsOpnum4::OP_RECLAIM_COMPLETE as u32;
 pub const CONN_BACK_CHAN: u32 = 0x2;
 /// The callback program the fixture's clients name.
 pub const CB_PROG: u32 = 0x4000_0000;
+/// OPEN's share_access bits asking for a delegation (or none), short.
+pub const WANT_READ: u32 = OPEN4_SHARE_ACCESS_WANT_READ_DELEG;
+pub const WANT_WRITE: u32 = OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG;
+pub const WANT_ANY: u32 = OPEN4_SHARE_ACCESS_WANT_ANY_DELEG;
+pub const WANT_NO: u32 = OPEN4_SHARE_ACCESS_WANT_NO_DELEG;
 
 /// How a scripted client answers calls on its back channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -298,6 +303,30 @@ pub fn open_args(
     })
 }
 
+/// PUTROOTFH, OPEN of `file` (created if missing) by `s`'s open owner
+/// `owner`, GETFH.
+pub fn open_ops(s: &Sess, file: &str, owner: &str, access: u32, deny: u32) -> Vec<NfsArgop4> {
+    let owner = self::owner(s.clientid, owner);
+    let claim = OpenClaim4::CLAIM_NULL(name(file));
+    vec![
+        NfsArgop4::OP_PUTROOTFH,
+        open_args(0, owner, access, deny, create(), claim),
+        NfsArgop4::OP_GETFH,
+    ]
+}
+
+/// OPEN of `file` in the current directory, denying nothing.
+pub fn open_named(
+    seqid: u32,
+    owner: StateOwner4,
+    access: u32,
+    how: Openflag4,
+    file: &str,
+) -> NfsArgop4 {
+    let claim = OpenClaim4::CLAIM_NULL(name(file));
+    open_args(seqid, owner, access, DENY_NONE, how, claim)
+}
+
 /// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
 pub fn new_lock_owner(open_stateid: &Stateid4, owner: StateOwner4) -> Locker4 {
     Locker4::TRUE(OpenToLockOwner4 {
@@ -324,6 +353,64 @@ pub fn lock_args(
     })
 }
 
+pub fn allocate_op(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
+    NfsArgop4::OP_ALLOCATE(Allocate4args {
+        aa_stateid: sid.clone(),
+        aa_offset: offset,
+        aa_length: length,
+    })
+}
+
+pub fn deallocate_op(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
+    NfsArgop4::OP_DEALLOCATE(Deallocate4args {
+        da_stateid: sid.clone(),
+        da_offset: offset,
+        da_length: length,
+    })
+}
+
+pub fn close_op(seqid: u32, open_sid: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_CLOSE(Close4args {
+        seqid,
+        open_stateid: open_sid.clone(),
+    })
+}
+
+pub fn locku_op(
+    locktype: NfsLockType4,
+    seqid: u32,
+    lock_stateid: &Stateid4,
+    offset: u64,
+    length: u64,
+) -> NfsArgop4 {
+    NfsArgop4::OP_LOCKU(Locku4args {
+        locktype,
+        seqid,
+        lock_stateid: lock_stateid.clone(),
+        offset,
+        length,
+    })
+}
+
+/// CREATE_SESSION with the fixture's channels (1 MiB fore, 4 KiB back)
+/// and callback program.
+pub fn create_session_op(
+    clientid: u64,
+    sequence: u32,
+    flags: u32,
+    sec: Vec<CallbackSecParms4>,
+) -> NfsArgop4 {
+    NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
+        csa_clientid: clientid,
+        csa_sequence: sequence,
+        csa_flags: flags,
+        csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
+        csa_back_chan_attrs: channel(4096, 2, 1, 0),
+        csa_cb_program: CB_PROG,
+        csa_sec_parms: sec,
+    })
+}
+
 pub fn reclaim_complete() -> NfsArgop4 {
     NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args { rca_one_fs: false })
 }
@@ -337,6 +424,80 @@ pub fn test_stateid(ids: &[Stateid4]) -> NfsArgop4 {
 pub fn free_stateid(id: &Stateid4) -> NfsArgop4 {
     NfsArgop4::OP_FREE_STATEID(FreeStateid4args {
         fsa_stateid: id.clone(),
+    })
+}
+
+pub fn read_op(sid: &Stateid4, offset: u64, count: u32) -> NfsArgop4 {
+    NfsArgop4::OP_READ(Read4args {
+        stateid: sid.clone(),
+        offset,
+        count,
+    })
+}
+
+pub fn write_op(sid: &Stateid4, offset: u64, stable: StableHow4, data: Bytes) -> NfsArgop4 {
+    NfsArgop4::OP_WRITE(Write4args {
+        stateid: sid.clone(),
+        offset,
+        stable,
+        data,
+    })
+}
+
+pub fn delegreturn_op(sid: &Stateid4) -> NfsArgop4 {
+    NfsArgop4::OP_DELEGRETURN(Delegreturn4args {
+        deleg_stateid: sid.clone(),
+    })
+}
+
+/// Lets the recalls the server spawned reach the scripted client.
+pub async fn settle() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The (stateid, file handle) of each CB_RECALL the client received.
+pub fn recalls(fake: &FakeBack) -> Vec<(Stateid4, NfsFh4)> {
+    fake.compounds()
+        .iter()
+        .flat_map(|c| c.argarray.iter())
+        .filter_map(|op| match op {
+            NfsCbArgop4::OP_CB_RECALL(r) => Some((r.stateid.clone(), r.fh.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// DELEGRETURN of `sid` on `fh`: its status.
+pub async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
+    fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
+        .await
+        .status
+}
+
+/// SETCLIENTID of client `id` (verifier all `verifier`) with its callback
+/// program `cb_program` at `netid` address `uaddr`, identified by `ident`.
+pub fn setclientid_op(
+    id: &str,
+    verifier: u8,
+    cb_program: u32,
+    (netid, uaddr): (&str, &str),
+    ident: u32,
+) -> NfsArgop4 {
+    NfsArgop4::OP_SETCLIENTID(Setclientid4args {
+        client: NfsClientId4 {
+            verifier: [verifier; 8],
+            id: name(id),
+        },
+        callback: CbClient4 {
+            cb_program,
+            cb_location: Netaddr4 {
+                na_r_netid: name(netid),
+                na_r_addr: name(uaddr),
+            },
+        },
+        callback_ident: ident,
     })
 }
 
@@ -368,14 +529,7 @@ impl Fx {
     /// [`Fx::new`] with the export's options changed by `set`.
     pub fn with_export(cfg: Nfs4Config, set: impl FnOnce(&mut Export)) -> Fx {
         let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::new());
-        let mut export = Export::simple(
-            "/srv/test",
-            "/",
-            backend,
-            &["127.0.0.1/32".parse::<Cidr>().unwrap()],
-            false,
-            Squash::Root,
-        );
+        let mut export = crate::test_util::export(backend, false, "127.0.0.1/32");
         export.delegations = crate::export::Delegations::Read;
         set(&mut export);
         let live = Live::fixed(Exports::new(vec![export]));
@@ -466,22 +620,11 @@ impl Fx {
     }
 
     pub async fn raw_bytes(&self, args: Bytes) -> Bytes {
-        let peer: std::net::SocketAddr = "127.0.0.1:900".parse().unwrap();
-        let mut ctx = CallContext::new(
+        let mut ctx = call_ctx(
             self.xid.fetch_add(1, Ordering::Relaxed),
-            NFS4_PROGRAM,
-            4,
-            1,
-            rpc::Auth::Sys(rpc::AuthSys {
-                stamp: 0,
-                machinename: Bytes::from_static(b"test"),
-                uid: 1000,
-                gid: 1000,
-                gids: vec![],
-            }),
-            peer,
-            1,
-            metrics::ClientStats::detached(peer.ip()),
+            (NFS4_PROGRAM, 4, 1),
+            user_1000(),
+            "127.0.0.1:900",
         );
         ctx.back = self.back.lock().unwrap().clone();
         ctx.xprtsec = *self.xprtsec.lock().unwrap();
@@ -535,18 +678,7 @@ impl Fx {
         sec: Vec<CallbackSecParms4>,
     ) -> Sess {
         let r = self
-            .compound(
-                1,
-                vec![NfsArgop4::OP_CREATE_SESSION(CreateSession4args {
-                    csa_clientid: clientid,
-                    csa_sequence: sequence,
-                    csa_flags: flags,
-                    csa_fore_chan_attrs: channel(1 << 20, 16, 8, 8 << 10),
-                    csa_back_chan_attrs: channel(4096, 2, 1, 0),
-                    csa_cb_program: CB_PROG,
-                    csa_sec_parms: sec,
-                })],
-            )
+            .compound(1, vec![create_session_op(clientid, sequence, flags, sec)])
             .await;
         match &r.resarray[..] {
             [NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok))] => Sess {
@@ -556,6 +688,14 @@ impl Fx {
             },
             _ => panic!("CREATE_SESSION: {:?}", statuses(&r)),
         }
+    }
+
+    /// CREATE_SESSION for `ex`'s client asking for a back channel, with
+    /// AUTH_NONE callbacks.
+    pub async fn create_back_session(&self, ex: &ExchangeId4resok) -> Sess {
+        let sec = vec![CallbackSecParms4::AUTH_NONE];
+        self.create_session_with(ex.eir_clientid, ex.eir_sequenceid, CONN_BACK_CHAN, sec)
+            .await
     }
 
     /// Later calls arrive on `conn` (None: on a connection with no back channel).
@@ -582,14 +722,7 @@ impl Fx {
         let fake = FakeBack::new();
         let ex = self.exchange_id(owner, 1).await;
         self.connect(Some(fake.clone()));
-        let s = self
-            .create_session_with(
-                ex.eir_clientid,
-                ex.eir_sequenceid,
-                CONN_BACK_CHAN,
-                vec![CallbackSecParms4::AUTH_NONE],
-            )
-            .await;
+        let s = self.create_back_session(&ex).await;
         self.connect(None);
         (s, fake)
     }
@@ -647,24 +780,36 @@ impl Fx {
         access: u32,
         deny: u32,
     ) -> Result<Opened, Nfsstat4> {
-        let r = self
-            .call(
-                s,
-                vec![
-                    NfsArgop4::OP_PUTROOTFH,
-                    open_args(
-                        0,
-                        self::owner(s.clientid, owner),
-                        access,
-                        deny,
-                        create(),
-                        OpenClaim4::CLAIM_NULL(name(file)),
-                    ),
-                    NfsArgop4::OP_GETFH,
-                ],
-            )
-            .await;
+        let r = self.call(s, open_ops(s, file, owner, access, deny)).await;
         opened(&r, 2).ok_or(r.status)
+    }
+
+    /// A 4.0 client's first OPEN (seqid 1) of `file` in the export root,
+    /// by open owner "o".
+    pub async fn open40_first(
+        &self,
+        clientid: u64,
+        access: u32,
+        how: Openflag4,
+        file: &str,
+    ) -> Compound4res {
+        let open = open_named(1, owner(clientid, "o"), access, how, file);
+        self.compound(0, vec![NfsArgop4::OP_PUTROOTFH, open]).await
+    }
+
+    /// LOCK of a new lock owner named `lock_owner`, from open `open_sid`:
+    /// a write lock on `(offset, length)` of `fh`.
+    pub async fn new_write_lock(
+        &self,
+        s: &Sess,
+        fh: &NfsFh4,
+        open_sid: &Stateid4,
+        (offset, length): (u64, u64),
+        lock_owner: &str,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let locker = new_lock_owner(open_sid, owner(s.clientid, lock_owner));
+        let kind = NfsLockType4::WRITE_LT;
+        self.lock(s, fh, kind, offset, length, locker).await
     }
 
     /// LOCK: the lock stateid, or the status (NFS4ERR_DENIED on a conflict).
@@ -704,25 +849,20 @@ impl Fx {
 
     /// SETCLIENTID: the client id and the confirm verifier.
     pub async fn setclientid(&self, id: &str) -> (u64, Verifier4) {
-        let r = self
-            .compound(
-                0,
-                vec![NfsArgop4::OP_SETCLIENTID(Setclientid4args {
-                    client: NfsClientId4 {
-                        verifier: [7; 8],
-                        id: name(id),
-                    },
-                    callback: CbClient4 {
-                        cb_program: 0x4000_0000,
-                        cb_location: Netaddr4 {
-                            na_r_netid: name("tcp"),
-                            na_r_addr: name("127.0.0.1.0.0"),
-                        },
-                    },
-                    callback_ident: 1,
-                })],
-            )
-            .await;
+        self.setclientid_with(setclientid_op(
+            id,
+            7,
+            0x4000_0000,
+            ("tcp", "127.0.0.1.0.0"),
+            1,
+        ))
+        .await
+    }
+
+    /// SETCLIENTID `op`, which must succeed: the client id and the
+    /// confirm verifier.
+    pub async fn setclientid_with(&self, op: NfsArgop4) -> (u64, Verifier4) {
+        let r = self.compound(0, vec![op]).await;
         match &r.resarray[..] {
             [NfsResop4::OP_SETCLIENTID(Setclientid4res::NFS4_OK(ok))] => {
                 (ok.clientid, ok.setclientid_confirm)

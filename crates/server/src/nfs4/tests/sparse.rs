@@ -16,12 +16,12 @@ async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
 }
 
 fn write(sid: &Stateid4, offset: u64, data: &[u8]) -> NfsArgop4 {
-    NfsArgop4::OP_WRITE(Write4args {
-        stateid: sid.clone(),
+    write_op(
+        sid,
         offset,
-        stable: StableHow4::FILE_SYNC4,
-        data: Bytes::copy_from_slice(data),
-    })
+        StableHow4::FILE_SYNC4,
+        Bytes::copy_from_slice(data),
+    )
 }
 
 fn seek(sid: &Stateid4, offset: u64, what: DataContent4) -> NfsArgop4 {
@@ -37,22 +37,6 @@ fn read_plus(sid: &Stateid4, offset: u64, count: u32) -> NfsArgop4 {
         rpa_stateid: sid.clone(),
         rpa_offset: offset,
         rpa_count: count,
-    })
-}
-
-fn allocate(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
-    NfsArgop4::OP_ALLOCATE(Allocate4args {
-        aa_stateid: sid.clone(),
-        aa_offset: offset,
-        aa_length: length,
-    })
-}
-
-fn deallocate(sid: &Stateid4, offset: u64, length: u64) -> NfsArgop4 {
-    NfsArgop4::OP_DEALLOCATE(Deallocate4args {
-        da_stateid: sid.clone(),
-        da_offset: offset,
-        da_length: length,
     })
 }
 
@@ -81,11 +65,7 @@ async fn ok(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
 
 /// READ's data and eof.
 async fn read(fx: &Fx, s: &Sess, o: &Opened, offset: u64, count: u32) -> (Vec<u8>, bool) {
-    let op = NfsArgop4::OP_READ(Read4args {
-        stateid: o.stateid.clone(),
-        offset,
-        count,
-    });
+    let op = read_op(&o.stateid, offset, count);
     let r = ok(fx, s, vec![putfh(&o.fh), op]).await;
     match r.resarray.last() {
         Some(NfsResop4::OP_READ(Read4res::NFS4_OK(ok))) => (ok.data.to_vec(), ok.eof),
@@ -289,7 +269,7 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
     ok(
         &fx,
         &s,
-        vec![putfh(&o.fh), deallocate(&o.stateid, 100, PAGE)],
+        vec![putfh(&o.fh), deallocate_op(&o.stateid, 100, PAGE)],
     )
     .await;
     let (data, eof) = read(&fx, &s, &o, 0, 1 << 20).await;
@@ -304,17 +284,17 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
     ok(
         &fx,
         &s,
-        vec![putfh(&o.fh), allocate(&o.stateid, 3 * PAGE, PAGE)],
+        vec![putfh(&o.fh), allocate_op(&o.stateid, 3 * PAGE, PAGE)],
     )
     .await;
     let (data, _) = read(&fx, &s, &o, 3 * PAGE, 1 << 20).await;
     assert_eq!(data, vec![0; PAGE as usize]);
     // Zero lengths and ranges past the largest file.
     for (op, want) in [
-        (allocate(&o.stateid, 0, 0), NFS4ERR_INVAL),
-        (deallocate(&o.stateid, 0, 0), NFS4ERR_INVAL),
-        (allocate(&o.stateid, u64::MAX, 2), NFS4ERR_FBIG),
-        (deallocate(&o.stateid, 1 << 63, 1), NFS4ERR_FBIG),
+        (allocate_op(&o.stateid, 0, 0), NFS4ERR_INVAL),
+        (deallocate_op(&o.stateid, 0, 0), NFS4ERR_INVAL),
+        (allocate_op(&o.stateid, u64::MAX, 2), NFS4ERR_FBIG),
+        (deallocate_op(&o.stateid, 1 << 63, 1), NFS4ERR_FBIG),
     ] {
         let r = call42(&fx, &s, vec![putfh(&o.fh), op]).await;
         assert_eq!(r.status, want);
@@ -324,7 +304,10 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
         .open(&s, "f", "r", OPEN4_SHARE_ACCESS_READ, DENY_NONE)
         .await
         .unwrap();
-    for op in [allocate(&ro.stateid, 0, 1), deallocate(&ro.stateid, 0, 1)] {
+    for op in [
+        allocate_op(&ro.stateid, 0, 1),
+        deallocate_op(&ro.stateid, 0, 1),
+    ] {
         let r = call42(&fx, &s, vec![putfh(&ro.fh), op]).await;
         assert_eq!(r.status, NFS4ERR_OPENMODE);
     }
@@ -332,12 +315,12 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
     let r = call42(
         &fx,
         &s,
-        vec![NfsArgop4::OP_PUTROOTFH, allocate(&anon, 0, 1)],
+        vec![NfsArgop4::OP_PUTROOTFH, allocate_op(&anon, 0, 1)],
     )
     .await;
     assert_eq!(r.status, NFS4ERR_ISDIR);
     // The anonymous stateid writes as WRITE's would.
-    let r = call42(&fx, &s, vec![putfh(&o.fh), allocate(&anon, 0, 1)]).await;
+    let r = call42(&fx, &s, vec![putfh(&o.fh), allocate_op(&anon, 0, 1)]).await;
     assert_eq!(r.status, NFS4_OK);
 }
 
@@ -348,8 +331,8 @@ async fn sparse_ops_are_illegal_before_minor_version_2() {
     for op in [
         seek(&o.stateid, 0, DataContent4::NFS4_CONTENT_DATA),
         read_plus(&o.stateid, 0, 1),
-        allocate(&o.stateid, 0, 1),
-        deallocate(&o.stateid, 0, 1),
+        allocate_op(&o.stateid, 0, 1),
+        deallocate_op(&o.stateid, 0, 1),
     ] {
         let r = fx.call(&s, vec![putfh(&o.fh), op.clone()]).await;
         assert_eq!(r.status, NFS4ERR_OP_ILLEGAL);
@@ -383,7 +366,7 @@ async fn known_but_unimplemented_ops_are_notsupp() {
             gdda_dir_attributes: vec![],
         }),
         A::OP_WANT_DELEGATION(WantDelegation4args {
-            wda_want: OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
+            wda_want: WANT_READ,
             wda_claim: DelegClaim4::CLAIM_FH,
         }),
         A::OP_GETDEVICELIST(Getdevicelist4args {
@@ -425,20 +408,7 @@ async fn known_but_unimplemented_ops_are_notsupp() {
         A::OP_RENEW(Renew4args {
             clientid: s.clientid,
         }),
-        A::OP_SETCLIENTID(Setclientid4args {
-            client: NfsClientId4 {
-                verifier: [7; 8],
-                id: name("v40"),
-            },
-            callback: CbClient4 {
-                cb_program: 0x4000_0000,
-                cb_location: Netaddr4 {
-                    na_r_netid: name("tcp"),
-                    na_r_addr: name("127.0.0.1.0.0"),
-                },
-            },
-            callback_ident: 1,
-        }),
+        setclientid_op("v40", 7, 0x4000_0000, ("tcp", "127.0.0.1.0.0"), 1),
         A::OP_SETCLIENTID_CONFIRM(SetclientidConfirm4args {
             clientid: s.clientid,
             setclientid_confirm: [0; 8],

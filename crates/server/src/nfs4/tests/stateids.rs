@@ -14,19 +14,7 @@ fn made_up_stateid() -> Stateid4 {
 
 impl Fx {
     async fn read(&self, s: &Sess, sid: &Stateid4, fh: &NfsFh4) -> Result<Bytes, Nfsstat4> {
-        let r = self
-            .call(
-                s,
-                vec![
-                    putfh(fh),
-                    NfsArgop4::OP_READ(Read4args {
-                        stateid: sid.clone(),
-                        offset: 0,
-                        count: 5,
-                    }),
-                ],
-            )
-            .await;
+        let r = self.call(s, vec![putfh(fh), read_op(sid, 0, 5)]).await;
         match r.resarray.last() {
             Some(NfsResop4::OP_READ(Read4res::NFS4_OK(ok))) => Ok(ok.data.clone()),
             _ => Err(r.status),
@@ -38,12 +26,7 @@ impl Fx {
             s,
             vec![
                 putfh(fh),
-                NfsArgop4::OP_WRITE(Write4args {
-                    stateid: sid.clone(),
-                    offset: 0,
-                    stable: StableHow4::FILE_SYNC4,
-                    data: Bytes::from_static(data),
-                }),
+                write_op(sid, 0, StableHow4::FILE_SYNC4, Bytes::from_static(data)),
             ],
         )
         .await
@@ -104,14 +87,7 @@ async fn test_stateid_and_free_stateid() {
     let other = fx.client("other").await;
     let o = fx.open(&s, "f", "open-a", BOTH, DENY_NONE).await.unwrap();
     let l = fx
-        .lock(
-            &s,
-            &o.fh,
-            NfsLockType4::WRITE_LT,
-            0,
-            1,
-            new_lock_owner(&o.stateid, owner(s.clientid, "lock")),
-        )
+        .new_write_lock(&s, &o.fh, &o.stateid, (0, 1), "lock")
         .await
         .unwrap();
     let anon = Stateid4 {
@@ -138,16 +114,7 @@ async fn test_stateid_and_free_stateid() {
     let r = fx
         .call(
             &s,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_LOCKU(Locku4args {
-                    locktype: NfsLockType4::WRITE_LT,
-                    seqid: 0,
-                    lock_stateid: l,
-                    offset: 0,
-                    length: 1,
-                }),
-            ],
+            vec![putfh(&o.fh), locku_op(NfsLockType4::WRITE_LT, 0, &l, 0, 1)],
         )
         .await;
     let Some(NfsResop4::OP_LOCKU(Locku4res::NFS4_OK(l))) = r.resarray.last() else {
@@ -159,16 +126,7 @@ async fn test_stateid_and_free_stateid() {
         [NFS4ERR_BAD_STATEID, NFS4_OK]
     );
     let r = fx
-        .call(
-            &s,
-            vec![
-                putfh(&o.fh),
-                NfsArgop4::OP_CLOSE(Close4args {
-                    seqid: 0,
-                    open_stateid: o.stateid.clone(),
-                }),
-            ],
-        )
+        .call(&s, vec![putfh(&o.fh), close_op(0, &o.stateid)])
         .await;
     assert_eq!(r.status, NFS4_OK, "CLOSE after FREE_STATEID");
 }

@@ -15,14 +15,7 @@ async fn c40(fx: &Fx, ops: Vec<NfsArgop4>) -> (Bytes, Compound4res) {
 fn open(clientid: u64, owner: &str, seqid: u32, file: &str) -> Vec<NfsArgop4> {
     vec![
         NfsArgop4::OP_PUTROOTFH,
-        open_args(
-            seqid,
-            super::owner(clientid, owner),
-            BOTH,
-            DENY_NONE,
-            create(),
-            OpenClaim4::CLAIM_NULL(name(file)),
-        ),
+        open_named(seqid, super::owner(clientid, owner), BOTH, create(), file),
         NfsArgop4::OP_GETFH,
     ]
 }
@@ -111,13 +104,7 @@ async fn nfs40_client_open_and_seqid_rules() {
         &fx,
         vec![
             putfh(&fh),
-            NfsArgop4::OP_LOCKU(Locku4args {
-                locktype: NfsLockType4::WRITE_LT,
-                seqid: 1,
-                lock_stateid: lsid,
-                offset: 0,
-                length: 10,
-            }),
+            locku_op(NfsLockType4::WRITE_LT, 1, &lsid, 0, 10),
         ],
     )
     .await;
@@ -158,15 +145,8 @@ async fn client40_with_lock(fx: &Fx, name: &str) -> (u64, NfsFh4, Stateid4, Stat
 /// An NFSv4.1 client's LOCK on the same bytes.
 async fn other_locks(fx: &Fx, b: &Sess) -> Result<Stateid4, Nfsstat4> {
     let ob = fx.open(b, "f", "open-b", BOTH, DENY_NONE).await.unwrap();
-    fx.lock(
-        b,
-        &ob.fh,
-        NfsLockType4::WRITE_LT,
-        0,
-        10,
-        new_lock_owner(&ob.stateid, owner(b.clientid, "lock-b")),
-    )
-    .await
+    fx.new_write_lock(b, &ob.fh, &ob.stateid, (0, 10), "lock-b")
+        .await
 }
 
 /// RENEW keeps a 4.0 lease; without it the lease runs out, a conflict
@@ -190,19 +170,7 @@ async fn renew_keeps_the_lease_and_its_end_expires_the_client() {
     fx.pass(secs(3), &[&b]).await;
     other_locks(&fx, &b).await.expect("the 4.0 client lapsed");
     assert_eq!(fx.renew40(id).await, NFS4ERR_EXPIRED);
-    let r = fx
-        .compound(
-            0,
-            vec![
-                putfh(&fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: osid,
-                    offset: 0,
-                    count: 1,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.compound(0, vec![putfh(&fh), read_op(&osid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_EXPIRED, "{:?}", statuses(&r));
 }
 
@@ -214,19 +182,7 @@ async fn stateful_operation_renews_a_40_lease() {
     let b = fx.client("b").await;
     for _ in 0..4 {
         fx.pass(millis(1500), &[&b]).await;
-        let r = fx
-            .compound(
-                0,
-                vec![
-                    putfh(&fh),
-                    NfsArgop4::OP_READ(Read4args {
-                        stateid: osid.clone(),
-                        offset: 0,
-                        count: 1,
-                    }),
-                ],
-            )
-            .await;
+        let r = fx.compound(0, vec![putfh(&fh), read_op(&osid, 0, 1)]).await;
         assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
     }
     assert_eq!(other_locks(&fx, &b).await, Err(NFS4ERR_DENIED));
@@ -256,18 +212,6 @@ async fn ids_of_a_previous_instance_are_stale() {
     let (id, fh, osid, _) = client40_with_lock(&fx, "before").await;
     fx.restart(cfg(2, 90));
     assert_eq!(fx.renew40(id).await, NFS4ERR_STALE_CLIENTID);
-    let r = fx
-        .compound(
-            0,
-            vec![
-                putfh(&fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: osid,
-                    offset: 0,
-                    count: 1,
-                }),
-            ],
-        )
-        .await;
+    let r = fx.compound(0, vec![putfh(&fh), read_op(&osid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_STALE_STATEID, "{:?}", statuses(&r));
 }

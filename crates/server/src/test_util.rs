@@ -1,0 +1,50 @@
+//! Fixtures that the in-crate tests of NFSv3, NFSv4 and NLM share.
+
+use crate::export::{Cidr, Export, Squash};
+use bytes::Bytes;
+use rpc::CallContext;
+use std::sync::Arc;
+
+/// An export of `backend` from /srv/test, at the pseudo root, to the
+/// clients in CIDR `clients`, root squashed.
+pub fn export(backend: Arc<dyn vfs::Backend>, read_only: bool, clients: &str) -> Export {
+    Export::simple(
+        "/srv/test",
+        "/",
+        backend,
+        &[clients.parse::<Cidr>().unwrap()],
+        read_only,
+        Squash::Root,
+    )
+}
+
+/// AUTH_SYS as uid and gid 1000 from machine "test".
+pub fn user_1000() -> rpc::Auth {
+    rpc::Auth::Sys(rpc::AuthSys {
+        stamp: 0,
+        machinename: Bytes::from_static(b"test"),
+        uid: 1000,
+        gid: 1000,
+        gids: vec![],
+    })
+}
+
+/// A call of `prog` `vers` procedure `proc_` from `peer` ("ip:port").
+pub fn call_ctx(
+    xid: u32,
+    (prog, vers, proc_): (u32, u32, u32),
+    auth: rpc::Auth,
+    peer: &str,
+) -> CallContext {
+    let peer: std::net::SocketAddr = peer.parse().unwrap();
+    CallContext::new(
+        xid,
+        prog,
+        vers,
+        proc_,
+        auth,
+        peer,
+        1,
+        metrics::ClientStats::detached(peer.ip()),
+    )
+}
