@@ -365,10 +365,9 @@ fn free_stateid_of_a_revoked_delegation_by_hand() {
 
 #[test]
 fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
-    let t = Tarn::start(&[]);
-    run(async {
-        make_file(t.addr, "w", b"").await;
-        let a = session(t.addr).await;
+    with_server(|addr| async move {
+        make_file(addr, "w", b"").await;
+        let a = session(addr).await;
         let root = a.lookup_path("/").await.unwrap();
         let owner = a.open_owner();
         let o = a
@@ -399,7 +398,7 @@ fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
         assert!(local.change.unwrap() > change0);
 
         // B asks the server, which asks A (CB_GETATTR).
-        let b = session(t.addr).await;
+        let b = session(addr).await;
         let fh_b = b.lookup(&root, "w").await.unwrap();
         let seen = b.attrs(&fh_b, &[FATTR4_SIZE, FATTR4_CHANGE]).await.unwrap();
         assert_eq!(seen.size, Some(32), "the size A reported");
@@ -421,10 +420,9 @@ fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
 /// above had buffered) is what the recalling client reads.
 #[test]
 fn open_by_handle_and_the_hook_before_return() {
-    let t = Tarn::start(&[]);
-    run(async {
-        make_file(t.addr, "h", b"").await;
-        let a = std::sync::Arc::new(session(t.addr).await);
+    with_server(|addr| async move {
+        make_file(addr, "h", b"").await;
+        let a = std::sync::Arc::new(session(addr).await);
         let root = a.lookup_path("/").await.unwrap();
         let fh = a.lookup(&root, "h").await.unwrap();
         let owner = a.new_owner("open");
@@ -458,7 +456,7 @@ fn open_by_handle_and_the_hook_before_return() {
                     .is_ok()
                 })
             })));
-        let b = session(t.addr).await;
+        let b = session(addr).await;
         let (sid_b, fh_b) = b
             .open(&root, "h", None, OPEN4_SHARE_ACCESS_READ)
             .await

@@ -73,9 +73,8 @@ fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
 
 #[test]
 fn a_recall_reaches_the_client_over_a_replaced_connection() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let p = proxy(t.addr).await;
+    with_server(|addr| async move {
+        let p = proxy(addr).await;
         let a = channel_session_with(p.addr, 1, true).await;
         assert!(a.back_channel().is_some());
         let dir = root(&a).await;
@@ -95,7 +94,7 @@ fn a_recall_reaches_the_client_over_a_replaced_connection() {
             .await
             .unwrap();
         assert!(a.delegations().get(&fh).is_some(), "a read delegation");
-        let b = session(t.addr).await;
+        let b = session(addr).await;
         let t0 = std::time::Instant::now();
         let (bsid, bfh) = b
             .open(&dir, "f", None, OPEN4_SHARE_ACCESS_WRITE)

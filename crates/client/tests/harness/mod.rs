@@ -153,6 +153,26 @@ pub fn run<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// Runs one async test body against its own fresh `tarn serve` (no extra
+/// flags), given the server's address; the server is killed at the end.
+pub fn with_server<F, Fut>(body: F) -> Fut::Output
+where
+    F: FnOnce(SocketAddr) -> Fut,
+    Fut: std::future::Future,
+{
+    let t = Tarn::start(&[]);
+    run(body(t.addr))
+}
+
+/// [`with_server`] with a first [`session`] already made.
+pub fn with_session<F, Fut>(body: F) -> Fut::Output
+where
+    F: FnOnce(SocketAddr, Arc<Session>) -> Fut,
+    Fut: std::future::Future,
+{
+    with_server(|addr| async move { body(addr, session(addr).await).await })
+}
+
 pub async fn conn(addr: SocketAddr) -> Nfs4Conn {
     Nfs4Conn::connect(addr, UID, GID).await.expect("connect")
 }
