@@ -150,20 +150,7 @@ fn readdir_with_and_lookup_with_attributes() {
         assert!(old.iter().all(|e| e.attrs.fileid.is_some()));
 
         let root = s.lookup_path("/").await.unwrap();
-        let a = s
-            .attrs(
-                &root,
-                &[
-                    FATTR4_FILES_AVAIL,
-                    FATTR4_FILES_FREE,
-                    FATTR4_FILES_TOTAL,
-                    FATTR4_SPACE_AVAIL,
-                    FATTR4_SPACE_FREE,
-                    FATTR4_SPACE_TOTAL,
-                ],
-            )
-            .await
-            .unwrap();
+        let a = s.attrs(&root, client::nfs4::attr::FSSTAT).await.unwrap();
         let (total, free, avail) = (
             a.space_total.unwrap(),
             a.space_free.unwrap(),

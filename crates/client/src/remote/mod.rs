@@ -888,15 +888,7 @@ impl Remote {
     }
 
     pub async fn fsstat(&self, fh: &Fh) -> Result<FsStat> {
-        use p4::*;
-        const FS: &[u32] = &[
-            FATTR4_FILES_AVAIL,
-            FATTR4_FILES_FREE,
-            FATTR4_FILES_TOTAL,
-            FATTR4_SPACE_AVAIL,
-            FATTR4_SPACE_FREE,
-            FATTR4_SPACE_TOTAL,
-        ];
+        const FS: &[u32] = crate::nfs4::attr::FSSTAT;
         match &self.proto {
             Proto::V4(_) | Proto::V40(_) => {
                 let a = match &self.proto {
