@@ -385,28 +385,20 @@ impl Nfs3 {
     }
 
     pub async fn remove(&self, dir: &NfsFh3, name: &str) -> Result<()> {
-        let r: Remove3res = self
-            .call(
-                NFSPROC3_REMOVE,
-                &Remove3args {
-                    object: dirop(dir, name),
-                },
-            )
-            .await?;
+        let a = Remove3args {
+            object: dirop(dir, name),
+        };
+        let r: Remove3res = self.call(NFSPROC3_REMOVE, &a).await?;
         ok!(r, Remove3res, "REMOVE");
         Ok(())
     }
 
     pub async fn rmdir(&self, dir: &NfsFh3, name: &str) -> Result<()> {
         self.forget_dirs();
-        let r: Rmdir3res = self
-            .call(
-                NFSPROC3_RMDIR,
-                &Rmdir3args {
-                    object: dirop(dir, name),
-                },
-            )
-            .await?;
+        let a = Rmdir3args {
+            object: dirop(dir, name),
+        };
+        let r: Rmdir3res = self.call(NFSPROC3_RMDIR, &a).await?;
         ok!(r, Rmdir3res, "RMDIR");
         Ok(())
     }
