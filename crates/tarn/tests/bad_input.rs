@@ -12,14 +12,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 fn null_works(s: &TestServer) {
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let r = raw_call(
-        &mut c,
-        &call_record(77, NFS_PROGRAM, 3, 0, &auth_none(), &[]),
-    )
-    .expect("NULL answered");
-    let (xid, st, _) = decode_reply(r.into()).unwrap();
-    assert_eq!((xid, st), (77, ReplyStatus::Success));
+    assert_eq!(null_on_new_connection(s), (77, ReplyStatus::Success));
 }
 
 fn status_of(s: &TestServer, rec: &[u8]) -> ReplyStatus {

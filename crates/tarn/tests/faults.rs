@@ -19,13 +19,7 @@ use std::time::{Duration, Instant};
 
 /// A NULL call answered on a fresh connection: the server serves others.
 fn null_works(s: &TestServer) {
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let r = raw_call(
-        &mut c,
-        &call_record(77, NFS_PROGRAM, 3, 0, &auth_none(), &[]),
-    )
-    .expect("NULL answered");
-    assert_eq!(decode_reply(r.into()).unwrap().0, 77);
+    assert_eq!(null_on_new_connection(s).0, 77);
 }
 
 /// Seconds until the server closes `c` (reads return 0 or fail), at most `max`.
@@ -826,16 +820,7 @@ fn storage_errors_over_nfsv41() {
 }
 
 fn commit3(c: &mut TcpStream, fh: &NfsFh3) -> Result<[u8; 8], Nfsstat3> {
-    let r: Commit3res = nfs_call(
-        c,
-        xid(),
-        NFSPROC3_COMMIT,
-        &Commit3args {
-            file: fh.clone(),
-            offset: 0,
-            count: 0,
-        },
-    );
+    let r: Commit3res = nfs_call(c, xid(), NFSPROC3_COMMIT, &commit_all(fh));
     match r {
         Commit3res::NFS3_OK(ok) => Ok(ok.verf),
         Commit3res::Default(s, _) => Err(s),

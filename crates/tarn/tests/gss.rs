@@ -152,11 +152,7 @@ fn rpcsec_gss_with_a_real_kdc() {
     };
     assert_eq!(ok.auth_flavors, vec![390003, 390004, 390005, 1]);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         // --- every service: GETATTR, WRITE, READ ---
         for svc in [GssService::None, GssService::Integrity, GssService::Privacy] {

@@ -85,11 +85,7 @@ fn doctor_explains_kerberos_clients() {
         other => panic!("LOOKUP: {other:?}"),
     };
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let out = rt.block_on(async {
         let syncer = gss_from(s.addr, "127.0.0.2").await;
         let drifter = gss_from(s.addr, "127.0.0.3").await;

@@ -82,16 +82,7 @@ fn healthy_clients_yield_no_findings() {
         for i in 0..4u64 {
             write(&mut c, &fh, i * 65536, 65536, StableHow::UNSTABLE);
         }
-        let _: Commit3res = nfs_call(
-            &mut c,
-            xid(),
-            NFSPROC3_COMMIT,
-            &Commit3args {
-                file: fh.clone(),
-                offset: 0,
-                count: 0,
-            },
-        );
+        let _: Commit3res = nfs_call(&mut c, xid(), NFSPROC3_COMMIT, &commit_all(&fh));
         for _ in 0..5 {
             getattr(&mut c, &root);
             getattr(&mut c, &fh);

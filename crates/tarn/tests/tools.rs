@@ -715,145 +715,31 @@ fn lock_v40_two_processes() {
     two_lockers("4.0");
 }
 
-/// Relays `client`'s calls to `server`, but answers NFSv4 calls itself
-/// with PROG_MISMATCH (versions 3 to 3), as a server without NFSv4 does.
-fn relay_without_v4(client: std::net::TcpStream, server: std::net::SocketAddr) {
-    use std::io::{Read, Write};
-    use std::sync::{Arc, Mutex};
-    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        loop {
-            let mut h = [0u8; 4];
-            s.read_exact(&mut h).ok()?;
-            let h = u32::from_be_bytes(h);
-            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
-            s.read_exact(&mut frag).ok()?;
-            out.extend_from_slice(&frag);
-            if h & 0x8000_0000 != 0 {
-                return Some(out);
-            }
-        }
-    }
-    fn framed(body: &[u8]) -> Vec<u8> {
-        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
-        v.extend_from_slice(body);
-        v
-    }
-    let mut srv = std::net::TcpStream::connect(server).unwrap();
-    let to_client = Arc::new(Mutex::new(client.try_clone().unwrap()));
-    let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
-    std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_srv) {
-            if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
-                return;
-            }
-        }
-    });
-    let mut from_client = client;
-    std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_client) {
-            let word = |i: usize| u32::from_be_bytes(rec[i..i + 4].try_into().unwrap());
-            if rec.len() >= 20 && word(4) == 0 && word(12) == 100003 && word(16) == 4 {
-                let mut out = bytes::BytesMut::new();
-                rpc::record::begin(&mut out);
-                rpc::msg::prog_mismatch(word(0), 3, 3, &mut out);
-                rpc::record::finish(&mut out);
-                if to_client.lock().unwrap().write_all(&out).is_err() {
-                    return;
-                }
-            } else if srv.write_all(&framed(&rec)).is_err() {
-                return;
-            }
-        }
-        let _ = srv.shutdown(std::net::Shutdown::Both);
-    });
-}
-
-/// No vers=: NFSv4.2, then 4.1, then NFSv3, as mount.nfs tries them. A
-/// server that answers NFSv4 with PROG_MISMATCH (a relay in front of
-/// tarn serve) is used over NFSv3; asked for 4.1, it is an error.
-#[test]
-fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
-    let s = TestServer::start();
+/// A relay on a new local port to `server`, where `answer` may answer a
+/// call record itself (the reply record) instead of passing it on.
+fn relay(server: std::net::SocketAddr, answer: fn(&[u8]) -> Option<bytes::BytesMut>) -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let server = s.addr;
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
-            relay_without_v4(c, server);
+            relay_one(c, server, answer);
         }
     });
-    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
-    let f = s.state.join("f");
-    std::fs::write(&f, b"over v3\n").unwrap();
-    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
-    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over v3\n");
-    assert_eq!(tarn(&["cat", &u("/f")]), "over v3\n");
-    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
-    assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
-    assert!(e.contains("it speaks versions 3 to 3"), "{e}");
+    port
 }
 
-/// Relays `client`'s calls to `server`, answering as a server that speaks
-/// NFSv4.0 only: a COMPOUND of another minor version gets
-/// NFS4ERR_MINOR_VERS_MISMATCH, NFSv3 and MOUNT get PROG_MISMATCH.
-fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
-    use std::io::{Read, Write};
-    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        loop {
-            let mut h = [0u8; 4];
-            s.read_exact(&mut h).ok()?;
-            let h = u32::from_be_bytes(h);
-            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
-            s.read_exact(&mut frag).ok()?;
-            out.extend_from_slice(&frag);
-            if h & 0x8000_0000 != 0 {
-                return Some(out);
-            }
-        }
-    }
-    fn framed(body: &[u8]) -> Vec<u8> {
-        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
-        v.extend_from_slice(body);
-        v
-    }
-    /// The reply the relay gives itself, if any.
-    fn answer(rec: &[u8]) -> Option<bytes::BytesMut> {
-        let word = |i: usize| {
-            rec.get(i..i + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
-        };
-        let pad = |n: u32| (n as usize).div_ceil(4) * 4;
-        let (xid, prog, vers, proc_) = (word(0)?, word(12)?, word(16)?, word(20)?);
-        let mut out = bytes::BytesMut::new();
-        rpc::record::begin(&mut out);
-        if (prog == 100003 && vers == 3) || prog == 100005 {
-            rpc::msg::prog_mismatch(xid, 4, 4, &mut out);
-        } else if prog == 100003 && vers == 4 && proc_ == 1 {
-            // Past the credential and the verifier: the tag, then the minor version.
-            let verf = 32 + pad(word(28)?);
-            let args = verf + 8 + pad(word(verf + 4)?);
-            let minor = word(args + 4 + pad(word(args)?))?;
-            if minor == 0 {
-                return None;
-            }
-            rpc::msg::success_header(xid, &mut out);
-            out.extend_from_slice(
-                &(proto::nfs4::Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32).to_be_bytes(),
-            );
-            out.extend_from_slice(&[0; 8]); // empty tag, no results
-        } else {
-            return None;
-        }
-        rpc::record::finish(&mut out);
-        Some(out)
-    }
+/// Relays `client`'s calls to `server` and the replies back, as [`relay`].
+fn relay_one(
+    client: std::net::TcpStream,
+    server: std::net::SocketAddr,
+    answer: fn(&[u8]) -> Option<bytes::BytesMut>,
+) {
+    use std::io::Write;
     let mut srv = std::net::TcpStream::connect(server).unwrap();
     let to_client = std::sync::Arc::new(std::sync::Mutex::new(client.try_clone().unwrap()));
     let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
     std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_srv) {
+        while let Some(rec) = next_record(&mut from_srv) {
             if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
                 return;
             }
@@ -861,7 +747,7 @@ fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
     });
     let mut from_client = client;
     std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_client) {
+        while let Some(rec) = next_record(&mut from_client) {
             let sent = match answer(&rec) {
                 Some(out) => to_client.lock().unwrap().write_all(&out),
                 None => srv.write_all(&framed(&rec)),
@@ -874,26 +760,87 @@ fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
     });
 }
 
+/// Answers NFSv4 calls with PROG_MISMATCH (versions 3 to 3), as a server
+/// without NFSv4 does.
+fn without_v4(rec: &[u8]) -> Option<bytes::BytesMut> {
+    let word = |i: usize| u32::from_be_bytes(rec[i..i + 4].try_into().unwrap());
+    if !(rec.len() >= 20 && word(4) == 0 && word(12) == 100003 && word(16) == 4) {
+        return None;
+    }
+    let mut out = bytes::BytesMut::new();
+    rpc::record::begin(&mut out);
+    rpc::msg::prog_mismatch(word(0), 3, 3, &mut out);
+    rpc::record::finish(&mut out);
+    Some(out)
+}
+
+/// `tarn cp` of a local file holding `text` to `/f` on `s` through the
+/// relay on `port`, then `tarn cat` of it; what makes the relay's URLs.
+fn cp_and_cat_through(s: &TestServer, port: u16, text: &str) -> impl Fn(&str) -> String {
+    let u = move |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
+    let f = s.state.join("f");
+    std::fs::write(&f, text).unwrap();
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), text.as_bytes());
+    assert_eq!(tarn(&["cat", &u("/f")]), text);
+    u
+}
+
+/// No vers=: NFSv4.2, then 4.1, then NFSv3, as mount.nfs tries them. A
+/// server that answers NFSv4 with PROG_MISMATCH (a relay in front of
+/// tarn serve) is used over NFSv3; asked for 4.1, it is an error.
+#[test]
+fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
+    let s = TestServer::start();
+    let port = relay(s.addr, without_v4);
+    let u = cp_and_cat_through(&s, port, "over v3\n");
+    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
+    assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
+    assert!(e.contains("it speaks versions 3 to 3"), "{e}");
+}
+
+/// Answers as a server that speaks NFSv4.0 only: a COMPOUND of another
+/// minor version gets NFS4ERR_MINOR_VERS_MISMATCH, NFSv3 and MOUNT get
+/// PROG_MISMATCH.
+fn v40_only(rec: &[u8]) -> Option<bytes::BytesMut> {
+    let word = |i: usize| {
+        rec.get(i..i + 4)
+            .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+    };
+    let pad = |n: u32| (n as usize).div_ceil(4) * 4;
+    let (xid, prog, vers, proc_) = (word(0)?, word(12)?, word(16)?, word(20)?);
+    let mut out = bytes::BytesMut::new();
+    rpc::record::begin(&mut out);
+    if (prog == 100003 && vers == 3) || prog == 100005 {
+        rpc::msg::prog_mismatch(xid, 4, 4, &mut out);
+    } else if prog == 100003 && vers == 4 && proc_ == 1 {
+        // Past the credential and the verifier: the tag, then the minor version.
+        let verf = 32 + pad(word(28)?);
+        let args = verf + 8 + pad(word(verf + 4)?);
+        let minor = word(args + 4 + pad(word(args)?))?;
+        if minor == 0 {
+            return None;
+        }
+        rpc::msg::success_header(xid, &mut out);
+        out.extend_from_slice(
+            &(proto::nfs4::Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32).to_be_bytes(),
+        );
+        out.extend_from_slice(&[0; 8]); // empty tag, no results
+    } else {
+        return None;
+    }
+    rpc::record::finish(&mut out);
+    Some(out)
+}
+
 /// No vers= and vers=4: 4.2 and 4.1 refused with
 /// NFS4ERR_MINOR_VERS_MISMATCH, the tools use NFSv4.0 (NFSv3 is refused
 /// too, so nothing else could have worked); vers=4.1 is an error.
 #[test]
 fn a_server_with_nfsv4_0_only_is_used_over_4_0() {
     let s = TestServer::start_with(&["--grace", "0"]);
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let server = s.addr;
-    std::thread::spawn(move || {
-        for c in l.incoming().flatten() {
-            relay_v40_only(c, server);
-        }
-    });
-    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
-    let f = s.state.join("f");
-    std::fs::write(&f, b"over 4.0\n").unwrap();
-    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
-    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over 4.0\n");
-    assert_eq!(tarn(&["cat", &u("/f")]), "over 4.0\n");
+    let port = relay(s.addr, v40_only);
+    let u = cp_and_cat_through(&s, port, "over 4.0\n");
     assert_eq!(tarn(&["cat", &(u("/f") + "&vers=4")]), "over 4.0\n");
     let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
     assert!(e.contains("NFS4ERR_MINOR_VERS_MISMATCH"), "{e}");

@@ -23,11 +23,7 @@ async fn call<A: xdr::Pack, R: xdr::Unpack>(ch: &Channel, prog: u32, proc_: u32,
 #[test]
 fn a_remove_whose_reply_was_lost_is_answered_from_the_drc() {
     let s = TestServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         // Drops the server's next bytes with the connection once `cut` is set.
         let p = Proxy::start(s.addr).await;

@@ -12,6 +12,15 @@ pub use test_support::free_port;
 pub use test_support::metrics::{metric_sum, metrics_text};
 pub use test_support::server::{mount_ns_wrapper, temp_export, TestServer};
 
+/// A two-worker runtime for a test's async part.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Runs a libnfs-utils tool; panics with a clear message if it is not installed.
 pub fn libnfs(tool: &str, args: &[&str]) -> std::process::Output {
     Command::new(tool).args(args).output().unwrap_or_else(|e| {
@@ -27,6 +36,12 @@ pub fn raw_call(s: &mut TcpStream, record: &[u8]) -> Option<Vec<u8>> {
 
 pub fn read_record(s: &mut TcpStream) -> Option<Vec<u8>> {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    next_record(s)
+}
+
+/// The next RPC record on `s`, its fragments joined, however long it is
+/// in coming (None at the end of the stream or on an error).
+pub fn next_record(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
         let mut h = [0u8; 4];
@@ -42,6 +57,13 @@ pub fn read_record(s: &mut TcpStream) -> Option<Vec<u8>> {
 }
 
 /// A whole record (one fragment) holding a call with the given credential and args.
+/// `body` as one last-fragment record.
+pub fn framed(body: &[u8]) -> Vec<u8> {
+    let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(body);
+    v
+}
+
 pub fn call_record(
     xid: u32,
     prog: u32,
@@ -90,6 +112,25 @@ pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
     match <proto::mount::Mountres3 as xdr::Unpack>::unpack(&mut d).unwrap() {
         proto::mount::Mountres3::MNT3_OK(ok) => NfsFh3 { data: ok.fhandle.0 },
         other => panic!("MNT: {other:?}"),
+    }
+}
+
+/// The xid and status of the reply to a NULL call (xid 77, AUTH_NONE) on
+/// a fresh connection to `s`.
+pub fn null_on_new_connection(s: &TestServer) -> (u32, ReplyStatus) {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let rec = call_record(77, NFS_PROGRAM, 3, 0, &rpc::client::auth_none(), &[]);
+    let r = raw_call(&mut c, &rec).expect("NULL answered");
+    let (xid, st, _) = decode_reply(r.into()).unwrap();
+    (xid, st)
+}
+
+/// COMMIT of all of `fh`'s data.
+pub fn commit_all(fh: &NfsFh3) -> Commit3args {
+    Commit3args {
+        file: fh.clone(),
+        offset: 0,
+        count: 0,
     }
 }
 
