@@ -30,10 +30,9 @@ use proto::nfs4::{self as v4, NfsArgop4, NfsResop4};
 use proto::rpc::{AcceptStat, AuthStat, AuthsysParms, OpaqueAuth, AUTH_SYS};
 use rpc::client::{auth_none, auth_sys};
 use rpc::msg::{decode_reply, ReplyStatus};
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use xdr::Unpack;
 
 /// A server from a TOML config: `a` (pseudo `/`, root squashed), `b`
@@ -80,8 +79,8 @@ impl Srv {
         .unwrap();
         let log = state.join("server.log");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["serve", "--config", file.to_str().unwrap()])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+        cmd.args(["serve", "--config", file.to_str().unwrap()])
             .args(["--listen", &addr.to_string()])
             .args([
                 "--state-dir",
@@ -89,20 +88,8 @@ impl Srv {
                 "--log-level",
                 "debug",
             ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start tarn");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "{line:?}: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+            .args(extra);
+        let child = spawn_serving_drained(&mut cmd, &log, "tarn serve");
         Srv {
             child,
             addr,

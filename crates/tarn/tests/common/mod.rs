@@ -10,7 +10,7 @@ use std::time::Duration;
 
 pub use test_support::free_port;
 pub use test_support::metrics::{metric_sum, metrics_text};
-pub use test_support::server::{mount_ns_wrapper, temp_export, TestServer};
+pub use test_support::server::{mount_ns_wrapper, spawn_serving_drained, temp_export, TestServer};
 
 /// A two-worker runtime for a test's async part.
 pub fn runtime() -> tokio::runtime::Runtime {
