@@ -96,34 +96,19 @@ fn rpcsec_gss_with_a_real_kdc() {
     // the file she uses is world-writable.
     let data = secret(1 << 20);
     let file = export.join("data");
-    std::fs::write(&file, &data).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    world_writable(&file, &data);
     let mport = free_port();
     let maddr = format!("127.0.0.1:{mport}");
-    let kt = kdc.keytab.to_str().unwrap().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &[
-            "--sec",
-            "krb5,krb5i,krb5p,sys",
-            "--keytab",
-            &kt,
-            "--metrics",
-            &maddr,
-        ],
-        &[],
-    );
+    let s = launch_krb(&kdc, &export, &state, &["--metrics", &maddr]);
     // A second server whose export is krb5p only.
     let (_tmp2, export2, state2) = temp_export();
     std::fs::write(export2.join("f"), b"x").unwrap();
+    let kt = kdc.keytab.to_str().unwrap();
     let s2 = TestServer::launch(
         &export2,
         &state2,
         free_port(),
-        &["--sec", "krb5p", "--keytab", &kt],
+        &["--sec", "krb5p", "--keytab", kt],
         &[],
     );
 

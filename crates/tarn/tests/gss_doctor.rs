@@ -50,24 +50,8 @@ fn doctor_explains_kerberos_clients() {
     let (_tmp, export, state) = temp_export();
     // The test principal is not a local user: it works as the anonymous ids.
     let file = export.join("synced");
-    std::fs::write(&file, b"").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let kt = kdc.keytab.to_str().unwrap().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &[
-            "--sec",
-            "krb5,krb5i,krb5p,sys",
-            "--keytab",
-            &kt,
-            "--allow",
-            "127.0.0.0/8",
-        ],
-        &[],
-    );
+    world_writable(&file, b"");
+    let s = launch_krb(&kdc, &export, &state, &["--allow", "127.0.0.0/8"]);
     let mut c = std::net::TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
     let fh = match nfs_call::<_, Lookup3res>(

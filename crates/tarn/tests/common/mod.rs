@@ -12,6 +12,23 @@ pub use test_support::free_port;
 pub use test_support::metrics::{metric_sum, metrics_text};
 pub use test_support::server::{mount_ns_wrapper, spawn_serving_drained, temp_export, TestServer};
 
+/// A file anyone may read and write (a Kerberos test's principal is not a
+/// local user: it works as the anonymous ids).
+pub fn world_writable(file: &Path, data: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(file, data).unwrap();
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
+}
+
+/// A server on `export` taking Kerberos (all three services, with `kdc`'s
+/// keytab) and AUTH_SYS, with `extra` flags.
+pub fn launch_krb(kdc: &testkdc::Kdc, export: &Path, state: &Path, extra: &[&str]) -> TestServer {
+    let kt = kdc.keytab.to_str().unwrap();
+    let mut flags = vec!["--sec", "krb5,krb5i,krb5p,sys", "--keytab", kt];
+    flags.extend_from_slice(extra);
+    TestServer::launch(export, state, free_port(), &flags, &[])
+}
+
 /// A two-worker runtime for a test's async part.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
