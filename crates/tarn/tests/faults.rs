@@ -66,18 +66,7 @@ fn is_root() -> bool {
 }
 
 fn lookup(c: &mut TcpStream, dir: &NfsFh3, n: &str) -> NfsFh3 {
-    let l: Lookup3res = nfs_call(
-        c,
-        1,
-        NFSPROC3_LOOKUP,
-        &Lookup3args {
-            what: Diropargs3 {
-                dir: dir.clone(),
-                name: bytes::Bytes::copy_from_slice(n.as_bytes()),
-            },
-        },
-    );
-    match l {
+    match nfs_lookup(c, 1, dir, n) {
         Lookup3res::NFS3_OK(ok) => ok.object,
         other => panic!("LOOKUP {n}: {other:?}"),
     }

@@ -38,12 +38,7 @@ fn write(c: &mut TcpStream, fh: &NfsFh3, offset: u64, len: usize, stable: Stable
 }
 
 fn getattr(c: &mut TcpStream, fh: &NfsFh3) -> Getattr3res {
-    nfs_call(
-        c,
-        xid(),
-        NFSPROC3_GETATTR,
-        &Getattr3args { object: fh.clone() },
-    )
+    nfs_getattr(c, xid(), fh)
 }
 
 /// Runs `f` in a loop on its own thread until `secs` pass.

@@ -58,13 +58,7 @@ fn mnt_ok(c: &mut TcpStream, xid: u32, path: &'static [u8]) -> NfsFh3 {
 }
 
 fn getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Result<(), Nfsstat3> {
-    let r: Getattr3res = nfs_call(
-        c,
-        xid,
-        NFSPROC3_GETATTR,
-        &Getattr3args { object: fh.clone() },
-    );
-    match r {
+    match nfs_getattr(c, xid, fh) {
         Getattr3res::NFS3_OK(_) => Ok(()),
         Getattr3res::Default(s) => Err(s),
     }

@@ -142,6 +142,25 @@ pub fn null_on_new_connection(s: &TestServer) -> (u32, ReplyStatus) {
     (xid, st)
 }
 
+/// GETATTR of `fh`, as [`nfs_call`] sends it.
+pub fn nfs_getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Getattr3res {
+    nfs_call(
+        c,
+        xid,
+        NFSPROC3_GETATTR,
+        &Getattr3args { object: fh.clone() },
+    )
+}
+
+/// LOOKUP of `name` in `dir`, as [`nfs_call`] sends it.
+pub fn nfs_lookup(c: &mut TcpStream, xid: u32, dir: &NfsFh3, name: &str) -> Lookup3res {
+    let what = Diropargs3 {
+        dir: dir.clone(),
+        name: bytes::Bytes::copy_from_slice(name.as_bytes()),
+    };
+    nfs_call(c, xid, NFSPROC3_LOOKUP, &Lookup3args { what })
+}
+
 /// COMMIT of all of `fh`'s data.
 pub fn commit_all(fh: &NfsFh3) -> Commit3args {
     Commit3args {
