@@ -753,25 +753,6 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     assert!(matches!(g, Getattr3res::NFS3_OK(_)));
 }
 
-/// A connection from `ip` with source port `port` (0: any), or None when
-/// the port cannot be bound (a reserved one without privilege).
-fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpStream> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ip: std::net::IpAddr = ip.parse().unwrap();
-    let t = rt.block_on(async {
-        let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.set_reuseaddr(true).unwrap();
-        sock.bind(SocketAddr::new(ip, port)).ok()?;
-        sock.connect(server).await.ok()
-    })?;
-    let std = t.into_std().unwrap();
-    std.set_nonblocking(false).unwrap();
-    Some(std)
-}
-
 #[test]
 fn secure_refuses_unprivileged_source_ports() {
     // Export `a`: insecure for 127.0.0.1 (where the handle comes from),

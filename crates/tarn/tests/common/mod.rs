@@ -217,6 +217,12 @@ pub fn nfs_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_
 /// A connection to the server from another loopback address (127.0.0.N);
 /// the server must allow it (`--allow 127.0.0.0/8`).
 pub fn connect_from(server: SocketAddr, ip: &str) -> TcpStream {
+    connect_from_port(server, ip, 0).expect("connect from another loopback address")
+}
+
+/// A connection from `ip` with source port `port` (0: any), or None when
+/// the port cannot be bound (a reserved one without privilege).
+pub fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpStream> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -224,12 +230,13 @@ pub fn connect_from(server: SocketAddr, ip: &str) -> TcpStream {
     let ip: std::net::IpAddr = ip.parse().unwrap();
     let t = rt.block_on(async {
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.bind(SocketAddr::new(ip, 0)).unwrap();
-        sock.connect(server).await.unwrap()
-    });
+        sock.set_reuseaddr(true).unwrap();
+        sock.bind(SocketAddr::new(ip, port)).ok()?;
+        sock.connect(server).await.ok()
+    })?;
     let std = t.into_std().unwrap();
     std.set_nonblocking(false).unwrap();
-    std
+    Some(std)
 }
 
 /// Runs the tarn binary with `args`: its status, stdout and stderr.
