@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub use test_support::free_port;
-pub use test_support::metrics::{metric_sum, metrics_text};
+pub use test_support::metrics::{metric_sum, metrics_text, sample};
 pub use test_support::server::{mount_ns_wrapper, spawn_serving_drained, temp_export, TestServer};
 
 /// A file anyone may read and write (a Kerberos test's principal is not a
