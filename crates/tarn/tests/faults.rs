@@ -655,10 +655,7 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
     };
     let pid = child_of(s.child.as_ref().unwrap().id()).expect("the server process");
     let st = state.display().to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     use client::nfs4::Session;
     use proto::nfs4::Nfsstat4;
     rt.block_on(async {
@@ -747,10 +744,7 @@ fn storage_errors_over_nfsv41() {
         null_works(&s);
         size3(&mut other, &other_root);
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let a = Session::connect(s.addr, &v41(1000)).await.unwrap();
         let root = a.lookup_path("/").await.unwrap();
@@ -848,10 +842,7 @@ fn a_lost_write_changes_the_write_verifier() {
     assert_ne!(v1, v2, "a COMMIT after lost data vouched for it");
     // The new verifier is the server's, for every file and both protocols.
     assert_eq!(write3_verf(&mut c, &plain, StableHow::UNSTABLE), v2);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let a = client::nfs4::Session::connect(s.addr, &v41(1000))
             .await

@@ -41,18 +41,7 @@ fn mnt(c: &mut TcpStream, path: &str) -> Mountres3 {
 
 /// A connection from 127.0.0.2, which the default export does not allow.
 fn connect_from_127_0_0_2(s: &TestServer) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let t = rt.block_on(async {
-        let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.bind("127.0.0.2:0".parse().unwrap()).unwrap();
-        sock.connect(s.addr).await.unwrap()
-    });
-    let std = t.into_std().unwrap();
-    std.set_nonblocking(false).unwrap();
-    std
+    connect_from(s.addr, "127.0.0.2")
 }
 
 #[test]

@@ -698,10 +698,7 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     let ga = xdr::to_bytes(&Getattr3args {
         object: root.clone(),
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let rpc = RpcClient::connect(s.addr, auth_none()).await.unwrap();
         let g = GssClient::establish(rpc, NFS_PROGRAM, 3, "nfs@localhost")

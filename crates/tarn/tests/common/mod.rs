@@ -29,6 +29,14 @@ pub fn launch_krb(kdc: &testkdc::Kdc, export: &Path, state: &Path, extra: &[&str
     TestServer::launch(export, state, free_port(), &flags, &[])
 }
 
+/// A runtime on the calling thread, for a test's async part.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A two-worker runtime for a test's async part.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -223,10 +231,7 @@ pub fn connect_from(server: SocketAddr, ip: &str) -> TcpStream {
 /// A connection from `ip` with source port `port` (0: any), or None when
 /// the port cannot be bound (a reserved one without privilege).
 pub fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpStream> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     let ip: std::net::IpAddr = ip.parse().unwrap();
     let t = rt.block_on(async {
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
