@@ -246,7 +246,6 @@ fn make_tree(root: &Path) -> Vec<PathBuf> {
     for d in dirs {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    let modes = [0o644, 0o600, 0o755, 0o640, 0o444, 0o700];
     let mut files = vec![];
     for i in 0..200 {
         let dir = dirs[i % (dirs.len() - 1)]; // none in "empty"
@@ -259,50 +258,11 @@ fn make_tree(root: &Path) -> Vec<PathBuf> {
         };
         let mut b = vec![0u8; len];
         rng.fill_bytes(&mut b);
-        std::fs::write(&p, &b).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(modes[i % modes.len()]))
-            .unwrap();
-        set_mtime(&p, 1_500_000_000 + i as u64 * 1000, (i * 7) as u32);
+        tree_file(&p, i, &b);
         files.push(p);
     }
-    for (i, d) in dirs.iter().enumerate().rev() {
-        let p = root.join(d);
-        std::fs::set_permissions(
-            &p,
-            std::fs::Permissions::from_mode(0o750 + (i as u32 % 2) * 5),
-        )
-        .unwrap();
-        set_mtime(&p, 1_400_000_000 + i as u64, 0);
-    }
+    tree_dir_times(root, &dirs);
     files
-}
-
-/// Relative paths under `root`, sorted, with each one's (mode, mtime,
-/// contents' sha or "dir"); a symbolic link as its text (its own mode and
-/// times are not copied).
-fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
-    let mut out = vec![];
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            if p.is_symlink() {
-                let t = std::fs::read_link(&p).unwrap();
-                out.push((rel, 0, (0, 0), format!("-> {}", t.display())));
-                continue;
-            }
-            let what = if p.is_dir() {
-                todo.push(p.clone());
-                "dir".to_string()
-            } else {
-                sha256_file(&p)
-            };
-            out.push((rel, mode(&p), mtime(&p), what));
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]

@@ -347,3 +347,57 @@ pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
 }
+
+/// File `i` of a test tree: `data`, one of six modes and an mtime (with
+/// nanoseconds) of its own.
+pub fn tree_file(p: &Path, i: usize, data: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    let modes = [0o644, 0o600, 0o755, 0o640, 0o444, 0o700];
+    std::fs::write(p, data).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(modes[i % modes.len()])).unwrap();
+    set_mtime(p, 1_500_000_000 + i as u64 * 1000, (i * 7) as u32);
+}
+
+/// The directories `dirs` of a test tree under `root` (made before their
+/// files) given modes and mtimes of their own, deepest first, once their
+/// files are written.
+pub fn tree_dir_times(root: &Path, dirs: &[&str]) {
+    use std::os::unix::fs::PermissionsExt;
+    for (i, d) in dirs.iter().enumerate().rev() {
+        let p = root.join(d);
+        std::fs::set_permissions(
+            &p,
+            std::fs::Permissions::from_mode(0o750 + (i as u32 % 2) * 5),
+        )
+        .unwrap();
+        set_mtime(&p, 1_400_000_000 + i as u64, 0);
+    }
+}
+
+/// Relative paths under `root`, sorted, with each one's (mode, mtime,
+/// contents' sha or "dir"); a symbolic link as its text (its own mode and
+/// times are not copied).
+pub fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
+    let mut out = vec![];
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_symlink() {
+                let t = std::fs::read_link(&p).unwrap();
+                out.push((rel, 0, (0, 0), format!("-> {}", t.display())));
+                continue;
+            }
+            let what = if p.is_dir() {
+                todo.push(p.clone());
+                "dir".to_string()
+            } else {
+                sha256_file(&p)
+            };
+            out.push((rel, mode(&p), mtime(&p), what));
+        }
+    }
+    out.sort();
+    out
+}
