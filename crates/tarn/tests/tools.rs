@@ -136,29 +136,48 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     assert!(out.stdout == data, "cat output differs");
 }
 
+/// After [`cp_20_mib_there_and_back`] over `u` (`what` in the printout):
+/// a copy within the server into `/into`, one out to NFSv4.2 as `/{out}`,
+/// a copy over an existing longer file (`/longer`, first copied from
+/// `longer_from`) and `cat`, each checked against `src`/`data`; what the
+/// copy within printed.
+fn copies_within_and_out(
+    s: &TestServer,
+    u: fn(&TestServer, &str) -> String,
+    what: &str,
+    out: &str,
+    longer_from: &str,
+    src: &Path,
+    data: &[u8],
+) -> String {
+    tarn(&["mkdir", &u(s, "/into")]);
+    let within = tarn(&["cp", &u(s, "/big.bin"), &u(s, "/into")]);
+    println!("{what} -> {what}: {}", within.trim());
+    assert_eq!(
+        sha256_file(&s.export.join("into/big.bin")),
+        sha256_file(src)
+    );
+    tarn(&["cp", "-q", &u(s, "/big.bin"), &url(s, &format!("/{out}"))]);
+    assert_eq!(sha256_file(&s.export.join(out)), sha256_file(src));
+    // Over an existing, longer file: truncated to the source's size.
+    tarn(&["cp", "-q", longer_from, &u(s, "/longer")]);
+    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
+    tarn(&["cp", "-q", src.to_str().unwrap(), &u(s, "/longer")]);
+    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(src));
+    let cat = tarn_output(&["cat", &u(s, "/big.bin")]);
+    assert!(cat.status.success());
+    assert!(cat.stdout == data, "cat output differs");
+    within
+}
+
 #[test]
 fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
     let s = TestServer::start();
     let (src, _, data) = cp_20_mib_there_and_back(&s, url3, "NFSv3");
 
     // NFSv3 -> NFSv3 and NFSv3 -> NFSv4.2 (two connections, one server).
-    tarn(&["mkdir", &url3(&s, "/into")]);
-    let within = tarn(&["cp", &url3(&s, "/big.bin"), &url3(&s, "/into")]);
-    println!("NFSv3 -> NFSv3: {}", within.trim());
-    assert_eq!(
-        sha256_file(&s.export.join("into/big.bin")),
-        sha256_file(&src)
-    );
-    tarn(&["cp", "-q", &url3(&s, "/big.bin"), &url(&s, "/v4.bin")]);
-    assert_eq!(sha256_file(&s.export.join("v4.bin")), sha256_file(&src));
-    // Over an existing, longer file: truncated to the source's size.
-    tarn(&["cp", "-q", &url(&s, "/v4.bin"), &url3(&s, "/longer")]);
-    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
-    tarn(&["cp", "-q", src.to_str().unwrap(), &url3(&s, "/longer")]);
-    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(&src));
-    let out = tarn_output(&["cat", &url3(&s, "/big.bin")]);
-    assert!(out.status.success());
-    assert!(out.stdout == data, "cat output differs");
+    let longer_from = url(&s, "/v4.bin");
+    copies_within_and_out(&s, url3, "NFSv3", "v4.bin", &longer_from, &src, &data);
 
     // libnfs's URL as nfs-cat takes it (version=, nfsport=, mountport=).
     let libnfs_url = s.url("/big.bin");
@@ -188,24 +207,9 @@ fn v40_cp_20_mib_there_and_back_with_equal_checksums() {
     let (src, _, data) = cp_20_mib_there_and_back(&s, url40, "NFSv4.0");
 
     // 4.0 -> 4.0 (READs and WRITEs, no COPY) and 4.0 -> 4.2.
-    tarn(&["mkdir", &url40(&s, "/into")]);
-    let within = tarn(&["cp", &url40(&s, "/big.bin"), &url40(&s, "/into")]);
-    println!("NFSv4.0 -> NFSv4.0: {}", within.trim());
+    let longer_from = url40(&s, "/v42.bin");
+    let within = copies_within_and_out(&s, url40, "NFSv4.0", "v42.bin", &longer_from, &src, &data);
     assert!(!within.contains("COPY"), "{within}");
-    assert_eq!(
-        sha256_file(&s.export.join("into/big.bin")),
-        sha256_file(&src)
-    );
-    tarn(&["cp", "-q", &url40(&s, "/big.bin"), &url(&s, "/v42.bin")]);
-    assert_eq!(sha256_file(&s.export.join("v42.bin")), sha256_file(&src));
-    // Over an existing, longer file: truncated to the source's size.
-    tarn(&["cp", "-q", &url40(&s, "/v42.bin"), &url40(&s, "/longer")]);
-    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
-    tarn(&["cp", "-q", src.to_str().unwrap(), &url40(&s, "/longer")]);
-    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(&src));
-    let out = tarn_output(&["cat", &url40(&s, "/big.bin")]);
-    assert!(out.status.success());
-    assert!(out.stdout == data, "cat output differs");
 }
 
 /// A tree: nested directories, 200 files of assorted sizes and modes, and
