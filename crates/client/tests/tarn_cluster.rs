@@ -181,25 +181,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
             .unwrap();
 
         let x = channel_session(service.addr, "x-moves").await;
-        let (sid, fh) = x
-            .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        x.write(
-            &sid,
-            &fh,
-            0,
-            bytes::Bytes::from_static(b"before"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-        let lo = x.new_owner("lock");
-        let locker = x.new_lock_owner(&sid, &lo);
-        x.lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
-            .await
-            .unwrap()
-            .expect("lock granted on a");
+        let (sid, fh, _) = kept_and_locked(&x, &dir, "lock granted on a").await;
         (x, y, dir, sid, fh, ysid, yfh)
     });
 

@@ -165,26 +165,7 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
     let s = rt.block_on(channel_session(p.addr));
     let (dir, sid, fh, lsid) = rt.block_on(async {
         let dir = root(&s).await;
-        let (sid, fh) = s
-            .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        s.write(
-            &sid,
-            &fh,
-            0,
-            bytes::Bytes::from_static(b"before"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-        let owner = s.new_owner("lock");
-        let locker = s.new_lock_owner(&sid, &owner);
-        let lsid = s
-            .lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
-            .await
-            .unwrap()
-            .expect("lock granted");
+        let (sid, fh, lsid) = kept_and_locked(&s, &dir, "lock granted").await;
         (dir, sid, fh, lsid)
     });
     assert_eq!(s.state_book().opens.len(), 1);

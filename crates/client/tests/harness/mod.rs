@@ -173,6 +173,32 @@ where
     with_server(|addr| async move { body(addr, session(addr).await).await })
 }
 
+/// The state the failover tests follow: `dir/kept` created and opened,
+/// "before" written to it (FILE_SYNC), bytes 0-99 write-locked (`granted`:
+/// the expectation that the lock is granted). Its open stateid, handle
+/// and lock stateid.
+pub async fn kept_and_locked(
+    s: &Session,
+    dir: &NfsFh4,
+    granted: &str,
+) -> (Stateid4, NfsFh4, Stateid4) {
+    let (sid, fh) = s
+        .open(dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+        .await
+        .unwrap();
+    let before = Bytes::from_static(b"before");
+    s.write(&sid, &fh, 0, before, StableHow4::FILE_SYNC4)
+        .await
+        .unwrap();
+    let locker = s.new_lock_owner(&sid, &s.new_owner("lock"));
+    let lsid = s
+        .lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
+        .await
+        .unwrap()
+        .expect(granted);
+    (sid, fh, lsid)
+}
+
 pub async fn conn(addr: SocketAddr) -> Nfs4Conn {
     Nfs4Conn::connect(addr, UID, GID).await.expect("connect")
 }
