@@ -208,16 +208,16 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         .expect("WRITE on established state during grace");
 
         // A new lock, even on y's own open file, waits for the reclaims.
-        let yo = y.new_owner("lock-during");
-        let r = y
-            .lock(
-                &yfh,
-                y.new_lock_owner(&ysid, &yo),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
-            .await;
+        let r = lock_as(
+            &y,
+            &yfh,
+            &ysid,
+            "lock-during",
+            NfsLockType4::WRITE_LT,
+            0,
+            10,
+        )
+        .await;
         assert_eq!(err(r), Nfsstat4::NFS4ERR_GRACE);
 
         // c enters grace too (each head notices at its own next step,
@@ -260,15 +260,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
             .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_BOTH)
             .await
             .unwrap();
-        let oo = y.new_owner("lock");
-        let r = y
-            .lock(
-                &ofh,
-                y.new_lock_owner(&osid, &oo),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
+        let r = lock_as(&y, &ofh, &osid, "lock", NfsLockType4::WRITE_LT, 0, 10)
             .await
             .unwrap();
         assert!(r.is_err(), "the reclaimed lock must hold: {r:?}");
@@ -276,15 +268,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         x.locku(&fh, &lsid, NfsLockType4::WRITE_LT, 0, 100)
             .await
             .expect("LOCKU of the reclaimed lock");
-        let oo2 = y.new_owner("lock2");
-        let r = y
-            .lock(
-                &ofh,
-                y.new_lock_owner(&osid, &oo2),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
+        let r = lock_as(&y, &ofh, &osid, "lock2", NfsLockType4::WRITE_LT, 0, 10)
             .await
             .unwrap();
         assert!(r.is_ok(), "granted after the unlock: {r:?}");

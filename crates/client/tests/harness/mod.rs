@@ -199,6 +199,21 @@ pub async fn kept_and_locked(
     (sid, fh, lsid)
 }
 
+/// LOCK of `len` bytes at `offset` of `fh` by a new lock owner named
+/// `owner`, for the open `sid`.
+pub async fn lock_as(
+    s: &Session,
+    fh: &NfsFh4,
+    sid: &Stateid4,
+    owner: &str,
+    typ: NfsLockType4,
+    offset: u64,
+    len: u64,
+) -> Result<std::result::Result<Stateid4, Lock4denied>> {
+    let locker = s.new_lock_owner(sid, &s.new_owner(owner));
+    s.lock(fh, locker, typ, offset, len).await
+}
+
 pub async fn conn(addr: SocketAddr) -> Nfs4Conn {
     Nfs4Conn::connect(addr, UID, GID).await.expect("connect")
 }
