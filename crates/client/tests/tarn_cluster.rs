@@ -128,17 +128,24 @@ async fn open_until(
     }
 }
 
-#[test]
-fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
+/// A temporary directory (under /var/tmp) with etcd running in it and
+/// an empty `export` directory; None, and the test passes, without etcd.
+fn cluster_dirs() -> Option<(tempfile::TempDir, Etcd, std::path::PathBuf)> {
     let tmp = tempfile::Builder::new()
         .prefix("tarn-cluster-")
         .tempdir_in("/var/tmp")
         .unwrap();
-    let Some(etcd) = Etcd::start(tmp.path()) else {
-        return;
-    };
+    let etcd = Etcd::start(tmp.path())?;
     let export = tmp.path().join("export");
     std::fs::create_dir_all(&export).unwrap();
+    Some((tmp, etcd, export))
+}
+
+#[test]
+fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
+    let Some((tmp, etcd, export)) = cluster_dirs() else {
+        return;
+    };
     std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let mut heads: Vec<Head> = ["a", "b", "c"]
         .iter()
@@ -341,15 +348,9 @@ fn etcd_post(url: &str, path: &str, body: &str) -> String {
 /// grace then runs to its bound, and the failed head's records go with it.
 #[test]
 fn a_failed_heads_nlm_hosts_are_notified_and_hold_the_grace_to_its_bound() {
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-cluster-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let Some(etcd) = Etcd::start(tmp.path()) else {
+    let Some((tmp, etcd, export)) = cluster_dirs() else {
         return;
     };
-    let export = tmp.path().join("export");
-    std::fs::create_dir_all(&export).unwrap();
     const BOUND: u64 = 6;
     let mut a = Head::new(tmp.path(), "a", &export, &etcd.url, BOUND);
     let mut b = Head::new(tmp.path(), "b", &export, &etcd.url, BOUND);
