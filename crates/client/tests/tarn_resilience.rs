@@ -42,6 +42,15 @@ async fn root(s: &Session) -> NfsFh4 {
     s.lookup_path("/").await.unwrap()
 }
 
+/// Creates `name` in `dir`: an OPEN that makes it, and its CLOSE.
+async fn create_closed(s: &Session, dir: &NfsFh4, name: &str) {
+    let (sid, fh) = s
+        .open(dir, name, Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
+        .await
+        .unwrap();
+    s.close(&fh, &sid).await.unwrap();
+}
+
 #[test]
 fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
     let t = Tarn::start(&[]);
@@ -49,11 +58,7 @@ fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
         let p = proxy(t.addr).await;
         let s = channel_session(p.addr).await;
         let dir = root(&s).await;
-        let (sid, fh) = s
-            .open(&dir, "gone", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
-            .await
-            .unwrap();
-        s.close(&fh, &sid).await.unwrap();
+        create_closed(&s, &dir, "gone").await;
 
         // The REMOVE runs, its reply is lost with the connection.
         p.cut.store(true, Ordering::SeqCst);
@@ -78,11 +83,7 @@ fn a_recall_reaches_the_client_over_a_replaced_connection() {
         let a = channel_session_with(p.addr, 1, true).await;
         assert!(a.back_channel().is_some());
         let dir = root(&a).await;
-        let (sid, fh) = a
-            .open(&dir, "f", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
-            .await
-            .unwrap();
-        a.close(&fh, &sid).await.unwrap();
+        create_closed(&a, &dir, "f").await;
         // The connection carrying both channels goes; its replacement is
         // bound to the session for both.
         p.cut.store(true, Ordering::SeqCst);
@@ -250,11 +251,7 @@ fn a_krb5i_call_resent_after_a_lost_reply_carries_a_new_gss_sequence_number() {
         };
         let s = Session::establish(conn, &o).await.expect("session");
         let dir = root(&s).await;
-        let (sid, fh) = s
-            .open(&dir, "gone", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
-            .await
-            .unwrap();
-        s.close(&fh, &sid).await.unwrap();
+        create_closed(&s, &dir, "gone").await;
         p.cut.store(true, Ordering::SeqCst);
         // The server would drop a sequence number it has seen: the resent
         // call is answered only because it carries a new one.
