@@ -204,15 +204,9 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         assert_eq!(st, Some(Nfsstat4::NFS4ERR_GRACE), "b never entered grace");
         eprintln!("b in grace {:?} after the kill", killed.elapsed());
         // ...while y's established open keeps working.
-        y.write(
-            &ysid,
-            &yfh,
-            0,
-            bytes::Bytes::from_static(b"y"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE on established state during grace");
+        write_sync(&y, &ysid, &yfh, 0, b"y")
+            .await
+            .expect("WRITE on established state during grace");
 
         // A new lock, even on y's own open file, waits for the reclaims.
         let r = lock_as(
@@ -238,15 +232,9 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
 
         // The service address moves to b; x recovers there and reclaims.
         service.point_at(b);
-        x.write(
-            &sid,
-            &fh,
-            6,
-            bytes::Bytes::from_static(b" after"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE after the failover");
+        write_sync(&x, &sid, &fh, 6, b" after")
+            .await
+            .expect("WRITE after the failover");
         eprintln!(
             "first successful call through b {:?} after the kill",
             killed.elapsed()

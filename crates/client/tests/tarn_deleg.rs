@@ -191,15 +191,9 @@ fn conflicting_open_recalls_and_the_holder_returns() {
             "returned, not revoked"
         );
 
-        b.write(
-            &sid_b,
-            &fh_b,
-            0,
-            Bytes::from_static(b"new data from B"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
+        write_sync(&b, &sid_b, &fh_b, 0, b"new data from B")
+            .await
+            .unwrap();
         let before = getattrs(&maddr);
         let st = a.stat(&fh).await.unwrap();
         assert_eq!(getattrs(&maddr), before + 1, "A's stat went to the server");
@@ -291,15 +285,9 @@ fn ignored_recall_is_revoked_after_a_lease() {
         );
         assert_eq!(a.delegations().recalls_received(), 1);
         assert!(a.delegations().get(&fh).is_some(), "A kept it, as told");
-        b.write(
-            &sid_b,
-            &fh_b,
-            0,
-            Bytes::from_static(b"B was here"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
+        write_sync(&b, &sid_b, &fh_b, 0, b"B was here")
+            .await
+            .unwrap();
 
         let flags = a.renew().await.unwrap();
         assert_ne!(
@@ -445,15 +433,9 @@ fn open_by_handle_and_the_hook_before_return() {
                     assert_eq!(f, fh);
                     assert!(a.delegations().get(&fh).is_none());
                     calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    a.write(
-                        &sid,
-                        &fh,
-                        0,
-                        Bytes::from_static(b"buffered above"),
-                        StableHow4::FILE_SYNC4,
-                    )
-                    .await
-                    .is_ok()
+                    write_sync(&a, &sid, &fh, 0, b"buffered above")
+                        .await
+                        .is_ok()
                 })
             })));
         let b = session(addr).await;

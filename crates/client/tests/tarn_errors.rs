@@ -731,15 +731,9 @@ fn anonymous_stateids_read_and_write() {
             let r = s.read(sid, &fh, 0, 100).await.unwrap();
             assert_eq!((&r.data[..], r.eof), (&b"plain data"[..], true));
         }
-        s.write(
-            &anon,
-            &fh,
-            0,
-            Bytes::from_static(b"PLAIN"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE with the anonymous stateid");
+        write_sync(&s, &anon, &fh, 0, b"PLAIN")
+            .await
+            .expect("WRITE with the anonymous stateid");
         assert_eq!(std::fs::read(t.export.join("f")).unwrap(), b"PLAIN data");
     });
 }

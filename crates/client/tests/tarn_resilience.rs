@@ -176,15 +176,9 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
     *p.target.lock().unwrap() = t.addr;
     rt.block_on(async {
         // The caller's stateid still works: the session recovers first.
-        s.write(
-            &sid,
-            &fh,
-            6,
-            bytes::Bytes::from_static(b" after"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE after the restart");
+        write_sync(&s, &sid, &fh, 6, b" after")
+            .await
+            .expect("WRITE after the restart");
         assert_eq!(s.recoveries(), 1);
         assert_ne!(s.state_book().opens[0].stateid.other, sid.other);
 

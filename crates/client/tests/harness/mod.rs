@@ -186,10 +186,7 @@ pub async fn kept_and_locked(
         .open(dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
         .await
         .unwrap();
-    let before = Bytes::from_static(b"before");
-    s.write(&sid, &fh, 0, before, StableHow4::FILE_SYNC4)
-        .await
-        .unwrap();
+    write_sync(s, &sid, &fh, 0, b"before").await.unwrap();
     let locker = s.new_lock_owner(&sid, &s.new_owner("lock"));
     let lsid = s
         .lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
@@ -197,6 +194,18 @@ pub async fn kept_and_locked(
         .unwrap()
         .expect(granted);
     (sid, fh, lsid)
+}
+
+/// A FILE_SYNC WRITE of `data` at `offset`.
+pub async fn write_sync(
+    s: &Session,
+    sid: &Stateid4,
+    fh: &NfsFh4,
+    offset: u64,
+    data: &'static [u8],
+) -> Result<Write4resok> {
+    let data = Bytes::from_static(data);
+    s.write(sid, fh, offset, data, StableHow4::FILE_SYNC4).await
 }
 
 /// LOCK of `len` bytes at `offset` of `fh` by a new lock owner named
