@@ -82,7 +82,6 @@ pub(super) struct NlmClient {
     reclaims: std::sync::atomic::AtomicU64,
 }
 
-const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// How long a call keeps trying while the server cannot be reached.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(300);
 
@@ -161,7 +160,7 @@ impl NlmClient {
     /// waits. Whether a new connection was made.
     async fn send<A: xdr::Pack, R: Unpack>(&self, proc_: u32, a: &A) -> (Result<R>, bool) {
         let start = std::time::Instant::now();
-        let mut pause = Duration::from_millis(20);
+        let mut pause = crate::pause::Pause::from(Duration::from_millis(20));
         let mut made = false;
         loop {
             let again = start.elapsed() < UNREACHABLE_FOR;
@@ -190,8 +189,7 @@ impl NlmClient {
                     }
                 }
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause.wait().await;
         }
     }
 
@@ -334,7 +332,7 @@ impl Nfs3 {
         r: LockRange,
         wait: bool,
     ) -> Result<bool> {
-        let mut pause = Duration::from_millis(50);
+        let mut pause = crate::pause::Pause::for_locks();
         let mut n = 0u32;
         loop {
             n += 1;
@@ -356,8 +354,7 @@ impl Nfs3 {
                 Nlm4Stats::NLM4_DENIED | Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
                 other => return Err(Error::Nlm(other)),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause.wait().await;
         }
     }
 
@@ -380,7 +377,7 @@ impl Nfs3 {
             cookie: Netobj(Bytes::from_static(b"u")),
             alock: self.nlm.alock(fh, owner, r),
         };
-        let mut pause = Duration::from_millis(50);
+        let mut pause = crate::pause::Pause::for_locks();
         loop {
             let res: Nlm4Res = self.nlm.call(NLMPROC4_UNLOCK, &a).await?;
             match res.stat.stat {
@@ -395,8 +392,7 @@ impl Nfs3 {
                 Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
                 other => return Err(Error::Nlm(other)),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause.wait().await;
         }
     }
 

@@ -82,6 +82,11 @@ fn share_access(read: bool, write: bool) -> u32 {
     }
 }
 
+/// An NFSv4 OPEN of an existing file only.
+fn nocreate() -> p4::Openflag4 {
+    p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE)
+}
+
 /// What a create sets: the mode, and with `truncate` size 0.
 fn create_set(mode: u32, truncate: bool) -> SetAttr {
     SetAttr {
@@ -434,7 +439,7 @@ impl Remote {
                 &owner,
                 &dir.v4(),
                 name,
-                p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+                nocreate(),
                 access,
                 p4::OPEN4_SHARE_DENY_NONE,
                 V4_ATTRS,
@@ -1082,19 +1087,18 @@ async fn lock_v41(
             &oo,
             &dir.v4(),
             name,
-            p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+            nocreate(),
             access,
             p4::OPEN4_SHARE_DENY_NONE,
         )
         .await?;
     let (open, ofh) = (o.stateid, o.fh);
     let owner = s.new_owner("lock");
-    // NFSv4 length: all ones means to the end.
-    let len = if range.len == 0 { u64::MAX } else { range.len };
+    let len = range.len4();
     // A denied LOCK leaves no lock state: each try introduces the
     // owner again with the open stateid.
     let locker = s.new_lock_owner(&open, &owner);
-    let mut pause = std::time::Duration::from_millis(50);
+    let mut pause = crate::pause::Pause::for_locks();
     loop {
         let t = lock_type(exclusive, wait);
         let r = s.lock(&ofh, locker.clone(), t, range.offset, len).await;
@@ -1122,8 +1126,7 @@ async fn lock_v41(
                 return Err(e.into());
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+        pause.wait().await;
     }
 }
 
@@ -1149,14 +1152,14 @@ async fn lock_v40(
             &oo,
             &dir.v4(),
             name,
-            p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+            nocreate(),
             access,
             p4::OPEN4_SHARE_DENY_NONE,
         )
         .await?;
-    let len = if range.len == 0 { u64::MAX } else { range.len };
+    let len = range.len4();
     let t = lock_type(exclusive, wait);
-    let mut pause = std::time::Duration::from_millis(50);
+    let mut pause = crate::pause::Pause::for_locks();
     loop {
         // A new lock owner each try: whether a server kept one
         // whose first LOCK was denied differs between servers.
@@ -1189,8 +1192,7 @@ async fn lock_v40(
                 return Err(e.into());
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+        pause.wait().await;
     }
 }
 
