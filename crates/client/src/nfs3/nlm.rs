@@ -62,6 +62,16 @@ pub struct HeldNlmLock {
     pub range: LockRange,
 }
 
+impl HeldNlmLock {
+    fn of(fh: &NfsFh3, owner: &LockOwner, range: LockRange) -> HeldNlmLock {
+        HeldNlmLock {
+            fh: fh.clone(),
+            owner: owner.clone(),
+            range,
+        }
+    }
+}
+
 /// The NLM side of an [`Nfs3`]: its connection (made again when lost),
 /// the locks held, and the server's status-monitor state they were taken
 /// under. Shared with the NFS channel's connect hook.
@@ -339,11 +349,7 @@ impl Nfs3 {
             match self.nlm.lock_once(fh, owner, r, false, n).await? {
                 Nlm4Stats::NLM4_GRANTED => {
                     self.nlm.note_state().await;
-                    let h = HeldNlmLock {
-                        fh: fh.clone(),
-                        owner: owner.clone(),
-                        range: r,
-                    };
+                    let h = HeldNlmLock::of(fh, owner, r);
                     let mut held = self.nlm.held.lock().unwrap();
                     if !held.contains(&h) {
                         held.push(h);
@@ -382,11 +388,8 @@ impl Nfs3 {
             let res: Nlm4Res = self.nlm.call(NLMPROC4_UNLOCK, &a).await?;
             match res.stat.stat {
                 Nlm4Stats::NLM4_GRANTED => {
-                    self.nlm
-                        .held
-                        .lock()
-                        .unwrap()
-                        .retain(|h| !(h.fh == *fh && h.owner == *owner && h.range == r));
+                    let h = HeldNlmLock::of(fh, owner, r);
+                    self.nlm.held.lock().unwrap().retain(|x| *x != h);
                     return Ok(());
                 }
                 Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
