@@ -143,14 +143,7 @@ fn doctor_explains_kerberos_clients() {
     assert!(out.contains("[gss-window-drops] client 127.0.0.3"), "{out}");
     assert!(!out.contains("client 127.0.0.1"), "{out}");
     // `tarn top` names the clients' principals next to their addresses.
-    let top = tarn(&[
-        "top",
-        "--socket",
-        s.admin_socket().to_str().unwrap(),
-        "--once",
-        "--interval",
-        "0.2",
-    ]);
+    let top = tarn_admin(&s, "top", &["--once", "--interval", "0.2"]);
     assert!(
         top.contains(&format!("127.0.0.2 ({}@{})", kdc::USER, kdc::REALM)),
         "{top}"

@@ -202,13 +202,7 @@ fn doctor_sees_an_export_near_full() {
     let wrapper = mount_ns_wrapper(&[("EXPORT", &export)], script);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let s = TestServer::launch(&export, &state, free_port(), &[], &wrapper);
-    let out = tarn(&[
-        "doctor",
-        "--socket",
-        s.admin_socket().to_str().unwrap(),
-        "--window",
-        "0.5",
-    ]);
+    let out = tarn_admin(&s, "doctor", &["--window", "0.5"]);
     assert!(
         out.contains(&format!("[export-near-full] export {}", export.display())),
         "{out}"

@@ -149,15 +149,7 @@ fn a_second_server_on_the_same_state_directory_refuses_to_start() {
     let mut c = TcpStream::connect(s.addr).unwrap();
     mnt_root(&mut c);
     assert!(s.admin_socket().exists());
-    let stats = tarn(&[
-        "stats",
-        "--socket",
-        s.admin_socket().to_str().unwrap(),
-        "--count",
-        "1",
-        "--interval",
-        "0.1",
-    ]);
+    let stats = tarn_admin(&s, "stats", &["--count", "1", "--interval", "0.1"]);
     assert!(!stats.is_empty());
     s.stop();
 }

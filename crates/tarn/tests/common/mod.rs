@@ -244,6 +244,14 @@ pub fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpS
     Some(std)
 }
 
+/// `tarn <cmd> --socket <s's admin socket> <args>`: its standard output.
+pub fn tarn_admin(s: &TestServer, cmd: &str, args: &[&str]) -> String {
+    let sock = s.admin_socket();
+    let mut all = vec![cmd, "--socket", sock.to_str().unwrap()];
+    all.extend_from_slice(args);
+    tarn(&all)
+}
+
 /// Runs the tarn binary with `args`: its status, stdout and stderr.
 pub fn tarn_output(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tarn"))
