@@ -112,14 +112,7 @@ fn rpcsec_gss_with_a_real_kdc() {
     // A second server whose export is krb5p only.
     let (_tmp2, export2, state2) = temp_export();
     std::fs::write(export2.join("f"), b"x").unwrap();
-    let kt = kdc.keytab.to_str().unwrap();
-    let s2 = TestServer::launch(
-        &export2,
-        &state2,
-        free_port(),
-        &["--sec", "krb5p", "--keytab", kt],
-        &[],
-    );
+    let s2 = launch_sec(&kdc, &export2, &state2, "krb5p", &[]);
 
     // MOUNT (with AUTH_SYS, as clients do) lists the export's flavors.
     let mut c = std::net::TcpStream::connect(s.addr).unwrap();

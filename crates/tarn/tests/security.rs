@@ -685,14 +685,7 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     let cc = kdc.kinit("long", "10m");
     kdc.activate(&cc);
     let (_tmp, export, state) = temp_export();
-    let kt = kdc.keytab.to_str().unwrap().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &["--sec", "krb5p,sys", "--keytab", &kt],
-        &[],
-    );
+    let s = launch_sec(&kdc, &export, &state, "krb5p,sys", &[]);
     let mut c = TcpStream::connect(s.addr).unwrap();
     let root = mnt_root(&mut c);
     let ga = xdr::to_bytes(&Getattr3args {

@@ -23,8 +23,20 @@ pub fn world_writable(file: &Path, data: &[u8]) {
 /// A server on `export` taking Kerberos (all three services, with `kdc`'s
 /// keytab) and AUTH_SYS, with `extra` flags.
 pub fn launch_krb(kdc: &testkdc::Kdc, export: &Path, state: &Path, extra: &[&str]) -> TestServer {
+    launch_sec(kdc, export, state, "krb5,krb5i,krb5p,sys", extra)
+}
+
+/// A server on `export` taking the flavors `sec` (`--sec`), with `kdc`'s
+/// keytab and `extra` flags.
+pub fn launch_sec(
+    kdc: &testkdc::Kdc,
+    export: &Path,
+    state: &Path,
+    sec: &str,
+    extra: &[&str],
+) -> TestServer {
     let kt = kdc.keytab.to_str().unwrap();
-    let mut flags = vec!["--sec", "krb5,krb5i,krb5p,sys", "--keytab", kt];
+    let mut flags = vec!["--sec", sec, "--keytab", kt];
     flags.extend_from_slice(extra);
     TestServer::launch(export, state, free_port(), &flags, &[])
 }
