@@ -89,15 +89,7 @@ fn read_record_of(xid: u32, fh: &NfsFh3, count: u32) -> Vec<u8> {
 
 #[test]
 fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&[
-        "--record-timeout",
-        "1",
-        "--idle-timeout",
-        "3",
-        "--metrics",
-        &maddr,
-    ]);
+    let (s, maddr) = start_with_metrics(&["--record-timeout", "1", "--idle-timeout", "3"]);
     // A record header promising 100 bytes, then 10 of them, then nothing.
     let mut stalled = TcpStream::connect(s.addr).unwrap();
     stalled
@@ -241,10 +233,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_client_that_never_reads_its_replies_is_paused_then_closed() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&[
-        "--metrics",
-        &maddr,
+    let (s, maddr) = start_with_metrics(&[
         "--max-queued-reply-bytes",
         "2097152",
         "--send-timeout",

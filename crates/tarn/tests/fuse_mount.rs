@@ -38,8 +38,7 @@ fn sh(dir: &Path, script: &str) {
 
 /// A server without NLM/NFSv4 grace (locks at once), with metrics.
 fn server() -> (TestServer, String) {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&["--grace", "0.05", "--metrics", &maddr]);
+    let (s, maddr) = start_with_metrics(&["--grace", "0.05"]);
     (s, maddr)
 }
 

@@ -296,8 +296,7 @@ fn pipes_of(s: &TestServer) -> usize {
 /// the spliced replies and bytes.
 #[test]
 fn spliced_reads_arrive_whole() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&["--splice-reads", "always", "--metrics", &maddr]);
+    let (s, maddr) = start_with_metrics(&["--splice-reads", "always"]);
     let data: Vec<u8> = (0..(5 << 20) + 4093u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();

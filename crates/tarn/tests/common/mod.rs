@@ -256,6 +256,15 @@ pub fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpS
     Some(std)
 }
 
+/// [`TestServer::start_with`] `extra` and a `--metrics` endpoint on a free
+/// port: the server and the endpoint's address.
+pub fn start_with_metrics(extra: &[&str]) -> (TestServer, String) {
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let mut flags = extra.to_vec();
+    flags.extend(["--metrics", &maddr]);
+    (TestServer::start_with(&flags), maddr)
+}
+
 /// `tarn <cmd> --socket <s's admin socket> <args>`: its standard output.
 pub fn tarn_admin(s: &TestServer, cmd: &str, args: &[&str]) -> String {
     let sock = s.admin_socket();
