@@ -38,8 +38,21 @@ fn sh(dir: &Path, script: &str) {
 
 /// A server without NLM/NFSv4 grace (locks at once), with metrics.
 fn server() -> (TestServer, String) {
-    let (s, maddr) = start_with_metrics(&["--grace", "0.05"]);
-    (s, maddr)
+    start_with_metrics(&["--grace", "0.05"])
+}
+
+/// Two NFSv4.1 mounts (`opts` each) of a fresh [`server`]'s export: the
+/// server, its metrics address and the mounts; None where FUSE is not
+/// usable (the test then passes).
+fn two_mounts(opts: &str) -> Option<(TestServer, String, Mounted, Mounted)> {
+    if !fuse_usable() {
+        return None;
+    }
+    let (s, maddr) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, opts);
+    let b = Mounted::new(&url, opts);
+    Some((s, maddr, a, b))
 }
 
 fn mount_url(s: &TestServer, vers: &str) -> String {
@@ -446,13 +459,9 @@ fn stat_with_delegations_10000_files() {
 /// DELEGRETURN.
 #[test]
 fn recall_flushes_buffered_writes() {
-    if !fuse_usable() {
+    let Some((s, maddr, a, b)) = two_mounts("") else {
         return;
-    }
-    let (s, maddr) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "");
-    let b = Mounted::new(&url, "");
+    };
     let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
     // The writer is a process of its own: a descriptor of the file in this
@@ -514,13 +523,9 @@ fn recall_flushes_buffered_writes() {
 /// B reads all it wrote.
 #[test]
 fn recall_while_the_holder_keeps_writing() {
-    if !fuse_usable() {
+    let Some((_s, maddr, a, b)) = two_mounts("") else {
         return;
-    }
-    let (s, maddr) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "");
-    let b = Mounted::new(&url, "");
+    };
     let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
     let mut w = Command::new("python3")
         .args(["-c", STREAMER])
@@ -653,13 +658,9 @@ fn st_ino_is_the_servers_fileid() {
 /// contents cached (same size, within its attribute timeout).
 #[test]
 fn close_to_open_between_two_mounts() {
-    if !fuse_usable() {
+    let Some((_s, _, a, b)) = two_mounts("actimeo=600") else {
         return;
-    }
-    let (s, _) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "actimeo=600");
-    let b = Mounted::new(&url, "actimeo=600");
+    };
     let old = vec![b'o'; 300_000];
     std::fs::write(a.path("f"), &old).unwrap();
     assert_eq!(std::fs::read(b.path("f")).unwrap(), old);
@@ -688,13 +689,9 @@ fn close_to_open_between_two_mounts() {
 #[test]
 fn names_and_links_between_two_mounts() {
     use std::os::unix::fs::MetadataExt;
-    if !fuse_usable() {
+    let Some((_s, _, a, b)) = two_mounts("actimeo=1") else {
         return;
-    }
-    let (s, _) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "actimeo=1");
-    let b = Mounted::new(&url, "actimeo=1");
+    };
     let gone = |p: &Path| {
         std::fs::File::open(p).map(|_| ()).unwrap_err().kind() == std::io::ErrorKind::NotFound
     };
@@ -850,13 +847,9 @@ fn sigterm_ends_a_mount_copied_into_another_namespace() {
 /// other at its next open.
 #[test]
 fn two_mounts_with_delegations_see_each_others_rewrites() {
-    if !fuse_usable() {
+    let Some((_s, _, a, b)) = two_mounts("") else {
         return;
-    }
-    let (s, _) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "");
-    let b = Mounted::new(&url, "");
+    };
     let n = 200;
     let body =
         |gen: u8, i: usize| -> Vec<u8> { (0..4096).map(|j| (j as u8) ^ (i as u8) ^ gen).collect() };
