@@ -14,7 +14,7 @@
 mod common;
 
 use common::*;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +39,29 @@ fn sh(dir: &Path, script: &str) {
 /// A server without NLM/NFSv4 grace (locks at once), with metrics.
 fn server() -> (TestServer, String) {
     start_with_metrics(&["--grace", "0.05"])
+}
+
+/// `python3 -c script file`, its stdin and stdout piped: the process, the
+/// reader of its output and the first line it printed.
+fn python_on(
+    script: &str,
+    file: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
+    let mut w = Command::new("python3")
+        .args(["-c", script])
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    (w, out, line)
 }
 
 /// Two NFSv4.1 mounts (`opts` each) of a fresh [`server`]'s export: the
@@ -468,17 +491,7 @@ fn recall_flushes_buffered_writes() {
     // (multi-threaded) test process would be copied into every process
     // another test starts meanwhile, and its close at exec is a close of
     // the file (a FLUSH, which sends the data).
-    let mut w = Command::new("python3")
-        .args(["-c", HOLDER])
-        .arg(a.path("f"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
-    let mut line = String::new();
-    use std::io::BufRead;
-    out.read_line(&mut line).unwrap();
+    let (mut w, mut out, mut line) = python_on(HOLDER, &a.path("f"));
     assert_eq!(line, "written\n");
     assert_eq!(
         metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
@@ -527,17 +540,7 @@ fn recall_while_the_holder_keeps_writing() {
         return;
     };
     let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
-    let mut w = Command::new("python3")
-        .args(["-c", STREAMER])
-        .arg(a.path("f"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
-    let mut line = String::new();
-    use std::io::BufRead;
-    out.read_line(&mut line).unwrap();
+    let (mut w, mut out, mut line) = python_on(STREAMER, &a.path("f"));
     assert_eq!(line, "started\n");
     assert_eq!(
         metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
