@@ -218,10 +218,7 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
 
 #[test]
 fn a_krb5i_call_resent_after_a_lost_reply_carries_a_new_gss_sequence_number() {
-    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("resend", "10m");
-    kdc.activate(&cc);
+    let (_env, kdc) = kdc_with_ticket("resend", "10m");
     let kt = kdc.keytab.display().to_string();
     let t = Tarn::start(&["--sec", "krb5i", "--keytab", &kt]);
     run(async {

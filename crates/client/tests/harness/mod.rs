@@ -143,6 +143,20 @@ impl Drop for Tarn {
     }
 }
 
+/// A test KDC with `name`'s ticket, good for `life`, as this process's
+/// default credential; the guard holds the process environment (the
+/// KRB5 variables) for the test.
+pub fn kdc_with_ticket(
+    name: &str,
+    life: &str,
+) -> (std::sync::MutexGuard<'static, ()>, testkdc::Kdc) {
+    let env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit(name, life);
+    kdc.activate(&cc);
+    (env, kdc)
+}
+
 /// Runs one async test body on a small runtime.
 pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
