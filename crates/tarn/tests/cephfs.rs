@@ -186,17 +186,7 @@ fn two_heads_over_one_cephfs() {
     // A file in through head A with libnfs (NFSv3), out through head B
     // with Tarn's client (NFSv4.1).
     let src = w.join("src.bin");
-    let st = Command::new("dd")
-        .args([
-            "if=/dev/urandom",
-            &format!("of={}", src.display()),
-            "bs=1M",
-            "count=8",
-            "status=none",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    random_file(&src, 8);
     let t = Instant::now();
     let out = libnfs(
         "nfs-cp",

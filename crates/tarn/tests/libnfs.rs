@@ -3,24 +3,13 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 
 #[test]
 fn copy_100_mib_in_and_out() {
     let s = TestServer::start();
     let src = s.state.join("src.bin");
     let back = s.state.join("back.bin");
-    let st = Command::new("dd")
-        .args([
-            "if=/dev/urandom",
-            &format!("of={}", src.display()),
-            "bs=1M",
-            "count=100",
-            "status=none",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    random_file(&src, 100);
     nfs_cp(&s, src.to_str().unwrap(), &s.url("/big.bin"));
     assert_eq!(
         sha256_file(&s.export.join("big.bin")),

@@ -49,6 +49,21 @@ pub fn current_thread_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// `mib` MiB of random bytes written to `path` (by dd).
+pub fn random_file(path: &Path, mib: u32) {
+    let st = Command::new("dd")
+        .args([
+            "if=/dev/urandom",
+            &format!("of={}", path.display()),
+            "bs=1M",
+            &format!("count={mib}"),
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
 /// A two-worker runtime for a test's async part.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
