@@ -147,8 +147,7 @@ fn garbage_truncation_and_huge_fragments_do_not_hurt_others() {
 #[test]
 fn forged_and_stale_handles() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     std::fs::write(s.export.join("f"), b"data").unwrap();
     let l: Lookup3res = nfs_lookup(&mut c, 1, &root, "f");
     let Lookup3res::NFS3_OK(ok) = l else {
@@ -206,8 +205,7 @@ fn forged_and_stale_handles() {
 #[test]
 fn retransmitted_remove_gets_the_original_reply() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     std::fs::write(s.export.join("victim"), b"x").unwrap();
     let args = xdr::to_bytes(&Remove3args {
         object: Diropargs3 {

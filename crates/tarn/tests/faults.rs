@@ -149,8 +149,7 @@ fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
 fn connections_dropped_mid_record_and_mid_reply_hurt_no_one() {
     let s = TestServer::start();
     std::fs::write(s.export.join("big"), vec![7u8; 1 << 20]).unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = lookup(&mut c, &root, "big");
     for round in 0..10 {
         // Mid-record: half a READ call, then gone.
@@ -243,8 +242,7 @@ fn a_client_that_never_reads_its_replies_is_paused_then_closed() {
     ]);
     let pid = s.child.as_ref().unwrap().id();
     std::fs::write(s.export.join("big"), vec![7u8; 1 << 20]).unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = lookup(&mut c, &root, "big");
     let before = rss_kib(pid);
     // 600 READs of 1 MiB each (small calls, all taken by the kernel at
@@ -412,8 +410,7 @@ fn storage_errors_over_nfsv3() {
     let Some((mut s, tmp)) = server_on_small_ext4() else {
         return;
     };
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let mut other = TcpStream::connect(s.addr).unwrap();
     let other_root = mnt_root(&mut other);
     let mut others_served = || {
@@ -512,8 +509,7 @@ fn storage_errors_over_nfsv3() {
     let (export, state) = (s.export.clone(), s.state.clone());
     s.crash();
     let s = launch_on_image(&export, &state, &tmp.path().join("fs.img"));
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let f = lookup(&mut c, &root, "fill");
     assert_eq!(size3(&mut c, &f), acked);
     let mut off = 0u64;
@@ -638,8 +634,7 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
     let s = TestServer::launch(&export, &state, free_port(), &["--grace", "0"], &wrapper);
     std::fs::write(export.join("locked"), b"x").unwrap();
     let locked = {
-        let mut c = TcpStream::connect(s.addr).unwrap();
-        let root = mnt_root(&mut c);
+        let (mut c, root) = mounted_root(&s);
         lookup(&mut c, &root, "locked")
     };
     let pid = child_of(s.child.as_ref().unwrap().id()).expect("the server process");
@@ -821,8 +816,7 @@ fn write3_verf(c: &mut TcpStream, fh: &NfsFh3, stable: StableHow) -> [u8; 8] {
 #[test]
 fn a_lost_write_changes_the_write_verifier() {
     let s = TestServer::start_with(&["--debug-inject-faults"]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let f = create3(&mut c, xid(), &root, "lostwrite-1");
     let plain = create3(&mut c, xid(), &root, "plain");
     let v1 = write3_verf(&mut c, &f, StableHow::UNSTABLE);

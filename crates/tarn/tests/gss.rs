@@ -115,8 +115,7 @@ fn rpcsec_gss_with_a_real_kdc() {
     let s2 = launch_sec(&kdc, &export2, &state2, "krb5p", &[]);
 
     // MOUNT (with AUTH_SYS, as clients do) lists the export's flavors.
-    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let mnt = {
         let args = xdr::to_bytes(&proto::mount::Dirpath(Bytes::from_static(b"/")));
         let r = raw_call(

@@ -52,8 +52,7 @@ fn doctor_explains_kerberos_clients() {
     let file = export.join("synced");
     world_writable(&file, b"");
     let s = launch_krb(&kdc, &export, &state, &["--allow", "127.0.0.0/8"]);
-    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = match nfs_call::<_, Lookup3res>(
         &mut c,
         7,

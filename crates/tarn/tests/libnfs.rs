@@ -283,8 +283,7 @@ fn spliced_reads_arrive_whole() {
     }
     // A READ of 200000 bytes from inside a page, by hand.
     use proto::nfs3::*;
-    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let what = Diropargs3 {
         dir: root,
         name: bytes::Bytes::from_static(b"odd.bin"),

@@ -49,8 +49,7 @@ fn mnt_export_dump_umnt() {
     let s = TestServer::start();
     std::fs::create_dir_all(s.export.join("a/b")).unwrap();
     std::fs::write(s.export.join("file"), b"").unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     // The real path names the same export.
     let Mountres3::MNT3_OK(real) = mnt(&mut c, s.export.to_str().unwrap()) else {
         panic!("MNT of the real path")

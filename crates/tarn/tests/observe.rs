@@ -67,8 +67,7 @@ fn disk_used_pct(p: &std::path::Path) -> u64 {
 #[test]
 fn healthy_clients_yield_no_findings() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = create3(&mut c, xid(), &root, "healthy");
     let doctor = spawn_doctor(&s, "2", &[]);
     // An ordinary client: big UNSTABLE writes and a COMMIT, a few GETATTRs
@@ -225,8 +224,7 @@ fn metrics_parse_as_prometheus_text() {
     let mport = free_port();
     let maddr = format!("127.0.0.1:{mport}");
     let s = TestServer::start_with(&["--metrics", &maddr]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     for _ in 0..10 {
         getattr(&mut c, &root);
     }
@@ -294,8 +292,7 @@ fn metrics_parse_as_prometheus_text() {
 #[test]
 fn stats_and_top_print_their_columns() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let load = for_secs(3.0, move || {
         getattr(&mut c, &root);
     });

@@ -686,8 +686,7 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     kdc.activate(&cc);
     let (_tmp, export, state) = temp_export();
     let s = launch_sec(&kdc, &export, &state, "krb5p,sys", &[]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let ga = xdr::to_bytes(&Getattr3args {
         object: root.clone(),
     });

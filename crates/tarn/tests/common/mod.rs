@@ -145,6 +145,13 @@ use proto::nfs3::*;
 use rpc::client::auth_sys;
 use rpc::msg::{decode_reply, ReplyStatus};
 
+/// A new connection to `s` and its export's root handle (MNT of "/").
+pub fn mounted_root(s: &TestServer) -> (TcpStream, NfsFh3) {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let root = mnt_root(&mut c);
+    (c, root)
+}
+
 pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
     let args = xdr::to_bytes(&proto::mount::Dirpath(bytes::Bytes::from_static(b"/")));
     let r = raw_call(
