@@ -302,9 +302,7 @@ fn workload_over_krb5p() {
         return;
     }
     let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("fuse", "10m");
-    kdc.activate(&cc); // tarn mount inherits KRB5CCNAME and KRB5_CONFIG
+    let kdc = kdc_with_ticket("fuse", "10m"); // tarn mount inherits KRB5CCNAME and KRB5_CONFIG
     let (_tmp, export, state) = temp_export();
     let maddr = format!("127.0.0.1:{}", free_port());
     let kt = kdc.keytab.display().to_string();

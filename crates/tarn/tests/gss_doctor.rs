@@ -41,12 +41,10 @@ fn write_args(fh: &NfsFh3, offset: u64) -> Bytes {
 
 #[test]
 fn doctor_explains_kerberos_clients() {
-    let kdc = kdc::Kdc::start();
     // A ten-minute ticket: every context made with it expires within the
     // doctor's margin, as in the report where writes turned synchronous in
     // the last minutes of a credential's life.
-    let cc = kdc.kinit("short", "10m");
-    kdc.activate(&cc);
+    let kdc = kdc_with_ticket("short", "10m");
     let (_tmp, export, state) = temp_export();
     // The test principal is not a local user: it works as the anonymous ids.
     let file = export.join("synced");

@@ -681,9 +681,7 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     use rpc::client::gss::GssClient;
     use rpc::client::RpcClient;
     use rpc::gss::GssService;
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("long", "10m");
-    kdc.activate(&cc);
+    let kdc = kdc_with_ticket("long", "10m");
     let (_tmp, export, state) = temp_export();
     let s = launch_sec(&kdc, &export, &state, "krb5p,sys", &[]);
     let (mut c, root) = mounted_root(&s);

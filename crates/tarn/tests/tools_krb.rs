@@ -17,9 +17,7 @@ use testkdc as kdc;
 #[test]
 fn cp_over_krb5p_there_and_back() {
     let _env = kdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = kdc::Kdc::start();
-    let cc = kdc.kinit("tools", "10m");
-    kdc.activate(&cc); // the tools we run inherit it
+    let kdc = kdc_with_ticket("tools", "10m"); // the tools we run inherit it
 
     let (_tmp, export, state) = temp_export();
     // alice maps to the anonymous ids here: a directory she may write.

@@ -20,6 +20,15 @@ pub fn world_writable(file: &Path, data: &[u8]) {
     std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
 }
 
+/// A test KDC with `name`'s ticket, good for `life`, made this process's
+/// default credential (the tools and mounts a test starts inherit it).
+pub fn kdc_with_ticket(name: &str, life: &str) -> testkdc::Kdc {
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit(name, life);
+    kdc.activate(&cc);
+    kdc
+}
+
 /// A server on `export` taking Kerberos (all three services, with `kdc`'s
 /// keytab) and AUTH_SYS, with `extra` flags.
 pub fn launch_krb(kdc: &testkdc::Kdc, export: &Path, state: &Path, extra: &[&str]) -> TestServer {
