@@ -411,8 +411,7 @@ fn storage_errors_over_nfsv3() {
         return;
     };
     let (mut c, root) = mounted_root(&s);
-    let mut other = TcpStream::connect(s.addr).unwrap();
-    let other_root = mnt_root(&mut other);
+    let (mut other, other_root) = mounted_root(&s);
     let mut others_served = || {
         null_works(&s);
         size3(&mut other, &other_root);
@@ -722,8 +721,7 @@ fn storage_errors_over_nfsv41() {
     };
     use client::nfs4::Session;
     use proto::nfs4::{Nfsstat4, StableHow4};
-    let mut other = TcpStream::connect(s.addr).unwrap();
-    let other_root = mnt_root(&mut other);
+    let (mut other, other_root) = mounted_root(&s);
     let mut others_served = || {
         null_works(&s);
         size3(&mut other, &other_root);

@@ -364,8 +364,7 @@ fn rpcsec_gss_with_a_real_kdc() {
         assert!(metric(&maddr, "tarn_cache_entries{cache=\"gss_contexts\"}") >= 1.0);
 
         // --- a krb5p-only export: AUTH_SYS and krb5 are too weak ---
-        let mut c2 = std::net::TcpStream::connect(s2.addr).unwrap();
-        let root2 = mnt_root(&mut c2);
+        let (_c2, root2) = mounted_root(&s2);
         let sys2 = RpcClient::connect(s2.addr, auth_sys(0, 0, &[], "t"))
             .await
             .unwrap();

@@ -113,8 +113,7 @@ fn mnt_export_dump_umnt() {
 #[test]
 fn clients_outside_the_export_get_acces() {
     let s = TestServer::start();
-    let mut ok_client = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut ok_client);
+    let (_ok_client, root) = mounted_root(&s);
     let mut other = connect_from_127_0_0_2(&s);
     assert_eq!(
         mnt(&mut other, "/"),

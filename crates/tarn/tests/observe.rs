@@ -95,18 +95,15 @@ fn healthy_clients_yield_no_findings() {
 fn doctor_names_misbehaving_clients() {
     let s = TestServer::start_with(&["--allow", "127.0.0.0/8"]);
     // 127.0.0.2: GETATTR over many distinct files, as fast as it can.
-    let mut storm = connect_from(s.addr, "127.0.0.2");
-    let root = mnt_root(&mut storm);
+    let (mut storm, root) = mounted_root_from(&s, "127.0.0.2");
     let files: Vec<NfsFh3> = (0..300)
         .map(|i| create3(&mut storm, xid(), &root, &format!("f{i}")))
         .collect();
     // 127.0.0.3: small FILE_SYNC writes.
-    let mut syncer = connect_from(s.addr, "127.0.0.3");
-    let sroot = mnt_root(&mut syncer);
+    let (mut syncer, sroot) = mounted_root_from(&s, "127.0.0.3");
     let sfh = create3(&mut syncer, xid(), &sroot, "synced");
     // 127.0.0.1: a healthy neighbour that must not be named.
-    let mut calm = TcpStream::connect(s.addr).unwrap();
-    let croot = mnt_root(&mut calm);
+    let (mut calm, croot) = mounted_root(&s);
 
     let doctor = spawn_doctor(&s, "2.5", &["--small-sync-writes", "10"]);
     let mut i = 0;
@@ -160,10 +157,8 @@ fn doctor_names_misbehaving_clients() {
 #[test]
 fn doctor_sees_auth_cache_churn() {
     let s = TestServer::start_with(&["--allow", "127.0.0.0/8"]);
-    let mut churn = connect_from(s.addr, "127.0.0.5");
-    let root = mnt_root(&mut churn);
-    let mut calm = TcpStream::connect(s.addr).unwrap();
-    let croot = mnt_root(&mut calm);
+    let (mut churn, root) = mounted_root_from(&s, "127.0.0.5");
+    let (mut calm, croot) = mounted_root(&s);
     let doctor = spawn_doctor(&s, "2.5", &[]);
     // 127.0.0.5: a new AUTH_SYS credential (uid) on every call, so every
     // lookup misses the per-client credential cache.

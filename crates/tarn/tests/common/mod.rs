@@ -161,6 +161,13 @@ pub fn mounted_root(s: &TestServer) -> (TcpStream, NfsFh3) {
     (c, root)
 }
 
+/// [`mounted_root`] over a connection from `ip` (see [`connect_from`]).
+pub fn mounted_root_from(s: &TestServer, ip: &str) -> (TcpStream, NfsFh3) {
+    let mut c = connect_from(s.addr, ip);
+    let root = mnt_root(&mut c);
+    (c, root)
+}
+
 pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
     let args = xdr::to_bytes(&proto::mount::Dirpath(bytes::Bytes::from_static(b"/")));
     let r = raw_call(
