@@ -146,7 +146,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
     let Some((tmp, etcd, export)) = cluster_dirs() else {
         return;
     };
-    std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    chmod(&export, 0o777);
     let mut heads: Vec<Head> = ["a", "b", "c"]
         .iter()
         .map(|n| Head::new(tmp.path(), n, &export, &etcd.url, GRACE))

@@ -36,7 +36,7 @@ fn v42() -> SessionOptions {
 fn file(t: &Tarn, name: &str, data: &[u8]) {
     let path = t.export.join(name);
     std::fs::write(&path, data).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    chmod(&path, 0o666);
 }
 
 /// The copies' source file, `src` holding `data`, and their empty

@@ -711,11 +711,7 @@ fn anonymous_stateids_read_and_write() {
     let t = Tarn::start(&[]);
     std::fs::write(t.export.join("f"), b"plain data").unwrap();
     // The test runs as another user than the client's AUTH_SYS uid.
-    std::fs::set_permissions(
-        t.export.join("f"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    chmod(t.export.join("f"), 0o666);
     run(async {
         let s = session(t.addr).await;
         let fh = s.lookup_path("/f").await.unwrap();
@@ -1124,11 +1120,7 @@ fn reclaim_after_restart_in_grace() {
 fn channel_limits_are_enforced() {
     let t = Tarn::start(&[]);
     std::fs::write(t.export.join("f"), vec![b'.'; 64 << 10]).unwrap();
-    std::fs::set_permissions(
-        t.export.join("f"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    chmod(t.export.join("f"), 0o666);
     run(async {
         let o = SessionOptions {
             max_ops: 4,

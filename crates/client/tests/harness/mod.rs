@@ -157,6 +157,13 @@ pub fn kdc_with_ticket(
     (env, kdc)
 }
 
+/// Sets `path`'s permission bits to `mode` (the tests run as another
+/// user than the clients' AUTH_SYS uid).
+pub fn chmod(path: impl AsRef<std::path::Path>, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// Runs one async test body on a small runtime.
 pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
