@@ -130,6 +130,18 @@ impl Client {
         Ok(r)
     }
 
+    /// The tool argument `arg` parsed, its server's connection, and the
+    /// handle and attributes of what it names; errors name the argument.
+    pub async fn resolve(&mut self, arg: &str) -> Result<(NfsUrl, Arc<Remote>, Fh, Attr), String> {
+        let url = parse(arg)?;
+        let r = self.remote(&url).await?;
+        let (fh, a) = r
+            .lookup_path_attr(&url.path)
+            .await
+            .map_err(|e| nfs_err(&url, e))?;
+        Ok((url, r, fh, a))
+    }
+
     /// Ends every session and mount (the server then forgets this client
     /// at once instead of at lease expiry). Failures change nothing for the user.
     pub async fn close(&mut self) {

@@ -14,5 +14,6 @@ pub mod connect;
 pub mod nfs3;
 pub mod nfs4;
 pub mod nfs40;
+mod pause;
 pub mod remote;
 pub mod url;

@@ -99,6 +99,23 @@ pub enum Sec {
 }
 
 impl NfsUrl {
+    /// `nfs://host:port/path` with no options: AUTH_SYS, any version,
+    /// the default transport.
+    fn at(host: String, port: u16, path: String) -> NfsUrl {
+        NfsUrl {
+            host,
+            port,
+            path,
+            vers: None,
+            uid: None,
+            gid: None,
+            sec: Sec::Sys,
+            mountport: None,
+            transport: Transport::default(),
+            tls: None,
+        }
+    }
+
     pub fn parse(s: &str) -> Result<NfsUrl, String> {
         let bad = |why: &str| format!("{s}: {why}");
         let rest = s
@@ -113,18 +130,8 @@ impl NfsUrl {
             None => (rest, "/"),
         };
         let (host, port) = split_host_port(authority).map_err(|e| bad(&e))?;
-        let mut url = NfsUrl {
-            host,
-            port,
-            path: normalize(&percent_decode(path).map_err(|e| bad(&e))?),
-            vers: None,
-            uid: None,
-            gid: None,
-            sec: Sec::Sys,
-            mountport: None,
-            transport: Transport::default(),
-            tls: None,
-        };
+        let path = normalize(&percent_decode(path).map_err(|e| bad(&e))?);
+        let mut url = NfsUrl::at(host, port, path);
         let mut tls: Option<TlsUrl> = None;
         let mut tls_files: (Option<String>, Option<String>, Option<String>, bool) =
             Default::default();
@@ -389,16 +396,8 @@ mod tests {
 
     fn url(host: &str, port: u16, path: &str, minor: Option<u32>) -> NfsUrl {
         NfsUrl {
-            host: host.into(),
-            port,
-            path: path.into(),
             vers: minor.map(Vers::V4),
-            uid: None,
-            gid: None,
-            sec: Sec::Sys,
-            mountport: None,
-            transport: Transport::default(),
-            tls: None,
+            ..NfsUrl::at(host.into(), port, path.into())
         }
     }
 

@@ -177,12 +177,9 @@ async fn delay_is_retried_with_the_right_seqids() {
     s.renew().await.unwrap();
 }
 
-#[tokio::test]
-async fn many_in_flight_share_the_table() {
-    let f = fake(SLOTS - 1);
-    f.pause_ms.store(20, Ordering::SeqCst);
-    let (s, svc) = start(f).await;
-    let tasks: Vec<_> = (0..32)
+/// `n` PUTROOTFH COMPOUNDs sent at once, each of which must succeed.
+async fn putrootfh_at_once(s: &Arc<Session>, n: usize) {
+    let tasks: Vec<_> = (0..n)
         .map(|_| {
             let s = s.clone();
             tokio::spawn(async move { s.call(vec![NfsArgop4::OP_PUTROOTFH]).await })
@@ -191,6 +188,14 @@ async fn many_in_flight_share_the_table() {
     for t in tasks {
         t.await.unwrap().unwrap();
     }
+}
+
+#[tokio::test]
+async fn many_in_flight_share_the_table() {
+    let f = fake(SLOTS - 1);
+    f.pause_ms.store(20, Ordering::SeqCst);
+    let (s, svc) = start(f).await;
+    putrootfh_at_once(&s, 32).await;
     assert_eq!(svc.misordered.load(Ordering::SeqCst), 0);
     assert_eq!(
         svc.max_in_flight.load(Ordering::SeqCst),
@@ -212,15 +217,7 @@ async fn target_highest_slotid_is_respected() {
     s.renew().await.unwrap();
     svc.max_slot.store(0, Ordering::SeqCst);
     svc.max_in_flight.store(0, Ordering::SeqCst);
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let s = s.clone();
-            tokio::spawn(async move { s.call(vec![NfsArgop4::OP_PUTROOTFH]).await })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap().unwrap();
-    }
+    putrootfh_at_once(&s, 16).await;
     assert_eq!(svc.max_slot.load(Ordering::SeqCst), 1);
     assert!(svc.max_highest.load(Ordering::SeqCst) <= 1);
     assert_eq!(svc.max_in_flight.load(Ordering::SeqCst), 2);

@@ -128,18 +128,25 @@ async fn open_until(
     }
 }
 
-#[test]
-fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
+/// A temporary directory (under /var/tmp) with etcd running in it and
+/// an empty `export` directory; None, and the test passes, without etcd.
+fn cluster_dirs() -> Option<(tempfile::TempDir, Etcd, std::path::PathBuf)> {
     let tmp = tempfile::Builder::new()
         .prefix("tarn-cluster-")
         .tempdir_in("/var/tmp")
         .unwrap();
-    let Some(etcd) = Etcd::start(tmp.path()) else {
-        return;
-    };
+    let etcd = Etcd::start(tmp.path())?;
     let export = tmp.path().join("export");
     std::fs::create_dir_all(&export).unwrap();
-    std::fs::set_permissions(&export, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    Some((tmp, etcd, export))
+}
+
+#[test]
+fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
+    let Some((tmp, etcd, export)) = cluster_dirs() else {
+        return;
+    };
+    chmod(&export, 0o777);
     let mut heads: Vec<Head> = ["a", "b", "c"]
         .iter()
         .map(|n| Head::new(tmp.path(), n, &export, &etcd.url, GRACE))
@@ -181,25 +188,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
             .unwrap();
 
         let x = channel_session(service.addr, "x-moves").await;
-        let (sid, fh) = x
-            .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        x.write(
-            &sid,
-            &fh,
-            0,
-            bytes::Bytes::from_static(b"before"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-        let lo = x.new_owner("lock");
-        let locker = x.new_lock_owner(&sid, &lo);
-        x.lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
-            .await
-            .unwrap()
-            .expect("lock granted on a");
+        let (sid, fh, _) = kept_and_locked(&x, &dir, "lock granted on a").await;
         (x, y, dir, sid, fh, ysid, yfh)
     });
 
@@ -215,27 +204,21 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         assert_eq!(st, Some(Nfsstat4::NFS4ERR_GRACE), "b never entered grace");
         eprintln!("b in grace {:?} after the kill", killed.elapsed());
         // ...while y's established open keeps working.
-        y.write(
-            &ysid,
-            &yfh,
-            0,
-            bytes::Bytes::from_static(b"y"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE on established state during grace");
+        write_sync(&y, &ysid, &yfh, 0, b"y")
+            .await
+            .expect("WRITE on established state during grace");
 
         // A new lock, even on y's own open file, waits for the reclaims.
-        let yo = y.new_owner("lock-during");
-        let r = y
-            .lock(
-                &yfh,
-                y.new_lock_owner(&ysid, &yo),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
-            .await;
+        let r = lock_as(
+            &y,
+            &yfh,
+            &ysid,
+            "lock-during",
+            NfsLockType4::WRITE_LT,
+            0,
+            10,
+        )
+        .await;
         assert_eq!(err(r), Nfsstat4::NFS4ERR_GRACE);
 
         // c enters grace too (each head notices at its own next step,
@@ -249,15 +232,9 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
 
         // The service address moves to b; x recovers there and reclaims.
         service.point_at(b);
-        x.write(
-            &sid,
-            &fh,
-            6,
-            bytes::Bytes::from_static(b" after"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE after the failover");
+        write_sync(&x, &sid, &fh, 6, b" after")
+            .await
+            .expect("WRITE after the failover");
         eprintln!(
             "first successful call through b {:?} after the kill",
             killed.elapsed()
@@ -278,15 +255,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
             .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_BOTH)
             .await
             .unwrap();
-        let oo = y.new_owner("lock");
-        let r = y
-            .lock(
-                &ofh,
-                y.new_lock_owner(&osid, &oo),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
+        let r = lock_as(&y, &ofh, &osid, "lock", NfsLockType4::WRITE_LT, 0, 10)
             .await
             .unwrap();
         assert!(r.is_err(), "the reclaimed lock must hold: {r:?}");
@@ -294,15 +263,7 @@ fn a_failed_heads_client_reclaims_on_a_survivor_under_cluster_grace() {
         x.locku(&fh, &lsid, NfsLockType4::WRITE_LT, 0, 100)
             .await
             .expect("LOCKU of the reclaimed lock");
-        let oo2 = y.new_owner("lock2");
-        let r = y
-            .lock(
-                &ofh,
-                y.new_lock_owner(&osid, &oo2),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
+        let r = lock_as(&y, &ofh, &osid, "lock2", NfsLockType4::WRITE_LT, 0, 10)
             .await
             .unwrap();
         assert!(r.is_ok(), "granted after the unlock: {r:?}");
@@ -375,15 +336,9 @@ fn etcd_post(url: &str, path: &str, body: &str) -> String {
 /// grace then runs to its bound, and the failed head's records go with it.
 #[test]
 fn a_failed_heads_nlm_hosts_are_notified_and_hold_the_grace_to_its_bound() {
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-cluster-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let Some(etcd) = Etcd::start(tmp.path()) else {
+    let Some((tmp, etcd, export)) = cluster_dirs() else {
         return;
     };
-    let export = tmp.path().join("export");
-    std::fs::create_dir_all(&export).unwrap();
     const BOUND: u64 = 6;
     let mut a = Head::new(tmp.path(), "a", &export, &etcd.url, BOUND);
     let mut b = Head::new(tmp.path(), "b", &export, &etcd.url, BOUND);

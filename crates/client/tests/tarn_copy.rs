@@ -36,7 +36,20 @@ fn v42() -> SessionOptions {
 fn file(t: &Tarn, name: &str, data: &[u8]) {
     let path = t.export.join(name);
     std::fs::write(&path, data).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    chmod(&path, 0o666);
+}
+
+/// The copies' source file, `src` holding `data`, and their empty
+/// destination `dst`.
+fn src_and_empty_dst(t: &Tarn, data: &[u8]) {
+    file(t, "src", data);
+    file(t, "dst", b"");
+}
+
+/// The handles of `/src` and `/dst`.
+async fn src_and_dst(s: &Session) -> (NfsFh4, NfsFh4) {
+    let src = s.lookup_path("/src").await.unwrap();
+    (src, s.lookup_path("/dst").await.unwrap())
 }
 
 fn noise(len: usize, seed: u8) -> Vec<u8> {
@@ -63,12 +76,10 @@ fn copy_of_a_large_file_loops_on_short_counts_and_matches() {
     let t = Tarn::start(&[]);
     let size = 20 * MIB + 12_345;
     let data = noise(size as usize, 5);
-    file(&t, "src", &data);
-    file(&t, "dst", b"");
+    src_and_empty_dst(&t, &data);
     run(async {
         let s = session_with(t.addr, &v42()).await;
-        let src = s.lookup_path("/src").await.unwrap();
-        let dst = s.lookup_path("/dst").await.unwrap();
+        let (src, dst) = src_and_dst(&s).await;
         let mut at = 0;
         let mut calls = Vec::new();
         while at < size {
@@ -134,12 +145,10 @@ fn copy_of_a_large_file_loops_on_short_counts_and_matches() {
 fn clone_where_the_filesystem_can_and_io_advise() {
     let t = Tarn::start(&[]);
     let data = noise(256 << 10, 9);
-    file(&t, "src", &data);
-    file(&t, "dst", b"");
+    src_and_empty_dst(&t, &data);
     run(async {
         let s = session_with(t.addr, &v42()).await;
-        let src = s.lookup_path("/src").await.unwrap();
-        let dst = s.lookup_path("/dst").await.unwrap();
+        let (src, dst) = src_and_dst(&s).await;
         let clone = NfsArgop4::OP_CLONE(Clone4args {
             cl_src_stateid: ANON,
             cl_dst_stateid: ANON,
@@ -237,13 +246,11 @@ fn async_copy_polled_with_offload_status_and_cancelled() {
     let t = Tarn::start(&[]);
     let size = 64 * MIB;
     let data = noise(size as usize, 11);
-    file(&t, "src", &data);
-    file(&t, "dst", b"");
+    src_and_empty_dst(&t, &data);
     file(&t, "dst2", b"");
     run(async {
         let s = session_with(t.addr, &v42()).await;
-        let src = s.lookup_path("/src").await.unwrap();
-        let dst = s.lookup_path("/dst").await.unwrap();
+        let (src, dst) = src_and_dst(&s).await;
         let dst2 = s.lookup_path("/dst2").await.unwrap();
         let sid = copy_async(&s, &src, &dst).await;
         let started = std::time::Instant::now();

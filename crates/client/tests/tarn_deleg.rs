@@ -191,15 +191,9 @@ fn conflicting_open_recalls_and_the_holder_returns() {
             "returned, not revoked"
         );
 
-        b.write(
-            &sid_b,
-            &fh_b,
-            0,
-            Bytes::from_static(b"new data from B"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
+        write_sync(&b, &sid_b, &fh_b, 0, b"new data from B")
+            .await
+            .unwrap();
         let before = getattrs(&maddr);
         let st = a.stat(&fh).await.unwrap();
         assert_eq!(getattrs(&maddr), before + 1, "A's stat went to the server");
@@ -291,15 +285,9 @@ fn ignored_recall_is_revoked_after_a_lease() {
         );
         assert_eq!(a.delegations().recalls_received(), 1);
         assert!(a.delegations().get(&fh).is_some(), "A kept it, as told");
-        b.write(
-            &sid_b,
-            &fh_b,
-            0,
-            Bytes::from_static(b"B was here"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
+        write_sync(&b, &sid_b, &fh_b, 0, b"B was here")
+            .await
+            .unwrap();
 
         let flags = a.renew().await.unwrap();
         assert_ne!(
@@ -365,10 +353,9 @@ fn free_stateid_of_a_revoked_delegation_by_hand() {
 
 #[test]
 fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
-    let t = Tarn::start(&[]);
-    run(async {
-        make_file(t.addr, "w", b"").await;
-        let a = session(t.addr).await;
+    with_server(|addr| async move {
+        make_file(addr, "w", b"").await;
+        let a = session(addr).await;
         let root = a.lookup_path("/").await.unwrap();
         let owner = a.open_owner();
         let o = a
@@ -399,7 +386,7 @@ fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
         assert!(local.change.unwrap() > change0);
 
         // B asks the server, which asks A (CB_GETATTR).
-        let b = session(t.addr).await;
+        let b = session(addr).await;
         let fh_b = b.lookup(&root, "w").await.unwrap();
         let seen = b.attrs(&fh_b, &[FATTR4_SIZE, FATTR4_CHANGE]).await.unwrap();
         assert_eq!(seen.size, Some(32), "the size A reported");
@@ -421,10 +408,9 @@ fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
 /// above had buffered) is what the recalling client reads.
 #[test]
 fn open_by_handle_and_the_hook_before_return() {
-    let t = Tarn::start(&[]);
-    run(async {
-        make_file(t.addr, "h", b"").await;
-        let a = std::sync::Arc::new(session(t.addr).await);
+    with_server(|addr| async move {
+        make_file(addr, "h", b"").await;
+        let a = std::sync::Arc::new(session(addr).await);
         let root = a.lookup_path("/").await.unwrap();
         let fh = a.lookup(&root, "h").await.unwrap();
         let owner = a.new_owner("open");
@@ -447,18 +433,12 @@ fn open_by_handle_and_the_hook_before_return() {
                     assert_eq!(f, fh);
                     assert!(a.delegations().get(&fh).is_none());
                     calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    a.write(
-                        &sid,
-                        &fh,
-                        0,
-                        Bytes::from_static(b"buffered above"),
-                        StableHow4::FILE_SYNC4,
-                    )
-                    .await
-                    .is_ok()
+                    write_sync(&a, &sid, &fh, 0, b"buffered above")
+                        .await
+                        .is_ok()
                 })
             })));
-        let b = session(t.addr).await;
+        let b = session(addr).await;
         let (sid_b, fh_b) = b
             .open(&root, "h", None, OPEN4_SHARE_ACCESS_READ)
             .await

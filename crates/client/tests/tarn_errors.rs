@@ -51,15 +51,27 @@ async fn open(s: &Session, file: &str, owner: &str, access: u32, deny: u32) -> R
     .await
 }
 
+/// [`open`] for reading and writing, denying nothing: the plain OPEN most
+/// tests need before the one they are about.
+async fn open_rw(s: &Session, file: &str, owner: &str) -> Result<Opened> {
+    open(
+        s,
+        file,
+        owner,
+        OPEN4_SHARE_ACCESS_BOTH,
+        OPEN4_SHARE_DENY_NONE,
+    )
+    .await
+}
+
 // ---------------------------------------------------------------------------
 // 1. COMPOUND level
 // ---------------------------------------------------------------------------
 
 #[test]
 fn minor_version_3_is_a_mismatch_with_no_results() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let c = conn(t.addr).await;
+    with_server(|addr| async move {
+        let c = conn(addr).await;
         let r = c.compound(3, vec![NfsArgop4::OP_PUTROOTFH]).await.unwrap();
         assert_eq!(r.status, NFS4ERR_MINOR_VERS_MISMATCH);
         assert!(r.resarray.is_empty(), "{:?}", statuses(&r));
@@ -77,10 +89,9 @@ fn minor_version_3_is_a_mismatch_with_no_results() {
 
 #[test]
 fn unknown_operation_mid_compound_is_op_illegal_after_the_results_so_far() {
-    let t = Tarn::start(&[]);
-    run(async {
+    with_server(|addr| async move {
         // Minor version 0 needs no session.
-        let c = conn(t.addr).await;
+        let c = conn(addr).await;
         let mut b = encode(
             "illegal",
             0,
@@ -101,7 +112,7 @@ fn unknown_operation_mid_compound_is_op_illegal_after_the_results_so_far() {
 
         // Minor version 1, after SEQUENCE; an operation number from 4.2
         // (ALLOCATE, 59) is just as unknown in 4.1.
-        let s = session(t.addr).await;
+        let s = session(addr).await;
         for op in [59u32, 2, 10043] {
             let g = s.acquire().await;
             let mut b = encode(
@@ -130,9 +141,7 @@ fn unknown_operation_mid_compound_is_op_illegal_after_the_results_so_far() {
 
 #[test]
 fn session_placement_rules() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
+    with_session(|_, s| async move {
         // 4.1 without SEQUENCE.
         let r = s
             .conn()
@@ -210,9 +219,7 @@ fn session_placement_rules() {
 
 #[test]
 fn truncated_argument_is_badxdr() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
+    with_session(|_, s| async move {
         let g = s.acquire().await;
         let mut b = encode("short", 1, vec![g.sequence(false), NfsArgop4::OP_PUTROOTFH]);
         set_op_count(&mut b, 3);
@@ -236,19 +243,9 @@ fn truncated_argument_is_badxdr() {
 
 #[test]
 fn unimplemented_operations_are_notsupp_and_the_server_keeps_serving() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
+    with_session(|addr, s| async move {
         let root = s.lookup_path("/").await.unwrap();
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+        let o = open_rw(&s, "f", OWNER_A).await.unwrap();
         let layoutget = NfsArgop4::OP_LAYOUTGET(Layoutget4args {
             loga_signal_layout_avail: false,
             loga_layout_type: Layouttype4::LAYOUT4_NFSV4_1_FILES,
@@ -277,7 +274,7 @@ fn unimplemented_operations_are_notsupp_and_the_server_keeps_serving() {
         // COPY_NOTIFY (the source side of an inter-server copy, which Tarn
         // does not offer) in minor version 2, on a 4.2 session.
         let s2 = session_with(
-            t.addr,
+            addr,
             &SessionOptions {
                 minorversion: 2,
                 ..SessionOptions::default()
@@ -301,7 +298,7 @@ fn unimplemented_operations_are_notsupp_and_the_server_keeps_serving() {
         s2.lookup_path("/f")
             .await
             .expect("4.2 LOOKUP after NOTSUPP");
-        conn(t.addr).await.null().await.unwrap();
+        conn(addr).await.null().await.unwrap();
         s.close(&o.fh, &o.stateid).await.unwrap();
     });
 }
@@ -373,9 +370,7 @@ fn sequence(sessionid: Sessionid4, slot: u32, seqid: u32) -> NfsArgop4 {
 
 #[test]
 fn misordered_bad_slot_and_bad_session() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
+    with_session(|_, s| async move {
         let g = s.acquire().await;
         // lease.seqid is the next one due; one more skips a request.
         let r = s
@@ -490,9 +485,7 @@ fn cached_retry_replays_the_same_bytes_and_creates_once() {
 
 #[test]
 fn uncached_retry() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
+    with_session(|_, s| async move {
         let g = s.acquire().await;
         let args = encode(
             "nocache",
@@ -520,9 +513,8 @@ fn uncached_retry() {
 
 #[test]
 fn create_session_replay_and_destroy_clientid_while_busy() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let c = conn(t.addr).await;
+    with_server(|addr| async move {
+        let c = conn(addr).await;
         let o = SessionOptions::default();
         let ex = exchange_id(&c, &o).await.unwrap();
         let cs = create_session(&c, ex.eir_clientid, ex.eir_sequenceid, &o)
@@ -564,31 +556,13 @@ fn create_session_replay_and_destroy_clientid_while_busy() {
 
 #[test]
 fn close_twice_and_close_with_locks_held() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let s = session(t.addr).await;
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+    with_session(|_, s| async move {
+        let o = open_rw(&s, "f", OWNER_A).await.unwrap();
         let closed = s.close(&o.fh, &o.stateid).await.unwrap();
         assert_eq!(err(s.close(&o.fh, &o.stateid).await), NFS4ERR_BAD_STATEID);
         assert_eq!(err(s.close(&o.fh, &closed).await), NFS4ERR_BAD_STATEID);
 
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+        let o = open_rw(&s, "f", OWNER_A).await.unwrap();
         let lo = s.new_owner("lock");
         let l = s
             .lock(
@@ -612,15 +586,7 @@ fn close_twice_and_close_with_locks_held() {
             err(s.locku(&o.fh, &l, NfsLockType4::WRITE_LT, 0, 10).await),
             NFS4ERR_BAD_STATEID
         );
-        let o2 = open(
-            &s,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+        let o2 = open_rw(&s, "f", "open-b").await.unwrap();
         let lo2 = s.new_owner("lock-2");
         s.lock(
             &o2.fh,
@@ -637,10 +603,9 @@ fn close_twice_and_close_with_locks_held() {
 
 #[test]
 fn share_deny_blocks_other_owners() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let a = session(t.addr).await;
-        let b = session(t.addr).await;
+    with_server(|addr| async move {
+        let a = session(addr).await;
+        let b = session(addr).await;
         let oa = open(
             &a,
             "f",
@@ -669,14 +634,7 @@ fn share_deny_blocks_other_owners() {
         .await;
         assert_eq!(err(r), NFS4ERR_SHARE_DENIED, "deny READ against a reader");
         // Another owner of the same client is just as refused.
-        let r = open(
-            &a,
-            "f",
-            "open-a2",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
+        let r = open_rw(&a, "f", "open-a2").await;
         assert_eq!(err(r), NFS4ERR_SHARE_DENIED);
         let ob = open(
             &b,
@@ -704,9 +662,8 @@ fn share_deny_blocks_other_owners() {
 
 #[test]
 fn share_deny_holds_against_anonymous_io() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let a = session(t.addr).await;
+    with_server(|addr| async move {
+        let a = session(addr).await;
         let oa = open(
             &a,
             "f",
@@ -754,11 +711,7 @@ fn anonymous_stateids_read_and_write() {
     let t = Tarn::start(&[]);
     std::fs::write(t.export.join("f"), b"plain data").unwrap();
     // The test runs as another user than the client's AUTH_SYS uid.
-    std::fs::set_permissions(
-        t.export.join("f"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    chmod(t.export.join("f"), 0o666);
     run(async {
         let s = session(t.addr).await;
         let fh = s.lookup_path("/f").await.unwrap();
@@ -774,15 +727,9 @@ fn anonymous_stateids_read_and_write() {
             let r = s.read(sid, &fh, 0, 100).await.unwrap();
             assert_eq!((&r.data[..], r.eof), (&b"plain data"[..], true));
         }
-        s.write(
-            &anon,
-            &fh,
-            0,
-            Bytes::from_static(b"PLAIN"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE with the anonymous stateid");
+        write_sync(&s, &anon, &fh, 0, b"PLAIN")
+            .await
+            .expect("WRITE with the anonymous stateid");
         assert_eq!(std::fs::read(t.export.join("f")).unwrap(), b"PLAIN data");
     });
 }
@@ -798,24 +745,8 @@ fn lock_conflicts_between_owners() {
     run(async {
         let a = session(t.addr).await;
         let b = session(t.addr).await;
-        let oa = open(
-            &a,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
-        let ob = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+        let oa = open_rw(&a, "f", OWNER_A).await.unwrap();
+        let ob = open_rw(&b, "f", "open-b").await.unwrap();
         let fh = oa.fh.clone();
         let (la, lb) = (owner(&a, "lock-a"), owner(&b, "lock-b"));
 
@@ -967,15 +898,7 @@ fn nfs4_and_nlm_locks_conflict() {
     let t = Tarn::start(&["--grace", "0"]);
     run(async {
         let s = session(t.addr).await;
-        let o = open(
-            &s,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+        let o = open_rw(&s, "f", OWNER_A).await.unwrap();
         let lo = s.new_owner("lock");
         let l = s
             .lock(&o.fh, s.new_lock_owner(&o.stateid, &lo), WRITE_LT, 0, 100)
@@ -1066,15 +989,7 @@ async fn reclaiming_session(addr: std::net::SocketAddr, o: &SessionOptions) -> A
 /// A client that held an open and a lock before the server died.
 async fn client_with_state(addr: std::net::SocketAddr, o: &SessionOptions) -> NfsFh4 {
     let a = session_with(addr, o).await;
-    let oa = open(
-        &a,
-        "f",
-        OWNER_A,
-        OPEN4_SHARE_ACCESS_BOTH,
-        OPEN4_SHARE_DENY_NONE,
-    )
-    .await
-    .unwrap();
+    let oa = open_rw(&a, "f", OWNER_A).await.unwrap();
     a.lock(
         &oa.fh,
         a.new_lock_owner(&oa.stateid, &owner(&a, "lock-a")),
@@ -1102,14 +1017,7 @@ fn reclaim_after_restart_in_grace() {
         let root = |s: &Session| owner(s, OWNER_A);
         // A new client may not create state during grace.
         let n = session(t.addr).await;
-        let r = open(
-            &n,
-            "g",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
+        let r = open_rw(&n, "g", "open-n").await;
         assert_eq!(err(r), NFS4ERR_GRACE);
 
         // A client the server never recorded cannot reclaim. RFC 8881
@@ -1182,26 +1090,12 @@ fn reclaim_after_restart_in_grace() {
             ])
             .await;
         assert_eq!(err(r), NFS4ERR_NO_GRACE);
-        let og = open(
-            &n,
-            "g",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("normal OPEN after grace");
+        let og = open_rw(&n, "g", "open-n")
+            .await
+            .expect("normal OPEN after grace");
         n.close(&og.fh, &og.stateid).await.unwrap();
         // The reclaimed lock holds against the new client.
-        let on = open(
-            &n,
-            "f",
-            "open-n",
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .unwrap();
+        let on = open_rw(&n, "f", "open-n").await.unwrap();
         let d = n
             .lockt(&on.fh, NfsLockType4::WRITE_LT, 5, 1, &owner(&n, "lock-n"))
             .await
@@ -1226,11 +1120,7 @@ fn reclaim_after_restart_in_grace() {
 fn channel_limits_are_enforced() {
     let t = Tarn::start(&[]);
     std::fs::write(t.export.join("f"), vec![b'.'; 64 << 10]).unwrap();
-    std::fs::set_permissions(
-        t.export.join("f"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    chmod(t.export.join("f"), 0o666);
     run(async {
         let o = SessionOptions {
             max_ops: 4,

@@ -66,10 +66,7 @@ fn krb5(service: GssService, renew: RenewPolicy) -> SessionOptions {
 
 #[test]
 fn sessions_under_each_kerberos_flavor() {
-    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("flavors", "10m");
-    kdc.activate(&cc);
+    let (_env, kdc) = kdc_with_ticket("flavors", "10m");
     let (t, _m) = kerberos_server(&kdc);
     run(async {
         let data = Bytes::from((0..1 << 20).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
@@ -107,11 +104,8 @@ use proto::nfs4::StableHow4;
 
 #[test]
 fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
-    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
     let life = format!("{TICKET}s");
-    let cc = kdc.kinit("renew", &life);
-    kdc.activate(&cc);
+    let (_env, kdc) = kdc_with_ticket("renew", &life);
     // The export on tmpfs: each 32 MiB file's COMMIT on this shared VM's
     // disk made the throughput wander by more than the 10% judged here
     // (rehearsals: 181 -> 151 and 143 -> 121 MiB/s within one ticket, with
@@ -375,10 +369,7 @@ async fn writer(t: &Tarn, t0: Instant, run_for: Duration) -> Report {
 /// context, the failed calls' slots not moved).
 #[test]
 fn an_unrefreshed_ticket_warns_then_fails_and_a_kinit_recovers() {
-    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("lapse", "15s");
-    kdc.activate(&cc);
+    let (_env, kdc) = kdc_with_ticket("lapse", "15s");
     let (t, _maddr) = kerberos_server(&kdc);
     let t0 = Instant::now();
     run(async {

@@ -17,11 +17,7 @@ use std::os::unix::fs::MetadataExt;
 fn rename_moves_and_replaces_and_reports_missing_names() {
     let t = Tarn::start(&[]);
     std::fs::create_dir(t.export.join("d")).unwrap();
-    std::fs::set_permissions(
-        t.export.join("d"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    chmod(t.export.join("d"), 0o777);
     std::fs::write(t.export.join("a"), b"a").unwrap();
     std::fs::write(t.export.join("b"), b"b").unwrap();
     run(async {
@@ -48,7 +44,7 @@ fn setattr_sets_mode_and_times() {
     let t = Tarn::start(&[]);
     let p = t.export.join("f");
     std::fs::write(&p, b"data").unwrap();
-    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    chmod(&p, 0o666);
     // Owned by the caller, as SETATTR of times to a given value requires.
     std::os::unix::fs::chown(&p, Some(UID), Some(GID)).unwrap();
     run(async {
@@ -107,11 +103,7 @@ fn readdir_with_and_lookup_with_attributes() {
     let t = Tarn::start(&[]);
     std::fs::create_dir_all(t.export.join("d/sub")).unwrap();
     std::fs::write(t.export.join("d/f"), vec![1u8; 1234]).unwrap();
-    std::fs::set_permissions(
-        t.export.join("d/f"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o640),
-    )
-    .unwrap();
+    chmod(t.export.join("d/f"), 0o640);
     run(async {
         let s = session(t.addr).await;
         let (fh, a) = s
@@ -150,20 +142,7 @@ fn readdir_with_and_lookup_with_attributes() {
         assert!(old.iter().all(|e| e.attrs.fileid.is_some()));
 
         let root = s.lookup_path("/").await.unwrap();
-        let a = s
-            .attrs(
-                &root,
-                &[
-                    FATTR4_FILES_AVAIL,
-                    FATTR4_FILES_FREE,
-                    FATTR4_FILES_TOTAL,
-                    FATTR4_SPACE_AVAIL,
-                    FATTR4_SPACE_FREE,
-                    FATTR4_SPACE_TOTAL,
-                ],
-            )
-            .await
-            .unwrap();
+        let a = s.attrs(&root, client::nfs4::attr::FSSTAT).await.unwrap();
         let (total, free, avail) = (
             a.space_total.unwrap(),
             a.space_free.unwrap(),

@@ -252,11 +252,7 @@ fn remembered_directories_go_when_stale_or_renamed() {
     let t = Tarn::start(&[]);
     std::fs::create_dir_all(t.export.join("a/b")).unwrap();
     std::fs::write(t.export.join("a/b/f"), b"first").unwrap();
-    std::fs::set_permissions(
-        t.export.join("a"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    chmod(t.export.join("a"), 0o777);
     run(async {
         let c = Nfs3::connect(t.addr, opts(), "/").await.unwrap();
         let f = c.lookup_path("/a/b/f").await.unwrap();

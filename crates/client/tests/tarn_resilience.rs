@@ -42,6 +42,15 @@ async fn root(s: &Session) -> NfsFh4 {
     s.lookup_path("/").await.unwrap()
 }
 
+/// Creates `name` in `dir`: an OPEN that makes it, and its CLOSE.
+async fn create_closed(s: &Session, dir: &NfsFh4, name: &str) {
+    let (sid, fh) = s
+        .open(dir, name, Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
+        .await
+        .unwrap();
+    s.close(&fh, &sid).await.unwrap();
+}
+
 #[test]
 fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
     let t = Tarn::start(&[]);
@@ -49,11 +58,7 @@ fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
         let p = proxy(t.addr).await;
         let s = channel_session(p.addr).await;
         let dir = root(&s).await;
-        let (sid, fh) = s
-            .open(&dir, "gone", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
-            .await
-            .unwrap();
-        s.close(&fh, &sid).await.unwrap();
+        create_closed(&s, &dir, "gone").await;
 
         // The REMOVE runs, its reply is lost with the connection.
         p.cut.store(true, Ordering::SeqCst);
@@ -73,17 +78,12 @@ fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
 
 #[test]
 fn a_recall_reaches_the_client_over_a_replaced_connection() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let p = proxy(t.addr).await;
+    with_server(|addr| async move {
+        let p = proxy(addr).await;
         let a = channel_session_with(p.addr, 1, true).await;
         assert!(a.back_channel().is_some());
         let dir = root(&a).await;
-        let (sid, fh) = a
-            .open(&dir, "f", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
-            .await
-            .unwrap();
-        a.close(&fh, &sid).await.unwrap();
+        create_closed(&a, &dir, "f").await;
         // The connection carrying both channels goes; its replacement is
         // bound to the session for both.
         p.cut.store(true, Ordering::SeqCst);
@@ -95,7 +95,7 @@ fn a_recall_reaches_the_client_over_a_replaced_connection() {
             .await
             .unwrap();
         assert!(a.delegations().get(&fh).is_some(), "a read delegation");
-        let b = session(t.addr).await;
+        let b = session(addr).await;
         let t0 = std::time::Instant::now();
         let (bsid, bfh) = b
             .open(&dir, "f", None, OPEN4_SHARE_ACCESS_WRITE)
@@ -166,26 +166,7 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
     let s = rt.block_on(channel_session(p.addr));
     let (dir, sid, fh, lsid) = rt.block_on(async {
         let dir = root(&s).await;
-        let (sid, fh) = s
-            .open(&dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        s.write(
-            &sid,
-            &fh,
-            0,
-            bytes::Bytes::from_static(b"before"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-        let owner = s.new_owner("lock");
-        let locker = s.new_lock_owner(&sid, &owner);
-        let lsid = s
-            .lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
-            .await
-            .unwrap()
-            .expect("lock granted");
+        let (sid, fh, lsid) = kept_and_locked(&s, &dir, "lock granted").await;
         (dir, sid, fh, lsid)
     });
     assert_eq!(s.state_book().opens.len(), 1);
@@ -195,15 +176,9 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
     *p.target.lock().unwrap() = t.addr;
     rt.block_on(async {
         // The caller's stateid still works: the session recovers first.
-        s.write(
-            &sid,
-            &fh,
-            6,
-            bytes::Bytes::from_static(b" after"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .expect("WRITE after the restart");
+        write_sync(&s, &sid, &fh, 6, b" after")
+            .await
+            .expect("WRITE after the restart");
         assert_eq!(s.recoveries(), 1);
         assert_ne!(s.state_book().opens[0].stateid.other, sid.other);
 
@@ -243,10 +218,7 @@ fn open_and_lock_are_reclaimed_after_a_server_restart() {
 
 #[test]
 fn a_krb5i_call_resent_after_a_lost_reply_carries_a_new_gss_sequence_number() {
-    let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("resend", "10m");
-    kdc.activate(&cc);
+    let (_env, kdc) = kdc_with_ticket("resend", "10m");
     let kt = kdc.keytab.display().to_string();
     let t = Tarn::start(&["--sec", "krb5i", "--keytab", &kt]);
     run(async {
@@ -270,11 +242,7 @@ fn a_krb5i_call_resent_after_a_lost_reply_carries_a_new_gss_sequence_number() {
         };
         let s = Session::establish(conn, &o).await.expect("session");
         let dir = root(&s).await;
-        let (sid, fh) = s
-            .open(&dir, "gone", Some(0o644), OPEN4_SHARE_ACCESS_WRITE)
-            .await
-            .unwrap();
-        s.close(&fh, &sid).await.unwrap();
+        create_closed(&s, &dir, "gone").await;
         p.cut.store(true, Ordering::SeqCst);
         // The server would drop a sequence number it has seen: the resent
         // call is answered only because it carries a new one.

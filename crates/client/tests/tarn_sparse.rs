@@ -34,7 +34,7 @@ fn sparse_file(t: &Tarn, name: &str, size: u64, data: &[(u64, Vec<u8>)]) -> Vec<
     }
     f.set_len(size).unwrap();
     f.sync_all().unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    chmod(&path, 0o666);
     want
 }
 

@@ -19,13 +19,7 @@ use std::time::Instant;
 pub const CLIENT_SHARDS: usize = 4;
 
 pub(crate) struct ClientShard {
-    pub calls: AtomicU64,
-    pub errors: AtomicU64,
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub queue_ns: AtomicU64,
-    pub service_ns: AtomicU64,
-    pub in_flight: AtomicI64,
+    pub n: crate::CallCounts,
     /// WRITEs asked to be FILE_SYNC or DATA_SYNC, and those of them under [`SMALL_WRITE`].
     pub sync_writes: AtomicU64,
     pub small_sync_writes: AtomicU64,
@@ -35,13 +29,7 @@ pub(crate) struct ClientShard {
 impl Default for ClientShard {
     fn default() -> Self {
         ClientShard {
-            calls: Default::default(),
-            errors: Default::default(),
-            bytes_in: Default::default(),
-            bytes_out: Default::default(),
-            queue_ns: Default::default(),
-            service_ns: Default::default(),
-            in_flight: Default::default(),
+            n: Default::default(),
             sync_writes: Default::default(),
             small_sync_writes: Default::default(),
             ops: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -281,7 +269,7 @@ impl ClientStats {
     pub(crate) fn in_flight(&self) -> i64 {
         self.shards
             .iter()
-            .map(|s| s.0.in_flight.load(Relaxed))
+            .map(|s| s.0.n.in_flight.load(Relaxed))
             .sum()
     }
 
@@ -432,7 +420,7 @@ impl ClientTable {
         let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let before = m.len();
         m.retain(|_, e| {
-            let calls = e.stats.sum(|s| &s.calls) + e.stats.connections_opened.load(Relaxed);
+            let calls = e.stats.sum(|s| &s.n.calls) + e.stats.connections_opened.load(Relaxed);
             if calls != e.last_calls || e.stats.connections_open.load(Relaxed) > 0 {
                 e.last_calls = calls;
                 e.idle_sweeps = 0;

@@ -156,20 +156,27 @@ pub fn default_socket(state_dir: &Path) -> PathBuf {
     state_dir.join("admin.sock")
 }
 
-/// Sends one command to a running server's admin socket and parses its
-/// JSON answer (blocking; for the tools). An `{"error": ...}` answer is an Err.
-pub fn command(socket: &Path, cmd: &str) -> Result<serde_json::Value, String> {
+/// Sends one command line to a running server's admin socket and reads
+/// its whole answer, waiting at most `timeout` for it (blocking).
+fn ask(socket: &Path, line: &str, timeout: Duration) -> Result<String, String> {
     let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
         format!(
             "cannot connect to {}: {e} (is `tarn serve` running with this state directory?)",
             socket.display()
         )
     })?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
-    s.write_all(format!("{cmd}\n").as_bytes())
+    s.set_read_timeout(Some(timeout)).ok();
+    s.write_all(format!("{line}\n").as_bytes())
         .map_err(|e| e.to_string())?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(|e| e.to_string())?;
+    Ok(body)
+}
+
+/// Sends one command to a running server's admin socket and parses its
+/// JSON answer (blocking; for the tools). An `{"error": ...}` answer is an Err.
+pub fn command(socket: &Path, cmd: &str) -> Result<serde_json::Value, String> {
+    let body = ask(socket, cmd, Duration::from_secs(60))?;
     let v: serde_json::Value = serde_json::from_str(&body)
         .map_err(|e| format!("bad answer from {}: {e}", socket.display()))?;
     match v.get("error").and_then(|e| e.as_str()) {
@@ -180,15 +187,6 @@ pub fn command(socket: &Path, cmd: &str) -> Result<serde_json::Value, String> {
 
 /// Fetches one snapshot from a running server's admin socket (blocking; for the tools).
 pub fn fetch(socket: &Path) -> Result<Snapshot, String> {
-    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
-        format!(
-            "cannot connect to {}: {e} (is `tarn serve` running with this state directory?)",
-            socket.display()
-        )
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    s.write_all(b"snapshot\n").map_err(|e| e.to_string())?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).map_err(|e| e.to_string())?;
+    let body = ask(socket, "snapshot", Duration::from_secs(30))?;
     serde_json::from_str(&body).map_err(|e| format!("bad snapshot from {}: {e}", socket.display()))
 }

@@ -108,8 +108,9 @@ pub fn bucket_le_us(i: usize) -> Option<u64> {
     (i < BUCKETS - 1).then(|| 1u64 << i)
 }
 
+/// What a call counts alike for its operation and for its client.
 #[derive(Default)]
-pub(crate) struct OpCell {
+pub(crate) struct CallCounts {
     pub calls: AtomicU64,
     pub errors: AtomicU64,
     pub bytes_in: AtomicU64,
@@ -117,6 +118,27 @@ pub(crate) struct OpCell {
     pub queue_ns: AtomicU64,
     pub service_ns: AtomicU64,
     pub in_flight: AtomicI64,
+}
+
+impl CallCounts {
+    /// A call finished (`begun`: it was counted in flight); its error,
+    /// if any, is counted by the caller.
+    #[inline]
+    fn done(&self, x: bool, d: &CallDone, begun: bool) {
+        add(x, &self.calls, 1);
+        add(x, &self.bytes_in, d.bytes_in);
+        add(x, &self.bytes_out, d.bytes_out);
+        add(x, &self.queue_ns, d.queue_ns);
+        add(x, &self.service_ns, d.service_ns);
+        if begun {
+            add_i(x, &self.in_flight, -1);
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct OpCell {
+    pub n: CallCounts,
     pub service_hist: [AtomicU64; BUCKETS],
     pub rtt_hist: [AtomicU64; BUCKETS],
 }
@@ -344,10 +366,10 @@ impl Metrics {
         }
         let (sh, x) = self.shard();
         if let Some(s) = slot {
-            add_i(x, &sh.ops[s].in_flight, 1);
+            add_i(x, &sh.ops[s].n.in_flight, 1);
         }
         let (c, x) = client.shard();
-        add_i(x, &c.in_flight, 1);
+        add_i(x, &c.n.in_flight, 1);
     }
 
     /// A call finished (`begun`: whether [`Metrics::call_begin`] was called for it).
@@ -360,18 +382,11 @@ impl Metrics {
         let err = d.status != 0;
         if let Some(s) = slot {
             let o = &sh.ops[s];
-            add(x, &o.calls, 1);
-            add(x, &o.bytes_in, d.bytes_in);
-            add(x, &o.bytes_out, d.bytes_out);
-            add(x, &o.queue_ns, d.queue_ns);
-            add(x, &o.service_ns, d.service_ns);
+            o.n.done(x, d, begun);
             add(x, &o.service_hist[bucket(d.service_ns)], 1);
             add(x, &o.rtt_hist[bucket(d.service_ns + d.queue_ns)], 1);
-            if begun {
-                add_i(x, &o.in_flight, -1);
-            }
             if err {
-                add(x, &o.errors, 1);
+                add(x, &o.n.errors, 1);
                 // Errors by status: one shared array, only error replies touch it.
                 self.errors[s * N_STATUS + ops::status_index(d.status)].fetch_add(1, Relaxed);
             }
@@ -388,19 +403,12 @@ impl Metrics {
             client.saw_export(d.export);
         }
         let (c, x) = client.shard();
-        add(x, &c.calls, 1);
-        add(x, &c.bytes_in, d.bytes_in);
-        add(x, &c.bytes_out, d.bytes_out);
-        add(x, &c.queue_ns, d.queue_ns);
-        add(x, &c.service_ns, d.service_ns);
-        if begun {
-            add_i(x, &c.in_flight, -1);
-        }
+        c.n.done(x, d, begun);
         if let Some(s) = slot {
             add(x, &c.ops[s], 1);
         }
         if err {
-            add(x, &c.errors, 1);
+            add(x, &c.n.errors, 1);
         }
     }
 
@@ -418,12 +426,12 @@ impl Metrics {
         };
         let (sh, x) = self.shard();
         let o = &sh.ops[slot];
-        add(x, &o.calls, 1);
-        add(x, &o.service_ns, service_ns);
+        add(x, &o.n.calls, 1);
+        add(x, &o.n.service_ns, service_ns);
         add(x, &o.service_hist[bucket(service_ns)], 1);
         add(x, &o.rtt_hist[bucket(service_ns)], 1);
         if status != 0 {
-            add(x, &o.errors, 1);
+            add(x, &o.n.errors, 1);
             self.errors[slot * N_STATUS + ops::status_index(status)].fetch_add(1, Relaxed);
         }
         let (c, x) = client.shard();

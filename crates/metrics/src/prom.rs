@@ -3,7 +3,9 @@
 
 use crate::snapshot::Snapshot;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeExemplarValue, NoLabelSet,
+};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::fmt::Error;
@@ -13,30 +15,17 @@ struct SnapCollector(Snapshot);
 
 type Labels = Vec<(&'static str, String)>;
 
-fn counter(
+/// A counter family: whole counts (u64) or seconds (f64).
+fn counter<V: EncodeCounterValue + EncodeExemplarValue>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    rows: impl IntoIterator<Item = (Labels, u64)>,
+    rows: impl IntoIterator<Item = (Labels, V)>,
 ) -> Result<(), Error> {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (l, v) in rows {
         m.encode_family(&l)?
-            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-    }
-    Ok(())
-}
-
-fn counter_f(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    rows: impl IntoIterator<Item = (Labels, f64)>,
-) -> Result<(), Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (l, v) in rows {
-        m.encode_family(&l)?
-            .encode_counter::<NoLabelSet, _, f64>(&v, None)?;
+            .encode_counter::<NoLabelSet, V, V>(&v, None)?;
     }
     Ok(())
 }
@@ -108,13 +97,13 @@ fn encode_ops(s: &Snapshot, enc: &mut DescriptorEncoder) -> Result<(), Error> {
         "Reply bytes sent per operation",
         ops.iter().map(|o| (op_l(o), o.bytes_out)),
     )?;
-    counter_f(
+    counter(
         enc,
         "tarn_op_queue_seconds",
         "Time from a call being read to its handler starting",
         ops.iter().map(|o| (op_l(o), o.queue_ns as f64 / 1e9)),
     )?;
-    counter_f(
+    counter(
         enc,
         "tarn_op_service_seconds",
         "Time spent in handlers",
@@ -197,13 +186,13 @@ fn encode_clients(s: &Snapshot, enc: &mut DescriptorEncoder) -> Result<(), Error
         "Reply bytes sent per client",
         cs.iter().map(|c| (cl(c), c.bytes_out)),
     )?;
-    counter_f(
+    counter(
         enc,
         "tarn_client_queue_seconds",
         "Queue wait per client",
         cs.iter().map(|c| (cl(c), c.queue_ns as f64 / 1e9)),
     )?;
-    counter_f(
+    counter(
         enc,
         "tarn_client_service_seconds",
         "Handler time per client",

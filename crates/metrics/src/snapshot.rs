@@ -264,13 +264,13 @@ impl Metrics {
             };
             for sh in self.shards.iter() {
                 let c = &sh.ops[slot];
-                o.calls += c.calls.load(Relaxed);
-                o.errors += c.errors.load(Relaxed);
-                o.bytes_in += c.bytes_in.load(Relaxed);
-                o.bytes_out += c.bytes_out.load(Relaxed);
-                o.queue_ns += c.queue_ns.load(Relaxed);
-                o.service_ns += c.service_ns.load(Relaxed);
-                o.in_flight += c.in_flight.load(Relaxed);
+                o.calls += c.n.calls.load(Relaxed);
+                o.errors += c.n.errors.load(Relaxed);
+                o.bytes_in += c.n.bytes_in.load(Relaxed);
+                o.bytes_out += c.n.bytes_out.load(Relaxed);
+                o.queue_ns += c.n.queue_ns.load(Relaxed);
+                o.service_ns += c.n.service_ns.load(Relaxed);
+                o.in_flight += c.n.in_flight.load(Relaxed);
                 for b in 0..BUCKETS {
                     o.service_hist[b] += c.service_hist[b].load(Relaxed);
                     o.rtt_hist[b] += c.rtt_hist[b].load(Relaxed);
@@ -314,12 +314,12 @@ impl Metrics {
                         .filter(|p| !p.is_empty())
                         .map(|p| p.join(",")),
                     overflow: c.overflow,
-                    calls: c.sum(|s| &s.calls),
-                    errors: c.sum(|s| &s.errors),
-                    bytes_in: c.sum(|s| &s.bytes_in),
-                    bytes_out: c.sum(|s| &s.bytes_out),
-                    queue_ns: c.sum(|s| &s.queue_ns),
-                    service_ns: c.sum(|s| &s.service_ns),
+                    calls: c.sum(|s| &s.n.calls),
+                    errors: c.sum(|s| &s.n.errors),
+                    bytes_in: c.sum(|s| &s.n.bytes_in),
+                    bytes_out: c.sum(|s| &s.n.bytes_out),
+                    queue_ns: c.sum(|s| &s.n.queue_ns),
+                    service_ns: c.sum(|s| &s.n.service_ns),
                     in_flight: c.in_flight(),
                     connections_opened: c.connections_opened.load(Relaxed),
                     connections_open: c.connections_open.load(Relaxed),

@@ -213,6 +213,12 @@ mod tests {
         out.freeze()
     }
 
+    /// Procedure 0 of program 1 version 1, AUTH_NONE, no arguments.
+    async fn null_call(cb: &ConnCallbacks, timeout: Duration) -> Result<Bytes, CallbackError> {
+        cb.call(1, 1, 0, msg::none_verf(), Bytes::new(), timeout)
+            .await
+    }
+
     #[tokio::test]
     async fn a_call_is_sent_and_its_reply_routed_by_xid() {
         let (tx, mut rx) = mpsc::channel(4);
@@ -252,44 +258,16 @@ mod tests {
     async fn unanswered_calls_time_out_and_closing_wakes_callers() {
         let (tx, _rx) = mpsc::channel(4);
         let cb = std::sync::Arc::new(ConnCallbacks::new(tx, 1, 0));
-        let r = cb
-            .call(
-                1,
-                1,
-                0,
-                msg::none_verf(),
-                Bytes::new(),
-                Duration::from_millis(50),
-            )
-            .await;
+        let r = null_call(&cb, Duration::from_millis(50)).await;
         assert_eq!(r, Err(CallbackError::Timeout));
         assert_eq!(cb.outstanding(), 0, "a timed-out call leaves no waiter");
         let c2 = cb.clone();
-        let call = tokio::spawn(async move {
-            c2.call(
-                1,
-                1,
-                0,
-                msg::none_verf(),
-                Bytes::new(),
-                Duration::from_secs(60),
-            )
-            .await
-        });
+        let call = tokio::spawn(async move { null_call(&c2, Duration::from_secs(60)).await });
         tokio::task::yield_now().await;
         cb.close();
         assert_eq!(call.await.unwrap(), Err(CallbackError::Closed));
         assert!(!cb.is_open());
-        let r = cb
-            .call(
-                1,
-                1,
-                0,
-                msg::none_verf(),
-                Bytes::new(),
-                Duration::from_secs(1),
-            )
-            .await;
+        let r = null_call(&cb, Duration::from_secs(1)).await;
         assert_eq!(r, Err(CallbackError::Closed));
     }
 }

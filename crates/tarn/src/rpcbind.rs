@@ -30,16 +30,20 @@ async fn client() -> Option<RpcClient> {
     .ok()
 }
 
+fn tcp_mapping(prog: u32, vers: u32, port: u16) -> Mapping {
+    Mapping {
+        prog,
+        vers,
+        prot: IPPROTO_TCP,
+        port: port as u32,
+    }
+}
+
 /// Registers NFS v3, MOUNT v3, NLM v4 and NSM v1 on `port`; returns whether rpcbind took them.
 pub async fn register(port: u16) -> Result<(), String> {
     let c = client().await.ok_or("no rpcbind on 127.0.0.1:111")?;
     for &(prog, vers) in PROGRAMS {
-        let m = Mapping {
-            prog,
-            vers,
-            prot: IPPROTO_TCP,
-            port: port as u32,
-        };
+        let m = tcp_mapping(prog, vers, port);
         // A stale mapping from an earlier run would make SET fail.
         let _ = c.call(PMAP_PROG, PMAP_VERS, PMAPPROC_UNSET, &m).await;
         let mut d = c
@@ -56,12 +60,7 @@ pub async fn register(port: u16) -> Result<(), String> {
 pub async fn unregister(port: u16) {
     if let Some(c) = client().await {
         for &(prog, vers) in PROGRAMS {
-            let m = Mapping {
-                prog,
-                vers,
-                prot: IPPROTO_TCP,
-                port: port as u32,
-            };
+            let m = tcp_mapping(prog, vers, port);
             let _ = c.call(PMAP_PROG, PMAP_VERS, PMAPPROC_UNSET, &m).await;
         }
     }

@@ -12,14 +12,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 fn null_works(s: &TestServer) {
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let r = raw_call(
-        &mut c,
-        &call_record(77, NFS_PROGRAM, 3, 0, &auth_none(), &[]),
-    )
-    .expect("NULL answered");
-    let (xid, st, _) = decode_reply(r.into()).unwrap();
-    assert_eq!((xid, st), (77, ReplyStatus::Success));
+    assert_eq!(null_on_new_connection(s), (77, ReplyStatus::Success));
 }
 
 fn status_of(s: &TestServer, rec: &[u8]) -> ReplyStatus {
@@ -154,20 +147,9 @@ fn garbage_truncation_and_huge_fragments_do_not_hurt_others() {
 #[test]
 fn forged_and_stale_handles() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     std::fs::write(s.export.join("f"), b"data").unwrap();
-    let l: Lookup3res = nfs_call(
-        &mut c,
-        1,
-        NFSPROC3_LOOKUP,
-        &Lookup3args {
-            what: Diropargs3 {
-                dir: root.clone(),
-                name: bytes::Bytes::from_static(b"f"),
-            },
-        },
-    );
+    let l: Lookup3res = nfs_lookup(&mut c, 1, &root, "f");
     let Lookup3res::NFS3_OK(ok) = l else {
         panic!("lookup: {l:?}")
     };
@@ -188,44 +170,17 @@ fn forged_and_stale_handles() {
     assert_eq!(g, Getattr3res::Default(Nfsstat3::NFS3ERR_BADHANDLE));
     // Stale: the file is removed behind the server's back.
     std::fs::remove_file(s.export.join("f")).unwrap();
-    let g: Getattr3res = nfs_call(
-        &mut c,
-        3,
-        NFSPROC3_GETATTR,
-        &Getattr3args {
-            object: ok.object.clone(),
-        },
-    );
+    let g: Getattr3res = nfs_getattr(&mut c, 3, &ok.object);
     assert_eq!(g, Getattr3res::Default(Nfsstat3::NFS3ERR_STALE));
     // `..` at the export root stays at the root.
-    let l: Lookup3res = nfs_call(
-        &mut c,
-        4,
-        NFSPROC3_LOOKUP,
-        &Lookup3args {
-            what: Diropargs3 {
-                dir: root.clone(),
-                name: bytes::Bytes::from_static(b".."),
-            },
-        },
-    );
+    let l: Lookup3res = nfs_lookup(&mut c, 4, &root, "..");
     let Lookup3res::NFS3_OK(up) = l else {
         panic!("lookup ..: {l:?}")
     };
     assert_eq!(up.object, root, "`..` of the export root is the root");
     // A symlink pointing out of the export is returned as a symlink, never followed.
     std::os::unix::fs::symlink("/etc", s.export.join("out")).unwrap();
-    let l: Lookup3res = nfs_call(
-        &mut c,
-        5,
-        NFSPROC3_LOOKUP,
-        &Lookup3args {
-            what: Diropargs3 {
-                dir: root.clone(),
-                name: bytes::Bytes::from_static(b"out"),
-            },
-        },
-    );
+    let l: Lookup3res = nfs_lookup(&mut c, 5, &root, "out");
     let Lookup3res::NFS3_OK(sl) = l else {
         panic!("lookup out: {l:?}")
     };
@@ -250,8 +205,7 @@ fn forged_and_stale_handles() {
 #[test]
 fn retransmitted_remove_gets_the_original_reply() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     std::fs::write(s.export.join("victim"), b"x").unwrap();
     let args = xdr::to_bytes(&Remove3args {
         object: Diropargs3 {

@@ -96,15 +96,6 @@ fn tree_files(root: &Path) -> Vec<(String, String)> {
     v
 }
 
-fn getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Getattr3res {
-    nfs_call(
-        c,
-        xid,
-        NFSPROC3_GETATTR,
-        &Getattr3args { object: fh.clone() },
-    )
-}
-
 /// One throwaway Ceph cluster at a time: each test starts its own, and
 /// two at once would share this machine's two cores.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -195,17 +186,7 @@ fn two_heads_over_one_cephfs() {
     // A file in through head A with libnfs (NFSv3), out through head B
     // with Tarn's client (NFSv4.1).
     let src = w.join("src.bin");
-    let st = Command::new("dd")
-        .args([
-            "if=/dev/urandom",
-            &format!("of={}", src.display()),
-            "bs=1M",
-            "count=8",
-            "status=none",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    random_file(&src, 8);
     let t = Instant::now();
     let out = libnfs(
         "nfs-cp",
@@ -279,7 +260,7 @@ fn two_heads_over_one_cephfs() {
     assert_eq!(root_a, root_b, "both heads issue the same root handle");
     let fh = create3(&mut ca, 2, &root_a, "from-a");
     let (Getattr3res::NFS3_OK(on_a), Getattr3res::NFS3_OK(on_b)) =
-        (getattr(&mut ca, 3, &fh), getattr(&mut cb, 3, &fh))
+        (nfs_getattr(&mut ca, 3, &fh), nfs_getattr(&mut cb, 3, &fh))
     else {
         panic!(
             "GETATTR of A's handle on both heads; B's log: {}",
@@ -324,7 +305,7 @@ fn two_heads_over_one_cephfs() {
     drop(a);
     let a = Head::start(&config, &w.join("state-a"));
     let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
-    let Getattr3res::NFS3_OK(again) = getattr(&mut ca, 8, &fh) else {
+    let Getattr3res::NFS3_OK(again) = nfs_getattr(&mut ca, 8, &fh) else {
         panic!("GETATTR after A's restart; log: {}", a.log_text());
     };
     assert_eq!(again.obj_attributes.fileid, on_a.obj_attributes.fileid);
@@ -343,7 +324,7 @@ fn two_heads_over_one_cephfs() {
     );
     assert!(matches!(rm, Remove3res::NFS3_OK(_)), "{rm:?}");
     assert_eq!(
-        getattr(&mut ca, 7, &fh),
+        nfs_getattr(&mut ca, 7, &fh),
         Getattr3res::Default(Nfsstat3::NFS3ERR_STALE)
     );
 

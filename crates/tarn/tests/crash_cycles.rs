@@ -625,11 +625,7 @@ fn acknowledged_state_survives_repeated_sigkill() {
     let serve = ["--grace", &grace_s, "--lease-time", "5"];
     let s0 = TestServer::start_with(&serve);
     let addr = s0.addr;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut clients, comp) = rt.block_on(setup(addr, seed));
     // The server's log (all its starts) is kept where a failure says.
@@ -769,11 +765,7 @@ fn nlm_locks_are_reclaimed_after_a_crash() {
     let serve = ["--grace", "2"];
     let mut s = TestServer::start_with(&serve);
     let addr = s.addr;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let lr = |offset| LockRange {
         offset,
         len: 10,
@@ -830,50 +822,45 @@ fn nlm_locks_are_reclaimed_after_a_crash() {
 fn two_nfsv41_locks_on_a_file_are_released_one_at_a_time() {
     let s = TestServer::start_with(&["--grace", "0"]);
     let addr = s.addr;
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let r = Remote::from_v4(v41(addr, Duration::ZERO).await)
+    runtime().block_on(async {
+        let r = Remote::from_v4(v41(addr, Duration::ZERO).await)
+            .await
+            .unwrap();
+        let root = r.lookup_path("/").await.unwrap();
+        let f = r.open_write(&root, "f", 0o666, false).await.unwrap();
+        r.close(&f).await.unwrap();
+        let range = |offset| Range { offset, len: 10 };
+        let a = r
+            .lock(&f.fh, (&root, "f"), range(0), true, false)
+            .await
+            .unwrap()
+            .unwrap();
+        let b = r
+            .lock(&f.fh, (&root, "f"), range(100), true, false)
+            .await
+            .unwrap()
+            .unwrap();
+        r.unlock(a).await.unwrap();
+        let other = v3(addr, "other").await;
+        let fh = other.lookup_path("/f").await.unwrap();
+        let them = LockOwner::this_process("other");
+        let lr = |offset| LockRange {
+            offset,
+            len: 10,
+            exclusive: true,
+        };
+        assert_eq!(
+            other
+                .nlm_lock_once(&fh, &them, lr(100), false)
                 .await
-                .unwrap();
-            let root = r.lookup_path("/").await.unwrap();
-            let f = r.open_write(&root, "f", 0o666, false).await.unwrap();
-            r.close(&f).await.unwrap();
-            let range = |offset| Range { offset, len: 10 };
-            let a = r
-                .lock(&f.fh, (&root, "f"), range(0), true, false)
-                .await
-                .unwrap()
-                .unwrap();
-            let b = r
-                .lock(&f.fh, (&root, "f"), range(100), true, false)
-                .await
-                .unwrap()
-                .unwrap();
-            r.unlock(a).await.unwrap();
-            let other = v3(addr, "other").await;
-            let fh = other.lookup_path("/f").await.unwrap();
-            let them = LockOwner::this_process("other");
-            let lr = |offset| LockRange {
-                offset,
-                len: 10,
-                exclusive: true,
-            };
-            assert_eq!(
-                other
-                    .nlm_lock_once(&fh, &them, lr(100), false)
-                    .await
-                    .unwrap(),
-                Nlm4Stats::NLM4_DENIED,
-                "the second lock is still held"
-            );
-            assert_eq!(
-                other.nlm_lock_once(&fh, &them, lr(0), false).await.unwrap(),
-                Nlm4Stats::NLM4_GRANTED
-            );
-            r.unlock(b).await.unwrap();
-        });
+                .unwrap(),
+            Nlm4Stats::NLM4_DENIED,
+            "the second lock is still held"
+        );
+        assert_eq!(
+            other.nlm_lock_once(&fh, &them, lr(0), false).await.unwrap(),
+            Nlm4Stats::NLM4_GRANTED
+        );
+        r.unlock(b).await.unwrap();
+    });
 }

@@ -19,13 +19,7 @@ use std::time::{Duration, Instant};
 
 /// A NULL call answered on a fresh connection: the server serves others.
 fn null_works(s: &TestServer) {
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let r = raw_call(
-        &mut c,
-        &call_record(77, NFS_PROGRAM, 3, 0, &auth_none(), &[]),
-    )
-    .expect("NULL answered");
-    assert_eq!(decode_reply(r.into()).unwrap().0, 77);
+    assert_eq!(null_on_new_connection(s).0, 77);
 }
 
 /// Seconds until the server closes `c` (reads return 0 or fail), at most `max`.
@@ -72,18 +66,7 @@ fn is_root() -> bool {
 }
 
 fn lookup(c: &mut TcpStream, dir: &NfsFh3, n: &str) -> NfsFh3 {
-    let l: Lookup3res = nfs_call(
-        c,
-        1,
-        NFSPROC3_LOOKUP,
-        &Lookup3args {
-            what: Diropargs3 {
-                dir: dir.clone(),
-                name: bytes::Bytes::copy_from_slice(n.as_bytes()),
-            },
-        },
-    );
-    match l {
+    match nfs_lookup(c, 1, dir, n) {
         Lookup3res::NFS3_OK(ok) => ok.object,
         other => panic!("LOOKUP {n}: {other:?}"),
     }
@@ -106,15 +89,7 @@ fn read_record_of(xid: u32, fh: &NfsFh3, count: u32) -> Vec<u8> {
 
 #[test]
 fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&[
-        "--record-timeout",
-        "1",
-        "--idle-timeout",
-        "3",
-        "--metrics",
-        &maddr,
-    ]);
+    let (s, maddr) = start_with_metrics(&["--record-timeout", "1", "--idle-timeout", "3"]);
     // A record header promising 100 bytes, then 10 of them, then nothing.
     let mut stalled = TcpStream::connect(s.addr).unwrap();
     stalled
@@ -174,8 +149,7 @@ fn a_record_begun_and_not_finished_is_closed_after_the_timeout() {
 fn connections_dropped_mid_record_and_mid_reply_hurt_no_one() {
     let s = TestServer::start();
     std::fs::write(s.export.join("big"), vec![7u8; 1 << 20]).unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = lookup(&mut c, &root, "big");
     for round in 0..10 {
         // Mid-record: half a READ call, then gone.
@@ -258,10 +232,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_client_that_never_reads_its_replies_is_paused_then_closed() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&[
-        "--metrics",
-        &maddr,
+    let (s, maddr) = start_with_metrics(&[
         "--max-queued-reply-bytes",
         "2097152",
         "--send-timeout",
@@ -271,8 +242,7 @@ fn a_client_that_never_reads_its_replies_is_paused_then_closed() {
     ]);
     let pid = s.child.as_ref().unwrap().id();
     std::fs::write(s.export.join("big"), vec![7u8; 1 << 20]).unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = lookup(&mut c, &root, "big");
     let before = rss_kib(pid);
     // 600 READs of 1 MiB each (small calls, all taken by the kernel at
@@ -440,10 +410,8 @@ fn storage_errors_over_nfsv3() {
     let Some((mut s, tmp)) = server_on_small_ext4() else {
         return;
     };
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
-    let mut other = TcpStream::connect(s.addr).unwrap();
-    let other_root = mnt_root(&mut other);
+    let (mut c, root) = mounted_root(&s);
+    let (mut other, other_root) = mounted_root(&s);
     let mut others_served = || {
         null_works(&s);
         size3(&mut other, &other_root);
@@ -540,8 +508,7 @@ fn storage_errors_over_nfsv3() {
     let (export, state) = (s.export.clone(), s.state.clone());
     s.crash();
     let s = launch_on_image(&export, &state, &tmp.path().join("fs.img"));
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let f = lookup(&mut c, &root, "fill");
     assert_eq!(size3(&mut c, &f), acked);
     let mut off = 0u64;
@@ -666,16 +633,12 @@ fn state_directory_read_only_or_full_refuses_new_clients_until_it_recovers() {
     let s = TestServer::launch(&export, &state, free_port(), &["--grace", "0"], &wrapper);
     std::fs::write(export.join("locked"), b"x").unwrap();
     let locked = {
-        let mut c = TcpStream::connect(s.addr).unwrap();
-        let root = mnt_root(&mut c);
+        let (mut c, root) = mounted_root(&s);
         lookup(&mut c, &root, "locked")
     };
     let pid = child_of(s.child.as_ref().unwrap().id()).expect("the server process");
     let st = state.display().to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     use client::nfs4::Session;
     use proto::nfs4::Nfsstat4;
     rt.block_on(async {
@@ -758,16 +721,12 @@ fn storage_errors_over_nfsv41() {
     };
     use client::nfs4::Session;
     use proto::nfs4::{Nfsstat4, StableHow4};
-    let mut other = TcpStream::connect(s.addr).unwrap();
-    let other_root = mnt_root(&mut other);
+    let (mut other, other_root) = mounted_root(&s);
     let mut others_served = || {
         null_works(&s);
         size3(&mut other, &other_root);
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let a = Session::connect(s.addr, &v41(1000)).await.unwrap();
         let root = a.lookup_path("/").await.unwrap();
@@ -826,16 +785,7 @@ fn storage_errors_over_nfsv41() {
 }
 
 fn commit3(c: &mut TcpStream, fh: &NfsFh3) -> Result<[u8; 8], Nfsstat3> {
-    let r: Commit3res = nfs_call(
-        c,
-        xid(),
-        NFSPROC3_COMMIT,
-        &Commit3args {
-            file: fh.clone(),
-            offset: 0,
-            count: 0,
-        },
-    );
+    let r: Commit3res = nfs_call(c, xid(), NFSPROC3_COMMIT, &commit_all(fh));
     match r {
         Commit3res::NFS3_OK(ok) => Ok(ok.verf),
         Commit3res::Default(s, _) => Err(s),
@@ -864,8 +814,7 @@ fn write3_verf(c: &mut TcpStream, fh: &NfsFh3, stable: StableHow) -> [u8; 8] {
 #[test]
 fn a_lost_write_changes_the_write_verifier() {
     let s = TestServer::start_with(&["--debug-inject-faults"]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let f = create3(&mut c, xid(), &root, "lostwrite-1");
     let plain = create3(&mut c, xid(), &root, "plain");
     let v1 = write3_verf(&mut c, &f, StableHow::UNSTABLE);
@@ -874,10 +823,7 @@ fn a_lost_write_changes_the_write_verifier() {
     assert_ne!(v1, v2, "a COMMIT after lost data vouched for it");
     // The new verifier is the server's, for every file and both protocols.
     assert_eq!(write3_verf(&mut c, &plain, StableHow::UNSTABLE), v2);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let a = client::nfs4::Session::connect(s.addr, &v41(1000))
             .await

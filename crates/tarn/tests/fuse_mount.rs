@@ -14,7 +14,7 @@
 mod common;
 
 use common::*;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,9 +38,44 @@ fn sh(dir: &Path, script: &str) {
 
 /// A server without NLM/NFSv4 grace (locks at once), with metrics.
 fn server() -> (TestServer, String) {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&["--grace", "0.05", "--metrics", &maddr]);
-    (s, maddr)
+    start_with_metrics(&["--grace", "0.05"])
+}
+
+/// `python3 -c script file`, its stdin and stdout piped: the process, the
+/// reader of its output and the first line it printed.
+fn python_on(
+    script: &str,
+    file: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
+    let mut w = Command::new("python3")
+        .args(["-c", script])
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    (w, out, line)
+}
+
+/// Two NFSv4.1 mounts (`opts` each) of a fresh [`server`]'s export: the
+/// server, its metrics address and the mounts; None where FUSE is not
+/// usable (the test then passes).
+fn two_mounts(opts: &str) -> Option<(TestServer, String, Mounted, Mounted)> {
+    if !fuse_usable() {
+        return None;
+    }
+    let (s, maddr) = server();
+    let url = mount_url(&s, "4.1");
+    let a = Mounted::new(&url, opts);
+    let b = Mounted::new(&url, opts);
+    Some((s, maddr, a, b))
 }
 
 fn mount_url(s: &TestServer, vers: &str) -> String {
@@ -267,9 +302,7 @@ fn workload_over_krb5p() {
         return;
     }
     let _env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("fuse", "10m");
-    kdc.activate(&cc); // tarn mount inherits KRB5CCNAME and KRB5_CONFIG
+    let kdc = kdc_with_ticket("fuse", "10m"); // tarn mount inherits KRB5CCNAME and KRB5_CONFIG
     let (_tmp, export, state) = temp_export();
     let maddr = format!("127.0.0.1:{}", free_port());
     let kt = kdc.keytab.display().to_string();
@@ -447,30 +480,16 @@ fn stat_with_delegations_10000_files() {
 /// DELEGRETURN.
 #[test]
 fn recall_flushes_buffered_writes() {
-    if !fuse_usable() {
+    let Some((s, maddr, a, b)) = two_mounts("") else {
         return;
-    }
-    let (s, maddr) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "");
-    let b = Mounted::new(&url, "");
+    };
     let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
     // The writer is a process of its own: a descriptor of the file in this
     // (multi-threaded) test process would be copied into every process
     // another test starts meanwhile, and its close at exec is a close of
     // the file (a FLUSH, which sends the data).
-    let mut w = Command::new("python3")
-        .args(["-c", HOLDER])
-        .arg(a.path("f"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
-    let mut line = String::new();
-    use std::io::BufRead;
-    out.read_line(&mut line).unwrap();
+    let (mut w, mut out, mut line) = python_on(HOLDER, &a.path("f"));
     assert_eq!(line, "written\n");
     assert_eq!(
         metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
@@ -515,25 +534,11 @@ fn recall_flushes_buffered_writes() {
 /// B reads all it wrote.
 #[test]
 fn recall_while_the_holder_keeps_writing() {
-    if !fuse_usable() {
+    let Some((_s, maddr, a, b)) = two_mounts("") else {
         return;
-    }
-    let (s, maddr) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "");
-    let b = Mounted::new(&url, "");
+    };
     let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
-    let mut w = Command::new("python3")
-        .args(["-c", STREAMER])
-        .arg(a.path("f"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
-    let mut line = String::new();
-    use std::io::BufRead;
-    out.read_line(&mut line).unwrap();
+    let (mut w, mut out, mut line) = python_on(STREAMER, &a.path("f"));
     assert_eq!(line, "started\n");
     assert_eq!(
         metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
@@ -654,13 +659,9 @@ fn st_ino_is_the_servers_fileid() {
 /// contents cached (same size, within its attribute timeout).
 #[test]
 fn close_to_open_between_two_mounts() {
-    if !fuse_usable() {
+    let Some((_s, _, a, b)) = two_mounts("actimeo=600") else {
         return;
-    }
-    let (s, _) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "actimeo=600");
-    let b = Mounted::new(&url, "actimeo=600");
+    };
     let old = vec![b'o'; 300_000];
     std::fs::write(a.path("f"), &old).unwrap();
     assert_eq!(std::fs::read(b.path("f")).unwrap(), old);
@@ -689,13 +690,9 @@ fn close_to_open_between_two_mounts() {
 #[test]
 fn names_and_links_between_two_mounts() {
     use std::os::unix::fs::MetadataExt;
-    if !fuse_usable() {
+    let Some((_s, _, a, b)) = two_mounts("actimeo=1") else {
         return;
-    }
-    let (s, _) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "actimeo=1");
-    let b = Mounted::new(&url, "actimeo=1");
+    };
     let gone = |p: &Path| {
         std::fs::File::open(p).map(|_| ()).unwrap_err().kind() == std::io::ErrorKind::NotFound
     };
@@ -851,13 +848,9 @@ fn sigterm_ends_a_mount_copied_into_another_namespace() {
 /// other at its next open.
 #[test]
 fn two_mounts_with_delegations_see_each_others_rewrites() {
-    if !fuse_usable() {
+    let Some((_s, _, a, b)) = two_mounts("") else {
         return;
-    }
-    let (s, _) = server();
-    let url = mount_url(&s, "4.1");
-    let a = Mounted::new(&url, "");
-    let b = Mounted::new(&url, "");
+    };
     let n = 200;
     let body =
         |gen: u8, i: usize| -> Vec<u8> { (0..4096).map(|j| (j as u8) ^ (i as u8) ^ gen).collect() };

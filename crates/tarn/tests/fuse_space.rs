@@ -31,8 +31,7 @@ fn server() -> TestServer {
 
 /// A server with metrics: its address for [`op_calls`].
 fn server_with_metrics() -> (TestServer, String) {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&["--grace", "0.05", "--metrics", &maddr]);
+    let (s, maddr) = start_with_metrics(&["--grace", "0.05"]);
     (s, maddr)
 }
 

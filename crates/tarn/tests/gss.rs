@@ -83,6 +83,15 @@ fn is_getattr_ok(mut d: xdr::Decoder) -> bool {
     matches!(Getattr3res::unpack(&mut d), Ok(Getattr3res::NFS3_OK(_)))
 }
 
+/// `e` is the server's refusal of the call's credential with `want`.
+#[track_caller]
+fn assert_auth_error(e: &ClientError, want: AuthStat) {
+    assert!(
+        matches!(e, ClientError::Rpc(ReplyStatus::AuthError(got)) if *got == want),
+        "{e}"
+    );
+}
+
 #[test]
 fn rpcsec_gss_with_a_real_kdc() {
     let t0 = Instant::now();
@@ -96,40 +105,17 @@ fn rpcsec_gss_with_a_real_kdc() {
     // the file she uses is world-writable.
     let data = secret(1 << 20);
     let file = export.join("data");
-    std::fs::write(&file, &data).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    world_writable(&file, &data);
     let mport = free_port();
     let maddr = format!("127.0.0.1:{mport}");
-    let kt = kdc.keytab.to_str().unwrap().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &[
-            "--sec",
-            "krb5,krb5i,krb5p,sys",
-            "--keytab",
-            &kt,
-            "--metrics",
-            &maddr,
-        ],
-        &[],
-    );
+    let s = launch_krb(&kdc, &export, &state, &["--metrics", &maddr]);
     // A second server whose export is krb5p only.
     let (_tmp2, export2, state2) = temp_export();
     std::fs::write(export2.join("f"), b"x").unwrap();
-    let s2 = TestServer::launch(
-        &export2,
-        &state2,
-        free_port(),
-        &["--sec", "krb5p", "--keytab", &kt],
-        &[],
-    );
+    let s2 = launch_sec(&kdc, &export2, &state2, "krb5p", &[]);
 
     // MOUNT (with AUTH_SYS, as clients do) lists the export's flavors.
-    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let mnt = {
         let args = xdr::to_bytes(&proto::mount::Dirpath(Bytes::from_static(b"/")));
         let r = raw_call(
@@ -152,11 +138,7 @@ fn rpcsec_gss_with_a_real_kdc() {
     };
     assert_eq!(ok.auth_flavors, vec![390003, 390004, 390005, 1]);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         // --- every service: GETATTR, WRITE, READ ---
         for svc in [GssService::None, GssService::Integrity, GssService::Privacy] {
@@ -206,13 +188,7 @@ fn rpcsec_gss_with_a_real_kdc() {
                 .call(svc, NFSPROC3_GETATTR, &getattr_args(&fh))
                 .await
                 .unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    ClientError::Rpc(ReplyStatus::AuthError(AuthStat::RPCSEC_GSS_CREDPROBLEM))
-                ),
-                "{e}"
-            );
+            assert_auth_error(&e, AuthStat::RPCSEC_GSS_CREDPROBLEM);
         }
 
         let g = gss(s.addr).await;
@@ -388,8 +364,7 @@ fn rpcsec_gss_with_a_real_kdc() {
         assert!(metric(&maddr, "tarn_cache_entries{cache=\"gss_contexts\"}") >= 1.0);
 
         // --- a krb5p-only export: AUTH_SYS and krb5 are too weak ---
-        let mut c2 = std::net::TcpStream::connect(s2.addr).unwrap();
-        let root2 = mnt_root(&mut c2);
+        let (_c2, root2) = mounted_root(&s2);
         let sys2 = RpcClient::connect(s2.addr, auth_sys(0, 0, &[], "t"))
             .await
             .unwrap();
@@ -404,25 +379,13 @@ fn rpcsec_gss_with_a_real_kdc() {
             )
             .await
             .unwrap_err();
-        assert!(
-            matches!(
-                e,
-                ClientError::Rpc(ReplyStatus::AuthError(AuthStat::AUTH_TOOWEAK))
-            ),
-            "{e}"
-        );
+        assert_auth_error(&e, AuthStat::AUTH_TOOWEAK);
         let g2 = gss(s2.addr).await;
         let e = g2
             .call(GssService::None, NFSPROC3_GETATTR, &getattr_args(&root2))
             .await
             .unwrap_err();
-        assert!(
-            matches!(
-                e,
-                ClientError::Rpc(ReplyStatus::AuthError(AuthStat::AUTH_TOOWEAK))
-            ),
-            "{e}"
-        );
+        assert_auth_error(&e, AuthStat::AUTH_TOOWEAK);
         assert!(is_getattr_ok(
             g2.call(p, NFSPROC3_GETATTR, &getattr_args(&root2))
                 .await
@@ -473,13 +436,7 @@ fn rpcsec_gss_with_a_real_kdc() {
         // Ticket lifetime plus the realm's 2 s clock skew, and a margin.
         tokio::time::sleep(Duration::from_secs(8)).await;
         let e = ge.call(p, NFSPROC3_GETATTR, &ga).await.unwrap_err();
-        assert!(
-            matches!(
-                e,
-                ClientError::Rpc(ReplyStatus::AuthError(AuthStat::RPCSEC_GSS_CREDPROBLEM))
-            ),
-            "{e}"
-        );
+        assert_auth_error(&e, AuthStat::RPCSEC_GSS_CREDPROBLEM);
         assert!(metric(&maddr, "tarn_gss_contexts_expired_total") >= 1.0);
     });
     drop(s);

@@ -41,35 +41,16 @@ fn write_args(fh: &NfsFh3, offset: u64) -> Bytes {
 
 #[test]
 fn doctor_explains_kerberos_clients() {
-    let kdc = kdc::Kdc::start();
     // A ten-minute ticket: every context made with it expires within the
     // doctor's margin, as in the report where writes turned synchronous in
     // the last minutes of a credential's life.
-    let cc = kdc.kinit("short", "10m");
-    kdc.activate(&cc);
+    let kdc = kdc_with_ticket("short", "10m");
     let (_tmp, export, state) = temp_export();
     // The test principal is not a local user: it works as the anonymous ids.
     let file = export.join("synced");
-    std::fs::write(&file, b"").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let kt = kdc.keytab.to_str().unwrap().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &[
-            "--sec",
-            "krb5,krb5i,krb5p,sys",
-            "--keytab",
-            &kt,
-            "--allow",
-            "127.0.0.0/8",
-        ],
-        &[],
-    );
-    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    world_writable(&file, b"");
+    let s = launch_krb(&kdc, &export, &state, &["--allow", "127.0.0.0/8"]);
+    let (mut c, root) = mounted_root(&s);
     let fh = match nfs_call::<_, Lookup3res>(
         &mut c,
         7,
@@ -85,11 +66,7 @@ fn doctor_explains_kerberos_clients() {
         other => panic!("LOOKUP: {other:?}"),
     };
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let out = rt.block_on(async {
         let syncer = gss_from(s.addr, "127.0.0.2").await;
         let drifter = gss_from(s.addr, "127.0.0.3").await;
@@ -163,14 +140,7 @@ fn doctor_explains_kerberos_clients() {
     assert!(out.contains("[gss-window-drops] client 127.0.0.3"), "{out}");
     assert!(!out.contains("client 127.0.0.1"), "{out}");
     // `tarn top` names the clients' principals next to their addresses.
-    let top = tarn(&[
-        "top",
-        "--socket",
-        s.admin_socket().to_str().unwrap(),
-        "--once",
-        "--interval",
-        "0.2",
-    ]);
+    let top = tarn_admin(&s, "top", &["--once", "--interval", "0.2"]);
     assert!(
         top.contains(&format!("127.0.0.2 ({}@{})", kdc::USER, kdc::REALM)),
         "{top}"

@@ -3,42 +3,20 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 
 #[test]
 fn copy_100_mib_in_and_out() {
     let s = TestServer::start();
     let src = s.state.join("src.bin");
     let back = s.state.join("back.bin");
-    let st = Command::new("dd")
-        .args([
-            "if=/dev/urandom",
-            &format!("of={}", src.display()),
-            "bs=1M",
-            "count=100",
-            "status=none",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = libnfs("nfs-cp", &[src.to_str().unwrap(), &s.url("/big.bin")]);
-    assert!(
-        out.status.success(),
-        "nfs-cp in: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        s.log_text()
-    );
+    random_file(&src, 100);
+    nfs_cp(&s, src.to_str().unwrap(), &s.url("/big.bin"));
     assert_eq!(
         sha256_file(&s.export.join("big.bin")),
         sha256_file(&src),
         "data on the server's disk"
     );
-    let out = libnfs("nfs-cp", &[&s.url("/big.bin"), back.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "nfs-cp out: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    nfs_cp(&s, &s.url("/big.bin"), back.to_str().unwrap());
     assert_eq!(
         sha256_file(&back),
         sha256_file(&src),
@@ -167,12 +145,7 @@ fn create_nested_read_and_errors_reach_the_client() {
     .unwrap();
     let src = s.state.join("small.txt");
     std::fs::write(&src, b"hello tarn\n").unwrap();
-    let out = libnfs("nfs-cp", &[src.to_str().unwrap(), &s.url("/sub/small.txt")]);
-    assert!(
-        out.status.success(),
-        "nfs-cp: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    nfs_cp(&s, src.to_str().unwrap(), &s.url("/sub/small.txt"));
     assert_eq!(
         std::fs::read(s.export.join("sub/small.txt")).unwrap(),
         b"hello tarn\n"
@@ -220,13 +193,7 @@ fn one_slash_urls_name_the_export() {
     std::fs::write(&src, b"one slash\n").unwrap();
 
     let url = format!("nfs://127.0.0.1{dir}/one.txt?{opts}");
-    let out = libnfs("nfs-cp", &[src.to_str().unwrap(), &url]);
-    assert!(
-        out.status.success(),
-        "nfs-cp to {url}: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        s.log_text()
-    );
+    nfs_cp(&s, src.to_str().unwrap(), &url);
     assert_eq!(
         std::fs::read(s.export.join("one.txt")).unwrap(),
         b"one slash\n"
@@ -251,12 +218,7 @@ fn one_slash_urls_name_the_export() {
     // A bare name: MNT "" is answered as the root (knfsd's mountd does the
     // same), which libnfs uses when told not to walk the export list.
     let bare = format!("nfs://127.0.0.1/two.txt?{opts}&auto-traverse-mounts=0");
-    let out = libnfs("nfs-cp", &[src.to_str().unwrap(), &bare]);
-    assert!(
-        out.status.success(),
-        "nfs-cp to {bare}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    nfs_cp(&s, src.to_str().unwrap(), &bare);
     assert_eq!(
         std::fs::read(s.export.join("two.txt")).unwrap(),
         b"one slash\n"
@@ -296,8 +258,7 @@ fn pipes_of(s: &TestServer) -> usize {
 /// the spliced replies and bytes.
 #[test]
 fn spliced_reads_arrive_whole() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&["--splice-reads", "always", "--metrics", &maddr]);
+    let (s, maddr) = start_with_metrics(&["--splice-reads", "always"]);
     let data: Vec<u8> = (0..(5 << 20) + 4093u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -322,8 +283,7 @@ fn spliced_reads_arrive_whole() {
     }
     // A READ of 200000 bytes from inside a page, by hand.
     use proto::nfs3::*;
-    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let what = Diropargs3 {
         dir: root,
         name: bytes::Bytes::from_static(b"odd.bin"),
@@ -357,4 +317,17 @@ fn spliced_reads_arrive_whole() {
         "spliced {spliced} bytes in {replies} replies:\n{m}"
     );
     assert!(metric_sum(&m, "tarn_read_splice_no_pipe_total").is_some());
+}
+
+/// `nfs-cp from to`, which must succeed (a failure shows its stderr and
+/// the server's log).
+#[track_caller]
+fn nfs_cp(s: &TestServer, from: &str, to: &str) {
+    let out = libnfs("nfs-cp", &[from, to]);
+    assert!(
+        out.status.success(),
+        "nfs-cp {from} {to}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.log_text()
+    );
 }

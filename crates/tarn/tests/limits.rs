@@ -45,14 +45,11 @@ fn metric(addr: &str, name: &str, limit: &str) -> f64 {
 
 #[test]
 fn connections_past_the_bounds_are_closed_at_accept() {
-    let maddr = format!("127.0.0.1:{}", free_port());
-    let s = TestServer::start_with(&[
+    let (s, maddr) = start_with_metrics(&[
         "--max-connections",
         "3",
         "--max-connections-per-client",
         "2",
-        "--metrics",
-        &maddr,
     ]);
     let at = |ip: &str| connect_from(s.addr, ip);
     let mut a1 = at("127.0.0.1");

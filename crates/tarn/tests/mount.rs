@@ -41,18 +41,7 @@ fn mnt(c: &mut TcpStream, path: &str) -> Mountres3 {
 
 /// A connection from 127.0.0.2, which the default export does not allow.
 fn connect_from_127_0_0_2(s: &TestServer) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let t = rt.block_on(async {
-        let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.bind("127.0.0.2:0".parse().unwrap()).unwrap();
-        sock.connect(s.addr).await.unwrap()
-    });
-    let std = t.into_std().unwrap();
-    std.set_nonblocking(false).unwrap();
-    std
+    connect_from(s.addr, "127.0.0.2")
 }
 
 #[test]
@@ -60,8 +49,7 @@ fn mnt_export_dump_umnt() {
     let s = TestServer::start();
     std::fs::create_dir_all(s.export.join("a/b")).unwrap();
     std::fs::write(s.export.join("file"), b"").unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     // The real path names the same export.
     let Mountres3::MNT3_OK(real) = mnt(&mut c, s.export.to_str().unwrap()) else {
         panic!("MNT of the real path")
@@ -125,8 +113,7 @@ fn mnt_export_dump_umnt() {
 #[test]
 fn clients_outside_the_export_get_acces() {
     let s = TestServer::start();
-    let mut ok_client = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut ok_client);
+    let (_ok_client, root) = mounted_root(&s);
     let mut other = connect_from_127_0_0_2(&s);
     assert_eq!(
         mnt(&mut other, "/"),

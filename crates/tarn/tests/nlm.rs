@@ -13,7 +13,7 @@ use proto::nsm::{StatChge, SM_NOTIFY, SM_PROG};
 use rpc::client::{auth_sys, RpcClient};
 use rpc::msg::ReplyStatus;
 use rpc::{CallContext, CallError, Service};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -85,8 +85,7 @@ async fn client_host() -> (u16, mpsc::UnboundedReceiver<Heard>) {
 /// The NFSv3 handle of a new file `name` in the export.
 fn file_handle(s: &TestServer, name: &str) -> Netobj {
     std::fs::write(s.export.join(name), b"data").unwrap();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(s);
     let l: Lookup3res = nfs_call(
         &mut c,
         1,

@@ -38,12 +38,7 @@ fn write(c: &mut TcpStream, fh: &NfsFh3, offset: u64, len: usize, stable: Stable
 }
 
 fn getattr(c: &mut TcpStream, fh: &NfsFh3) -> Getattr3res {
-    nfs_call(
-        c,
-        xid(),
-        NFSPROC3_GETATTR,
-        &Getattr3args { object: fh.clone() },
-    )
+    nfs_getattr(c, xid(), fh)
 }
 
 /// Runs `f` in a loop on its own thread until `secs` pass.
@@ -72,8 +67,7 @@ fn disk_used_pct(p: &std::path::Path) -> u64 {
 #[test]
 fn healthy_clients_yield_no_findings() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = create3(&mut c, xid(), &root, "healthy");
     let doctor = spawn_doctor(&s, "2", &[]);
     // An ordinary client: big UNSTABLE writes and a COMMIT, a few GETATTRs
@@ -82,16 +76,7 @@ fn healthy_clients_yield_no_findings() {
         for i in 0..4u64 {
             write(&mut c, &fh, i * 65536, 65536, StableHow::UNSTABLE);
         }
-        let _: Commit3res = nfs_call(
-            &mut c,
-            xid(),
-            NFSPROC3_COMMIT,
-            &Commit3args {
-                file: fh.clone(),
-                offset: 0,
-                count: 0,
-            },
-        );
+        let _: Commit3res = nfs_call(&mut c, xid(), NFSPROC3_COMMIT, &commit_all(&fh));
         for _ in 0..5 {
             getattr(&mut c, &root);
             getattr(&mut c, &fh);
@@ -110,18 +95,15 @@ fn healthy_clients_yield_no_findings() {
 fn doctor_names_misbehaving_clients() {
     let s = TestServer::start_with(&["--allow", "127.0.0.0/8"]);
     // 127.0.0.2: GETATTR over many distinct files, as fast as it can.
-    let mut storm = connect_from(s.addr, "127.0.0.2");
-    let root = mnt_root(&mut storm);
+    let (mut storm, root) = mounted_root_from(&s, "127.0.0.2");
     let files: Vec<NfsFh3> = (0..300)
         .map(|i| create3(&mut storm, xid(), &root, &format!("f{i}")))
         .collect();
     // 127.0.0.3: small FILE_SYNC writes.
-    let mut syncer = connect_from(s.addr, "127.0.0.3");
-    let sroot = mnt_root(&mut syncer);
+    let (mut syncer, sroot) = mounted_root_from(&s, "127.0.0.3");
     let sfh = create3(&mut syncer, xid(), &sroot, "synced");
     // 127.0.0.1: a healthy neighbour that must not be named.
-    let mut calm = TcpStream::connect(s.addr).unwrap();
-    let croot = mnt_root(&mut calm);
+    let (mut calm, croot) = mounted_root(&s);
 
     let doctor = spawn_doctor(&s, "2.5", &["--small-sync-writes", "10"]);
     let mut i = 0;
@@ -175,10 +157,8 @@ fn doctor_names_misbehaving_clients() {
 #[test]
 fn doctor_sees_auth_cache_churn() {
     let s = TestServer::start_with(&["--allow", "127.0.0.0/8"]);
-    let mut churn = connect_from(s.addr, "127.0.0.5");
-    let root = mnt_root(&mut churn);
-    let mut calm = TcpStream::connect(s.addr).unwrap();
-    let croot = mnt_root(&mut calm);
+    let (mut churn, root) = mounted_root_from(&s, "127.0.0.5");
+    let (mut calm, croot) = mounted_root(&s);
     let doctor = spawn_doctor(&s, "2.5", &[]);
     // 127.0.0.5: a new AUTH_SYS credential (uid) on every call, so every
     // lookup misses the per-client credential cache.
@@ -216,13 +196,7 @@ fn doctor_sees_an_export_near_full() {
     let wrapper = mount_ns_wrapper(&[("EXPORT", &export)], script);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let s = TestServer::launch(&export, &state, free_port(), &[], &wrapper);
-    let out = tarn(&[
-        "doctor",
-        "--socket",
-        s.admin_socket().to_str().unwrap(),
-        "--window",
-        "0.5",
-    ]);
+    let out = tarn_admin(&s, "doctor", &["--window", "0.5"]);
     assert!(
         out.contains(&format!("[export-near-full] export {}", export.display())),
         "{out}"
@@ -245,8 +219,7 @@ fn metrics_parse_as_prometheus_text() {
     let mport = free_port();
     let maddr = format!("127.0.0.1:{mport}");
     let s = TestServer::start_with(&["--metrics", &maddr]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     for _ in 0..10 {
         getattr(&mut c, &root);
     }
@@ -314,8 +287,7 @@ fn metrics_parse_as_prometheus_text() {
 #[test]
 fn stats_and_top_print_their_columns() {
     let s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let load = for_secs(3.0, move || {
         getattr(&mut c, &root);
     });

@@ -11,10 +11,9 @@ use proto::nfs3::*;
 use proto::nfs4::{Compound4args, Compound4res, NfsArgop4, NfsFh4, Nfsstat4, Putfh4args};
 use rpc::client::auth_sys;
 use rpc::msg::{decode_reply, ReplyStatus};
-use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn config(port: u16, state: &Path, a: &Path, b: Option<&Path>, a_client: &str) -> String {
@@ -59,13 +58,7 @@ fn mnt_ok(c: &mut TcpStream, xid: u32, path: &'static [u8]) -> NfsFh3 {
 }
 
 fn getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Result<(), Nfsstat3> {
-    let r: Getattr3res = nfs_call(
-        c,
-        xid,
-        NFSPROC3_GETATTR,
-        &Getattr3args { object: fh.clone() },
-    );
-    match r {
+    match nfs_getattr(c, xid, fh) {
         Getattr3res::NFS3_OK(_) => Ok(()),
         Getattr3res::Default(s) => Err(s),
     }
@@ -139,25 +132,16 @@ fn sighup_reload_takes_access_away_on_the_same_connection() {
     std::fs::write(&file, config(port, &state, &a, Some(&b), "127.0.0.1")).unwrap();
     let log = state.join("server.log");
     let maddr = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args([
-            "serve",
-            "--config",
-            file.to_str().unwrap(),
-            "--log-level",
-            "debug",
-        ])
-        .args(["--metrics", &maddr])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start tarn");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("tarn: exporting"), "{line:?}");
-    // Drain the other banner lines so the server never blocks on stdout.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+    cmd.args([
+        "serve",
+        "--config",
+        file.to_str().unwrap(),
+        "--log-level",
+        "debug",
+    ])
+    .args(["--metrics", &maddr]);
+    let mut child = spawn_serving_drained(&mut cmd, &log, "tarn serve");
     let pid = child.id();
 
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -304,19 +288,11 @@ fn tarn_reload_adds_and_removes_exports_under_a_busy_client() {
         a.display()
     ));
     let log = state.join("server.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args(["serve", "--exports", file.to_str().unwrap()])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+    cmd.args(["serve", "--exports", file.to_str().unwrap()])
         .args(["--state-dir", state.to_str().unwrap()])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start tarn");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("tarn: exporting"), "{line:?}");
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        .args(["--listen", &format!("127.0.0.1:{port}")]);
+    let mut child = spawn_serving_drained(&mut cmd, &log, "tarn serve");
     let sock = state.join("admin.sock");
     let sock = sock.to_str().unwrap();
     let leak = |p: &Path| -> &'static [u8] {

@@ -32,8 +32,7 @@ fn write(
 #[test]
 fn handles_survive_a_restart_and_the_write_verifier_changes() {
     let mut s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = create3(&mut c, 1, &root, "kept");
     let v1 = write(&mut c, 2, &fh, 0, b"before", StableHow::UNSTABLE).verf;
     drop(c);
@@ -74,8 +73,7 @@ fn handles_survive_a_restart_and_the_write_verifier_changes() {
 #[test]
 fn file_sync_data_survives_a_crash() {
     let mut s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = create3(&mut c, 1, &root, "durable");
     let block: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
     let ok = write(&mut c, 2, &fh, 0, &block, StableHow::FILE_SYNC);
@@ -90,8 +88,7 @@ fn file_sync_data_survives_a_crash() {
 #[test]
 fn sigterm_answers_and_stops_cleanly() {
     let mut s = TestServer::start();
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let (mut c, root) = mounted_root(&s);
     let fh = create3(&mut c, 1, &root, "f");
     write(&mut c, 2, &fh, 0, b"unstable data", StableHow::UNSTABLE);
     s.stop();
@@ -149,15 +146,7 @@ fn a_second_server_on_the_same_state_directory_refuses_to_start() {
     let mut c = TcpStream::connect(s.addr).unwrap();
     mnt_root(&mut c);
     assert!(s.admin_socket().exists());
-    let stats = tarn(&[
-        "stats",
-        "--socket",
-        s.admin_socket().to_str().unwrap(),
-        "--count",
-        "1",
-        "--interval",
-        "0.1",
-    ]);
+    let stats = tarn_admin(&s, "stats", &["--count", "1", "--interval", "0.1"]);
     assert!(!stats.is_empty());
     s.stop();
 }

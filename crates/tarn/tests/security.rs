@@ -30,10 +30,9 @@ use proto::nfs4::{self as v4, NfsArgop4, NfsResop4};
 use proto::rpc::{AcceptStat, AuthStat, AuthsysParms, OpaqueAuth, AUTH_SYS};
 use rpc::client::{auth_none, auth_sys};
 use rpc::msg::{decode_reply, ReplyStatus};
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use xdr::Unpack;
 
 /// A server from a TOML config: `a` (pseudo `/`, root squashed), `b`
@@ -80,8 +79,8 @@ impl Srv {
         .unwrap();
         let log = state.join("server.log");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["serve", "--config", file.to_str().unwrap()])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+        cmd.args(["serve", "--config", file.to_str().unwrap()])
             .args(["--listen", &addr.to_string()])
             .args([
                 "--state-dir",
@@ -89,20 +88,8 @@ impl Srv {
                 "--log-level",
                 "debug",
             ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start tarn");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "{line:?}: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+            .args(extra);
+        let child = spawn_serving_drained(&mut cmd, &log, "tarn serve");
         Srv {
             child,
             addr,
@@ -694,27 +681,14 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     use rpc::client::gss::GssClient;
     use rpc::client::RpcClient;
     use rpc::gss::GssService;
-    let kdc = testkdc::Kdc::start();
-    let cc = kdc.kinit("long", "10m");
-    kdc.activate(&cc);
+    let kdc = kdc_with_ticket("long", "10m");
     let (_tmp, export, state) = temp_export();
-    let kt = kdc.keytab.to_str().unwrap().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &["--sec", "krb5p,sys", "--keytab", &kt],
-        &[],
-    );
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt_root(&mut c);
+    let s = launch_sec(&kdc, &export, &state, "krb5p,sys", &[]);
+    let (mut c, root) = mounted_root(&s);
     let ga = xdr::to_bytes(&Getattr3args {
         object: root.clone(),
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread_runtime();
     rt.block_on(async {
         let rpc = RpcClient::connect(s.addr, auth_none()).await.unwrap();
         let g = GssClient::establish(rpc, NFS_PROGRAM, 3, "nfs@localhost")
@@ -764,25 +738,6 @@ fn krb5p_call_with_a_changed_body_is_garbage_args() {
     assert_eq!(decode_reply(r.into()).unwrap().1, ReplyStatus::Success);
     let g: Getattr3res = nfs_call(&mut c, 10, NFSPROC3_GETATTR, &Getattr3args { object: root });
     assert!(matches!(g, Getattr3res::NFS3_OK(_)));
-}
-
-/// A connection from `ip` with source port `port` (0: any), or None when
-/// the port cannot be bound (a reserved one without privilege).
-fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpStream> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ip: std::net::IpAddr = ip.parse().unwrap();
-    let t = rt.block_on(async {
-        let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.set_reuseaddr(true).unwrap();
-        sock.bind(SocketAddr::new(ip, port)).ok()?;
-        sock.connect(server).await.ok()
-    })?;
-    let std = t.into_std().unwrap();
-    std.set_nonblocking(false).unwrap();
-    Some(std)
 }
 
 #[test]

@@ -125,16 +125,8 @@ fn mtls_export_wants_a_client_certificate() {
     let log = s.log_when(refused);
     assert!(refused(&log), "{log}");
     // Counted by reason.
-    let mut c = TcpStream::connect(&maddr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    c.read_to_string(&mut body).unwrap();
-    let value = |series: &str| -> f64 {
-        body.lines()
-            .find_map(|l| l.strip_prefix(series))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {series} in {body}"))
-    };
+    let body = metrics_text(&maddr);
+    let value = |series: &str| sample(&body, series);
     // NFSv4.1 (one connection) and NFSv3 (MOUNT and NFS) with a certificate.
     assert!(value("tarn_tls_handshakes_total{xprtsec=\"mtls\"}") >= 3.0);
     assert!(value("tarn_tls_handshakes_total{xprtsec=\"tls\"}") >= 2.0);
@@ -471,16 +463,8 @@ fn bench_over_tls() {
 
 /// The `tarn_tls_connections_total` series by path, from the metrics page.
 fn tls_paths(maddr: &str) -> (f64, f64) {
-    let mut c = TcpStream::connect(maddr).unwrap();
-    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    c.read_to_string(&mut body).unwrap();
-    let value = |series: &str| -> f64 {
-        body.lines()
-            .find_map(|l| l.strip_prefix(series))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {series} in {body}"))
-    };
+    let body = metrics_text(maddr);
+    let value = |series: &str| sample(&body, series);
     (
         value("tarn_tls_connections_total{path=\"ktls\"}"),
         value("tarn_tls_connections_total{path=\"user\"}"),

@@ -134,9 +134,7 @@ fn kerberos_inside_tls() {
         return;
     }
     let _env = kdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = kdc::Kdc::start();
-    let cc = kdc.kinit("alice", "10m");
-    kdc.activate(&cc); // the tools we run inherit it
+    let kdc = kdc_with_ticket("alice", "10m"); // the tools we run inherit it
     let pki = Pki::new();
     let (_tmp, export, state) = temp_export();
     let conf = state.join("tarn.toml");

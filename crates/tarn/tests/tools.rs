@@ -136,29 +136,64 @@ fn cp_20_mib_there_and_back_with_equal_checksums() {
     assert!(out.stdout == data, "cat output differs");
 }
 
+/// `tarn stat` of /top/hello.txt shows its type, size, mode, owner and
+/// mtime, and `extra`; each missing line is named.
+#[track_caller]
+fn assert_hello_stat(st: &str, extra: &str) {
+    for want in [
+        "Type: regular file",
+        "Size: 12 ",
+        "Mode: 0640 (-rw-r-----)",
+        "Owner: 1000 ",
+        extra,
+        "Modify: 2020-01-02 03:00:00.000000000 +0000",
+    ] {
+        assert!(st.contains(want), "stat lacks {want:?}:\n{st}");
+    }
+}
+
+/// After [`cp_20_mib_there_and_back`] over `u` (`what` in the printout):
+/// a copy within the server into `/into`, one out to NFSv4.2 as `/{out}`,
+/// a copy over an existing longer file (`/longer`, first copied from
+/// `longer_from`) and `cat`, each checked against `src`/`data`; what the
+/// copy within printed.
+fn copies_within_and_out(
+    s: &TestServer,
+    u: fn(&TestServer, &str) -> String,
+    what: &str,
+    out: &str,
+    longer_from: &str,
+    src: &Path,
+    data: &[u8],
+) -> String {
+    tarn(&["mkdir", &u(s, "/into")]);
+    let within = tarn(&["cp", &u(s, "/big.bin"), &u(s, "/into")]);
+    println!("{what} -> {what}: {}", within.trim());
+    assert_eq!(
+        sha256_file(&s.export.join("into/big.bin")),
+        sha256_file(src)
+    );
+    tarn(&["cp", "-q", &u(s, "/big.bin"), &url(s, &format!("/{out}"))]);
+    assert_eq!(sha256_file(&s.export.join(out)), sha256_file(src));
+    // Over an existing, longer file: truncated to the source's size.
+    tarn(&["cp", "-q", longer_from, &u(s, "/longer")]);
+    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
+    tarn(&["cp", "-q", src.to_str().unwrap(), &u(s, "/longer")]);
+    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(src));
+    let cat = tarn_output(&["cat", &u(s, "/big.bin")]);
+    assert!(cat.status.success());
+    assert!(cat.stdout == data, "cat output differs");
+    within
+}
+
 #[test]
 fn v3_cp_20_mib_there_and_back_with_equal_checksums() {
     let s = TestServer::start();
     let (src, _, data) = cp_20_mib_there_and_back(&s, url3, "NFSv3");
 
     // NFSv3 -> NFSv3 and NFSv3 -> NFSv4.2 (two connections, one server).
-    tarn(&["mkdir", &url3(&s, "/into")]);
-    let within = tarn(&["cp", &url3(&s, "/big.bin"), &url3(&s, "/into")]);
-    println!("NFSv3 -> NFSv3: {}", within.trim());
-    assert_eq!(
-        sha256_file(&s.export.join("into/big.bin")),
-        sha256_file(&src)
-    );
-    tarn(&["cp", "-q", &url3(&s, "/big.bin"), &url(&s, "/v4.bin")]);
-    assert_eq!(sha256_file(&s.export.join("v4.bin")), sha256_file(&src));
-    // Over an existing, longer file: truncated to the source's size.
-    tarn(&["cp", "-q", &url(&s, "/v4.bin"), &url3(&s, "/longer")]);
-    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
-    tarn(&["cp", "-q", src.to_str().unwrap(), &url3(&s, "/longer")]);
-    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(&src));
-    let out = tarn_output(&["cat", &url3(&s, "/big.bin")]);
-    assert!(out.status.success());
-    assert!(out.stdout == data, "cat output differs");
+    let longer_from = url(&s, "/v4.bin");
+    copies_within_and_out(&s, url3, "NFSv3", "v4.bin", &longer_from, &src, &data);
 
     // libnfs's URL as nfs-cat takes it (version=, nfsport=, mountport=).
     let libnfs_url = s.url("/big.bin");
@@ -188,24 +223,9 @@ fn v40_cp_20_mib_there_and_back_with_equal_checksums() {
     let (src, _, data) = cp_20_mib_there_and_back(&s, url40, "NFSv4.0");
 
     // 4.0 -> 4.0 (READs and WRITEs, no COPY) and 4.0 -> 4.2.
-    tarn(&["mkdir", &url40(&s, "/into")]);
-    let within = tarn(&["cp", &url40(&s, "/big.bin"), &url40(&s, "/into")]);
-    println!("NFSv4.0 -> NFSv4.0: {}", within.trim());
+    let longer_from = url40(&s, "/v42.bin");
+    let within = copies_within_and_out(&s, url40, "NFSv4.0", "v42.bin", &longer_from, &src, &data);
     assert!(!within.contains("COPY"), "{within}");
-    assert_eq!(
-        sha256_file(&s.export.join("into/big.bin")),
-        sha256_file(&src)
-    );
-    tarn(&["cp", "-q", &url40(&s, "/big.bin"), &url(&s, "/v42.bin")]);
-    assert_eq!(sha256_file(&s.export.join("v42.bin")), sha256_file(&src));
-    // Over an existing, longer file: truncated to the source's size.
-    tarn(&["cp", "-q", &url40(&s, "/v42.bin"), &url40(&s, "/longer")]);
-    std::fs::write(s.export.join("longer"), vec![7u8; 21 << 20]).unwrap();
-    tarn(&["cp", "-q", src.to_str().unwrap(), &url40(&s, "/longer")]);
-    assert_eq!(sha256_file(&s.export.join("longer")), sha256_file(&src));
-    let out = tarn_output(&["cat", &url40(&s, "/big.bin")]);
-    assert!(out.status.success());
-    assert!(out.stdout == data, "cat output differs");
 }
 
 /// A tree: nested directories, 200 files of assorted sizes and modes, and
@@ -246,7 +266,6 @@ fn make_tree(root: &Path) -> Vec<PathBuf> {
     for d in dirs {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    let modes = [0o644, 0o600, 0o755, 0o640, 0o444, 0o700];
     let mut files = vec![];
     for i in 0..200 {
         let dir = dirs[i % (dirs.len() - 1)]; // none in "empty"
@@ -259,50 +278,11 @@ fn make_tree(root: &Path) -> Vec<PathBuf> {
         };
         let mut b = vec![0u8; len];
         rng.fill_bytes(&mut b);
-        std::fs::write(&p, &b).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(modes[i % modes.len()]))
-            .unwrap();
-        set_mtime(&p, 1_500_000_000 + i as u64 * 1000, (i * 7) as u32);
+        tree_file(&p, i, &b);
         files.push(p);
     }
-    for (i, d) in dirs.iter().enumerate().rev() {
-        let p = root.join(d);
-        std::fs::set_permissions(
-            &p,
-            std::fs::Permissions::from_mode(0o750 + (i as u32 % 2) * 5),
-        )
-        .unwrap();
-        set_mtime(&p, 1_400_000_000 + i as u64, 0);
-    }
+    tree_dir_times(root, &dirs);
     files
-}
-
-/// Relative paths under `root`, sorted, with each one's (mode, mtime,
-/// contents' sha or "dir"); a symbolic link as its text (its own mode and
-/// times are not copied).
-fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
-    let mut out = vec![];
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            if p.is_symlink() {
-                let t = std::fs::read_link(&p).unwrap();
-                out.push((rel, 0, (0, 0), format!("-> {}", t.display())));
-                continue;
-            }
-            let what = if p.is_dir() {
-                todo.push(p.clone());
-                "dir".to_string()
-            } else {
-                sha256_file(&p)
-            };
-            out.push((rel, mode(&p), mtime(&p), what));
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]
@@ -423,16 +403,7 @@ fn namespace_commands() {
 
     // stat
     let st = tarn(&["stat", &u("/top/hello.txt")]);
-    for want in [
-        "Type: regular file",
-        "Size: 12 ",
-        "Mode: 0640 (-rw-r-----)",
-        "Owner: 1000 ",
-        "Group: 1000",
-        "Modify: 2020-01-02 03:00:00.000000000 +0000",
-    ] {
-        assert!(st.contains(want), "stat lacks {want:?}:\n{st}");
-    }
+    assert_hello_stat(&st, "Group: 1000");
     let fileid = std::fs::metadata(s.export.join("top/hello.txt"))
         .unwrap()
         .ino();
@@ -605,16 +576,7 @@ fn v3_namespace_commands_and_links() {
     assert!(st.contains("Type: symbolic link"), "{st}");
     assert!(st.contains("/top/soft -> hello.txt"), "{st}");
     let st = tarn(&["stat", &u("/top/hello.txt")]);
-    for want in [
-        "Type: regular file",
-        "Size: 12 ",
-        "Mode: 0640 (-rw-r-----)",
-        "Owner: 1000 ",
-        "Links: 3",
-        "Modify: 2020-01-02 03:00:00.000000000 +0000",
-    ] {
-        assert!(st.contains(want), "stat lacks {want:?}:\n{st}");
-    }
+    assert_hello_stat(&st, "Links: 3");
 
     // A link in a tree copied down and back up stays a link.
     let back = s.state.join("back");
@@ -715,145 +677,31 @@ fn lock_v40_two_processes() {
     two_lockers("4.0");
 }
 
-/// Relays `client`'s calls to `server`, but answers NFSv4 calls itself
-/// with PROG_MISMATCH (versions 3 to 3), as a server without NFSv4 does.
-fn relay_without_v4(client: std::net::TcpStream, server: std::net::SocketAddr) {
-    use std::io::{Read, Write};
-    use std::sync::{Arc, Mutex};
-    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        loop {
-            let mut h = [0u8; 4];
-            s.read_exact(&mut h).ok()?;
-            let h = u32::from_be_bytes(h);
-            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
-            s.read_exact(&mut frag).ok()?;
-            out.extend_from_slice(&frag);
-            if h & 0x8000_0000 != 0 {
-                return Some(out);
-            }
-        }
-    }
-    fn framed(body: &[u8]) -> Vec<u8> {
-        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
-        v.extend_from_slice(body);
-        v
-    }
-    let mut srv = std::net::TcpStream::connect(server).unwrap();
-    let to_client = Arc::new(Mutex::new(client.try_clone().unwrap()));
-    let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
-    std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_srv) {
-            if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
-                return;
-            }
-        }
-    });
-    let mut from_client = client;
-    std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_client) {
-            let word = |i: usize| u32::from_be_bytes(rec[i..i + 4].try_into().unwrap());
-            if rec.len() >= 20 && word(4) == 0 && word(12) == 100003 && word(16) == 4 {
-                let mut out = bytes::BytesMut::new();
-                rpc::record::begin(&mut out);
-                rpc::msg::prog_mismatch(word(0), 3, 3, &mut out);
-                rpc::record::finish(&mut out);
-                if to_client.lock().unwrap().write_all(&out).is_err() {
-                    return;
-                }
-            } else if srv.write_all(&framed(&rec)).is_err() {
-                return;
-            }
-        }
-        let _ = srv.shutdown(std::net::Shutdown::Both);
-    });
-}
-
-/// No vers=: NFSv4.2, then 4.1, then NFSv3, as mount.nfs tries them. A
-/// server that answers NFSv4 with PROG_MISMATCH (a relay in front of
-/// tarn serve) is used over NFSv3; asked for 4.1, it is an error.
-#[test]
-fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
-    let s = TestServer::start();
+/// A relay on a new local port to `server`, where `answer` may answer a
+/// call record itself (the reply record) instead of passing it on.
+fn relay(server: std::net::SocketAddr, answer: fn(&[u8]) -> Option<bytes::BytesMut>) -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let server = s.addr;
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
-            relay_without_v4(c, server);
+            relay_one(c, server, answer);
         }
     });
-    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
-    let f = s.state.join("f");
-    std::fs::write(&f, b"over v3\n").unwrap();
-    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
-    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over v3\n");
-    assert_eq!(tarn(&["cat", &u("/f")]), "over v3\n");
-    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
-    assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
-    assert!(e.contains("it speaks versions 3 to 3"), "{e}");
+    port
 }
 
-/// Relays `client`'s calls to `server`, answering as a server that speaks
-/// NFSv4.0 only: a COMPOUND of another minor version gets
-/// NFS4ERR_MINOR_VERS_MISMATCH, NFSv3 and MOUNT get PROG_MISMATCH.
-fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
-    use std::io::{Read, Write};
-    fn record(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        loop {
-            let mut h = [0u8; 4];
-            s.read_exact(&mut h).ok()?;
-            let h = u32::from_be_bytes(h);
-            let mut frag = vec![0u8; (h & 0x7fff_ffff) as usize];
-            s.read_exact(&mut frag).ok()?;
-            out.extend_from_slice(&frag);
-            if h & 0x8000_0000 != 0 {
-                return Some(out);
-            }
-        }
-    }
-    fn framed(body: &[u8]) -> Vec<u8> {
-        let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
-        v.extend_from_slice(body);
-        v
-    }
-    /// The reply the relay gives itself, if any.
-    fn answer(rec: &[u8]) -> Option<bytes::BytesMut> {
-        let word = |i: usize| {
-            rec.get(i..i + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
-        };
-        let pad = |n: u32| (n as usize).div_ceil(4) * 4;
-        let (xid, prog, vers, proc_) = (word(0)?, word(12)?, word(16)?, word(20)?);
-        let mut out = bytes::BytesMut::new();
-        rpc::record::begin(&mut out);
-        if (prog == 100003 && vers == 3) || prog == 100005 {
-            rpc::msg::prog_mismatch(xid, 4, 4, &mut out);
-        } else if prog == 100003 && vers == 4 && proc_ == 1 {
-            // Past the credential and the verifier: the tag, then the minor version.
-            let verf = 32 + pad(word(28)?);
-            let args = verf + 8 + pad(word(verf + 4)?);
-            let minor = word(args + 4 + pad(word(args)?))?;
-            if minor == 0 {
-                return None;
-            }
-            rpc::msg::success_header(xid, &mut out);
-            out.extend_from_slice(
-                &(proto::nfs4::Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32).to_be_bytes(),
-            );
-            out.extend_from_slice(&[0; 8]); // empty tag, no results
-        } else {
-            return None;
-        }
-        rpc::record::finish(&mut out);
-        Some(out)
-    }
+/// Relays `client`'s calls to `server` and the replies back, as [`relay`].
+fn relay_one(
+    client: std::net::TcpStream,
+    server: std::net::SocketAddr,
+    answer: fn(&[u8]) -> Option<bytes::BytesMut>,
+) {
+    use std::io::Write;
     let mut srv = std::net::TcpStream::connect(server).unwrap();
     let to_client = std::sync::Arc::new(std::sync::Mutex::new(client.try_clone().unwrap()));
     let (mut from_srv, back) = (srv.try_clone().unwrap(), to_client.clone());
     std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_srv) {
+        while let Some(rec) = next_record(&mut from_srv) {
             if back.lock().unwrap().write_all(&framed(&rec)).is_err() {
                 return;
             }
@@ -861,7 +709,7 @@ fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
     });
     let mut from_client = client;
     std::thread::spawn(move || {
-        while let Some(rec) = record(&mut from_client) {
+        while let Some(rec) = next_record(&mut from_client) {
             let sent = match answer(&rec) {
                 Some(out) => to_client.lock().unwrap().write_all(&out),
                 None => srv.write_all(&framed(&rec)),
@@ -874,26 +722,87 @@ fn relay_v40_only(client: std::net::TcpStream, server: std::net::SocketAddr) {
     });
 }
 
+/// Answers NFSv4 calls with PROG_MISMATCH (versions 3 to 3), as a server
+/// without NFSv4 does.
+fn without_v4(rec: &[u8]) -> Option<bytes::BytesMut> {
+    let word = |i: usize| u32::from_be_bytes(rec[i..i + 4].try_into().unwrap());
+    if !(rec.len() >= 20 && word(4) == 0 && word(12) == 100003 && word(16) == 4) {
+        return None;
+    }
+    let mut out = bytes::BytesMut::new();
+    rpc::record::begin(&mut out);
+    rpc::msg::prog_mismatch(word(0), 3, 3, &mut out);
+    rpc::record::finish(&mut out);
+    Some(out)
+}
+
+/// `tarn cp` of a local file holding `text` to `/f` on `s` through the
+/// relay on `port`, then `tarn cat` of it; what makes the relay's URLs.
+fn cp_and_cat_through(s: &TestServer, port: u16, text: &str) -> impl Fn(&str) -> String {
+    let u = move |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
+    let f = s.state.join("f");
+    std::fs::write(&f, text).unwrap();
+    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), text.as_bytes());
+    assert_eq!(tarn(&["cat", &u("/f")]), text);
+    u
+}
+
+/// No vers=: NFSv4.2, then 4.1, then NFSv3, as mount.nfs tries them. A
+/// server that answers NFSv4 with PROG_MISMATCH (a relay in front of
+/// tarn serve) is used over NFSv3; asked for 4.1, it is an error.
+#[test]
+fn without_vers_a_server_without_nfsv4_is_used_over_nfsv3() {
+    let s = TestServer::start();
+    let port = relay(s.addr, without_v4);
+    let u = cp_and_cat_through(&s, port, "over v3\n");
+    let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
+    assert!(e.contains(&format!("nfs://127.0.0.1:{port}")), "{e}");
+    assert!(e.contains("it speaks versions 3 to 3"), "{e}");
+}
+
+/// Answers as a server that speaks NFSv4.0 only: a COMPOUND of another
+/// minor version gets NFS4ERR_MINOR_VERS_MISMATCH, NFSv3 and MOUNT get
+/// PROG_MISMATCH.
+fn v40_only(rec: &[u8]) -> Option<bytes::BytesMut> {
+    let word = |i: usize| {
+        rec.get(i..i + 4)
+            .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+    };
+    let pad = |n: u32| (n as usize).div_ceil(4) * 4;
+    let (xid, prog, vers, proc_) = (word(0)?, word(12)?, word(16)?, word(20)?);
+    let mut out = bytes::BytesMut::new();
+    rpc::record::begin(&mut out);
+    if (prog == 100003 && vers == 3) || prog == 100005 {
+        rpc::msg::prog_mismatch(xid, 4, 4, &mut out);
+    } else if prog == 100003 && vers == 4 && proc_ == 1 {
+        // Past the credential and the verifier: the tag, then the minor version.
+        let verf = 32 + pad(word(28)?);
+        let args = verf + 8 + pad(word(verf + 4)?);
+        let minor = word(args + 4 + pad(word(args)?))?;
+        if minor == 0 {
+            return None;
+        }
+        rpc::msg::success_header(xid, &mut out);
+        out.extend_from_slice(
+            &(proto::nfs4::Nfsstat4::NFS4ERR_MINOR_VERS_MISMATCH as u32).to_be_bytes(),
+        );
+        out.extend_from_slice(&[0; 8]); // empty tag, no results
+    } else {
+        return None;
+    }
+    rpc::record::finish(&mut out);
+    Some(out)
+}
+
 /// No vers= and vers=4: 4.2 and 4.1 refused with
 /// NFS4ERR_MINOR_VERS_MISMATCH, the tools use NFSv4.0 (NFSv3 is refused
 /// too, so nothing else could have worked); vers=4.1 is an error.
 #[test]
 fn a_server_with_nfsv4_0_only_is_used_over_4_0() {
     let s = TestServer::start_with(&["--grace", "0"]);
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let server = s.addr;
-    std::thread::spawn(move || {
-        for c in l.incoming().flatten() {
-            relay_v40_only(c, server);
-        }
-    });
-    let u = |p: &str| format!("nfs://127.0.0.1:{port}{p}?uid=1000&gid=1000");
-    let f = s.state.join("f");
-    std::fs::write(&f, b"over 4.0\n").unwrap();
-    tarn(&["cp", "-q", f.to_str().unwrap(), &u("/f")]);
-    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"over 4.0\n");
-    assert_eq!(tarn(&["cat", &u("/f")]), "over 4.0\n");
+    let port = relay(s.addr, v40_only);
+    let u = cp_and_cat_through(&s, port, "over 4.0\n");
     assert_eq!(tarn(&["cat", &(u("/f") + "&vers=4")]), "over 4.0\n");
     let e = fails(&["ls", &(u("/") + "&vers=4.1")]);
     assert!(e.contains("NFS4ERR_MINOR_VERS_MISMATCH"), "{e}");

@@ -61,7 +61,6 @@ fn make_tree(root: &Path) -> usize {
     for d in dirs {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    let modes = [0o644, 0o600, 0o755, 0o640, 0o444, 0o700];
     let n = 60;
     for i in 0..n {
         let dir = dirs[i % (dirs.len() - 1)]; // none in "empty"
@@ -77,44 +76,10 @@ fn make_tree(root: &Path) -> usize {
         };
         let mut b = vec![0u8; len];
         rng.fill_bytes(&mut b);
-        let p = root.join(dir).join(name);
-        std::fs::write(&p, &b).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(modes[i % modes.len()]))
-            .unwrap();
-        set_mtime(&p, 1_500_000_000 + i as u64 * 1000, (i * 7) as u32);
+        tree_file(&root.join(dir).join(name), i, &b);
     }
-    for (i, d) in dirs.iter().enumerate().rev() {
-        let p = root.join(d);
-        std::fs::set_permissions(
-            &p,
-            std::fs::Permissions::from_mode(0o750 + (i as u32 % 2) * 5),
-        )
-        .unwrap();
-        set_mtime(&p, 1_400_000_000 + i as u64, 0);
-    }
+    tree_dir_times(root, &dirs);
     n
-}
-
-/// Relative paths under `root`, sorted, with each one's (mode, mtime,
-/// contents' sha or "dir").
-fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
-    let mut out = vec![];
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            let what = if p.is_dir() {
-                todo.push(p.clone());
-                "dir".to_string()
-            } else {
-                sha256_file(&p)
-            };
-            out.push((rel, mode(&p), mtime(&p), what));
-        }
-    }
-    out.sort();
-    out
 }
 
 fn diff_r(a: &Path, b: &Path) {

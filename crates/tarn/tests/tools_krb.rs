@@ -17,21 +17,12 @@ use testkdc as kdc;
 #[test]
 fn cp_over_krb5p_there_and_back() {
     let _env = kdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let kdc = kdc::Kdc::start();
-    let cc = kdc.kinit("tools", "10m");
-    kdc.activate(&cc); // the tools we run inherit it
+    let kdc = kdc_with_ticket("tools", "10m"); // the tools we run inherit it
 
     let (_tmp, export, state) = temp_export();
     // alice maps to the anonymous ids here: a directory she may write.
     std::fs::set_permissions(&export, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let kt = kdc.keytab.display().to_string();
-    let s = TestServer::launch(
-        &export,
-        &state,
-        free_port(),
-        &["--sec", "krb5p", "--keytab", &kt],
-        &[],
-    );
+    let s = launch_sec(&kdc, &export, &state, "krb5p", &[]);
     // The host as Kerberos names the service: nfs@localhost.
     let url = |p: &str, sec: &str| format!("nfs://localhost:{}/{p}?sec={sec}", s.port());
 

@@ -23,11 +23,7 @@ async fn call<A: xdr::Pack, R: xdr::Unpack>(ch: &Channel, prog: u32, proc_: u32,
 #[test]
 fn a_remove_whose_reply_was_lost_is_answered_from_the_drc() {
     let s = TestServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         // Drops the server's next bytes with the connection once `cut` is set.
         let p = Proxy::start(s.addr).await;
@@ -51,14 +47,6 @@ fn a_remove_whose_reply_was_lost_is_answered_from_the_drc() {
             panic!("MNT: {mnt:?}")
         };
         let root = NfsFh3 { data: ok.fhandle.0 };
-        let how = Createhow3::UNCHECKED(Sattr3 {
-            mode: Some(0o644),
-            uid: None,
-            gid: None,
-            size: None,
-            atime: SetAtime::Default(TimeHow::DONT_CHANGE),
-            mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
-        });
         let name = Diropargs3 {
             dir: root.clone(),
             name: Bytes::from_static(b"gone"),
@@ -67,10 +55,7 @@ fn a_remove_whose_reply_was_lost_is_answered_from_the_drc() {
             &ch,
             NFS_PROGRAM,
             NFSPROC3_CREATE,
-            &Create3args {
-                r#where: name.clone(),
-                how,
-            },
+            &create3_args(&root, "gone"),
         )
         .await;
         assert!(matches!(c, Create3res::NFS3_OK(_)), "{c:?}");

@@ -30,3 +30,12 @@ pub fn metric(addr: &str, prefix: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// The value of the sample `series` (its name and labels exactly) in
+/// Prometheus text; panics, showing the text, when there is none.
+pub fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {text}"))
+}

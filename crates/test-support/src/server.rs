@@ -72,6 +72,14 @@ pub fn spawn_serving(cmd: &mut Command, log: &Path, who: &str) -> (Child, BufRea
     (child, out)
 }
 
+/// [`spawn_serving`] with the rest of the server's stdout read and dropped
+/// on a thread, so the server never blocks on a full pipe.
+pub fn spawn_serving_drained(cmd: &mut Command, log: &Path, who: &str) -> Child {
+    let (child, mut out) = spawn_serving(cmd, log, who);
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    child
+}
+
 impl TestServer {
     pub fn start() -> TestServer {
         let (tmp, export, state) = temp_export();

@@ -62,6 +62,16 @@ pub struct HeldNlmLock {
     pub range: LockRange,
 }
 
+impl HeldNlmLock {
+    fn of(fh: &NfsFh3, owner: &LockOwner, range: LockRange) -> HeldNlmLock {
+        HeldNlmLock {
+            fh: fh.clone(),
+            owner: owner.clone(),
+            range,
+        }
+    }
+}
+
 /// The NLM side of an [`Nfs3`]: its connection (made again when lost),
 /// the locks held, and the server's status-monitor state they were taken
 /// under. Shared with the NFS channel's connect hook.
@@ -82,7 +92,6 @@ pub(super) struct NlmClient {
     reclaims: std::sync::atomic::AtomicU64,
 }
 
-const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// How long a call keeps trying while the server cannot be reached.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(300);
 
@@ -161,7 +170,7 @@ impl NlmClient {
     /// waits. Whether a new connection was made.
     async fn send<A: xdr::Pack, R: Unpack>(&self, proc_: u32, a: &A) -> (Result<R>, bool) {
         let start = std::time::Instant::now();
-        let mut pause = Duration::from_millis(20);
+        let mut pause = crate::pause::Pause::from(Duration::from_millis(20));
         let mut made = false;
         loop {
             let again = start.elapsed() < UNREACHABLE_FOR;
@@ -190,8 +199,7 @@ impl NlmClient {
                     }
                 }
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause.wait().await;
         }
     }
 
@@ -334,18 +342,14 @@ impl Nfs3 {
         r: LockRange,
         wait: bool,
     ) -> Result<bool> {
-        let mut pause = Duration::from_millis(50);
+        let mut pause = crate::pause::Pause::for_locks();
         let mut n = 0u32;
         loop {
             n += 1;
             match self.nlm.lock_once(fh, owner, r, false, n).await? {
                 Nlm4Stats::NLM4_GRANTED => {
                     self.nlm.note_state().await;
-                    let h = HeldNlmLock {
-                        fh: fh.clone(),
-                        owner: owner.clone(),
-                        range: r,
-                    };
+                    let h = HeldNlmLock::of(fh, owner, r);
                     let mut held = self.nlm.held.lock().unwrap();
                     if !held.contains(&h) {
                         held.push(h);
@@ -356,8 +360,7 @@ impl Nfs3 {
                 Nlm4Stats::NLM4_DENIED | Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
                 other => return Err(Error::Nlm(other)),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause.wait().await;
         }
     }
 
@@ -380,23 +383,19 @@ impl Nfs3 {
             cookie: Netobj(Bytes::from_static(b"u")),
             alock: self.nlm.alock(fh, owner, r),
         };
-        let mut pause = Duration::from_millis(50);
+        let mut pause = crate::pause::Pause::for_locks();
         loop {
             let res: Nlm4Res = self.nlm.call(NLMPROC4_UNLOCK, &a).await?;
             match res.stat.stat {
                 Nlm4Stats::NLM4_GRANTED => {
-                    self.nlm
-                        .held
-                        .lock()
-                        .unwrap()
-                        .retain(|h| !(h.fh == *fh && h.owner == *owner && h.range == r));
+                    let h = HeldNlmLock::of(fh, owner, r);
+                    self.nlm.held.lock().unwrap().retain(|x| *x != h);
                     return Ok(());
                 }
                 Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
                 other => return Err(Error::Nlm(other)),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause.wait().await;
         }
     }
 

@@ -39,6 +39,19 @@ pub struct DirEntry3 {
     pub fh: Option<NfsFh3>,
 }
 
+impl DirEntry3 {
+    /// An entry as READDIR gives it: no attributes, no handle.
+    fn named(name: &[u8], fileid: u64, cookie: u64) -> DirEntry3 {
+        DirEntry3 {
+            name: String::from_utf8_lossy(name).into_owned(),
+            fileid,
+            cookie,
+            attrs: None,
+            fh: None,
+        }
+    }
+}
+
 /// What a WRITE did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Written {
@@ -372,28 +385,20 @@ impl Nfs3 {
     }
 
     pub async fn remove(&self, dir: &NfsFh3, name: &str) -> Result<()> {
-        let r: Remove3res = self
-            .call(
-                NFSPROC3_REMOVE,
-                &Remove3args {
-                    object: dirop(dir, name),
-                },
-            )
-            .await?;
+        let a = Remove3args {
+            object: dirop(dir, name),
+        };
+        let r: Remove3res = self.call(NFSPROC3_REMOVE, &a).await?;
         ok!(r, Remove3res, "REMOVE");
         Ok(())
     }
 
     pub async fn rmdir(&self, dir: &NfsFh3, name: &str) -> Result<()> {
         self.forget_dirs();
-        let r: Rmdir3res = self
-            .call(
-                NFSPROC3_RMDIR,
-                &Rmdir3args {
-                    object: dirop(dir, name),
-                },
-            )
-            .await?;
+        let a = Rmdir3args {
+            object: dirop(dir, name),
+        };
+        let r: Rmdir3res = self.call(NFSPROC3_RMDIR, &a).await?;
         ok!(r, Rmdir3res, "RMDIR");
         Ok(())
     }
@@ -457,19 +462,12 @@ impl Nfs3 {
                 let r: Readdirplus3res = self.call(NFSPROC3_READDIRPLUS, &a).await?;
                 let ok = ok!(r, Readdirplus3res, "READDIRPLUS");
                 cookieverf = ok.cookieverf;
-                let v: Vec<DirEntry3> = ok
-                    .reply
-                    .entries
-                    .into_iter()
-                    .map(|e| DirEntry3 {
-                        name: String::from_utf8_lossy(&e.name).into_owned(),
-                        fileid: e.fileid,
-                        cookie: e.cookie,
-                        attrs: e.name_attributes,
-                        fh: e.name_handle,
-                    })
-                    .collect();
-                (v, ok.reply.eof)
+                let v = ok.reply.entries.into_iter().map(|e| DirEntry3 {
+                    attrs: e.name_attributes,
+                    fh: e.name_handle,
+                    ..DirEntry3::named(&e.name, e.fileid, e.cookie)
+                });
+                (v.collect::<Vec<_>>(), ok.reply.eof)
             } else {
                 let a = Readdir3args {
                     dir: dir.clone(),
@@ -480,19 +478,9 @@ impl Nfs3 {
                 let r: Readdir3res = self.call(NFSPROC3_READDIR, &a).await?;
                 let ok = ok!(r, Readdir3res, "READDIR");
                 cookieverf = ok.cookieverf;
-                let v: Vec<DirEntry3> = ok
-                    .reply
-                    .entries
-                    .into_iter()
-                    .map(|e| DirEntry3 {
-                        name: String::from_utf8_lossy(&e.name).into_owned(),
-                        fileid: e.fileid,
-                        cookie: e.cookie,
-                        attrs: None,
-                        fh: None,
-                    })
-                    .collect();
-                (v, ok.reply.eof)
+                let v = ok.reply.entries.into_iter();
+                let v = v.map(|e| DirEntry3::named(&e.name, e.fileid, e.cookie));
+                (v.collect(), ok.reply.eof)
             };
             let progressed = !entries.is_empty();
             for e in entries {

@@ -68,6 +68,16 @@ pub struct Attrs {
     pub space_total: Option<u64>,
 }
 
+/// What `statfs(2)` shows: files and space, available, free and total.
+pub const FSSTAT: &[u32] = &[
+    FATTR4_FILES_AVAIL,
+    FATTR4_FILES_FREE,
+    FATTR4_FILES_TOTAL,
+    FATTR4_SPACE_AVAIL,
+    FATTR4_SPACE_FREE,
+    FATTR4_SPACE_TOTAL,
+];
+
 /// What `stat(1)` shows: type, size, mode, links, owner, group, space
 /// used, ids, change and the three times.
 pub const STAT: &[u32] = &[
@@ -349,14 +359,7 @@ mod tests {
             v.put_u64(x);
         }
         let f = Fattr4 {
-            attrmask: bitmap(&[
-                FATTR4_FILES_AVAIL,
-                FATTR4_FILES_FREE,
-                FATTR4_FILES_TOTAL,
-                FATTR4_SPACE_AVAIL,
-                FATTR4_SPACE_FREE,
-                FATTR4_SPACE_TOTAL,
-            ]),
+            attrmask: bitmap(FSSTAT),
             attr_vals: v.freeze(),
         };
         let a = decode(&f).unwrap();

@@ -228,7 +228,7 @@ impl Session {
         (openhow, share_access, share_deny): (Openflag4, u32, u32),
         bits: Option<&[u32]>,
     ) -> Result<(Opened, Option<Attrs>)> {
-        let mut ops = vec![
+        let ops = vec![
             putfh(dir),
             NfsArgop4::OP_OPEN(Open4args {
                 seqid: 0,
@@ -240,31 +240,7 @@ impl Session {
             }),
             NfsArgop4::OP_GETFH,
         ];
-        if let Some(bits) = bits {
-            ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
-                attr_request: attr::bitmap(bits),
-            }));
-        }
-        let in_flight = self.delegations().open_in_flight();
-        let mut r = self.call(ops).await?;
-        let a = match bits {
-            Some(_) => Some(attr::decode(&take!(
-                r.pop(),
-                "GETATTR",
-                NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes
-            )?)?),
-            None => None,
-        };
-        let fh = take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?;
-        let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
-        self.opened_delegation(&fh, &res, a.clone(), in_flight)
-            .await?;
-        let opened = Opened {
-            stateid: res.stateid.clone(),
-            fh,
-            res,
-        };
-        Ok((opened, a))
+        self.open_compound(ops, None, bits).await
     }
 
     /// OPEN of a file by its handle (CLAIM_FH, RFC 8881 §18.16.3), and
@@ -278,7 +254,7 @@ impl Session {
         share_access: u32,
         bits: Option<&[u32]>,
     ) -> Result<(Opened, Option<Attrs>)> {
-        let mut ops = vec![
+        let ops = vec![
             putfh(fh),
             NfsArgop4::OP_OPEN(Open4args {
                 seqid: 0,
@@ -289,9 +265,22 @@ impl Session {
                 claim: OpenClaim4::CLAIM_FH,
             }),
         ];
-        if let Some(b) = bits {
+        self.open_compound(ops, Some(fh), bits).await
+    }
+
+    /// Sends an OPEN's `ops` (PUTFH, OPEN and, when the handle is not
+    /// `known`, GETFH) with a GETATTR of `bits` after them, and takes the
+    /// opened file and its attributes from the reply, recording any
+    /// delegation it brought.
+    async fn open_compound(
+        &self,
+        mut ops: Vec<NfsArgop4>,
+        known: Option<&NfsFh4>,
+        bits: Option<&[u32]>,
+    ) -> Result<(Opened, Option<Attrs>)> {
+        if let Some(bits) = bits {
             ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
-                attr_request: attr::bitmap(b),
+                attr_request: attr::bitmap(bits),
             }));
         }
         let in_flight = self.delegations().open_in_flight();
@@ -304,17 +293,21 @@ impl Session {
             )?)?),
             None => None,
         };
+        let fh = match known {
+            Some(fh) => fh.clone(),
+            None => {
+                take!(r.pop(), "GETFH", NfsResop4::OP_GETFH(Getfh4res::NFS4_OK(ok)) => ok.object)?
+            }
+        };
         let res = take!(r, "OPEN", NfsResop4::OP_OPEN(Open4res::NFS4_OK(ok)) => ok)?;
-        self.opened_delegation(fh, &res, attrs.clone(), in_flight)
+        self.opened_delegation(&fh, &res, attrs.clone(), in_flight)
             .await?;
-        Ok((
-            Opened {
-                stateid: res.stateid.clone(),
-                fh: fh.clone(),
-                res,
-            },
-            attrs,
-        ))
+        let opened = Opened {
+            stateid: res.stateid.clone(),
+            fh,
+            res,
+        };
+        Ok((opened, attrs))
     }
 
     /// Records the delegation an OPEN reply brought, if any (returned at

@@ -301,6 +301,17 @@ pub struct Range {
     pub len: u64,
 }
 
+impl Range {
+    /// The length as NFSv4 gives it: all ones means to the end (here 0).
+    pub fn len4(&self) -> u64 {
+        if self.len == 0 {
+            u64::MAX
+        } else {
+            self.len
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

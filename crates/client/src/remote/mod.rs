@@ -73,6 +73,40 @@ fn fit(server: Option<u64>, channel: u32) -> u32 {
     (n & !4095).clamp(4096, 1 << 20)
 }
 
+/// The OPEN share access for reading, writing or both (neither: reading).
+fn share_access(read: bool, write: bool) -> u32 {
+    match (read, write) {
+        (true, true) => p4::OPEN4_SHARE_ACCESS_BOTH,
+        (false, true) => p4::OPEN4_SHARE_ACCESS_WRITE,
+        _ => p4::OPEN4_SHARE_ACCESS_READ,
+    }
+}
+
+/// An NFSv4 OPEN of an existing file only.
+fn nocreate() -> p4::Openflag4 {
+    p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE)
+}
+
+/// What a create sets: the mode, and with `truncate` size 0.
+fn create_set(mode: u32, truncate: bool) -> SetAttr {
+    SetAttr {
+        mode: Some(mode),
+        size: truncate.then_some(0),
+        ..Default::default()
+    }
+}
+
+/// An NFSv4 OPEN that creates with `set`; `guarded`: the file must not
+/// exist yet.
+fn create_how4(set: &SetAttr, guarded: bool) -> p4::Openflag4 {
+    let f = set.v4().encode();
+    p4::Openflag4::OPEN4_CREATE(if guarded {
+        p4::Createhow4::GUARDED4(f)
+    } else {
+        p4::Createhow4::UNCHECKED4(f)
+    })
+}
+
 impl Remote {
     /// Over an NFSv4.1/4.2 session; asks the root's maxread and maxwrite.
     pub async fn from_v4(s: Arc<Session>) -> Result<Remote> {
@@ -362,11 +396,7 @@ impl Remote {
         let Proto::V4(s) = &self.proto else {
             return Ok(None);
         };
-        let access = match (read, write) {
-            (true, true) => p4::OPEN4_SHARE_ACCESS_BOTH,
-            (false, true) => p4::OPEN4_SHARE_ACCESS_WRITE,
-            _ => p4::OPEN4_SHARE_ACCESS_READ,
-        };
+        let access = share_access(read, write);
         // An open owner per open: each CLOSE then ends only its own open
         // (one shared owner would share one stateid among all opens of
         // the file, and the first CLOSE would end them all).
@@ -401,11 +431,7 @@ impl Remote {
             let (fh, a) = self.lookup_attr(dir, name).await?;
             return Ok((None, fh, a));
         };
-        let access = match (read, write) {
-            (true, true) => p4::OPEN4_SHARE_ACCESS_BOTH,
-            (false, true) => p4::OPEN4_SHARE_ACCESS_WRITE,
-            _ => p4::OPEN4_SHARE_ACCESS_READ,
-        };
+        let access = share_access(read, write);
         // An open owner per open, as in open_fh.
         let owner = s.new_owner("open");
         let (o, a) = s
@@ -413,7 +439,7 @@ impl Remote {
                 &owner,
                 &dir.v4(),
                 name,
-                p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+                nocreate(),
                 access,
                 p4::OPEN4_SHARE_DENY_NONE,
                 V4_ATTRS,
@@ -459,52 +485,26 @@ impl Remote {
         truncate: bool,
         guarded: bool,
     ) -> Result<OpenFile> {
-        let set = SetAttr {
-            mode: Some(mode),
-            size: truncate.then_some(0),
-            ..Default::default()
-        };
-        let how4 = |f: p4::Fattr4| {
-            p4::Openflag4::OPEN4_CREATE(if guarded {
-                p4::Createhow4::GUARDED4(f)
-            } else {
-                p4::Createhow4::UNCHECKED4(f)
-            })
-        };
-        match &self.proto {
+        let set = create_set(mode, truncate);
+        let (d, both, none) = (
+            dir.v4(),
+            p4::OPEN4_SHARE_ACCESS_BOTH,
+            p4::OPEN4_SHARE_DENY_NONE,
+        );
+        let (fh, stateid) = match &self.proto {
             Proto::V4(s) => {
-                let how = how4(set.v4().encode());
+                let how = create_how4(&set, guarded);
                 let o = s
-                    .open_with(
-                        &s.open_owner(),
-                        &dir.v4(),
-                        name,
-                        how,
-                        p4::OPEN4_SHARE_ACCESS_BOTH,
-                        p4::OPEN4_SHARE_DENY_NONE,
-                    )
+                    .open_with(&s.open_owner(), &d, name, how, both, none)
                     .await?;
-                Ok(OpenFile {
-                    fh: Fh(o.fh.0),
-                    stateid: Some(o.stateid),
-                })
+                (o.fh, o.stateid)
             }
             Proto::V40(c) => {
-                let how = how4(set.v4().encode());
+                let how = create_how4(&set, guarded);
                 let o = c
-                    .open_with(
-                        c.open_owner(),
-                        &dir.v4(),
-                        name,
-                        how,
-                        p4::OPEN4_SHARE_ACCESS_BOTH,
-                        p4::OPEN4_SHARE_DENY_NONE,
-                    )
+                    .open_with(c.open_owner(), &d, name, how, both, none)
                     .await?;
-                Ok(OpenFile {
-                    fh: Fh(o.fh.0),
-                    stateid: Some(o.stateid),
-                })
+                (o.fh, o.stateid)
             }
             Proto::V3(c) => {
                 // UNCHECKED: an existing file is used, its mode kept and
@@ -515,12 +515,16 @@ impl Remote {
                     p3::Createhow3::UNCHECKED(set.v3())
                 };
                 let fh = c.create(&dir.v3(), name, how).await?;
-                Ok(OpenFile {
+                return Ok(OpenFile {
                     fh: Fh(fh.data),
                     stateid: None,
-                })
+                });
             }
-        }
+        };
+        Ok(OpenFile {
+            fh: Fh(fh.0),
+            stateid: Some(stateid),
+        })
     }
 
     /// [`Remote::open_write`], with the file's attributes from the same
@@ -550,17 +554,7 @@ impl Remote {
             let f = self.open_create(dir, name, mode, truncate, guarded).await?;
             return Ok((f, None));
         };
-        let set = SetAttr {
-            mode: Some(mode),
-            size: truncate.then_some(0),
-            ..Default::default()
-        };
-        let f = set.v4().encode();
-        let how = p4::Openflag4::OPEN4_CREATE(if guarded {
-            p4::Createhow4::GUARDED4(f)
-        } else {
-            p4::Createhow4::UNCHECKED4(f)
-        });
+        let how = create_how4(&create_set(mode, truncate), guarded);
         let (o, a) = s
             .open_with_attrs(
                 &s.open_owner(),
@@ -617,46 +611,32 @@ impl Remote {
         data: Bytes,
         stable: Stable,
     ) -> Result<Written> {
-        match &self.proto {
-            Proto::V4(s) => {
-                let how = match stable {
-                    Stable::Unstable => p4::StableHow4::UNSTABLE4,
-                    Stable::FileSync => p4::StableHow4::FILE_SYNC4,
-                };
-                let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
-                let r = s.write(&sid, &f.fh.v4(), off, data, how).await?;
-                Ok(Written {
-                    count: r.count,
-                    unstable: r.committed == p4::StableHow4::UNSTABLE4,
-                    verf: r.writeverf,
-                })
-            }
+        let how = match stable {
+            Stable::Unstable => p4::StableHow4::UNSTABLE4,
+            Stable::FileSync => p4::StableHow4::FILE_SYNC4,
+        };
+        let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+        let r = match &self.proto {
+            Proto::V4(s) => s.write(&sid, &f.fh.v4(), off, data, how).await?,
+            Proto::V40(c) => plain::write(&**c, &sid, &f.fh.v4(), off, data, how).await?,
             Proto::V3(c) => {
                 let how = match stable {
                     Stable::Unstable => p3::StableHow::UNSTABLE,
                     Stable::FileSync => p3::StableHow::FILE_SYNC,
                 };
                 let r = c.write(&f.fh.v3(), off, data, how).await?;
-                Ok(Written {
+                return Ok(Written {
                     count: r.count,
                     unstable: r.committed == p3::StableHow::UNSTABLE,
                     verf: r.verf,
-                })
+                });
             }
-            Proto::V40(c) => {
-                let how = match stable {
-                    Stable::Unstable => p4::StableHow4::UNSTABLE4,
-                    Stable::FileSync => p4::StableHow4::FILE_SYNC4,
-                };
-                let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
-                let r = plain::write(&**c, &sid, &f.fh.v4(), off, data, how).await?;
-                Ok(Written {
-                    count: r.count,
-                    unstable: r.committed == p4::StableHow4::UNSTABLE4,
-                    verf: r.writeverf,
-                })
-            }
-        }
+        };
+        Ok(Written {
+            count: r.count,
+            unstable: r.committed == p4::StableHow4::UNSTABLE4,
+            verf: r.writeverf,
+        })
     }
 
     /// COMMIT of the whole file; the verifier to compare with the writes'.
@@ -792,25 +772,23 @@ impl Remote {
 
     /// Removes a non-directory.
     pub async fn remove(&self, dir: &Fh, name: &str) -> Result<()> {
-        match &self.proto {
-            Proto::V4(s) => {
-                s.remove(&dir.v4(), name).await?;
-            }
-            Proto::V3(c) => c.remove(&dir.v3(), name).await?,
-            Proto::V40(c) => {
-                plain::remove(&**c, &dir.v4(), name).await?;
-            }
-        }
-        Ok(())
+        self.remove_entry(dir, name, false).await
     }
 
     /// Removes an empty directory.
     pub async fn rmdir(&self, dir: &Fh, name: &str) -> Result<()> {
+        self.remove_entry(dir, name, true).await
+    }
+
+    /// REMOVE over NFSv4 (one call for both kinds); NFSv3 has RMDIR for
+    /// a directory.
+    async fn remove_entry(&self, dir: &Fh, name: &str, is_dir: bool) -> Result<()> {
         match &self.proto {
             Proto::V4(s) => {
                 s.remove(&dir.v4(), name).await?;
             }
-            Proto::V3(c) => c.rmdir(&dir.v3(), name).await?,
+            Proto::V3(c) if is_dir => c.rmdir(&dir.v3(), name).await?,
+            Proto::V3(c) => c.remove(&dir.v3(), name).await?,
             Proto::V40(c) => {
                 plain::remove(&**c, &dir.v4(), name).await?;
             }
@@ -888,15 +866,7 @@ impl Remote {
     }
 
     pub async fn fsstat(&self, fh: &Fh) -> Result<FsStat> {
-        use p4::*;
-        const FS: &[u32] = &[
-            FATTR4_FILES_AVAIL,
-            FATTR4_FILES_FREE,
-            FATTR4_FILES_TOTAL,
-            FATTR4_SPACE_AVAIL,
-            FATTR4_SPACE_FREE,
-            FATTR4_SPACE_TOTAL,
-        ];
+        const FS: &[u32] = crate::nfs4::attr::FSSTAT;
         match &self.proto {
             Proto::V4(_) | Proto::V40(_) => {
                 let a = match &self.proto {
@@ -1106,11 +1076,8 @@ async fn lock_v41(
     exclusive: bool,
     wait: bool,
 ) -> Result<Option<HeldLock>> {
-    let access = if exclusive {
-        p4::OPEN4_SHARE_ACCESS_BOTH
-    } else {
-        p4::OPEN4_SHARE_ACCESS_READ
-    };
+    // Reading, and writing for an exclusive (write) lock.
+    let access = share_access(true, exclusive);
     // An open owner of its own: the session's would share one
     // open among this client's locks on the file, and
     // [`Remote::unlock`]'s CLOSE would release them all.
@@ -1120,19 +1087,18 @@ async fn lock_v41(
             &oo,
             &dir.v4(),
             name,
-            p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+            nocreate(),
             access,
             p4::OPEN4_SHARE_DENY_NONE,
         )
         .await?;
     let (open, ofh) = (o.stateid, o.fh);
     let owner = s.new_owner("lock");
-    // NFSv4 length: all ones means to the end.
-    let len = if range.len == 0 { u64::MAX } else { range.len };
+    let len = range.len4();
     // A denied LOCK leaves no lock state: each try introduces the
     // owner again with the open stateid.
     let locker = s.new_lock_owner(&open, &owner);
-    let mut pause = std::time::Duration::from_millis(50);
+    let mut pause = crate::pause::Pause::for_locks();
     loop {
         let t = lock_type(exclusive, wait);
         let r = s.lock(&ofh, locker.clone(), t, range.offset, len).await;
@@ -1160,8 +1126,7 @@ async fn lock_v41(
                 return Err(e.into());
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+        pause.wait().await;
     }
 }
 
@@ -1174,11 +1139,8 @@ async fn lock_v40(
     exclusive: bool,
     wait: bool,
 ) -> Result<Option<HeldLock>> {
-    let access = if exclusive {
-        p4::OPEN4_SHARE_ACCESS_BOTH
-    } else {
-        p4::OPEN4_SHARE_ACCESS_READ
-    };
+    // Reading, and writing for an exclusive (write) lock.
+    let access = share_access(true, exclusive);
     // An open owner of its own, as over NFSv4.1: with the
     // client's one, a second lock on the file would get the
     // same open (one per owner and file), and its CLOSE (after
@@ -1190,14 +1152,14 @@ async fn lock_v40(
             &oo,
             &dir.v4(),
             name,
-            p4::Openflag4::Default(p4::Opentype4::OPEN4_NOCREATE),
+            nocreate(),
             access,
             p4::OPEN4_SHARE_DENY_NONE,
         )
         .await?;
-    let len = if range.len == 0 { u64::MAX } else { range.len };
+    let len = range.len4();
     let t = lock_type(exclusive, wait);
-    let mut pause = std::time::Duration::from_millis(50);
+    let mut pause = crate::pause::Pause::for_locks();
     loop {
         // A new lock owner each try: whether a server kept one
         // whose first LOCK was denied differs between servers.
@@ -1230,8 +1192,7 @@ async fn lock_v40(
                 return Err(e.into());
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+        pause.wait().await;
     }
 }
 

@@ -276,14 +276,7 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
 
     // ---- byte-range locks between two lock owners ----
     let (a_owner, b_owner) = (s.new_owner("lock"), s.new_owner("lock"));
-    let a_lock = s
-        .lock(
-            &fh,
-            s.new_lock_owner(&stateid, &a_owner),
-            NfsLockType4::WRITE_LT,
-            0,
-            100,
-        )
+    let a_lock = lock_by(&s, &fh, &stateid, &a_owner, NfsLockType4::WRITE_LT, 0, 100)
         .await
         .expect("LOCK a")
         .expect("a granted");
@@ -299,14 +292,7 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
         .await
         .expect("LOCKT b beyond")
         .is_none());
-    let refused = s
-        .lock(
-            &fh,
-            s.new_lock_owner(&stateid, &b_owner),
-            NfsLockType4::READ_LT,
-            99,
-            1,
-        )
+    let refused = lock_by(&s, &fh, &stateid, &b_owner, NfsLockType4::READ_LT, 99, 1)
         .await
         .expect("LOCK b");
     println!("LOCK refused: {refused:?}");
@@ -317,14 +303,7 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
     s.locku(&fh, &a_lock, NfsLockType4::WRITE_LT, 0, 100)
         .await
         .expect("LOCKU a");
-    let b_lock = s
-        .lock(
-            &fh,
-            s.new_lock_owner(&stateid, &b_owner),
-            NfsLockType4::READ_LT,
-            99,
-            1,
-        )
+    let b_lock = lock_by(&s, &fh, &stateid, &b_owner, NfsLockType4::READ_LT, 99, 1)
         .await
         .expect("LOCK b again")
         .expect("b granted after a unlocked");
@@ -372,4 +351,18 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
         Nfsstat4::NFS4ERR_BADSESSION,
         "a destroyed session is gone"
     );
+}
+
+/// LOCK by `owner` as a new lock owner under the open `stateid`.
+async fn lock_by(
+    s: &Session,
+    fh: &NfsFh4,
+    stateid: &Stateid4,
+    owner: &StateOwner4,
+    typ: NfsLockType4,
+    offset: u64,
+    len: u64,
+) -> Result<std::result::Result<Stateid4, Lock4denied>> {
+    s.lock(fh, s.new_lock_owner(stateid, owner), typ, offset, len)
+        .await
 }

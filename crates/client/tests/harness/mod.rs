@@ -143,6 +143,27 @@ impl Drop for Tarn {
     }
 }
 
+/// A test KDC with `name`'s ticket, good for `life`, as this process's
+/// default credential; the guard holds the process environment (the
+/// KRB5 variables) for the test.
+pub fn kdc_with_ticket(
+    name: &str,
+    life: &str,
+) -> (std::sync::MutexGuard<'static, ()>, testkdc::Kdc) {
+    let env = testkdc::ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit(name, life);
+    kdc.activate(&cc);
+    (env, kdc)
+}
+
+/// Sets `path`'s permission bits to `mode` (the tests run as another
+/// user than the clients' AUTH_SYS uid).
+pub fn chmod(path: impl AsRef<std::path::Path>, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// Runs one async test body on a small runtime.
 pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
@@ -151,6 +172,76 @@ pub fn run<F: std::future::Future>(f: F) -> F::Output {
         .build()
         .unwrap()
         .block_on(f)
+}
+
+/// Runs one async test body against its own fresh `tarn serve` (no extra
+/// flags), given the server's address; the server is killed at the end.
+pub fn with_server<F, Fut>(body: F) -> Fut::Output
+where
+    F: FnOnce(SocketAddr) -> Fut,
+    Fut: std::future::Future,
+{
+    let t = Tarn::start(&[]);
+    run(body(t.addr))
+}
+
+/// [`with_server`] with a first [`session`] already made.
+pub fn with_session<F, Fut>(body: F) -> Fut::Output
+where
+    F: FnOnce(SocketAddr, Arc<Session>) -> Fut,
+    Fut: std::future::Future,
+{
+    with_server(|addr| async move { body(addr, session(addr).await).await })
+}
+
+/// The state the failover tests follow: `dir/kept` created and opened,
+/// "before" written to it (FILE_SYNC), bytes 0-99 write-locked (`granted`:
+/// the expectation that the lock is granted). Its open stateid, handle
+/// and lock stateid.
+pub async fn kept_and_locked(
+    s: &Session,
+    dir: &NfsFh4,
+    granted: &str,
+) -> (Stateid4, NfsFh4, Stateid4) {
+    let (sid, fh) = s
+        .open(dir, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
+        .await
+        .unwrap();
+    write_sync(s, &sid, &fh, 0, b"before").await.unwrap();
+    let locker = s.new_lock_owner(&sid, &s.new_owner("lock"));
+    let lsid = s
+        .lock(&fh, locker, NfsLockType4::WRITE_LT, 0, 100)
+        .await
+        .unwrap()
+        .expect(granted);
+    (sid, fh, lsid)
+}
+
+/// A FILE_SYNC WRITE of `data` at `offset`.
+pub async fn write_sync(
+    s: &Session,
+    sid: &Stateid4,
+    fh: &NfsFh4,
+    offset: u64,
+    data: &'static [u8],
+) -> Result<Write4resok> {
+    let data = Bytes::from_static(data);
+    s.write(sid, fh, offset, data, StableHow4::FILE_SYNC4).await
+}
+
+/// LOCK of `len` bytes at `offset` of `fh` by a new lock owner named
+/// `owner`, for the open `sid`.
+pub async fn lock_as(
+    s: &Session,
+    fh: &NfsFh4,
+    sid: &Stateid4,
+    owner: &str,
+    typ: NfsLockType4,
+    offset: u64,
+    len: u64,
+) -> Result<std::result::Result<Stateid4, Lock4denied>> {
+    let locker = s.new_lock_owner(sid, &s.new_owner(owner));
+    s.lock(fh, locker, typ, offset, len).await
 }
 
 pub async fn conn(addr: SocketAddr) -> Nfs4Conn {

@@ -181,8 +181,10 @@ impl TarnFs {
             atime: atime.map(t),
             mtime: mtime.map(t),
         };
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
                 // Buffered data first: a truncate must not be undone by a
                 // WRITE still in flight.
                 st.flush_writes_of(ino).await?;
@@ -197,39 +199,30 @@ impl TarnFs {
                     None => st.fetch_attr(ino).await?,
                 };
                 Ok::<_, i32>((fa, ttl))
-            }
-            .await;
-            match r {
-                Ok((fa, ttl)) => reply.attr(&ttl, &fa),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, (fa, ttl)| reply.attr(&ttl, &fa),
+        );
     }
 
     pub(super) fn on_statfs(&self, req: &Request<'_>, reply: ReplyStatfs) {
         let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = async {
-                let fh = st.fh(ROOT)?;
-                st.remote.fsstat(&fh).await.map_err(errno)
-            }
-            .await;
-            match r {
-                Ok(s) => {
-                    let b = 4096u64;
-                    reply.statfs(
-                        s.total / b,
-                        s.free / b,
-                        s.avail / b,
-                        s.files_total,
-                        s.files_free,
-                        b as u32,
-                        255,
-                        b as u32,
-                    )
-                }
-                Err(e) => reply.error(e),
-            }
-        });
+        self.spawn_reply(
+            req,
+            reply,
+            async move { st.remote.fsstat(&st.fh(ROOT)?).await.map_err(errno) },
+            |reply, s| {
+                let b = 4096u64;
+                reply.statfs(
+                    s.total / b,
+                    s.free / b,
+                    s.avail / b,
+                    s.files_total,
+                    s.files_free,
+                    b as u32,
+                    255,
+                    b as u32,
+                )
+            },
+        );
     }
 }

@@ -169,28 +169,20 @@ impl TarnFs {
         F: FnOnce(Arc<Remote>, Fh, String) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<(Fh, Option<Attr>), Error>> + Send,
     {
-        if self.ro() {
-            return reply.error(libc::EROFS);
-        }
-        let Ok(name) = name_of(name) else {
-            return reply.error(libc::EINVAL);
-        };
-        let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_change(
+            req,
+            name,
+            reply,
+            |st, name| async move {
                 let dfh = st.fh(parent)?;
                 let (fh, known) = make(st.remote.clone(), dfh, name.clone())
                     .await
                     .map_err(errno)?;
                 st.dir_changed(parent);
                 st.entry(parent, &name, fh, known).await
-            }
-            .await;
-            match r {
-                Ok((fa, a, e)) => reply.entry(&a.min(e), &fa, 0),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, (fa, a, e)| reply.entry(&a.min(e), &fa, 0),
+        );
     }
 
     pub(super) fn on_lookup(
@@ -250,17 +242,15 @@ impl TarnFs {
 
     pub(super) fn on_readlink(&self, req: &Request<'_>, ino: u64, reply: ReplyData) {
         let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
                 let fh = st.fh(ino)?;
                 st.remote.readlink(&fh).await.map_err(errno)
-            }
-            .await;
-            match r {
-                Ok(s) => reply.data(s.as_bytes()),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, s| reply.data(s.as_bytes()),
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -364,8 +354,10 @@ impl TarnFs {
         let (Ok(from), Ok(to)) = (name_of(name), name_of(newname)) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
                 let (a, b) = (st.fh(parent)?, st.fh(newparent)?);
                 // A file renamed over loses a link (its nlink and ctime
                 // move); one this mount has open keeps its data under a
@@ -389,13 +381,9 @@ impl TarnFs {
                     tab.renamed(i, newparent, &to);
                 }
                 Ok::<_, i32>(())
-            }
-            .await;
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, ()| reply.ok(),
+        );
     }
 
     pub(super) fn on_link(
@@ -406,15 +394,11 @@ impl TarnFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        if self.ro() {
-            return reply.error(libc::EROFS);
-        }
-        let st = self.st.clone();
-        let Ok(name) = name_of(newname) else {
-            return reply.error(libc::EINVAL);
-        };
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_change(
+            req,
+            newname,
+            reply,
+            |st, name| async move {
                 let (fh, dfh) = (st.fh(ino)?, st.fh(newparent)?);
                 st.remote.link(&fh, &dfh, &name).await.map_err(errno)?;
                 st.dir_changed(newparent);
@@ -422,19 +406,17 @@ impl TarnFs {
                 // for what this mount changed).
                 st.dir_changed(ino);
                 st.entry(newparent, &name, fh, None).await
-            }
-            .await;
-            match r {
-                Ok((fa, a, e)) => reply.entry(&a.min(e), &fa, 0),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, (fa, a, e)| reply.entry(&a.min(e), &fa, 0),
+        );
     }
 
     pub(super) fn on_opendir(&self, req: &Request<'_>, ino: u64, reply: ReplyOpen) {
         let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
                 let fh = st.fh(ino)?;
                 let list = st.remote.readdir_plus(&fh).await.map_err(errno)?;
                 let parent = st
@@ -455,13 +437,9 @@ impl TarnFs {
                 let id = st.new_fh();
                 st.dirs.lock().expect("dirs").insert(id, Arc::new(v));
                 Ok::<_, i32>(id)
-            }
-            .await;
-            match r {
-                Ok(id) => reply.opened(id, 0),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, id| reply.opened(id, 0),
+        );
     }
 
     pub(super) fn on_readdir(&self, fh: u64, offset: i64, mut reply: ReplyDirectory) {
@@ -534,15 +512,11 @@ impl TarnFs {
         dir: bool,
         reply: ReplyEmpty,
     ) {
-        if self.ro() {
-            return reply.error(libc::EROFS);
-        }
-        let st = self.st.clone();
-        let Ok(name) = name_of(name) else {
-            return reply.error(libc::EINVAL);
-        };
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_change(
+            req,
+            name,
+            reply,
+            |st, name| async move {
                 let dfh = st.fh(parent)?;
                 if dir {
                     st.remote.rmdir(&dfh, &name).await.map_err(errno)?;
@@ -567,12 +541,8 @@ impl TarnFs {
                     tab.renamed(i, 0, "");
                 }
                 Ok::<_, i32>(())
-            }
-            .await;
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+            },
+            |reply, ()| reply.ok(),
+        );
     }
 }

@@ -420,8 +420,10 @@ impl TarnFs {
             return reply.error(libc::EROFS);
         }
         let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
                 let t = now();
                 let write = acc != libc::O_RDONLY;
                 let read = acc != libc::O_WRONLY;
@@ -525,21 +527,15 @@ impl TarnFs {
                     st.inval_attr(ino).await;
                 }
                 let id = st.add_open(ino, file, owns, write);
-                Ok::<_, i32>((id, keep))
-            }
-            .await;
-            match r {
-                Ok((id, keep)) => {
-                    let f = if keep {
-                        fuser::consts::FOPEN_KEEP_CACHE
-                    } else {
-                        0
-                    };
-                    reply.opened(id, f | st.direct_io(id, flags))
-                }
-                Err(e) => reply.error(e),
-            }
-        });
+                let f = if keep {
+                    fuser::consts::FOPEN_KEEP_CACHE
+                } else {
+                    0
+                };
+                Ok::<_, i32>((id, f | st.direct_io(id, flags)))
+            },
+            |reply, (id, f)| reply.opened(id, f),
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -553,15 +549,11 @@ impl TarnFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        if self.ro() {
-            return reply.error(libc::EROFS);
-        }
-        let st = self.st.clone();
-        let Ok(name) = name_of(name) else {
-            return reply.error(libc::EINVAL);
-        };
-        self.spawn(req, async move {
-            let r = async {
+        self.spawn_change(
+            req,
+            name,
+            reply,
+            |st, name| async move {
                 let dfh = st.fh(parent)?;
                 // NFSv4.1/4.2: the attributes come with the OPEN.
                 // O_EXCL: GUARDED, so a file another client made since the
@@ -581,14 +573,10 @@ impl TarnFs {
                 let (fa, a, e) = st.entry(parent, &name, f.fh.clone(), known).await?;
                 let owns = f.stateid.is_some();
                 let id = st.add_open(fa.ino, f, owns, true);
-                Ok::<_, i32>((fa, a.min(e), id))
-            }
-            .await;
-            match r {
-                Ok((fa, ttl, id)) => reply.created(&ttl, &fa, 0, id, st.direct_io(id, flags)),
-                Err(e) => reply.error(e),
-            }
-        });
+                Ok::<_, i32>((fa, a.min(e), id, st.direct_io(id, flags)))
+            },
+            |reply, (fa, ttl, id, f)| reply.created(&ttl, &fa, 0, id, f),
+        );
     }
 
     pub(super) fn on_read(
@@ -706,10 +694,13 @@ impl TarnFs {
         reply: ReplyEmpty,
     ) {
         let st = self.st.clone();
-        self.spawn(req, async move {
-            // close(): POSIX drops the process's locks on the file.
-            let _ = st.unlock(ino, lock_owner, 0, u64::MAX).await;
-            let r = match st.open_of(fh) {
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
+                // close(): POSIX drops the process's locks on the file.
+                let _ = st.unlock(ino, lock_owner, 0, u64::MAX).await;
+                let o = st.open_of(fh)?;
                 // Under a write delegation no other client can open the
                 // file without a recall first, and the recall flushes and
                 // commits (before_return): close sends the WRITEs and waits
@@ -720,17 +711,11 @@ impl TarnFs {
                 // WRITEs were answered, as Linux's nfs4_file_flush does:
                 // a process that closed and exited could not find its data
                 // in the export, and a write error surfaced only at fsync).
-                Ok(o) => {
-                    let commit = st.delegated(&o.file.fh) != Some(Delegated::Write);
-                    st.flush_open_as(&o, commit, false).await
-                }
-                Err(e) => Err(e),
-            };
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+                let commit = st.delegated(&o.file.fh) != Some(Delegated::Write);
+                st.flush_open_as(&o, commit, false).await
+            },
+            |reply, ()| reply.ok(),
+        );
     }
 
     pub(super) fn on_release(
@@ -742,51 +727,49 @@ impl TarnFs {
         reply: ReplyEmpty,
     ) {
         let st = self.st.clone();
-        self.spawn(req, async move {
-            if let Some(owner) = flock_owner {
-                st.flock_release(ino, owner).await;
-            }
-            let o = st.open_of(fh).ok();
-            let mut r = Ok(());
-            if let Some(o) = o {
-                // Out of the tables once its data is out: until then a
-                // stat must still count it (floor_size).
-                r = st.flush_open(&o, true).await;
-                st.remove_open(fh);
-                if o.owns_state {
-                    let _ = st.remote.close(&o.file).await;
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
+                if let Some(owner) = flock_owner {
+                    st.flock_release(ino, owner).await;
                 }
-                st.silly_remove(ino).await;
-                // What we wrote moved the change attribute: ask next time
-                // (under a write delegation the cache already has it).
-                if let Some(n) = st.table.lock().expect("table").get_mut(ino) {
-                    if o.writable
-                        && n.attr.deleg != Some(Delegated::Write)
-                        && o.w.lock().expect("wbuf").verf.is_none()
-                    {
-                        n.attr.invalidate();
+                let o = st.open_of(fh).ok();
+                let mut r = Ok(());
+                if let Some(o) = o {
+                    // Out of the tables once its data is out: until then a
+                    // stat must still count it (floor_size).
+                    r = st.flush_open(&o, true).await;
+                    st.remove_open(fh);
+                    if o.owns_state {
+                        let _ = st.remote.close(&o.file).await;
                     }
+                    st.silly_remove(ino).await;
+                    // What we wrote moved the change attribute: ask next time
+                    // (under a write delegation the cache already has it).
+                    if let Some(n) = st.table.lock().expect("table").get_mut(ino) {
+                        if o.writable
+                            && n.attr.deleg != Some(Delegated::Write)
+                            && o.w.lock().expect("wbuf").verf.is_none()
+                        {
+                            n.attr.invalidate();
+                        }
+                    }
+                    st.table.lock().expect("table").closed(ino);
                 }
-                st.table.lock().expect("table").closed(ino);
-            }
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+                r
+            },
+            |reply, ()| reply.ok(),
+        );
     }
 
     pub(super) fn on_fsync(&self, req: &Request<'_>, fh: u64, reply: ReplyEmpty) {
         let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = match st.open_of(fh) {
-                Ok(o) => st.flush_open(&o, true).await,
-                Err(e) => Err(e),
-            };
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.spawn_reply(
+            req,
+            reply,
+            async move { st.flush_open(&st.open_of(fh)?, true).await },
+            |reply, ()| reply.ok(),
+        );
     }
 }

@@ -376,10 +376,86 @@ impl TarnFs {
         };
     }
 
+    /// As [`TarnFs::spawn`], then answers the kernel: `ok` with what `op`
+    /// gave, or the errno it failed with.
+    fn spawn_reply<R, T, Op>(
+        &self,
+        req: &Request<'_>,
+        reply: R,
+        op: Op,
+        ok: impl FnOnce(R, T) + Send + 'static,
+    ) where
+        R: ErrReply + Send + 'static,
+        T: Send + 'static,
+        Op: std::future::Future<Output = Result<T, i32>> + Send + 'static,
+    {
+        self.spawn(req, async move {
+            match op.await {
+                Ok(v) => ok(reply, v),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    /// [`TarnFs::spawn_reply`] for a change to the directory entry `name`,
+    /// refused up front as [`TarnFs::changed_name`] says.
+    fn spawn_change<R, T, Op, Fut>(
+        &self,
+        req: &Request<'_>,
+        name: &OsStr,
+        reply: R,
+        op: Op,
+        ok: impl FnOnce(R, T) + Send + 'static,
+    ) where
+        R: ErrReply + Send + 'static,
+        T: Send + 'static,
+        Op: FnOnce(Arc<State>, String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, i32>> + Send + 'static,
+    {
+        match self.changed_name(name) {
+            Ok(name) => self.spawn_reply(req, reply, op(self.st.clone(), name), ok),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn ro(&self) -> bool {
         self.st.opts.ro
     }
+
+    /// The name a change is to make or remove: EROFS on a read-only mount
+    /// before anything else, EINVAL for a name that is not UTF-8.
+    fn changed_name(&self, name: &OsStr) -> Result<String, i32> {
+        if self.ro() {
+            return Err(libc::EROFS);
+        }
+        name_of(name)
+    }
 }
+
+/// The fuser replies' shared way to fail, so one helper can answer any of them.
+trait ErrReply {
+    fn error(self, errno: i32);
+}
+
+macro_rules! err_reply {
+    ($($t:ty),*) => {$(
+        impl ErrReply for $t {
+            fn error(self, errno: i32) {
+                <$t>::error(self, errno)
+            }
+        }
+    )*};
+}
+err_reply!(
+    ReplyAttr,
+    ReplyCreate,
+    ReplyData,
+    ReplyEmpty,
+    ReplyEntry,
+    ReplyOpen,
+    ReplyStatfs,
+    ReplyWrite
+);
 
 const OFFSET_MAX: u64 = i64::MAX as u64;
 

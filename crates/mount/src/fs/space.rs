@@ -167,15 +167,15 @@ impl TarnFs {
             return reply.error(libc::EINVAL);
         }
         let st = self.st.clone();
-        self.spawn(req, async move {
-            match st
-                .fallocate(ino, fh, offset as u64, length as u64, what)
-                .await
-            {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
+                st.fallocate(ino, fh, offset as u64, length as u64, what)
+                    .await
+            },
+            |reply, ()| reply.ok(),
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -207,9 +207,11 @@ impl TarnFs {
             return reply.written(0);
         }
         let st = self.st.clone();
-        self.spawn(req, async move {
-            let r = st
-                .copy(
+        self.spawn_reply(
+            req,
+            reply,
+            async move {
+                st.copy(
                     ino_in,
                     fh_in,
                     offset_in as u64,
@@ -218,12 +220,10 @@ impl TarnFs {
                     offset_out as u64,
                     len,
                 )
-                .await;
-            match r {
-                Ok(n) => reply.written(n as u32),
-                Err(e) => reply.error(e),
-            }
-        });
+                .await
+            },
+            |reply, n| reply.written(n as u32),
+        );
     }
 
     pub(super) fn on_lseek(

@@ -633,6 +633,40 @@ mod tests {
 
     /// A server answering each call with its xid, after asking `act`
     /// (given the connection number and how many calls it saw so far).
+    /// Serves the echo program on connection number `k`: records each call
+    /// in `seen`, then acts as `act` says (given `k` and the calls seen so
+    /// far), replying with the call's xid.
+    async fn serve_conn(s: TcpStream, k: usize, seen: Seen, act: impl Fn(usize, usize) -> Act) {
+        let (mut rd, mut wr) = s.into_split();
+        let mut asm = Assembler::new(1 << 20);
+        let mut buf = BytesMut::new();
+        loop {
+            while let Ok(Some(rec)) = asm.next(&mut buf) {
+                let c = msg::decode_call(rec).unwrap();
+                let count = {
+                    let mut v = seen.lock().unwrap();
+                    v.push((k, c.xid));
+                    v.len()
+                };
+                match act(k, count) {
+                    Act::Reply => {
+                        let mut out = BytesMut::new();
+                        record::begin(&mut out);
+                        msg::success_header(c.xid, &mut out);
+                        out.put_u32(c.xid);
+                        record::finish(&mut out);
+                        wr.write_all(&out).await.unwrap();
+                    }
+                    Act::Drop => {}
+                    Act::Close => return,
+                }
+            }
+            if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                return;
+            }
+        }
+    }
+
     async fn server(
         act: impl Fn(usize, usize) -> Act + Send + Sync + 'static,
     ) -> (SocketAddr, Seen) {
@@ -647,36 +681,7 @@ mod tests {
                 let (s, _) = l.accept().await.unwrap();
                 let (k, seen, act) = (n, s2.clone(), act.clone());
                 n += 1;
-                tokio::spawn(async move {
-                    let (mut rd, mut wr) = s.into_split();
-                    let mut asm = Assembler::new(1 << 20);
-                    let mut buf = BytesMut::new();
-                    loop {
-                        while let Ok(Some(rec)) = asm.next(&mut buf) {
-                            let c = msg::decode_call(rec).unwrap();
-                            let count = {
-                                let mut v = seen.lock().unwrap();
-                                v.push((k, c.xid));
-                                v.len()
-                            };
-                            match act(k, count) {
-                                Act::Reply => {
-                                    let mut out = BytesMut::new();
-                                    record::begin(&mut out);
-                                    msg::success_header(c.xid, &mut out);
-                                    out.put_u32(c.xid);
-                                    record::finish(&mut out);
-                                    wr.write_all(&out).await.unwrap();
-                                }
-                                Act::Drop => {}
-                                Act::Close => return,
-                            }
-                        }
-                        if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                    }
-                });
+                tokio::spawn(serve_conn(s, k, seen, move |k, n| act(k, n)));
             }
         });
         (addr, seen)
@@ -697,30 +702,39 @@ mod tests {
         }
     }
 
+    async fn connect_quick(addr: SocketAddr, nconnect: usize, hard: bool) -> Channel {
+        Channel::connect(addr, auth_none(), quick(nconnect, hard))
+            .await
+            .unwrap()
+    }
+
+    /// One echo over a hard one-connection channel to a [`server`] that
+    /// acts as `act` says: the channel, the call's xid and what the server saw.
+    async fn echo_once_hard(
+        act: impl Fn(usize, usize) -> Act + Send + Sync + 'static,
+    ) -> (Channel, u32, Vec<(usize, u32)>) {
+        let (addr, seen) = server(act).await;
+        let ch = connect_quick(addr, 1, true).await;
+        let xid = echo(&ch).await.unwrap();
+        let v = seen.lock().unwrap().clone();
+        (ch, xid, v)
+    }
+
     async fn echo(ch: &Channel) -> Result<u32, ClientError> {
         Ok(ch.call(9, 1, 1, &0u32).await?.u32()?)
     }
 
     #[tokio::test]
     async fn a_dropped_reply_is_resent_with_the_same_xid() {
-        let (addr, seen) = server(|_, n| if n == 1 { Act::Drop } else { Act::Reply }).await;
-        let ch = Channel::connect(addr, auth_none(), quick(1, true))
-            .await
-            .unwrap();
-        let xid = echo(&ch).await.unwrap();
-        let v = seen.lock().unwrap().clone();
+        let (ch, xid, v) = echo_once_hard(|_, n| if n == 1 { Act::Drop } else { Act::Reply }).await;
         assert_eq!(v, vec![(0, xid), (0, xid)]);
         assert_eq!(ch.retransmits(), 1);
     }
 
     #[tokio::test]
     async fn a_closed_connection_is_replaced_and_the_call_resent() {
-        let (addr, seen) = server(|conn, _| if conn == 0 { Act::Close } else { Act::Reply }).await;
-        let ch = Channel::connect(addr, auth_none(), quick(1, true))
-            .await
-            .unwrap();
-        let xid = echo(&ch).await.unwrap();
-        let v = seen.lock().unwrap().clone();
+        let (ch, xid, v) =
+            echo_once_hard(|conn, _| if conn == 0 { Act::Close } else { Act::Reply }).await;
         assert_eq!(v, vec![(0, xid), (1, xid)]);
         assert_eq!(ch.reconnects(), 1);
         // The new connection carries later calls too.
@@ -731,9 +745,7 @@ mod tests {
     #[tokio::test]
     async fn a_soft_call_times_out_after_retrans_retries() {
         let (addr, seen) = server(|_, _| Act::Drop).await;
-        let ch = Channel::connect(addr, auth_none(), quick(1, false))
-            .await
-            .unwrap();
+        let ch = connect_quick(addr, 1, false).await;
         let t = Instant::now();
         let e = echo(&ch).await.unwrap_err();
         assert!(matches!(e, ClientError::TimedOut), "{e:?}");
@@ -781,9 +793,7 @@ mod tests {
     #[tokio::test]
     async fn nconnect_spreads_calls_over_its_connections() {
         let (addr, seen) = server(|_, _| Act::Reply).await;
-        let ch = Channel::connect(addr, auth_none(), quick(4, true))
-            .await
-            .unwrap();
+        let ch = connect_quick(addr, 4, true).await;
         let calls: Vec<_> = (0..64).map(|_| echo(&ch)).collect();
         for r in futures::future::join_all(calls).await {
             r.unwrap();
@@ -807,9 +817,7 @@ mod tests {
             let (s, _) = l.accept().await.unwrap();
             drop(s);
         });
-        let ch = Channel::connect(addr, auth_none(), quick(1, true))
-            .await
-            .unwrap();
+        let ch = connect_quick(addr, 1, true).await;
         first.await.unwrap();
         let ch2 = ch.clone();
         let call = tokio::spawn(async move { echo(&ch2).await });
@@ -819,24 +827,7 @@ mod tests {
         let s2 = seen.clone();
         tokio::spawn(async move {
             let (s, _) = l.accept().await.unwrap();
-            let (mut rd, mut wr) = s.into_split();
-            let mut asm = Assembler::new(1 << 20);
-            let mut buf = BytesMut::new();
-            loop {
-                while let Ok(Some(rec)) = asm.next(&mut buf) {
-                    let c = msg::decode_call(rec).unwrap();
-                    s2.lock().unwrap().push((1, c.xid));
-                    let mut out = BytesMut::new();
-                    record::begin(&mut out);
-                    msg::success_header(c.xid, &mut out);
-                    out.put_u32(c.xid);
-                    record::finish(&mut out);
-                    wr.write_all(&out).await.unwrap();
-                }
-                if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                    return;
-                }
-            }
+            serve_conn(s, 1, s2, |_, _| Act::Reply).await
         });
         let xid = call.await.unwrap().unwrap();
         assert_eq!(seen.lock().unwrap().clone(), vec![(1, xid)]);

@@ -58,6 +58,15 @@ pub struct Built {
     pub record: Bytes,
 }
 
+/// What krb5i and krb5p protect: the sequence number, then the arguments
+/// (RFC 2203 §5.3.2.2-3).
+fn seq_and(seq: u32, args: &[u8]) -> BytesMut {
+    let mut body = BytesMut::with_capacity(4 + args.len());
+    body.put_u32(seq);
+    body.put_slice(args);
+    body
+}
+
 impl<R: Borrow<RpcClient>> GssClient<R> {
     /// Establishes a context with `service@host` (for example
     /// `nfs@localhost`) using the default credential cache; the
@@ -271,9 +280,7 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         match service {
             GssService::None => out.put_slice(args),
             GssService::Integrity => {
-                let mut body = BytesMut::with_capacity(4 + args.len());
-                body.put_u32(seq);
-                body.put_slice(args);
+                let body = seq_and(seq, args);
                 let checksum = ctx
                     .get_mic(&body)
                     .ok_or_else(|| gss_err("cannot sign the arguments"))?;
@@ -284,9 +291,7 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
                 .pack(&mut out);
             }
             GssService::Privacy => {
-                let mut body = BytesMut::with_capacity(4 + args.len());
-                body.put_u32(seq);
-                body.put_slice(args);
+                let body = seq_and(seq, args);
                 let w = ctx
                     .seal(&body)
                     .ok_or_else(|| gss_err("cannot encrypt the arguments"))?;
@@ -302,14 +307,15 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         })
     }
 
+    /// A place in the sequence window, held while the call is in flight.
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ClientError> {
+        self.slots.acquire().await.map_err(|_| ClientError::Closed)
+    }
+
     /// Sends a built call; returns the raw reply record. At most `window`
     /// calls are in flight.
     pub async fn send(&self, b: &Built) -> Result<Bytes, ClientError> {
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        let _slot = self.slot().await?;
         self.rpc.borrow().send_record(b.xid, &b.record).await
     }
 
@@ -361,11 +367,7 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         // later, a call can fall behind the window while others overtake
         // it, and the server rightly drops it; Linux re-encodes such a
         // call before sending it.)
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        let _slot = self.slot().await?;
         let (b, reply) = {
             let _order = self.send_order.lock().await;
             let b = self.build(service, proc_, args)?;
@@ -388,11 +390,7 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         proc_: u32,
         args: &[u8],
     ) -> Result<Decoder, ClientError> {
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        let _slot = self.slot().await?;
         let xid = ch.next_xid();
         let sent = std::sync::Mutex::new(Vec::<Built>::new());
         let rep = ch

@@ -113,6 +113,18 @@ fn status_text(code: u32, kind: i32) -> String {
     out
 }
 
+/// What one context-establishment call came to: the token it produced
+/// and whether the context is complete, or its error.
+fn step(major: u32, minor: u32, out: &OutBuf) -> Result<Step, GssError> {
+    if gss_error(major) {
+        return Err(error(major, minor));
+    }
+    Ok(Step {
+        token: out.bytes().to_vec(),
+        complete: major & GSS_S_CONTINUE_NEEDED == 0,
+    })
+}
+
 fn error(major: u32, minor: u32) -> GssError {
     let mut text = status_text(major, GSS_C_GSS_CODE);
     if minor != 0 {
@@ -242,13 +254,7 @@ impl MitCtx {
                 null_mut(),
             )
         };
-        if gss_error(major) {
-            return Err(error(major, minor));
-        }
-        Ok(Step {
-            token: out.bytes().to_vec(),
-            complete: major & GSS_S_CONTINUE_NEEDED == 0,
-        })
+        step(major, minor, &out)
     }
 
     /// [`MitCtx::init_step_as`] with the default initiator credential
@@ -307,13 +313,7 @@ impl MitCtx {
                 null_mut(),
             )
         };
-        if gss_error(major) {
-            return Err(error(major, minor));
-        }
-        Ok(Step {
-            token: out.bytes().to_vec(),
-            complete: major & GSS_S_CONTINUE_NEEDED == 0,
-        })
+        step(major, minor, &out)
     }
 
     /// The initiator's principal and the context's remaining lifetime.

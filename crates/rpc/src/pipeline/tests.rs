@@ -81,7 +81,13 @@ impl Fixture {
 
     /// `zero_copy`: the connection's writer can splice.
     fn admit_on(&self, rec: Vec<u8>, zero_copy: bool) -> Decision<Box<Admitted>> {
-        let at = Arrival {
+        self.pipeline()
+            .admit(Bytes::from(rec), self.arrival(zero_copy))
+    }
+
+    /// A record's arrival, now, on plain connection 1 from 192.0.2.7:800.
+    fn arrival(&self, zero_copy: bool) -> Arrival<'_> {
+        Arrival {
             xprtsec: Default::default(),
             tls_id: None,
             zero_copy,
@@ -90,8 +96,15 @@ impl Fixture {
             client: &self.client,
             now: Instant::now(),
             back: None,
-        };
-        self.pipeline().admit(Bytes::from(rec), at)
+        }
+    }
+
+    /// [`Fixture::pipeline`] with RPCSEC_GSS served by `gss`.
+    fn gss_pipeline<'a>(&'a self, gss: &'a GssServer) -> Pipeline<'a, Svc> {
+        Pipeline {
+            gss: Some(gss),
+            ..self.pipeline()
+        }
     }
 
     fn events(&self) -> Vec<Event> {
@@ -268,12 +281,7 @@ fn mapped_tls_identity_replaces_auth_sys_ids() {
         let at = Arrival {
             xprtsec: crate::transport::XprtSec::Mtls,
             tls_id,
-            zero_copy: false,
-            peer: "192.0.2.7:800".parse().unwrap(),
-            conn_id: 1,
-            client: &f.client,
-            now: Instant::now(),
-            back: None,
+            ..f.arrival(false)
         };
         let Decision::Run(a) = f.pipeline().admit(rec.clone().freeze(), at) else {
             panic!("not admitted")
@@ -368,20 +376,7 @@ fn gss_calls_on_unknown_contexts_or_procedures_are_refused_at_admission() {
     use proto::gss::RpcGssProcT::*;
     let f = Fixture::new();
     let g = GssServer::with_cred(Default::default(), None);
-    let p = Pipeline {
-        gss: Some(&g),
-        ..f.pipeline()
-    };
-    let at = Arrival {
-        xprtsec: Default::default(),
-        tls_id: None,
-        zero_copy: false,
-        peer: "192.0.2.7:800".parse().unwrap(),
-        conn_id: 1,
-        client: &f.client,
-        now: Instant::now(),
-        back: None,
-    };
+    let (p, at) = (f.gss_pipeline(&g), f.arrival(false));
     let admit = |rec: Vec<u8>| reply(p.admit(Bytes::from(rec), at));
     // DATA on a handle this server never gave out.
     let (r, why) = admit(gss_call(30, 1, RPCSEC_GSS_DATA, &[0; 8]));
@@ -410,20 +405,7 @@ fn gss_init_with_garbage_arguments_gets_garbage_args_from_prepare() {
     use proto::gss::RpcGssProcT::*;
     let f = Fixture::new();
     let g = GssServer::with_cred(Default::default(), None);
-    let p = Pipeline {
-        gss: Some(&g),
-        ..f.pipeline()
-    };
-    let at = Arrival {
-        xprtsec: Default::default(),
-        tls_id: None,
-        zero_copy: false,
-        peer: "192.0.2.7:800".parse().unwrap(),
-        conn_id: 1,
-        client: &f.client,
-        now: Instant::now(),
-        back: None,
-    };
+    let (p, at) = (f.gss_pipeline(&g), f.arrival(false));
     // INIT to NULL is admitted (even though proc 0) and answered by prepare.
     let Decision::Run(a) = p.admit(Bytes::from(gss_call(33, 0, RPCSEC_GSS_INIT, &[])), at) else {
         panic!("INIT not admitted")

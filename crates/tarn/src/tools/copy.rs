@@ -564,12 +564,7 @@ fn preallocate(f: &std::fs::File, size: u64) {
 
 /// `cat`: the file's bytes to standard output, read ahead as `cp` does.
 pub async fn cat(c: &mut Client, arg: &str) -> Result<(), String> {
-    let url = parse(arg)?;
-    let r = c.remote(&url).await?;
-    let (fh, a) = r
-        .lookup_path_attr(&url.path)
-        .await
-        .map_err(|e| nfs_err(&url, e))?;
+    let (url, r, fh, a) = c.resolve(arg).await?;
     if a.is_dir() {
         return Err(status_err(&url, &r, Status::IsDir));
     }

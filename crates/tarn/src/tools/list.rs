@@ -2,7 +2,8 @@
 
 use super::conn::{is_dir, nfs_err, parse, Client};
 use super::fmt::{full_time, ls_time, mode_string, now_secs, type_name};
-use client::remote::{Attr, Fh, FileType, Remote};
+use client::remote::{Attr, Entry, Fh, FileType, Remote};
+use client::url::NfsUrl;
 use std::io::Write;
 
 #[derive(Clone, Copy)]
@@ -13,12 +14,7 @@ pub struct LsOpts {
 }
 
 pub async fn ls(c: &mut Client, arg: &str, o: LsOpts) -> Result<(), String> {
-    let url = parse(arg)?;
-    let r = c.remote(&url).await?;
-    let (fh, a) = r
-        .lookup_path_attr(&url.path)
-        .await
-        .map_err(|e| nfs_err(&url, e))?;
+    let (url, r, fh, a) = c.resolve(arg).await?;
     let mut out = std::io::stdout().lock();
     if !is_dir(&a) {
         let target = link_target(&r, &fh, &a, o.long)
@@ -44,13 +40,7 @@ pub async fn ls(c: &mut Client, arg: &str, o: LsOpts) -> Result<(), String> {
         for e in &entries {
             let target = if o.long && e.attr.ftype == Some(FileType::Symlink) {
                 let child = url.join(&e.name);
-                let lfh = match &e.fh {
-                    Some(h) => h.clone(),
-                    None => r
-                        .lookup(&fh, &e.name)
-                        .await
-                        .map_err(|er| nfs_err(&child, er))?,
-                };
+                let lfh = child_fh(&r, &fh, e, &child).await?;
                 link_target(&r, &lfh, &e.attr, true)
                     .await
                     .map_err(|er| nfs_err(&child, er))?
@@ -64,13 +54,7 @@ pub async fn ls(c: &mut Client, arg: &str, o: LsOpts) -> Result<(), String> {
             // Pushed in reverse so that they are listed in name order.
             for e in entries.iter().rev().filter(|e| is_dir(&e.attr)) {
                 let child = url.join(&e.name);
-                let cfh = match &e.fh {
-                    Some(h) => h.clone(),
-                    None => r
-                        .lookup(&fh, &e.name)
-                        .await
-                        .map_err(|er| nfs_err(&child, er))?,
-                };
+                let cfh = child_fh(&r, &fh, e, &child).await?;
                 dirs.push((child, cfh));
             }
         }
@@ -79,6 +63,17 @@ pub async fn ls(c: &mut Client, arg: &str, o: LsOpts) -> Result<(), String> {
 }
 
 /// A symbolic link's target, for `ls -l`'s "name -> target".
+/// The handle of the listed entry `e` of `dir`: as READDIR gave it, else looked up.
+async fn child_fh(r: &Remote, dir: &Fh, e: &Entry, child: &NfsUrl) -> Result<Fh, String> {
+    match &e.fh {
+        Some(h) => Ok(h.clone()),
+        None => r
+            .lookup(dir, &e.name)
+            .await
+            .map_err(|er| nfs_err(child, er)),
+    }
+}
+
 async fn link_target(
     r: &Remote,
     fh: &Fh,
@@ -137,12 +132,7 @@ fn print_rows(out: &mut impl Write, rows: &[Row], long: bool) -> Result<(), Stri
 }
 
 pub async fn stat(c: &mut Client, arg: &str) -> Result<(), String> {
-    let url = parse(arg)?;
-    let r = c.remote(&url).await?;
-    let (fh, a) = r
-        .lookup_path_attr(&url.path)
-        .await
-        .map_err(|e| nfs_err(&url, e))?;
+    let (url, r, fh, a) = c.resolve(arg).await?;
     let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
     let fsid = a
         .fsid

@@ -9,8 +9,78 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub use test_support::free_port;
-pub use test_support::metrics::{metric_sum, metrics_text};
-pub use test_support::server::{mount_ns_wrapper, temp_export, TestServer};
+pub use test_support::metrics::{metric_sum, metrics_text, sample};
+pub use test_support::server::{mount_ns_wrapper, spawn_serving_drained, temp_export, TestServer};
+
+/// A file anyone may read and write (a Kerberos test's principal is not a
+/// local user: it works as the anonymous ids).
+pub fn world_writable(file: &Path, data: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(file, data).unwrap();
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
+}
+
+/// A test KDC with `name`'s ticket, good for `life`, made this process's
+/// default credential (the tools and mounts a test starts inherit it).
+pub fn kdc_with_ticket(name: &str, life: &str) -> testkdc::Kdc {
+    let kdc = testkdc::Kdc::start();
+    let cc = kdc.kinit(name, life);
+    kdc.activate(&cc);
+    kdc
+}
+
+/// A server on `export` taking Kerberos (all three services, with `kdc`'s
+/// keytab) and AUTH_SYS, with `extra` flags.
+pub fn launch_krb(kdc: &testkdc::Kdc, export: &Path, state: &Path, extra: &[&str]) -> TestServer {
+    launch_sec(kdc, export, state, "krb5,krb5i,krb5p,sys", extra)
+}
+
+/// A server on `export` taking the flavors `sec` (`--sec`), with `kdc`'s
+/// keytab and `extra` flags.
+pub fn launch_sec(
+    kdc: &testkdc::Kdc,
+    export: &Path,
+    state: &Path,
+    sec: &str,
+    extra: &[&str],
+) -> TestServer {
+    let kt = kdc.keytab.to_str().unwrap();
+    let mut flags = vec!["--sec", sec, "--keytab", kt];
+    flags.extend_from_slice(extra);
+    TestServer::launch(export, state, free_port(), &flags, &[])
+}
+
+/// A runtime on the calling thread, for a test's async part.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `mib` MiB of random bytes written to `path` (by dd).
+pub fn random_file(path: &Path, mib: u32) {
+    let st = Command::new("dd")
+        .args([
+            "if=/dev/urandom",
+            &format!("of={}", path.display()),
+            "bs=1M",
+            &format!("count={mib}"),
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A two-worker runtime for a test's async part.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
 
 /// Runs a libnfs-utils tool; panics with a clear message if it is not installed.
 pub fn libnfs(tool: &str, args: &[&str]) -> std::process::Output {
@@ -27,6 +97,12 @@ pub fn raw_call(s: &mut TcpStream, record: &[u8]) -> Option<Vec<u8>> {
 
 pub fn read_record(s: &mut TcpStream) -> Option<Vec<u8>> {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    next_record(s)
+}
+
+/// The next RPC record on `s`, its fragments joined, however long it is
+/// in coming (None at the end of the stream or on an error).
+pub fn next_record(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
         let mut h = [0u8; 4];
@@ -42,6 +118,13 @@ pub fn read_record(s: &mut TcpStream) -> Option<Vec<u8>> {
 }
 
 /// A whole record (one fragment) holding a call with the given credential and args.
+/// `body` as one last-fragment record.
+pub fn framed(body: &[u8]) -> Vec<u8> {
+    let mut v = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(body);
+    v
+}
+
 pub fn call_record(
     xid: u32,
     prog: u32,
@@ -71,6 +154,20 @@ use proto::nfs3::*;
 use rpc::client::auth_sys;
 use rpc::msg::{decode_reply, ReplyStatus};
 
+/// A new connection to `s` and its export's root handle (MNT of "/").
+pub fn mounted_root(s: &TestServer) -> (TcpStream, NfsFh3) {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let root = mnt_root(&mut c);
+    (c, root)
+}
+
+/// [`mounted_root`] over a connection from `ip` (see [`connect_from`]).
+pub fn mounted_root_from(s: &TestServer, ip: &str) -> (TcpStream, NfsFh3) {
+    let mut c = connect_from(s.addr, ip);
+    let root = mnt_root(&mut c);
+    (c, root)
+}
+
 pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
     let args = xdr::to_bytes(&proto::mount::Dirpath(bytes::Bytes::from_static(b"/")));
     let r = raw_call(
@@ -90,6 +187,44 @@ pub fn mnt_root(c: &mut TcpStream) -> NfsFh3 {
     match <proto::mount::Mountres3 as xdr::Unpack>::unpack(&mut d).unwrap() {
         proto::mount::Mountres3::MNT3_OK(ok) => NfsFh3 { data: ok.fhandle.0 },
         other => panic!("MNT: {other:?}"),
+    }
+}
+
+/// The xid and status of the reply to a NULL call (xid 77, AUTH_NONE) on
+/// a fresh connection to `s`.
+pub fn null_on_new_connection(s: &TestServer) -> (u32, ReplyStatus) {
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let rec = call_record(77, NFS_PROGRAM, 3, 0, &rpc::client::auth_none(), &[]);
+    let r = raw_call(&mut c, &rec).expect("NULL answered");
+    let (xid, st, _) = decode_reply(r.into()).unwrap();
+    (xid, st)
+}
+
+/// GETATTR of `fh`, as [`nfs_call`] sends it.
+pub fn nfs_getattr(c: &mut TcpStream, xid: u32, fh: &NfsFh3) -> Getattr3res {
+    nfs_call(
+        c,
+        xid,
+        NFSPROC3_GETATTR,
+        &Getattr3args { object: fh.clone() },
+    )
+}
+
+/// LOOKUP of `name` in `dir`, as [`nfs_call`] sends it.
+pub fn nfs_lookup(c: &mut TcpStream, xid: u32, dir: &NfsFh3, name: &str) -> Lookup3res {
+    let what = Diropargs3 {
+        dir: dir.clone(),
+        name: bytes::Bytes::copy_from_slice(name.as_bytes()),
+    };
+    nfs_call(c, xid, NFSPROC3_LOOKUP, &Lookup3args { what })
+}
+
+/// COMMIT of all of `fh`'s data.
+pub fn commit_all(fh: &NfsFh3) -> Commit3args {
+    Commit3args {
+        file: fh.clone(),
+        offset: 0,
+        count: 0,
     }
 }
 
@@ -140,19 +275,40 @@ pub fn nfs_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_
 /// A connection to the server from another loopback address (127.0.0.N);
 /// the server must allow it (`--allow 127.0.0.0/8`).
 pub fn connect_from(server: SocketAddr, ip: &str) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    connect_from_port(server, ip, 0).expect("connect from another loopback address")
+}
+
+/// A connection from `ip` with source port `port` (0: any), or None when
+/// the port cannot be bound (a reserved one without privilege).
+pub fn connect_from_port(server: SocketAddr, ip: &str, port: u16) -> Option<TcpStream> {
+    let rt = current_thread_runtime();
     let ip: std::net::IpAddr = ip.parse().unwrap();
     let t = rt.block_on(async {
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        sock.bind(SocketAddr::new(ip, 0)).unwrap();
-        sock.connect(server).await.unwrap()
-    });
+        sock.set_reuseaddr(true).unwrap();
+        sock.bind(SocketAddr::new(ip, port)).ok()?;
+        sock.connect(server).await.ok()
+    })?;
     let std = t.into_std().unwrap();
     std.set_nonblocking(false).unwrap();
-    std
+    Some(std)
+}
+
+/// [`TestServer::start_with`] `extra` and a `--metrics` endpoint on a free
+/// port: the server and the endpoint's address.
+pub fn start_with_metrics(extra: &[&str]) -> (TestServer, String) {
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let mut flags = extra.to_vec();
+    flags.extend(["--metrics", &maddr]);
+    (TestServer::start_with(&flags), maddr)
+}
+
+/// `tarn <cmd> --socket <s's admin socket> <args>`: its standard output.
+pub fn tarn_admin(s: &TestServer, cmd: &str, args: &[&str]) -> String {
+    let sock = s.admin_socket();
+    let mut all = vec![cmd, "--socket", sock.to_str().unwrap()];
+    all.extend_from_slice(args);
+    tarn(&all)
 }
 
 /// Runs the tarn binary with `args`: its status, stdout and stderr.
@@ -257,4 +413,58 @@ pub fn mtime(p: &Path) -> (i64, i64) {
 pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
+
+/// File `i` of a test tree: `data`, one of six modes and an mtime (with
+/// nanoseconds) of its own.
+pub fn tree_file(p: &Path, i: usize, data: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    let modes = [0o644, 0o600, 0o755, 0o640, 0o444, 0o700];
+    std::fs::write(p, data).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(modes[i % modes.len()])).unwrap();
+    set_mtime(p, 1_500_000_000 + i as u64 * 1000, (i * 7) as u32);
+}
+
+/// The directories `dirs` of a test tree under `root` (made before their
+/// files) given modes and mtimes of their own, deepest first, once their
+/// files are written.
+pub fn tree_dir_times(root: &Path, dirs: &[&str]) {
+    use std::os::unix::fs::PermissionsExt;
+    for (i, d) in dirs.iter().enumerate().rev() {
+        let p = root.join(d);
+        std::fs::set_permissions(
+            &p,
+            std::fs::Permissions::from_mode(0o750 + (i as u32 % 2) * 5),
+        )
+        .unwrap();
+        set_mtime(&p, 1_400_000_000 + i as u64, 0);
+    }
+}
+
+/// Relative paths under `root`, sorted, with each one's (mode, mtime,
+/// contents' sha or "dir"); a symbolic link as its text (its own mode and
+/// times are not copied).
+pub fn snapshot(root: &Path) -> Vec<(String, u32, (i64, i64), String)> {
+    let mut out = vec![];
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_symlink() {
+                let t = std::fs::read_link(&p).unwrap();
+                out.push((rel, 0, (0, 0), format!("-> {}", t.display())));
+                continue;
+            }
+            let what = if p.is_dir() {
+                todo.push(p.clone());
+                "dir".to_string()
+            } else {
+                sha256_file(&p)
+            };
+            out.push((rel, mode(&p), mtime(&p), what));
+        }
+    }
+    out.sort();
+    out
 }
