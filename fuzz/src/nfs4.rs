@@ -10,11 +10,13 @@ use rpc::{Auth, AuthSys, CallContext};
 use server::export::{Cidr, Export, Exports, Squash};
 use server::live::Live;
 use server::locks::LockManager;
+use server::grace::Grace;
+use server::nfs4::clock::SystemClock;
 use server::nfs4::{Nfs4, Nfs4Config};
 use server::pool::Pool;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use vfs::handle::HandleKey;
 use xdr::{Decoder, Unpack};
 
@@ -42,6 +44,7 @@ pub fn server_with(live: Arc<Live>, locks: Arc<LockManager>) -> Nfs4 {
         grace: Duration::ZERO,
         ..Nfs4Config::default()
     };
+    let grace = Grace::new(Instant::now(), cfg.grace);
     Nfs4::new(
         live,
         Arc::new(HandleKey::from_bytes(&[7; HandleKey::KEY_LEN])),
@@ -49,6 +52,8 @@ pub fn server_with(live: Arc<Live>, locks: Arc<LockManager>) -> Nfs4 {
         locks,
         cfg,
         None,
+        grace,
+        Arc::new(SystemClock),
     )
 }
 

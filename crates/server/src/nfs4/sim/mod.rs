@@ -270,7 +270,7 @@ impl World {
     }
 
     /// A server (re)start: fresh memory, the durable records loaded, one
-    /// grace period for both protocols; wired as `Nfs4::with_grace` does.
+    /// grace period for both protocols; wired as `Nfs4::new` does.
     fn boot(&mut self) {
         self.epoch += 1;
         let locks = Arc::new(LockManager::new());

@@ -563,7 +563,7 @@ impl Fx {
         dir: &tempfile::TempDir,
     ) -> Nfs4 {
         let recovery = Recovery::open(&dir.path().join("v4clients")).unwrap();
-        Nfs4::with_clock(
+        Nfs4::new(
             live.clone(),
             key.clone(),
             Pool::new(2),
