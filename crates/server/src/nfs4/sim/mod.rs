@@ -791,7 +791,7 @@ impl World {
         };
         if st
             .locks
-            .lock(file(f), &owner, kind(write), off, len)
+            .lock(file(f), &owner, kind(write).range(off, len))
             .is_err()
         {
             if fresh {
@@ -836,7 +836,7 @@ impl World {
         if self
             .state
             .locks
-            .lock(file(f), &owner, kind(write), off, len)
+            .lock(file(f), &owner, kind(write).range(off, len))
             .is_ok()
         {
             self.stats.nlm_locks += 1;
