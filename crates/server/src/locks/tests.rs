@@ -17,6 +17,16 @@ fn queued(a: Attempt) -> (Conflict, Waiter) {
     }
 }
 
+/// Owner a (client 1) holds a write lock on bytes 0..10 of file 1, and
+/// owner b (client 2) waits for `want` on the same bytes.
+fn b_waits_behind_a(want: LockKind, mode: WaitMode) -> (LockManager, OwnerKey, OwnerKey, Waiter) {
+    let m = LockManager::new();
+    let (a, b) = (owner(1, "a"), owner(2, "b"));
+    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
+    let (_, w) = queued(m.lock_or_wait(file(1), &b, want.range(0, 10), mode));
+    (m, a, b, w)
+}
+
 fn owner(client: u64, o: &'static str) -> OwnerKey {
     OwnerKey {
         client,
@@ -261,10 +271,7 @@ fn cancel_and_release_remove_waiters() {
 
 #[test]
 fn notify_waiters_are_woken_without_a_grant() {
-    let m = LockManager::new();
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
-    let (_, mut w) = queued(m.lock_or_wait(file(1), &b, Write.range(0, 10), WaitMode::Notify));
+    let (m, a, b, mut w) = b_waits_behind_a(Write, WaitMode::Notify);
     // A downgrade to read is not enough for a writer.
     m.lock(file(1), &a, Read.range(0, 10)).unwrap();
     assert_eq!(w.try_served(), None);
@@ -276,10 +283,7 @@ fn notify_waiters_are_woken_without_a_grant() {
 
 #[test]
 fn downgrade_wakes_readers() {
-    let m = LockManager::new();
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
-    let (_, mut w) = queued(m.lock_or_wait(file(1), &b, Read.range(0, 10), WaitMode::Grant));
+    let (m, a, b, mut w) = b_waits_behind_a(Read, WaitMode::Grant);
     m.lock(file(1), &a, Read.range(0, 10)).unwrap();
     assert_eq!(w.try_served(), Some(true));
     assert!(m.owner_holds(&b));
@@ -287,10 +291,7 @@ fn downgrade_wakes_readers() {
 
 #[test]
 fn dropped_waiter_is_not_granted() {
-    let m = LockManager::new();
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
-    let (_, w) = queued(m.lock_or_wait(file(1), &b, Write.range(0, 10), WaitMode::Grant));
+    let (m, a, b, w) = b_waits_behind_a(Write, WaitMode::Grant);
     drop(w);
     m.unlock(file(1), &a, 0, 10);
     assert!(!m.owner_holds(&b));
@@ -299,10 +300,7 @@ fn dropped_waiter_is_not_granted() {
 
 #[tokio::test]
 async fn waiter_future_completes() {
-    let m = std::sync::Arc::new(LockManager::new());
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
-    let (_, w) = queued(m.lock_or_wait(file(1), &b, Write.range(0, 10), WaitMode::Grant));
+    let (m, _, b, w) = b_waits_behind_a(Write, WaitMode::Grant);
     let t = tokio::spawn(w.wait());
     m.release_client(1);
     assert!(t.await.unwrap());
