@@ -12,13 +12,6 @@
 use super::super::copy::COPY_MAX;
 use super::*;
 
-/// SEQUENCE then `ops` in minor version 2.
-async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
-    let mut all = vec![fx.sequence(s)];
-    all.extend(ops);
-    fx.compound(2, all).await
-}
-
 /// Writes `data` at `offset` in WRITEs the fixture's session takes.
 async fn fill(fx: &Fx, s: &Sess, o: &Opened, offset: u64, data: &[u8]) {
     for (i, chunk) in data.chunks(CHUNK).enumerate() {
