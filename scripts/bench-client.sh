@@ -80,13 +80,9 @@ TQ="?vers=$TARN_VERS&uid=1000&gid=1000${TARN_NCONNECT:+&nconnect=$TARN_NCONNECT}
 WORK=$(mktemp -d /var/tmp/tarn-bench-client.XXXXXX)
 chmod 0755 "$WORK"
 PIDS=()
-stop() { # stop PID: TERM, then KILL after 10 s
-  local pid=$1
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
+# stop PID (TERM, then KILL after 10 s), as the Ganesha scripts stop theirs.
+# shellcheck source=scripts/ganesha-lib.sh
+. "$ROOT/scripts/ganesha-lib.sh"
 cleanup() {
   local i st=$?
   if [ $st != 0 ] && [ -s "$WORK/tarn.log" ]; then

@@ -25,13 +25,7 @@ trap cleanup EXIT
 REALM=TARN.BENCH
 port() { echo $(( 20000 + RANDOM % 20000 )); }
 KPORT=$(port) PORT=$(port) MPORT=$(port)
-kdc_start "$DIR" "$REALM" 127.0.0.1 "$KPORT"
-kdc_addprinc "$REALM" nfs/localhost
-PW=bench-pw-$RANDOM$RANDOM
-kdc_addprinc "$REALM" bench "$PW"
-kdc_ktadd "$REALM" "$DIR/nfs.keytab" nfs/localhost
-kdc_kinit "$REALM" bench "$PW" "$DIR/cc"
-export KRB5_CONFIG=$DIR/krb5.conf KRB5CCNAME=FILE:$DIR/cc
+kdc_nfs_realm "$DIR" "$REALM" "$KPORT" bench "bench-pw-$RANDOM$RANDOM"
 # The bench principal is the bench's AUTH_SYS user (uid 1000), through the static principal map.
 cat > "$DIR/tarn.toml" <<CONF
 listen = "127.0.0.1:$PORT"

@@ -1,6 +1,7 @@
 # Shared by scripts/ganesha-run.sh and scripts/compare-ganesha.sh (sourced,
 # not run): installing NFS-Ganesha, the private namespaces it runs in, its
-# configuration, and stopping what was started, by PID.
+# configuration, and stopping what was started, by PID (scripts/bench-client.sh
+# stops its own processes with its `stop` too).
 
 # ganesha_install PACKAGE...: apt-get install what is missing of Ganesha and PACKAGE...
 ganesha_install() {

@@ -5,6 +5,9 @@
 #   kdc_ktadd REALM KEYTAB NAME...    writes the principals' keys into KEYTAB
 #   kdc_kinit REALM NAME PASSWORD CCACHE [LIFETIME]   a credential cache (never a client keytab:
 #                                     the library would renew silently and hide expiry)
+#   kdc_nfs_realm DIR REALM PORT USER PASSWORD   kdc_start on 127.0.0.1:PORT, nfs/localhost's key in
+#                                     DIR/nfs.keytab, USER added and kinit'ed into DIR/cc, and
+#                                     KRB5_CONFIG and KRB5CCNAME exported for them
 # aes256/aes128-cts-hmac-sha1-96 only (what the Linux client negotiates); clock skew 5 s so expiry
 # tests need not wait the default five minutes. Needs krb5-kdc, krb5-admin-server, krb5-user.
 KDC_DIR= KDC_PID=
@@ -69,4 +72,14 @@ kdc_ktadd() {
 kdc_kinit() {
   local realm=$1 name=$2 pw=$3 cc=$4 life=${5:-10h}
   echo "$pw" | KRB5_CONFIG=$KDC_DIR/krb5.conf kinit -l "$life" -c "FILE:$cc" "$name@$realm" > /dev/null
+}
+kdc_nfs_realm() {
+  local dir=$1 realm=$2 port=$3 user=$4 pw=$5
+  # One chain: a step's failure is the function's status, under set -e or not.
+  kdc_start "$dir" "$realm" 127.0.0.1 "$port" &&
+    kdc_addprinc "$realm" nfs/localhost &&
+    kdc_addprinc "$realm" "$user" "$pw" &&
+    kdc_ktadd "$realm" "$dir/nfs.keytab" nfs/localhost &&
+    kdc_kinit "$realm" "$user" "$pw" "$dir/cc" &&
+    export KRB5_CONFIG=$dir/krb5.conf KRB5CCNAME=FILE:$dir/cc
 }

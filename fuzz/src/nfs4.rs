@@ -4,35 +4,22 @@
 //! the real session id written over its own, so the handlers behind the
 //! session checks are reached.
 
+use crate::call_context;
 use bytes::{Bytes, BytesMut};
 use proto::nfs4::*;
-use rpc::{Auth, AuthSys, CallContext};
-use server::export::{Cidr, Export, Exports, Squash};
+use server::export::Squash;
+use server::grace::Grace;
 use server::live::Live;
 use server::locks::LockManager;
+use server::nfs4::clock::SystemClock;
 use server::nfs4::{Nfs4, Nfs4Config};
 use server::pool::Pool;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
-use vfs::handle::HandleKey;
+use std::time::{Duration, Instant};
 use xdr::{Decoder, Unpack};
 
 fn server() -> Nfs4 {
-    // Files of at most 1 MiB: a WRITE far out is FBIG, not gigabytes of zeros.
-    let backend: Arc<dyn vfs::Backend> = Arc::new(vfs::memory::MemFs::with_max_file(1 << 20));
-    let export = Export::simple(
-        "/srv/fuzz",
-        "/",
-        backend,
-        &["127.0.0.0/8".parse::<Cidr>().unwrap()],
-        false,
-        Squash::None,
-    );
-    server_with(
-        Live::fixed(Exports::new(vec![export])),
-        Arc::new(LockManager::new()),
-    )
+    server_with(crate::exports(Squash::None), Arc::new(LockManager::new()))
 }
 
 /// An NFSv4 server over these exports and locks (no grace period, a fixed
@@ -42,33 +29,16 @@ pub fn server_with(live: Arc<Live>, locks: Arc<LockManager>) -> Nfs4 {
         grace: Duration::ZERO,
         ..Nfs4Config::default()
     };
+    let grace = Grace::new(Instant::now(), cfg.grace);
     Nfs4::new(
         live,
-        Arc::new(HandleKey::from_bytes(&[7; HandleKey::KEY_LEN])),
+        crate::handle_key(),
         Pool::new(1),
         locks,
         cfg,
         None,
-    )
-}
-
-fn ctx(xid: u32, uid: u32) -> CallContext {
-    let peer: SocketAddr = "127.0.0.1:900".parse().unwrap();
-    CallContext::new(
-        xid,
-        NFS4_PROGRAM,
-        4,
-        1,
-        Auth::Sys(AuthSys {
-            stamp: 0,
-            machinename: Bytes::from_static(b"fuzz"),
-            uid,
-            gid: uid,
-            gids: vec![],
-        }),
-        peer,
-        1,
-        Arc::new(rpc::observe::NoStats),
+        grace,
+        Arc::new(SystemClock),
     )
 }
 
@@ -85,7 +55,11 @@ async fn call(n: &Nfs4, xid: u32, uid: u32, args: Bytes) -> Option<Compound4res>
     };
     let mut out = BytesMut::new();
     let r = n
-        .dispatch(&ctx(xid, uid), Decoder::new(args), &mut out)
+        .dispatch(
+            &call_context(xid, NFS4_PROGRAM, 4, 1, uid),
+            Decoder::new(args),
+            &mut out,
+        )
         .await;
     if r.is_err() {
         return None;
@@ -215,11 +189,7 @@ pub fn run(data: &[u8]) {
         return;
     };
     let uid = if opt & 1 != 0 { 0 } else { 1000 };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    crate::block_on(async {
         let n = server();
         let sid = session(&n).await.expect("session set up");
         for (i, part) in crate::split(rest, b"#CMP").into_iter().enumerate().take(8) {
@@ -232,5 +202,4 @@ pub fn run(data: &[u8]) {
             call(&n, 10 + i as u32, uid, args.into()).await;
         }
     });
-    rt.shutdown_background();
 }

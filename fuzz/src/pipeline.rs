@@ -53,11 +53,7 @@ fn service() -> TarnService {
 
 /// Input: a byte stream as a client sends it on one connection.
 pub fn run(data: &[u8]) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    crate::block_on(async {
         let svc = service();
         let drc = Drc::new(64);
         let p = Pipeline {
@@ -137,7 +133,6 @@ pub fn run(data: &[u8]) {
             }
         }
     });
-    rt.shutdown_background();
 }
 
 /// Calls the service may deliberately leave unanswered: the procedure asked

@@ -29,8 +29,12 @@ fn populate(m: &LockManager, n: u32) {
     for i in 0..n {
         let f = i / 10;
         let o = owner(1_000 + (i % 1000) as u64, i % 10);
-        m.lock(file(f), &o, LockKind::Read, (i % 10) as u64 * 4096, 4096)
-            .unwrap();
+        m.lock(
+            file(f),
+            &o,
+            LockKind::Read.range((i % 10) as u64 * 4096, 4096),
+        )
+        .unwrap();
     }
 }
 
@@ -42,7 +46,7 @@ fn measure(m: &LockManager, rounds: u32) -> f64 {
             // Files 0..10 are shared with the background locks (if any);
             // the range does not overlap theirs.
             let f = file(k * 97 % 50 + (r % 2) * 50);
-            m.lock(f, &owner(me, k % 3), LockKind::Write, 1 << 40, 100)
+            m.lock(f, &owner(me, k % 3), LockKind::Write.range(1 << 40, 100))
                 .unwrap();
         }
         let t = Instant::now();

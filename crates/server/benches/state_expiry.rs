@@ -65,7 +65,9 @@ fn expire_cost(st: &State, rounds: usize) -> f64 {
                 owner: Bytes::from_static(b"lock-owner"),
             };
             st.lock_state_from_open(&open, &f, &lo, 1).unwrap();
-            st.locks.lock(f, &lo, LockKind::Write, 0, 100).unwrap();
+            st.locks
+                .lock(f, &lo, LockKind::Write.range(0, 100))
+                .unwrap();
         }
         let t = Instant::now();
         // Revokes its opens and locks (the record stays for its next SEQUENCE).

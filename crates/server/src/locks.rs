@@ -91,6 +91,24 @@ impl LockKind {
     fn conflicts(self, other: LockKind) -> bool {
         self == LockKind::Write || other == LockKind::Write
     }
+
+    /// A lock of this kind on `length` bytes from `offset` (0 or
+    /// `u64::MAX` length: to the end of the file).
+    pub fn range(self, offset: u64, length: u64) -> LockRange {
+        LockRange {
+            kind: self,
+            offset,
+            length,
+        }
+    }
+}
+
+/// What a lock or test asks for: a kind on a byte range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockRange {
+    pub kind: LockKind,
+    pub offset: u64,
+    pub length: u64,
 }
 
 /// One lock that stands in the way. `length` is `u64::MAX` for a lock to end of file.
@@ -535,19 +553,10 @@ impl LockManager {
 
     /// Acquires, upgrades or downgrades a lock. Err names one conflicting lock
     /// of another owner; nothing changes then.
-    pub fn lock(
-        &self,
-        file: FileKey,
-        owner: &OwnerKey,
-        kind: LockKind,
-        offset: u64,
-        length: u64,
-    ) -> Result<(), Conflict> {
-        self.resolving(owner, || {
-            match self.lock_inner(file, owner, kind, offset, length, None) {
-                Outcome::Granted => None,
-                Outcome::Conflict(c, _) => Some(c),
-            }
+    pub fn lock(&self, file: FileKey, owner: &OwnerKey, r: LockRange) -> Result<(), Conflict> {
+        self.resolving(owner, || match self.lock_inner(file, owner, r, None) {
+            Outcome::Granted => None,
+            Outcome::Conflict(c, _) => Some(c),
         })
     }
 
@@ -557,17 +566,15 @@ impl LockManager {
         &self,
         file: FileKey,
         owner: &OwnerKey,
-        kind: LockKind,
-        offset: u64,
-        length: u64,
+        r: LockRange,
         mode: WaitMode,
     ) -> Attempt {
         // Clear conflicts with courteous clients first; only a conflict
         // that stays queues a waiter.
-        if self.lock(file, owner, kind, offset, length).is_ok() {
+        if self.lock(file, owner, r).is_ok() {
             return Attempt::Granted;
         }
-        match self.lock_inner(file, owner, kind, offset, length, Some(mode)) {
+        match self.lock_inner(file, owner, r, Some(mode)) {
             Outcome::Granted => Attempt::Granted,
             Outcome::Conflict(c, w) => Attempt::Queued(c, w.expect("queued when a mode is given")),
         }
@@ -577,12 +584,11 @@ impl LockManager {
         &self,
         file: FileKey,
         owner: &OwnerKey,
-        kind: LockKind,
-        offset: u64,
-        length: u64,
+        r: LockRange,
         wait: Option<WaitMode>,
     ) -> Outcome {
-        let Some((s, e)) = span(offset, length) else {
+        let kind = r.kind;
+        let Some((s, e)) = span(r.offset, r.length) else {
             return Outcome::Granted;
         };
         let mut idx = self.owner_shard(owner.client).lock().unwrap();
@@ -620,22 +626,15 @@ impl LockManager {
     }
 
     /// Whether `kind` on the range could be granted to `owner` now; changes nothing.
-    pub fn test(
-        &self,
-        file: FileKey,
-        owner: &OwnerKey,
-        kind: LockKind,
-        offset: u64,
-        length: u64,
-    ) -> Result<(), Conflict> {
-        let Some((s, e)) = span(offset, length) else {
+    pub fn test(&self, file: FileKey, owner: &OwnerKey, r: LockRange) -> Result<(), Conflict> {
+        let Some((s, e)) = span(r.offset, r.length) else {
             return Ok(());
         };
         self.resolving(owner, || {
             let files = self.file_shard(&file).lock().unwrap();
             files
                 .get(&file)
-                .and_then(|st| st.conflict(owner, s, e, kind))
+                .and_then(|st| st.conflict(owner, s, e, r.kind))
         })
     }
 

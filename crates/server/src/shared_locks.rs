@@ -23,7 +23,7 @@
 //! ago can never undo a newer grant of the same range.
 
 use crate::live::Live;
-use crate::locks::{Conflict, FileKey, LockKind, LockManager, OwnerKey, Released};
+use crate::locks::{Conflict, FileKey, LockKind, LockManager, LockRange, OwnerKey, Released};
 use crate::pool::Pool;
 use bytes::Bytes;
 use std::collections::hash_map::RandomState;
@@ -200,18 +200,15 @@ impl SharedLocks {
         self.backend(file.export).is_some()
     }
 
-    /// After the manager granted `owner` `kind` on the range (and `prev`
+    /// After the manager granted `owner` the lock `r` (and `prev`
     /// is what [`LockManager::held_in`] said before): takes it in the
     /// backend too. If the backend refuses, the manager's grant is undone
     /// ([`LockManager::restore`]).
-    #[allow(clippy::too_many_arguments)]
     pub async fn take(
         self: &Arc<Self>,
         file: FileKey,
         owner: &OwnerKey,
-        kind: LockKind,
-        offset: u64,
-        length: u64,
+        r: LockRange,
         prev: Vec<(u64, u64, LockKind)>,
     ) -> Result<(), Refusal> {
         let Some(b) = self.backend(file.export) else {
@@ -222,19 +219,19 @@ impl SharedLocks {
         self.flush().await;
         let me = self.clone();
         let o = backend_owner(owner);
-        let r = self
+        let taken = self
             .pool
             .run(move || {
                 let _g = me.serial[me.serial_of(&file)].lock().unwrap();
-                b.lock_range(&file.fid, o, lock_type(kind), offset, length)
+                b.lock_range(&file.fid, o, lock_type(r.kind), r.offset, r.length)
             })
             .await;
-        let refusal = match r {
+        let refusal = match taken {
             Ok(None) => return Ok(()),
             Ok(Some(l)) => Refusal::Held(held_elsewhere(l)),
             Err(e) => Refusal::Failed(e),
         };
-        self.locks.restore(file, owner, offset, length, &prev);
+        self.locks.restore(file, owner, r.offset, r.length, &prev);
         self.flush().await;
         Err(refusal)
     }
@@ -245,19 +242,17 @@ impl SharedLocks {
         self: &Arc<Self>,
         file: FileKey,
         owner: &OwnerKey,
-        kind: LockKind,
-        offset: u64,
-        length: u64,
+        r: LockRange,
     ) -> Result<(), Refusal> {
         let Some(b) = self.backend(file.export) else {
             return Ok(());
         };
         let o = backend_owner(owner);
-        let r = self
+        let tested = self
             .pool
-            .run(move || b.test_range(&file.fid, o, lock_type(kind), offset, length))
+            .run(move || b.test_range(&file.fid, o, lock_type(r.kind), r.offset, r.length))
             .await;
-        match r {
+        match tested {
             Ok(None) => Ok(()),
             Ok(Some(l)) => Err(Refusal::Held(held_elsewhere(l))),
             Err(e) => Err(Refusal::Failed(e)),

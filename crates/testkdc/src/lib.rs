@@ -211,20 +211,25 @@ impl Kdc {
         std::env::set_var("KRB5CCNAME", format!("FILE:{}", cc.display()));
     }
 
-    /// A client keytab with the user's keys (their password stays valid):
-    /// MIT's GSS library gets and refreshes tickets from it by itself when
-    /// `KRB5_CLIENT_KTNAME` names it, as for a service account or a batch job.
-    pub fn user_keytab(&self) -> PathBuf {
-        let kt = self.dir.path().join("user.keytab");
-        let o = Command::new("kadmin.local")
-            .args(["-r", &self.realm, "-q"])
-            .arg(format!("ktadd -norandkey -k {} {USER}", kt.display()))
+    /// Runs the kadmin.local query `q` on this realm's database, outside
+    /// any credential cache or keytab the caller has set.
+    fn kadmin(&self, q: &str) -> std::process::Output {
+        Command::new("kadmin.local")
+            .args(["-r", &self.realm, "-q", q])
             .env("KRB5_CONFIG", &self.conf)
             .env("KRB5_KDC_PROFILE", self.dir.path().join("kdc.conf"))
             .env_remove("KRB5CCNAME")
             .env_remove("KRB5_KTNAME")
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// A client keytab with the user's keys (their password stays valid):
+    /// MIT's GSS library gets and refreshes tickets from it by itself when
+    /// `KRB5_CLIENT_KTNAME` names it, as for a service account or a batch job.
+    pub fn user_keytab(&self) -> PathBuf {
+        let kt = self.dir.path().join("user.keytab");
+        let o = self.kadmin(&format!("ktadd -norandkey -k {} {USER}", kt.display()));
         assert!(
             o.status.success() && kt.exists(),
             "ktadd: {}{}",
@@ -260,15 +265,7 @@ impl Kdc {
     /// Adds user principal `name@REALM` with password `pw` (more users
     /// than [`USER`], e.g. several local users of one client).
     pub fn add_user(&self, name: &str, pw: &str) {
-        let o = Command::new("kadmin.local")
-            .args(["-r", &self.realm, "-q"])
-            .arg(format!("addprinc -pw {pw} {name}"))
-            .env("KRB5_CONFIG", &self.conf)
-            .env("KRB5_KDC_PROFILE", self.dir.path().join("kdc.conf"))
-            .env_remove("KRB5CCNAME")
-            .env_remove("KRB5_KTNAME")
-            .output()
-            .unwrap();
+        let o = self.kadmin(&format!("addprinc -pw {pw} {name}"));
         assert!(
             o.status.success(),
             "addprinc {name}: {}{}",
@@ -337,5 +334,23 @@ impl Drop for Kdc {
             let _ = c.kill(); // this child's PID only
             let _ = c.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What kadmin.local adds is there: a second user can kinit with its
+    /// password, and the user's keytab is written.
+    #[test]
+    fn added_users_and_keytabs_are_usable() {
+        let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+        let kdc = Kdc::start();
+        kdc.add_user("second", "second-pw");
+        let cc = kdc.dir.path().join("cc-second");
+        kdc.kinit_user("second", "second-pw", "5m", &cc);
+        assert!(cc.exists());
+        assert!(kdc.user_keytab().exists());
     }
 }

@@ -1034,16 +1034,19 @@ mod tests {
         Cred::root()
     }
 
+    /// A new file of mode 0644 in the root directory, made by root.
+    fn new_file(fs: &MemFs, name: &[u8]) -> Fid {
+        let how = CreateHow::Guarded(SetAttr::mode(0o644));
+        fs.create(&root(), &fs.root(), name, &how).unwrap().0
+    }
+
     /// The compound_exec fuzz target's out-of-memory input (fuzz/corpus/
     /// compound_exec/regress-write-far-out-of-memory): a WRITE at a large
     /// offset must be FBIG past the limit, not a buffer that large.
     #[test]
     fn files_stop_at_the_size_limit() {
         let fs = MemFs::with_max_file(1 << 20);
-        let r = fs.root();
-        let (f, _) = fs
-            .create(&root(), &r, b"a", &CreateHow::Guarded(SetAttr::mode(0o644)))
-            .unwrap();
+        let f = new_file(&fs, b"a");
         assert!(fs
             .write(&root(), &f, (1 << 20) - 1, b"x", Stable::Unstable)
             .is_ok());
@@ -1064,9 +1067,7 @@ mod tests {
     fn basic_tree() {
         let fs = MemFs::new();
         let r = fs.root();
-        let (f, _) = fs
-            .create(&root(), &r, b"a", &CreateHow::Guarded(SetAttr::mode(0o644)))
-            .unwrap();
+        let f = new_file(&fs, b"a");
         assert_eq!(
             fs.write(&root(), &f, 2, b"hi", Stable::Unstable).unwrap(),
             (2, Stable::FileSync)
@@ -1228,13 +1229,8 @@ mod tests {
     #[test]
     fn xattrs_per_inode() {
         let fs = MemFs::new();
-        let r = fs.root();
-        let (f, _) = fs
-            .create(&root(), &r, b"f", &CreateHow::Guarded(SetAttr::mode(0o644)))
-            .unwrap();
-        let (g, _) = fs
-            .create(&root(), &r, b"g", &CreateHow::Guarded(SetAttr::mode(0o644)))
-            .unwrap();
+        let f = new_file(&fs, b"f");
+        let g = new_file(&fs, b"g");
         assert_eq!(fs.getxattr(&root(), &f, b"a"), Err(FsError::NoXattr));
         fs.setxattr(&root(), &f, b"b", b"2", XattrSet::Create)
             .unwrap();

@@ -139,16 +139,19 @@ impl Decoder {
         Ok(out)
     }
 
+    /// A length or count: TooLong past `max` where one is declared.
+    fn u32_at_most(&mut self, max: Option<u32>) -> Result<u32> {
+        let len = self.u32()?;
+        match max {
+            Some(max) if len > max => Err(Error::TooLong { len, max }),
+            _ => Ok(len),
+        }
+    }
+
     /// Variable-length opaque data or string, at most `max` bytes if given.
     /// Returns a slice of the input: no copy, no allocation.
     pub fn opaque(&mut self, max: Option<u32>) -> Result<Bytes> {
-        let len = self.u32()?;
-        if let Some(max) = max {
-            if len > max {
-                return Err(Error::TooLong { len, max });
-            }
-        }
-        let len = len as usize;
+        let len = self.u32_at_most(max)? as usize;
         if len > self.remaining() {
             return Err(Error::Short {
                 needed: len,
@@ -165,12 +168,7 @@ impl Decoder {
     /// declared maximum and against the bytes present (every XDR item takes at
     /// least four bytes), so the caller may allocate for it.
     pub fn count(&mut self, max: Option<u32>) -> Result<usize> {
-        let n = self.u32()?;
-        if let Some(max) = max {
-            if n > max {
-                return Err(Error::TooLong { len: n, max });
-            }
-        }
+        let n = self.u32_at_most(max)?;
         if n as usize > self.remaining() / 4 {
             return Err(Error::Short {
                 needed: n as usize * 4,

@@ -105,6 +105,22 @@ impl Etcd {
         format!("{}/{rest}", self.prefix)
     }
 
+    /// The records under `dir`: each key's hex-encoded last part (a client
+    /// owner, a monitored host's name) and its value parsed; a record that
+    /// does not parse is skipped.
+    fn records<T: std::str::FromStr>(&self, dir: &str) -> io::Result<Vec<(Bytes, T)>> {
+        let p = self.key(dir);
+        Ok(self
+            .range_prefix(&p)?
+            .into_iter()
+            .filter_map(|(k, v, _)| {
+                let name = unhex(k.strip_prefix(&p)?)?;
+                let value = std::str::from_utf8(&v).ok()?.trim().parse().ok()?;
+                Some((name, value))
+            })
+            .collect())
+    }
+
     /// One POST to the first endpoint that answers.
     fn call(&self, path: &str, body: &Value) -> io::Result<Value> {
         let mut last = io::Error::other("no etcd endpoint");
@@ -269,16 +285,7 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 
 impl RecoveryStore for Etcd {
     fn clients(&self, node: &str) -> io::Result<Vec<(Bytes, u64)>> {
-        let p = self.key(&format!("clients/{node}/"));
-        Ok(self
-            .range_prefix(&p)?
-            .into_iter()
-            .filter_map(|(k, v, _)| {
-                let owner = unhex(k.strip_prefix(&p)?)?;
-                let epoch = std::str::from_utf8(&v).ok()?.trim().parse().ok()?;
-                Some((owner, epoch))
-            })
-            .collect())
+        self.records(&format!("clients/{node}/"))
     }
 
     fn add_client(&self, node: &str, owner: &Bytes, epoch: u64) -> io::Result<()> {
@@ -311,16 +318,7 @@ impl RecoveryStore for Etcd {
     }
 
     fn monitored(&self, node: &str) -> io::Result<Vec<(Bytes, IpAddr)>> {
-        let p = self.key(&format!("nsm/{node}/"));
-        Ok(self
-            .range_prefix(&p)?
-            .into_iter()
-            .filter_map(|(k, v, _)| {
-                let name = unhex(k.strip_prefix(&p)?)?;
-                let addr = std::str::from_utf8(&v).ok()?.trim().parse().ok()?;
-                Some((name, addr))
-            })
-            .collect())
+        self.records(&format!("nsm/{node}/"))
     }
 
     fn monitor(&self, node: &str, name: &[u8], addr: IpAddr) -> io::Result<()> {

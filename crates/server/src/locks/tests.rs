@@ -17,6 +17,16 @@ fn queued(a: Attempt) -> (Conflict, Waiter) {
     }
 }
 
+/// Owner a (client 1) holds a write lock on bytes 0..10 of file 1, and
+/// owner b (client 2) waits for `want` on the same bytes.
+fn b_waits_behind_a(want: LockKind, mode: WaitMode) -> (LockManager, OwnerKey, OwnerKey, Waiter) {
+    let m = LockManager::new();
+    let (a, b) = (owner(1, "a"), owner(2, "b"));
+    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
+    let (_, w) = queued(m.lock_or_wait(file(1), &b, want.range(0, 10), mode));
+    (m, a, b, w)
+}
+
 fn owner(client: u64, o: &'static str) -> OwnerKey {
     OwnerKey {
         client,
@@ -50,17 +60,17 @@ fn range_end_rules() {
 fn read_read_ok_read_write_conflict() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Read, 0, 100).unwrap();
-    m.lock(file(1), &b, Read, 50, 100).unwrap();
-    let c = m.lock(file(1), &b, Write, 90, 20).unwrap_err();
+    m.lock(file(1), &a, Read.range(0, 100)).unwrap();
+    m.lock(file(1), &b, Read.range(50, 100)).unwrap();
+    let c = m.lock(file(1), &b, Write.range(90, 20)).unwrap_err();
     assert_eq!(c.owner, a);
     assert_eq!((c.offset, c.length, c.kind), (0, 100, Read));
-    let c = m.test(file(1), &a, Write, 40, 20).unwrap_err();
+    let c = m.test(file(1), &a, Write.range(40, 20)).unwrap_err();
     assert!(c.owner == a || c.owner == b);
     assert_eq!(c.owner, b, "a's own locks never conflict");
     // Not overlapping: fine. Other file: fine.
-    m.test(file(1), &b, Write, 150, 10).unwrap();
-    m.lock(file(2), &b, Write, 0, EOF).unwrap();
+    m.test(file(1), &b, Write.range(150, 10)).unwrap();
+    m.lock(file(2), &b, Write.range(0, EOF)).unwrap();
     // A failed lock changes nothing.
     assert_eq!(held(&m, file(1)), vec![(0, 100, Read), (50, 100, Read)]);
 }
@@ -69,11 +79,17 @@ fn read_read_ok_read_write_conflict() {
 fn write_conflicts_with_read_and_write() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(1, "b"));
-    m.lock(file(1), &a, Write, 10, 10).unwrap();
-    assert_eq!(m.lock(file(1), &b, Read, 19, 1).unwrap_err().kind, Write);
-    assert_eq!(m.lock(file(1), &b, Write, 0, 11).unwrap_err().offset, 10);
-    m.lock(file(1), &b, Write, 20, 1).unwrap();
-    m.lock(file(1), &b, Write, 0, 10).unwrap();
+    m.lock(file(1), &a, Write.range(10, 10)).unwrap();
+    assert_eq!(
+        m.lock(file(1), &b, Read.range(19, 1)).unwrap_err().kind,
+        Write
+    );
+    assert_eq!(
+        m.lock(file(1), &b, Write.range(0, 11)).unwrap_err().offset,
+        10
+    );
+    m.lock(file(1), &b, Write.range(20, 1)).unwrap();
+    m.lock(file(1), &b, Write.range(0, 10)).unwrap();
 }
 
 #[test]
@@ -81,19 +97,19 @@ fn same_owner_upgrade_and_downgrade() {
     let m = LockManager::new();
     let a = owner(1, "a");
     let b = owner(2, "b");
-    m.lock(file(1), &a, Read, 0, 100).unwrap();
-    m.lock(file(1), &a, Write, 20, 10).unwrap();
+    m.lock(file(1), &a, Read.range(0, 100)).unwrap();
+    m.lock(file(1), &a, Write.range(20, 10)).unwrap();
     assert_eq!(
         held(&m, file(1)),
         vec![(0, 20, Read), (20, 10, Write), (30, 70, Read)]
     );
     // Upgrade of the whole: the pieces become one write lock.
-    m.lock(file(1), &a, Write, 0, 100).unwrap();
+    m.lock(file(1), &a, Write.range(0, 100)).unwrap();
     assert_eq!(held(&m, file(1)), vec![(0, 100, Write)]);
     // Upgrade refused when another reader is there; nothing changes.
-    m.lock(file(1), &a, Read, 0, 100).unwrap();
-    m.lock(file(1), &b, Read, 50, 1).unwrap();
-    assert!(m.lock(file(1), &a, Write, 0, 100).is_err());
+    m.lock(file(1), &a, Read.range(0, 100)).unwrap();
+    m.lock(file(1), &b, Read.range(50, 1)).unwrap();
+    assert!(m.lock(file(1), &a, Write.range(0, 100)).is_err());
     assert_eq!(m.locks_on(file(1)).len(), 2);
     assert_eq!(m.locks_on(file(1))[0].1, 0);
     assert_eq!(m.locks_on(file(1))[0].2, 100);
@@ -103,12 +119,12 @@ fn same_owner_upgrade_and_downgrade() {
 fn unlock_middle_splits() {
     let m = LockManager::new();
     let a = owner(1, "a");
-    m.lock(file(1), &a, Write, 0, 100).unwrap();
+    m.lock(file(1), &a, Write.range(0, 100)).unwrap();
     m.unlock(file(1), &a, 40, 20);
     assert_eq!(held(&m, file(1)), vec![(0, 40, Write), (60, 40, Write)]);
     let b = owner(2, "b");
-    m.lock(file(1), &b, Write, 40, 20).unwrap();
-    assert!(m.lock(file(1), &b, Write, 39, 2).is_err());
+    m.lock(file(1), &b, Write.range(40, 20)).unwrap();
+    assert!(m.lock(file(1), &b, Write.range(39, 2)).is_err());
     // Unlocking what is not held is not an error.
     m.unlock(file(1), &a, 1000, 5);
     m.unlock(file(9), &a, 0, EOF);
@@ -118,15 +134,15 @@ fn unlock_middle_splits() {
 fn adjacent_ranges_merge() {
     let m = LockManager::new();
     let a = owner(1, "a");
-    m.lock(file(1), &a, Read, 0, 10).unwrap();
-    m.lock(file(1), &a, Read, 20, 10).unwrap();
-    m.lock(file(1), &a, Read, 10, 10).unwrap();
+    m.lock(file(1), &a, Read.range(0, 10)).unwrap();
+    m.lock(file(1), &a, Read.range(20, 10)).unwrap();
+    m.lock(file(1), &a, Read.range(10, 10)).unwrap();
     assert_eq!(held(&m, file(1)), vec![(0, 30, Read)]);
     // Different kinds stay apart.
-    m.lock(file(1), &a, Write, 30, 10).unwrap();
+    m.lock(file(1), &a, Write.range(30, 10)).unwrap();
     assert_eq!(held(&m, file(1)), vec![(0, 30, Read), (30, 10, Write)]);
     // Overlapping same kind merges.
-    m.lock(file(1), &a, Write, 35, 100).unwrap();
+    m.lock(file(1), &a, Write.range(35, 100)).unwrap();
     assert_eq!(held(&m, file(1)), vec![(0, 30, Read), (30, 105, Write)]);
 }
 
@@ -134,24 +150,26 @@ fn adjacent_ranges_merge() {
 fn to_eof_locks() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 100, EOF).unwrap();
-    let c = m.test(file(1), &b, Read, u64::MAX - 1, 1).unwrap_err();
+    m.lock(file(1), &a, Write.range(100, EOF)).unwrap();
+    let c = m
+        .test(file(1), &b, Read.range(u64::MAX - 1, 1))
+        .unwrap_err();
     assert_eq!((c.offset, c.length), (100, EOF));
-    assert!(m.test(file(1), &b, Read, 1 << 62, EOF).is_err());
-    m.test(file(1), &b, Write, 0, 100).unwrap();
+    assert!(m.test(file(1), &b, Read.range(1 << 62, EOF)).is_err());
+    m.test(file(1), &b, Write.range(0, 100)).unwrap();
     // Overflowing range clamps to EOF inside the manager.
-    assert!(m.test(file(1), &b, Read, 50, u64::MAX - 1).is_err());
+    assert!(m.test(file(1), &b, Read.range(50, u64::MAX - 1)).is_err());
     // Unlock the tail of an EOF lock: the head stays, with a finite length.
     m.unlock(file(1), &a, 200, EOF);
     assert_eq!(held(&m, file(1)), vec![(100, 100, Write)]);
     // A whole-file lock: offset 0, to EOF.
     m.unlock(file(1), &a, 0, EOF);
-    m.lock(file(1), &b, Read, 0, EOF).unwrap();
+    m.lock(file(1), &b, Read.range(0, EOF)).unwrap();
     assert_eq!(held(&m, file(1)), vec![(0, EOF, Read)]);
     // Last byte only.
-    m.lock(file(1), &a, Read, u64::MAX, 1).unwrap();
+    m.lock(file(1), &a, Read.range(u64::MAX, 1)).unwrap();
     m.unlock(file(1), &b, 0, EOF);
-    m.lock(file(1), &a, Write, u64::MAX, 1).unwrap();
+    m.lock(file(1), &a, Write.range(u64::MAX, 1)).unwrap();
     assert_eq!(held(&m, file(1)), vec![(u64::MAX, EOF, Write)]);
 }
 
@@ -159,10 +177,10 @@ fn to_eof_locks() {
 fn zero_length_is_empty() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 0, 0).unwrap();
+    m.lock(file(1), &a, Write.range(0, 0)).unwrap();
     assert_eq!(m.file_count(), 0);
-    m.lock(file(1), &a, Write, 0, 10).unwrap();
-    m.test(file(1), &b, Write, 5, 0).unwrap();
+    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
+    m.test(file(1), &b, Write.range(5, 0)).unwrap();
 }
 
 #[test]
@@ -170,15 +188,15 @@ fn release_owner_and_client() {
     let m = LockManager::new();
     let (a1, a2, b) = (owner(1, "a1"), owner(1, "a2"), owner(2, "b"));
     for n in 0..5 {
-        m.lock(file(n), &a1, Write, 0, 10).unwrap();
-        m.lock(file(n), &a2, Read, 10, 10).unwrap();
-        m.lock(file(n), &b, Read, 20, 10).unwrap();
+        m.lock(file(n), &a1, Write.range(0, 10)).unwrap();
+        m.lock(file(n), &a2, Read.range(10, 10)).unwrap();
+        m.lock(file(n), &b, Read.range(20, 10)).unwrap();
     }
     assert!(m.owner_holds(&a1));
     m.release_owner(&a1);
     assert!(!m.owner_holds(&a1));
     assert!(m.owner_holds(&a2));
-    m.lock(file(3), &b, Write, 0, 10).unwrap();
+    m.lock(file(3), &b, Write.range(0, 10)).unwrap();
     m.release_client(1);
     assert!(!m.owner_holds(&a2));
     assert!(!m.client_has_state(1));
@@ -195,8 +213,8 @@ fn release_owner_and_client() {
 fn unlock_everything_leaves_no_state() {
     let m = LockManager::new();
     let a = owner(1, "a");
-    m.lock(file(1), &a, Write, 0, 10).unwrap();
-    m.lock(file(2), &a, Write, 0, 10).unwrap();
+    m.lock(file(1), &a, Write.range(0, 10)).unwrap();
+    m.lock(file(2), &a, Write.range(0, 10)).unwrap();
     m.unlock(file(1), &a, 0, EOF);
     assert!(m.owner_holds(&a));
     m.unlock(file(2), &a, 0, 10);
@@ -209,10 +227,10 @@ fn unlock_everything_leaves_no_state() {
 fn waiters_are_granted_in_order() {
     let m = LockManager::new();
     let (a, b, c) = (owner(1, "a"), owner(2, "b"), owner(3, "c"));
-    m.lock(file(1), &a, Write, 0, 100).unwrap();
-    let (conf, mut wb) = queued(m.lock_or_wait(file(1), &b, Write, 10, 10, WaitMode::Grant));
+    m.lock(file(1), &a, Write.range(0, 100)).unwrap();
+    let (conf, mut wb) = queued(m.lock_or_wait(file(1), &b, Write.range(10, 10), WaitMode::Grant));
     assert_eq!(conf.owner, a);
-    let (_, mut wc) = queued(m.lock_or_wait(file(1), &c, Write, 15, 10, WaitMode::Grant));
+    let (_, mut wc) = queued(m.lock_or_wait(file(1), &c, Write.range(15, 10), WaitMode::Grant));
     assert!(m.client_has_state(2));
     assert_eq!(wb.try_served(), None);
     m.unlock(file(1), &a, 0, 50);
@@ -235,8 +253,8 @@ fn waiters_are_granted_in_order() {
 fn cancel_and_release_remove_waiters() {
     let m = LockManager::new();
     let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 0, EOF).unwrap();
-    let (_, mut w1) = queued(m.lock_or_wait(file(1), &b, Read, 0, 1, WaitMode::Grant));
+    m.lock(file(1), &a, Write.range(0, EOF)).unwrap();
+    let (_, mut w1) = queued(m.lock_or_wait(file(1), &b, Read.range(0, 1), WaitMode::Grant));
     assert!(m.cancel_wait(file(1), &b, w1.id));
     assert_eq!(w1.try_served(), Some(false));
     assert!(!m.cancel_wait(file(1), &b, w1.id));
@@ -244,7 +262,7 @@ fn cancel_and_release_remove_waiters() {
         !m.client_has_state(2),
         "a cancelled waiter leaves no index entry"
     );
-    let (_, mut w2) = queued(m.lock_or_wait(file(1), &b, Read, 0, 1, WaitMode::Grant));
+    let (_, mut w2) = queued(m.lock_or_wait(file(1), &b, Read.range(0, 1), WaitMode::Grant));
     m.release_client(2);
     assert_eq!(w2.try_served(), Some(false));
     m.unlock(file(1), &a, 0, EOF);
@@ -253,12 +271,9 @@ fn cancel_and_release_remove_waiters() {
 
 #[test]
 fn notify_waiters_are_woken_without_a_grant() {
-    let m = LockManager::new();
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let (_, mut w) = queued(m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Notify));
+    let (m, a, b, mut w) = b_waits_behind_a(Write, WaitMode::Notify);
     // A downgrade to read is not enough for a writer.
-    m.lock(file(1), &a, Read, 0, 10).unwrap();
+    m.lock(file(1), &a, Read.range(0, 10)).unwrap();
     assert_eq!(w.try_served(), None);
     m.release_owner(&a);
     assert_eq!(w.try_served(), Some(true));
@@ -268,21 +283,15 @@ fn notify_waiters_are_woken_without_a_grant() {
 
 #[test]
 fn downgrade_wakes_readers() {
-    let m = LockManager::new();
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let (_, mut w) = queued(m.lock_or_wait(file(1), &b, Read, 0, 10, WaitMode::Grant));
-    m.lock(file(1), &a, Read, 0, 10).unwrap();
+    let (m, a, b, mut w) = b_waits_behind_a(Read, WaitMode::Grant);
+    m.lock(file(1), &a, Read.range(0, 10)).unwrap();
     assert_eq!(w.try_served(), Some(true));
     assert!(m.owner_holds(&b));
 }
 
 #[test]
 fn dropped_waiter_is_not_granted() {
-    let m = LockManager::new();
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let (_, w) = queued(m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Grant));
+    let (m, a, b, w) = b_waits_behind_a(Write, WaitMode::Grant);
     drop(w);
     m.unlock(file(1), &a, 0, 10);
     assert!(!m.owner_holds(&b));
@@ -291,10 +300,7 @@ fn dropped_waiter_is_not_granted() {
 
 #[tokio::test]
 async fn waiter_future_completes() {
-    let m = std::sync::Arc::new(LockManager::new());
-    let (a, b) = (owner(1, "a"), owner(2, "b"));
-    m.lock(file(1), &a, Write, 0, 10).unwrap();
-    let (_, w) = queued(m.lock_or_wait(file(1), &b, Write, 0, 10, WaitMode::Grant));
+    let (m, _, b, w) = b_waits_behind_a(Write, WaitMode::Grant);
     let t = tokio::spawn(w.wait());
     m.release_client(1);
     assert!(t.await.unwrap());
@@ -392,7 +398,7 @@ proptest! {
                     let kind = if w { Write } else { Read };
                     let r = model_bytes(s, l);
                     let want_conflict = model_conflict(&model, o, kind, r.clone());
-                    let got = mgr.lock(f, &model_owner(o), kind, s, l);
+                    let got = mgr.lock(f, &model_owner(o), kind.range(s, l));
                     prop_assert_eq!(got.is_err(), want_conflict, "lock {:?}", op);
                     if let Err(c) = got {
                         prop_assert!(c.owner != model_owner(o));
@@ -404,7 +410,7 @@ proptest! {
                 Op::Test(o, w, s, l) => {
                     let kind = if w { Write } else { Read };
                     let want = model_conflict(&model, o, kind, model_bytes(s, l));
-                    let got = mgr.test(f, &model_owner(o), kind, s, l);
+                    let got = mgr.test(f, &model_owner(o), kind.range(s, l));
                     prop_assert_eq!(got.is_err(), want, "test {:?}", op);
                     if let Err(c) = got {
                         // The named conflict really overlaps the tested range.
@@ -444,7 +450,7 @@ proptest! {
 fn releases_are_noted_once_recording_is_on() {
     let m = LockManager::new();
     let (f, a, b) = (file(1), owner(1, "a"), owner(2, "b"));
-    m.lock(f, &a, Write, 0, 10).unwrap();
+    m.lock(f, &a, Write.range(0, 10)).unwrap();
     m.unlock(f, &a, 0, 10);
     assert!(m.take_released().is_empty(), "off by default");
     let woken = std::sync::Arc::new(AtomicU64::new(0));
@@ -452,8 +458,8 @@ fn releases_are_noted_once_recording_is_on() {
     m.record_releases(Box::new(move || {
         w.fetch_add(1, Ordering::Relaxed);
     }));
-    m.lock(f, &a, Write, 0, 10).unwrap();
-    m.lock(f, &b, Read, 20, 5).unwrap();
+    m.lock(f, &a, Write.range(0, 10)).unwrap();
+    m.lock(f, &b, Read.range(20, 5)).unwrap();
     m.unlock(f, &a, 2, 3);
     m.release_client(2);
     let r = m.take_released();
@@ -471,19 +477,19 @@ fn releases_are_noted_once_recording_is_on() {
 fn held_in_and_restore_undo_a_grant() {
     let m = LockManager::new();
     let (f, a, b) = (file(1), owner(1, "a"), owner(2, "b"));
-    m.lock(f, &a, Read, 0, 10).unwrap();
-    m.lock(f, &a, Write, 20, EOF).unwrap();
+    m.lock(f, &a, Read.range(0, 10)).unwrap();
+    m.lock(f, &a, Write.range(20, EOF)).unwrap();
     assert_eq!(m.held_in(f, &a, 5, 20), vec![(5, 5, Read), (20, 5, Write)]);
     // An upgrade over both, undone: the old locks are back as they were.
     let prev = m.held_in(f, &a, 0, 30);
-    m.lock(f, &a, Write, 0, 30).unwrap();
+    m.lock(f, &a, Write.range(0, 30)).unwrap();
     m.restore(f, &a, 0, 30, &prev);
     assert_eq!(held(&m, f), vec![(0, 10, Read), (20, EOF, Write)]);
     // Nothing before: undone to nothing, and the file forgets the owner.
     m.unlock(f, &a, 0, EOF);
     let prev = m.held_in(f, &b, 0, 5);
     assert!(prev.is_empty());
-    m.lock(f, &b, Write, 0, 5).unwrap();
+    m.lock(f, &b, Write.range(0, 5)).unwrap();
     m.restore(f, &b, 0, 5, &prev);
     assert!(held(&m, f).is_empty());
     assert!(!m.client_has_state(2));

@@ -1,6 +1,6 @@
 //! FSSTAT, FSINFO and PATHCONF: what the filesystem holds and what it allows.
 
-use super::{attr, failed, failed_with, Nfs3, MAX_IO};
+use super::{attr, failed, failed_with, Fail, Nfs3, MAX_IO};
 use proto::nfs3::*;
 use rpc::CallContext;
 
@@ -32,14 +32,15 @@ pub async fn fsstat(n: &Nfs3, ctx: &CallContext, args: Fsstat3args) -> Fsstat3re
     }
 }
 
-pub async fn fsinfo(n: &Nfs3, ctx: &CallContext, args: Fsinfo3args) -> Fsinfo3res {
-    let t = match n.resolve(ctx, &args.fsroot) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+/// The attributes of what `fh` names: all FSINFO and PATHCONF look at.
+async fn getattr(n: &Nfs3, ctx: &CallContext, fh: &NfsFh3) -> Result<vfs::Attr, Fail> {
+    let t = n.resolve(ctx, fh)?;
     let b = t.export.backend.clone();
-    let r = n.run(move || b.getattr(&t.fid)).await;
-    match r {
+    Ok(n.run(move || b.getattr(&t.fid)).await?)
+}
+
+pub async fn fsinfo(n: &Nfs3, ctx: &CallContext, args: Fsinfo3args) -> Fsinfo3res {
+    match getattr(n, ctx, &args.fsroot).await {
         Ok(a) => Fsinfo3res::NFS3_OK(Fsinfo3resok {
             obj_attributes: Some(attr::fattr3(&a)),
             rtmax: MAX_IO,
@@ -56,18 +57,12 @@ pub async fn fsinfo(n: &Nfs3, ctx: &CallContext, args: Fsinfo3args) -> Fsinfo3re
             },
             properties: FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
         }),
-        Err(e) => failed(ctx, e.into()),
+        Err(f) => failed(ctx, f),
     }
 }
 
 pub async fn pathconf(n: &Nfs3, ctx: &CallContext, args: Pathconf3args) -> Pathconf3res {
-    let t = match n.resolve(ctx, &args.object) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
-    let b = t.export.backend.clone();
-    let r = n.run(move || b.getattr(&t.fid)).await;
-    match r {
+    match getattr(n, ctx, &args.object).await {
         Ok(a) => Pathconf3res::NFS3_OK(Pathconf3resok {
             obj_attributes: Some(attr::fattr3(&a)),
             // ext4's limit; the backend does not report its own.
@@ -78,6 +73,6 @@ pub async fn pathconf(n: &Nfs3, ctx: &CallContext, args: Pathconf3args) -> Pathc
             case_insensitive: false,
             case_preserving: true,
         }),
-        Err(e) => failed(ctx, e.into()),
+        Err(f) => failed(ctx, f),
     }
 }

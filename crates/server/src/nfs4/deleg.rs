@@ -12,7 +12,7 @@ use super::attr;
 use super::callback::getattr::cb_getattr;
 use super::compound::{file_key, Compound};
 use super::fail::Fail;
-use super::state::deleg::{Break, DelegType, NoDeleg};
+use super::state::deleg::{Break, DelegAsk, DelegType, NoDeleg};
 use super::state::{ACCESS_READ, ACCESS_WRITE};
 use crate::export::Export;
 use bytes::Bytes;
@@ -339,16 +339,9 @@ pub async fn on_open(
             Err(_) => return refuse(WhyNoDelegation4::WND4_CONTENTION),
         }
     }
-    let file = file_key(export, fid);
-    let fh = c.n.seal(&super::compound::Fh::Obj {
-        export: export.clone(),
-        fid: *fid,
-    });
+    let ask = ask(c, clientid, export, fid, kind, change);
     let max = c.n.cfg.max_delegations;
-    let grant = || {
-        c.n.state
-            .grant_delegation(clientid, file, fh, kind, change, max, c.n.clock.now())
-    };
+    let grant = || c.n.state.grant_delegation(ask, max, c.n.clock.now());
     let Some(granted_now) = c.n.backed_grant(export, fid, kind, grant).await else {
         return refuse(WhyNoDelegation4::WND4_CONTENTION);
     };
@@ -380,6 +373,28 @@ fn count_grant(c: &Compound<'_>, kind: DelegType) {
             DelegType::Read => m.server.delegations_granted_read.fetch_add(1, Relaxed),
             DelegType::Write => m.server.delegations_granted_write.fetch_add(1, Relaxed),
         };
+    }
+}
+
+/// The delegation of `kind` on `fid` that `clientid` asks for, with the
+/// file's handle sealed as CB_RECALL will name it.
+fn ask(
+    c: &Compound<'_>,
+    clientid: u64,
+    export: &Arc<Export>,
+    fid: &Fid,
+    kind: DelegType,
+    change: u64,
+) -> DelegAsk {
+    DelegAsk {
+        client: clientid,
+        file: file_key(export, fid),
+        fh: c.n.seal(&super::compound::Fh::Obj {
+            export: export.clone(),
+            fid: *fid,
+        }),
+        kind,
+        change,
     }
 }
 
@@ -418,17 +433,10 @@ async fn reclaim(
         }
     }
     let callback = c.n.backchannels.for_client(clientid).is_some();
-    let fh = c.n.seal(&super::compound::Fh::Obj {
-        export: export.clone(),
-        fid: *fid,
-    });
     // Backed by the file system's as a new one is; none when it refuses:
     // the client revalidates what it cached.
-    let file = file_key(export, fid);
-    let reclaim = || {
-        c.n.state
-            .reclaim_delegation(clientid, file, fh, kind, change, callback, c.n.clock.now())
-    };
+    let ask = ask(c, clientid, export, fid, kind, change);
+    let reclaim = || c.n.state.reclaim_delegation(ask, callback, c.n.clock.now());
     let Some(r) = c.n.backed_grant(export, fid, kind, reclaim).await else {
         return OpenDelegation4::OPEN_DELEGATE_NONE;
     };

@@ -49,31 +49,14 @@ async fn do_create(c: &mut Compound<'_>, a: Create4args) -> Result<Create4resok,
     let (fid, cinfo) =
         c.n.run(move || {
             with_cinfo(&*b, &dir, || {
+                let mknod = |t, rdev| b.mknod(&cred, &dir, &name, t, rdev, &set);
                 let made = match a.objtype {
                     Createtype4::NF4DIR => b.mkdir(&cred, &dir, &name, &set),
                     Createtype4::NF4LNK(target) => b.symlink(&cred, &dir, &name, &target, &set),
-                    Createtype4::NF4BLK(d) => b.mknod(
-                        &cred,
-                        &dir,
-                        &name,
-                        FileType::BlockDev,
-                        (d.specdata1, d.specdata2),
-                        &set,
-                    ),
-                    Createtype4::NF4CHR(d) => b.mknod(
-                        &cred,
-                        &dir,
-                        &name,
-                        FileType::CharDev,
-                        (d.specdata1, d.specdata2),
-                        &set,
-                    ),
-                    Createtype4::NF4SOCK => {
-                        b.mknod(&cred, &dir, &name, FileType::Socket, (0, 0), &set)
-                    }
-                    Createtype4::NF4FIFO => {
-                        b.mknod(&cred, &dir, &name, FileType::Fifo, (0, 0), &set)
-                    }
+                    Createtype4::NF4BLK(d) => mknod(FileType::BlockDev, (d.specdata1, d.specdata2)),
+                    Createtype4::NF4CHR(d) => mknod(FileType::CharDev, (d.specdata1, d.specdata2)),
+                    Createtype4::NF4SOCK => mknod(FileType::Socket, (0, 0)),
+                    Createtype4::NF4FIFO => mknod(FileType::Fifo, (0, 0)),
                     // Regular files are made by OPEN.
                     Createtype4::Default(_) => Err(FsError::BadType),
                 };

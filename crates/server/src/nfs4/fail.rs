@@ -146,6 +146,13 @@ pub fn status_of(ctx: &CallContext, op: &'static str, r: Result<(), Fail>) -> Nf
 
 /// Logs a failed operation once: expected statuses at debug, others at warn,
 /// rate-limited per client.
+/// Logs `op`'s refusal with status `s` for `why` (as [`log_fail`]) and
+/// gives the status back, for an operation whose result is the status.
+pub fn refused(ctx: &CallContext, op: &'static str, s: Nfsstat4, why: &'static str) -> Nfsstat4 {
+    log_fail(ctx, op, &Fail::new(s, why));
+    s
+}
+
 pub fn log_fail(ctx: &CallContext, op: &'static str, f: &Fail) {
     use Nfsstat4::*;
     match f.status {

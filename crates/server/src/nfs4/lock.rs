@@ -178,17 +178,10 @@ async fn take_lock(
         st.reclaim_done(owner.client)
             .map_err(|s| Fail::new(s, "no RECLAIM_COMPLETE yet (RFC 8881 §18.51.3)"))?;
     }
-    let k = kind(a.locktype);
+    let r = kind(a.locktype).range(a.offset, a.length);
     let prev = st.locks.held_in(key, owner, a.offset, a.length);
-    st.locks
-        .lock(key, owner, k, a.offset, a.length)
-        .map_err(LockErr::Denied)?;
-    match c
-        .n
-        .shared
-        .take(key, owner, k, a.offset, a.length, prev)
-        .await
-    {
+    st.locks.lock(key, owner, r).map_err(LockErr::Denied)?;
+    match c.n.shared.take(key, owner, r, prev).await {
         Ok(()) => Ok(()),
         // No head grants new locks during grace, so what holds it is the
         // session of a head that failed, until the MDS ends it: the
@@ -213,7 +206,7 @@ pub async fn lockt(c: &mut Compound<'_>, a: Lockt4args) -> Lockt4res {
     let r = match lockt_local(c, &a) {
         Ok((key, owner)) => {
             c.n.shared
-                .test(key, &owner, kind(a.locktype), a.offset, a.length)
+                .test(key, &owner, kind(a.locktype).range(a.offset, a.length))
                 .await
                 .map_err(|r| match r {
                     Refusal::Held(d) => LockErr::Denied(d),
@@ -254,7 +247,7 @@ fn lockt_local(
         let key = file_key(&export, &fid);
         c.n.state
             .locks
-            .test(key, &owner, kind(a.locktype), a.offset, a.length)
+            .test(key, &owner, kind(a.locktype).range(a.offset, a.length))
             .map_err(LockErr::Denied)?;
         Ok((key, owner))
     }

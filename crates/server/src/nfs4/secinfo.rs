@@ -2,7 +2,7 @@
 //! (the export's `sec=` list); and where NFS4ERR_WRONGSEC is due.
 
 use super::compound::{Compound, Fh};
-use super::fail::log_fail;
+use super::fail::{log_fail, Fail};
 use super::fh::{lookup_fh, lookupp_fh};
 use crate::export::Flavor;
 use proto::nfs4::*;
@@ -76,14 +76,20 @@ pub fn wrong_sec(c: &Compound<'_>, op: u32, next: Option<u32>) -> bool {
 }
 
 pub async fn secinfo(c: &mut Compound<'_>, a: Secinfo4args) -> Secinfo4res {
-    match lookup_fh(c, &a.name).await {
+    let fh = lookup_fh(c, &a.name).await;
+    answer(c, "OP_SECINFO", fh)
+}
+
+/// The flavors of `fh` as SECINFO and SECINFO_NO_NAME answer them: either
+/// consumes the current filehandle (RFC 8881 §2.6.3.1.1.8).
+fn answer(c: &mut Compound<'_>, op: &'static str, fh: Result<Fh, Fail>) -> Secinfo4res {
+    match fh {
         Ok(fh) => {
-            // RFC 8881 §2.6.3.1.1.8: SECINFO consumes the current filehandle.
             c.cur = None;
             Secinfo4res::NFS4_OK(flavors(c, &fh))
         }
         Err(f) => {
-            log_fail(c.ctx, "OP_SECINFO", &f);
+            log_fail(c.ctx, op, &f);
             Secinfo4res::Default(f.status)
         }
     }
@@ -97,14 +103,5 @@ pub async fn secinfo_no_name(c: &mut Compound<'_>, a: SecinfoNoName4args) -> Sec
         SecinfoStyle4::SECINFO_STYLE4_CURRENT_FH => c.cur().map(|cur| cur.fh.clone()),
         SecinfoStyle4::SECINFO_STYLE4_PARENT => lookupp_fh(c).await,
     };
-    match fh {
-        Ok(fh) => {
-            c.cur = None;
-            Secinfo4res::NFS4_OK(flavors(c, &fh))
-        }
-        Err(f) => {
-            log_fail(c.ctx, "OP_SECINFO_NO_NAME", &f);
-            Secinfo4res::Default(f.status)
-        }
-    }
+    answer(c, "OP_SECINFO_NO_NAME", fh)
 }

@@ -14,7 +14,6 @@ use crate::live::Live;
 use crate::pool::Pool;
 use bytes::Bytes;
 use std::sync::Arc;
-use std::time::Instant;
 use vfs::HandleKey;
 
 pub struct Nfs4 {
@@ -54,44 +53,11 @@ pub struct Nfs4 {
 }
 
 impl Nfs4 {
-    pub fn new(
-        live: Arc<Live>,
-        key: Arc<HandleKey>,
-        pool: Pool,
-        locks: Arc<crate::locks::LockManager>,
-        cfg: Nfs4Config,
-        recovery: Option<recovery::Recovery>,
-    ) -> Nfs4 {
-        let grace = Grace::new(Instant::now(), cfg.grace);
-        Self::with_grace(live, key, pool, locks, cfg, recovery, grace)
-    }
-
-    /// Like [`Nfs4::new`], with the server's grace period (shared with
-    /// NLM) given.
-    pub fn with_grace(
-        live: Arc<Live>,
-        key: Arc<HandleKey>,
-        pool: Pool,
-        locks: Arc<crate::locks::LockManager>,
-        cfg: Nfs4Config,
-        recovery: Option<recovery::Recovery>,
-        grace: Grace,
-    ) -> Nfs4 {
-        Self::with_clock(
-            live,
-            key,
-            pool,
-            locks,
-            cfg,
-            recovery,
-            grace,
-            Arc::new(clock::SystemClock),
-        )
-    }
-
-    /// [`Nfs4::with_grace`] reading the time from `clock`.
+    /// The NFSv4 server: `grace` is the server's grace period (shared with
+    /// NLM), `clock` the time for every lease, grace and courtesy decision
+    /// ([`clock::SystemClock`] outside tests).
     #[allow(clippy::too_many_arguments)]
-    pub fn with_clock(
+    pub fn new(
         live: Arc<Live>,
         key: Arc<HandleKey>,
         pool: Pool,

@@ -4,7 +4,7 @@
 
 use super::callback::channel::{self, Backchannel};
 use super::compound::Compound;
-use super::fail::{log_fail, Fail};
+use super::fail::{log_fail, refused, Fail};
 use super::state::session::{Session, SlotUse};
 use bytes::{Bytes, BytesMut};
 use proto::nfs4::*;
@@ -421,14 +421,7 @@ pub fn destroy_session(c: &mut Compound<'_>, a: DestroySession4args) -> DestroyS
             }
             Nfsstat4::NFS4_OK
         }
-        Err(s) => {
-            log_fail(
-                c.ctx,
-                "OP_DESTROY_SESSION",
-                &Fail::new(s, "unknown session"),
-            );
-            s
-        }
+        Err(s) => refused(c.ctx, "OP_DESTROY_SESSION", s, "unknown session"),
     };
     DestroySession4res { dsr_status: status }
 }
@@ -442,14 +435,12 @@ pub async fn destroy_clientid(
             c.n.apply_effects().await;
             Nfsstat4::NFS4_OK
         }
-        Err(s) => {
-            log_fail(
-                c.ctx,
-                "OP_DESTROY_CLIENTID",
-                &Fail::new(s, "client unknown or still has sessions or state"),
-            );
-            s
-        }
+        Err(s) => refused(
+            c.ctx,
+            "OP_DESTROY_CLIENTID",
+            s,
+            "client unknown or still has sessions or state",
+        ),
     };
     DestroyClientid4res { dcr_status: status }
 }
@@ -467,14 +458,7 @@ pub async fn reclaim_complete(
                 c.n.records.reclaimed(id).await;
                 Nfsstat4::NFS4_OK
             }
-            Err(s) => {
-                log_fail(
-                    c.ctx,
-                    "OP_RECLAIM_COMPLETE",
-                    &Fail::new(s, "second RECLAIM_COMPLETE"),
-                );
-                s
-            }
+            Err(s) => refused(c.ctx, "OP_RECLAIM_COMPLETE", s, "second RECLAIM_COMPLETE"),
         },
         Err(f) => f.status,
     };

@@ -3,7 +3,7 @@
 //! new open owner confirms its first OPEN with OPEN_CONFIRM.
 
 use super::compound::{file_key, Compound};
-use super::fail::{log_fail, Fail};
+use super::fail::{log_fail, refused, Fail};
 use super::session::principal;
 use super::state::{SeqCheck, SeqOwner};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -98,14 +98,12 @@ pub async fn setclientid_confirm(
             c.n.backchannels.v40.confirm(a.clientid);
             Nfsstat4::NFS4_OK
         }
-        Err(s) => {
-            log_fail(
-                c.ctx,
-                "OP_SETCLIENTID_CONFIRM",
-                &Fail::new(s, "unknown client or wrong verifier"),
-            );
-            s
-        }
+        Err(s) => refused(
+            c.ctx,
+            "OP_SETCLIENTID_CONFIRM",
+            s,
+            "unknown client or wrong verifier",
+        ),
     };
     SetclientidConfirm4res { status }
 }
@@ -130,14 +128,7 @@ pub fn renew(c: &mut Compound<'_>, a: Renew4args) -> Renew4res {
             Nfsstat4::NFS4ERR_CB_PATH_DOWN
         }
         Ok(()) => Nfsstat4::NFS4_OK,
-        Err(s) => {
-            log_fail(
-                c.ctx,
-                "OP_RENEW",
-                &Fail::new(s, "client unknown or expired"),
-            );
-            s
-        }
+        Err(s) => refused(c.ctx, "OP_RENEW", s, "client unknown or expired"),
     };
     Renew4res { status }
 }

@@ -19,7 +19,7 @@
 //! cancelled, or its host released.
 
 use super::*;
-use crate::locks::{Attempt, WaitId, WaitMode};
+use crate::locks::{Attempt, LockRange, WaitId, WaitMode};
 use crate::shared_locks::Refusal;
 
 /// Where a blocked LOCK stands.
@@ -46,6 +46,17 @@ fn kind(exclusive: bool) -> LockKind {
     }
 }
 
+/// The lock a LOCK or TEST asks for.
+fn wanted(exclusive: bool, l: &Nlm4Lock) -> LockRange {
+    kind(exclusive).range(l.l_offset, nlm_length(l.l_len))
+}
+
+impl BlockKey {
+    fn range(&self) -> LockRange {
+        kind(self.exclusive).range(self.offset, self.length)
+    }
+}
+
 /// How many times a GRANTED call is tried, and the pause between tries.
 const GRANTED_TRIES: u32 = 5;
 const GRANTED_RETRY: Duration = Duration::from_secs(2);
@@ -63,13 +74,7 @@ impl Nlm {
             let host = self.host(&a.alock.caller_name, ctx.peer.ip());
             let owner = owner_key(host, a.alock.svid, &a.alock.oh);
             Ok((
-                self.locks.test(
-                    file,
-                    &owner,
-                    kind(a.exclusive),
-                    a.alock.l_offset,
-                    nlm_length(a.alock.l_len),
-                ),
+                self.locks.test(file, &owner, wanted(a.exclusive, &a.alock)),
                 file,
                 owner,
             ))
@@ -77,16 +82,7 @@ impl Nlm {
         // No conflict here: maybe through another head.
         let r = match (r, self.shared.get()) {
             (Ok((Ok(()), file, owner)), Some(sh)) => {
-                match sh
-                    .test(
-                        file,
-                        &owner,
-                        kind(a.exclusive),
-                        a.alock.l_offset,
-                        nlm_length(a.alock.l_len),
-                    )
-                    .await
-                {
+                match sh.test(file, &owner, wanted(a.exclusive, &a.alock)).await {
                     Ok(()) => Ok(Ok(())),
                     Err(Refusal::Held(c)) => Ok(Err(c)),
                     Err(Refusal::Failed(_)) => Err(Fail {
@@ -170,20 +166,17 @@ impl Nlm {
             self.record_host(nfs, host).await?;
         }
         let owner = owner_key(host, a.alock.svid, &a.alock.oh);
-        let (k, offset, length) = (
-            kind(a.exclusive),
-            a.alock.l_offset,
-            nlm_length(a.alock.l_len),
-        );
+        let r = wanted(a.exclusive, &a.alock);
+        let (offset, length) = (r.offset, r.length);
         let denied = Fail {
             stat: Nlm4Stats::NLM4_DENIED,
             why: "conflicting lock",
         };
         if !(a.block && monitored) {
             let prev = self.locks.held_in(file, &owner, offset, length);
-            return match self.locks.lock(file, &owner, k, offset, length) {
+            return match self.locks.lock(file, &owner, r) {
                 Ok(()) => self
-                    .take_shared(file, &owner, k, offset, length, prev)
+                    .take_shared(file, &owner, r, prev)
                     .await
                     .map(|()| Nlm4Stats::NLM4_GRANTED)
                     .map_err(|r| self.refused(r, a.reclaim)),
@@ -227,7 +220,7 @@ impl Nlm {
             }
             if let Some(b) = blocked.get_mut(&key) {
                 // A retransmission of a LOCK we already queued or granted.
-                return match self.locks.lock(file, &owner, k, offset, length) {
+                return match self.locks.lock(file, &owner, r) {
                     Ok(()) => {
                         if let Block::Granting { answered } = b {
                             *answered = true;
@@ -240,10 +233,7 @@ impl Nlm {
                     }),
                 };
             }
-            match self
-                .locks
-                .lock_or_wait(file, &owner, k, offset, length, WaitMode::Grant)
-            {
+            match self.locks.lock_or_wait(file, &owner, r, WaitMode::Grant) {
                 Attempt::Granted => true,
                 Attempt::Queued(_, waiter) => {
                     blocked.insert(key.clone(), Block::Waiting(waiter.id));
@@ -265,10 +255,7 @@ impl Nlm {
                 why: "conflicting lock; queued",
             });
         }
-        match self
-            .take_shared(file, &owner, k, offset, length, prev)
-            .await
-        {
+        match self.take_shared(file, &owner, r, prev).await {
             Ok(()) => Ok(Nlm4Stats::NLM4_GRANTED),
             Err(Refusal::Held(_)) if !a.reclaim => {
                 self.poll(key, None, addr, args);
@@ -287,13 +274,11 @@ impl Nlm {
         &self,
         file: FileKey,
         owner: &OwnerKey,
-        k: LockKind,
-        offset: u64,
-        length: u64,
+        r: LockRange,
         prev: Vec<(u64, u64, LockKind)>,
     ) -> Result<(), Refusal> {
         match self.shared.get() {
-            Some(sh) => sh.take(file, owner, k, offset, length, prev).await,
+            Some(sh) => sh.take(file, owner, r, prev).await,
             None => Ok(()),
         }
     }
@@ -344,7 +329,6 @@ impl Nlm {
         }
         let me = self.clone();
         tokio::spawn(async move {
-            let k = kind(key.exclusive);
             loop {
                 tokio::time::sleep(POLL_BACKEND).await;
                 if me.blocked.lock().unwrap().get(&key) != Some(&Block::Polling(token)) {
@@ -353,15 +337,11 @@ impl Nlm {
                 let prev = me
                     .locks
                     .held_in(key.file, &key.owner, key.offset, key.length);
-                if me
-                    .locks
-                    .lock(key.file, &key.owner, k, key.offset, key.length)
-                    .is_err()
-                {
+                if me.locks.lock(key.file, &key.owner, key.range()).is_err() {
                     continue;
                 }
                 match me
-                    .take_shared(key.file, &key.owner, k, key.offset, key.length, prev)
+                    .take_shared(key.file, &key.owner, key.range(), prev)
                     .await
                 {
                     Ok(()) => break,
@@ -406,9 +386,8 @@ impl Nlm {
             // Cancelled or released meanwhile: CANCEL undid the grant.
             return;
         }
-        let k = kind(key.exclusive);
         if let Err(r) = self
-            .take_shared(key.file, &key.owner, k, key.offset, key.length, prev)
+            .take_shared(key.file, &key.owner, key.range(), prev)
             .await
         {
             match r {

@@ -276,7 +276,7 @@ async fn nlm_and_nfsv4_owners_meet_on_one_file() {
     };
     fx.nlm
         .locks
-        .lock(file, &v4, LockKind::Write, 0, 10)
+        .lock(file, &v4, LockKind::Write.range(0, 10))
         .unwrap();
     match fx.test(1, false, 5, 1).await {
         Nlm4Testrply::NLM4_DENIED(h) => {
@@ -286,7 +286,11 @@ async fn nlm_and_nfsv4_owners_meet_on_one_file() {
         other => panic!("{other:?}"),
     }
     assert_eq!(fx.lock(1, true, false, 10, 5).await, NLM4_GRANTED);
-    assert!(fx.nlm.locks.test(file, &v4, LockKind::Read, 12, 1).is_err());
+    assert!(fx
+        .nlm
+        .locks
+        .test(file, &v4, LockKind::Read.range(12, 1))
+        .is_err());
 }
 
 #[tokio::test]

@@ -351,7 +351,7 @@ async fn services(
     let cluster_recovery = recovery.clone();
     // One grace period for NLM and NFSv4: both end together.
     let grace = server::grace::Grace::new(std::time::Instant::now(), cfg.nfs4.grace);
-    let mut nfs4 = server::nfs4::Nfs4::with_grace(
+    let mut nfs4 = server::nfs4::Nfs4::new(
         live.clone(),
         key.clone(),
         pool.clone(),
@@ -359,6 +359,7 @@ async fn services(
         cfg.nfs4.clone(),
         Some(recovery),
         grace,
+        Arc::new(server::nfs4::clock::SystemClock),
     );
     if nfs4.state.in_grace(std::time::Instant::now()) {
         info!(target: LOG,

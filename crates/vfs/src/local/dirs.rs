@@ -230,12 +230,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn setup(files: usize) -> (tempfile::TempDir, LocalFs, Fid) {
-        let d = tempfile::Builder::new()
-            .prefix("vfs-dirs")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let fs = LocalFs::new(d.path()).unwrap();
+        let (d, fs) = crate::local::tests::on_disk("vfs-dirs");
         let r = fs.root();
         let (sub, _) = fs
             .mkdir(&Cred::root(), &r, b"sub", &SetAttr::mode(0o755))

@@ -30,8 +30,12 @@ fn tmp() -> tempfile::TempDir {
 }
 
 fn setup() -> (tempfile::TempDir, LocalFs) {
-    let d = tmp();
-    // World-writable like /tmp so unprivileged callers can create in tests.
+    fs_over(tmp())
+}
+
+/// A backend over `d`, made world-writable like /tmp so unprivileged
+/// callers can create in tests.
+fn fs_over(d: tempfile::TempDir) -> (tempfile::TempDir, LocalFs) {
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let fs = LocalFs::new(d.path()).unwrap();
     (d, fs)
@@ -954,13 +958,17 @@ fn listed_and_looked_up_attributes_follow_every_change() {
 /// A backend over a fresh directory in /var/tmp (a disk filesystem with
 /// real sparse files, where /tmp may be a tmpfs).
 fn setup_on_disk() -> (tempfile::TempDir, LocalFs) {
-    let d = tempfile::Builder::new()
-        .prefix("vfs-sparse")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let fs = LocalFs::new(d.path()).unwrap();
-    (d, fs)
+    on_disk("vfs-sparse")
+}
+
+/// [`setup_on_disk`] with the directory's name starting with `prefix`.
+pub(super) fn on_disk(prefix: &str) -> (tempfile::TempDir, LocalFs) {
+    fs_over(
+        tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/tmp")
+            .unwrap(),
+    )
 }
 
 const MIB: u64 = 1 << 20;

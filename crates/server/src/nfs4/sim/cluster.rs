@@ -157,7 +157,7 @@ fn open_and_lock(h: &HeadSim, id: u64, i: usize, now: Instant) {
         h.st.lock_state_from_open(&sid, &file(i), &owner, 1)
             .unwrap();
     h.st.locks
-        .lock(file(i), &owner, LockKind::Write, 0, 10)
+        .lock(file(i), &owner, LockKind::Write.range(0, 10))
         .unwrap();
     h.st.bump(&other);
 }

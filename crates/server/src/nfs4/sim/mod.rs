@@ -18,7 +18,7 @@
 //! `scripts/simulate.sh --seeds N --steps M` runs more (through
 //! `TARN_SIM_SEEDS`, `TARN_SIM_STEPS`, `TARN_SIM_FIRST_SEED`).
 
-use super::state::deleg::{Break, DelegType};
+use super::state::deleg::{Break, DelegAsk, DelegType};
 use super::state::session::{plain_channel, Session, SlotUse};
 use super::state::{Courtesy, Effect, State, ACCESS_BOTH, ACCESS_READ, ACCESS_WRITE};
 use crate::grace::Grace;
@@ -270,7 +270,7 @@ impl World {
     }
 
     /// A server (re)start: fresh memory, the durable records loaded, one
-    /// grace period for both protocols; wired as `Nfs4::with_grace` does.
+    /// grace period for both protocols; wired as `Nfs4::new` does.
     fn boot(&mut self) {
         self.epoch += 1;
         let locks = Arc::new(LockManager::new());
@@ -683,10 +683,14 @@ impl World {
             } else {
                 DelegType::Read
             };
-            if let Ok(d) =
-                self.state
-                    .grant_delegation(id, file(f), Bytes::new(), kind, 0, 8, self.now())
-            {
+            let ask = DelegAsk {
+                client: id,
+                file: file(f),
+                fh: Bytes::new(),
+                kind,
+                change: 0,
+            };
+            if let Ok(d) = self.state.grant_delegation(ask, 8, self.now()) {
                 self.clients[c].delegs.insert(f, d);
                 self.stats.delegations += 1;
                 if kind == DelegType::Write {
@@ -787,7 +791,7 @@ impl World {
         };
         if st
             .locks
-            .lock(file(f), &owner, kind(write), off, len)
+            .lock(file(f), &owner, kind(write).range(off, len))
             .is_err()
         {
             if fresh {
@@ -832,7 +836,7 @@ impl World {
         if self
             .state
             .locks
-            .lock(file(f), &owner, kind(write), off, len)
+            .lock(file(f), &owner, kind(write).range(off, len))
             .is_ok()
         {
             self.stats.nlm_locks += 1;

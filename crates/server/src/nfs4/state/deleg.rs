@@ -30,6 +30,17 @@ pub struct Deleg {
     pub attrs: Option<WriteAttrs>,
 }
 
+/// What a delegation is asked for: by `client`, of `kind` on `file`
+/// (`fh` as the client knows it). `change`: the file's change attribute
+/// now, where a write delegation's CB_GETATTR answers start from.
+pub struct DelegAsk {
+    pub client: u64,
+    pub file: FileKey,
+    pub fh: Bytes,
+    pub kind: DelegType,
+    pub change: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DelegType {
     Read,
@@ -120,24 +131,26 @@ impl State {
         max: usize,
         now: Instant,
     ) -> Result<Stateid4, NoDeleg> {
-        self.grant_delegation(client, file, fh, DelegType::Read, 0, max, now)
+        let ask = DelegAsk {
+            client,
+            file,
+            fh,
+            kind: DelegType::Read,
+            change: 0,
+        };
+        self.grant_delegation(ask, max, now)
     }
 
-    /// Grants `client` a delegation of `kind` on `file` (see
+    /// Grants the delegation `ask` names (see
     /// [`Self::delegation_conflict`] for when), if fewer than `max` are
-    /// outstanding. `change`: the file's change attribute now, where a
-    /// write delegation's CB_GETATTR answers start from.
-    #[allow(clippy::too_many_arguments)]
+    /// outstanding.
     pub fn grant_delegation(
         &self,
-        client: u64,
-        file: FileKey,
-        fh: Bytes,
-        kind: DelegType,
-        change: u64,
+        ask: DelegAsk,
         max: usize,
         now: Instant,
     ) -> Result<Stateid4, NoDeleg> {
+        let (client, file, kind) = (ask.client, ask.file, ask.kind);
         let mut i = self.inner.lock().unwrap();
         if i.recently_recalled
             .get(&file)
@@ -157,7 +170,7 @@ impl State {
         if !i.clients.contains_key(&client) {
             return Err(NoDeleg::Held);
         }
-        Ok(self.insert_deleg(&mut i, client, file, fh, kind, change, None))
+        Ok(self.insert_deleg(&mut i, ask, None))
     }
 
     /// OPEN CLAIM_PREVIOUS asking for the delegation `client` held before
@@ -166,17 +179,13 @@ impl State {
     /// open that stands in its way, or the client has no back channel) it
     /// is given pre-recalled: the bool is `recall`, and the delegation is
     /// revoked if not returned within a lease as a recalled one is.
-    #[allow(clippy::too_many_arguments)]
     pub fn reclaim_delegation(
         &self,
-        client: u64,
-        file: FileKey,
-        fh: Bytes,
-        kind: DelegType,
-        change: u64,
+        ask: DelegAsk,
         callback: bool,
         now: Instant,
     ) -> Result<(Stateid4, bool), NoDeleg> {
+        let (client, file, kind) = (ask.client, ask.file, ask.kind);
         let mut i = self.inner.lock().unwrap();
         if !i.clients.contains_key(&client) {
             return Err(NoDeleg::Held);
@@ -187,7 +196,7 @@ impl State {
             Err(_) => true,
         };
         let recalled = recall.then_some(now);
-        let sid = self.insert_deleg(&mut i, client, file, fh, kind, change, recalled);
+        let sid = self.insert_deleg(&mut i, ask, recalled);
         if recall {
             i.deleg_events.recalled += 1;
         }
@@ -244,16 +253,14 @@ impl State {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn insert_deleg(
-        &self,
-        i: &mut Inner,
-        client: u64,
-        file: FileKey,
-        fh: Bytes,
-        kind: DelegType,
-        change: u64,
-        recalled: Option<Instant>,
-    ) -> Stateid4 {
+    fn insert_deleg(&self, i: &mut Inner, ask: DelegAsk, recalled: Option<Instant>) -> Stateid4 {
+        let DelegAsk {
+            client,
+            file,
+            fh,
+            kind,
+            change,
+        } = ask;
         // Under the lock, so that `has_delegations` never reads it low.
         self.delegs_hint
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

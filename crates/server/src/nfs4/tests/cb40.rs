@@ -112,6 +112,15 @@ async fn delegreturn(fx: &Fx, fh: &NfsFh4, sid: &Stateid4) -> Nfsstat4 {
 
 /// A 4.0 client with a read delegation on "f" over `fake`: (clientid,
 /// file handle, delegation stateid).
+/// A server (10 s leases) whose callback path for 127.0.0.1:2049 reaches
+/// one fake client.
+fn calling_back() -> (Fx, Arc<FakeBack>) {
+    let fx = Fx::new(cfg(10, 0));
+    let fake = FakeBack::new();
+    dial_to(&fx, &[("127.0.0.1:2049", fake.clone())]);
+    (fx, fake)
+}
+
 async fn delegated(fx: &Fx, fake: &Arc<FakeBack>, ident: u32) -> (u64, NfsFh4, Stateid4) {
     let id = client(fx, "holder", 1, "tcp", "127.0.0.1.8.1", ident).await;
     assert_eq!(fake.nulls(), 1, "CB_NULL probe after SETCLIENTID_CONFIRM");
@@ -125,9 +134,7 @@ async fn delegated(fx: &Fx, fake: &Arc<FakeBack>, ident: u32) -> (u64, NfsFh4, S
 
 #[tokio::test]
 async fn v40_read_delegation_recalled_over_the_callback_path() {
-    let fx = Fx::new(cfg(10, 0));
-    let fake = FakeBack::new();
-    dial_to(&fx, &[("127.0.0.1:2049", fake.clone())]);
+    let (fx, fake) = calling_back();
     let (holder, fh, sid) = delegated(&fx, &fake, 77).await;
     {
         let calls = fake.calls.lock().unwrap();
@@ -166,9 +173,7 @@ async fn v40_read_delegation_recalled_over_the_callback_path() {
 
 #[tokio::test]
 async fn v40_unanswered_recall_path_down_renew_and_revocation() {
-    let fx = Fx::new(cfg(10, 0));
-    let fake = FakeBack::new();
-    dial_to(&fx, &[("127.0.0.1:2049", fake.clone())]);
+    let (fx, fake) = calling_back();
     let (holder, fh, sid) = delegated(&fx, &fake, 5).await;
     let other = client(&fx, "writer", 2, "tcp", "garbage", 1).await;
     assert_eq!(fx.renew40(holder).await, NFS4_OK);

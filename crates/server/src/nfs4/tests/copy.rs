@@ -12,13 +12,6 @@
 use super::super::copy::COPY_MAX;
 use super::*;
 
-/// SEQUENCE then `ops` in minor version 2.
-async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
-    let mut all = vec![fx.sequence(s)];
-    all.extend(ops);
-    fx.compound(2, all).await
-}
-
 /// Writes `data` at `offset` in WRITEs the fixture's session takes.
 async fn fill(fx: &Fx, s: &Sess, o: &Opened, offset: u64, data: &[u8]) {
     for (i, chunk) in data.chunks(CHUNK).enumerate() {
@@ -152,15 +145,20 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 async fn two_files(fx: &Fx) -> (Sess, Opened, Opened) {
     let s = fx.client("c").await;
-    let a = fx.open(&s, "a", "o", BOTH, DENY_NONE).await.unwrap();
-    let b = fx.open(&s, "b", "o", BOTH, DENY_NONE).await.unwrap();
+    let (a, b) = two_files_of(fx, &s).await;
     (s, a, b)
+}
+
+/// A server (90 s leases, no grace) with [`two_files`] open.
+async fn with_two_files() -> (Fx, Sess, Opened, Opened) {
+    let fx = Fx::new(cfg(90, 0));
+    let (s, a, b) = two_files(&fx).await;
+    (fx, s, a, b)
 }
 
 #[tokio::test]
 async fn copy_copies_ranges_and_count_zero_means_to_the_end() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, b) = two_files(&fx).await;
+    let (fx, s, a, b) = with_two_files().await;
     let src = pattern(100_000, 7);
     fill(&fx, &s, &a, 0, &src).await;
     // A middle range to a place past the destination's end: the gap
@@ -195,8 +193,7 @@ async fn copy_copies_ranges_and_count_zero_means_to_the_end() {
 
 #[tokio::test]
 async fn copy_past_the_source_end_is_inval() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, b) = two_files(&fx).await;
+    let (fx, s, a, b) = with_two_files().await;
     fill(&fx, &s, &a, 0, &pattern(1000, 1)).await;
     // At the end: nothing to copy, and that is no error.
     assert_eq!(copied(&fx, &s, &a, &b, 1000, 0, 0).await, Ok(0));
@@ -218,8 +215,7 @@ async fn copy_past_the_source_end_is_inval() {
 
 #[tokio::test]
 async fn copy_is_bounded_per_call_and_continues() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, b) = two_files(&fx).await;
+    let (fx, s, a, b) = with_two_files().await;
     let len = COPY_MAX as usize + 300_000;
     let src = pattern(len, 3);
     fill(&fx, &s, &a, 0, &src).await;
@@ -237,8 +233,7 @@ async fn copy_is_bounded_per_call_and_continues() {
 
 #[tokio::test]
 async fn copy_within_one_file_refuses_overlapping_ranges() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, _) = two_files(&fx).await;
+    let (fx, s, a, _) = with_two_files().await;
     let src = pattern(8192, 9);
     fill(&fx, &s, &a, 0, &src).await;
     assert_eq!(
@@ -259,8 +254,7 @@ async fn copy_within_one_file_refuses_overlapping_ranges() {
 
 #[tokio::test]
 async fn copy_checks_stateids_and_filehandles() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, b) = two_files(&fx).await;
+    let (fx, s, a, b) = with_two_files().await;
     fill(&fx, &s, &a, 0, b"source bytes").await;
     let ro = fx
         .open(&s, "b", "r", OPEN4_SHARE_ACCESS_READ, DENY_NONE)
@@ -310,8 +304,7 @@ async fn copy_checks_stateids_and_filehandles() {
 
 #[tokio::test]
 async fn clone_is_notsupp_where_nothing_shares_storage() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, b) = two_files(&fx).await;
+    let (fx, s, a, b) = with_two_files().await;
     fill(&fx, &s, &a, 0, &pattern(8192, 2)).await;
     let r = from_to(&fx, &s, &a, &b, clone_op(&a.stateid, &b.stateid, 0, 0, 0)).await;
     assert_eq!(r.status, NFS4ERR_NOTSUPP);
@@ -330,8 +323,7 @@ async fn clone_is_notsupp_where_nothing_shares_storage() {
 #[tokio::test]
 async fn io_advise_answers_the_hints_taken() {
     use IoAdviseType4::*;
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, _) = two_files(&fx).await;
+    let (fx, s, a, _) = with_two_files().await;
     let advise = |sid: &Stateid4| {
         NfsArgop4::OP_IO_ADVISE(IoAdvise4args {
             iaa_stateid: sid.clone(),
@@ -360,8 +352,7 @@ async fn io_advise_answers_the_hints_taken() {
 
 #[tokio::test]
 async fn offload_status_and_cancel_know_no_copy() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, _) = two_files(&fx).await;
+    let (fx, s, a, _) = with_two_files().await;
     let ops = |sid: &Stateid4| {
         [
             NfsArgop4::OP_OFFLOAD_STATUS(OffloadStatus4args {
@@ -383,8 +374,7 @@ async fn offload_status_and_cancel_know_no_copy() {
 
 #[tokio::test]
 async fn copy_ops_are_illegal_before_minor_version_2() {
-    let fx = Fx::new(cfg(90, 0));
-    let (s, a, b) = two_files(&fx).await;
+    let (fx, s, a, b) = with_two_files().await;
     for op in [
         copy_op(&a.stateid, &b.stateid, 0, 0, 0),
         clone_op(&a.stateid, &b.stateid, 0, 0, 0),

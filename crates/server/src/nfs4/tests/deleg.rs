@@ -21,6 +21,14 @@ async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Ope
     opened(&r, 2).unwrap_or_else(|| panic!("OPEN {file}: {:?}", statuses(&r)))
 }
 
+/// `s` opens f for reading (owner o) and gets a read delegation: the open
+/// and the delegation's stateid.
+async fn read_delegated(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {
+    let o = open_ok(fx, s, "f", "o", READ).await;
+    let sid = deleg(&o);
+    (o, sid)
+}
+
 fn deleg(o: &Opened) -> Stateid4 {
     match &o.delegation {
         OpenDelegation4::OPEN_DELEGATE_READ(d) => d.stateid.clone(),
@@ -32,8 +40,7 @@ fn deleg(o: &Opened) -> Stateid4 {
 async fn a_read_open_gets_a_read_delegation_until_returned() {
     let fx = Fx::new(cfg(60, 0));
     let (a, _fake) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     assert_eq!(fx.n.state.delegations(), 1);
     // The delegation's stateid reads.
     let r = fx.call(&a, vec![putfh(&o.fh), read_op(&sid, 0, 10)]).await;
@@ -109,8 +116,7 @@ async fn a_conflicting_open_waits_for_the_recall_and_the_return() {
     let fx = Fx::new(cfg(60, 0));
     let (a, fake) = fx.client_with_back("a").await;
     let (b, _fb) = fx.client_with_back("b").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     // Readers share: B's read open of another file A reads gets its own.
     deleg(&open_ok(&fx, &a, "g", "o", READ).await);
     deleg(&open_ok(&fx, &b, "g", "r", READ).await);
@@ -148,8 +154,7 @@ async fn recall_before_in(minor: u32, op_name: &str, ops: impl Fn(&NfsFh4) -> Ve
     let fx = Fx::new(cfg(60, 0));
     let (a, fake) = fx.client_with_back("a").await;
     let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     let call = |ops: Vec<NfsArgop4>| {
         let mut all = vec![fx.sequence(&b)];
         all.extend(ops);
@@ -268,8 +273,7 @@ async fn an_unanswered_recall_is_revoked_after_a_lease() {
     let fx = Fx::new(cfg(20, 0));
     let (a, fake) = fx.client_with_back("a").await;
     let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     fake.answer(Answer::Ignore);
     assert_eq!(open_as(&fx, &b, "f", "w", BOTH).await.status, NFS4ERR_DELAY);
     fx.pass(secs(10), &[&a, &b]).await;
@@ -312,8 +316,7 @@ async fn a_lapsed_holder_loses_its_delegation_at_once() {
 async fn opens_under_a_delegation() {
     let fx = Fx::new(cfg(60, 0));
     let (a, _fake) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     let claim = |claim| {
         open_args(
             0,
@@ -390,8 +393,7 @@ async fn a_client_expired_for_real_has_its_delegation_revoked_with_the_rest() {
         ..cfg(10, 0)
     });
     let (a, _fake) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     fx.pass(secs(40), &[]).await;
     assert_eq!(fx.n.state.delegations(), 0);
     const EXPIRED_ALL_STATE_REVOKED: u32 = 0x8;
@@ -415,8 +417,7 @@ async fn a_client_expired_for_real_has_its_delegation_revoked_with_the_rest() {
 async fn other_protocols_recall_through_the_recaller() {
     let fx = Fx::new(cfg(60, 0));
     let (a, fake) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     let recall = fx.n.recaller();
     let (export, fid) = fx.n.key.open(&o.fh.0).unwrap();
     // Another file: nothing to recall.
@@ -496,8 +497,7 @@ async fn backed_a_recalled_file_gets_no_new_delegation_until_given_back() {
     let (fx, fs) = backed_fx().await;
     let (a, fake) = fx.client_with_back("a").await;
     let (b, fb) = fx.client_with_back("b").await;
-    let o = open_ok(&fx, &a, "f", "o", READ).await;
-    let sid = deleg(&o);
+    let (o, sid) = read_delegated(&fx, &a).await;
     let (_, fid) = fx.n.key.open(&o.fh.0).unwrap();
     assert!(fs.want_elsewhere(&fid), "delegated in the file system");
     until("A recalled", || recalls(&fake).len() == 1).await;

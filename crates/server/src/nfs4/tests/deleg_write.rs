@@ -25,6 +25,14 @@ async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Ope
         .unwrap_or_else(|e| panic!("OPEN {file}: {e:?}"))
 }
 
+/// `s` opens f for reading and writing (owner o) and gets a write
+/// delegation: the open and the delegation's stateid.
+async fn write_delegated(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {
+    let o = open_ok(fx, s, "f", "o", BOTH).await;
+    let sid = write_deleg(&o);
+    (o, sid)
+}
+
 fn write_deleg(o: &Opened) -> Stateid4 {
     match &o.delegation {
         OpenDelegation4::OPEN_DELEGATE_WRITE(d) => {
@@ -44,8 +52,7 @@ async fn a_holds_a_write_delegation() -> (Fx, Sess, Arc<FakeBack>, Sess, Opened,
     let fx = rw_fx(cfg(60, 0));
     let (a, fa) = fx.client_with_back("a").await;
     let b = fx.client("b").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (o, sid) = write_delegated(&fx, &a).await;
     (fx, a, fa, b, o, sid)
 }
 
@@ -103,8 +110,7 @@ async fn change_size(fx: &Fx, s: &Sess, fh: &NfsFh4) -> Result<(u64, u64), Nfsst
 async fn a_write_open_gets_a_write_delegation_it_writes_under() {
     let fx = rw_fx(cfg(60, 0));
     let (a, _fa) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (o, sid) = write_delegated(&fx, &a).await;
     // The delegation's stateid writes and reads.
     assert_eq!(
         fx.call(&a, write(&o.fh, &sid, b"hello")).await.status,
@@ -422,8 +428,7 @@ async fn claim_delegate_prev_is_not_supported() {
 async fn an_nfsv40_clients_read_open_recalls_a_write_delegation() {
     let fx = rw_fx(cfg(60, 0));
     let (a, fa) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
+    let (_, sid) = write_delegated(&fx, &a).await;
     let id = fx.client40("v40").await;
     let r = fx.open40_first(id, READ, nocreate(), "f").await;
     assert_eq!(r.status, NFS4ERR_DELAY);

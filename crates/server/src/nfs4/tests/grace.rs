@@ -17,6 +17,16 @@ async fn client_with_state(fx: &Fx, owner_name: &str, verifier: u64) -> NfsFh4 {
     oa.fh
 }
 
+/// A server on which `owner_name` (with `verifier`) held an open and a
+/// lock, restarted with a grace period of `grace_secs` seconds; the
+/// handle of the file it held.
+async fn restarted_after(owner_name: &str, verifier: u64, grace_secs: u64) -> (Fx, NfsFh4) {
+    let mut fx = Fx::new(Nfs4Config::default());
+    let fh = client_with_state(&fx, owner_name, verifier).await;
+    fx.restart(cfg(90, grace_secs));
+    (fx, fh)
+}
+
 /// A new OPEN (of "g" by "open-n") of the client that came after the restart.
 async fn open_g(fx: &Fx, n: &Sess) -> Result<Opened, Nfsstat4> {
     fx.open(n, "g", "open-n", BOTH, DENY_NONE).await
@@ -58,9 +68,7 @@ fn reclaim_open(clientid: u64) -> NfsArgop4 {
 /// Was `grace_ends_when_its_time_is_up` end to end (grace 2 s, sleep 2.3 s).
 #[tokio::test]
 async fn grace_ends_when_its_time_is_up() {
-    let mut fx = Fx::new(Nfs4Config::default());
-    client_with_state(&fx, "gone-for-good", 7).await;
-    fx.restart(cfg(90, 2));
+    let (fx, _) = restarted_after("gone-for-good", 7, 2).await;
     let n = fx.client("n").await;
     assert_eq!(open_g(&fx, &n).await.unwrap_err(), NFS4ERR_GRACE);
     // The recorded client never comes back.
@@ -78,9 +86,7 @@ async fn grace_ends_when_its_time_is_up() {
 /// comes back after it may no longer reclaim.
 #[tokio::test]
 async fn grace_lasts_its_length_then_reclaims_get_no_grace() {
-    let mut fx = Fx::new(Nfs4Config::default());
-    let fh = client_with_state(&fx, "late", 7).await;
-    fx.restart(cfg(90, 5));
+    let (fx, fh) = restarted_after("late", 7, 5).await;
     let n = fx.client("n").await;
     fx.advance(millis(4999));
     assert_eq!(open_g(&fx, &n).await.unwrap_err(), NFS4ERR_GRACE);
@@ -99,9 +105,7 @@ async fn grace_lasts_its_length_then_reclaims_get_no_grace() {
 /// ending it at once.
 #[tokio::test]
 async fn reclaim_in_grace_and_refusals() {
-    let mut fx = Fx::new(Nfs4Config::default());
-    let fh = client_with_state(&fx, "reclaimer", 0x1234).await;
-    fx.restart(cfg(90, 5));
+    let (fx, fh) = restarted_after("reclaimer", 0x1234, 5).await;
 
     // A new client may not create state during grace.
     let n = fx.client("n").await;
@@ -250,9 +254,7 @@ async fn no_grace_without_recorded_clients() {
 /// NLM client held before the crash and had yet to reclaim).
 #[tokio::test]
 async fn new_locks_wait_for_the_shared_grace_after_nfsv4_reclaims() {
-    let mut fx = Fx::new(Nfs4Config::default());
-    let fh = client_with_state(&fx, "reclaimer", 0x1234).await;
-    fx.restart(cfg(90, 5));
+    let (fx, fh) = restarted_after("reclaimer", 0x1234, 5).await;
     let a = fx.reclaiming_client("reclaimer", 0x1234).await;
     assert_eq!(fx.call(&a, vec![reclaim_complete()]).await.status, NFS4_OK);
     let n = fx.client("n").await;

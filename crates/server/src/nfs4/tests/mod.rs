@@ -501,6 +501,13 @@ pub fn setclientid_op(
     })
 }
 
+/// SEQUENCE then `ops` in minor version 2.
+pub async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
+    let mut all = vec![fx.sequence(s)];
+    all.extend(ops);
+    fx.compound(2, all).await
+}
+
 pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
     ChannelAttrs4 {
         ca_headerpadsize: 0,
@@ -563,7 +570,7 @@ impl Fx {
         dir: &tempfile::TempDir,
     ) -> Nfs4 {
         let recovery = Recovery::open(&dir.path().join("v4clients")).unwrap();
-        Nfs4::with_clock(
+        Nfs4::new(
             live.clone(),
             key.clone(),
             Pool::new(2),

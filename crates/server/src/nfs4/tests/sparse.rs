@@ -8,13 +8,6 @@ use super::*;
 
 const PAGE: u64 = 4096;
 
-/// SEQUENCE then `ops` in minor version 2.
-async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
-    let mut all = vec![fx.sequence(s)];
-    all.extend(ops);
-    fx.compound(2, all).await
-}
-
 fn write(sid: &Stateid4, offset: u64, data: &[u8]) -> NfsArgop4 {
     write_op(
         sid,
@@ -48,6 +41,13 @@ fn set_size(sid: &Stateid4, size: u64) -> NfsArgop4 {
             attr_vals: Bytes::copy_from_slice(&size.to_be_bytes()),
         },
     })
+}
+
+/// The status of `op` on the root directory (where a file is wanted).
+async fn on_root(fx: &Fx, s: &Sess, op: NfsArgop4) -> Nfsstat4 {
+    call42(fx, s, vec![NfsArgop4::OP_PUTROOTFH, op])
+        .await
+        .status
 }
 
 /// A session, and `file` open for reading and writing.
@@ -193,13 +193,10 @@ async fn read_plus_errors_as_read_does() {
     let r = call42(&fx, &s, vec![putfh(&o.fh), read_plus(&bad, 0, 10)]).await;
     assert_eq!(r.status, NFS4ERR_BAD_STATEID);
     let anon = super::super::compound::ANONYMOUS;
-    let r = call42(
-        &fx,
-        &s,
-        vec![NfsArgop4::OP_PUTROOTFH, read_plus(&anon, 0, 10)],
-    )
-    .await;
-    assert_eq!(r.status, NFS4ERR_ISDIR);
+    assert_eq!(
+        on_root(&fx, &s, read_plus(&anon, 0, 10)).await,
+        NFS4ERR_ISDIR
+    );
     let r = call42(&fx, &s, vec![read_plus(&anon, 0, 10)]).await;
     assert_eq!(r.status, NFS4ERR_NOFILEHANDLE);
 }
@@ -312,13 +309,10 @@ async fn allocate_and_deallocate_change_space_under_write_state() {
         assert_eq!(r.status, NFS4ERR_OPENMODE);
     }
     let anon = super::super::compound::ANONYMOUS;
-    let r = call42(
-        &fx,
-        &s,
-        vec![NfsArgop4::OP_PUTROOTFH, allocate_op(&anon, 0, 1)],
-    )
-    .await;
-    assert_eq!(r.status, NFS4ERR_ISDIR);
+    assert_eq!(
+        on_root(&fx, &s, allocate_op(&anon, 0, 1)).await,
+        NFS4ERR_ISDIR
+    );
     // The anonymous stateid writes as WRITE's would.
     let r = call42(&fx, &s, vec![putfh(&o.fh), allocate_op(&anon, 0, 1)]).await;
     assert_eq!(r.status, NFS4_OK);

@@ -8,13 +8,6 @@ use super::*;
 use crate::auth_cache::CacheConfig;
 use vfs::{CreateHow, Cred, SetAttr};
 
-/// SEQUENCE then `ops` in minor version 2.
-async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
-    let mut all = vec![fx.sequence(s)];
-    all.extend(ops);
-    fx.compound(2, all).await
-}
-
 fn get(key: &str) -> NfsArgop4 {
     NfsArgop4::OP_GETXATTR(Getxattr4args {
         gxa_name: name(key),
