@@ -478,6 +478,62 @@ fn stat_with_delegations_10000_files() {
 /// delegation, A sends and commits its data and returns the delegation,
 /// and B reads the whole of it. The counters show the recall and the
 /// DELEGRETURN.
+/// `rm -r` of FILES files and a subdirectory: each removal's reply brings
+/// the directory's attributes, so stat'ing the directory after each asks
+/// the server nothing, and what it shows is what the server has.
+fn removals_keep_the_directorys_attributes(vers: &str) {
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_usable() {
+        return;
+    }
+    let (s, maddr) = server();
+    let m = Mounted::new(&mount_url(&s, vers), "actimeo=600");
+    let d = m.path("d");
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    for i in 0..50 {
+        std::fs::write(d.join(format!("f{i}")), b"x").unwrap();
+    }
+    let before_all = std::fs::metadata(&d).unwrap();
+    assert_eq!(before_all.nlink(), 3, "d, d/., d/sub/..");
+    std::thread::sleep(Duration::from_millis(20));
+    // Round trips: NFSv3 procedures, or NFSv4 COMPOUNDs (whose GETATTR
+    // operations ride with the REMOVE).
+    let calls = || match vers {
+        "3" => scraped_sum(&maddr, "tarn_op_calls_total"),
+        _ => metric(&maddr, "tarn_op_calls_total", "op", "COMPOUND"),
+    };
+    let before = calls();
+    for i in 0..50 {
+        std::fs::remove_file(d.join(format!("f{i}"))).unwrap();
+        std::fs::metadata(&d).unwrap();
+    }
+    std::fs::remove_dir(d.join("sub")).unwrap();
+    let seen = std::fs::metadata(&d).unwrap();
+    assert_eq!(
+        calls() - before,
+        51.0,
+        "{vers}: one call per removal, none for the stat after it"
+    );
+    let truth = std::fs::metadata(s.export.join("d")).unwrap();
+    assert_eq!(seen.nlink(), 2, "{vers}: the removed subdirectory's link");
+    assert_eq!(
+        (seen.mtime(), seen.mtime_nsec()),
+        (truth.mtime(), truth.mtime_nsec()),
+        "{vers}: the directory's mtime"
+    );
+    assert!(seen.mtime_nsec() != before_all.mtime_nsec() || seen.mtime() != before_all.mtime());
+}
+
+#[test]
+fn removals_keep_the_directorys_attributes_over_nfsv41() {
+    removals_keep_the_directorys_attributes("4.1");
+}
+
+#[test]
+fn removals_keep_the_directorys_attributes_over_nfsv3() {
+    removals_keep_the_directorys_attributes("3");
+}
+
 #[test]
 fn recall_flushes_buffered_writes() {
     let Some((s, maddr, a, b)) = two_mounts("") else {

@@ -384,23 +384,24 @@ impl Nfs3 {
         }
     }
 
-    pub async fn remove(&self, dir: &NfsFh3, name: &str) -> Result<()> {
+    /// REMOVE: the directory's attributes after it, when the server sent
+    /// them.
+    pub async fn remove(&self, dir: &NfsFh3, name: &str) -> Result<Option<Fattr3>> {
         let a = Remove3args {
             object: dirop(dir, name),
         };
         let r: Remove3res = self.call(NFSPROC3_REMOVE, &a).await?;
-        ok!(r, Remove3res, "REMOVE");
-        Ok(())
+        Ok(ok!(r, Remove3res, "REMOVE").dir_wcc.after)
     }
 
-    pub async fn rmdir(&self, dir: &NfsFh3, name: &str) -> Result<()> {
+    /// RMDIR: the parent's attributes after it, when the server sent them.
+    pub async fn rmdir(&self, dir: &NfsFh3, name: &str) -> Result<Option<Fattr3>> {
         self.forget_dirs();
         let a = Rmdir3args {
             object: dirop(dir, name),
         };
         let r: Rmdir3res = self.call(NFSPROC3_RMDIR, &a).await?;
-        ok!(r, Rmdir3res, "RMDIR");
-        Ok(())
+        Ok(ok!(r, Rmdir3res, "RMDIR").dir_wcc.after)
     }
 
     pub async fn rename(

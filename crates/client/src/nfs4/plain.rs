@@ -183,6 +183,22 @@ pub async fn remove(c: &impl Compound, dir: &NfsFh4, n: &str) -> Result<ChangeIn
     take!(r, "REMOVE", NfsResop4::OP_REMOVE(Remove4res::NFS4_OK(ok)) => ok.cinfo)
 }
 
+/// REMOVE and a GETATTR of `bits` of the directory after it, in one
+/// COMPOUND: what the removal left (change, mtime, nlink) without
+/// another call.
+pub async fn remove_attrs(c: &impl Compound, dir: &NfsFh4, n: &str, bits: &[u32]) -> Result<Attrs> {
+    let ops = vec![
+        putfh(dir),
+        NfsArgop4::OP_REMOVE(Remove4args { target: name(n) }),
+        NfsArgop4::OP_GETATTR(Getattr4args {
+            attr_request: attr::bitmap(bits),
+        }),
+    ];
+    let mut r = c.call(ops).await?;
+    let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
+    attr::decode(&a)
+}
+
 /// CREATE of a directory, then GETFH.
 pub async fn mkdir(c: &impl Compound, dir: &NfsFh4, n: &str, mode: u32) -> Result<NfsFh4> {
     create(c, dir, n, Createtype4::NF4DIR, SetAttrs::mode(mode)).await

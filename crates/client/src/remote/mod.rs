@@ -787,13 +787,36 @@ impl Remote {
             Proto::V4(s) => {
                 s.remove(&dir.v4(), name).await?;
             }
-            Proto::V3(c) if is_dir => c.rmdir(&dir.v3(), name).await?,
-            Proto::V3(c) => c.remove(&dir.v3(), name).await?,
+            Proto::V3(c) if is_dir => {
+                c.rmdir(&dir.v3(), name).await?;
+            }
+            Proto::V3(c) => {
+                c.remove(&dir.v3(), name).await?;
+            }
             Proto::V40(c) => {
                 plain::remove(&**c, &dir.v4(), name).await?;
             }
         }
         Ok(())
+    }
+
+    /// [`Remote::remove`] (or [`Remote::rmdir`]) and the directory's
+    /// attributes after it, from the same call (NFSv4: GETATTR in the
+    /// COMPOUND; NFSv3: the post-op attributes, None when the server left
+    /// them out).
+    pub async fn remove_attr(&self, dir: &Fh, name: &str, is_dir: bool) -> Result<Option<Attr>> {
+        Ok(match &self.proto {
+            Proto::V4(s) => {
+                let a = plain::remove_attrs(&**s, &dir.v4(), name, V4_ATTRS).await?;
+                Some(Attr::from_v4(&a))
+            }
+            Proto::V3(c) if is_dir => c.rmdir(&dir.v3(), name).await?.as_ref().map(Attr::from_v3),
+            Proto::V3(c) => c.remove(&dir.v3(), name).await?.as_ref().map(Attr::from_v3),
+            Proto::V40(c) => {
+                let a = plain::remove_attrs(&**c, &dir.v4(), name, V4_ATTRS).await?;
+                Some(Attr::from_v4(&a))
+            }
+        })
     }
 
     pub async fn rename(&self, from_dir: &Fh, from: &str, to_dir: &Fh, to: &str) -> Result<()> {

@@ -3,12 +3,76 @@
 
 use super::*;
 
+/// The directory changes this mount has in flight, by directory inode. A
+/// change's reply may carry the directory's attributes after it; they are
+/// kept only when no other change of that directory overlapped it, as
+/// replies (and the server's execution) may come in either order.
+#[derive(Default)]
+pub(super) struct DirChanges(HashMap<u64, Changing>);
+
+#[derive(Default)]
+struct Changing {
+    inflight: u32,
+    spoiled: bool,
+}
+
+impl DirChanges {
+    /// A change of `dir` is about to be sent.
+    fn begin(&mut self, dir: u64) {
+        let c = self.0.entry(dir).or_default();
+        c.inflight += 1;
+        c.spoiled |= c.inflight > 1;
+    }
+
+    /// A change of `dir` was answered: whether it was alone from its
+    /// begin to now.
+    fn end(&mut self, dir: u64) -> bool {
+        let Some(c) = self.0.get_mut(&dir) else {
+            return false;
+        };
+        c.inflight -= 1;
+        let alone = !c.spoiled;
+        if c.inflight == 0 {
+            self.0.remove(&dir);
+        }
+        alone
+    }
+
+    /// `dir` changed by a call not counted here: a reply in flight may
+    /// predate it.
+    fn spoil(&mut self, dir: u64) {
+        if let Some(c) = self.0.get_mut(&dir) {
+            c.spoiled = true;
+        }
+    }
+}
+
 impl State {
     /// The cached attributes of `dir` (or of any inode) are stale after a
     /// change made through this mount.
     pub(super) fn dir_changed(&self, dir: u64) {
+        self.changing.lock().expect("changing").spoil(dir);
         if let Some(n) = self.table.lock().expect("table").get_mut(dir) {
             n.attr.invalidate();
+        }
+    }
+
+    /// A change of `dir` is about to be sent; [`State::end_change`] must
+    /// follow, whatever its outcome.
+    pub(super) fn begin_change(&self, dir: u64) {
+        self.changing.lock().expect("changing").begin(dir);
+    }
+
+    /// A change of `dir` was answered, with the directory's attributes
+    /// after it when the reply had them: cached when this change was
+    /// alone (an `rm -r` then sends no GETATTR per file), otherwise the
+    /// cache is dropped.
+    pub(super) fn end_change(&self, dir: u64, dfh: &Fh, after: Option<Attr>) {
+        let alone = self.changing.lock().expect("changing").end(dir);
+        match after {
+            // Err: the directory left the table meanwhile; nothing to keep.
+            Some(a) if alone => drop(self.got_attr(dir, dfh, a)),
+            _ => self.dir_changed(dir),
         }
     }
 
@@ -518,20 +582,21 @@ impl TarnFs {
             reply,
             |st, name| async move {
                 let dfh = st.fh(parent)?;
-                if dir {
-                    st.remote.rmdir(&dfh, &name).await.map_err(errno)?;
-                } else {
-                    let victim = st.victim(parent, &dfh, &name).await;
-                    if let Some(i) = victim.filter(|&i| !st.opens(i).is_empty()) {
-                        return st.silly_rename(parent, &dfh, &name, i).await;
-                    }
-                    st.remote.remove(&dfh, &name).await.map_err(errno)?;
-                    if let Some(i) = victim {
-                        // Its other names' nlink and ctime moved.
-                        st.dir_changed(i);
-                    }
+                let victim = match dir {
+                    true => None,
+                    false => st.victim(parent, &dfh, &name).await,
+                };
+                if let Some(i) = victim.filter(|&i| !st.opens(i).is_empty()) {
+                    return st.silly_rename(parent, &dfh, &name, i).await;
                 }
-                st.dir_changed(parent);
+                st.begin_change(parent);
+                let r = st.remote.remove_attr(&dfh, &name, dir).await;
+                st.end_change(parent, &dfh, r.as_ref().ok().cloned().flatten());
+                r.map_err(errno)?;
+                if let Some(i) = victim {
+                    // Its other names' nlink and ctime moved.
+                    st.dir_changed(i);
+                }
                 // A removed file's nlink and ctime moved.
                 let mut tab = st.table.lock().expect("table");
                 if let Some(i) = tab.child(parent, &name) {
@@ -544,5 +609,47 @@ impl TarnFs {
             },
             |reply, ()| reply.ok(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DirChanges;
+
+    #[test]
+    fn a_change_alone_keeps_its_reply() {
+        let mut c = DirChanges::default();
+        c.begin(7);
+        assert!(c.end(7));
+        // Nothing is left behind for the next one.
+        c.begin(7);
+        assert!(c.end(7));
+        assert!(c.0.is_empty());
+    }
+
+    #[test]
+    fn overlapping_changes_keep_neither_reply() {
+        let mut c = DirChanges::default();
+        c.begin(7);
+        c.begin(7);
+        assert!(!c.end(7));
+        assert!(!c.end(7));
+        // Another directory's change is not concerned.
+        c.begin(7);
+        c.begin(8);
+        assert!(c.end(8));
+        assert!(c.end(7));
+    }
+
+    #[test]
+    fn an_uncounted_change_spoils_the_one_in_flight() {
+        let mut c = DirChanges::default();
+        c.begin(7);
+        c.spoil(7);
+        assert!(!c.end(7));
+        // With nothing in flight there is nothing to spoil.
+        c.spoil(7);
+        c.begin(7);
+        assert!(c.end(7));
     }
 }

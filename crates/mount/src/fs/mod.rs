@@ -78,6 +78,8 @@ pub struct State {
     /// read, a recall) looks at that file's opens only.
     opens_of: Mutex<HashMap<u64, Vec<Arc<Open>>>>,
     dirs: Mutex<HashMap<u64, Arc<Listing>>>,
+    /// Directory changes in flight, by directory inode (see dir.rs).
+    changing: Mutex<dir::DirChanges>,
     locks: Mutex<HashMap<(u64, u64), Vec<HeldLock>>>,
     /// Files unlinked while open here: their directory and hidden name,
     /// removed at the last close.
@@ -294,6 +296,7 @@ impl State {
             files: Mutex::new(HashMap::new()),
             opens_of: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            changing: Mutex::new(Default::default()),
             locks: Mutex::new(HashMap::new()),
             silly: Mutex::new(HashMap::new()),
             silly_log: std::sync::OnceLock::new(),
