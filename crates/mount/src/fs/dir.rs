@@ -76,6 +76,20 @@ impl State {
         }
     }
 
+    /// `name` left `dir`, renamed to `to` in `newdir` (or removed:
+    /// `newdir` 0): the inode it named, if known here, is filed under its
+    /// new name, and its cached attributes dropped (its ctime moved, and
+    /// a removal's nlink).
+    pub(super) fn name_moved(&self, dir: u64, name: &str, newdir: u64, to: &str) {
+        let mut tab = self.table.lock().expect("table");
+        if let Some(i) = tab.child(dir, name) {
+            if let Some(n) = tab.get_mut(i) {
+                n.attr.invalidate();
+            }
+            tab.renamed(i, newdir, to);
+        }
+    }
+
     /// A name found (or made) in `dir`: the inode (one more lookup held by
     /// the kernel) and the entry's TTL.
     pub(super) async fn entry(
@@ -436,14 +450,7 @@ impl TarnFs {
                 if let Some(i) = over {
                     st.dir_changed(i);
                 }
-                let mut tab = st.table.lock().expect("table");
-                if let Some(i) = tab.child(parent, &from) {
-                    // Its ctime moved.
-                    if let Some(n) = tab.get_mut(i) {
-                        n.attr.invalidate();
-                    }
-                    tab.renamed(i, newparent, &to);
-                }
+                st.name_moved(parent, &from, newparent, &to);
                 Ok::<_, i32>(())
             },
             |reply, ()| reply.ok(),
@@ -597,14 +604,7 @@ impl TarnFs {
                     // Its other names' nlink and ctime moved.
                     st.dir_changed(i);
                 }
-                // A removed file's nlink and ctime moved.
-                let mut tab = st.table.lock().expect("table");
-                if let Some(i) = tab.child(parent, &name) {
-                    if let Some(n) = tab.get_mut(i) {
-                        n.attr.invalidate();
-                    }
-                    tab.renamed(i, 0, "");
-                }
+                st.name_moved(parent, &name, 0, "");
                 Ok::<_, i32>(())
             },
             |reply, ()| reply.ok(),
