@@ -30,6 +30,9 @@ struct Fake {
     max_slot: AtomicU32,
     max_highest: AtomicU32,
     pause_ms: AtomicU32,
+    /// How many GETATTRs to answer NFS4ERR_DELAY.
+    delay_getattr: AtomicU32,
+    removes: AtomicU32,
 }
 
 impl Fake {
@@ -80,20 +83,61 @@ impl Fake {
                 sr_status_flags: 0,
             },
         ))];
+        let take = |n: &AtomicU32| {
+            n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        };
         for op in &args.argarray[1..] {
-            let st = match op {
-                NfsArgop4::OP_PUTROOTFH
-                    if self
-                        .delay_op
-                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                        .is_ok() =>
-                {
-                    Nfsstat4::NFS4ERR_DELAY
+            let (st, r) = match op {
+                NfsArgop4::OP_PUTROOTFH => {
+                    let st = match take(&self.delay_op) {
+                        true => Nfsstat4::NFS4ERR_DELAY,
+                        false => Nfsstat4::NFS4_OK,
+                    };
+                    (st, NfsResop4::OP_PUTROOTFH(Putrootfh4res { status: st }))
                 }
-                NfsArgop4::OP_PUTROOTFH => Nfsstat4::NFS4_OK,
-                _ => Nfsstat4::NFS4ERR_NOTSUPP,
+                NfsArgop4::OP_REMOVE(_) => {
+                    self.removes.fetch_add(1, Ordering::SeqCst);
+                    let ok = Remove4resok {
+                        cinfo: ChangeInfo4 {
+                            atomic: false,
+                            before: 1,
+                            after: 2,
+                        },
+                    };
+                    (
+                        Nfsstat4::NFS4_OK,
+                        NfsResop4::OP_REMOVE(Remove4res::NFS4_OK(ok)),
+                    )
+                }
+                NfsArgop4::OP_PUTFH(_) => (
+                    Nfsstat4::NFS4_OK,
+                    NfsResop4::OP_PUTFH(Putfh4res {
+                        status: Nfsstat4::NFS4_OK,
+                    }),
+                ),
+                NfsArgop4::OP_GETATTR(_) if take(&self.delay_getattr) => {
+                    let st = Nfsstat4::NFS4ERR_DELAY;
+                    (st, NfsResop4::OP_GETATTR(Getattr4res::Default(st)))
+                }
+                NfsArgop4::OP_GETATTR(_) => {
+                    let ok = Getattr4resok {
+                        obj_attributes: Fattr4 {
+                            attrmask: vec![],
+                            attr_vals: Default::default(),
+                        },
+                    };
+                    (
+                        Nfsstat4::NFS4_OK,
+                        NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)),
+                    )
+                }
+                _ => {
+                    let st = Nfsstat4::NFS4ERR_NOTSUPP;
+                    (st, NfsResop4::OP_PUTROOTFH(Putrootfh4res { status: st }))
+                }
             };
-            res.push(NfsResop4::OP_PUTROOTFH(Putrootfh4res { status: st }));
+            res.push(r);
             if st != Nfsstat4::NFS4_OK {
                 return reply(st, res);
             }
@@ -175,6 +219,53 @@ async fn delay_is_retried_with_the_right_seqids() {
     assert_eq!(s.slot_table().seqid(0), Some(3));
     assert_eq!(svc.seqids.lock().unwrap()[0], 3);
     s.renew().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_change_is_not_sent_again_when_the_getattr_after_it_is_delayed() {
+    let f = fake(SLOTS - 1);
+    f.delay_getattr.store(1, Ordering::SeqCst);
+    let (s, svc) = start(f).await;
+    let getattr = || {
+        NfsArgop4::OP_GETATTR(Getattr4args {
+            attr_request: vec![],
+        })
+    };
+    let remove = NfsArgop4::OP_REMOVE(Remove4args {
+        target: bytes::Bytes::from_static(b"f"),
+    });
+    let e = s
+        .call(vec![NfsArgop4::OP_PUTROOTFH, remove.clone(), getattr()])
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(Nfsstat4::NFS4ERR_DELAY));
+    assert_eq!(svc.removes.load(Ordering::SeqCst), 1, "REMOVE ran once");
+    assert_eq!(svc.attempts.load(Ordering::SeqCst), 1, "not sent again");
+
+    // Through the helper that wants the attributes: the removal stands,
+    // the attributes are simply missing.
+    svc.delay_getattr.store(1, Ordering::SeqCst);
+    let root = NfsFh4(bytes::Bytes::from_static(b"root"));
+    let a = plain::remove_attrs(&*s, &root, "f", &[]).await;
+    assert!(matches!(a, Ok(None)), "{a:?}");
+    assert_eq!(
+        svc.removes.load(Ordering::SeqCst),
+        2,
+        "REMOVE ran once more"
+    );
+
+    // Nothing changed before a delayed GETATTR: the whole COMPOUND is sent
+    // again, as before.
+    svc.delay_getattr.store(1, Ordering::SeqCst);
+    let before = svc.attempts.load(Ordering::SeqCst);
+    s.call(vec![NfsArgop4::OP_PUTROOTFH, getattr()])
+        .await
+        .unwrap();
+    assert_eq!(
+        svc.attempts.load(Ordering::SeqCst) - before,
+        2,
+        "delayed once, then sent again"
+    );
 }
 
 /// `n` PUTROOTFH COMPOUNDs sent at once, each of which must succeed.

@@ -208,6 +208,14 @@ impl DelegTable {
         }
     }
 
+    /// Forgets a delegated file's cached attributes (a change whose
+    /// resulting attributes did not come back): the next stat asks.
+    pub fn drop_attrs(&self, fh: &NfsFh4) {
+        if let Some(d) = self.inner.lock().unwrap().by_fh.get_mut(&fh.0) {
+            d.attrs = None;
+        }
+    }
+
     /// This client wrote `len` bytes at `offset`. Under a write delegation
     /// its own size and change stand; under a read one (the client may
     /// write through another open) the cache is dropped.

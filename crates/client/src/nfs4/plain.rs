@@ -31,6 +31,25 @@ macro_rules! take {
 }
 pub(crate) use take;
 
+/// The attributes of a COMPOUND's trailing GETATTR. When the GETATTR alone
+/// failed (NFS4ERR_DELAY while another client's delegation is recalled, say),
+/// the change before it stands and was not sent again
+/// ([`super::session::safe_to_resend`]): the caller gets no attributes
+/// instead of an error for a change that happened.
+fn trailing_attrs(r: Result<Vec<NfsResop4>>) -> Result<Option<Attrs>> {
+    match r {
+        Ok(mut r) => {
+            let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
+            attr::decode(&a).map(Some)
+        }
+        Err(Error::Nfs(e)) if e.op == NfsOpnum4::OP_GETATTR => {
+            tracing::debug!(status = ?e.status, "attributes after a change not returned");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 pub(crate) fn name(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
@@ -186,7 +205,14 @@ pub async fn remove(c: &impl Compound, dir: &NfsFh4, n: &str) -> Result<ChangeIn
 /// REMOVE and a GETATTR of `bits` of the directory after it, in one
 /// COMPOUND: what the removal left (change, mtime, nlink) without
 /// another call.
-pub async fn remove_attrs(c: &impl Compound, dir: &NfsFh4, n: &str, bits: &[u32]) -> Result<Attrs> {
+/// None when the REMOVE succeeded but the GETATTR did not (see
+/// [`trailing_attrs`]).
+pub async fn remove_attrs(
+    c: &impl Compound,
+    dir: &NfsFh4,
+    n: &str,
+    bits: &[u32],
+) -> Result<Option<Attrs>> {
     let ops = vec![
         putfh(dir),
         NfsArgop4::OP_REMOVE(Remove4args { target: name(n) }),
@@ -194,9 +220,7 @@ pub async fn remove_attrs(c: &impl Compound, dir: &NfsFh4, n: &str, bits: &[u32]
             attr_request: attr::bitmap(bits),
         }),
     ];
-    let mut r = c.call(ops).await?;
-    let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
-    attr::decode(&a)
+    trailing_attrs(c.call(ops).await)
 }
 
 /// CREATE of a directory, then GETFH.
@@ -324,14 +348,15 @@ pub async fn rename(
 }
 
 /// SETATTR and a GETATTR of `bits` after it in one COMPOUND: the
-/// attributes the change left (ctime, a new size) without another call.
+/// attributes the change left (ctime, a new size) without another call;
+/// None when the SETATTR succeeded but the GETATTR did not.
 pub async fn setattr_attrs(
     c: &impl Compound,
     fh: &NfsFh4,
     stateid: &Stateid4,
     set: &SetAttrs,
     bits: &[u32],
-) -> Result<Attrs> {
+) -> Result<Option<Attrs>> {
     let ops = vec![
         putfh(fh),
         NfsArgop4::OP_SETATTR(Setattr4args {
@@ -342,9 +367,7 @@ pub async fn setattr_attrs(
             attr_request: attr::bitmap(bits),
         }),
     ];
-    let mut r = c.call(ops).await?;
-    let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
-    attr::decode(&a)
+    trailing_attrs(c.call(ops).await)
 }
 
 /// SETATTR under `stateid` (an open's, or the anonymous stateid for mode

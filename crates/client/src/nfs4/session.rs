@@ -304,6 +304,22 @@ fn misordered(res: &Compound4res) -> bool {
 /// after a lost reply is answered from the slot, not run again (RFC 8881
 /// §2.10.6.1.3). Others are simply sent anew if the server kept no reply.
 fn cache_reply(ops: &[NfsArgop4]) -> bool {
+    changes_state(ops)
+}
+
+/// Whether a COMPOUND that failed with NFS4ERR_DELAY or NFS4ERR_GRACE at
+/// its last result may be sent again whole: only when no operation before
+/// the failing one changed anything. A REMOVE that succeeded before its
+/// trailing GETATTR was told to wait must not run again: meanwhile another
+/// client may have made a new file of that name. `ops` and `results` are
+/// both without SEQUENCE.
+pub(crate) fn safe_to_resend(ops: &[NfsArgop4], results: usize) -> bool {
+    let done = results.saturating_sub(1).min(ops.len());
+    !changes_state(&ops[..done])
+}
+
+/// Operations whose effect a second run would repeat or undo.
+fn changes_state(ops: &[NfsArgop4]) -> bool {
     ops.iter().any(|op| {
         matches!(
             op,
@@ -696,6 +712,9 @@ impl Fore {
                     .lock()
                     .unwrap()
                     .observe(&args.argarray[1..], &res.resarray[1..]);
+            }
+            if !safe_to_resend(&args.argarray[1..], res.resarray.len().saturating_sub(1)) {
+                return Ok(res);
             }
             let limit = match res.status {
                 Nfsstat4::NFS4ERR_DELAY => self.delay_retry_for,

@@ -6,6 +6,7 @@
 use super::owner::{LockOwner, OpenOwner};
 use crate::nfs4::error::{Error, Result};
 use crate::nfs4::plain::{self, Compound};
+use crate::nfs4::session::safe_to_resend;
 use crate::nfs4::{check, Nfs4Conn};
 use bytes::Bytes;
 use proto::nfs4::*;
@@ -228,7 +229,10 @@ async fn retry(conn: &Nfs4Conn, retry_for: Duration, ops: Vec<NfsArgop4>) -> Res
     let mut p = Duration::from_millis(5);
     loop {
         let res = conn.send(&args).await?;
-        if !try_again(res.status) || Instant::now() >= deadline {
+        if !try_again(res.status)
+            || !safe_to_resend(&args.argarray, res.resarray.len())
+            || Instant::now() >= deadline
+        {
             return Ok(res);
         }
         pause(&mut p).await;

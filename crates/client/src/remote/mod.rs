@@ -745,9 +745,12 @@ impl Remote {
                 // A write delegation's cached attributes would otherwise
                 // keep the times and mode from before.
                 if let Some(d) = s.delegations().get(&f) {
-                    s.delegations().store_attrs(&f, &d.stateid, a.clone());
+                    match &a {
+                        Some(a) => s.delegations().store_attrs(&f, &d.stateid, a.clone()),
+                        None => s.delegations().drop_attrs(&f),
+                    }
                 }
-                Some(Attr::from_v4(&a))
+                a.as_ref().map(Attr::from_v4)
             }
             Proto::V3(c) => c
                 .setattr(&fh.v3(), set.v3())
@@ -757,7 +760,7 @@ impl Remote {
             Proto::V40(c) => {
                 let a = plain::setattr_attrs(&**c, &fh.v4(), &ANON_STATEID, &set.v4(), V4_ATTRS)
                     .await?;
-                Some(Attr::from_v4(&a))
+                a.as_ref().map(Attr::from_v4)
             }
         })
     }
@@ -808,13 +811,13 @@ impl Remote {
         Ok(match &self.proto {
             Proto::V4(s) => {
                 let a = plain::remove_attrs(&**s, &dir.v4(), name, V4_ATTRS).await?;
-                Some(Attr::from_v4(&a))
+                a.as_ref().map(Attr::from_v4)
             }
             Proto::V3(c) if is_dir => c.rmdir(&dir.v3(), name).await?.as_ref().map(Attr::from_v3),
             Proto::V3(c) => c.remove(&dir.v3(), name).await?.as_ref().map(Attr::from_v3),
             Proto::V40(c) => {
                 let a = plain::remove_attrs(&**c, &dir.v4(), name, V4_ATTRS).await?;
-                Some(Attr::from_v4(&a))
+                a.as_ref().map(Attr::from_v4)
             }
         })
     }
