@@ -6,6 +6,7 @@
 
 pub mod auth_cache;
 pub mod cluster;
+pub mod dirlock;
 pub mod export;
 pub mod grace;
 pub mod live;

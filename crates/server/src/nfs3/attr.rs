@@ -103,6 +103,18 @@ pub fn with_wcc<T>(
     (r, wcc_data(before.as_ref(), after.as_ref()))
 }
 
+/// [`with_wcc`] for a change of a directory's names, under its namespace
+/// lock ([`crate::dirlock`]): the wcc data brackets this change alone, as
+/// NFSv4's change_info of the same directory does.
+pub fn with_dir_wcc<T>(
+    b: &dyn Backend,
+    dir: &Fid,
+    change: impl FnOnce() -> Result<T, FsError>,
+) -> (Result<T, FsError>, WccData) {
+    let _held = crate::dirlock::hold(dir);
+    with_wcc(b, dir, change)
+}
+
 /// Post-op attributes, or none if the object cannot be stat'ed any more.
 pub fn post_op(b: &dyn Backend, fid: &Fid) -> PostOpAttr {
     b.getattr(fid).ok().as_ref().map(fattr3)

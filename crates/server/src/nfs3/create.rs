@@ -33,7 +33,7 @@ async fn make(
     };
     let b = t.export.backend.clone();
     let (r, dir_wcc) = n
-        .run(move || attr::with_wcc(&*b, &t.fid, || op(&*b, &t.cred, &t.fid, &name)))
+        .run(move || attr::with_dir_wcc(&*b, &t.fid, || op(&*b, &t.cred, &t.fid, &name)))
         .await;
     let r = match r {
         Ok((fid, a)) => Ok((n.handle(&t.export, &fid), a)),

@@ -17,7 +17,7 @@ pub async fn link(n: &Nfs3, ctx: &CallContext, args: Link3args) -> Link3res {
     let name = args.link.name;
     let (r, file_attributes, linkdir_wcc) = n
         .run(move || {
-            let (r, wcc) = attr::with_wcc(&*b, &dir.fid, || {
+            let (r, wcc) = attr::with_dir_wcc(&*b, &dir.fid, || {
                 b.link(&dir.cred, &file.fid, &dir.fid, &name)
             });
             // After the link, so nlink shows it.

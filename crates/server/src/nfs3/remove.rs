@@ -21,7 +21,7 @@ async fn unlink(
     let name = what.name;
     let (r, wcc) = n
         .run(move || {
-            attr::with_wcc(&*b, &t.fid, || {
+            attr::with_dir_wcc(&*b, &t.fid, || {
                 if dir {
                     b.rmdir(&t.cred, &t.fid, &name)
                 } else {

@@ -14,6 +14,7 @@ pub async fn rename(n: &Nfs3, ctx: &CallContext, args: Rename3args) -> Rename3re
     let (from_name, to_name) = (args.from.name, args.to.name);
     let (r, fromdir_wcc, todir_wcc) = n
         .run(move || {
+            let _held = crate::dirlock::hold_two(&from.fid, &to.fid);
             let (from_before, to_before) = (b.getattr(&from.fid).ok(), b.getattr(&to.fid).ok());
             let r = b.rename(&from.cred, &from.fid, &from_name, &to.fid, &to_name);
             let (from_after, to_after) = (b.getattr(&from.fid).ok(), b.getattr(&to.fid).ok());

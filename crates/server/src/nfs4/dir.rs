@@ -1,11 +1,13 @@
 //! Directory changes: CREATE (non-regular objects), REMOVE, RENAME, LINK,
 //! and READLINK. Each reports the directory's change attribute before and
-//! after (not atomic: another client may change it in between).
+//! after, read under the directory's namespace lock ([`crate::dirlock`]),
+//! so atomic where the backend is Tarn's alone.
 
 use super::attr;
 use super::compound::{Compound, Fh};
 use super::fail::{reply, Fail};
 use super::fh::check_name;
+use crate::dirlock;
 use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Backend, Fid, FileType, FsError};
@@ -15,23 +17,26 @@ fn change_of(b: &dyn Backend, fid: &Fid) -> u64 {
 }
 
 /// Runs `op` between two reads of the change attribute of `dir` (of the
-/// object itself, for SETXATTR and REMOVEXATTR).
+/// object itself, for SETXATTR and REMOVEXATTR), holding its namespace
+/// lock throughout.
 pub(super) fn with_cinfo<T>(
     b: &dyn Backend,
     dir: &Fid,
     op: impl FnOnce() -> Result<T, FsError>,
 ) -> Result<(T, ChangeInfo4), FsError> {
+    let _held = dirlock::hold(dir);
     let before = change_of(b, dir);
     let r = op()?;
     let after = change_of(b, dir);
-    Ok((
-        r,
-        ChangeInfo4 {
-            atomic: false,
-            before,
-            after,
-        },
-    ))
+    Ok((r, cinfo(b, before, after)))
+}
+
+pub(super) fn cinfo(b: &dyn Backend, before: u64, after: u64) -> ChangeInfo4 {
+    ChangeInfo4 {
+        atomic: dirlock::atomic(b),
+        before,
+        after,
+    }
 }
 
 pub async fn create(c: &mut Compound<'_>, a: Create4args) -> Create4res {
@@ -129,20 +134,13 @@ pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
         let b = export.backend.clone();
         let (old, new) = (a.oldname.clone(), a.newname.clone());
         c.n.run(move || {
+            let _held = dirlock::hold_two(&from, &to);
             let (sb, tb) = (change_of(&*b, &from), change_of(&*b, &to));
             b.rename(&cred, &from, &old, &to, &new)?;
             let (sa, ta) = (change_of(&*b, &from), change_of(&*b, &to));
             Ok::<_, FsError>(Rename4resok {
-                source_cinfo: ChangeInfo4 {
-                    atomic: false,
-                    before: sb,
-                    after: sa,
-                },
-                target_cinfo: ChangeInfo4 {
-                    atomic: false,
-                    before: tb,
-                    after: ta,
-                },
+                source_cinfo: cinfo(&*b, sb, sa),
+                target_cinfo: cinfo(&*b, tb, ta),
             })
         })
         .await

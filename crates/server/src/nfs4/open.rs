@@ -78,6 +78,9 @@ fn open_by_name(
     access: u32,
     minor: u32,
 ) -> Result<Opened, Fail> {
+    // Only an open that may create changes the directory; plain opens of
+    // one directory stay parallel.
+    let _held = how.is_some().then(|| crate::dirlock::hold(dir));
     let before = change(b, dir);
     let mut created = false;
     let (fid, attrset) = match b.lookup(cred, dir, name) {
@@ -141,11 +144,7 @@ fn open_by_name(
     let after = if created { change(b, dir) } else { before };
     Ok(Opened {
         fid,
-        cinfo: ChangeInfo4 {
-            atomic: false,
-            before,
-            after,
-        },
+        cinfo: super::dir::cinfo(b, before, after),
         attrset,
     })
 }

@@ -10,6 +10,7 @@
 
 mod backchannel;
 mod cb40;
+mod cinfo;
 mod copy;
 mod deleg;
 mod deleg_write;
