@@ -48,3 +48,26 @@ pub fn call_ctx(
         metrics::ClientStats::detached(peer.ip()),
     )
 }
+
+/// A temp dir whose filesystem supports file handles, or None.
+pub fn local_tmp() -> Option<(tempfile::TempDir, vfs::local::LocalFs)> {
+    use std::os::unix::fs::PermissionsExt;
+    for base in [
+        "/tmp",
+        "/var/tmp",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"),
+    ] {
+        let Ok(d) = tempfile::Builder::new()
+            .prefix("server-test")
+            .tempdir_in(base)
+        else {
+            continue;
+        };
+        // World-writable so the test's uid 1000 may create in it.
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).ok()?;
+        if let Ok(fs) = vfs::local::LocalFs::new(d.path()) {
+            return Some((d, fs));
+        }
+    }
+    None
+}

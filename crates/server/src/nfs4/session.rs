@@ -6,6 +6,7 @@ use super::callback::channel::{self, Backchannel};
 use super::compound::Compound;
 use super::fail::{log_fail, refused, Fail};
 use super::state::session::{Session, SlotUse};
+use crate::locks::FileKey;
 use bytes::{Bytes, BytesMut};
 use proto::nfs4::*;
 use std::sync::Arc;
@@ -430,7 +431,8 @@ pub async fn destroy_clientid(
     c: &mut Compound<'_>,
     a: DestroyClientid4args,
 ) -> DestroyClientid4res {
-    let status = match c.n.state.destroy_clientid(a.dca_clientid) {
+    let gone = gone_files(c, a.dca_clientid).await;
+    let status = match c.n.state.destroy_clientid(a.dca_clientid, &gone) {
         Ok(_) => {
             c.n.apply_effects().await;
             Nfsstat4::NFS4_OK
@@ -443,6 +445,26 @@ pub async fn destroy_clientid(
         ),
     };
     DestroyClientid4res { dcr_status: status }
+}
+
+/// The files `clientid` holds state on that no longer exist (the backend
+/// says Stale; an export gone since counts too). Asked only of a client
+/// that still holds state, so an unmount without it costs nothing.
+async fn gone_files(c: &Compound<'_>, clientid: u64) -> Vec<FileKey> {
+    let held = c.n.state.files_held(clientid);
+    if held.is_empty() {
+        return held;
+    }
+    let snap = c.snap.clone();
+    c.n.run(move || {
+        held.into_iter()
+            .filter(|f| match snap.exports.get(f.export) {
+                Some(e) => matches!(e.backend.getattr(&f.fid), Err(vfs::FsError::Stale)),
+                None => true,
+            })
+            .collect()
+    })
+    .await
 }
 
 pub async fn reclaim_complete(

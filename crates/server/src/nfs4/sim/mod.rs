@@ -923,7 +923,7 @@ impl World {
         if let Some(s) = cl.session {
             let _ = self.state.destroy_session(&s);
         }
-        if self.state.destroy_clientid(id).is_ok() {
+        if self.state.destroy_clientid(id, &[]).is_ok() {
             self.stats.unmounts += 1;
         }
         self.lost(c);

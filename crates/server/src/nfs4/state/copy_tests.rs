@@ -190,7 +190,7 @@ fn a_clients_copies_go_with_its_lease_and_with_the_client() {
     for s in sessions {
         st.destroy_session(&s).unwrap();
     }
-    st.destroy_clientid(b).unwrap();
+    st.destroy_clientid(b, &[]).unwrap();
     assert!(!st.copy_progress(&sb.other, 2));
     assert_eq!(st.copies_running(), 0);
     assert!(st.inner.lock().unwrap().copies.is_empty());

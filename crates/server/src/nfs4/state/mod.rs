@@ -994,13 +994,44 @@ impl State {
         Ok(())
     }
 
-    pub fn destroy_clientid(&self, clientid: u64) -> Result<Bytes, Nfsstat4> {
+    /// The files `clientid`'s opens, locks and delegations are on (each
+    /// once), for [`State::destroy_clientid`]'s `gone`.
+    pub fn files_held(&self, clientid: u64) -> Vec<FileKey> {
+        let i = self.inner.lock().unwrap();
+        let Some(c) = i.clients.get(&clientid) else {
+            return Vec::new();
+        };
+        let mut files: Vec<FileKey> = Self::client_files(&i, c).flatten().collect();
+        files.sort_unstable_by(|a, b| {
+            (a.export, a.fid.as_bytes()).cmp(&(b.export, b.fid.as_bytes()))
+        });
+        files.dedup();
+        files
+    }
+
+    /// The file of each open, lock and delegation of `c` (None: a stateid
+    /// with no entry, which counts as still held).
+    fn client_files<'a>(i: &'a Inner, c: &'a Client) -> impl Iterator<Item = Option<FileKey>> + 'a {
+        let states = c.opens.iter().chain(c.locks.iter());
+        let states = states.map(|o| i.stateids.get(o).map(|s| s.file));
+        states.chain(c.delegs.iter().map(|o| i.delegs.get(o).map(|d| d.file)))
+    }
+
+    /// DESTROY_CLIENTID: refused while the client has sessions or state,
+    /// except state on files in `gone` (files that no longer exist: removed
+    /// by another client, NFSv3 or a local process while this one had them
+    /// open, so its CLOSE and LOCKU met NFS4ERR_STALE). That state can never
+    /// be given back, and goes with the client.
+    pub fn destroy_clientid(&self, clientid: u64, gone: &[FileKey]) -> Result<Bytes, Nfsstat4> {
         let mut i = self.inner.lock().unwrap();
         let c = i
             .clients
             .get(&clientid)
             .ok_or(Nfsstat4::NFS4ERR_STALE_CLIENTID)?;
-        if !c.sessions.is_empty() || c.holds_state() {
+        if !c.sessions.is_empty() {
+            return Err(Nfsstat4::NFS4ERR_CLIENTID_BUSY);
+        }
+        if Self::client_files(&i, c).any(|f| f.is_none_or(|f| !gone.contains(&f))) {
             return Err(Nfsstat4::NFS4ERR_CLIENTID_BUSY);
         }
         let owner = c.owner.clone();
