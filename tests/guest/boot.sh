@@ -19,8 +19,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB=${TARN_GUEST_DIR:-${LAB:-/var/tmp/tarn-guest}}
 RUNS=$LAB/runs
 case ${GUEST_DIST:-bookworm} in
-  bookworm) ;; trixie) LAB=$LAB/trixie;;
-  *) echo "boot.sh: GUEST_DIST=$GUEST_DIST: only bookworm or trixie" >&2; exit 2;;
+  bookworm) ;; trixie) LAB=$LAB/trixie;; trixie-bpo) LAB=$LAB/trixie-bpo;;
+  *) echo "boot.sh: GUEST_DIST=$GUEST_DIST: only bookworm, trixie or trixie-bpo" >&2; exit 2;;
 esac
 MEM=${MEM:-2048}; CPUS=${CPUS:-2}; TIMEOUT=${TIMEOUT:-900}; APPEND=${APPEND:-}; TAP=${TAP:-tap0}
 [ $# -ge 1 ] && [ -f "$1" ] || { sed -n '2,15p' "$0" >&2; exit 2; }

@@ -5,6 +5,9 @@
 # GUEST_DIST=trixie builds the second guest instead: Debian 13 with its stock 6.12 kernel, the
 # same packages plus ktls-utils (tlshd, the kernel's TLS handshake agent for xprtsec=tls/mtls),
 # in $TARN_GUEST_DIR/trixie (default GUEST_DIST=bookworm: $TARN_GUEST_DIR itself, as before).
+# GUEST_DIST=trixie-bpo: the Debian 13 guest with the newest kernel, linux-image-amd64 from
+# trixie-backports (7.x: directory delegations, OPEN_XOR_DELEGATION, delegated timestamps), in
+# $TARN_GUEST_DIR/trixie-bpo.
 #
 # Everything lives outside the repo under $TARN_GUEST_DIR (default /var/tmp/tarn-guest):
 #   cache/debs/        downloaded .debs (kept across rebuilds)
@@ -20,7 +23,8 @@ GUEST_DIST=${GUEST_DIST:-bookworm}
 case $GUEST_DIST in
   bookworm) SUITE=bookworm EXTRA_PKGS= ;;
   trixie)   SUITE=trixie EXTRA_PKGS=,ktls-utils LAB=$LAB/trixie ;;
-  *) echo "build.sh: GUEST_DIST=$GUEST_DIST: only bookworm or trixie" >&2; exit 2;;
+  trixie-bpo) SUITE=trixie EXTRA_PKGS=,ktls-utils LAB=$LAB/trixie-bpo BPO_KERNEL=1 ;;
+  *) echo "build.sh: GUEST_DIST=$GUEST_DIST: only bookworm, trixie or trixie-bpo" >&2; exit 2;;
 esac
 # the Debian mirror this machine's apt already uses
 MIRROR=${MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)}
@@ -41,7 +45,7 @@ ts() { printf '[build %6.1fs] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; 
 
 # what the image depends on: this script and everything baked into the guest
 RECIPE=$(cat "$HERE/build.sh" "$HERE"/guest/* | sha256sum | cut -d' ' -f1)
-DEBOOT_STAMP=$(echo "$SUITE $MIRROR $GUEST_PKGS" | sha256sum | cut -d' ' -f1)
+DEBOOT_STAMP=$(echo "$SUITE $MIRROR $GUEST_PKGS ${BPO_KERNEL:-}" | sha256sum | cut -d' ' -f1)
 
 if [ "${FORCE:-0}" = 1 ]; then rm -rf "$ROOTFS" "$LAB/root.img" "$LAB/recipe.sha256"; fi
 
@@ -70,6 +74,19 @@ if [ "$(cat "$ROOTFS/.stamp" 2>/dev/null)" != "$DEBOOT_STAMP" ]; then
   DEBIAN_FRONTEND=noninteractive debootstrap --variant=minbase --include="$GUEST_PKGS" \
       --cache-dir="$LAB/cache/debs" "$SUITE" "$ROOTFS" "$MIRROR" > "$LAB/debootstrap.log" 2>&1 \
     || { tail -30 "$LAB/debootstrap.log"; echo "build.sh: debootstrap failed (log: $LAB/debootstrap.log)"; exit 1; }
+  if [ -n "${BPO_KERNEL:-}" ]; then
+    # The newest kernel beside the stock one; the lab boots the highest version installed.
+    ts "linux-image-amd64 from $SUITE-backports"
+    echo "deb $MIRROR $SUITE-backports main" > "$ROOTFS/etc/apt/sources.list.d/backports.list"
+    cp /etc/resolv.conf "$ROOTFS/etc/resolv.conf" 2>/dev/null || true
+    mount --bind "$LAB/cache/debs" "$ROOTFS/var/cache/apt/archives"
+    bpo_ok=0
+    { chroot "$ROOTFS" apt-get -q update && DEBIAN_FRONTEND=noninteractive chroot "$ROOTFS" \
+        apt-get install -y -q --no-install-recommends -t "$SUITE-backports" linux-image-amd64; } \
+      >> "$LAB/debootstrap.log" 2>&1 && bpo_ok=1
+    umount "$ROOTFS/var/cache/apt/archives"
+    [ $bpo_ok = 1 ] || { tail -30 "$LAB/debootstrap.log"; echo "build.sh: backports kernel failed (log: $LAB/debootstrap.log)"; exit 1; }
+  fi
   echo "$DEBOOT_STAMP" > "$ROOTFS/.stamp"
   ts "debootstrap done ($(du -sh "$LAB/cache/debs" | cut -f1) of cached debs)"
 fi

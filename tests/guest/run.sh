@@ -49,7 +49,8 @@ TARN_ADDR=10.77.0.1 TARN_PORT=2049
 # pjd = `pjdfstest` (the POSIX suite as root on a second mount, of an export that keeps root:
 # Tarn serves one at /pjd beside its squashing /, knfsd's /srv/export keeps root; see PJD_* below).
 # The reason column says why a case is off, or why a step is left out.
-# server@trixie: the case runs in the Debian 13 guest (6.12 kernel) instead of the Debian 12 one.
+# server@trixie: the case runs in the Debian 13 guest (6.12 kernel) instead of the Debian 12 one;
+# server@trixie-bpo: in the Debian 13 guest with the newest kernel from trixie-backports (7.x).
 # sec tls|mtls (trixie only): AUTH_SYS inside RPC-with-TLS, mount -o xprtsec=tls|mtls (tls.sh).
 # krb5 cases: smaller tree (every call is signed/sealed by the TCG-emulated guest CPU; measured
 # below in README.md), and a shorter step timeout so that a stalled large write (seen with this
@@ -76,6 +77,8 @@ full | knfsd@trixie | 4.2 | tls  |        | reference: knfsd with xprtsec=tls an
 full | knfsd@trixie | 4.2 | mtls |        | reference: knfsd with xprtsec=mtls: full run only
 full | tarn@trixie  | 3   | tls  |        | NFSv3 inside TLS (the client sends MOUNT and NLM in the clear): full run only
 full | tarn@trixie  | 3   | mtls |        | NFSv3 inside mutual TLS: full run only
+full | tarn@trixie-bpo  | 4.2 | sys |       | the newest Linux client (Debian 13 with the trixie-backports kernel, 7.x; a third guest image): full run only
+full | knfsd@trixie-bpo | 4.2 | sys |       | reference for the newest client: knfsd in the same 7.x guest: full run only
 '
 # How each server is started and mounted:
 #   knfsd: inside the guest (lab-knfsd-start), tmpfs export /srv/export over 127.0.0.1, no_root_squash.
@@ -159,9 +162,9 @@ trap 'exit 143' TERM; trap 'exit 129' HUP
 # ---- build (cached), per guest, before its first case ---------------------------------------------
 BUILD_S=0
 declare -A BUILT=()   # guest -> ok|failed
-build_guest() {  # GUEST (bookworm|trixie)
+build_guest() {  # GUEST (bookworm|trixie|trixie-bpo)
   [ -n "${BUILT[$1]:-}" ] || {
-    local t d=$LAB; t=$(date +%s.%N); [ "$1" = trixie ] && d=$LAB/trixie
+    local t d=$LAB; t=$(date +%s.%N); [ "$1" = bookworm ] || d=$LAB/$1
     echo "=== build $1 guest (cached image in $d)"
     if GUEST_DIST=$1 bash "$HERE/build.sh"; then BUILT[$1]=ok
     else BUILT[$1]=failed; echo "run.sh: $1 guest build failed (log: $LAB/build.log)"; fi
@@ -272,7 +275,8 @@ tarn_listening() { ip netns exec "$NS" ss -Htln "sport = :$TARN_PORT" 2>/dev/nul
 tarn_supervisor() {  # CASEDIR
   local dir=$1 share=$1/vm/share tpid= n=0 t k
   local args=("$dir/export" --listen "$TARN_ADDR:$TARN_PORT" --allow 10.77.0.0/24
-              --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" --grace "$TARN_GRACE")
+              --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" --grace "$TARN_GRACE"
+              --metrics "$KRB5_METRICS")
   # keep tarn's file-handle key and lock state in the case dir, not in /var/lib/tarn
   if "$TARN_BIN" serve --help 2>/dev/null | grep -q -- '--state-dir'; then args+=(--state-dir "$dir/state"); fi
   # shellcheck disable=SC2206 # TARN_EXTRA_ARGS is a word list on purpose
@@ -358,6 +362,17 @@ start_tarn() {  # CASEDIR SEC EXTRAS -> sets SUP_PID, RPCB_PID (KDC_PID); non-ze
 }
 
 # Host-side evidence that NFSv3 locking went through NLM to Tarn (printed under the case).
+# What the client sent, from Tarn's per-operation counters: which NFSv4.x features this kernel
+# exercises (GET_DIR_DELEGATION, CB ops, ...) and how often it revalidates (ACCESS, GETATTR, CLOSE).
+ops_evidence() {
+  local m
+  m=$(tarn_metrics | tr -d '\r')
+  echo "  [host] tarn ops: $(awk -F'[{}]' '/^tarn_op_calls_total\{/ && $3 > 0 {
+      if (match($2, /program="[^"]*"/)) p = substr($2, RSTART + 9, RLENGTH - 10)
+      if (match($2, /op="[^"]*"/)) o = substr($2, RSTART + 4, RLENGTH - 5)
+      if (p ~ /^nfs/) printf "%s %s %d; ", p, o, $3 + 0 }' <<< "$m")"
+}
+
 nlm_evidence() {  # CASEDIR
   local log=$1/tarn.log
   echo "  [host] tarn.log: registered with rpcbind $(grep -c 'registered NFS v3, MOUNT v3, NLM v4' "$log") time(s)," \
@@ -400,6 +415,7 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
     sed 's/^/  /' "$dir/out.log"
     grep -v '^boot.sh: run dir' "$dir/boot.err" | sed 's/^/  [boot] /'
     if [ "$server" = tarn ]; then
+      ops_evidence
       nlm_evidence "$dir"
       # krb5: host-side GSS evidence (needs the running Tarn's metrics), one STEP host-gss line
       if [ "$sec" = tls ] || [ "$sec" = mtls ]; then
