@@ -28,3 +28,21 @@ mod test_util;
 
 pub use export::{Export, Exports};
 pub use service::TarnService;
+
+/// The level an error reply is logged at, if it is logged: `quiet` ones
+/// (statuses ordinary work produces: a LOOKUP that misses, an EXIST) at
+/// debug, the rest at warn. None when debug is off for a quiet one, or the
+/// client's lines are rate-limited (a token bucket; the metrics upkeep
+/// writes one "suppressed N" line). NFSv3 and NFSv4 both log through it.
+pub(crate) fn error_log_level(ctx: &rpc::CallContext, quiet: bool) -> Option<tracing::Level> {
+    // Debug being off is asked first, so that it spends no token.
+    if quiet && !tracing::enabled!(tracing::Level::DEBUG) {
+        return None;
+    }
+    let level = if quiet {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::WARN
+    };
+    ctx.client.log_allowed().then_some(level)
+}

@@ -440,25 +440,28 @@ fn failed<R: FailReply>(ctx: &CallContext, f: Fail) -> R {
 }
 
 /// The one place every NFSv3 error reply goes through: records its status
-/// for the per-status error counters, and logs it once, at a level that
-/// fits: statuses that ordinary work produces (a LOOKUP that misses, an
-/// EXIST) at debug, the rest at warn. Lines are rate-limited per client
-/// (a token bucket; the metrics upkeep writes one "suppressed N" line).
+/// for the per-status error counters, and logs it once, at the level
+/// [`crate::error_log_level`] gives it.
 pub fn log_fail(ctx: &CallContext, f: &Fail) {
     use Nfsstat3::*;
     ctx.set_status(f.status as u32);
     let procedure = proc_name(ctx.proc_);
-    match f.status {
-        NFS3ERR_NOENT | NFS3ERR_EXIST | NFS3ERR_NOTEMPTY | NFS3ERR_NOTDIR | NFS3ERR_ISDIR
-        | NFS3ERR_NAMETOOLONG => {
-            if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {
-                debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
-            }
+    let quiet = matches!(
+        f.status,
+        NFS3ERR_NOENT
+            | NFS3ERR_EXIST
+            | NFS3ERR_NOTEMPTY
+            | NFS3ERR_NOTDIR
+            | NFS3ERR_ISDIR
+            | NFS3ERR_NAMETOOLONG
+    );
+    match crate::error_log_level(ctx, quiet) {
+        Some(tracing::Level::DEBUG) => {
+            debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
         }
-        _ => {
-            if ctx.client.log_allowed() {
-                warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
-            }
+        Some(_) => {
+            warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
         }
+        None => {}
     }
 }
