@@ -5,6 +5,17 @@
 //! Every handler takes its decoded arguments and returns its result type;
 //! [`Nfs3::dispatch`] decodes, calls, logs error statuses once and encodes.
 
+/// `?` for a handler: the value of `$r`, or on `Err(f)` the procedure's
+/// failure reply ([`failed`]) returned.
+macro_rules! or_failed {
+    ($ctx:expr, $r:expr) => {
+        match $r {
+            Ok(v) => v,
+            Err(f) => return failed($ctx, f),
+        }
+    };
+}
+
 mod access;
 mod attr;
 mod commit;
