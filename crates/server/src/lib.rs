@@ -4,6 +4,19 @@
 // Unsafe code only where allowed by name: the NSS calls in nss.rs.
 #![deny(unsafe_code)]
 
+/// Logs an error reply (NFSv3's and NFSv4's) at the level
+/// [`error_log_level`] gives it, if any: `$event` is the event's fields and
+/// message as `tracing::debug!` takes them.
+macro_rules! log_error_reply {
+    ($ctx:expr, $quiet:expr, $($event:tt)+) => {
+        match $crate::error_log_level($ctx, $quiet) {
+            Some(tracing::Level::DEBUG) => tracing::debug!($($event)+),
+            Some(_) => tracing::warn!($($event)+),
+            None => {}
+        }
+    };
+}
+
 pub mod auth_cache;
 pub mod cluster;
 pub mod export;

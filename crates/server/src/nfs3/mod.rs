@@ -44,7 +44,7 @@ use bytes::BytesMut;
 use proto::nfs3::*;
 use rpc::{CallContext, CallError};
 use std::sync::Arc;
-use tracing::{debug, warn};
+use tracing::warn;
 use vfs::{Cred, Fid, FsError, HandleKey};
 use xdr::{Decoder, Pack, Unpack};
 
@@ -466,13 +466,5 @@ pub fn log_fail(ctx: &CallContext, f: &Fail) {
             | NFS3ERR_ISDIR
             | NFS3ERR_NAMETOOLONG
     );
-    match crate::error_log_level(ctx, quiet) {
-        Some(tracing::Level::DEBUG) => {
-            debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
-        }
-        Some(_) => {
-            warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
-        }
-        None => {}
-    }
+    log_error_reply!(ctx, quiet, peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply");
 }

@@ -139,7 +139,7 @@ async fn checked_ranges(
     count: u64,
 ) -> Result<(Pair, u64), Fail> {
     let p = pair(c, src_sid, dst_sid)?;
-    super::deleg::break_file(c, &p.export, &p.dst, None).await?;
+    super::deleg::break_file(c, &p.export, &p.dst, super::deleg::Intent::Change, None).await?;
     if dst_off.checked_add(count).is_none() {
         return Err(Fail::new(
             Nfsstat4::NFS4ERR_FBIG,

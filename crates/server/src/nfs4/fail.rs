@@ -5,7 +5,6 @@
 
 use proto::nfs4::{self, Nfsstat4};
 use rpc::CallContext;
-use tracing::{debug, warn};
 use vfs::FsError;
 
 /// An NFSv4 error together with why, for the log line.
@@ -172,13 +171,5 @@ pub fn log_fail(ctx: &CallContext, op: &'static str, f: &Fail) {
         // and then retries as SP4_NONE: a negotiation, not an error.
         | NFS4ERR_ENCR_ALG_UNSUPP
     );
-    match crate::error_log_level(ctx, quiet) {
-        Some(tracing::Level::DEBUG) => {
-            debug!(peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error")
-        }
-        Some(_) => {
-            warn!(peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error")
-        }
-        None => {}
-    }
+    log_error_reply!(ctx, quiet, peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error");
 }

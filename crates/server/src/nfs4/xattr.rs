@@ -76,7 +76,7 @@ async fn change(
     op: impl FnOnce(&dyn Backend, &Cred, &Fid) -> Result<(), FsError> + Send + 'static,
 ) -> Result<ChangeInfo4, Fail> {
     let (export, fid, cred) = object(c, true)?;
-    super::deleg::break_file(c, &export, &fid, None).await?;
+    super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Change, None).await?;
     let b = export.backend.clone();
     let ((), cinfo) =
         c.n.run(move || with_cinfo(&*b, &fid, || op(&*b, &cred, &fid)))
