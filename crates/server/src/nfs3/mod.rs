@@ -437,6 +437,10 @@ fail_reply! {
     Readdir3res(Readdir3resfail { dir_attributes: PostOpAttr }),
     Readdirplus3res(Readdirplus3resfail { dir_attributes: PostOpAttr }),
     Setattr3res(Setattr3resfail { obj_wcc: WccData }),
+    Create3res(Create3resfail { dir_wcc: WccData }),
+    Mkdir3res(Mkdir3resfail { dir_wcc: WccData }),
+    Symlink3res(Symlink3resfail { dir_wcc: WccData }),
+    Mknod3res(Mknod3resfail { dir_wcc: WccData }),
 }
 
 /// `f` logged and made the procedure's reply, with `attrs`.
