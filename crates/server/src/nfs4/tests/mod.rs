@@ -234,6 +234,20 @@ pub fn cfg(lease_secs: u64, grace_secs: u64) -> Nfs4Config {
     }
 }
 
+/// A server with a 60 s lease, no grace, and at most `max` delegations.
+pub fn capped_delegations(max: usize) -> Fx {
+    Fx::new(Nfs4Config {
+        max_delegations: max,
+        ..cfg(60, 0)
+    })
+}
+
+/// An open and the stateid of the delegation `deleg` finds in it.
+pub fn with_deleg(o: Opened, deleg: fn(&Opened) -> Stateid4) -> (Opened, Stateid4) {
+    let sid = deleg(&o);
+    (o, sid)
+}
+
 pub fn name(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
