@@ -522,17 +522,7 @@ pub async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
     fx.compound(2, all).await
 }
 
-pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: max,
-        ca_maxresponsesize: max,
-        ca_maxresponsesize_cached: cached,
-        ca_maxoperations: ops,
-        ca_maxrequests: slots,
-        ca_rdma_ird: vec![],
-    }
-}
+pub use crate::nfs4::state::session::channel;
 
 impl Fx {
     /// A server that has just started with no clients on record, whose
