@@ -123,15 +123,7 @@ async fn session(n: &Nfs4) -> Option<Sessionid4> {
     let [NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(x))] = &r.resarray[..] else {
         panic!("EXCHANGE_ID failed: {:?}", r.status)
     };
-    let chan = |max, ops, slots, cached| ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: max,
-        ca_maxresponsesize: max,
-        ca_maxresponsesize_cached: cached,
-        ca_maxoperations: ops,
-        ca_maxrequests: slots,
-        ca_rdma_ird: vec![],
-    };
+    let chan = server::nfs4::state::session::channel;
     let r = call(
         n,
         2,

@@ -24,17 +24,28 @@ fn block(b: &mut [u8]) -> &mut GenericArray<u8, U16> {
     GenericArray::from_mut_slice(b)
 }
 
-/// Encrypts `buf` (at least 16 bytes) in place.
-pub(crate) fn encrypt<C: Cipher>(cipher: &C, buf: &mut [u8]) {
+/// `buf` (at least 16 bytes) as n blocks, the last holding d bytes
+/// (1..=16): Some((where the last starts, d)); None for a single block,
+/// which `one` has then en- or decrypted as it stands (no stealing).
+fn split_last(
+    buf: &mut [u8],
+    one: impl FnOnce(&mut GenericArray<u8, U16>),
+) -> Option<(usize, usize)> {
     let len = buf.len();
     assert!(len >= 16, "CTS needs at least one block");
     if len == 16 {
-        cipher.encrypt_block(block(buf));
-        return;
+        one(block(buf));
+        return None;
     }
-    // n blocks, the last holding d bytes (1..=16).
     let head = (len - 1) / 16 * 16;
-    let d = len - head;
+    Some((head, len - head))
+}
+
+/// Encrypts `buf` (at least 16 bytes) in place.
+pub(crate) fn encrypt<C: Cipher>(cipher: &C, buf: &mut [u8]) {
+    let Some((head, d)) = split_last(buf, |b| cipher.encrypt_block(b)) else {
+        return;
+    };
     let (blocks, _) = InOutBuf::from(&mut buf[..head]).into_chunks::<U16>();
     cbc::Encryptor::<C>::inner_iv_init(cipher.clone(), &Default::default())
         .encrypt_blocks_inout_mut(blocks);
@@ -55,14 +66,9 @@ pub(crate) fn encrypt<C: Cipher>(cipher: &C, buf: &mut [u8]) {
 /// blocks go through the CBC decryptor, which runs several AES-NI blocks
 /// at once (CBC decryption has no chain dependency).
 pub(crate) fn decrypt<C: Cipher>(cipher: &C, buf: &mut [u8]) {
-    let len = buf.len();
-    assert!(len >= 16, "CTS needs at least one block");
-    if len == 16 {
-        cipher.decrypt_block(block(buf));
+    let Some((head, d)) = split_last(buf, |b| cipher.decrypt_block(b)) else {
         return;
-    }
-    let head = (len - 1) / 16 * 16;
-    let d = len - head;
+    };
     let pre = head - 16;
     // The ciphertext block the second-to-last plaintext block chains from.
     let mut chain = [0u8; 16];

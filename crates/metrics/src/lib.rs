@@ -56,22 +56,25 @@ pub(crate) fn shard_slot(n: usize) -> (usize, bool) {
     }
 }
 
-#[inline]
-pub(crate) fn add(excl: bool, a: &AtomicU64, v: u64) {
-    if excl {
-        a.store(a.load(Relaxed).wrapping_add(v), Relaxed);
-    } else {
-        a.fetch_add(v, Relaxed);
-    }
+/// `add` (u64) and `add_i` (i64): a counter's add, a plain load and
+/// store when `excl` (the caller's own shard: no other thread writes it),
+/// else an atomic add.
+macro_rules! adders {
+    ($($name:ident: $atomic:ty, $int:ty;)*) => {
+        $(#[inline]
+        pub(crate) fn $name(excl: bool, a: &$atomic, v: $int) {
+            if excl {
+                a.store(a.load(Relaxed).wrapping_add(v), Relaxed);
+            } else {
+                a.fetch_add(v, Relaxed);
+            }
+        })*
+    };
 }
 
-#[inline]
-pub(crate) fn add_i(excl: bool, a: &AtomicI64, v: i64) {
-    if excl {
-        a.store(a.load(Relaxed).wrapping_add(v), Relaxed);
-    } else {
-        a.fetch_add(v, Relaxed);
-    }
+adders! {
+    add: AtomicU64, u64;
+    add_i: AtomicI64, i64;
 }
 
 /// A small number unique to this thread, given at its first count.

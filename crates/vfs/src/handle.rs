@@ -36,23 +36,9 @@ pub const MIN_LEN: usize = HEADER_LEN + TAG_LEN;
 pub const MAX_LEN: usize = 64;
 const _: () = assert!(HEADER_LEN + Fid::MAX_LEN + TAG_LEN <= MAX_LEN);
 
-/// An encoded handle: inline buffer, no heap.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Handle {
-    len: u8,
-    buf: [u8; MAX_LEN],
-}
-
-impl Handle {
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len as usize]
-    }
-    pub fn len(&self) -> usize {
-        self.len as usize
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
+inline_bytes! {
+    /// An encoded handle: inline buffer, no heap.
+    Handle[MAX_LEN]
 }
 
 impl AsRef<[u8]> for Handle {

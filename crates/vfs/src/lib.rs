@@ -65,6 +65,34 @@
 
 use std::fmt;
 
+/// Defines a byte string of at most `$max` bytes kept inline (no heap,
+/// `Copy`) with its accessors: [`Fid`] and [`handle::Handle`] are both
+/// such buffers.
+macro_rules! inline_bytes {
+    ($(#[$doc:meta])* $name:ident[$max:expr]) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name {
+            len: u8,
+            buf: [u8; $max],
+        }
+
+        impl $name {
+            pub fn as_bytes(&self) -> &[u8] {
+                &self.buf[..self.len as usize]
+            }
+
+            pub fn len(&self) -> usize {
+                self.len as usize
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+        }
+    };
+}
+
 pub mod backend;
 pub mod cephfs;
 pub mod durable;
@@ -336,13 +364,11 @@ pub struct FsStat {
     pub avail_files: u64,
 }
 
-/// Backend-internal file id: opaque bytes, at most [`Fid::MAX_LEN`] bytes,
-/// stable across server restarts. Inline buffer, no heap, so it is cheap to
-/// copy around on every call.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Fid {
-    len: u8,
-    buf: [u8; Fid::MAX_LEN],
+inline_bytes! {
+    /// Backend-internal file id: opaque bytes, at most [`Fid::MAX_LEN`] bytes,
+    /// stable across server restarts. Inline buffer, no heap, so it is cheap to
+    /// copy around on every call.
+    Fid[Fid::MAX_LEN]
 }
 
 impl Fid {
@@ -359,18 +385,6 @@ impl Fid {
             len: bytes.len() as u8,
             buf,
         })
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len as usize]
-    }
-
-    pub fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

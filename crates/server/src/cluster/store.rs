@@ -258,6 +258,14 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    /// Where a test's store lives: a fresh directory (removed when the
+    /// guard drops) and the log's path in it.
+    fn store_path() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4clients");
+        (dir, path)
+    }
+
     fn owners(s: &LocalStore) -> Vec<Bytes> {
         let mut v: Vec<Bytes> = s
             .clients("local")
@@ -275,8 +283,7 @@ mod tests {
 
     #[test]
     fn changes_survive_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v4clients");
+        let (_dir, path) = store_path();
         let s = LocalStore::open(&path).unwrap();
         for n in ["a", "b", "c"] {
             s.add_client("local", &o(n), 0).unwrap();
@@ -294,8 +301,7 @@ mod tests {
 
     #[test]
     fn a_change_appends_one_line_whatever_is_recorded() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v4clients");
+        let (_dir, path) = store_path();
         let s = LocalStore::open(&path).unwrap();
         for i in 0..300 {
             s.add_client("local", &o(&format!("client-{i}")), 0)
@@ -317,8 +323,7 @@ mod tests {
 
     #[test]
     fn the_log_is_compacted_to_the_live_set() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v4clients");
+        let (_dir, path) = store_path();
         let slack = 16;
         let s = LocalStore::open_with(&path, slack).unwrap();
         s.add_client("local", &o("stays"), 0).unwrap();
@@ -336,8 +341,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_ignored_and_rewritten() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v4clients");
+        let (_dir, path) = store_path();
         // The old format (owners only), then an append a crash cut short.
         std::fs::write(
             &path,

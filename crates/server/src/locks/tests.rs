@@ -36,6 +36,11 @@ fn owner(client: u64, o: &'static str) -> OwnerKey {
 
 const EOF: u64 = u64::MAX;
 
+/// A fresh manager and the owner most tests lock as.
+fn manager_and_a() -> (LockManager, OwnerKey) {
+    (LockManager::new(), owner(1, "a"))
+}
+
 fn held(m: &LockManager, f: FileKey) -> Vec<(u64, u64, LockKind)> {
     m.locks_on(f)
         .into_iter()
@@ -94,8 +99,7 @@ fn write_conflicts_with_read_and_write() {
 
 #[test]
 fn same_owner_upgrade_and_downgrade() {
-    let m = LockManager::new();
-    let a = owner(1, "a");
+    let (m, a) = manager_and_a();
     let b = owner(2, "b");
     m.lock(file(1), &a, Read.range(0, 100)).unwrap();
     m.lock(file(1), &a, Write.range(20, 10)).unwrap();
@@ -117,8 +121,7 @@ fn same_owner_upgrade_and_downgrade() {
 
 #[test]
 fn unlock_middle_splits() {
-    let m = LockManager::new();
-    let a = owner(1, "a");
+    let (m, a) = manager_and_a();
     m.lock(file(1), &a, Write.range(0, 100)).unwrap();
     m.unlock(file(1), &a, 40, 20);
     assert_eq!(held(&m, file(1)), vec![(0, 40, Write), (60, 40, Write)]);
@@ -132,8 +135,7 @@ fn unlock_middle_splits() {
 
 #[test]
 fn adjacent_ranges_merge() {
-    let m = LockManager::new();
-    let a = owner(1, "a");
+    let (m, a) = manager_and_a();
     m.lock(file(1), &a, Read.range(0, 10)).unwrap();
     m.lock(file(1), &a, Read.range(20, 10)).unwrap();
     m.lock(file(1), &a, Read.range(10, 10)).unwrap();
@@ -211,8 +213,7 @@ fn release_owner_and_client() {
 
 #[test]
 fn unlock_everything_leaves_no_state() {
-    let m = LockManager::new();
-    let a = owner(1, "a");
+    let (m, a) = manager_and_a();
     m.lock(file(1), &a, Write.range(0, 10)).unwrap();
     m.lock(file(2), &a, Write.range(0, 10)).unwrap();
     m.unlock(file(1), &a, 0, EOF);

@@ -6,10 +6,7 @@ use rpc::CallContext;
 use vfs::Access;
 
 pub async fn access(n: &Nfs3, ctx: &CallContext, args: Access3args) -> Access3res {
-    let t = match n.resolve(ctx, &args.object) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve(ctx, &args.object));
     let want = Access(args.access) & Access::ALL;
     let b = t.export.backend.clone();
     let (cred, fid) = (t.cred.clone(), t.fid);

@@ -6,10 +6,7 @@ use rpc::CallContext;
 
 pub async fn commit(n: &Nfs3, ctx: &CallContext, args: Commit3args) -> Commit3res {
     // Not resolve_rw: COMMIT changes nothing a read-only export protects.
-    let t = match n.resolve(ctx, &args.file) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve(ctx, &args.file));
     let b = t.export.backend.clone();
     // The whole file is synced whatever range was asked: simpler, and a
     // superset of what the client needs.

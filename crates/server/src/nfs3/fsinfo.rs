@@ -5,10 +5,7 @@ use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn fsstat(n: &Nfs3, ctx: &CallContext, args: Fsstat3args) -> Fsstat3res {
-    let t = match n.resolve(ctx, &args.fsroot) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve(ctx, &args.fsroot));
     let b = t.export.backend.clone();
     let fid = t.fid;
     let (r, obj_attributes) = n

@@ -6,10 +6,7 @@ use rpc::CallContext;
 
 pub async fn link(n: &Nfs3, ctx: &CallContext, args: Link3args) -> Link3res {
     let pair = (&args.file, &args.link.dir);
-    let (file, dir) = match n.resolve_rw_pair(ctx, pair, "link across exports") {
-        Ok(p) => p,
-        Err(f) => return failed(ctx, f),
-    };
+    let (file, dir) = or_failed!(ctx, n.resolve_rw_pair(ctx, pair, "link across exports"));
     if let Err(f) = n.not_recalling(&file) {
         return failed(ctx, f);
     }

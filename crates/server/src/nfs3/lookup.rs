@@ -5,10 +5,7 @@ use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn lookup(n: &Nfs3, ctx: &CallContext, args: Lookup3args) -> Lookup3res {
-    let t = match n.resolve(ctx, &args.what.dir) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve(ctx, &args.what.dir));
     let b = t.export.backend.clone();
     let name = args.what.name;
     let (cred, fid) = (t.cred.clone(), t.fid);

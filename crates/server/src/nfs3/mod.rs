@@ -5,6 +5,17 @@
 //! Every handler takes its decoded arguments and returns its result type;
 //! [`Nfs3::dispatch`] decodes, calls, logs error statuses once and encodes.
 
+/// `?` for a handler: the value of `$r`, or on `Err(f)` the procedure's
+/// failure reply ([`failed`]) returned.
+macro_rules! or_failed {
+    ($ctx:expr, $r:expr) => {
+        match $r {
+            Ok(v) => v,
+            Err(f) => return failed($ctx, f),
+        }
+    };
+}
+
 mod access;
 mod attr;
 mod commit;
@@ -33,7 +44,7 @@ use bytes::BytesMut;
 use proto::nfs3::*;
 use rpc::{CallContext, CallError};
 use std::sync::Arc;
-use tracing::{debug, warn};
+use tracing::warn;
 use vfs::{Cred, Fid, FsError, HandleKey};
 use xdr::{Decoder, Pack, Unpack};
 
@@ -426,6 +437,10 @@ fail_reply! {
     Readdir3res(Readdir3resfail { dir_attributes: PostOpAttr }),
     Readdirplus3res(Readdirplus3resfail { dir_attributes: PostOpAttr }),
     Setattr3res(Setattr3resfail { obj_wcc: WccData }),
+    Create3res(Create3resfail { dir_wcc: WccData }),
+    Mkdir3res(Mkdir3resfail { dir_wcc: WccData }),
+    Symlink3res(Symlink3resfail { dir_wcc: WccData }),
+    Mknod3res(Mknod3resfail { dir_wcc: WccData }),
 }
 
 /// `f` logged and made the procedure's reply, with `attrs`.
@@ -440,25 +455,20 @@ fn failed<R: FailReply>(ctx: &CallContext, f: Fail) -> R {
 }
 
 /// The one place every NFSv3 error reply goes through: records its status
-/// for the per-status error counters, and logs it once, at a level that
-/// fits: statuses that ordinary work produces (a LOOKUP that misses, an
-/// EXIST) at debug, the rest at warn. Lines are rate-limited per client
-/// (a token bucket; the metrics upkeep writes one "suppressed N" line).
+/// for the per-status error counters, and logs it once, at the level
+/// [`crate::error_log_level`] gives it.
 pub fn log_fail(ctx: &CallContext, f: &Fail) {
     use Nfsstat3::*;
     ctx.set_status(f.status as u32);
     let procedure = proc_name(ctx.proc_);
-    match f.status {
-        NFS3ERR_NOENT | NFS3ERR_EXIST | NFS3ERR_NOTEMPTY | NFS3ERR_NOTDIR | NFS3ERR_ISDIR
-        | NFS3ERR_NAMETOOLONG => {
-            if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {
-                debug!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
-            }
-        }
-        _ => {
-            if ctx.client.log_allowed() {
-                warn!(peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply")
-            }
-        }
-    }
+    let quiet = matches!(
+        f.status,
+        NFS3ERR_NOENT
+            | NFS3ERR_EXIST
+            | NFS3ERR_NOTEMPTY
+            | NFS3ERR_NOTDIR
+            | NFS3ERR_ISDIR
+            | NFS3ERR_NAMETOOLONG
+    );
+    log_error_reply!(ctx, quiet, peer = %ctx.peer, xid = ctx.xid, procedure, status = ?f.status, reason = f.why, "NFS error reply");
 }

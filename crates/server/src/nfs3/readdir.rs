@@ -77,10 +77,7 @@ pub(super) fn plain_budget(count: u32) -> usize {
 }
 
 pub async fn readdir(n: &Nfs3, ctx: &CallContext, args: Readdir3args) -> Readdir3res {
-    let t = match n.resolve(ctx, &args.dir) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve(ctx, &args.dir));
     let budget = plain_budget(args.count);
     let (cookie, verf) = (args.cookie, args.cookieverf);
     let b = t.export.backend.clone();

@@ -5,10 +5,7 @@ use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn readlink(n: &Nfs3, ctx: &CallContext, args: Readlink3args) -> Readlink3res {
-    let t = match n.resolve(ctx, &args.symlink) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve(ctx, &args.symlink));
     let b = t.export.backend.clone();
     let (r, symlink_attributes) = n
         .run(move || {

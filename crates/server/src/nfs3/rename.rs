@@ -6,10 +6,7 @@ use rpc::CallContext;
 
 pub async fn rename(n: &Nfs3, ctx: &CallContext, args: Rename3args) -> Rename3res {
     let pair = (&args.from.dir, &args.to.dir);
-    let (from, to) = match n.resolve_rw_pair(ctx, pair, "rename across exports") {
-        Ok(p) => p,
-        Err(f) => return failed(ctx, f),
-    };
+    let (from, to) = or_failed!(ctx, n.resolve_rw_pair(ctx, pair, "rename across exports"));
     let b = from.export.backend.clone();
     let (from_name, to_name) = (args.from.name, args.to.name);
     let (r, fromdir_wcc, todir_wcc) = n

@@ -5,10 +5,7 @@ use proto::nfs3::*;
 use rpc::CallContext;
 
 pub async fn setattr(n: &Nfs3, ctx: &CallContext, args: Setattr3args) -> Setattr3res {
-    let t = match n.resolve_change(ctx, &args.object) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve_change(ctx, &args.object));
     let set = attr::sattr(&args.new_attributes);
     let guard = args.guard;
     let b = t.export.backend.clone();

@@ -6,10 +6,7 @@ use rpc::CallContext;
 use vfs::Stable;
 
 pub async fn write(n: &Nfs3, ctx: &CallContext, args: Write3args) -> Write3res {
-    let t = match n.resolve_change(ctx, &args.file) {
-        Ok(t) => t,
-        Err(f) => return failed(ctx, f),
-    };
+    let t = or_failed!(ctx, n.resolve_change(ctx, &args.file));
     // A short write is legal: the client sends the rest again.
     let len = (args.count as usize)
         .min(args.data.len())

@@ -124,22 +124,42 @@ fn overlap(a: u64, b: u64, len: u64) -> bool {
     len > 0 && a.abs_diff(b) < len
 }
 
+/// COPY's and CLONE's arguments alike.
+trait Ranges {
+    /// The source's and the destination's stateids.
+    fn stateids(&self) -> (&Stateid4, &Stateid4);
+    /// The source's and the destination's offsets, and the count.
+    fn span(&self) -> (u64, u64, u64);
+}
+
+impl Ranges for Copy4args {
+    fn stateids(&self) -> (&Stateid4, &Stateid4) {
+        (&self.ca_src_stateid, &self.ca_dst_stateid)
+    }
+    fn span(&self) -> (u64, u64, u64) {
+        (self.ca_src_offset, self.ca_dst_offset, self.ca_count)
+    }
+}
+
+impl Ranges for Clone4args {
+    fn stateids(&self) -> (&Stateid4, &Stateid4) {
+        (&self.cl_src_stateid, &self.cl_dst_stateid)
+    }
+    fn span(&self) -> (u64, u64, u64) {
+        (self.cl_src_offset, self.cl_dst_offset, self.cl_count)
+    }
+}
+
 /// What COPY and CLONE check alike, in order: the two files and their
 /// stateids, delegations on the destination recalled, the destination
 /// range within the largest file, the source range within the source, and
 /// no overlap within one file (copy_file_range(2) and FICLONERANGE refuse
 /// it: bytes would be read after being overwritten). Returns the pair and
 /// the source range's length.
-async fn checked_ranges(
-    c: &Compound<'_>,
-    src_sid: &Stateid4,
-    dst_sid: &Stateid4,
-    src_off: u64,
-    dst_off: u64,
-    count: u64,
-) -> Result<(Pair, u64), Fail> {
+async fn checked_ranges(c: &Compound<'_>, a: &impl Ranges) -> Result<(Pair, u64), Fail> {
+    let ((src_sid, dst_sid), (src_off, dst_off, count)) = (a.stateids(), a.span());
     let p = pair(c, src_sid, dst_sid)?;
-    super::deleg::break_file(c, &p.export, &p.dst).await?;
+    super::deleg::break_file(c, &p.export, &p.dst, super::deleg::Intent::Change, None).await?;
     if dst_off.checked_add(count).is_none() {
         return Err(Fail::new(
             Nfsstat4::NFS4ERR_FBIG,
@@ -169,15 +189,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
             ));
         }
         let (src_off, dst_off) = (a.ca_src_offset, a.ca_dst_offset);
-        let (p, len) = checked_ranges(
-            c,
-            &a.ca_src_stateid,
-            &a.ca_dst_stateid,
-            src_off,
-            dst_off,
-            a.ca_count,
-        )
-        .await?;
+        let (p, len) = checked_ranges(c, &a).await?;
         if !a.ca_synchronous && len > c.n.cfg.copy.async_min {
             if let Some(ok) = start_async(c, &p, src_off, dst_off, len) {
                 return Ok(ok);
@@ -216,15 +228,7 @@ pub async fn copy(c: &mut Compound<'_>, a: Copy4args) -> Copy4res {
 pub async fn clone(c: &mut Compound<'_>, a: Clone4args) -> Clone4res {
     let r = async {
         let (src_off, dst_off) = (a.cl_src_offset, a.cl_dst_offset);
-        let (p, _) = checked_ranges(
-            c,
-            &a.cl_src_stateid,
-            &a.cl_dst_stateid,
-            src_off,
-            dst_off,
-            a.cl_count,
-        )
-        .await?;
+        let (p, _) = checked_ranges(c, &a).await?;
         let b = p.export.backend.clone();
         let (cred, src, dst) = (p.cred, p.src, p.dst);
         // The count as the client gave it: 0 lets the filesystem clone to

@@ -22,50 +22,34 @@ use std::sync::Arc;
 use tracing::debug;
 use vfs::{Access, Attr, Cred, Fid, FsError, SetAttr, SetTime};
 
-/// Before a change to `fid` by the current client: recall delegations
-/// others hold on it; NFS4ERR_DELAY while a recall is outstanding.
-pub async fn break_file(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<(), Fail> {
-    break_for(c, export, fid, false, None).await
+/// What the current client is about to do to a file, which decides whose
+/// delegations stand in its way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    /// A change (OPEN for writing, WRITE, SETATTR, REMOVE, RENAME, LINK,
+    /// ...): any delegation others hold.
+    Change,
+    /// A READ, LOCK or read OPEN: only write delegations others hold (a
+    /// read delegation's holder is promised nobody writes, not that nobody
+    /// reads).
+    Read,
 }
 
-/// [`break_file`] for an operation that carries a stateid: an NFSv4.0
-/// COMPOUND names its client only through it, and the client's own
-/// delegations must not stand in the way of its own WRITE or SETATTR (it
-/// flushes under a write delegation, and could not return it while its
-/// flush waits for the return).
-pub async fn break_file_sid(
+/// Before the current client's `intent` on `fid`: recall the delegations
+/// others hold on it that stand in the way; NFS4ERR_DELAY while a recall
+/// is outstanding. `sid`: the stateid the operation carries, if any: an
+/// NFSv4.0 COMPOUND names its client only through it, and the client's
+/// own delegations must not stand in the way of its own WRITE or SETATTR
+/// (it flushes under a write delegation, and could not return it while
+/// its flush waits for the return).
+pub async fn break_file(
     c: &Compound<'_>,
     export: &Export,
     fid: &Fid,
-    sid: &Stateid4,
-) -> Result<(), Fail> {
-    break_for(c, export, fid, false, Some(sid)).await
-}
-
-/// Before a READ, LOCK or read OPEN of `fid` by the current client: only
-/// write delegations others hold on it stand in the way (a read
-/// delegation's holder is promised nobody writes, not that nobody reads).
-pub async fn break_write_deleg(c: &Compound<'_>, export: &Export, fid: &Fid) -> Result<(), Fail> {
-    break_for(c, export, fid, true, None).await
-}
-
-/// [`break_write_deleg`] for a READ (see [`break_file_sid`]).
-pub async fn break_write_deleg_sid(
-    c: &Compound<'_>,
-    export: &Export,
-    fid: &Fid,
-    sid: &Stateid4,
-) -> Result<(), Fail> {
-    break_for(c, export, fid, true, Some(sid)).await
-}
-
-async fn break_for(
-    c: &Compound<'_>,
-    export: &Export,
-    fid: &Fid,
-    reader: bool,
+    intent: Intent,
     sid: Option<&Stateid4>,
 ) -> Result<(), Fail> {
+    let reader = intent == Intent::Read;
     if !c.n.state.has_delegations() {
         return Ok(());
     }
@@ -110,7 +94,7 @@ pub async fn getattr_conflict(
     let file = file_key(export, fid);
     let Some(holder) = c.n.state.write_holder(&file, c.clientid) else {
         // None to ask; one being recalled still makes the answer wait.
-        return break_write_deleg(c, export, fid).await;
+        return break_file(c, export, fid, Intent::Read, None).await;
     };
     let metric = |f: fn(&metrics::ServerCounters) -> &std::sync::atomic::AtomicU64| {
         if let Some(m) = &c.n.metrics {
@@ -126,7 +110,7 @@ pub async fn getattr_conflict(
                 client = holder.client,
                 why, "CB_GETATTR unanswered: recalling the write delegation"
             );
-            return break_write_deleg(c, export, fid).await;
+            return break_file(c, export, fid, Intent::Read, None).await;
         }
     };
     let Some(modified) =
@@ -176,7 +160,7 @@ pub async fn break_name(
     }
     let (b, dir, cred, name) = (export.backend.clone(), *dir, cred.clone(), name.clone());
     match c.n.run(move || b.lookup(&cred, &dir, &name)).await {
-        Ok((fid, _)) => break_file(c, export, &fid).await,
+        Ok((fid, _)) => break_file(c, export, &fid, Intent::Change, None).await,
         Err(FsError::NoEnt) => Ok(()),
         Err(e) => Err(e.into()),
     }

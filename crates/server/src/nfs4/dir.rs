@@ -155,7 +155,7 @@ pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
         check_name(&a.newname)?;
         let src = saved_same_export(c)?;
         let (export, dir, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ROFS)?;
-        super::deleg::break_file(c, &export, &src).await?;
+        super::deleg::break_file(c, &export, &src, super::deleg::Intent::Change, None).await?;
         let b = export.backend.clone();
         let name = a.newname.clone();
         let ((), cinfo) =

@@ -5,7 +5,6 @@
 
 use proto::nfs4::{self, Nfsstat4};
 use rpc::CallContext;
-use tracing::{debug, warn};
 use vfs::FsError;
 
 /// An NFSv4 error together with why, for the log line.
@@ -96,6 +95,8 @@ failed_is_default!(
     Close4res,
     Copy4res,
     Create4res,
+    CreateSession4res,
+    ExchangeId4res,
     Getxattr4res,
     IoAdvise4res,
     Link4res,
@@ -119,6 +120,12 @@ pub fn reply<T, R: Failed>(
     ok: impl FnOnce(T) -> R,
 ) -> R {
     reply_with(ctx, op, r, ok, R::failed)
+}
+
+/// The reply of an operation refused with `f` (logged under `op`).
+pub fn failed<R: Failed>(ctx: &CallContext, op: &'static str, f: Fail) -> R {
+    log_fail(ctx, op, &f);
+    R::failed(f.status)
 }
 
 /// [`reply`] for a reply that `failed` makes of the status.
@@ -155,21 +162,14 @@ pub fn refused(ctx: &CallContext, op: &'static str, s: Nfsstat4, why: &'static s
 
 pub fn log_fail(ctx: &CallContext, op: &'static str, f: &Fail) {
     use Nfsstat4::*;
-    match f.status {
+    let quiet = matches!(
+        f.status,
         NFS4ERR_NOENT | NFS4ERR_EXIST | NFS4ERR_NOTEMPTY | NFS4ERR_NOTDIR | NFS4ERR_ISDIR
         | NFS4ERR_NAMETOOLONG | NFS4ERR_DENIED | NFS4ERR_GRACE | NFS4ERR_DELAY
         | NFS4ERR_SYMLINK | NFS4ERR_OLD_STATEID | NFS4ERR_SAME | NFS4ERR_NOT_SAME
         // EXCHANGE_ID's SP4_MACH_CRED, which Linux asks for under krb5i/krb5p
         // and then retries as SP4_NONE: a negotiation, not an error.
-        | NFS4ERR_ENCR_ALG_UNSUPP => {
-            if tracing::enabled!(tracing::Level::DEBUG) && ctx.client.log_allowed() {
-                debug!(peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error")
-            }
-        }
-        _ => {
-            if ctx.client.log_allowed() {
-                warn!(peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error")
-            }
-        }
-    }
+        | NFS4ERR_ENCR_ALG_UNSUPP
+    );
+    log_error_reply!(ctx, quiet, peer = %ctx.peer, xid = ctx.xid, op, status = ?f.status, reason = f.why, "NFSv4 error");
 }

@@ -175,7 +175,8 @@ async fn do_setattr(c: &mut Compound<'_>, a: Setattr4args) -> Result<Bitmap4, Fa
         if c.n.state.check_io(&sid, &key, true, c.minor)? == Checked::Special {
             // Anonymous size changes are allowed, as in NFSv3.
         }
-        super::deleg::break_file_sid(c, &export, &fid, &sid).await?;
+        super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Change, Some(&sid))
+            .await?;
     }
     let b = export.backend.clone();
     c.n.run(move || b.setattr(&cred, &fid, &set)).await?;

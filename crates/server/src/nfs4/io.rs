@@ -44,9 +44,11 @@ pub async fn read(c: &mut Compound<'_>, a: Read4args, out: &mut BytesMut) {
     // Another client's write delegation is recalled first: its holder may
     // have written what the server has not seen.
     let t = match t {
-        Ok(t) => super::deleg::break_write_deleg_sid(c, &t.0, &t.1, &a.stateid)
-            .await
-            .map(|()| t),
+        Ok(t) => {
+            super::deleg::break_file(c, &t.0, &t.1, super::deleg::Intent::Read, Some(&a.stateid))
+                .await
+                .map(|()| t)
+        }
         Err(f) => Err(f),
     };
     let (export, fid, cred) = match t {
@@ -109,7 +111,14 @@ pub async fn write(c: &mut Compound<'_>, a: Write4args) -> Write4res {
     let r = async {
         let (export, fid, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ISDIR)?;
         check(c, &a.stateid, &export, &fid, true)?;
-        super::deleg::break_file_sid(c, &export, &fid, &a.stateid).await?;
+        super::deleg::break_file(
+            c,
+            &export,
+            &fid,
+            super::deleg::Intent::Change,
+            Some(&a.stateid),
+        )
+        .await?;
         if a.data.len() > MAX_IO as usize {
             return Err(Fail::new(
                 Nfsstat4::NFS4ERR_INVAL,

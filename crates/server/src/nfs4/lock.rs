@@ -65,7 +65,9 @@ pub async fn lock(c: &mut Compound<'_>, a: Lock4args) -> Lock4res {
     // Another client's write delegation is recalled first (its holder
     // may hold locks locally, RFC 8881 §10.4).
     if let Ok((export, fid, _)) = c.obj(Nfsstat4::NFS4ERR_ISDIR) {
-        if let Err(f) = super::deleg::break_write_deleg(c, &export, &fid).await {
+        if let Err(f) =
+            super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Read, None).await
+        {
             log_fail(c.ctx, "OP_LOCK", &f);
             return Lock4res::Default(f.status);
         }

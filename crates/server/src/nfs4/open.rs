@@ -188,9 +188,10 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
     // delegations, any open with their write delegations: they are
     // recalled first.
     if access & ACCESS_WRITE != 0 || deny & ACCESS_READ != 0 {
-        super::deleg::break_file(c, &export, &opened.fid).await?;
+        super::deleg::break_file(c, &export, &opened.fid, super::deleg::Intent::Change, None)
+            .await?;
     } else {
-        super::deleg::break_write_deleg(c, &export, &opened.fid).await?;
+        super::deleg::break_file(c, &export, &opened.fid, super::deleg::Intent::Read, None).await?;
     }
     let owner = a.owner.owner.clone();
     let sid = c.n.state.open(

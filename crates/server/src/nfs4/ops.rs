@@ -94,6 +94,16 @@ pub struct Op {
     pub v40_only: bool,
 }
 
+/// The table's builder methods: `.name()` sets the flag `field`.
+macro_rules! flag_setters {
+    ($($name:ident => $field:ident),* $(,)?) => {
+        $(const fn $name(mut self) -> Op {
+            self.$field = true;
+            self
+        })*
+    };
+}
+
 impl Op {
     const fn new(op: NfsOpnum4, name: &'static str, run: Run) -> Op {
         Op {
@@ -107,24 +117,11 @@ impl Op {
         }
     }
 
-    const fn fh(mut self) -> Op {
-        self.needs_fh = true;
-        self
-    }
-
-    const fn changes(mut self) -> Op {
-        self.changes = true;
-        self
-    }
-
-    const fn sessionless(mut self) -> Op {
-        self.sessionless = true;
-        self
-    }
-
-    const fn v40_only(mut self) -> Op {
-        self.v40_only = true;
-        self
+    flag_setters! {
+        fh => needs_fh,
+        changes => changes,
+        sessionless => sessionless,
+        v40_only => v40_only,
     }
 
     /// Its slot in the per-operation metrics (laid out by

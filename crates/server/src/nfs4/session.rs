@@ -4,7 +4,7 @@
 
 use super::callback::channel::{self, Backchannel};
 use super::compound::Compound;
-use super::fail::{log_fail, refused, Fail};
+use super::fail::{failed, log_fail, refused, Fail};
 use super::state::session::{Session, SlotUse};
 use crate::locks::FileKey;
 use bytes::{Bytes, BytesMut};
@@ -37,10 +37,7 @@ pub fn principal(c: &Compound<'_>) -> String {
 }
 
 pub fn exchange_id(c: &mut Compound<'_>, a: ExchangeId4args) -> ExchangeId4res {
-    let fail = |c: &Compound<'_>, f: Fail| {
-        log_fail(c.ctx, "OP_EXCHANGE_ID", &f);
-        ExchangeId4res::Default(f.status)
-    };
+    let fail = |c: &Compound<'_>, f| failed::<ExchangeId4res>(c.ctx, "OP_EXCHANGE_ID", f);
     // RFC 8881 §18.35.3: bits not defined for eia_flags (CONFIRMED_R among
     // them) MUST get NFS4ERR_INVAL. NFSv4.2's XDR adds SUPP_FENCE_OPS (0x4)
     // for the server's fencing support; Linux's server refuses it from a
@@ -128,10 +125,7 @@ fn negotiate(want: &ChannelAttrs4, max_slots: u32) -> ChannelAttrs4 {
 }
 
 pub async fn create_session(c: &mut Compound<'_>, a: CreateSession4args) -> CreateSession4res {
-    let fail = |c: &Compound<'_>, f: Fail| {
-        log_fail(c.ctx, "OP_CREATE_SESSION", &f);
-        CreateSession4res::Default(f.status)
-    };
+    let fail = |c: &Compound<'_>, f| failed::<CreateSession4res>(c.ctx, "OP_CREATE_SESSION", f);
     if a.csa_flags & !CREATE_SESSION4_FLAG_MASK != 0 {
         return fail(
             c,

@@ -60,7 +60,7 @@ async fn change_space(
 ) -> Result<(), Fail> {
     let (export, fid, cred) = c.obj_rw(Nfsstat4::NFS4ERR_ISDIR)?;
     check(c, sid, &export, &fid, true)?;
-    super::deleg::break_file_sid(c, &export, &fid, sid).await?;
+    super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Change, Some(sid)).await?;
     // RFC 7862 §15.1.3/§15.4.3: a range past the largest file is FBIG;
     // an empty one means nothing to fallocate(2), which says EINVAL.
     if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {

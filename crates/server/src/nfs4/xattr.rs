@@ -17,7 +17,7 @@ use crate::export::Export;
 use bytes::Bytes;
 use proto::nfs4::*;
 use std::sync::Arc;
-use vfs::{Cred, Fid, XattrSet};
+use vfs::{Backend, Cred, Fid, FsError, XattrSet};
 
 /// The current object, on an export that takes user xattrs; `rw` also
 /// refuses read-only exports.
@@ -51,40 +51,37 @@ pub async fn getxattr(c: &mut Compound<'_>, a: Getxattr4args) -> Getxattr4res {
 }
 
 pub async fn setxattr(c: &mut Compound<'_>, a: Setxattr4args) -> Setxattr4res {
-    let r = async {
-        let (export, fid, cred) = object(c, true)?;
-        super::deleg::break_file(c, &export, &fid).await?;
-        let how = match a.sxa_option {
-            SetxattrOption4::SETXATTR4_EITHER => XattrSet::Either,
-            SetxattrOption4::SETXATTR4_CREATE => XattrSet::Create,
-            SetxattrOption4::SETXATTR4_REPLACE => XattrSet::Replace,
-        };
-        let b = export.backend.clone();
-        let ((), cinfo) =
-            c.n.run(move || {
-                with_cinfo(&*b, &fid, || {
-                    b.setxattr(&cred, &fid, &a.sxa_key, &a.sxa_value, how)
-                })
-            })
-            .await?;
-        Ok::<_, Fail>(cinfo)
-    }
+    let how = match a.sxa_option {
+        SetxattrOption4::SETXATTR4_EITHER => XattrSet::Either,
+        SetxattrOption4::SETXATTR4_CREATE => XattrSet::Create,
+        SetxattrOption4::SETXATTR4_REPLACE => XattrSet::Replace,
+    };
+    let r = change(c, move |b, cred, fid| {
+        b.setxattr(cred, fid, &a.sxa_key, &a.sxa_value, how)
+    })
     .await;
     reply(c.ctx, "OP_SETXATTR", r, Setxattr4res::NFS4_OK)
 }
 
 pub async fn removexattr(c: &mut Compound<'_>, a: Removexattr4args) -> Removexattr4res {
-    let r = async {
-        let (export, fid, cred) = object(c, true)?;
-        super::deleg::break_file(c, &export, &fid).await?;
-        let b = export.backend.clone();
-        let ((), cinfo) =
-            c.n.run(move || with_cinfo(&*b, &fid, || b.removexattr(&cred, &fid, &a.rxa_name)))
-                .await?;
-        Ok::<_, Fail>(cinfo)
-    }
-    .await;
+    let r = change(c, move |b, cred, fid| b.removexattr(cred, fid, &a.rxa_name)).await;
     reply(c.ctx, "OP_REMOVEXATTR", r, Removexattr4res::NFS4_OK)
+}
+
+/// SETXATTR's and REMOVEXATTR's common part: `op` run on the current
+/// object (after others' delegations on it are recalled), with the
+/// change info around it.
+async fn change(
+    c: &Compound<'_>,
+    op: impl FnOnce(&dyn Backend, &Cred, &Fid) -> Result<(), FsError> + Send + 'static,
+) -> Result<ChangeInfo4, Fail> {
+    let (export, fid, cred) = object(c, true)?;
+    super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Change, None).await?;
+    let b = export.backend.clone();
+    let ((), cinfo) =
+        c.n.run(move || with_cinfo(&*b, &fid, || op(&*b, &cred, &fid)))
+            .await?;
+    Ok(cinfo)
 }
 
 /// The fixed part of a LISTXATTRS4resok: cookie, name count, eof.

@@ -104,14 +104,25 @@ fn ctx_from(prog: u32, proc_: u32, peer: &str) -> CallContext {
 impl Fx {
     /// The encoded reply of procedure `proc_` called from `peer`.
     async fn dispatch_from<A: Pack>(&self, proc_: u32, args: &A, peer: &str) -> BytesMut {
-        let mut out = BytesMut::new();
         let ctx = ctx_from(NLM_PROG, proc_, peer);
-        let args = Decoder::new(xdr::to_bytes(args));
-        self.nlm
-            .dispatch(&self.nfs, &ctx, args, &mut out)
-            .await
-            .unwrap();
+        let (r, out) = self.dispatch_raw(&ctx, xdr::to_bytes(args)).await;
+        r.unwrap();
         out
+    }
+
+    /// The call `ctx` with the argument bytes `args`: the dispatcher's
+    /// answer and the reply it wrote.
+    async fn dispatch_raw(
+        &self,
+        ctx: &CallContext,
+        args: Bytes,
+    ) -> (Result<(), CallError>, BytesMut) {
+        let mut out = BytesMut::new();
+        let r = self
+            .nlm
+            .dispatch(&self.nfs, ctx, Decoder::new(args), &mut out)
+            .await;
+        (r, out)
     }
 
     async fn call_from<A: Pack, R: Unpack>(&self, proc_: u32, args: &A, peer: &str) -> R {
@@ -464,11 +475,8 @@ async fn an_export_requiring_tls_takes_nlm_in_the_clear() {
         };
         let fx = &fx;
         async move {
-            let mut out = BytesMut::new();
-            fx.nlm
-                .dispatch(&fx.nfs, &ctx, Decoder::new(xdr::to_bytes(&args)), &mut out)
-                .await
-                .unwrap();
+            let (r, out) = fx.dispatch_raw(&ctx, xdr::to_bytes(&args)).await;
+            r.unwrap();
             xdr::from_bytes::<Nlm4Res>(out.freeze()).unwrap().stat.stat
         }
     };
@@ -481,15 +489,12 @@ async fn an_export_requiring_tls_takes_nlm_in_the_clear() {
     // And unlocked in the clear too.
     let mut ctx = ctx_from(NLM_PROG, NLMPROC4_UNLOCK, PEER);
     ctx.xprtsec = XprtSec::None;
-    let mut out = BytesMut::new();
     let u = Nlm4Unlockargs {
         cookie: Netobj(Bytes::new()),
         alock: fx.alock(1, 0, 10),
     };
-    fx.nlm
-        .dispatch(&fx.nfs, &ctx, Decoder::new(xdr::to_bytes(&u)), &mut out)
-        .await
-        .unwrap();
+    let (r, out) = fx.dispatch_raw(&ctx, xdr::to_bytes(&u)).await;
+    r.unwrap();
     let r: Nlm4Res = xdr::from_bytes(out.freeze()).unwrap();
     assert_eq!(r.stat.stat, NLM4_GRANTED);
 }
@@ -544,28 +549,12 @@ async fn unserved_procedures_are_proc_unavail() {
         16,
         99,
     ] {
-        let mut out = BytesMut::new();
-        let r = fx
-            .nlm
-            .dispatch(
-                &fx.nfs,
-                &ctx_from(NLM_PROG, p, PEER),
-                Decoder::new(Bytes::new()),
-                &mut out,
-            )
-            .await;
+        let ctx = ctx_from(NLM_PROG, p, PEER);
+        let (r, _) = fx.dispatch_raw(&ctx, Bytes::new()).await;
         assert!(matches!(r, Err(CallError::ProcUnavail)), "proc {p}");
     }
-    let mut out = BytesMut::new();
-    let r = fx
-        .nlm
-        .dispatch(
-            &fx.nfs,
-            &ctx_from(NLM_PROG, NLMPROC4_LOCK, PEER),
-            Decoder::new(Bytes::from_static(&[0, 0])),
-            &mut out,
-        )
-        .await;
+    let ctx = ctx_from(NLM_PROG, NLMPROC4_LOCK, PEER);
+    let (r, _) = fx.dispatch_raw(&ctx, Bytes::from_static(&[0, 0])).await;
     assert!(matches!(r, Err(CallError::GarbageArgs)));
 }
 

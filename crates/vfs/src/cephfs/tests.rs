@@ -471,21 +471,12 @@ fn locks_across_clients(fs: &CephFs, other: &CephFs, r: &Fid) -> Fid {
     assert_eq!(other.lock_handles(), 0, "the last unlock closes the handle");
     // Unlocking part splits; unlocking the rest frees the file.
     fs.unlock_range(&f, 1, 0, 50).unwrap();
-    assert_eq!(
-        other.lock_range(&f, 1, LockType::Write, 0, 50).unwrap(),
-        None
-    );
-    assert!(other
-        .lock_range(&f, 1, LockType::Write, 50, 1)
-        .unwrap()
-        .is_some());
+    assert_eq!(write_lock(other, &f, 1, 0, 50), None);
+    assert!(write_lock(other, &f, 1, 50, 1).is_some());
     assert_eq!(fs.lock_handles(), 1);
     fs.unlock_range(&f, 1, 50, 50).unwrap();
     assert_eq!(fs.lock_handles(), 0);
-    assert_eq!(
-        other.lock_range(&f, 1, LockType::Write, 0, 100).unwrap(),
-        None
-    );
+    assert_eq!(write_lock(other, &f, 1, 0, 100), None);
     other.unlock_range(&f, 1, 0, 100).unwrap();
     assert_eq!(other.lock_handles(), 0);
     // To end of file.
@@ -505,13 +496,13 @@ fn locks_across_clients(fs: &CephFs, other: &CephFs, r: &Fid) -> Fid {
     fs.unlock_range(&f, 3, 0, u64::MAX).unwrap();
     assert_eq!(fs.lock_handles(), 0);
     // Left held for the caller: the other client's mount goes away next.
-    assert_eq!(
-        other.lock_range(&f, 1, LockType::Write, 0, 10).unwrap(),
-        None
-    );
-    assert!(fs
-        .lock_range(&f, 1, LockType::Write, 0, 1)
-        .unwrap()
-        .is_some());
+    assert_eq!(write_lock(other, &f, 1, 0, 10), None);
+    assert!(write_lock(fs, &f, 1, 0, 1).is_some());
     f
+}
+
+/// `owner`'s write lock on `[off, off + len)` of `f` through `fs`: None
+/// when granted, else the lock in the way.
+fn write_lock(fs: &CephFs, f: &Fid, owner: u64, off: u64, len: u64) -> Option<crate::RangeLock> {
+    fs.lock_range(f, owner, LockType::Write, off, len).unwrap()
 }

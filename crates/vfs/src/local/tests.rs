@@ -45,6 +45,19 @@ fn running_as_root() -> bool {
     sys::geteuid() == 0
 }
 
+/// `setup`'s backend and its root, for a test of credential switching,
+/// which needs root: None (the test passes) when not running as root.
+fn as_root(
+    setup: fn() -> (tempfile::TempDir, LocalFs),
+) -> Option<(tempfile::TempDir, LocalFs, Fid)> {
+    if !running_as_root() {
+        return None;
+    }
+    let (d, fs) = setup();
+    let r = fs.root();
+    Some((d, fs, r))
+}
+
 fn guarded(mode: u32) -> CreateHow {
     CreateHow::Guarded(SetAttr::mode(mode))
 }
@@ -524,11 +537,9 @@ fn removing_a_file_closes_its_cached_descriptors() {
 
 #[test]
 fn credential_switch_is_per_thread() {
-    if !running_as_root() {
+    let Some((_d, fs, r)) = as_root(setup) else {
         return;
-    }
-    let (_d, fs) = setup();
-    let r = fs.root();
+    };
     let f = root_file(&fs, &r, b"s", 0o600, b"abc");
     // Root and user calls interleave on different threads; if the switch
     // leaked across threads, root reads would fail or user reads succeed.
@@ -1052,11 +1063,9 @@ fn allocate_extends_and_deallocate_punches_a_hole() {
 
 #[test]
 fn allocate_and_deallocate_need_write_permission() {
-    if !running_as_root() {
+    let Some((_d, fs, r)) = as_root(setup_on_disk) else {
         return;
-    }
-    let (_d, fs) = setup_on_disk();
-    let r = fs.root();
+    };
     let f = root_file(&fs, &r, b"ro", 0o644, &[b'x'; 8192]);
     assert_eq!(fs.allocate(&user(), &f, 0, 16384), Err(FsError::Acces));
     assert_eq!(fs.deallocate(&user(), &f, 0, 4096), Err(FsError::Acces));
@@ -1112,11 +1121,9 @@ fn copy_range_copies_between_files_and_stops_at_the_end() {
 
 #[test]
 fn copy_range_reads_as_read_and_writes_as_write() {
-    if !running_as_root() {
+    let Some((_d, fs, r)) = as_root(setup_on_disk) else {
         return;
-    }
-    let (_d, fs) = setup_on_disk();
-    let r = fs.root();
+    };
     let readable = root_file(&fs, &r, b"readable", 0o644, b"data");
     let secret = root_file(&fs, &r, b"secret", 0o600, b"data");
     let (mine, _) = fs.create(&user(), &r, b"mine", &guarded(0o644)).unwrap();

@@ -85,6 +85,21 @@ fn field(name: &str) -> String {
 
 type R<T> = Result<T, String>;
 
+/// A union's discriminant type, and the enum it names if it is one.
+type Disc = (String, Option<String>);
+
+/// A union's case: variant, discriminant pattern, the arm's declaration.
+type Case<'u> = (String, String, &'u Decl);
+
+/// Writes `line` of each of `items`, one a line: the fields of a struct,
+/// the cases of a union.
+fn lines<T>(o: &mut String, items: &[T], line: impl Fn(&T) -> R<String>) -> R<()> {
+    for i in items {
+        writeln!(o, "{}", line(i)?).unwrap();
+    }
+    Ok(())
+}
+
 /// The Rust type of a constant: the smallest of i32, u32, i64, u64 that holds it
 /// (so `const X = 0xffffffffffffffff;`, as NFSv4 writes `NFS4_UINT64_MAX`, is a u64).
 fn const_ty(v: i128) -> Option<&'static str> {
@@ -514,36 +529,25 @@ impl Emitter {
             "#[derive(Clone, Debug, PartialEq, Eq)]\npub struct {c} {{"
         )
         .unwrap();
-        for d in &ds {
-            writeln!(
-                o,
+        lines(o, &ds, |d| {
+            Ok(format!(
                 "    pub {}: {},",
                 field(d.name().unwrap()),
                 self.field_ty(d)?
-            )
-            .unwrap();
-        }
+            ))
+        })?;
         writeln!(o, "}}").unwrap();
         writeln!(o, "impl ::xdr::Pack for {c} {{\n    #[allow(unused_variables)]\n    fn pack(&self, out: &mut ::bytes::BytesMut) {{").unwrap();
-        for d in &ds {
-            writeln!(
-                o,
-                "        {}",
-                self.pack(d, &format!("self.{}", field(d.name().unwrap())))?
-            )
-            .unwrap();
-        }
+        lines(o, &ds, |d| {
+            let v = self.pack(d, &format!("self.{}", field(d.name().unwrap())))?;
+            Ok(format!("        {v}"))
+        })?;
         writeln!(o, "    }}\n}}").unwrap();
         writeln!(o, "impl ::xdr::Unpack for {c} {{\n    #[allow(unused_variables)]\n    fn unpack(d: &mut ::xdr::Decoder) -> ::xdr::Result<Self> {{\n        Ok({c} {{").unwrap();
-        for d in &ds {
-            writeln!(
-                o,
-                "            {}: {},",
-                field(d.name().unwrap()),
-                self.unpack(d)?
-            )
-            .unwrap();
-        }
+        lines(o, &ds, |d| {
+            let v = self.unpack(d)?;
+            Ok(format!("            {}: {v},", field(d.name().unwrap())))
+        })?;
         writeln!(o, "        }})\n    }}\n}}").unwrap();
         Ok(())
     }
@@ -606,7 +610,7 @@ impl Emitter {
     }
 
     /// What a union's discriminant is: its Rust type, and the enum it names, if any.
-    fn disc(&self, u: &UnionBody) -> R<(String, Option<String>)> {
+    fn disc(&self, u: &UnionBody) -> R<Disc> {
         let Decl::Plain { ty, .. } = &u.disc else {
             return Err("union discriminant must be a plain scalar".into());
         };
@@ -628,7 +632,7 @@ impl Emitter {
         })
     }
 
-    fn label(&self, dt: &(String, Option<String>), l: &Value) -> R<(String, String)> {
+    fn label(&self, dt: &Disc, l: &Value) -> R<(String, String)> {
         // (variant name, match pattern / encode expression)
         Ok(match (dt.0.as_str(), &dt.1, l) {
             (_, Some(_), Value::Name(m)) => (m.clone(), format!("{}::{m}", dt.0)),
@@ -644,19 +648,30 @@ impl Emitter {
         })
     }
 
+    /// Every case label of `u`, arm by arm: (variant, discriminant
+    /// pattern, the arm's declaration).
+    fn cases<'u>(&self, u: &'u UnionBody, dt: &Disc) -> R<Vec<Case<'u>>> {
+        let mut out = Vec::new();
+        for a in &u.arms {
+            for l in &a.labels {
+                let (v, p) = self.label(dt, l)?;
+                out.push((v, p, &a.decl));
+            }
+        }
+        Ok(out)
+    }
+
     fn union(&self, o: &mut String, n: &str, u: &UnionBody) -> R<()> {
         let c = camel(n);
         let dt = self.disc(u)?;
         writeln!(o, "#[allow(non_camel_case_types)]\n#[derive(Clone, Debug, PartialEq, Eq)]\npub enum {c} {{").unwrap();
-        for a in &u.arms {
-            for l in &a.labels {
-                let (v, _) = self.label(&dt, l)?;
-                match &a.decl {
-                    Decl::Void => writeln!(o, "    {v},").unwrap(),
-                    d => writeln!(o, "    {v}({}),", self.field_ty(d)?).unwrap(),
-                }
-            }
-        }
+        let cases = self.cases(u, &dt)?;
+        lines(o, &cases, |(v, _, decl)| {
+            Ok(match decl {
+                Decl::Void => format!("    {v},"),
+                d => format!("    {v}({}),", self.field_ty(d)?),
+            })
+        })?;
         match &u.default {
             None => {}
             Some(Decl::Void) => writeln!(o, "    Default({}),", dt.0).unwrap(),
@@ -664,23 +679,15 @@ impl Emitter {
         }
         writeln!(o, "}}").unwrap();
         writeln!(o, "impl ::xdr::Pack for {c} {{\n    fn pack(&self, out: &mut ::bytes::BytesMut) {{\n        match self {{").unwrap();
-        for a in &u.arms {
-            for l in &a.labels {
-                let (v, p) = self.label(&dt, l)?;
-                match &a.decl {
-                    Decl::Void => {
-                        writeln!(o, "            {c}::{v} => ::xdr::Pack::pack(&{p}, out),")
-                            .unwrap()
-                    }
-                    d => writeln!(
-                        o,
-                        "            {c}::{v}(v) => {{ ::xdr::Pack::pack(&{p}, out); {} }}",
-                        self.pack(d, "*v")?
-                    )
-                    .unwrap(),
-                }
-            }
-        }
+        lines(o, &cases, |(v, p, decl)| {
+            Ok(match decl {
+                Decl::Void => format!("            {c}::{v} => ::xdr::Pack::pack(&{p}, out),"),
+                d => format!(
+                    "            {c}::{v}(v) => {{ ::xdr::Pack::pack(&{p}, out); {} }}",
+                    self.pack(d, "*v")?
+                ),
+            })
+        })?;
         match &u.default {
             None => {}
             Some(Decl::Void) => writeln!(
@@ -697,15 +704,12 @@ impl Emitter {
         }
         writeln!(o, "        }}\n    }}\n}}").unwrap();
         writeln!(o, "impl ::xdr::Unpack for {c} {{\n    #[allow(unreachable_patterns)]\n    fn unpack(d: &mut ::xdr::Decoder) -> ::xdr::Result<Self> {{\n        let c = <{} as ::xdr::Unpack>::unpack(d)?;\n        Ok(match c {{", dt.0).unwrap();
-        for a in &u.arms {
-            for l in &a.labels {
-                let (v, p) = self.label(&dt, l)?;
-                match &a.decl {
-                    Decl::Void => writeln!(o, "            {p} => {c}::{v},").unwrap(),
-                    d => writeln!(o, "            {p} => {c}::{v}({}),", self.unpack(d)?).unwrap(),
-                }
-            }
-        }
+        lines(o, &cases, |(v, p, decl)| {
+            Ok(match decl {
+                Decl::Void => format!("            {p} => {c}::{v},"),
+                d => format!("            {p} => {c}::{v}({}),", self.unpack(d)?),
+            })
+        })?;
         match &u.default {
             None => writeln!(o, "            c => return Err(::xdr::Error::BadUnion {{ name: \"{n}\", value: c as i32 }}),").unwrap(),
             Some(Decl::Void) => writeln!(o, "            c => {c}::Default(c),").unwrap(),

@@ -158,20 +158,30 @@ impl Drop for SlotGuard {
     }
 }
 
-/// A 1 MiB channel of `slots` slots, 16 operations and a 4 KiB reply
-/// cache: the one the state core's tests, the simulator and the benches
-/// open their sessions with. Not used by the server itself.
+/// The channel a client asks for in CREATE_SESSION: messages of up to
+/// `max` bytes, `ops` operations a COMPOUND, `slots` slots and replies of
+/// up to `cached` bytes kept per slot; no header padding, no RDMA. For
+/// tests, the simulator, the fuzzer and the benches; not used by the
+/// server itself.
 #[doc(hidden)]
-pub fn plain_channel(slots: u32) -> ChannelAttrs4 {
+pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
     ChannelAttrs4 {
         ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
+        ca_maxrequestsize: max,
+        ca_maxresponsesize: max,
+        ca_maxresponsesize_cached: cached,
+        ca_maxoperations: ops,
         ca_maxrequests: slots,
         ca_rdma_ird: vec![],
     }
+}
+
+/// A 1 MiB [`channel`] of `slots` slots, 16 operations and a 4 KiB reply
+/// cache: the one the state core's tests, the simulator and the benches
+/// open their sessions with.
+#[doc(hidden)]
+pub fn plain_channel(slots: u32) -> ChannelAttrs4 {
+    channel(1 << 20, 16, slots, 4096)
 }
 
 #[cfg(test)]

@@ -320,20 +320,20 @@ async fn clone_is_notsupp_where_nothing_shares_storage() {
     assert_eq!(r.status, NFS4ERR_BAD_STATEID);
 }
 
+/// IO_ADVISE of the whole file through `sid`: sequential, will need.
+fn advise(sid: &Stateid4) -> NfsArgop4 {
+    use IoAdviseType4::*;
+    NfsArgop4::OP_IO_ADVISE(IoAdvise4args {
+        iaa_stateid: sid.clone(),
+        iaa_offset: 0,
+        iaa_count: 0,
+        iaa_hints: vec![(1 << IO_ADVISE4_SEQUENTIAL as u32) | (1 << IO_ADVISE4_WILLNEED as u32)],
+    })
+}
+
 #[tokio::test]
 async fn io_advise_answers_the_hints_taken() {
-    use IoAdviseType4::*;
     let (fx, s, a, _) = with_two_files().await;
-    let advise = |sid: &Stateid4| {
-        NfsArgop4::OP_IO_ADVISE(IoAdvise4args {
-            iaa_stateid: sid.clone(),
-            iaa_offset: 0,
-            iaa_count: 0,
-            iaa_hints: vec![
-                (1 << IO_ADVISE4_SEQUENTIAL as u32) | (1 << IO_ADVISE4_WILLNEED as u32),
-            ],
-        })
-    };
     // MemFs has no cache to advise: accepted, no hint taken.
     let r = call42(&fx, &s, vec![putfh(&a.fh), advise(&a.stateid)]).await;
     match r.resarray.last() {
@@ -479,6 +479,14 @@ fn offloads(fake: &FakeBack) -> Vec<CbOffload4args> {
         .collect()
 }
 
+/// [`async_fx`] (4 copies a client) counting into metrics of its own.
+fn metered_async_fx() -> (Fx, Arc<metrics::Metrics>) {
+    let mut fx = async_fx(4);
+    let m = metrics::Metrics::new(true);
+    fx.n.metrics = Some(m.clone());
+    (fx, m)
+}
+
 async fn two_files_of(fx: &Fx, s: &Sess) -> (Opened, Opened) {
     let a = fx.open(s, "a", "o", BOTH, DENY_NONE).await.unwrap();
     let b = fx.open(s, "b", "o", BOTH, DENY_NONE).await.unwrap();
@@ -487,9 +495,7 @@ async fn two_files_of(fx: &Fx, s: &Sess) -> (Opened, Opened) {
 
 #[tokio::test]
 async fn async_copy_runs_in_the_background_and_calls_back_with_the_count() {
-    let mut fx = async_fx(4);
-    let m = metrics::Metrics::new(true);
-    fx.n.metrics = Some(m.clone());
+    let (fx, m) = metered_async_fx();
     let (s, fake) = fx.client_with_back("c").await;
     let (a, b) = two_files_of(&fx, &s).await;
     let src = pattern(300_000, 4);
@@ -571,9 +577,7 @@ async fn offload_status_answers_when_the_callback_is_lost_or_impossible() {
 
 #[tokio::test]
 async fn offload_cancel_stops_a_copy_mid_way() {
-    let mut fx = async_fx(4);
-    let m = metrics::Metrics::new(true);
-    fx.n.metrics = Some(m.clone());
+    let (fx, m) = metered_async_fx();
     let (s, fake) = fx.client_with_back("c").await;
     let (a, b) = two_files_of(&fx, &s).await;
     let len = 4 << 20;

@@ -24,9 +24,7 @@ async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Ope
 /// `s` opens f for reading (owner o) and gets a read delegation: the open
 /// and the delegation's stateid.
 async fn read_delegated(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {
-    let o = open_ok(fx, s, "f", "o", READ).await;
-    let sid = deleg(&o);
-    (o, sid)
+    with_deleg(open_ok(fx, s, "f", "o", READ).await, deleg)
 }
 
 fn deleg(o: &Opened) -> Stateid4 {
@@ -98,10 +96,7 @@ async fn who_gets_no_delegation_and_why() {
 
 #[tokio::test]
 async fn past_the_bound_no_delegation_is_granted() {
-    let fx = Fx::new(Nfs4Config {
-        max_delegations: 1,
-        ..cfg(60, 0)
-    });
+    let fx = capped_delegations(1);
     let (a, _fa) = fx.client_with_back("a").await;
     deleg(&open_ok(&fx, &a, "f1", "o", READ).await);
     let o = open_ok(&fx, &a, "f2", "o", READ | WANT_READ).await;

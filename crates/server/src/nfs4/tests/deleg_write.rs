@@ -28,9 +28,7 @@ async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Ope
 /// `s` opens f for reading and writing (owner o) and gets a write
 /// delegation: the open and the delegation's stateid.
 async fn write_delegated(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {
-    let o = open_ok(fx, s, "f", "o", BOTH).await;
-    let sid = write_deleg(&o);
-    (o, sid)
+    with_deleg(open_ok(fx, s, "f", "o", BOTH).await, write_deleg)
 }
 
 fn write_deleg(o: &Opened) -> Stateid4 {
@@ -271,10 +269,7 @@ async fn an_unanswered_cb_getattr_recalls_the_delegation() {
 
 #[tokio::test]
 async fn recall_any_goes_to_the_big_holder_past_the_mark() {
-    let fx = Fx::new(Nfs4Config {
-        max_delegations: 10,
-        ..cfg(60, 0)
-    });
+    let fx = capped_delegations(10);
     let (a, fa) = fx.client_with_back("a").await;
     let (b, fb) = fx.client_with_back("b").await;
     open_ok(&fx, &b, "b0", "o", READ).await;

@@ -37,6 +37,13 @@ async fn a_locks_b_is_refused(fx: &Fx) -> Two {
     Two { a, b, oa, ob, la }
 }
 
+/// [`a_locks_b_is_refused`] on a server with a 2 s lease (90 s grace).
+async fn a_locked_b_refused() -> (Fx, Two) {
+    let fx = Fx::new(cfg(2, 90));
+    let t = a_locks_b_is_refused(&fx).await;
+    (fx, t)
+}
+
 async fn b_locks(fx: &Fx, t: &Two) -> Result<Stateid4, Nfsstat4> {
     fx.new_write_lock(&t.b, &t.ob.fh, &t.ob.stateid, (0, 10), "lock-b")
         .await
@@ -46,8 +53,7 @@ async fn b_locks(fx: &Fx, t: &Two) -> Result<Stateid4, Nfsstat4> {
 /// sleep 3 s, then B polled its LOCK).
 #[tokio::test]
 async fn expired_lease_revokes_locks_and_says_so() {
-    let fx = Fx::new(cfg(2, 90));
-    let t = a_locks_b_is_refused(&fx).await;
+    let (fx, t) = a_locked_b_refused().await;
     // A goes silent for a lease and a half; B keeps renewing.
     fx.pass(secs(3), &[&t.b]).await;
     b_locks(&fx, &t)
@@ -79,8 +85,7 @@ async fn expired_lease_revokes_locks_and_says_so() {
 /// before a conflict, it finds everything as it left it.
 #[tokio::test]
 async fn courteous_client_keeps_its_state_until_a_conflict() {
-    let fx = Fx::new(cfg(2, 90));
-    let t = a_locks_b_is_refused(&fx).await;
+    let (fx, t) = a_locked_b_refused().await;
     fx.pass(secs(60), &[&t.b]).await;
     assert_eq!(fx.n.state.courteous_clients(), 1, "A is courteous");
     assert_eq!(fx.renew(&t.a).await.unwrap() & ALL_STATE_REVOKED, 0);
@@ -122,8 +127,7 @@ async fn courtesy_ends_after_its_bound() {
 /// survives a conflict at a time past the first lease.
 #[tokio::test]
 async fn lease_renewed_by_sequence_just_before_expiry_survives() {
-    let fx = Fx::new(cfg(2, 90));
-    let t = a_locks_b_is_refused(&fx).await;
+    let (fx, t) = a_locked_b_refused().await;
     for _ in 0..5 {
         fx.pass(millis(1990), &[&t.b]).await;
         assert_eq!(fx.renew(&t.a).await, Ok(0), "A renews in time");
@@ -139,8 +143,7 @@ async fn lease_renewed_by_sequence_just_before_expiry_survives() {
 /// Any SEQUENCE renews, whatever the COMPOUND does after it.
 #[tokio::test]
 async fn lease_is_renewed_by_any_compound_with_sequence() {
-    let fx = Fx::new(cfg(2, 90));
-    let t = a_locks_b_is_refused(&fx).await;
+    let (fx, t) = a_locked_b_refused().await;
     for _ in 0..4 {
         fx.pass(millis(1500), &[&t.b]).await;
         let r = fx
@@ -242,8 +245,7 @@ async fn conflicting_open_takes_a_lapsed_clients_share_reservation() {
 /// reports no lock.
 #[tokio::test]
 async fn lockt_against_a_lapsed_holder_frees_the_range() {
-    let fx = Fx::new(cfg(2, 90));
-    let t = a_locks_b_is_refused(&fx).await;
+    let (fx, t) = a_locked_b_refused().await;
     let lockt = || {
         fx.call(
             &t.b,

@@ -236,6 +236,20 @@ pub fn cfg(lease_secs: u64, grace_secs: u64) -> Nfs4Config {
     }
 }
 
+/// A server with a 60 s lease, no grace, and at most `max` delegations.
+pub fn capped_delegations(max: usize) -> Fx {
+    Fx::new(Nfs4Config {
+        max_delegations: max,
+        ..cfg(60, 0)
+    })
+}
+
+/// An open and the stateid of the delegation `deleg` finds in it.
+pub fn with_deleg(o: Opened, deleg: fn(&Opened) -> Stateid4) -> (Opened, Stateid4) {
+    let sid = deleg(&o);
+    (o, sid)
+}
+
 pub fn name(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
@@ -510,17 +524,7 @@ pub async fn call42(fx: &Fx, s: &Sess, ops: Vec<NfsArgop4>) -> Compound4res {
     fx.compound(2, all).await
 }
 
-pub fn channel(max: u32, ops: u32, slots: u32, cached: u32) -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: max,
-        ca_maxresponsesize: max,
-        ca_maxresponsesize_cached: cached,
-        ca_maxoperations: ops,
-        ca_maxrequests: slots,
-        ca_rdma_ird: vec![],
-    }
-}
+pub use crate::nfs4::state::session::channel;
 
 impl Fx {
     /// A server that has just started with no clients on record, whose
