@@ -309,7 +309,7 @@ pub fn set_change(attr: &mut vfs::Attr, change: u64) {
 
 /// RFC 9754 open_arguments: the OPEN arguments Tarn takes, each a bitmap
 /// of the enum values it supports. Delegation wishes: any, none, cancel
-/// (not delegated timestamps, nor OPEN_XOR_DELEGATION); claims: all but
+/// and OPEN_XOR_DELEGATION (not delegated timestamps); claims: all but
 /// the CLAIM_DELEGATE_PREV pair (delegations do not survive a client's
 /// restart here).
 fn pack_open_arguments(out: &mut BytesMut) {
@@ -322,7 +322,7 @@ fn pack_open_arguments(out: &mut BytesMut) {
     };
     bm(&[1, 2, 3], out); // share access: read, write, both
     bm(&[0, 1, 2, 3], out); // share deny: none, read, write, both
-    bm(&[3, 4, 5], out); // want: any delegation, no delegation, cancel
+    bm(&[3, 4, 5, 21], out); // want: any delegation, no delegation, cancel, open xor delegation
     bm(&[0, 1, 2, 4, 5], out); // claims: NULL, PREVIOUS, DELEGATE_CUR, FH, DELEG_CUR_FH
     bm(&[0, 1, 2, 3], out); // create modes: unchecked, guarded, exclusive, exclusive4_1
 }

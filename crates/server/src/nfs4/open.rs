@@ -223,11 +223,26 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         export,
         fid: opened.fid,
     });
-    c.cur_sid = Some(sid.clone());
     let mut rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
     if confirm {
         rflags |= OPEN4_RESULT_CONFIRM;
     }
+    let sid = match delegation_only(c.minor, a.share_access, &sid, &delegation) {
+        // The delegation stands for the open: the client sends no CLOSE.
+        Some(deleg) => {
+            c.n.state.close(&sid, &fk, c.minor)?;
+            rflags |= OPEN4_RESULT_NO_OPEN_STATEID;
+            c.cur_sid = Some(deleg);
+            Stateid4 {
+                seqid: 0,
+                other: [0; 12],
+            }
+        }
+        None => {
+            c.cur_sid = Some(sid.clone());
+            sid
+        }
+    };
     Ok(Open4resok {
         stateid: sid,
         cinfo: opened.cinfo,
@@ -235,6 +250,29 @@ async fn do_open(c: &mut Compound<'_>, a: Open4args) -> Result<Open4resok, Fail>
         attrset: opened.attrset,
         delegation,
     })
+}
+
+/// RFC 9754 OPEN_XOR_DELEGATION: a 4.1 client that asked for a delegation
+/// instead of an open stateid, and got one, keeps no open when this OPEN
+/// made a new one (seqid 1); an open the owner already had stays, as with
+/// knfsd. Returns the delegation's stateid then.
+fn delegation_only(
+    minor: u32,
+    share_access: u32,
+    sid: &Stateid4,
+    delegation: &OpenDelegation4,
+) -> Option<Stateid4> {
+    if minor == 0
+        || share_access & OPEN4_SHARE_ACCESS_WANT_OPEN_XOR_DELEGATION == 0
+        || sid.seqid != 1
+    {
+        return None;
+    }
+    match delegation {
+        OpenDelegation4::OPEN_DELEGATE_READ(d) => Some(d.stateid.clone()),
+        OpenDelegation4::OPEN_DELEGATE_WRITE(d) => Some(d.stateid.clone()),
+        _ => None,
+    }
 }
 
 /// The client an OPEN is for: 4.0 names it in the owner (and the OPEN

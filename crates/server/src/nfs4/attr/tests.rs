@@ -858,13 +858,14 @@ fn open_arguments_lists_what_open_takes() {
     s.minor = 2;
     let got = packed(&req(&[FATTR4_OPEN_ARGUMENTS]), &s);
     // Bitmap word 2 bit 22 (86); then five bitmap4s: share access {1,2,3},
-    // deny {0..3}, wants {any, none, cancel}, claims without the
+    // deny {0..3}, wants {any, none, cancel, open xor delegation (21)},
+    // claims without the
     // DELEGATE_PREV pair, create modes {0..3}.
     let want = hex("00000003 00000000 00000000 00400000
          00000028
          00000001 0000000e
          00000001 0000000f
-         00000001 00000038
+         00000001 00200038
          00000001 00000037
          00000001 0000000f");
     assert_eq!(dump(&got), dump(&want));

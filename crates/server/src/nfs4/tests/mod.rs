@@ -17,6 +17,7 @@ mod deleg_write;
 mod fuzz_found;
 mod grace;
 mod lease;
+mod open_xor;
 mod removed;
 mod secinfo;
 mod sparse;
