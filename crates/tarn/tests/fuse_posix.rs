@@ -194,20 +194,6 @@ fn unlinked_while_open(vers: &str) {
     );
 }
 
-#[test]
-fn unlinked_while_open_over_nfsv3() {
-    if fuse_usable() {
-        unlinked_while_open("3");
-    }
-}
-
-#[test]
-fn unlinked_while_open_over_nfsv41() {
-    if fuse_usable() {
-        unlinked_while_open("4.1");
-    }
-}
-
 /// mkfifo, a socket bound in the mount, and (as root) device nodes: made
 /// on the server with their type, mode and device numbers.
 fn special_files(vers: &str) {
@@ -258,16 +244,9 @@ fn special_files(vers: &str) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("File exists"));
 }
 
-#[test]
-fn special_files_over_nfsv3() {
-    if fuse_usable() {
-        special_files("3");
-    }
-}
-
-#[test]
-fn special_files_over_nfsv41() {
-    if fuse_usable() {
-        special_files("4.1");
-    }
+test_support::fuse_tests! {
+    unlinked_while_open_over_nfsv3 => unlinked_while_open("3"),
+    unlinked_while_open_over_nfsv41 => unlinked_while_open("4.1"),
+    special_files_over_nfsv3 => special_files("3"),
+    special_files_over_nfsv41 => special_files("4.1"),
 }

@@ -20,6 +20,24 @@ pub fn fuse_usable() -> bool {
     ok
 }
 
+/// `#[test]`s that need FUSE, one a line: `name => scenario(args)` makes
+/// `fn name()` that runs `scenario(args)` where [`fuse_usable`] (and is
+/// skipped, with its message, where not). For scenarios run over several
+/// NFS versions, one test each.
+#[macro_export]
+macro_rules! fuse_tests {
+    ($($name:ident => $run:ident($($arg:expr),* $(,)?)),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if $crate::fuse::fuse_usable() {
+                    $run($($arg),*);
+                }
+            }
+        )+
+    };
+}
+
 pub fn is_mounted(dir: &Path) -> bool {
     let want = dir.to_string_lossy().to_string();
     std::fs::read_to_string("/proc/self/mounts")

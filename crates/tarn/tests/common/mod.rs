@@ -150,6 +150,15 @@ pub fn sha256_file(p: &Path) -> String {
         .to_string()
 }
 
+/// The URL `tarn mount` mounts `s`'s export by over NFS `vers`, as uid
+/// 1000 (the server squashes root).
+pub fn mount_url(s: &TestServer, vers: &str) -> String {
+    format!(
+        "nfs://127.0.0.1:{}/?vers={vers}&uid=1000&gid=1000",
+        s.port()
+    )
+}
+
 use proto::nfs3::*;
 use rpc::client::auth_sys;
 use rpc::msg::{decode_reply, ReplyStatus};
