@@ -837,13 +837,10 @@ fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
 /// and serve say which library is missing; no cluster needed.
 #[test]
 fn missing_library_is_named() {
-    let work = tempfile::tempdir().unwrap();
-    let config = work.path().join("tarn.toml");
-    std::fs::write(
-        &config,
+    let (work, config) = temp_file(
+        "tarn.toml",
         "[[export]]\npath = \"cephfs://nfs@cephfs/shared\"\nclients = [\"127.0.0.1/32\"]\n",
-    )
-    .unwrap();
+    );
     let missing = "/nonexistent/libcephfs.so.2";
     // `tarn` run so: it fails; what it says.
     let failure = |cmd: &mut Command| {

@@ -81,9 +81,7 @@ fn fsx(dir: &Path, name: &str, config: &str, ops: u64, seed: u64) {
         eprintln!("SKIP fsx {name}: fsx is not installed (cargo install --locked fsx)");
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let cfg = work.path().join("fsx.toml");
-    std::fs::write(&cfg, config).unwrap();
+    let (work, cfg) = temp_file("fsx.toml", config);
     let t = Instant::now();
     // Runs here take 2-3 ms an operation; a hang is cut off.
     let limit = (ops / 50).max(900);

@@ -62,9 +62,7 @@ const PJD_CONFIG: &str =
 /// panics if it did not run to its summary).
 fn pjdfstest(dir: &Path) -> Vec<String> {
     let bin = pjdfstest_bin().expect("pjdfstest");
-    let work = tempfile::tempdir().unwrap();
-    let cfg = work.path().join("pjdfstest.toml");
-    std::fs::write(&cfg, PJD_CONFIG).unwrap();
+    let (_work, cfg) = temp_file("pjdfstest.toml", PJD_CONFIG);
     let out = Command::new("timeout")
         .arg("900")
         .arg(bin)
@@ -200,15 +198,9 @@ fn special_files(vers: &str) {
     let s = server();
     let m = Mounted::new(&format!("nfs://127.0.0.1:{}/?vers={vers}", s.port()), "");
     let run = |args: &[&str]| {
-        let out = Command::new(args[0])
-            .args(&args[1..])
-            .current_dir(&m.dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new(args[0]).args(&args[1..]).current_dir(&m.dir),
+            &format!("{args:?}"),
         );
     };
     run(&["mkfifo", "-m", "0640", "fifo"]);

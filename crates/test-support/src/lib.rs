@@ -44,3 +44,17 @@ pub fn tarn_bin() -> PathBuf {
     );
     bin
 }
+
+/// Runs `cmd` to its end and returns its output; it must succeed (else
+/// the panic names `what` and gives its stdout and stderr).
+pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

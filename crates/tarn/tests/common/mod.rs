@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-pub use test_support::free_port;
 pub use test_support::metrics::{metric_sum, metrics_text, sample};
 pub use test_support::server::{mount_ns_wrapper, spawn_serving_drained, temp_export, TestServer};
+pub use test_support::{free_port, run_ok};
 
 /// A file anyone may read and write (a Kerberos test's principal is not a
 /// local user: it works as the anonymous ids).
@@ -326,6 +326,22 @@ pub fn tarn_output(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// A temporary directory holding one file, `name`, of `text`: the
+/// directory (the file goes with it) and the file's path.
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
+}
+
+/// Asserts that `text` (a tool's output) contains each of `wanted`.
+pub fn assert_contains(text: &str, wanted: &[&str]) {
+    for w in wanted {
+        assert!(text.contains(w), "{text}");
+    }
 }
 
 /// Asserts that a tool run succeeded and printed exactly `want`.
