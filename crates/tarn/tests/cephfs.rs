@@ -116,10 +116,7 @@ fn setup(prefix: &str, nfs4: &str) -> Option<Setup> {
     let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let cl = Cluster::start("cephfs test", vfs::cephfs::available())?;
     make_export_dir(&cl);
-    let work = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let work = test_support::var_tmp(prefix);
     Some(Setup {
         config: nfs_config(&cl, work.path(), nfs4),
         work,
@@ -889,10 +886,7 @@ fn nlm_lock_as(
 fn failed_head_locks_are_freed_for_reclaims() {
     use proto::nlm4::Nlm4Stats::*;
     let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::Builder::new()
-        .prefix("tarn-ceph-failover-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let work = test_support::var_tmp("tarn-ceph-failover-");
     let w = work.path();
     let Some(etcd) = Etcd::start(w) else { return };
     let Some(cl) = Cluster::start("cephfs test", vfs::cephfs::available()) else {

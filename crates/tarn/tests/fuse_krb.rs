@@ -143,10 +143,7 @@ fn fixture(vers: &str, life: &str) -> Option<Fixture> {
     let mounter_cc = kdc.kinit("mounter", "10m");
     kdc.activate(&mounter_cc); // the server and the mount inherit it
 
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-fuse-krb-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let tmp = test_support::var_tmp("tarn-fuse-krb-");
     // The users must reach the mount point below.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let export = tmp.path().join("export");

@@ -104,10 +104,7 @@ fn scenario(addr: &str, export: &str, dir: &Path, vers: &str) {
         )
     };
     let on_server = dir.join(&tag);
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-tools-ganesha-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let tmp = test_support::var_tmp("tarn-tools-ganesha-");
     let local = tmp.path();
 
     // mkdir, mkdir -p

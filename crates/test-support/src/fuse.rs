@@ -84,10 +84,7 @@ impl Mounted {
 
     /// [`Mounted::try_new`] with `env` in the mount's environment.
     pub fn try_with_env(url: &str, opts: &str, env: &[(&str, &str)]) -> Result<Mounted, String> {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-mnt-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
+        let tmp = crate::var_tmp("tarn-mnt-");
         let dir = tmp.path().join("mnt");
         std::fs::create_dir(&dir).unwrap();
         let log = tmp.path().join("mount.log");

@@ -45,6 +45,15 @@ pub fn tarn_bin() -> PathBuf {
     bin
 }
 
+/// A new temporary directory `/var/tmp/PREFIX...` (a disk file system,
+/// with kernel file handles, which /tmp is not everywhere), removed on drop.
+pub fn var_tmp(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
 /// Runs `cmd` to its end and returns its output; it must succeed (else
 /// the panic names `what` and gives its stdout and stderr).
 pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> std::process::Output {

@@ -69,10 +69,7 @@ impl Tarn {
     /// A server with several exports from a config file: each (directory
     /// name under the temporary directory, pseudo path).
     pub fn start_exports(exports: &[(&str, &str)]) -> Tarn {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-exports-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
+        let tmp = test_support::var_tmp("tarn-exports-");
         let state = tmp.path().join("state");
         std::fs::create_dir_all(&state).unwrap();
         let mut toml = String::new();
