@@ -386,7 +386,7 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
   if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" "$extras" || crashed=1; fi
   if [ $crashed = 0 ] && [ "$server" = knfsd ] && { [ "$sec" = tls ] || [ "$sec" = mtls ]; }; then
     mkdir -p "$dir"; tls_ca "$dir" "$sec" knfsd || crashed=1; fi
-  files=("$HERE/workload.sh")
+  files=("$HERE/workload.sh" "$HERE/lock-holder.pl")
   # pjdfstest: the host's binary (Debian 12 like the guest); the step fails if it is missing
   if [[ ,$extras, == *,pjd,* ]] && [ -x "$PJDFSTEST_BIN" ]; then
     cp "$PJDFSTEST_BIN" "$dir/pjdfstest" && files+=("$dir/pjdfstest"); fi
