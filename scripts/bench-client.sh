@@ -95,30 +95,33 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- tarn serve ----
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# started OUT PATTERN WHAT LOG: waits up to 10 s for a line matching PATTERN in OUT; else says WHAT
+# did not start, shows LOG and fails.
+started() {
+  local out=$1 pattern=$2 what=$3 log=$4 i
+  for i in $(seq 100); do
+    grep -q "$pattern" "$out" 2>/dev/null && return 0
+    [ "$i" = 100 ] || sleep 0.1
+  done
+  echo "bench-client: $what did not start:" >&2; cat "$log" >&2; exit 1
+}
+PORT=$(free_port)
 mkdir -p "$WORK/tarn-export" "$WORK/tarn-state" "$WORK/local"
 chmod 0777 "$WORK/tarn-export"
 "$BIN" serve "$WORK/tarn-export" --listen "127.0.0.1:$PORT" --state-dir "$WORK/tarn-state" \
   --log-level warn >"$WORK/tarn.out" 2>"$WORK/tarn.log" &
 PIDS+=($!)
-for i in $(seq 100); do
-  grep -q '^tarn: exporting' "$WORK/tarn.out" 2>/dev/null && break
-  [ "$i" = 100 ] && { echo "bench-client: tarn serve did not start:" >&2; cat "$WORK/tarn.log" >&2; exit 1; }
-  sleep 0.1
-done
+started "$WORK/tarn.out" '^tarn: exporting' "tarn serve" "$WORK/tarn.log"
 
 # DELAY_MS: the tools reach tarn serve through the delay proxy.
 SPORT=$PORT
 if [ -n "${DELAY_MS:-}" ]; then
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  PORT=$(free_port)
   "${PROXY:-$(dirname "$BIN")/tarn-delay-proxy}" "127.0.0.1:$PORT" "127.0.0.1:$SPORT" "$DELAY_MS" \
     >"$WORK/proxy.out" 2>"$WORK/proxy.log" &
   PIDS+=($!)
-  for i in $(seq 100); do
-    grep -q '^listening' "$WORK/proxy.out" 2>/dev/null && break
-    [ "$i" = 100 ] && { echo "bench-client: tarn-delay-proxy did not start:" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
-    sleep 0.1
-  done
+  started "$WORK/proxy.out" '^listening' tarn-delay-proxy "$WORK/proxy.log"
 fi
 
 # Servers: name, tarn's URL base, libnfs's URL base, its NFSv3 and NFSv4

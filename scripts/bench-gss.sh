@@ -8,20 +8,8 @@
 # Env: TARN_BIN, SECONDS_PER_RUN (default 5), GSS_SECONDS (60), INFLIGHT (1,16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${TARN_BIN:-target/release/tarn}
-[ -x "$BIN" ] || cargo build --release -q -p tarn
 . scripts/kdc.sh
-DIR=$(mktemp -d /var/tmp/tarn-bench-gss.XXXXXX)
-mkdir -p "$DIR/export" "$DIR/state"; chmod 0777 "$DIR/export"
-PID=
-cleanup() {
-  local rc=$?
-  [ "$rc" = 0 ] || { echo "bench-gss.sh: failed; the server's log ends:" >&2; tail -20 "$DIR/server.log" >&2; }
-  [ -n "$PID" ] && { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; }
-  [ -n "$KDC_PID" ] && { kill -TERM "$KDC_PID" 2>/dev/null; wait "$KDC_PID" 2>/dev/null; }
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
+kdc_bench bench-gss
 REALM=TARN.BENCH
 port() { echo $(( 20000 + RANDOM % 20000 )); }
 KPORT=$(port) PORT=$(port) MPORT=$(port)

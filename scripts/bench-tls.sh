@@ -13,20 +13,9 @@
 # Needs openssl, krb5-kdc, krb5-admin-server, krb5-user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${TARN_BIN:-target/release/tarn}
-[ -x "$BIN" ] || cargo build --release -q -p tarn
 . scripts/kdc.sh
-DIR=$(mktemp -d /var/tmp/tarn-bench-tls.XXXXXX)
-mkdir -p "$DIR/export" "$DIR/state" "$DIR/pki"; chmod 0777 "$DIR/export"
-PID=
-cleanup() {
-  local rc=$?
-  [ "$rc" = 0 ] || { echo "bench-tls.sh: failed; the server's log ends:" >&2; tail -20 "$DIR/server.log" >&2 || true; }
-  [ -n "$PID" ] && { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; }
-  [ -n "$KDC_PID" ] && { kill -TERM "$KDC_PID" 2>/dev/null; wait "$KDC_PID" 2>/dev/null; }
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
+kdc_bench bench-tls
+mkdir -p "$DIR/pki"
 # The throwaway CA and a server certificate for 127.0.0.1 (P-256, as the tests make).
 (
   cd "$DIR/pki"

@@ -131,30 +131,27 @@ def is_ident_char(c):
     return c.isalnum() or c == "_"
 
 
-def skip_string(src, i):
+def skip_quoted(src, i, quote):
+    """The index past the closing `quote` of a literal whose body starts
+    at src[i] (backslash escapes skipped); len(src) if it never closes."""
     n = len(src)
     while i < n:
         if src[i] == "\\":
             i += 2
-        elif src[i] == '"':
+        elif src[i] == quote:
             return i + 1
         else:
             i += 1
     return n
+
+
+def skip_string(src, i):
+    return skip_quoted(src, i, '"')
 
 
 def skip_char(src, i):
     # src[i] is the opening quote
-    i += 1
-    n = len(src)
-    while i < n:
-        if src[i] == "\\":
-            i += 2
-        elif src[i] == "'":
-            return i + 1
-        else:
-            i += 1
-    return n
+    return skip_quoted(src, i + 1, "'")
 
 
 # ---------------------------------------------------------------- parsing

@@ -48,20 +48,7 @@ for i in $(seq 8); do head -c 1048576 /dev/urandom >"$S/stable$i"; done
 for i in $(seq 8); do dd if="$S/stable$i" of="$W/stable$i" bs=1M conv=fsync status=none; done
 (cd "$S" && sha256sum stable* >"$S/stable.sum")
 rm -f "$L"; : >"$L"
-perl -MFcntl -e '
-  my ($f, $p1, $p2) = @ARGV;
-  sub wait_for { my $n = shift; for (1..3000) { return if -e $n; select(undef, undef, undef, 0.05); } die "no $n\n"; }
-  sub put { my ($fh, $src) = @_; open(my $s, "<", $src) or die; local $/; my $d = <$s>;
-            my $w = syswrite($fh, $d); die "write: $!\n" unless $w == length $d; }
-  open(my $fh, "+<", $f) or die "open $f: $!";
-  fcntl($fh, F_SETLKW, pack("s s x4 q q l x4", F_WRLCK, SEEK_SET, 0, 0, 0)) or die "lock: $!\n";
-  put($fh, $p1); $fh->sync or die "fsync: $!\n";
-  open(my $h, ">", "/tmp/fo/held") or die; close $h;
-  wait_for("/tmp/fo/go");
-  put($fh, $p2); $fh->sync or die "fsync after the failover: $!\n";
-  open($h, ">", "/tmp/fo/wrote") or die; close $h;
-  wait_for("/tmp/fo/rel");
-  close $fh or die "close: $!\n";' "$L" "$S/p1" "$S/p2" 2>"$S/holder.err" &
+perl /share/lock-holder.pl "$L" "$S/p1" "$S/p2" "$S/" 3000 0.05 "after the failover" 2>"$S/holder.err" &
 HP=$!
 for _ in $(seq 600); do [ -e "$S/held" ] && break; sleep 0.1; done
 check "holder has the lock, part 1 fsynced" test -e "$S/held"

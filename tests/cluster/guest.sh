@@ -43,7 +43,7 @@ one() {  # VERS: one lab, one VM
   share=$FO_DIR/vm/share
   printf 'exec bash /share/guest-failover.sh %q %q\n' "$FO_SVC" "$vers" >"$FO_DIR/cmd.sh"
   fo_bg vm env RUN_DIR="$FO_DIR/vm" NETNS="$FO_LAB" TAP=tap0 TIMEOUT="${CASE_TIMEOUT:-600}" \
-    bash "$GUEST/boot.sh" "$FO_DIR/cmd.sh" "$HERE/guest-failover.sh"
+    bash "$GUEST/boot.sh" "$FO_DIR/cmd.sh" "$HERE/guest-failover.sh" "$GUEST/lock-holder.pl"
   for _ in $(seq $(( ${CASE_TIMEOUT:-600} * 10 ))); do
     [ -e "$share/failover-request" ] && break
     kill -0 "$(fo_pid vm)" 2>/dev/null || break

@@ -51,24 +51,7 @@ krb5_realm() {  # CASEDIR FLAVOR
  tarn.lab = $KRB5_REALM
  $KRB5_GUEST_NAME = $KRB5_REALM
 EOF
-  cat > "$k/kdc.conf" <<EOF
-[kdcdefaults]
- kdc_ports = 88
- kdc_tcp_ports = 88
-
-[realms]
- $KRB5_REALM = {
-  database_name = $k/principal
-  key_stash_file = $k/stash
-  acl_file = $k/kadm5.acl
-  max_life = 10h
-  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
- }
-
-[logging]
- kdc = FILE:$k/kdc.log
-EOF
-  : > "$k/kadm5.acl"
+  kdc_conf "$k" "$KRB5_REALM" 88   # scripts/kdc.sh
   (
     export KRB5_CONFIG=$k/krb5.conf KRB5_KDC_PROFILE=$k/kdc.conf
     unset KRB5CCNAME KRB5_KTNAME
@@ -92,17 +75,10 @@ EOF
   printf '%s\n' 'root:x:0:' 'labuser:x:1000:' 'nogroup:x:65534:' > "$k/group"
   # The export accepts only this case's flavor: an AUTH_SYS call to it would be refused, so the
   # workload passing means the data went through RPCSEC_GSS at that service level.
-  cat > "$k/tarn.toml" <<EOF
-[[export]]
-path = "$case/export"
-pseudo = "/"
-clients = ["10.77.0.0/24"]
-squash = "root"
-sec = ["$flavor"]
-
-[nfs4]
-idmap_domain = "$KRB5_IDMAP_DOMAIN"
-EOF
+  {
+    lab_export "$case/export" / root
+    printf '%s\n' "sec = [\"$flavor\"]" '' '[nfs4]' "idmap_domain = \"$KRB5_IDMAP_DOMAIN\""
+  } > "$k/tarn.toml"
   printf '%s\n' "$KRB5_IDMAP_DOMAIN" > "$k/lab-krb5/idmap-domain"
   echo "krb5: realm $KRB5_REALM in $k (principals nfs/$KRB5_SERVER_NAME, host/$KRB5_GUEST_NAME, labuser; AES-SHA1 keys)"
 }

@@ -123,6 +123,14 @@ fi
 TARN_MOUNT_OPTS="proto=tcp,port=$TARN_PORT,mountport=$TARN_PORT,mountproto=tcp"
 TARN_MOUNT_OPTS4="proto=tcp,port=$TARN_PORT"
 TARN_GRACE=${TARN_GRACE:-5}
+# lab_export DIR PSEUDO SQUASH: an [[export]] table (TOML) of DIR, mounted as PSEUDO, to the lab's
+# network, SQUASH being "root" or "none"; more keys of the table may follow it.
+lab_export() {
+  printf '%s\n' '[[export]]' "path = \"$1\"" "pseudo = \"$2\"" 'clients = ["10.77.0.0/24"]' \
+    "squash = \"$3\""
+}
+# shellcheck source=../../scripts/kdc.sh
+. "$REPO/scripts/kdc.sh"   # kdc_conf, for krb5.sh
 # shellcheck source=krb5.sh
 . "$HERE/krb5.sh"
 # shellcheck source=tls.sh
@@ -327,9 +335,7 @@ start_tarn() {  # CASEDIR SEC EXTRAS -> sets SUP_PID, RPCB_PID (KDC_PID); non-ze
     # rest of the workload uses (so the root-squash checks stay).  NFSv4 reaches it through the
     # directory pjd in /'s export (a junction); NFSv3 mounts /pjd directly.
     mkdir -p "$1/pjd" "$dir/pjd"
-    printf '%s\n' '[[export]]' "path = \"$dir\"" 'pseudo = "/"' 'clients = ["10.77.0.0/24"]' \
-      'squash = "root"' '' '[[export]]' "path = \"$1/pjd\"" 'pseudo = "/pjd"' \
-      'clients = ["10.77.0.0/24"]' 'squash = "none"' > "$1/tarn.toml"
+    { lab_export "$dir" / root; echo; lab_export "$1/pjd" /pjd none; } > "$1/tarn.toml"
     mapfile -d '' TARN_CMD < <(printf '%s\0' ip netns exec "$NS" "$TARN_BIN" serve --config "$1/tarn.toml" \
       --listen "$TARN_ADDR:$TARN_PORT" --log-level "${TARN_LOG_LEVEL:-info,server::nlm=debug}" \
       --grace "$TARN_GRACE" --state-dir "$1/state"
@@ -395,7 +401,7 @@ run_case() {  # NAME SERVER VERS SEC EXTRAS GUEST
   if [ $crashed = 0 ] && [ "$server" = tarn ]; then CASE_DIR=$dir; start_tarn "$dir" "$sec" "$extras" || crashed=1; fi
   if [ $crashed = 0 ] && [ "$server" = knfsd ] && { [ "$sec" = tls ] || [ "$sec" = mtls ]; }; then
     mkdir -p "$dir"; tls_ca "$dir" "$sec" knfsd || crashed=1; fi
-  files=("$HERE/workload.sh")
+  files=("$HERE/workload.sh" "$HERE/lock-holder.pl")
   # pjdfstest: the host's binary (Debian 12 like the guest); the step fails if it is missing
   if [[ ,$extras, == *,pjd,* ]] && [ -x "$PJDFSTEST_BIN" ]; then
     cp "$PJDFSTEST_BIN" "$dir/pjdfstest" && files+=("$dir/pjdfstest"); fi

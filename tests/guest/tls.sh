@@ -68,14 +68,7 @@ subjectAltName=DNS:nfsguest"
   ) || { echo "tls: CA setup failed:"; tail -20 "$t/setup.log"; return 1; }
   # The export accepts only RPC-with-TLS (and, for mtls, only a client whose certificate the CA
   # signed): the workload passing means the data went through TLS.
-  cat > "$t/tarn.toml" <<EOF
-[[export]]
-path = "$case/export"
-pseudo = "/"
-clients = ["10.77.0.0/24"]
-squash = "root"
-xprtsec = ["$mode"]
-EOF
+  { lab_export "$case/export" / root; echo "xprtsec = [\"$mode\"]"; } > "$t/tarn.toml"
   local who=; [ "$mode" = mtls ] && who=", client certificate CN=nfsguest"
   echo "tls: throwaway CA in $t (server certificate $TARN_ADDR + $TLS_SERVER_NAME$who), export xprtsec=[$mode]"
 }

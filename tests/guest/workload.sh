@@ -321,20 +321,7 @@ s_restart_lock() {
   cat "$SCRATCH/rl1" "$SCRATCH/rl2" | sha256sum > "$SCRATCH/rl.sum"
   touch f
   # holder: lock the whole file, write part 1 + fsync, then (on f.go) part 2 + fsync, then release
-  perl -MFcntl -e '
-    my ($f, $p1, $p2) = @ARGV;
-    sub wait_for { my $n = shift; for (1..1800) { return if -e $n; select(undef, undef, undef, 0.1); } die "no $n\n"; }
-    sub put { my ($fh, $src) = @_; open(my $s, "<", $src) or die; local $/; my $d = <$s>;
-              my $w = syswrite($fh, $d); die "write: $!\n" unless $w == length $d; }
-    open(my $fh, "+<", $f) or die "open $f: $!";
-    fcntl($fh, F_SETLKW, pack("s s x4 q q l x4", F_WRLCK, SEEK_SET, 0, 0, 0)) or die "lock: $!\n";
-    put($fh, $p1); $fh->sync or die "fsync: $!\n";
-    open(my $h, ">", "$f.held") or die; close $h;
-    wait_for("$f.go");
-    put($fh, $p2); $fh->sync or die "fsync after restart: $!\n";
-    open($h, ">", "$f.wrote") or die; close $h;
-    wait_for("$f.rel");
-    close $fh or die "close: $!\n";' f "$SCRATCH/rl1" "$SCRATCH/rl2" & local hp=$!
+  perl /share/lock-holder.pl f "$SCRATCH/rl1" "$SCRATCH/rl2" f. 1800 0.1 "after restart" & local hp=$!
   for _ in $(seq 300); do [ -e f.held ] && break; sleep 0.1; done
   test -e f.held
   must_fail fcntl_lock f 0 0 w try                             # locked before the restart

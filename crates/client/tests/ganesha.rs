@@ -8,6 +8,7 @@
 //! share Ganesha's network namespace), marked by TARN_GANESHA_ADDR.
 
 mod common;
+mod harness;
 
 use test_support::ganesha::inside_ganesha;
 

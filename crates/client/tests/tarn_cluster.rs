@@ -131,10 +131,7 @@ async fn open_until(
 /// A temporary directory (under /var/tmp) with etcd running in it and
 /// an empty `export` directory; None, and the test passes, without etcd.
 fn cluster_dirs() -> Option<(tempfile::TempDir, Etcd, std::path::PathBuf)> {
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-cluster-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let tmp = test_support::var_tmp("tarn-cluster-");
     let etcd = Etcd::start(tmp.path())?;
     let export = tmp.path().join("export");
     std::fs::create_dir_all(&export).unwrap();

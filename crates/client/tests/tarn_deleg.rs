@@ -162,15 +162,27 @@ fn read_delegation_answers_stat_locally() {
     });
 }
 
+/// A client that opened `name` (made holding `data`) for reading and
+/// holds a read delegation of it, under which it knows the size: its
+/// session, the file's handle and the open's stateid.
+async fn delegated_reader(
+    addr: std::net::SocketAddr,
+    name: &str,
+    data: &[u8],
+) -> (std::sync::Arc<Session>, NfsFh4, Stateid4) {
+    make_file(addr, name, data).await;
+    let a = session(addr).await;
+    let (fh, open_a, d) = open_read(&a, name).await;
+    d.expect("a read delegation");
+    assert_eq!(a.stat(&fh).await.unwrap().size, Some(data.len() as u64));
+    (a, fh, open_a)
+}
+
 #[test]
 fn conflicting_open_recalls_and_the_holder_returns() {
     let (t, maddr) = start(&[]);
     run(async {
-        make_file(t.addr, "f", b"old data").await;
-        let a = session(t.addr).await;
-        let (fh, open_a, d) = open_read(&a, "f").await;
-        d.expect("a read delegation");
-        assert_eq!(a.stat(&fh).await.unwrap().size, Some(8));
+        let (a, fh, open_a) = delegated_reader(t.addr, "f", b"old data").await;
 
         let b = session_with(t.addr, &no_retry()).await;
         let t0 = Instant::now();
@@ -216,11 +228,7 @@ fn a_local_change_on_the_server_recalls_the_delegation() {
     }
     let (t, maddr) = start(&[]);
     run(async {
-        make_file(t.addr, "f", b"old").await;
-        let a = session(t.addr).await;
-        let (fh, open_a, d) = open_read(&a, "f").await;
-        d.expect("a read delegation");
-        assert_eq!(a.stat(&fh).await.unwrap().size, Some(3));
+        let (a, fh, open_a) = delegated_reader(t.addr, "f", b"old").await;
         // A process on the server (this test) writes the file directly.
         let t0 = Instant::now();
         std::fs::write(t.export.join("f"), b"changed locally").unwrap();
@@ -260,17 +268,48 @@ fn effective_uid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
+/// A client that holds a read delegation of `name` (made holding
+/// `data`) and will not return it when recalled, renewing its lease every
+/// `renew_ms`: its session, the renewal, the file's handle and the
+/// delegation's stateid.
+async fn deaf_reader(
+    addr: std::net::SocketAddr,
+    name: &str,
+    data: &[u8],
+    renew_ms: u64,
+) -> (
+    std::sync::Arc<Session>,
+    tokio::task::JoinHandle<()>,
+    NfsFh4,
+    Stateid4,
+) {
+    make_file(addr, name, data).await;
+    let a = session(addr).await;
+    a.delegations().set_ignore_recalls(true);
+    let renew = a.spawn_renewal(Duration::from_millis(renew_ms));
+    let (fh, _, d) = open_read(&a, name).await;
+    let deleg = d.expect("a read delegation").stateid;
+    (a, renew, fh, deleg)
+}
+
+/// Whether a renewal (SEQUENCE) of `s` reports
+/// SEQ4_STATUS_RECALLABLE_STATE_REVOKED; and all its status flags.
+async fn revoked_flag(s: &Session) -> (bool, u32) {
+    let flags = s.renew().await.unwrap();
+    (flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED != 0, flags)
+}
+
+/// TEST_STATEID of `sid` alone: its status, as a list of one.
+async fn test_stateid(s: &Session, sid: &Stateid4) -> Vec<Nfsstat4> {
+    s.test_stateids(std::slice::from_ref(sid)).await.unwrap()
+}
+
 #[test]
 fn ignored_recall_is_revoked_after_a_lease() {
     const LEASE: u64 = 3;
     let (t, _) = start(&["--lease-time", "3"]);
     run(async {
-        make_file(t.addr, "f", b"x").await;
-        let a = session(t.addr).await;
-        a.delegations().set_ignore_recalls(true);
-        let _renew = a.spawn_renewal(Duration::from_millis(500));
-        let (fh, _, d) = open_read(&a, "f").await;
-        let deleg = d.expect("a read delegation").stateid;
+        let (a, _renew, fh, deleg) = deaf_reader(t.addr, "f", b"x", 500).await;
 
         let b = session_with(t.addr, &no_retry()).await;
         let _renew_b = b.spawn_renewal(Duration::from_millis(500));
@@ -289,28 +328,20 @@ fn ignored_recall_is_revoked_after_a_lease() {
             .await
             .unwrap();
 
-        let flags = a.renew().await.unwrap();
-        assert_ne!(
-            flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
-            0,
-            "flags {flags:#x}"
-        );
+        let (revoked, flags) = revoked_flag(&a).await;
+        assert!(revoked, "flags {flags:#x}");
         assert_eq!(
-            a.test_stateids(std::slice::from_ref(&deleg)).await.unwrap(),
+            test_stateid(&a, &deleg).await,
             [Nfsstat4::NFS4ERR_DELEG_REVOKED]
         );
         // stat sees the flag, frees the revoked delegation and asks the server.
         let st = a.stat(&fh).await.unwrap();
         assert_eq!(st.size, Some(10), "B's data, not A's stale cache");
         assert!(a.delegations().is_empty());
-        let flags = a.renew().await.unwrap();
+        let (revoked, flags) = revoked_flag(&a).await;
+        assert!(!revoked, "freed: flags {flags:#x}");
         assert_eq!(
-            flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
-            0,
-            "freed: flags {flags:#x}"
-        );
-        assert_eq!(
-            a.test_stateids(std::slice::from_ref(&deleg)).await.unwrap(),
+            test_stateid(&a, &deleg).await,
             [Nfsstat4::NFS4ERR_BAD_STATEID],
             "gone after FREE_STATEID"
         );
@@ -322,12 +353,7 @@ fn ignored_recall_is_revoked_after_a_lease() {
 fn free_stateid_of_a_revoked_delegation_by_hand() {
     let (t, _) = start(&["--lease-time", "2"]);
     run(async {
-        make_file(t.addr, "g", b"y").await;
-        let a = session(t.addr).await;
-        a.delegations().set_ignore_recalls(true);
-        let _renew = a.spawn_renewal(Duration::from_millis(400));
-        let (fh, _, d) = open_read(&a, "g").await;
-        let deleg = d.expect("a read delegation").stateid;
+        let (a, _renew, fh, deleg) = deaf_reader(t.addr, "g", b"y", 400).await;
         let b = session(t.addr).await;
         let _renew_b = b.spawn_renewal(Duration::from_millis(400));
         let root = b.lookup_path("/").await.unwrap();
@@ -336,15 +362,9 @@ fn free_stateid_of_a_revoked_delegation_by_hand() {
             .open(&root, "g", None, OPEN4_SHARE_ACCESS_WRITE)
             .await
             .unwrap();
-        assert_ne!(
-            a.renew().await.unwrap() & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
-            0
-        );
+        assert!(revoked_flag(&a).await.0);
         a.free_stateid(&deleg).await.unwrap();
-        assert_eq!(
-            a.renew().await.unwrap() & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
-            0
-        );
+        assert!(!revoked_flag(&a).await.0);
         // A DELEGRETURN now is too late; the client forgets it either way.
         assert!(a.delegreturn(&fh).await.unwrap());
         b.close(&fh_b, &sid_b).await.unwrap();
@@ -372,11 +392,12 @@ fn write_delegation_answers_cb_getattr_and_flushes_on_recall() {
         let d = a.delegations().get(&o.fh).expect("a write delegation");
         assert_eq!(d.kind, DelegKind::Write);
         let change0 = a.stat(&o.fh).await.unwrap().change.unwrap();
-        a.write(
+        write_at(
+            &a,
             &o.stateid,
             &o.fh,
             0,
-            Bytes::from_static(b"written under a write delegation"),
+            b"written under a write delegation",
             StableHow4::UNSTABLE4,
         )
         .await

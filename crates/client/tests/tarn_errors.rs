@@ -64,6 +64,31 @@ async fn open_rw(s: &Session, file: &str, owner: &str) -> Result<Opened> {
     .await
 }
 
+/// Sends `b`, a COMPOUND of `g`'s SEQUENCE, PUTROOTFH and a third
+/// operation written by hand, and checks that the first two succeed and
+/// the third fails with `status`, the COMPOUND's status.
+async fn third_op_fails(
+    s: &Session,
+    g: SlotGuard<'_>,
+    b: &[u8],
+    op: NfsOpnum4,
+    status: Nfsstat4,
+    what: &str,
+) {
+    let r = decode(&send_raw(s.conn(), b).await);
+    g.finish(&r);
+    assert_eq!(r.status, status, "{what}");
+    assert_eq!(
+        statuses(&r),
+        [
+            (NfsOpnum4::OP_SEQUENCE, NFS4_OK),
+            (NfsOpnum4::OP_PUTROOTFH, NFS4_OK),
+            (op, status)
+        ],
+        "{what}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 1. COMPOUND level
 // ---------------------------------------------------------------------------
@@ -122,37 +147,37 @@ fn unknown_operation_mid_compound_is_op_illegal_after_the_results_so_far() {
             );
             set_op_count(&mut b, 3);
             b.put_u32(op);
-            let r = decode(&send_raw(s.conn(), &b).await);
-            g.finish(&r);
-            assert_eq!(r.status, NFS4ERR_OP_ILLEGAL, "op {op}");
-            assert_eq!(
-                statuses(&r),
-                [
-                    (NfsOpnum4::OP_SEQUENCE, NFS4_OK),
-                    (NfsOpnum4::OP_PUTROOTFH, NFS4_OK),
-                    (NfsOpnum4::OP_ILLEGAL, NFS4ERR_OP_ILLEGAL)
-                ],
-                "op {op}"
-            );
+            let what = format!("op {op}");
+            third_op_fails(&s, g, &b, NfsOpnum4::OP_ILLEGAL, NFS4ERR_OP_ILLEGAL, &what).await;
         }
         s.renew().await.expect("the session still works");
     });
+}
+
+/// A minor version 1 COMPOUND of `ops` without SEQUENCE, on `s`'s
+/// connection: refused with `status` at its first operation, `op`.
+async fn refused_without_sequence(
+    s: &Session,
+    ops: Vec<NfsArgop4>,
+    op: NfsOpnum4,
+    status: Nfsstat4,
+) {
+    let r = s.conn().compound(1, ops).await.unwrap();
+    assert_eq!(r.status, status);
+    assert_eq!(statuses(&r), [(op, status)]);
 }
 
 #[test]
 fn session_placement_rules() {
     with_session(|_, s| async move {
         // 4.1 without SEQUENCE.
-        let r = s
-            .conn()
-            .compound(1, vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_GETFH])
-            .await
-            .unwrap();
-        assert_eq!(r.status, NFS4ERR_OP_NOT_IN_SESSION);
-        assert_eq!(
-            statuses(&r),
-            [(NfsOpnum4::OP_PUTROOTFH, NFS4ERR_OP_NOT_IN_SESSION)]
-        );
+        refused_without_sequence(
+            &s,
+            vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_GETFH],
+            NfsOpnum4::OP_PUTROOTFH,
+            NFS4ERR_OP_NOT_IN_SESSION,
+        )
+        .await;
 
         // SEQUENCE anywhere but first.
         let r = s
@@ -181,16 +206,13 @@ fn session_placement_rules() {
             eia_state_protect: StateProtect4A::SP4_NONE,
             eia_client_impl_id: vec![],
         });
-        let r = s
-            .conn()
-            .compound(1, vec![ex.clone(), NfsArgop4::OP_PUTROOTFH])
-            .await
-            .unwrap();
-        assert_eq!(r.status, NFS4ERR_NOT_ONLY_OP);
-        assert_eq!(
-            statuses(&r),
-            [(NfsOpnum4::OP_EXCHANGE_ID, NFS4ERR_NOT_ONLY_OP)]
-        );
+        refused_without_sequence(
+            &s,
+            vec![ex.clone(), NfsArgop4::OP_PUTROOTFH],
+            NfsOpnum4::OP_EXCHANGE_ID,
+            NFS4ERR_NOT_ONLY_OP,
+        )
+        .await;
         // After SEQUENCE it runs like any other operation (RFC 8881
         // §18.35.3: "EXCHANGE_ID MAY be sent in a COMPOUND procedure that
         // starts with SEQUENCE"): `o` is a new client owner, so it gets a
@@ -226,17 +248,15 @@ fn truncated_argument_is_badxdr() {
         b.put_u32(NfsOpnum4::OP_LOOKUP as u32);
         b.put_u32(100); // a 100-byte name, of which 3 bytes arrive
         b.put_slice(b"abc");
-        let r = decode(&send_raw(s.conn(), &b).await);
-        g.finish(&r);
-        assert_eq!(r.status, NFS4ERR_BADXDR);
-        assert_eq!(
-            statuses(&r),
-            [
-                (NfsOpnum4::OP_SEQUENCE, NFS4_OK),
-                (NfsOpnum4::OP_PUTROOTFH, NFS4_OK),
-                (NfsOpnum4::OP_LOOKUP, NFS4ERR_BADXDR)
-            ]
-        );
+        third_op_fails(
+            &s,
+            g,
+            &b,
+            NfsOpnum4::OP_LOOKUP,
+            NFS4ERR_BADXDR,
+            "short LOOKUP",
+        )
+        .await;
         s.renew().await.expect("the session still works");
     });
 }
@@ -564,14 +584,7 @@ fn close_twice_and_close_with_locks_held() {
 
         let o = open_rw(&s, "f", OWNER_A).await.unwrap();
         let lo = s.new_owner("lock");
-        let l = s
-            .lock(
-                &o.fh,
-                s.new_lock_owner(&o.stateid, &lo),
-                NfsLockType4::WRITE_LT,
-                0,
-                10,
-            )
+        let l = lock_by(&s, &o.fh, &o.stateid, &lo, NfsLockType4::WRITE_LT, 0, 10)
             .await
             .unwrap()
             .unwrap();
@@ -588,17 +601,18 @@ fn close_twice_and_close_with_locks_held() {
         );
         let o2 = open_rw(&s, "f", "open-b").await.unwrap();
         let lo2 = s.new_owner("lock-2");
-        s.lock(
-            &o2.fh,
-            s.new_lock_owner(&o2.stateid, &lo2),
-            NfsLockType4::WRITE_LT,
-            0,
-            10,
-        )
+        lock_by(&s, &o2.fh, &o2.stateid, &lo2, NfsLockType4::WRITE_LT, 0, 10)
+            .await
+            .unwrap()
+            .expect("the range is free after the CLOSE");
+    });
+}
+
+/// OPEN of "f" by OWNER_A for `access`, denying WRITE to others.
+async fn open_denying_writes(s: &Session, access: u32) -> Opened {
+    open(s, "f", OWNER_A, access, OPEN4_SHARE_DENY_WRITE)
         .await
         .unwrap()
-        .expect("the range is free after the CLOSE");
-    });
 }
 
 #[test]
@@ -606,56 +620,24 @@ fn share_deny_blocks_other_owners() {
     with_server(|addr| async move {
         let a = session(addr).await;
         let b = session(addr).await;
-        let oa = open(
-            &a,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_WRITE,
-        )
-        .await
-        .unwrap();
-        let r = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_WRITE,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await;
+        let oa = open_denying_writes(&a, OPEN4_SHARE_ACCESS_READ).await;
+        // b's OPEN of f for `access`, denying `deny`.
+        let open_b = |access, deny| open(&b, "f", "open-b", access, deny);
+        let r = open_b(OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_NONE).await;
         assert_eq!(err(r), NFS4ERR_SHARE_DENIED, "deny WRITE against a writer");
-        let r = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_READ,
-        )
-        .await;
+        let r = open_b(OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_READ).await;
         assert_eq!(err(r), NFS4ERR_SHARE_DENIED, "deny READ against a reader");
         // Another owner of the same client is just as refused.
         let r = open_rw(&a, "f", "open-a2").await;
         assert_eq!(err(r), NFS4ERR_SHARE_DENIED);
-        let ob = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("a reader is fine");
+        let ob = open_b(OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_NONE)
+            .await
+            .expect("a reader is fine");
         b.close(&ob.fh, &ob.stateid).await.unwrap();
         a.close(&oa.fh, &oa.stateid).await.unwrap();
-        let ob = open(
-            &b,
-            "f",
-            "open-b",
-            OPEN4_SHARE_ACCESS_WRITE,
-            OPEN4_SHARE_DENY_NONE,
-        )
-        .await
-        .expect("the deny went with the CLOSE");
+        let ob = open_b(OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_NONE)
+            .await
+            .expect("the deny went with the CLOSE");
         b.close(&ob.fh, &ob.stateid).await.unwrap();
     });
 }
@@ -664,15 +646,7 @@ fn share_deny_blocks_other_owners() {
 fn share_deny_holds_against_anonymous_io() {
     with_server(|addr| async move {
         let a = session(addr).await;
-        let oa = open(
-            &a,
-            "f",
-            OWNER_A,
-            OPEN4_SHARE_ACCESS_BOTH,
-            OPEN4_SHARE_DENY_WRITE,
-        )
-        .await
-        .unwrap();
+        let oa = open_denying_writes(&a, OPEN4_SHARE_ACCESS_BOTH).await;
         let anon = Stateid4 {
             seqid: 0,
             other: [0; 12],
@@ -741,29 +715,24 @@ fn anonymous_stateids_read_and_write() {
 #[test]
 fn lock_conflicts_between_owners() {
     use NfsLockType4::*;
-    let t = Tarn::start(&[]);
-    run(async {
-        let a = session(t.addr).await;
-        let b = session(t.addr).await;
+    with_server(|addr| async move {
+        let a = session(addr).await;
+        let b = session(addr).await;
         let oa = open_rw(&a, "f", OWNER_A).await.unwrap();
         let ob = open_rw(&b, "f", "open-b").await.unwrap();
         let fh = oa.fh.clone();
         let (la, lb) = (owner(&a, "lock-a"), owner(&b, "lock-b"));
 
         // Zero length is invalid (RFC 8881 §18.10.4), for LOCK and LOCKT.
-        let r = a
-            .lock(&fh, a.new_lock_owner(&oa.stateid, &la), WRITE_LT, 0, 0)
-            .await;
+        let r = lock_by(&a, &fh, &oa.stateid, &la, WRITE_LT, 0, 0).await;
         assert_eq!(err(r), NFS4ERR_INVAL);
         assert_eq!(err(a.lockt(&fh, WRITE_LT, 0, 0, &la).await), NFS4ERR_INVAL);
 
-        let sa = a
-            .lock(&fh, a.new_lock_owner(&oa.stateid, &la), WRITE_LT, 100, 50)
+        let sa = lock_by(&a, &fh, &oa.stateid, &la, WRITE_LT, 100, 50)
             .await
             .unwrap()
             .expect("first lock");
-        let d = b
-            .lock(&fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 120, 10)
+        let d = lock_by(&b, &fh, &ob.stateid, &lb, WRITE_LT, 120, 10)
             .await
             .unwrap()
             .expect_err("overlapping write lock");
@@ -791,8 +760,7 @@ fn lock_conflicts_between_owners() {
 
         // LOCKU, then the other owner gets it.
         let sa = a.locku(&fh, &sa, WRITE_LT, 100, 50).await.unwrap();
-        let sb = b
-            .lock(&fh, b.new_lock_owner(&ob.stateid, &lb), WRITE_LT, 120, 10)
+        let sb = lock_by(&b, &fh, &ob.stateid, &lb, WRITE_LT, 120, 10)
             .await
             .unwrap()
             .expect("granted after LOCKU");
@@ -900,8 +868,7 @@ fn nfs4_and_nlm_locks_conflict() {
         let s = session(t.addr).await;
         let o = open_rw(&s, "f", OWNER_A).await.unwrap();
         let lo = s.new_owner("lock");
-        let l = s
-            .lock(&o.fh, s.new_lock_owner(&o.stateid, &lo), WRITE_LT, 0, 100)
+        let l = lock_by(&s, &o.fh, &o.stateid, &lo, WRITE_LT, 0, 100)
             .await
             .unwrap()
             .unwrap();
@@ -927,30 +894,24 @@ fn nfs4_and_nlm_locks_conflict() {
         }
         let l = s.locku(&o.fh, &l, WRITE_LT, 0, 100).await.unwrap();
         assert_eq!(n.lock(50, 10).await, Nlm4Stats::NLM4_GRANTED);
-        let d = s
-            .lock(
+        // A read lock on the whole file by the lock owner that unlocked.
+        let read_all = || {
+            s.lock(
                 &o.fh,
                 Session::existing_lock_owner(&l),
                 READ_LT,
                 0,
                 u64::MAX,
             )
+        };
+        let d = read_all()
             .await
             .unwrap()
             .expect_err("NLM lock blocks NFSv4");
         assert_eq!((d.offset, d.length, d.locktype), (50, 10, WRITE_LT));
         assert!(s.lockt(&o.fh, READ_LT, 55, 1, &lo).await.unwrap().is_some());
         assert_eq!(n.unlock(50, 10).await, Nlm4Stats::NLM4_GRANTED);
-        s.lock(
-            &o.fh,
-            Session::existing_lock_owner(&l),
-            READ_LT,
-            0,
-            u64::MAX,
-        )
-        .await
-        .unwrap()
-        .expect("free again");
+        read_all().await.unwrap().expect("free again");
     });
 }
 
@@ -976,6 +937,15 @@ fn claim_previous() -> OpenClaim4 {
     OpenClaim4::CLAIM_PREVIOUS(OpenDelegationType4::OPEN_DELEGATE_NONE)
 }
 
+/// OPEN CLAIM_PREVIOUS of `fh` by `s`'s open owner OWNER_A.
+async fn reopen_previous(s: &Session, fh: &NfsFh4) -> Result<Vec<NfsResop4>> {
+    s.call(vec![
+        putfh(fh),
+        open_args(owner(s, OWNER_A), claim_previous(), nocreate()),
+    ])
+    .await
+}
+
 /// EXCHANGE_ID and CREATE_SESSION only: a client that may still reclaim.
 async fn reclaiming_session(addr: std::net::SocketAddr, o: &SessionOptions) -> Arc<Session> {
     let c = conn(addr).await;
@@ -990,9 +960,11 @@ async fn reclaiming_session(addr: std::net::SocketAddr, o: &SessionOptions) -> A
 async fn client_with_state(addr: std::net::SocketAddr, o: &SessionOptions) -> NfsFh4 {
     let a = session_with(addr, o).await;
     let oa = open_rw(&a, "f", OWNER_A).await.unwrap();
-    a.lock(
+    lock_by(
+        &a,
         &oa.fh,
-        a.new_lock_owner(&oa.stateid, &owner(&a, "lock-a")),
+        &oa.stateid,
+        &owner(&a, "lock-a"),
         NfsLockType4::WRITE_LT,
         0,
         10,
@@ -1014,7 +986,6 @@ fn reclaim_after_restart_in_grace() {
     );
     t.restart(&["--grace", "5"]);
     run(async {
-        let root = |s: &Session| owner(s, OWNER_A);
         // A new client may not create state during grace.
         let n = session(t.addr).await;
         let r = open_rw(&n, "g", "open-n").await;
@@ -1024,12 +995,7 @@ fn reclaim_after_restart_in_grace() {
         // §18.16.3/§15.1.9: RECLAIM_BAD, or NO_GRACE (the server cannot
         // vouch for the reclaim); both are right.
         let u = reclaiming_session(t.addr, &SessionOptions::default()).await;
-        let r = u
-            .call(vec![
-                putfh(&fh),
-                open_args(root(&u), claim_previous(), nocreate()),
-            ])
-            .await;
+        let r = reopen_previous(&u, &fh).await;
         let st = err(r);
         assert!(
             matches!(st, NFS4ERR_RECLAIM_BAD | NFS4ERR_NO_GRACE),
@@ -1038,13 +1004,7 @@ fn reclaim_after_restart_in_grace() {
 
         // The recorded client, same owner and verifier, reclaims.
         let a = reclaiming_session(t.addr, &o).await;
-        let r = a
-            .call(vec![
-                putfh(&fh),
-                open_args(root(&a), claim_previous(), nocreate()),
-            ])
-            .await
-            .expect("OPEN CLAIM_PREVIOUS");
+        let r = reopen_previous(&a, &fh).await.expect("OPEN CLAIM_PREVIOUS");
         let NfsResop4::OP_OPEN(Open4res::NFS4_OK(opened)) = &r[1] else {
             panic!("{r:?}")
         };
@@ -1071,24 +1031,16 @@ fn reclaim_after_restart_in_grace() {
         assert_eq!(err(r), NFS4ERR_GRACE);
 
         // The last recorded client is done: grace ends at once.
-        a.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
-            rca_one_fs: false,
-        })])
-        .await
-        .expect("RECLAIM_COMPLETE");
-        let r = a
-            .call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
+        let reclaim_complete = || {
+            a.call(vec![NfsArgop4::OP_RECLAIM_COMPLETE(ReclaimComplete4args {
                 rca_one_fs: false,
             })])
-            .await;
+        };
+        reclaim_complete().await.expect("RECLAIM_COMPLETE");
+        let r = reclaim_complete().await;
         assert_eq!(err(r), NFS4ERR_COMPLETE_ALREADY);
         // Its own reclaims are over too (RFC 8881 §18.51.3).
-        let r = a
-            .call(vec![
-                putfh(&fh),
-                open_args(root(&a), claim_previous(), nocreate()),
-            ])
-            .await;
+        let r = reopen_previous(&a, &fh).await;
         assert_eq!(err(r), NFS4ERR_NO_GRACE);
         let og = open_rw(&n, "g", "open-n")
             .await
@@ -1102,12 +1054,7 @@ fn reclaim_after_restart_in_grace() {
             .unwrap();
         assert!(d.is_some(), "the reclaimed lock is held");
         // And reclaiming is over for everyone.
-        let r = u
-            .call(vec![
-                putfh(&fh),
-                open_args(root(&u), claim_previous(), nocreate()),
-            ])
-            .await;
+        let r = reopen_previous(&u, &fh).await;
         assert_eq!(err(r), NFS4ERR_NO_GRACE);
     });
 }
@@ -1148,7 +1095,7 @@ fn channel_limits_are_enforced() {
             .call_raw(vec![
                 putfh(&fh),
                 NfsArgop4::OP_WRITE(Write4args {
-                    stateid: anon,
+                    stateid: anon.clone(),
                     offset: 0,
                     stable: StableHow4::FILE_SYNC4,
                     data: Bytes::from(vec![b'X'; 4096]),
@@ -1163,23 +1110,15 @@ fn channel_limits_are_enforced() {
         // REP_TOO_BIG_TO_CACHE, and that reply is cached ("the replier MUST
         // cache a reply" when sa_cachethis is true), so a retry gets it again.
         let cached = fore.ca_maxresponsesize_cached;
+        let big_read = || {
+            NfsArgop4::OP_READ(Read4args {
+                stateid: anon.clone(),
+                offset: 0,
+                count: cached + 4096,
+            })
+        };
         let g = s.acquire().await;
-        let args = encode(
-            "bigread",
-            1,
-            vec![
-                g.sequence(true),
-                putfh(&fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: Stateid4 {
-                        seqid: 0,
-                        other: [0; 12],
-                    },
-                    offset: 0,
-                    count: cached + 4096,
-                }),
-            ],
-        );
+        let args = encode("bigread", 1, vec![g.sequence(true), putfh(&fh), big_read()]);
         let first = send_raw(s.conn(), &args).await;
         let r = decode(&first);
         g.finish(&r);
@@ -1195,14 +1134,7 @@ fn channel_limits_are_enforced() {
             vec![
                 g.sequence_with(g.lease.seqid.wrapping_sub(1), true),
                 putfh(&fh),
-                NfsArgop4::OP_READ(Read4args {
-                    stateid: Stateid4 {
-                        seqid: 0,
-                        other: [0; 12],
-                    },
-                    offset: 0,
-                    count: cached + 4096,
-                }),
+                big_read(),
             ],
         );
         assert_eq!(again, args);

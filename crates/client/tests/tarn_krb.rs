@@ -142,20 +142,15 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
                 (t0 + Duration::from_secs(100)).saturating_duration_since(Instant::now()),
             );
             let sock = t.state.join("admin.sock");
-            let out = std::process::Command::new(tarn_bin())
-                .args([
+            let out = test_support::run_ok(
+                std::process::Command::new(tarn_bin()).args([
                     "doctor",
                     "--socket",
                     sock.to_str().unwrap(),
                     "--window",
                     "30",
-                ])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "doctor: {}",
-                String::from_utf8_lossy(&out.stderr)
+                ]),
+                "doctor",
             );
             String::from_utf8_lossy(&out.stdout).into_owned()
         });

@@ -28,14 +28,7 @@ fn pseudo_root_joins_exports() {
         let ra = decode(&s.getattr(&root, &BITS).await.unwrap()).unwrap();
         assert_eq!(ra.ftype, Some(NfsFtype4::NF4DIR));
         // The pseudo root lists what leads to exports.
-        let names: Vec<String> = s
-            .readdir(&root)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
-        let mut names = names;
+        let mut names = readdir_names(&s, &root).await;
         names.sort();
         assert_eq!(names, ["c", "data"]);
         let data = s.lookup(&root, "data").await.unwrap();

@@ -38,6 +38,17 @@ async fn channel_session_with(addr: SocketAddr, nconnect: usize, callbacks: bool
     reconnecting_session(addr, nconnect, &o).await
 }
 
+/// A proxy to `addr` and a session through it ([`channel_session_with`]).
+async fn through_proxy(
+    addr: SocketAddr,
+    nconnect: usize,
+    callbacks: bool,
+) -> (Proxy, Arc<Session>) {
+    let p = proxy(addr).await;
+    let s = channel_session_with(p.addr, nconnect, callbacks).await;
+    (p, s)
+}
+
 async fn root(s: &Session) -> NfsFh4 {
     s.lookup_path("/").await.unwrap()
 }
@@ -51,21 +62,23 @@ async fn create_closed(s: &Session, dir: &NfsFh4, name: &str) {
     s.close(&fh, &sid).await.unwrap();
 }
 
+/// Creates "gone" in the export's root and REMOVEs it through `p` cut:
+/// the REMOVE runs and its reply is lost with the connection, so it must
+/// be answered on the next one (`how`). The root's handle.
+async fn remove_across_a_cut(p: &Proxy, s: &Session, how: &str) -> NfsFh4 {
+    let dir = root(s).await;
+    create_closed(s, &dir, "gone").await;
+    p.cut.store(true, Ordering::SeqCst);
+    s.remove(&dir, "gone").await.expect(how);
+    dir
+}
+
 #[test]
 fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let p = proxy(t.addr).await;
-        let s = channel_session(p.addr).await;
-        let dir = root(&s).await;
-        create_closed(&s, &dir, "gone").await;
-
-        // The REMOVE runs, its reply is lost with the connection.
-        p.cut.store(true, Ordering::SeqCst);
-        s.remove(&dir, "gone")
-            .await
-            .expect("REMOVE answered from the slot");
-        assert!(!t.export.join("gone").exists());
+    with_export(|addr, export| async move {
+        let (p, s) = through_proxy(addr, 1, false).await;
+        let dir = remove_across_a_cut(&p, &s, "REMOVE answered from the slot").await;
+        assert!(!export.join("gone").exists());
         let ch = s.conn().channel().unwrap();
         assert_eq!(ch.reconnects(), 1);
         assert_eq!(ch.retransmits(), 1);
@@ -79,8 +92,7 @@ fn a_lost_reply_is_answered_from_the_slot_after_a_reconnect() {
 #[test]
 fn a_recall_reaches_the_client_over_a_replaced_connection() {
     with_server(|addr| async move {
-        let p = proxy(addr).await;
-        let a = channel_session_with(p.addr, 1, true).await;
+        let (p, a) = through_proxy(addr, 1, true).await;
         assert!(a.back_channel().is_some());
         let dir = root(&a).await;
         create_closed(&a, &dir, "f").await;
@@ -113,10 +125,8 @@ fn a_recall_reaches_the_client_over_a_replaced_connection() {
 
 #[test]
 fn nconnect_spreads_a_session_over_its_connections() {
-    let t = Tarn::start(&[]);
-    run(async {
-        let p = proxy(t.addr).await;
-        let s = channel_session_with(p.addr, 4, false).await;
+    with_export(|addr, export| async move {
+        let (p, s) = through_proxy(addr, 4, false).await;
         assert_eq!(p.accepted.load(Ordering::SeqCst), 4);
         let dir = root(&s).await;
         let (sid, fh) = s
@@ -146,11 +156,8 @@ fn nconnect_spreads_a_session_over_its_connections() {
         }
         assert_eq!(p.accepted.load(Ordering::SeqCst), 5);
         s.close(&fh, &sid).await.unwrap();
+        assert_eq!(std::fs::metadata(export.join("f")).unwrap().len(), 16 << 20);
     });
-    assert_eq!(
-        std::fs::metadata(t.export.join("f")).unwrap().len(),
-        16 << 20
-    );
 }
 
 #[test]
@@ -241,14 +248,9 @@ fn a_krb5i_call_resent_after_a_lost_reply_carries_a_new_gss_sequence_number() {
             ..SessionOptions::default()
         };
         let s = Session::establish(conn, &o).await.expect("session");
-        let dir = root(&s).await;
-        create_closed(&s, &dir, "gone").await;
-        p.cut.store(true, Ordering::SeqCst);
         // The server would drop a sequence number it has seen: the resent
         // call is answered only because it carries a new one.
-        s.remove(&dir, "gone")
-            .await
-            .expect("REMOVE resent under krb5i");
+        let dir = remove_across_a_cut(&p, &s, "REMOVE resent under krb5i").await;
         let ch = s.conn().channel().unwrap();
         assert_eq!((ch.reconnects(), ch.retransmits()), (1, 1));
         assert_eq!(err(s.remove(&dir, "gone").await), Nfsstat4::NFS4ERR_NOENT);

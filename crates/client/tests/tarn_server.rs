@@ -20,6 +20,7 @@
 //!   cargo build -p tarn && cargo test -p client --test tarn_server -- --nocapture
 
 mod common;
+mod harness;
 
 use test_support::server::TestServer;
 

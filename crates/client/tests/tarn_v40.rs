@@ -18,6 +18,25 @@ use proto::nfs4::*;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
+/// LOCK by `c`'s own open owner, under its open `f`, for lock owner `l`.
+async fn lock40(
+    c: &Client40,
+    f: &client::nfs40::Open40,
+    l: &client::nfs40::LockOwner,
+    locktype: NfsLockType4,
+    offset: u64,
+    length: u64,
+) -> client::nfs4::Result<Result<Stateid4, Lock4denied>> {
+    c.lock(c.open_owner(), f, l, locktype, offset, length).await
+}
+
+/// [`client`], and the export's root handle.
+async fn client_and_root(t: &Tarn) -> (Arc<Client40>, NfsFh4) {
+    let c = client(t).await;
+    let root = plain::lookup_path(&*c, "/").await.unwrap();
+    (c, root)
+}
+
 async fn client(t: &Tarn) -> Arc<Client40> {
     Client40::establish(conn(t.addr).await, &Options40::default())
         .await
@@ -114,16 +133,14 @@ fn two_owners_lock_in_conflict() {
             .await
             .unwrap();
         let la = a.new_lock_owner();
-        let got = a
-            .lock(a.open_owner(), &fa, &la, NfsLockType4::WRITE_LT, 0, 100)
+        let got = lock40(&a, &fa, &la, NfsLockType4::WRITE_LT, 0, 100)
             .await
             .unwrap()
             .expect("granted");
         assert_eq!(la.stateid().await, Some(got));
         // Another client's owner: denied, told who holds what.
         let lb = b.new_lock_owner();
-        let denied = b
-            .lock(b.open_owner(), &fb, &lb, NfsLockType4::WRITE_LT, 50, 10)
+        let denied = lock40(&b, &fb, &lb, NfsLockType4::WRITE_LT, 50, 10)
             .await
             .unwrap()
             .expect_err("conflict");
@@ -136,14 +153,13 @@ fn two_owners_lock_in_conflict() {
         assert!(t1.is_some(), "LOCKT sees the lock");
         // A second lock owner of the same client conflicts too.
         let la2 = a.new_lock_owner();
-        assert!(a
-            .lock(a.open_owner(), &fa, &la2, NfsLockType4::READ_LT, 0, 1)
+        assert!(lock40(&a, &fa, &la2, NfsLockType4::READ_LT, 0, 1)
             .await
             .unwrap()
             .is_err());
         // The holder extends its lock (its lock stateid, its own seqid),
         // then releases all of it.
-        a.lock(a.open_owner(), &fa, &la, NfsLockType4::WRITE_LT, 100, 100)
+        lock40(&a, &fa, &la, NfsLockType4::WRITE_LT, 100, 100)
             .await
             .unwrap()
             .expect("its own range");
@@ -156,7 +172,7 @@ fn two_owners_lock_in_conflict() {
             .unwrap();
         a.release_lock_owner(&la).await.unwrap();
         let lb2 = b.new_lock_owner();
-        b.lock(b.open_owner(), &fb, &lb2, NfsLockType4::WRITE_LT, 50, 10)
+        lock40(&b, &fb, &lb2, NfsLockType4::WRITE_LT, 50, 10)
             .await
             .unwrap()
             .expect("free now");
@@ -194,8 +210,7 @@ fn readdir_of_700_entries() {
 fn namespace_operations() {
     let t = Tarn::start(&["--grace", "0"]);
     run(async {
-        let c = client(&t).await;
-        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        let (c, root) = client_and_root(&t).await;
         let d = plain::mkdir(&*c, &root, "d", 0o750).await.unwrap();
         // Made by the client, so its own to link (protected_hardlinks).
         let o = c
@@ -310,16 +325,14 @@ fn grace_is_waited_out_with_the_next_seqid() {
     // server has someone to wait for, so grace lasts.
     let mut t = Tarn::start(&["--grace", "0"]);
     run(async {
-        let c = client(&t).await;
-        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        let (c, root) = client_and_root(&t).await;
         c.open(&root, "kept", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
             .await
             .unwrap();
     });
     t.restart(&["--grace", "3"]);
     run(async {
-        let c = client(&t).await;
-        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        let (c, root) = client_and_root(&t).await;
         let t0 = std::time::Instant::now();
         let f = c
             .open(&root, "late", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
@@ -339,8 +352,7 @@ fn grace_is_waited_out_with_the_next_seqid() {
 fn bad_seqid_is_reported_and_does_not_advance() {
     let t = Tarn::start(&["--grace", "0"]);
     run(async {
-        let c = client(&t).await;
-        let root = plain::lookup_path(&*c, "/").await.unwrap();
+        let (c, root) = client_and_root(&t).await;
         let f = c
             .open(&root, "f", Some(0o644), OPEN4_SHARE_ACCESS_BOTH)
             .await

@@ -147,12 +147,7 @@ pub fn print_exports(v: &Value) {
             e["path"].as_str().unwrap_or("?"),
             e["pseudo"].as_str().unwrap_or("?"),
         );
-        let sec: Vec<&str> = e["sec"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str())
-            .collect();
+        let sec = strings(&e["sec"]);
         let mounted = if path == pseudo {
             String::new()
         } else {
@@ -175,18 +170,22 @@ pub fn print_exports(v: &Value) {
     }
 }
 
+/// The strings of a JSON array (none if `v` is not one).
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str())
+        .collect()
+}
+
 /// `tarn reload`: asks over the admin socket and prints what changed. A
 /// server whose socket does not answer gets SIGHUP, sent to the PID in
 /// STATE_DIR/lock (it then logs what changed).
 pub fn reload(socket: &Path, state_dir: &Path) -> Result<(), String> {
     match metrics::endpoint::command(socket, "reload") {
         Ok(v) => {
-            let changes: Vec<&str> = v["changes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.as_str())
-                .collect();
+            let changes = strings(&v["changes"]);
             println!(
                 "reloaded {}: {} export(s){}",
                 v["source"].as_str().unwrap_or("?"),

@@ -397,6 +397,22 @@ async fn getattr(c: &Conn, fh: &NfsFh3) -> Result<Fattr3, String> {
     }
 }
 
+/// Runs `worker(w)` for each w in 0..n at once, each on a task of its
+/// own, and waits for them all: their results, in order (the first
+/// error, in that order, if any).
+async fn workers<T, Fut>(n: usize, worker: impl Fn(usize) -> Fut) -> Result<Vec<T>, String>
+where
+    T: Send + 'static,
+    Fut: Future<Output = Result<T, String>> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..n).map(|w| tokio::spawn(worker(w))).collect();
+    let mut results = Vec::with_capacity(n);
+    for t in tasks {
+        results.push(t.await.map_err(err)??);
+    }
+    Ok(results)
+}
+
 /// Runs `f(client, i)` for i in 0..count with `inflight` calls at once.
 async fn par<F, Fut>(clients: &[Arc<Conn>], inflight: usize, count: u64, f: F) -> Result<(), String>
 where
@@ -405,10 +421,9 @@ where
 {
     let next = Arc::new(AtomicU64::new(0));
     let f = Arc::new(f);
-    let mut tasks = Vec::new();
-    for w in 0..inflight.max(1) {
+    workers(inflight.max(1), |w| {
         let (c, next, f) = (clients[w % clients.len()].clone(), next.clone(), f.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= count {
@@ -416,11 +431,9 @@ where
                 }
                 f(c.clone(), i).await?;
             }
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(err)??;
-    }
+        }
+    })
+    .await?;
     Ok(())
 }
 
@@ -685,11 +698,10 @@ async fn run_simple(
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
     let wbuf = Bytes::from(vec![0xa5u8; 1 << 20]);
-    let mut tasks = Vec::new();
-    for w in 0..inflight {
+    let results = workers(inflight, |w| {
         let (c, fx, wbuf) = (clients[w % clients.len()].clone(), fx.clone(), wbuf.clone());
         let op = op.to_string();
-        tasks.push(tokio::spawn(async move {
+        async move {
             let (mut n, mut bytes, mut lat) = (0u64, 0u64, Vec::with_capacity(1 << 16));
             let mut i = w as u64 * 1_000_003;
             while Instant::now() < deadline {
@@ -700,11 +712,11 @@ async fn run_simple(
                 i += 1;
             }
             Ok::<_, String>((n, bytes, lat))
-        }));
-    }
+        }
+    })
+    .await?;
     let mut r = Phase::new(op, inflight);
-    for t in tasks {
-        let (n, b, l) = t.await.map_err(err)??;
+    for (n, b, l) in results {
         r.calls += n;
         r.bytes += b;
         r.lat_us.extend(l);
@@ -725,10 +737,9 @@ async fn run_listing(
 ) -> Result<Phase, String> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
-    let mut tasks = Vec::new();
-    for w in 0..inflight {
+    let results = workers(inflight, |w| {
         let (c, dir) = (clients[w % clients.len()].clone(), dir.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let (mut entries, mut calls, mut lat) = (0u64, 0u64, Vec::new());
             while Instant::now() < deadline {
                 let t = Instant::now();
@@ -740,11 +751,11 @@ async fn run_listing(
                 }
             }
             Ok::<_, String>((entries, calls, lat))
-        }));
-    }
+        }
+    })
+    .await?;
     let mut r = Phase::new("readdirplus", inflight);
-    for t in tasks {
-        let (e, n, l) = t.await.map_err(err)??;
+    for (e, n, l) in results {
         r.entries += e;
         r.calls += n;
         r.lat_us.extend(l);
@@ -776,15 +787,14 @@ async fn run_create(
     let deadline = start + Duration::from_secs_f64(secs * 5.0);
     let next = Arc::new(AtomicU64::new(0));
     let data = Bytes::from(vec![0x3cu8; 4096]);
-    let mut tasks = Vec::new();
-    for w in 0..inflight {
+    let results = workers(inflight, |w| {
         let (c, dir, next, data) = (
             clients[w % clients.len()].clone(),
             dir.clone(),
             next.clone(),
             data.clone(),
         );
-        tasks.push(tokio::spawn(async move {
+        async move {
             let mut lat = Vec::new();
             while Instant::now() < deadline {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -798,12 +808,11 @@ async fn run_create(
                 lat.push(micros(t));
             }
             Ok::<_, String>(lat)
-        }));
-    }
+        }
+    })
+    .await?;
     let mut r = Phase::new("create", inflight);
-    for t in tasks {
-        r.lat_us.extend(t.await.map_err(err)??);
-    }
+    r.lat_us.extend(results.into_iter().flatten());
     r.secs = start.elapsed().as_secs_f64();
     r.ops = r.lat_us.len() as f64;
     r.calls = r.lat_us.len() as u64 * 3;

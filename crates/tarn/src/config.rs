@@ -222,7 +222,6 @@ struct RawIdentity {
     gids: Vec<u32>,
 }
 
-/// One `[limits]` key: (value, name, lowest, highest, where it goes).
 /// What `[tls]` gives: the files, the identity rules, the kTLS mode.
 type TlsSection = (
     Option<rpc::tls::TlsFiles>,
@@ -230,6 +229,7 @@ type TlsSection = (
     Option<rpc::ktls_offload::KtlsMode>,
 );
 
+/// One `[limits]` key: (value, name, lowest, highest, where it goes).
 type LimitSlot<'a> = (&'a Option<Spanned<i64>>, &'a str, i64, i64, &'a mut usize);
 
 #[derive(Deserialize)]
@@ -306,6 +306,19 @@ struct RawRule {
     anongid: Option<u32>,
 }
 
+/// The file being parsed, for errors that name its file and line.
+struct Src<'a> {
+    file: &'a dyn std::fmt::Display,
+    text: &'a str,
+}
+
+impl Src<'_> {
+    /// `FILE:LINE: what`, LINE being where `span` starts.
+    fn err(&self, span: &std::ops::Range<usize>, what: impl std::fmt::Display) -> String {
+        format!("{}:{}: {what}", self.file, line_of(self.text, span.start))
+    }
+}
+
 fn line_of(src: &str, offset: usize) -> usize {
     src[..offset.min(src.len())]
         .bytes()
@@ -324,16 +337,20 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
     if raw.export.is_empty() {
         return Err(format!("{f}:1: expected at least one [[export]] table"));
     }
+    let cx = Src {
+        file: &f,
+        text: src,
+    };
     let mut exports = Vec::new();
     for e in raw.export {
-        exports.push(export(&f, src, e)?);
+        exports.push(export(&cx, e)?);
     }
-    let mut nfs4 = nfs4_section(&f, src, raw.nfs4)?;
-    let auth_cache = auth_cache_section(&f, src, raw.auth_cache)?;
-    let limits = limits_section(&f, src, raw.limits, &mut nfs4)?;
-    let gss = gss_section(&f, src, raw.gss)?;
-    let (tls, tls_identities, tls_ktls) = tls_section(&f, src, raw.tls)?;
-    let cluster = cluster_section(&f, src, raw.cluster)?;
+    let mut nfs4 = nfs4_section(&cx, raw.nfs4)?;
+    let auth_cache = auth_cache_section(&cx, raw.auth_cache)?;
+    let limits = limits_section(&cx, raw.limits, &mut nfs4)?;
+    let gss = gss_section(&cx, raw.gss)?;
+    let (tls, tls_identities, tls_ktls) = tls_section(&cx, raw.tls)?;
+    let cluster = cluster_section(&cx, raw.cluster)?;
     Ok(Config {
         cluster,
         listen: raw.listen,
@@ -350,37 +367,37 @@ pub fn parse(file: &Path, src: &str) -> Result<Config, String> {
 }
 
 /// One `[[export]]` table.
-fn export(f: &impl std::fmt::Display, src: &str, e: RawExport) -> Result<ExportConfig, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+fn export(cx: &Src, e: RawExport) -> Result<ExportConfig, String> {
     let path = PathBuf::from(e.path.get_ref());
     let ceph = if e.path.get_ref().starts_with("cephfs://") {
         let mut c = vfs::cephfs::CephConfig::parse_url(e.path.get_ref())
-            .map_err(|m| format!("{f}:{}: {m}", at(&e.path.span())))?;
+            .map_err(|m| cx.err(&e.path.span(), m))?;
         c.conf = e.ceph_conf.as_ref().map(|s| s.get_ref().clone());
         c.keyring = e.ceph_keyring.as_ref().map(|s| s.get_ref().clone());
         Some(c)
     } else {
         if !path.is_absolute() {
-            return Err(format!(
-                "{f}:{}: export path {:?} must be absolute (or a cephfs:// URL)",
-                at(&e.path.span()),
-                e.path.get_ref()
+            return Err(cx.err(
+                &e.path.span(),
+                format!(
+                    "export path {:?} must be absolute (or a cephfs:// URL)",
+                    e.path.get_ref()
+                ),
             ));
         }
         if let Some(s) = e.ceph_conf.as_ref().or(e.ceph_keyring.as_ref()) {
-            return Err(format!(
-                "{f}:{}: ceph_conf and ceph_keyring belong to a cephfs:// export",
-                at(&s.span())
+            return Err(cx.err(
+                &s.span(),
+                "ceph_conf and ceph_keyring belong to a cephfs:// export",
             ));
         }
         None
     };
     let pseudo = match &e.pseudo {
         Some(p) if !p.get_ref().starts_with('/') => {
-            return Err(format!(
-                "{f}:{}: pseudo path {:?} must start with '/'",
-                at(&p.span()),
-                p.get_ref()
+            return Err(cx.err(
+                &p.span(),
+                format!("pseudo path {:?} must start with '/'", p.get_ref()),
             ))
         }
         Some(p) => p.get_ref().clone(),
@@ -391,57 +408,21 @@ fn export(f: &impl std::fmt::Display, src: &str, e: RawExport) -> Result<ExportC
         },
     };
     let (anon_uid, anon_gid) = (e.anonuid.unwrap_or(65534), e.anongid.unwrap_or(65534));
-    let rules = export_rules(f, src, &e, anon_uid, anon_gid)?;
+    let rules = export_rules(cx, &e, anon_uid, anon_gid)?;
     let sec = match &e.sec {
         None => vec![Flavor::Sys],
-        Some(list) => {
-            let mut v = Vec::new();
-            for fl in list.get_ref() {
-                let flavor = fl
-                    .get_ref()
-                    .parse::<Flavor>()
-                    .map_err(|m| format!("{f}:{}: sec {m}", at(&fl.span())))?;
-                if !v.contains(&flavor) {
-                    v.push(flavor);
-                }
-            }
-            if v.is_empty() {
-                return Err(format!(
-                    "{f}:{}: sec = []: expected at least one of \"sys\", \"krb5\", \"krb5i\", \"krb5p\"",
-                    at(&list.span())
-                ));
-            }
-            v
-        }
+        Some(list) => choice_list(cx, list, "sec", "\"sys\", \"krb5\", \"krb5i\", \"krb5p\"")?,
     };
     let delegations = match &e.delegations {
         None => default_delegations(ceph.is_some()),
         Some(d) => d
             .get_ref()
             .parse()
-            .map_err(|m| format!("{f}:{}: delegations = {m}", at(&d.span())))?,
+            .map_err(|m| cx.err(&d.span(), format!("delegations = {m}")))?,
     };
     let xprtsec = match &e.xprtsec {
         None => rpc::tls::XprtSec::ALL.to_vec(),
-        Some(list) => {
-            let mut v = Vec::new();
-            for x in list.get_ref() {
-                let x = x
-                    .get_ref()
-                    .parse::<rpc::tls::XprtSec>()
-                    .map_err(|m| format!("{f}:{}: xprtsec {m}", at(&x.span())))?;
-                if !v.contains(&x) {
-                    v.push(x);
-                }
-            }
-            if v.is_empty() {
-                return Err(format!(
-                    "{f}:{}: xprtsec = []: expected at least one of \"none\", \"tls\", \"mtls\"",
-                    at(&list.span())
-                ));
-            }
-            v
-        }
+        Some(list) => choice_list(cx, list, "xprtsec", "\"none\", \"tls\", \"mtls\"")?,
     };
     Ok(ExportConfig {
         path,
@@ -454,25 +435,52 @@ fn export(f: &impl std::fmt::Display, src: &str, e: RawExport) -> Result<ExportC
     })
 }
 
+/// A non-empty list of names (`sec`, `xprtsec`), each parsed, in the
+/// order given and without repeats; `choices` is what an empty one gets told.
+fn choice_list<T: std::str::FromStr<Err = String> + PartialEq>(
+    cx: &Src,
+    list: &Spanned<Vec<Spanned<String>>>,
+    key: &str,
+    choices: &str,
+) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    for x in list.get_ref() {
+        let x = x
+            .get_ref()
+            .parse::<T>()
+            .map_err(|m| cx.err(&x.span(), format!("{key} {m}")))?;
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    if v.is_empty() {
+        return Err(cx.err(
+            &list.span(),
+            format!("{key} = []: expected at least one of {choices}"),
+        ));
+    }
+    Ok(v)
+}
+
 /// An export's client rules: the simple form (clients, squash,
 /// read_only) or `rules = [...]`, not both.
 fn export_rules(
-    f: &impl std::fmt::Display,
-    src: &str,
+    cx: &Src,
     e: &RawExport,
     anon_uid: u32,
     anon_gid: u32,
 ) -> Result<Vec<Rule>, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     match (&e.clients, &e.rules) {
-        (Some(_), Some(r)) => Err(format!(
-            "{f}:{}: expected either clients = [...] (one set of options) or rules = [...], not both",
-            at(&r.span())
+        (Some(_), Some(r)) => Err(cx.err(
+            &r.span(),
+            "expected either clients = [...] (one set of options) or rules = [...], not both",
         )),
-        (None, None) => Err(format!(
-            "{f}:{}: export {:?} has no clients: expected clients = [...] or rules = [...]",
-            at(&e.path.span()),
-            e.path.get_ref()
+        (None, None) => Err(cx.err(
+            &e.path.span(),
+            format!(
+                "export {:?} has no clients: expected clients = [...] or rules = [...]",
+                e.path.get_ref()
+            ),
         )),
         (Some(clients), None) => {
             let squash = match e.squash.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
@@ -480,9 +488,9 @@ fn export_rules(
                 Some(("all", _)) => Squash::All,
                 Some(("none", _)) => Squash::None,
                 Some((other, span)) => {
-                    return Err(format!(
-                        "{f}:{}: squash = {other:?}: expected \"root\", \"all\" or \"none\"",
-                        at(&span)
+                    return Err(cx.err(
+                        &span,
+                        format!("squash = {other:?}: expected \"root\", \"all\" or \"none\""),
                     ))
                 }
             };
@@ -492,7 +500,7 @@ fn export_rules(
                 let cidr = c
                     .get_ref()
                     .parse::<Cidr>()
-                    .map_err(|m| format!("{f}:{}: {m}", at(&c.span())))?;
+                    .map_err(|m| cx.err(&c.span(), m))?;
                 rules.push(Rule {
                     client: ClientSpec::Net(cidr),
                     rw,
@@ -506,20 +514,20 @@ fn export_rules(
         }
         (None, Some(raw)) => {
             if let Some(s) = &e.squash {
-                return Err(format!(
-                    "{f}:{}: squash belongs to the simple form: with rules, give root_squash, no_root_squash or all_squash in each rule's options",
-                    at(&s.span())
+                return Err(cx.err(
+                    &s.span(),
+                    "squash belongs to the simple form: with rules, give root_squash, no_root_squash or all_squash in each rule's options",
                 ));
             }
             if let Some(r) = &e.read_only {
-                return Err(format!(
-                    "{f}:{}: read_only belongs to the simple form: with rules, give rw or ro in each rule's options",
-                    at(&r.span())
+                return Err(cx.err(
+                    &r.span(),
+                    "read_only belongs to the simple form: with rules, give rw or ro in each rule's options",
                 ));
             }
             let mut rules = Vec::new();
             for r in raw.get_ref() {
-                rules.push(rule(&f, src, r, anon_uid, anon_gid)?);
+                rules.push(rule(cx, r, anon_uid, anon_gid)?);
             }
             Ok(rules)
         }
@@ -527,20 +535,12 @@ fn export_rules(
 }
 
 /// `[nfs4]`.
-fn nfs4_section(
-    f: &impl std::fmt::Display,
-    src: &str,
-    raw: Option<RawNfs4>,
-) -> Result<server::nfs4::Nfs4Config, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+fn nfs4_section(cx: &Src, raw: Option<RawNfs4>) -> Result<server::nfs4::Nfs4Config, String> {
     let mut nfs4 = server::nfs4::Nfs4Config::default();
     if let Some(n) = raw {
         if let Some(l) = n.lease_seconds {
             if !(1..=3600).contains(l.get_ref()) {
-                return Err(format!(
-                    "{f}:{}: lease_seconds must be 1..=3600",
-                    at(&l.span())
-                ));
+                return Err(cx.err(&l.span(), "lease_seconds must be 1..=3600"));
             }
             nfs4.lease = std::time::Duration::from_secs(*l.get_ref());
         }
@@ -559,16 +559,14 @@ fn nfs4_section(
 
 /// `[auth_cache]`.
 fn auth_cache_section(
-    f: &impl std::fmt::Display,
-    src: &str,
+    cx: &Src,
     raw: Option<RawAuthCache>,
 ) -> Result<server::auth_cache::CacheConfig, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut auth_cache = server::auth_cache::CacheConfig::default();
     if let Some(a) = raw {
         let secs = |v: &Option<Spanned<u64>>, name: &str, d: std::time::Duration| match v {
             Some(v) if !(1..=86400).contains(v.get_ref()) => {
-                Err(format!("{f}:{}: {name} must be 1..=86400", at(&v.span())))
+                Err(cx.err(&v.span(), format!("{name} must be 1..=86400")))
             }
             Some(v) => Ok(std::time::Duration::from_secs(*v.get_ref())),
             None => Ok(d),
@@ -589,7 +587,7 @@ fn auth_cache_section(
         ] {
             if let Some(v) = v {
                 if *v.get_ref() == 0 {
-                    return Err(format!("{f}:{}: {name} must be at least 1", at(&v.span())));
+                    return Err(cx.err(&v.span(), format!("{name} must be at least 1")));
                 }
                 *slot = *v.get_ref();
             }
@@ -600,12 +598,10 @@ fn auth_cache_section(
 
 /// `[limits]`: the server's own, and the NFSv4 state's bounds in `nfs4`.
 fn limits_section(
-    f: &impl std::fmt::Display,
-    src: &str,
+    cx: &Src,
     raw: Option<RawLimits>,
     nfs4: &mut server::nfs4::Nfs4Config,
 ) -> Result<Limits, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     let mut limits = Limits::default();
     if let Some(l) = raw {
         // Each bound: (value, key, lowest, highest, where it goes).
@@ -692,9 +688,9 @@ fn limits_section(
             if let Some(v) = v {
                 let n = *v.get_ref();
                 if n < *lo || n > *hi {
-                    return Err(format!(
-                        "{f}:{}: {name} = {n}: expected a number from {lo} to {hi}",
-                        at(&v.span())
+                    return Err(cx.err(
+                        &v.span(),
+                        format!("{name} = {n}: expected a number from {lo} to {hi}"),
                     ));
                 }
                 **slot = n as usize;
@@ -703,9 +699,9 @@ fn limits_section(
         if let Some(v) = &l.max_session_slots {
             let n = *v.get_ref();
             if !(1..=1024).contains(&n) {
-                return Err(format!(
-                    "{f}:{}: max_session_slots = {n}: expected a number from 1 to 1024",
-                    at(&v.span())
+                return Err(cx.err(
+                    &v.span(),
+                    format!("max_session_slots = {n}: expected a number from 1 to 1024"),
                 ));
             }
             nfs4.max_slots = n as u32;
@@ -715,12 +711,7 @@ fn limits_section(
 }
 
 /// `[gss]`: Kerberos.
-fn gss_section(
-    f: &impl std::fmt::Display,
-    src: &str,
-    raw: Option<RawGss>,
-) -> Result<GssSettings, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+fn gss_section(cx: &Src, raw: Option<RawGss>) -> Result<GssSettings, String> {
     let mut gss = GssSettings::default();
     if let Some(g) = raw {
         gss.keytab = g.keytab;
@@ -730,22 +721,22 @@ fn gss_section(
                 "root" => false,
                 "anonymous" => true,
                 other => {
-                    return Err(format!(
-                        "{f}:{}: machine_principals {other:?}: expected \"root\" or \"anonymous\"",
-                        at(&m.span())
+                    return Err(cx.err(
+                        &m.span(),
+                        format!("machine_principals {other:?}: expected \"root\" or \"anonymous\""),
                     ))
                 }
             };
         }
         for (principal, to) in g.principals {
             if !principal.contains('@') {
-                return Err(format!(
-                    "{f}:{}: principal {principal:?}: expected name@REALM",
-                    at(&to.span())
+                return Err(cx.err(
+                    &to.span(),
+                    format!("principal {principal:?}: expected name@REALM"),
                 ));
             }
             let to = server::principal::MapTo::parse(to.get_ref())
-                .map_err(|e| format!("{f}:{}: {principal}: {e}", at(&to.span())))?;
+                .map_err(|e| cx.err(&to.span(), format!("{principal}: {e}")))?;
             gss.principals.insert(principal, to);
         }
     }
@@ -753,12 +744,7 @@ fn gss_section(
 }
 
 /// `[tls]` and its `[[tls.identity]]` rules.
-fn tls_section(
-    f: &impl std::fmt::Display,
-    src: &str,
-    raw: Option<Spanned<RawTls>>,
-) -> Result<TlsSection, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+fn tls_section(cx: &Src, raw: Option<Spanned<RawTls>>) -> Result<TlsSection, String> {
     let mut tls_identities = Vec::new();
     let mut tls_ktls = None;
     let tls = match raw {
@@ -770,16 +756,17 @@ fn tls_section(
                 tls_ktls = Some(
                     k.get_ref()
                         .parse()
-                        .map_err(|e| format!("{f}:{}: [tls] ktls = {e}", at(&k.span())))?,
+                        .map_err(|e| cx.err(&k.span(), format!("[tls] ktls = {e}")))?,
                 );
             }
             for i in t.identity {
                 let i = i.into_inner();
                 let m = i.matches;
                 tls_identities.push(rpc::tls_identity::IdentityRule {
-                    matches: m.get_ref().parse().map_err(|e| {
-                        format!("{f}:{}: [[tls.identity]] match = {e}", at(&m.span()))
-                    })?,
+                    matches: m
+                        .get_ref()
+                        .parse()
+                        .map_err(|e| cx.err(&m.span(), format!("[[tls.identity]] match = {e}")))?,
                     text: m.into_inner(),
                     uid: i.uid,
                     gid: i.gid,
@@ -787,9 +774,9 @@ fn tls_section(
                 });
             }
             if !tls_identities.is_empty() && t.client_ca.is_none() {
-                return Err(format!(
-                    "{f}:{}: [[tls.identity]] maps client certificates, but no client_ca is configured to verify them by",
-                    at(&span)
+                return Err(cx.err(
+                    &span,
+                    "[[tls.identity]] maps client certificates, but no client_ca is configured to verify them by",
                 ));
             }
             match (t.cert, t.key) {
@@ -799,9 +786,9 @@ fn tls_section(
                     client_ca: t.client_ca,
                 }),
                 _ => {
-                    return Err(format!(
-                        "{f}:{}: [tls] expected both cert = \"FILE\" and key = \"FILE\"",
-                        at(&span)
+                    return Err(cx.err(
+                        &span,
+                        "[tls] expected both cert = \"FILE\" and key = \"FILE\"",
                     ))
                 }
             }
@@ -812,21 +799,20 @@ fn tls_section(
 
 /// `[cluster]`: etcd and this head's name.
 fn cluster_section(
-    f: &impl std::fmt::Display,
-    src: &str,
+    cx: &Src,
     raw: Option<Spanned<RawCluster>>,
 ) -> Result<Option<ClusterConfig>, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
     Ok(match raw {
         None => None,
         Some(c) => {
-            let line = at(&c.span());
+            let span = c.span();
             let c = c.into_inner();
             let etcd = match c.etcd {
                 Some(e) if !e.is_empty() => e,
                 _ => {
-                    return Err(format!(
-                        "{f}:{line}: [cluster] expected etcd = [\"http://host:port\", ...]"
+                    return Err(cx.err(
+                        &span,
+                        "[cluster] expected etcd = [\"http://host:port\", ...]",
                     ))
                 }
             };
@@ -840,10 +826,12 @@ fn cluster_section(
                 match hp {
                     Some(hp) => endpoints.push(hp.to_string()),
                     None => {
-                        return Err(format!(
-                            "{f}:{}: etcd endpoint {:?}: expected http://host:port (TLS to etcd is not supported)",
-                            at(&u.span()),
-                            u.get_ref()
+                        return Err(cx.err(
+                            &u.span(),
+                            format!(
+                                "etcd endpoint {:?}: expected http://host:port (TLS to etcd is not supported)",
+                                u.get_ref()
+                            ),
                         ))
                     }
                 }
@@ -857,14 +845,19 @@ fn cluster_section(
                 };
                 match (v, default) {
                     (Some(v), _) if ok(v.get_ref()) => Ok(v.into_inner()),
-                    (Some(v), _) => Err(format!(
-                        "{f}:{}: {what} = {:?}: expected 1 to 64 letters, digits, '.', '_' or '-'",
-                        at(&v.span()),
-                        v.get_ref()
+                    (Some(v), _) => Err(cx.err(
+                        &v.span(),
+                        format!(
+                            "{what} = {:?}: expected 1 to 64 letters, digits, '.', '_' or '-'",
+                            v.get_ref()
+                        ),
                     )),
                     (None, Some(d)) => Ok(d.to_string()),
-                    (None, None) => Err(format!(
-                        "{f}:{line}: [cluster] expected {what} = \"...\" (this head's name, unique in the cluster)"
+                    (None, None) => Err(cx.err(
+                        &span,
+                        format!(
+                        "[cluster] expected {what} = \"...\" (this head's name, unique in the cluster)"
+                    ),
                     )),
                 }
             };
@@ -872,10 +865,7 @@ fn cluster_section(
             let name = word(c.name, "name", Some("tarn"))?;
             let lease = match c.lease_seconds {
                 Some(l) if !(2..=600).contains(l.get_ref()) => {
-                    return Err(format!(
-                        "{f}:{}: lease_seconds must be 2..=600",
-                        at(&l.span())
-                    ))
+                    return Err(cx.err(&l.span(), "lease_seconds must be 2..=600"))
                 }
                 Some(l) => *l.get_ref(),
                 None => 10,
@@ -887,10 +877,12 @@ fn cluster_section(
                     !w.is_empty() && w.len() <= 1024 && w.bytes().all(|b| b.is_ascii_graphic())
                 };
                 if !ok(n.get_ref()) {
-                    return Err(format!(
-                        "{f}:{}: service_names entry {:?}: expected a host name or address",
-                        at(&n.span()),
-                        n.get_ref()
+                    return Err(cx.err(
+                        &n.span(),
+                        format!(
+                            "service_names entry {:?}: expected a host name or address",
+                            n.get_ref()
+                        ),
                     ));
                 }
                 service_names.push(n.into_inner());
@@ -906,20 +898,13 @@ fn cluster_section(
     })
 }
 
-fn rule(
-    f: &impl std::fmt::Display,
-    src: &str,
-    r: &Spanned<RawRule>,
-    anon_uid: u32,
-    anon_gid: u32,
-) -> Result<Rule, String> {
-    let at = |s: &std::ops::Range<usize>| line_of(src, s.start);
+fn rule(cx: &Src, r: &Spanned<RawRule>, anon_uid: u32, anon_gid: u32) -> Result<Rule, String> {
     let raw = r.get_ref();
     let client = raw
         .client
         .get_ref()
         .parse::<ClientSpec>()
-        .map_err(|m| format!("{f}:{}: {m}", at(&raw.client.span())))?;
+        .map_err(|m| cx.err(&raw.client.span(), m))?;
     let mut rule = Rule {
         client,
         rw: false,
@@ -937,17 +922,17 @@ fn rule(
             "root_squash" | "no_root_squash" | "all_squash" => (&mut squash, "squash option"),
             "secure" | "insecure" => (&mut port, "secure or insecure"),
             other => {
-                return Err(format!(
-                    "{f}:{}: option {other:?}: expected rw, ro, root_squash, no_root_squash, all_squash, secure or insecure",
-                    at(&o.span())
+                return Err(cx.err(
+                    &o.span(),
+                    format!("option {other:?}: expected rw, ro, root_squash, no_root_squash, all_squash, secure or insecure"),
                 ))
             }
         };
         if let Some(prev) = slot.replace(o_str) {
             if prev != o_str {
-                return Err(format!(
-                    "{f}:{}: option {o_str:?} contradicts {prev:?}: expected one {what} per rule",
-                    at(&o.span())
+                return Err(cx.err(
+                    &o.span(),
+                    format!("option {o_str:?} contradicts {prev:?}: expected one {what} per rule"),
                 ));
             }
         }
@@ -1043,35 +1028,52 @@ pub fn default_delegations(cephfs: bool) -> server::export::Delegations {
 mod tests {
     use super::*;
 
+    /// Parses `src` as t.toml, which must be accepted.
+    fn ok(src: &str) -> Config {
+        parse(Path::new("t.toml"), src).unwrap()
+    }
+
+    /// Parses `src` as t.toml, which must be refused: the message.
+    fn err(src: &str) -> String {
+        parse(Path::new("t.toml"), src).unwrap_err()
+    }
+
+    /// `src` is refused with a message naming t.toml, `line` and `what`.
+    fn refused_at(src: &str, line: usize, what: &str) {
+        let e = err(src);
+        assert!(
+            e.starts_with(&format!("t.toml:{line}: ")) && e.contains(what),
+            "{e}"
+        );
+    }
+
+    /// One export of /srv to no one (lines 1-3), then `rest`.
+    fn srv(rest: &str) -> String {
+        format!("[[export]]\npath = \"/srv\"\nclients = []\n{rest}")
+    }
+
     #[test]
     fn good_config() {
-        let c = parse(
-            Path::new("t.toml"),
+        let c = ok(
             "listen = \"127.0.0.1:3049\"\n[[export]]\npath = \"/srv\"\npseudo = \"/\"\nclients = [\"10.0.0.0/8\"]\nsquash = \"none\"\n",
-        )
-        .unwrap();
+        );
         assert_eq!(c.exports[0].rules[0].squash, Squash::None);
         assert_eq!(c.listen.as_deref(), Some("127.0.0.1:3049"));
     }
 
     #[test]
     fn cluster_section() {
-        let base = "[[export]]\npath = \"/srv\"\nclients = []\n";
-        let c = parse(
-            Path::new("t.toml"),
-            &format!("{base}[cluster]\netcd = [\"http://127.0.0.1:2379\", \"http://[::1]:2379/\"]\nnode = \"head1\"\n"),
-        )
-        .unwrap();
+        let c = ok(&srv(
+            "[cluster]\netcd = [\"http://127.0.0.1:2379\", \"http://[::1]:2379/\"]\nnode = \"head1\"\n",
+        ));
         let cl = c.cluster.unwrap();
         assert_eq!(cl.etcd, ["127.0.0.1:2379", "[::1]:2379"]);
         assert_eq!((cl.node.as_str(), cl.name.as_str()), ("head1", "tarn"));
         assert_eq!(cl.lease, std::time::Duration::from_secs(10));
         assert!(cl.service_names.is_empty());
-        let c = parse(
-            Path::new("t.toml"),
-            &format!("{base}[cluster]\netcd = [\"http://e:2379\"]\nnode = \"a\"\nservice_names = [\"10.0.0.10\", \"nfs.example.com\"]\n"),
-        )
-        .unwrap();
+        let c = ok(&srv(
+            "[cluster]\netcd = [\"http://e:2379\"]\nnode = \"a\"\nservice_names = [\"10.0.0.10\", \"nfs.example.com\"]\n",
+        ));
         assert_eq!(
             c.cluster.unwrap().service_names,
             ["10.0.0.10", "nfs.example.com"]
@@ -1100,21 +1102,15 @@ mod tests {
                 "lease_seconds",
             ),
         ] {
-            let e = parse(Path::new("t.toml"), &format!("{base}{body}")).unwrap_err();
-            assert!(
-                e.starts_with(&format!("t.toml:{line}: ")) && e.contains(what),
-                "{e}"
-            );
+            refused_at(&srv(body), line, what);
         }
     }
 
     #[test]
     fn cephfs_export() {
-        let c = parse(
-            Path::new("t.toml"),
+        let c = ok(
             "[[export]]\npath = \"cephfs://nfs@cephfs/shared\"\nceph_conf = \"/etc/ceph/c.conf\"\nceph_keyring = \"/k\"\nclients = []\n",
-        )
-        .unwrap();
+        );
         let e = &c.exports[0];
         let ceph = e.ceph.as_ref().unwrap();
         assert_eq!(ceph.id.as_deref(), Some("nfs"));
@@ -1126,58 +1122,47 @@ mod tests {
             "mounted as its path in the file system"
         );
         assert!(explain(e).contains("CephFS /shared of cephfs as client.nfs"));
-        let err = parse(
-            Path::new("t.toml"),
+        refused_at(
             "[[export]]\npath = \"/srv\"\nceph_conf = \"/c\"\nclients = []\n",
-        )
-        .unwrap_err();
-        assert!(
-            err.starts_with("t.toml:3: ") && err.contains("cephfs://"),
-            "{err}"
+            3,
+            "cephfs://",
         );
-        let err = parse(
-            Path::new("t.toml"),
+        refused_at(
             "[[export]]\npath = \"cephfs://client.x@/\"\nclients = []\n",
-        )
-        .unwrap_err();
-        assert!(err.starts_with("t.toml:2: "), "{err}");
+            2,
+            "",
+        );
     }
 
     #[test]
     fn errors_name_file_and_line() {
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = [\n  \"10.0.0.0/8\",\n  \"banana\"]\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("t.toml:5: "), "{e}");
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\nsquash = \"some\"\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("t.toml:4: ") && e.contains("expected"), "{e}");
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"srv\"\nclients = []\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("t.toml:2: ") && e.contains("absolute"), "{e}");
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\ncolour = 1\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("t.toml:4: "), "{e}");
+        for (src, line, what) in [
+            (
+                "[[export]]\npath = \"/srv\"\nclients = [\n  \"10.0.0.0/8\",\n  \"banana\"]\n",
+                5,
+                "",
+            ),
+            (
+                "[[export]]\npath = \"/srv\"\nclients = []\nsquash = \"some\"\n",
+                4,
+                "expected",
+            ),
+            ("[[export]]\npath = \"srv\"\nclients = []\n", 2, "absolute"),
+            (
+                "[[export]]\npath = \"/srv\"\nclients = []\ncolour = 1\n",
+                4,
+                "",
+            ),
+        ] {
+            refused_at(src, line, what);
+        }
     }
 
     #[test]
     fn rule_form() {
-        let c = parse(
-            Path::new("t.toml"),
+        let c = ok(
             "[[export]]\npath = \"/srv\"\nanonuid = 7\nrules = [\n  { client = \"h.example.com\", options = [\"rw\", \"all_squash\"] },\n  { client = \"*\", anongid = 9 },\n]\n",
-        )
-        .unwrap();
+        );
         let r = &c.exports[0].rules;
         assert_eq!(r[0].client, ClientSpec::Host("h.example.com".into()));
         assert!(r[0].rw);
@@ -1187,51 +1172,28 @@ mod tests {
             (r[1].squash, r[1].anon_uid, r[1].anon_gid),
             (Squash::Root, 7, 9)
         );
-        let e = parse(
-            Path::new("t.toml"),
+        refused_at(
             "[[export]]\npath = \"/srv\"\nrules = [\n  { client = \"*\", options = [\"rw\",\n \"ro\"] },\n]\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("t.toml:5: ") && e.contains("contradicts"),
-            "{e}"
+            5,
+            "contradicts",
         );
-        let e = parse(
-            Path::new("t.toml"),
+        refused_at(
             "[[export]]\npath = \"/srv\"\nsquash = \"all\"\nrules = []\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("t.toml:3: ") && e.contains("simple form"),
-            "{e}"
+            3,
+            "simple form",
         );
-        let c = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n[auth_cache]\nttl_seconds = 60\nmax_clients = 10\n",
-        )
-        .unwrap();
+        let c = ok(&srv("[auth_cache]\nttl_seconds = 60\nmax_clients = 10\n"));
         assert_eq!(c.auth_cache.ttl, std::time::Duration::from_secs(60));
         assert_eq!(c.auth_cache.max_clients, 10);
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n[auth_cache]\nmax_creds_per_client = 0\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("t.toml:5: "), "{e}");
-        let e = parse(Path::new("t.toml"), "[[export]]\npath = \"/srv\"\n").unwrap_err();
-        assert!(
-            e.starts_with("t.toml:2: ") && e.contains("no clients"),
-            "{e}"
-        );
+        refused_at(&srv("[auth_cache]\nmax_creds_per_client = 0\n"), 5, "");
+        refused_at("[[export]]\npath = \"/srv\"\n", 2, "no clients");
     }
 
     #[test]
     fn limits_section() {
-        let c = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n[limits]\nmax_connections = 10\nmax_connections_per_client = 2\nmax_nfs4_clients = 5\nmax_opens_per_client = 7\nmax_locks_per_client = 8\nmax_delegations = 0\nmax_session_slots = 16\ndrc_max_bytes = 1048576\nmax_gss_contexts = 64\n",
-        )
-        .unwrap();
+        let c = ok(&srv(
+            "[limits]\nmax_connections = 10\nmax_connections_per_client = 2\nmax_nfs4_clients = 5\nmax_opens_per_client = 7\nmax_locks_per_client = 8\nmax_delegations = 0\nmax_session_slots = 16\ndrc_max_bytes = 1048576\nmax_gss_contexts = 64\n",
+        ));
         assert_eq!(
             (
                 c.limits.max_connections,
@@ -1247,69 +1209,38 @@ mod tests {
         assert_eq!(c.nfs4.max_delegations, 0);
         assert_eq!(c.nfs4.max_slots, 16);
         // Defaults where not given.
-        let d = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n",
-        )
-        .unwrap();
+        let d = ok(&srv(""));
         assert_eq!(d.limits.max_connections, 4096);
         assert_eq!(d.limits.max_calls_per_connection, 128);
         // Errors name the file, the line and what was expected.
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n[limits]\n\nmax_connections = 0\n",
-        )
-        .unwrap_err();
         assert_eq!(
-            e,
+            err(&srv("[limits]\n\nmax_connections = 0\n")),
             "t.toml:6: max_connections = 0: expected a number from 1 to 1048576"
         );
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n[limits]\nmax_conections = 1\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("t.toml:5: ") && e.contains("max_conections"),
-            "{e}"
-        );
+        refused_at(&srv("[limits]\nmax_conections = 1\n"), 5, "max_conections");
     }
 
     #[test]
     fn sec_list() {
-        let c = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\nsec = [\"krb5p\", \"sys\"]\n",
-        )
-        .unwrap();
+        let c = ok(&srv("sec = [\"krb5p\", \"sys\"]\n"));
         assert_eq!(c.exports[0].sec, vec![Flavor::Krb5p, Flavor::Sys]);
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\nsec = [\n \"krb5p\",\n \"krb6\"]\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("t.toml:6: ") && e.contains("krb5i"), "{e}");
+        refused_at(&srv("sec = [\n \"krb5p\",\n \"krb6\"]\n"), 6, "krb5i");
     }
 
     #[test]
     fn delegations_per_export() {
         use server::export::Delegations;
-        let src = |d: &str| format!("[[export]]\npath = \"/srv\"\nclients = []\n{d}");
-        let c = parse(Path::new("t.toml"), &src("")).unwrap();
+        let c = ok(&srv(""));
         assert_eq!(c.exports[0].delegations, Delegations::ReadWrite);
         for (v, want) in [
             ("none", Delegations::None),
             ("read", Delegations::Read),
             ("read-write", Delegations::ReadWrite),
         ] {
-            let c = parse(
-                Path::new("t.toml"),
-                &src(&format!("delegations = \"{v}\"\n")),
-            )
-            .unwrap();
+            let c = ok(&srv(&format!("delegations = \"{v}\"\n")));
             assert_eq!(c.exports[0].delegations, want);
         }
-        let e = parse(Path::new("t.toml"), &src("delegations = \"all\"\n")).unwrap_err();
+        let e = err(&srv("delegations = \"all\"\n"));
         assert!(
             e.starts_with("t.toml:4: delegations = ") && e.contains("read-write"),
             "{e}"
@@ -1321,7 +1252,7 @@ mod tests {
         let src = "[[export]]\npath = \"/srv\"\nclients = []\n\n[gss]\nmachine_principals = \"anonymous\"\n\
                    local_realms = [\"EXAMPLE.COM\"]\n[gss.principals]\n\"a@P.ORG\" = \"alice\"\n\
                    \"b/h@EXAMPLE.COM\" = \"5:6:7\"\n";
-        let c = parse(Path::new("t.toml"), src).unwrap();
+        let c = ok(src);
         assert!(c.gss.machines_anonymous);
         assert_eq!(c.gss.local_realms, Some(vec!["EXAMPLE.COM".to_string()]));
         assert_eq!(
@@ -1329,64 +1260,36 @@ mod tests {
             server::principal::MapTo::User("alice".into())
         );
         assert!(explain_gss(&c.gss).contains("b/h@EXAMPLE.COM -> Ids"));
-        let bad = src.replace("5:6:7", "5:x");
-        let e = parse(Path::new("t.toml"), &bad).unwrap_err();
+        let e = err(&src.replace("5:6:7", "5:x"));
         assert!(e.starts_with("t.toml:10: b/h@EXAMPLE.COM: "), "{e}");
-        let bad = src.replace("\"anonymous\"", "\"nobody\"");
-        let e = parse(Path::new("t.toml"), &bad).unwrap_err();
-        assert!(e.starts_with("t.toml:6: ") && e.contains("\"root\""), "{e}");
-        let bad = src.replace("a@P.ORG", "alice");
-        let e = parse(Path::new("t.toml"), &bad).unwrap_err();
+        refused_at(&src.replace("\"anonymous\"", "\"nobody\""), 6, "\"root\"");
+        let e = err(&src.replace("a@P.ORG", "alice"));
         assert!(e.contains("expected name@REALM"), "{e}");
     }
 
     #[test]
     fn xprtsec_and_tls_section() {
-        let c = parse(
-            Path::new("t.toml"),
-            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n[[export]]\npath = \"/srv\"\nclients = []\nxprtsec = [\"tls\", \"mtls\"]\n",
-        )
-        .unwrap();
+        let tls = "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n";
+        let c = ok(&format!("{tls}{}", srv("xprtsec = [\"tls\", \"mtls\"]\n")));
         use rpc::tls::XprtSec;
         assert_eq!(c.exports[0].xprtsec, vec![XprtSec::Tls, XprtSec::Mtls]);
         assert_eq!(c.tls.unwrap().cert, PathBuf::from("/s.pem"));
         assert_eq!(c.tls_ktls, None);
-        let c = parse(
-            Path::new("t.toml"),
-            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\nktls = \"off\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
-        )
-        .unwrap();
+        let c = ok(&format!("{tls}ktls = \"off\"\n{}", srv("")));
         assert_eq!(c.tls_ktls, Some(rpc::ktls_offload::KtlsMode::Off));
-        let e = parse(
-            Path::new("t.toml"),
-            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\nktls = \"on\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("t.toml:4:") && e.contains("expected \"auto\" or \"off\""),
-            "{e}"
+        refused_at(
+            &format!("{tls}ktls = \"on\"\n{}", srv("")),
+            4,
+            "expected \"auto\" or \"off\"",
         );
-        let c = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\n",
-        )
-        .unwrap();
+        let c = ok(&srv(""));
         assert_eq!(c.exports[0].xprtsec, XprtSec::ALL.to_vec());
-        let e = parse(
-            Path::new("t.toml"),
-            "[[export]]\npath = \"/srv\"\nclients = []\nxprtsec = [\n \"tls\",\n \"ssl\"]\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("t.toml:6:")
-                && e.contains("\"ssl\": expected \"none\", \"tls\" or \"mtls\""),
-            "{e}"
+        refused_at(
+            &srv("xprtsec = [\n \"tls\",\n \"ssl\"]\n"),
+            6,
+            "\"ssl\": expected \"none\", \"tls\" or \"mtls\"",
         );
-        let e = parse(
-            Path::new("t.toml"),
-            "[tls]\ncert = \"/s.pem\"\n[[export]]\npath = \"/srv\"\nclients = []\n",
-        )
-        .unwrap_err();
+        let e = err(&format!("[tls]\ncert = \"/s.pem\"\n{}", srv("")));
         assert!(
             e.starts_with("t.toml:") && e.contains("expected both cert"),
             "{e}"
@@ -1396,11 +1299,10 @@ mod tests {
     #[test]
     fn tls_identity_map() {
         let head = "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\nclient_ca = \"/ca.pem\"\n";
-        let c = parse(
-            Path::new("t.toml"),
-            &format!("{head}[[tls.identity]]\nmatch = \"CN=nfsguest\"\nuid = 1234\ngid = 100\ngids = [5]\n[[tls.identity]]\nmatch = \"san:dns:h1.example\"\nuid = 0\ngid = 0\n[[export]]\npath = \"/srv\"\nclients = []\n"),
-        )
-        .unwrap();
+        let c = ok(&format!(
+            "{head}[[tls.identity]]\nmatch = \"CN=nfsguest\"\nuid = 1234\ngid = 100\ngids = [5]\n[[tls.identity]]\nmatch = \"san:dns:h1.example\"\nuid = 0\ngid = 0\n{}",
+            srv("")
+        ));
         assert_eq!(c.tls_identities.len(), 2);
         assert_eq!(c.tls_identities[0].text, "CN=nfsguest");
         assert_eq!(
@@ -1409,17 +1311,15 @@ mod tests {
         );
         assert_eq!(c.tls_identities[0].gids, vec![5]);
         assert!(c.tls_identities[1].gids.is_empty());
-        let e = parse(
-            Path::new("t.toml"),
-            &format!("{head}[[tls.identity]]\nmatch = \"san:foo:x\"\nuid = 1\ngid = 1\n[[export]]\npath = \"/srv\"\nclients = []\n"),
-        )
-        .unwrap_err();
+        let e = err(&format!(
+            "{head}[[tls.identity]]\nmatch = \"san:foo:x\"\nuid = 1\ngid = 1\n{}",
+            srv("")
+        ));
         assert!(e.starts_with("t.toml:6: [[tls.identity]] match = "), "{e}");
-        let e = parse(
-            Path::new("t.toml"),
-            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n[[tls.identity]]\nmatch = \"CN=a\"\nuid = 1\ngid = 1\n[[export]]\npath = \"/srv\"\nclients = []\n",
-        )
-        .unwrap_err();
+        let e = err(&format!(
+            "[tls]\ncert = \"/s.pem\"\nkey = \"/s.key\"\n[[tls.identity]]\nmatch = \"CN=a\"\nuid = 1\ngid = 1\n{}",
+            srv("")
+        ));
         assert!(e.contains("no client_ca"), "{e}");
     }
 

@@ -227,7 +227,7 @@ fn client_ca(ca: &Path, now: i64, r: &mut Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use test_support::pki::{openssl, EC_KEY};
+    use test_support::pki::{openssl, signed_by, EC_KEY};
 
     /// ca (self-signed), int (by ca), leaf (by int, for `days`), other.key.
     fn pki(dir: &Path, days: &str) {
@@ -248,36 +248,12 @@ mod tests {
             ("int", "/CN=Intermediate", "ca", "ca.ext", "400"),
             ("leaf", "/CN=nfs.example", "int", "leaf.ext", days),
         ] {
-            let mut a = vec!["req"];
-            let (key, csr, pem) = (
-                format!("{name}.key"),
-                format!("{name}.csr"),
-                format!("{name}.pem"),
-            );
-            a.extend(ec);
-            a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
-            openssl(dir, &a);
-            let (bp, bk) = (format!("{by}.pem"), format!("{by}.key"));
-            openssl(
+            signed_by(
                 dir,
-                &[
-                    "x509",
-                    "-req",
-                    "-in",
-                    &csr,
-                    "-CA",
-                    &bp,
-                    "-CAkey",
-                    &bk,
-                    "-set_serial",
-                    "7",
-                    "-out",
-                    &pem,
-                    "-days",
-                    d,
-                    "-extfile",
-                    ext,
-                ],
+                name,
+                subj,
+                by,
+                &["-set_serial", "7", "-days", d, "-extfile", ext],
             );
         }
         openssl(

@@ -213,14 +213,18 @@ fn retransmitted_remove_gets_the_original_reply() {
             name: bytes::Bytes::from_static(b"victim"),
         },
     });
-    let rec = call_record(
-        4242,
-        NFS_PROGRAM,
-        3,
-        NFSPROC3_REMOVE,
-        &auth_sys(1000, 1000, &[], "t"),
-        &args,
-    );
+    // The REMOVE's record with XID `xid`.
+    let record = |xid| {
+        call_record(
+            xid,
+            NFS_PROGRAM,
+            3,
+            NFSPROC3_REMOVE,
+            &auth_sys(1000, 1000, &[], "t"),
+            &args,
+        )
+    };
+    let rec = record(4242);
     let decode = |r: Vec<u8>| -> Remove3res {
         let (_, _, mut d) = decode_reply(r.into()).unwrap();
         <Remove3res as xdr::Unpack>::unpack(&mut d).unwrap()
@@ -233,14 +237,7 @@ fn retransmitted_remove_gets_the_original_reply() {
     let again = decode(raw_call(&mut c2, &rec).unwrap());
     assert_eq!(again, first);
     // A new xid is a new call: now NOENT.
-    let rec2 = call_record(
-        4243,
-        NFS_PROGRAM,
-        3,
-        NFSPROC3_REMOVE,
-        &auth_sys(1000, 1000, &[], "t"),
-        &args,
-    );
+    let rec2 = record(4243);
     assert!(matches!(
         decode(raw_call(&mut c2, &rec2).unwrap()),
         Remove3res::Default(Nfsstat3::NFS3ERR_NOENT, _)

@@ -100,25 +100,25 @@ fn tree_files(root: &Path) -> Vec<(String, String)> {
 /// two at once would share this machine's two cores.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A test's cluster (one test at a time), with `/nfs` made, and its work
-/// directory; dropped in this order: the work directory, the cluster, the
-/// turn.
+/// A test's cluster (one test at a time), with `/nfs` made, its work
+/// directory and the heads' configuration there; dropped in this order:
+/// the work directory, the cluster, the turn.
 struct Setup {
+    config: PathBuf,
     work: tempfile::TempDir,
     cl: Cluster,
     _one: std::sync::MutexGuard<'static, ()>,
 }
 
-/// None when Ceph is not installed (the test is skipped).
-fn setup(prefix: &str) -> Option<Setup> {
+/// None when Ceph is not installed (the test is skipped). `nfs4` is the
+/// configuration's [nfs4] section.
+fn setup(prefix: &str, nfs4: &str) -> Option<Setup> {
     let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let cl = Cluster::start("cephfs test", vfs::cephfs::available())?;
     make_export_dir(&cl);
-    let work = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let work = test_support::var_tmp(prefix);
     Some(Setup {
+        config: nfs_config(&cl, work.path(), nfs4),
         work,
         cl,
         _one: one,
@@ -173,15 +173,14 @@ fn two_heads(config: &Path, w: &Path) -> (Head, Head) {
 
 #[test]
 fn two_heads_over_one_cephfs() {
-    let Some(setup) = setup("tarn-ceph-e2e-") else {
+    // No grace after a start: NLM locks are granted at once.
+    let Some(setup) = setup("tarn-ceph-e2e-", "grace_seconds = 0") else {
         return;
     };
-    let (cl, w) = (&setup.cl, setup.work.path());
-    // No grace after a start: NLM locks are granted at once.
-    let config = nfs_config(cl, w, "grace_seconds = 0");
+    let (config, w) = (&setup.config, setup.work.path());
     let check = tarn(&["check-config", config.to_str().unwrap()]);
     assert!(check.contains("CephFS /nfs"), "{check}");
-    let (a, b) = two_heads(&config, w);
+    let (a, b) = two_heads(config, w);
 
     // A file in through head A with libnfs (NFSv3), out through head B
     // with Tarn's client (NFSv4.1).
@@ -303,7 +302,7 @@ fn two_heads_over_one_cephfs() {
     // handle it issued before still works.
     drop(ca);
     drop(a);
-    let a = Head::start(&config, &w.join("state-a"));
+    let a = Head::start(config, &w.join("state-a"));
     let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
     let Getattr3res::NFS3_OK(again) = nfs_getattr(&mut ca, 8, &fh) else {
         panic!("GETATTR after A's restart; log: {}", a.log_text());
@@ -350,7 +349,7 @@ fn two_heads_over_one_cephfs() {
     let mut a = a;
     a.crash();
     let t = Instant::now();
-    let a = Head::start(&config, &w.join("state-a"));
+    let a = Head::start(config, &w.join("state-a"));
     let w3: Write3res = nfs_call(
         &mut cb,
         11,
@@ -389,24 +388,25 @@ fn two_heads_over_one_cephfs() {
     assert_eq!(&r3.data[..], b"mine yours");
     drop(ca);
     delegations_across_heads(&a, &b);
-    locks_across_heads(a, &b, &config, w);
+    locks_across_heads(a, &b, config, w);
     drop(b);
+}
+
+/// The record of an NLM call as a client host's lockd makes it.
+fn nlm_record<A: xdr::Pack>(xid: u32, proc_: u32, a: &A) -> Vec<u8> {
+    call_record(
+        xid,
+        proto::nlm4::NLM_PROG,
+        4,
+        proc_,
+        &rpc::client::auth_sys(0, 0, &[], "t"),
+        &xdr::to_bytes(a),
+    )
 }
 
 /// An NLM call as a client host's lockd makes it.
 fn nlm_call<A: xdr::Pack, R: xdr::Unpack>(c: &mut TcpStream, xid: u32, proc_: u32, a: &A) -> R {
-    let r = raw_call(
-        c,
-        &call_record(
-            xid,
-            proto::nlm4::NLM_PROG,
-            4,
-            proc_,
-            &rpc::client::auth_sys(0, 0, &[], "t"),
-            &xdr::to_bytes(a),
-        ),
-    )
-    .unwrap();
+    let r = raw_call(c, &nlm_record(xid, proc_, a)).unwrap();
     let (_, st, mut d) = rpc::msg::decode_reply(r.into()).unwrap();
     assert_eq!(st, rpc::msg::ReplyStatus::Success);
     R::unpack(&mut d).unwrap()
@@ -424,17 +424,23 @@ fn nlm_lock_of(host: &str, svid: i32, fh: &NfsFh3, off: u64, len: u64) -> proto:
     }
 }
 
-fn nlm_lock(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::nlm4::Nlm4Stats {
-    use proto::nlm4::*;
-    let a = Nlm4Lockargs {
-        cookie: Netobj(bytes::Bytes::from_static(b"c")),
+/// Non-blocking exclusive NLM LOCK arguments for `l`.
+fn lock_args(l: proto::nlm4::Nlm4Lock, reclaim: bool) -> proto::nlm4::Nlm4Lockargs {
+    proto::nlm4::Nlm4Lockargs {
+        cookie: proto::nlm4::Netobj(bytes::Bytes::from_static(b"c")),
         block: false,
         exclusive: true,
         alock: l,
-        reclaim: false,
+        reclaim,
         state: 1,
-    };
-    nlm_call::<_, Nlm4Res>(c, xid, NLMPROC4_LOCK, &a).stat.stat
+    }
+}
+
+fn nlm_lock(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::nlm4::Nlm4Stats {
+    use proto::nlm4::*;
+    nlm_call::<_, Nlm4Res>(c, xid, NLMPROC4_LOCK, &lock_args(l, false))
+        .stat
+        .stat
 }
 
 fn nlm_test(c: &mut TcpStream, xid: u32, l: proto::nlm4::Nlm4Lock) -> proto::nlm4::Nlm4Testrply {
@@ -531,40 +537,59 @@ async fn session_as_1000(port: u16, owner: &str, callbacks: bool) -> client::nfs
         .expect("NFSv4.1 session")
 }
 
+/// A runtime with one worker thread, so that servers spawned on it (a
+/// client host's lockd, callbacks) answer while the test blocks.
+fn one_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// OPEN of `name` in the export's root (created with `mode` if given).
+async fn open_in_root(
+    s: &client::nfs4::Session,
+    name: &str,
+    mode: Option<u32>,
+    access: u32,
+) -> (proto::nfs4::Stateid4, proto::nfs4::NfsFh4) {
+    let dir = s.lookup_path("/").await.unwrap();
+    s.open(&dir, name, mode, access).await.unwrap()
+}
+
+/// A FILE_SYNC WRITE of `data` at the start of the file.
+async fn write_sync(
+    s: &client::nfs4::Session,
+    sid: &proto::nfs4::Stateid4,
+    fh: &proto::nfs4::NfsFh4,
+    data: &'static [u8],
+) {
+    s.write(
+        sid,
+        fh,
+        0,
+        bytes::Bytes::from_static(data),
+        proto::nfs4::StableHow4::FILE_SYNC4,
+    )
+    .await
+    .unwrap();
+}
+
 /// A read delegation granted through head A stands on one of CephFS's: a
 /// read through head B leaves it be; a write through B waits in CephFS
 /// while A, called back by CephFS, recalls it from its client, which
 /// returns it; then B's write goes on and A's client sees the new data.
 fn delegations_across_heads(a: &Head, b: &Head) {
-    use bytes::Bytes;
-    use proto::nfs4::{StableHow4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    use proto::nfs4::{OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
+    let rt = one_worker_runtime();
     rt.block_on(async {
         let sa = v41_session_with_callbacks(a.port, "reader-on-a").await;
         let sb = v41_session(b.port, "writer-on-b").await;
-        let dir = sb.lookup_path("/").await.unwrap();
-        let (bsid, bfh) = sb
-            .open(&dir, "delegated", Some(0o666), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        sb.write(
-            &bsid,
-            &bfh,
-            0,
-            Bytes::from_static(b"old"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
-        let dir = sa.lookup_path("/").await.unwrap();
-        let (asid, afh) = sa
-            .open(&dir, "delegated", None, OPEN4_SHARE_ACCESS_READ)
-            .await
-            .unwrap();
+        let (bsid, bfh) =
+            open_in_root(&sb, "delegated", Some(0o666), OPEN4_SHARE_ACCESS_BOTH).await;
+        write_sync(&sb, &bsid, &bfh, b"old").await;
+        let (asid, afh) = open_in_root(&sa, "delegated", None, OPEN4_SHARE_ACCESS_READ).await;
         assert!(
             sa.delegations().get(&afh).is_some(),
             "a read delegation from A over CephFS; log:\n{}",
@@ -577,15 +602,7 @@ fn delegations_across_heads(a: &Head, b: &Head) {
             "a read elsewhere recalls nothing"
         );
         let t = Instant::now();
-        sb.write(
-            &bsid,
-            &bfh,
-            0,
-            Bytes::from_static(b"new data"),
-            StableHow4::FILE_SYNC4,
-        )
-        .await
-        .unwrap();
+        write_sync(&sb, &bsid, &bfh, b"new data").await;
         let took = t.elapsed();
         eprintln!("a write through B waited {took:?} for A's client to return its delegation");
         assert_eq!(sa.delegations().recalls_received(), 1, "CB_RECALL from A");
@@ -615,11 +632,7 @@ fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
     use proto::nlm4::{Nlm4Stats, Nlm4Testrply};
     // A worker thread: the client host's lockd below answers GRANTED
     // while the test waits in plain blocking calls.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = one_worker_runtime();
     // A again, calling back this test's lockd with GRANTED.
     let (cb_port, mut granted) = rt.block_on(lockd());
     drop(a);
@@ -635,16 +648,8 @@ fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
         )
     });
     let (asid, afh, bsid, bfh) = rt.block_on(async {
-        let dir = sa.lookup_path("/").await.unwrap();
-        let (asid, afh) = sa
-            .open(&dir, "locked", Some(0o666), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        let dir = sb.lookup_path("/").await.unwrap();
-        let (bsid, bfh) = sb
-            .open(&dir, "locked", None, OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
+        let (asid, afh) = open_in_root(&sa, "locked", Some(0o666), OPEN4_SHARE_ACCESS_BOTH).await;
+        let (bsid, bfh) = open_in_root(&sb, "locked", None, OPEN4_SHARE_ACCESS_BOTH).await;
         (asid, afh, bsid, bfh)
     });
     // B's NFSv4 lock attempt with a fresh lock owner each time (a LOCK
@@ -760,10 +765,7 @@ fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
     let blocking = proto::nlm4::Nlm4Lockargs {
         cookie: proto::nlm4::Netobj(bytes::Bytes::from_static(b"wait")),
         block: true,
-        exclusive: true,
-        alock: nlm_lock_of("host-a", 3, &fh3, 0, 10),
-        reclaim: false,
-        state: 1,
+        ..lock_args(nlm_lock_of("host-a", 3, &fh3, 0, 10), false)
     };
     let st =
         nlm_call::<_, proto::nlm4::Nlm4Res>(&mut ca, 30, proto::nlm4::NLMPROC4_LOCK, &blocking);
@@ -832,34 +834,30 @@ fn locks_across_heads(a: Head, b: &Head, config: &Path, w: &Path) {
 /// and serve say which library is missing; no cluster needed.
 #[test]
 fn missing_library_is_named() {
-    let work = tempfile::tempdir().unwrap();
-    let config = work.path().join("tarn.toml");
-    std::fs::write(
-        &config,
+    let (work, config) = temp_file(
+        "tarn.toml",
         "[[export]]\npath = \"cephfs://nfs@cephfs/shared\"\nclients = [\"127.0.0.1/32\"]\n",
-    )
-    .unwrap();
+    );
     let missing = "/nonexistent/libcephfs.so.2";
-    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args(["check-config", config.to_str().unwrap()])
-        .env("TARN_LIBCEPHFS", missing)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    // `tarn` run so: it fails; what it says.
+    let failure = |cmd: &mut Command| {
+        let out = cmd.env("TARN_LIBCEPHFS", missing).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = failure(
+        Command::new(env!("CARGO_BIN_EXE_tarn")).args(["check-config", config.to_str().unwrap()]),
+    );
     assert!(
         err.contains(missing) && err.contains("install libcephfs2"),
         "{err}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
-        .args(["serve", "--config", config.to_str().unwrap(), "--state-dir"])
-        .arg(work.path().join("state"))
-        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
-        .env("TARN_LIBCEPHFS", missing)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = failure(
+        Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .args(["serve", "--config", config.to_str().unwrap(), "--state-dir"])
+            .arg(work.path().join("state"))
+            .args(["--listen", &format!("127.0.0.1:{}", free_port())]),
+    );
     assert!(
         err.contains("cannot export cephfs://nfs@cephfs/shared") && err.contains(missing),
         "{err}"
@@ -874,16 +872,10 @@ fn nlm_lock_as(
     fh: &NfsFh3,
     reclaim: bool,
 ) -> proto::nlm4::Nlm4Stats {
-    use proto::nlm4::*;
-    let a = Nlm4Lockargs {
-        cookie: Netobj(bytes::Bytes::from_static(b"c")),
-        block: false,
-        exclusive: true,
-        alock: nlm_lock_of(host, 1, fh, 0, 100),
-        reclaim,
-        state: 1,
-    };
-    nlm_call::<_, Nlm4Res>(c, xid, NLMPROC4_LOCK, &a).stat.stat
+    let a = lock_args(nlm_lock_of(host, 1, fh, 0, 100), reclaim);
+    nlm_call::<_, proto::nlm4::Nlm4Res>(c, xid, proto::nlm4::NLMPROC4_LOCK, &a)
+        .stat
+        .stat
 }
 
 /// Two heads in an etcd cluster over one CephFS. Head A holds an NLM lock
@@ -894,10 +886,7 @@ fn nlm_lock_as(
 fn failed_head_locks_are_freed_for_reclaims() {
     use proto::nlm4::Nlm4Stats::*;
     let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::Builder::new()
-        .prefix("tarn-ceph-failover-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let work = test_support::var_tmp("tarn-ceph-failover-");
     let w = work.path();
     let Some(etcd) = Etcd::start(w) else { return };
     let Some(cl) = Cluster::start("cephfs test", vfs::cephfs::available()) else {
@@ -993,12 +982,10 @@ fn failed_head_locks_are_freed_for_reclaims() {
 #[ignore]
 fn dead_head_lock_lasts_until_the_mds_times_it_out() {
     use proto::nlm4::Nlm4Stats::*;
-    let Some(setup) = setup("tarn-ceph-dead-") else {
+    let Some(setup) = setup("tarn-ceph-dead-", "grace_seconds = 0") else {
         return;
     };
-    let (cl, w) = (&setup.cl, setup.work.path());
-    let config = nfs_config(cl, w, "grace_seconds = 0");
-    let (mut a, b) = two_heads(&config, w);
+    let (mut a, b) = two_heads(&setup.config, setup.work.path());
     let mut ca = TcpStream::connect(("127.0.0.1", a.port)).unwrap();
     let root = mnt_root(&mut ca);
     let fh = create3(&mut ca, 1, &root, "held");
@@ -1014,24 +1001,10 @@ fn dead_head_lock_lasts_until_the_mds_times_it_out() {
         // A call may wait in the MDS (for the dead session's capabilities)
         // far longer than nlm_call's 10 s: wait for its answer here.
         let asked = Instant::now();
-        let a = proto::nlm4::Nlm4Lockargs {
-            cookie: proto::nlm4::Netobj(bytes::Bytes::from_static(b"c")),
-            block: false,
-            exclusive: true,
-            alock: nlm_lock_of("host-b", 1, &fh, 0, 100),
-            reclaim: false,
-            state: 1,
-        };
+        let a = lock_args(nlm_lock_of("host-b", 1, &fh, 0, 100), false);
         use std::io::Write;
-        cb.write_all(&call_record(
-            xid,
-            proto::nlm4::NLM_PROG,
-            4,
-            proto::nlm4::NLMPROC4_LOCK,
-            &rpc::client::auth_sys(0, 0, &[], "t"),
-            &xdr::to_bytes(&a),
-        ))
-        .unwrap();
+        cb.write_all(&nlm_record(xid, proto::nlm4::NLMPROC4_LOCK, &a))
+            .unwrap();
         let r = loop {
             if let Some(r) = read_record(&mut cb) {
                 break r;
@@ -1071,38 +1044,22 @@ fn dead_head_lock_lasts_until_the_mds_times_it_out() {
 /// serves the file afterwards.
 #[test]
 fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
-    use bytes::Bytes;
-    use proto::nfs4::{StableHow4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
-    let Some(setup) = setup("tarn-ceph-deleg-") else {
+    use proto::nfs4::{OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
+    let Some(setup) = setup("tarn-ceph-deleg-", "grace_seconds = 0\nlease_seconds = 5") else {
         return;
     };
     let (cl, w) = (&setup.cl, setup.work.path());
-    let config = nfs_config(cl, w, "grace_seconds = 0\nlease_seconds = 5");
-    let (a, b) = two_heads(&config, w);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (a, b) = two_heads(&setup.config, w);
+    let rt = one_worker_runtime();
     rt.block_on(async {
         let sa = v41_session_with_callbacks(a.port, "deaf-reader-on-a").await;
         sa.delegations().set_ignore_recalls(true);
         let sb = v41_session(b.port, "writer-on-b").await;
-        let dir = sb.lookup_path("/").await.unwrap();
-        let (bsid, bfh) = sb
-            .open(&dir, "kept", Some(0o666), OPEN4_SHARE_ACCESS_BOTH)
-            .await
-            .unwrap();
-        let dir = sa.lookup_path("/").await.unwrap();
-        let (_asid, afh) = sa
-            .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_READ)
-            .await
-            .unwrap();
+        let (bsid, bfh) = open_in_root(&sb, "kept", Some(0o666), OPEN4_SHARE_ACCESS_BOTH).await;
+        let (_asid, afh) = open_in_root(&sa, "kept", None, OPEN4_SHARE_ACCESS_READ).await;
         assert!(sa.delegations().get(&afh).is_some(), "a read delegation");
         let t = Instant::now();
-        sb.write(&bsid, &bfh, 0, Bytes::from_static(b"written"), StableHow4::FILE_SYNC4)
-            .await
-            .unwrap();
+        write_sync(&sb, &bsid, &bfh, b"written").await;
         let took = t.elapsed();
         eprintln!("a write through B waited {took:?} for A to revoke an unreturned delegation (lease 5 s)");
         assert_eq!(sa.delegations().recalls_received(), 1);
@@ -1114,11 +1071,7 @@ fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
         );
         // A's mount is still there: a new client of A reads the file.
         let sc = v41_session(a.port, "reader-after").await;
-        let dir = sc.lookup_path("/").await.unwrap();
-        let (csid, cfh) = sc
-            .open(&dir, "kept", None, OPEN4_SHARE_ACCESS_READ)
-            .await
-            .unwrap();
+        let (csid, cfh) = open_in_root(&sc, "kept", None, OPEN4_SHARE_ACCESS_READ).await;
         assert_eq!(&sc.read(&csid, &cfh, 0, 10).await.unwrap().data[..], b"written");
         sb.close(&bfh, &bsid).await.unwrap();
     });

@@ -72,6 +72,20 @@ fn lookup(c: &mut TcpStream, dir: &NfsFh3, n: &str) -> NfsFh3 {
     }
 }
 
+/// READ arguments: `count` bytes at `offset` of `fh`.
+fn read_args(fh: &NfsFh3, offset: u64, count: u32) -> Read3args {
+    Read3args {
+        file: fh.clone(),
+        offset,
+        count,
+    }
+}
+
+/// READ of `count` bytes at `offset` of `fh`.
+fn read3(c: &mut TcpStream, xid: u32, fh: &NfsFh3, offset: u64, count: u32) -> Read3res {
+    nfs_call(c, xid, NFSPROC3_READ, &read_args(fh, offset, count))
+}
+
 fn read_record_of(xid: u32, fh: &NfsFh3, count: u32) -> Vec<u8> {
     call_record(
         xid,
@@ -79,11 +93,7 @@ fn read_record_of(xid: u32, fh: &NfsFh3, count: u32) -> Vec<u8> {
         3,
         NFSPROC3_READ,
         &auth_sys(1000, 1000, &[], "t"),
-        &xdr::to_bytes(&Read3args {
-            file: fh.clone(),
-            offset: 0,
-            count,
-        }),
+        &xdr::to_bytes(&read_args(fh, 0, count)),
     )
 }
 
@@ -168,16 +178,7 @@ fn connections_dropped_mid_record_and_mid_reply_hurt_no_one() {
         drop(b);
     }
     // The first connection and new ones are served, and the data is whole.
-    let r: Read3res = nfs_call(
-        &mut c,
-        9,
-        NFSPROC3_READ,
-        &Read3args {
-            file: fh.clone(),
-            offset: 0,
-            count: 1 << 20,
-        },
-    );
+    let r = read3(&mut c, 9, &fh, 0, 1 << 20);
     let Read3res::NFS3_OK(ok) = r else {
         panic!("READ: {r:?}")
     };
@@ -361,29 +362,29 @@ fn server_on_small_ext4() -> Option<(TestServer, tempfile::TempDir)> {
     }
     let (tmp, export, state) = temp_export();
     let img = tmp.path().join("fs.img");
-    let ok = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "truncate -s 16M {0} && mkfs.ext4 -q -F -m 50 {0}",
-            img.display()
-        ))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cannot make an ext4 image (mkfs.ext4)");
-        return None;
-    }
-    let probe = std::process::Command::new("unshare")
-        .args(["--mount", "sh", "-c"])
-        .arg(format!(
-            "mount -o loop {} {}",
-            img.display(),
-            export.display()
-        ))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !probe {
-        eprintln!("skipped: cannot mount a loop device here");
+    let mkfs = format!(
+        "truncate -s 16M {0} && mkfs.ext4 -q -F -m 50 {0}",
+        img.display()
+    );
+    let mount = format!("mount -o loop {} {}", img.display(), export.display());
+    // `argv` ran and succeeded; else the test is skipped, saying `why`.
+    let runs = |argv: &[&str], why: &str| {
+        let ok = std::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: {why}");
+        }
+        ok
+    };
+    if !runs(
+        &["sh", "-c", &mkfs],
+        "cannot make an ext4 image (mkfs.ext4)",
+    ) || !runs(
+        &["unshare", "--mount", "sh", "-c", &mount],
+        "cannot mount a loop device here",
+    ) {
         return None;
     }
     let s = launch_on_image(&export, &state, &img);
@@ -448,30 +449,12 @@ fn storage_errors_over_nfsv3() {
         Err(Nfsstat3::NFS3ERR_IO)
     );
     assert_eq!(write3(&mut c, &e, 0, 8192, StableHow::UNSTABLE), Ok(8192));
-    let r: Commit3res = nfs_call(
-        &mut c,
-        xid(),
-        NFSPROC3_COMMIT,
-        &Commit3args {
-            file: e.clone(),
-            offset: 0,
-            count: 0,
-        },
-    );
+    let r: Commit3res = nfs_call(&mut c, xid(), NFSPROC3_COMMIT, &commit_all(&e));
     assert!(
         matches!(r, Commit3res::Default(Nfsstat3::NFS3ERR_IO, _)),
         "COMMIT: {r:?}"
     );
-    let r: Read3res = nfs_call(
-        &mut c,
-        xid(),
-        NFSPROC3_READ,
-        &Read3args {
-            file: e.clone(),
-            offset: 0,
-            count: 4096,
-        },
-    );
+    let r = read3(&mut c, xid(), &e, 0, 4096);
     assert!(
         matches!(r, Read3res::Default(Nfsstat3::NFS3ERR_IO, _)),
         "READ: {r:?}"
@@ -513,16 +496,7 @@ fn storage_errors_over_nfsv3() {
     assert_eq!(size3(&mut c, &f), acked);
     let mut off = 0u64;
     while off < acked {
-        let r: Read3res = nfs_call(
-            &mut c,
-            xid(),
-            NFSPROC3_READ,
-            &Read3args {
-                file: f.clone(),
-                offset: off,
-                count: 1 << 20,
-            },
-        );
+        let r = read3(&mut c, xid(), &f, off, 1 << 20);
         let Read3res::NFS3_OK(ok) = r else {
             panic!("READ after the restart: {r:?}")
         };

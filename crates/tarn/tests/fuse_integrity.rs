@@ -29,14 +29,6 @@ fn server() -> TestServer {
     TestServer::start_with(&["--grace", "0.05"])
 }
 
-fn mount_url(s: &TestServer, vers: &str) -> String {
-    // As uid 1000: the server squashes root.
-    format!(
-        "nfs://127.0.0.1:{}/?vers={vers}&uid=1000&gid=1000",
-        s.port()
-    )
-}
-
 /// fsx's operation mix. With mmap: reads and writes through pread/pwrite
 /// and through shared mappings (msync, MS_INVALIDATE), truncates up and
 /// down, fsync/fdatasync, close and reopen, fadvise, sendfile.
@@ -89,9 +81,7 @@ fn fsx(dir: &Path, name: &str, config: &str, ops: u64, seed: u64) {
         eprintln!("SKIP fsx {name}: fsx is not installed (cargo install --locked fsx)");
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let cfg = work.path().join("fsx.toml");
-    std::fs::write(&cfg, config).unwrap();
+    let (work, cfg) = temp_file("fsx.toml", config);
     let t = Instant::now();
     // Runs here take 2-3 ms an operation; a hang is cut off.
     let limit = (ops / 50).max(900);
@@ -157,32 +147,16 @@ fn fsx_battery(url: &str, tag: &str) {
     drop(m);
 }
 
-#[test]
-fn fsx_over_nfsv3() {
-    if !fuse_usable() {
-        return;
-    }
+/// [`fsx_battery`] through a mount of a fresh server over NFS `vers`.
+fn fsx_over(vers: &str, tag: &str) {
     let s = server();
-    fsx_battery(&mount_url(&s, "3"), "v3");
-}
-
-#[test]
-fn fsx_over_nfsv41() {
-    if !fuse_usable() {
-        return;
-    }
-    let s = server();
-    fsx_battery(&mount_url(&s, "4.1"), "v41");
+    fsx_battery(&mount_url(&s, vers), tag);
 }
 
 /// NFSv4.2 with fallocate, punch hole and copy_file_range in the mix
 /// (ALLOCATE, DEALLOCATE, COPY beside buffered writes, mmap and
 /// truncates); one run, the rest of the battery being NFSv4.1's.
-#[test]
-fn fsx_over_nfsv42_with_space_ops() {
-    if !fuse_usable() {
-        return;
-    }
+fn fsx_with_space_ops() {
     let s = server();
     let m = Mounted::new(&mount_url(&s, "4.2"), "");
     fsx(
@@ -196,11 +170,7 @@ fn fsx_over_nfsv42_with_space_ops() {
 
 /// The same without delegations: the mount's own writes must show in its
 /// stat without a write delegation to vouch for its cache.
-#[test]
-fn fsx_over_nfsv41_without_delegations() {
-    if !fuse_usable() {
-        return;
-    }
+fn fsx_without_delegations() {
     let s = server();
     let url = mount_url(&s, "4.1");
     let m = Mounted::new(&url, "nodeleg");
@@ -235,8 +205,10 @@ fn fsx_ganesha_nfs41() {
 /// Two O_APPEND writes of 100 bytes with an fstat between them leave 200
 /// bytes (the stat once handed the kernel the size from before the first
 /// write, and the second append went to offset 0).
-fn append_with_fstat(url: &str, opts: &str, on_server: &Path) {
-    let m = Mounted::new(url, opts);
+fn append_with_fstat(vers: &str, opts: &str) {
+    let s = server();
+    let on_server = &s.export;
+    let m = Mounted::new(&mount_url(&s, vers), opts);
     for round in 0..5 {
         let name = format!("append-{round}");
         let p = m.path(&name);
@@ -258,37 +230,11 @@ fn append_with_fstat(url: &str, opts: &str, on_server: &Path) {
     }
 }
 
-#[test]
-fn append_after_fstat_over_nfsv3() {
-    if !fuse_usable() {
-        return;
-    }
-    let s = server();
-    append_with_fstat(&mount_url(&s, "3"), "", &s.export);
-}
-
-#[test]
-fn append_after_fstat_over_nfsv41_without_delegations() {
-    if !fuse_usable() {
-        return;
-    }
-    let s = server();
-    append_with_fstat(&mount_url(&s, "4.1"), "nodeleg", &s.export);
-}
-
-#[test]
-fn append_after_fstat_over_nfsv41() {
-    if !fuse_usable() {
-        return;
-    }
-    let s = server();
-    append_with_fstat(&mount_url(&s, "4.1"), "", &s.export);
-}
-
 /// Truncate down, then writes past the new end: reads inside the file
 /// return every byte (zeros in the hole), never a short count.
-fn truncate_then_extend(url: &str, opts: &str) {
-    let m = Mounted::new(url, opts);
+fn truncate_then_extend(vers: &str) {
+    let s = server();
+    let m = Mounted::new(&mount_url(&s, vers), "");
     let p = m.path("trunc");
     for round in 0..20u64 {
         let mut f = std::fs::OpenOptions::new()
@@ -320,20 +266,14 @@ fn truncate_then_extend(url: &str, opts: &str) {
     }
 }
 
-#[test]
-fn truncate_then_extend_over_nfsv3() {
-    if !fuse_usable() {
-        return;
-    }
-    let s = server();
-    truncate_then_extend(&mount_url(&s, "3"), "");
-}
-
-#[test]
-fn truncate_then_extend_over_nfsv41() {
-    if !fuse_usable() {
-        return;
-    }
-    let s = server();
-    truncate_then_extend(&mount_url(&s, "4.1"), "");
+test_support::fuse_tests! {
+    fsx_over_nfsv3 => fsx_over("3", "v3"),
+    fsx_over_nfsv41 => fsx_over("4.1", "v41"),
+    fsx_over_nfsv42_with_space_ops => fsx_with_space_ops(),
+    fsx_over_nfsv41_without_delegations => fsx_without_delegations(),
+    append_after_fstat_over_nfsv3 => append_with_fstat("3", ""),
+    append_after_fstat_over_nfsv41_without_delegations => append_with_fstat("4.1", "nodeleg"),
+    append_after_fstat_over_nfsv41 => append_with_fstat("4.1", ""),
+    truncate_then_extend_over_nfsv3 => truncate_then_extend("3"),
+    truncate_then_extend_over_nfsv41 => truncate_then_extend("4.1"),
 }

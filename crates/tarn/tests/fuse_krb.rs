@@ -20,12 +20,12 @@
 mod common;
 
 use common::*;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use test_support::fuse::Mounted;
+use test_support::server::spawn_serving;
 use testkdc as kdc;
 
 fn usable() -> bool {
@@ -143,10 +143,7 @@ fn fixture(vers: &str, life: &str) -> Option<Fixture> {
     let mounter_cc = kdc.kinit("mounter", "10m");
     kdc.activate(&mounter_cc); // the server and the mount inherit it
 
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-fuse-krb-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let tmp = test_support::var_tmp("tarn-fuse-krb-");
     // The users must reach the mount point below.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let export = tmp.path().join("export");
@@ -185,28 +182,18 @@ fn fixture(vers: &str, life: &str) -> Option<Fixture> {
     )
     .unwrap();
     let slog = state.join("server.log");
-    let server = Proc(Some(
+    // Its stdout is closed after the first line, as before.
+    let (child, _) = spawn_serving(
         Command::new(env!("CARGO_BIN_EXE_tarn"))
             .args(["serve", "--config"])
             .arg(&conf)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
             .arg(&state)
-            .args(["--log-level", "debug"])
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&slog).unwrap())
-            .spawn()
-            .expect("start tarn serve"),
-    ));
-    let mut line = String::new();
-    let mut server = server;
-    BufReader::new(server.0.as_mut().unwrap().stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        line.starts_with("tarn: exporting"),
-        "{line:?}: {}",
-        std::fs::read_to_string(&slog).unwrap_or_default()
+            .args(["--log-level", "debug"]),
+        &slog,
+        "tarn serve",
     );
+    let server = Proc(Some(child));
 
     // The host as Kerberos names the service: nfs@localhost.
     let url = format!("nfs://localhost:{port}/?sec=krb5p&vers={vers}");
@@ -311,6 +298,13 @@ fn each_user_acts_with_own_credential_nfsv3() {
     each_user_acts_with_own_credential("3");
 }
 
+/// How many of `log`'s lines say both `a` and `b`.
+fn lines_with(log: &str, a: &str, b: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains(a) && l.contains(b))
+        .count()
+}
+
 /// bob's tickets live 24 s and are refreshed in his cache (as k5start
 /// would) every 10 s while he appends to a file once a second for 32 s:
 /// his context is replaced before each ticket ends, from his own cache,
@@ -344,10 +338,7 @@ fn a_users_context_is_renewed_before_expiry() {
     assert_eq!(text.lines().count(), 32, "{text}");
     assert_eq!(f.owner("appended"), (2001, 2001));
     let log = f.mount_log();
-    let renewals = log
-        .lines()
-        .filter(|l| l.contains("renewed before expiry") && l.contains("bob@TARN.TEST"))
-        .count();
+    let renewals = lines_with(&log, "renewed before expiry", "bob@TARN.TEST");
     assert!(
         renewals >= 2,
         "bob's context renewed ahead of expiry: {log}"
@@ -385,9 +376,6 @@ fn an_expired_users_calls_are_refused_until_kinit() {
     );
     assert_eq!(f.owner("log"), (2001, 2001));
     let log = f.mount_log();
-    let refusals = log
-        .lines()
-        .filter(|l| l.contains("uid 2001") && l.contains("EACCES"))
-        .count();
+    let refusals = lines_with(&log, "uid 2001", "EACCES");
     assert_eq!(refusals, 1, "logged once: {log}");
 }

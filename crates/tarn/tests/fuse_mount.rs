@@ -22,23 +22,20 @@ use test_support::fuse::*;
 use test_support::ganesha::inside_ganesha;
 
 fn sh(dir: &Path, script: &str) {
-    let out = Command::new("sh")
-        .arg("-ec")
-        .arg(script)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script}\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("sh").arg("-ec").arg(script).current_dir(dir),
+        script,
     );
 }
 
 /// A server without NLM/NFSv4 grace (locks at once), with metrics.
 fn server() -> (TestServer, String) {
     start_with_metrics(&["--grace", "0.05"])
+}
+
+/// [`server`], or None where FUSE is not usable (the test then passes).
+fn fuse_server() -> Option<(TestServer, String)> {
+    fuse_usable().then(server)
 }
 
 /// `python3 -c script file`, its stdin and stdout piped: the process, the
@@ -64,26 +61,39 @@ fn python_on(
     (w, out, line)
 }
 
+/// Ends a [`python_on`] script's wait for a line on its stdin (which is
+/// then closed) and returns the next line it prints.
+fn release(
+    w: &mut std::process::Child,
+    out: &mut std::io::BufReader<std::process::ChildStdout>,
+) -> String {
+    w.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line
+}
+
+/// Write delegations the server at `maddr` (metrics) granted.
+fn write_delegations(maddr: &str) -> f64 {
+    metric(maddr, "tarn_delegations_granted_total", "type", "write")
+}
+
+/// Mount `m` was recalled and returned a delegation (its `--stats`).
+fn assert_returned_on_recall(m: &Mounted) {
+    let st = mount_status(m, "delegations_returned", 1);
+    assert!(st["recalls"].as_u64().unwrap() >= 1, "{st}");
+    assert!(st["delegations_returned"].as_u64().unwrap() >= 1, "{st}");
+}
+
 /// Two NFSv4.1 mounts (`opts` each) of a fresh [`server`]'s export: the
 /// server, its metrics address and the mounts; None where FUSE is not
 /// usable (the test then passes).
 fn two_mounts(opts: &str) -> Option<(TestServer, String, Mounted, Mounted)> {
-    if !fuse_usable() {
-        return None;
-    }
-    let (s, maddr) = server();
+    let (s, maddr) = fuse_server()?;
     let url = mount_url(&s, "4.1");
     let a = Mounted::new(&url, opts);
     let b = Mounted::new(&url, opts);
     Some((s, maddr, a, b))
-}
-
-fn mount_url(s: &TestServer, vers: &str) -> String {
-    // As uid 1000: the server squashes root.
-    format!(
-        "nfs://127.0.0.1:{}/?vers={vers}&uid=1000&gid=1000",
-        s.port()
-    )
 }
 
 const LOCKERS: &str = r#"
@@ -231,10 +241,9 @@ fn run_workload(
 }
 
 fn workload(vers: &str) {
-    if !fuse_usable() {
+    let Some((s, _)) = fuse_server() else {
         return;
-    }
-    let (s, _) = server();
+    };
     let url = mount_url(&s, vers);
     let m = Mounted::new(&url, "");
     run_workload(&m.dir, &s.export, || Mounted::new(&url, ""), true, true);
@@ -361,36 +370,32 @@ fn stat_all(dir: &Path, n: usize) {
 /// FILES files stat'ed twice within actimeo: no GETATTR the second time;
 /// with noac every stat asks the server.
 fn stat_cache(vers: &str, files: usize) {
-    if !fuse_usable() {
+    let Some((s, maddr)) = fuse_server() else {
         return;
-    }
-    let (s, maddr) = server();
+    };
     std::fs::create_dir(s.export.join("d")).unwrap();
     for i in 0..files {
         std::fs::write(s.export.join(format!("d/f{i}")), b"x").unwrap();
     }
     let url = mount_url(&s, vers);
-    {
-        let m = Mounted::new(&url, "actimeo=600");
+    // GETATTRs the second of two passes of stat over a mount with `opts`
+    // sent (the mount is gone after).
+    let second_pass = |opts: &str| {
+        let m = Mounted::new(&url, opts);
         stat_all(&m.dir, files);
         let before = getattrs(&maddr);
         stat_all(&m.dir, files);
-        let after = getattrs(&maddr);
-        assert_eq!(
-            after - before,
-            0.0,
-            "second pass within actimeo asked the server"
-        );
-    }
-    let m = Mounted::new(&url, "noac");
-    stat_all(&m.dir, files);
-    let before = getattrs(&maddr);
-    stat_all(&m.dir, files);
-    let after = getattrs(&maddr);
+        getattrs(&maddr) - before
+    };
+    assert_eq!(
+        second_pass("actimeo=600"),
+        0.0,
+        "second pass within actimeo asked the server"
+    );
+    let calls = second_pass("noac");
     assert!(
-        after - before >= files as f64,
-        "noac: {} GETATTRs for {files} stats",
-        after - before
+        calls >= files as f64,
+        "noac: {calls} GETATTRs for {files} stats"
     );
 }
 
@@ -419,10 +424,9 @@ fn stat_cache_10000_files() {
 /// the files' attributes are at stake. Without delegations (`nodeleg`) the
 /// same second pass asks the server about every file.
 fn stat_with_delegations(files: usize) {
-    if !fuse_usable() {
+    let Some((s, maddr)) = fuse_server() else {
         return;
-    }
-    let (s, maddr) = server();
+    };
     std::fs::create_dir(s.export.join("d")).unwrap();
     for i in 0..files {
         std::fs::write(s.export.join(format!("d/f{i}")), b"x").unwrap();
@@ -483,10 +487,9 @@ fn stat_with_delegations_10000_files() {
 /// the server nothing, and what it shows is what the server has.
 fn removals_keep_the_directorys_attributes(vers: &str) {
     use std::os::unix::fs::MetadataExt;
-    if !fuse_usable() {
+    let Some((s, maddr)) = fuse_server() else {
         return;
-    }
-    let (s, maddr) = server();
+    };
     let m = Mounted::new(&mount_url(&s, vers), "actimeo=600");
     let d = m.path("d");
     std::fs::create_dir_all(d.join("sub")).unwrap();
@@ -539,16 +542,16 @@ fn recall_flushes_buffered_writes() {
     let Some((s, maddr, a, b)) = two_mounts("") else {
         return;
     };
-    let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
+    let writes = write_delegations(&maddr);
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
     // The writer is a process of its own: a descriptor of the file in this
     // (multi-threaded) test process would be copied into every process
     // another test starts meanwhile, and its close at exec is a close of
     // the file (a FLUSH, which sends the data).
-    let (mut w, mut out, mut line) = python_on(HOLDER, &a.path("f"));
+    let (mut w, mut out, line) = python_on(HOLDER, &a.path("f"));
     assert_eq!(line, "written\n");
     assert_eq!(
-        metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
+        write_delegations(&maddr) - writes,
         1.0,
         "a write delegation for the new file"
     );
@@ -568,13 +571,9 @@ fn recall_flushes_buffered_writes() {
     // The server counts recalls at its lease walk (every lease/4, 22 s by
     // default): the CB_RECALL is counted where it arrived, in mount A.
     assert!(metric(&maddr, "tarn_op_calls_total", "op", "DELEGRETURN") - returns >= 1.0);
-    let st = mount_status(&a, "delegations_returned", 1);
-    assert!(st["recalls"].as_u64().unwrap() >= 1, "{st}");
-    assert!(st["delegations_returned"].as_u64().unwrap() >= 1, "{st}");
+    assert_returned_on_recall(&a);
     // A keeps working on the file without its delegation.
-    w.stdin.take().unwrap().write_all(b"\n").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
+    let line = release(&mut w, &mut out);
     assert_eq!(line, "closed\n");
     assert!(w.wait().unwrap().success());
     let mut want = data.clone();
@@ -593,13 +592,10 @@ fn recall_while_the_holder_keeps_writing() {
     let Some((_s, maddr, a, b)) = two_mounts("") else {
         return;
     };
-    let writes = metric(&maddr, "tarn_delegations_granted_total", "type", "write");
-    let (mut w, mut out, mut line) = python_on(STREAMER, &a.path("f"));
+    let writes = write_delegations(&maddr);
+    let (mut w, mut out, line) = python_on(STREAMER, &a.path("f"));
     assert_eq!(line, "started\n");
-    assert_eq!(
-        metric(&maddr, "tarn_delegations_granted_total", "type", "write") - writes,
-        1.0
-    );
+    assert_eq!(write_delegations(&maddr) - writes, 1.0);
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     let seen = std::fs::read(b.path("f")).unwrap();
@@ -610,12 +606,8 @@ fn recall_while_the_holder_keeps_writing() {
     );
     eprintln!("B read {} bytes in {took:?} while A wrote", seen.len());
     assert!(took < Duration::from_secs(10), "recall took {took:?}");
-    let st = mount_status(&a, "delegations_returned", 1);
-    assert!(st["recalls"].as_u64().unwrap() >= 1, "{st}");
-    assert!(st["delegations_returned"].as_u64().unwrap() >= 1, "{st}");
-    w.stdin.take().unwrap().write_all(b"\n").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
+    assert_returned_on_recall(&a);
+    let line = release(&mut w, &mut out);
     let chunks: usize = line.trim().parse().unwrap();
     assert!(w.wait().unwrap().success());
     let all = std::fs::read(b.path("f")).unwrap();
@@ -669,11 +661,10 @@ print("closed", flush=True)
 /// `ls -i` and for a hard link, over NFSv4.1 and NFSv3.
 #[test]
 fn st_ino_is_the_servers_fileid() {
-    if !fuse_usable() {
-        return;
-    }
     use std::os::unix::fs::MetadataExt;
-    let (s, _) = server();
+    let Some((s, _)) = fuse_server() else {
+        return;
+    };
     std::fs::create_dir(s.export.join("d")).unwrap();
     std::fs::write(s.export.join("d/a"), b"a").unwrap();
     std::fs::write(s.export.join("b"), b"b").unwrap();
@@ -801,27 +792,22 @@ fn names_and_links_between_two_mounts() {
 /// accident.
 #[test]
 fn each_caller_acts_as_itself() {
-    if !fuse_usable() {
+    let Some((s, _)) = fuse_server() else {
         return;
-    }
-    let (s, _) = server();
+    };
     let url = format!("nfs://127.0.0.1:{}/?vers=4.1", s.port());
     let m = Mounted::new(&url, "");
     let run_as = |uid: &str, file: &str| {
-        let out = Command::new("setpriv")
-            .args([
-                &format!("--reuid={uid}"),
-                &format!("--regid={uid}"),
-                "--clear-groups",
-                "touch",
-            ])
-            .arg(m.path(file))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new("setpriv")
+                .args([
+                    &format!("--reuid={uid}"),
+                    &format!("--regid={uid}"),
+                    "--clear-groups",
+                    "touch",
+                ])
+                .arg(m.path(file)),
+            &format!("touch {file} as {uid}"),
         );
     };
     use std::os::unix::fs::MetadataExt;
@@ -841,10 +827,9 @@ fn each_caller_acts_as_itself() {
 /// namespace then fails fast instead of hanging.
 #[test]
 fn sigterm_ends_a_mount_copied_into_another_namespace() {
-    if !fuse_usable() {
+    let Some((s, _)) = fuse_server() else {
         return;
-    }
-    let (s, _) = server();
+    };
     let mut m = Mounted::new(&mount_url(&s, "4.1"), "");
     std::fs::write(m.path("f"), b"x").unwrap();
     // A second mount namespace holding a copy of the mount.
@@ -991,12 +976,11 @@ for line in sys.stdin:
 /// state; after SIGCONT the mount answers again.
 #[test]
 fn soft_mount_gives_eio_when_the_server_stops_answering() {
-    if !fuse_usable() {
-        return;
-    }
     use std::io::{BufRead, BufReader};
     use std::os::unix::fs::FileExt;
-    let (s, _) = server();
+    let Some((s, _)) = fuse_server() else {
+        return;
+    };
     std::fs::write(s.export.join("r"), vec![7u8; 100_000]).unwrap();
     let m = Mounted::new(&mount_url(&s, "4.1"), "soft,timeo=5,retrans=2,noac,nodeleg");
     let rf = std::fs::File::open(m.path("r")).unwrap();
@@ -1152,10 +1136,9 @@ fn hard_mount_waits_for_a_restarted_server() {
 /// the record the dead mount kept), and leaves a live mount's alone.
 #[test]
 fn hidden_names_left_by_a_killed_mount_are_removed_by_the_next() {
-    if !fuse_usable() {
+    let Some((s, _)) = fuse_server() else {
         return;
-    }
-    let (s, _) = server();
+    };
     let url = mount_url(&s, "4.1");
     let hidden = |d: &str| -> Vec<String> {
         std::fs::read_dir(s.export.join(d))
@@ -1311,10 +1294,9 @@ while True:
 /// with a mean time, delegations and hidden names pending.
 #[test]
 fn stats_show_what_an_operator_needs() {
-    if !fuse_usable() {
+    let Some((s, _)) = fuse_server() else {
         return;
-    }
-    let (s, _) = server();
+    };
     let m = Mounted::new(&mount_url(&s, "4.1"), "timeo=30,retrans=4,wsize=65536");
     std::fs::write(m.path("a"), vec![1u8; 200_000]).unwrap();
     assert_eq!(std::fs::read(m.path("a")).unwrap().len(), 200_000);

@@ -62,9 +62,7 @@ const PJD_CONFIG: &str =
 /// panics if it did not run to its summary).
 fn pjdfstest(dir: &Path) -> Vec<String> {
     let bin = pjdfstest_bin().expect("pjdfstest");
-    let work = tempfile::tempdir().unwrap();
-    let cfg = work.path().join("pjdfstest.toml");
-    std::fs::write(&cfg, PJD_CONFIG).unwrap();
+    let (_work, cfg) = temp_file("pjdfstest.toml", PJD_CONFIG);
     let out = Command::new("timeout")
         .arg("900")
         .arg(bin)
@@ -194,35 +192,15 @@ fn unlinked_while_open(vers: &str) {
     );
 }
 
-#[test]
-fn unlinked_while_open_over_nfsv3() {
-    if fuse_usable() {
-        unlinked_while_open("3");
-    }
-}
-
-#[test]
-fn unlinked_while_open_over_nfsv41() {
-    if fuse_usable() {
-        unlinked_while_open("4.1");
-    }
-}
-
 /// mkfifo, a socket bound in the mount, and (as root) device nodes: made
 /// on the server with their type, mode and device numbers.
 fn special_files(vers: &str) {
     let s = server();
     let m = Mounted::new(&format!("nfs://127.0.0.1:{}/?vers={vers}", s.port()), "");
     let run = |args: &[&str]| {
-        let out = Command::new(args[0])
-            .args(&args[1..])
-            .current_dir(&m.dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new(args[0]).args(&args[1..]).current_dir(&m.dir),
+            &format!("{args:?}"),
         );
     };
     run(&["mkfifo", "-m", "0640", "fifo"]);
@@ -258,16 +236,9 @@ fn special_files(vers: &str) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("File exists"));
 }
 
-#[test]
-fn special_files_over_nfsv3() {
-    if fuse_usable() {
-        special_files("3");
-    }
-}
-
-#[test]
-fn special_files_over_nfsv41() {
-    if fuse_usable() {
-        special_files("4.1");
-    }
+test_support::fuse_tests! {
+    unlinked_while_open_over_nfsv3 => unlinked_while_open("3"),
+    unlinked_while_open_over_nfsv41 => unlinked_while_open("4.1"),
+    special_files_over_nfsv3 => special_files("3"),
+    special_files_over_nfsv41 => special_files("4.1"),
 }

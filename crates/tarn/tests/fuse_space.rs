@@ -45,14 +45,6 @@ fn op_calls(maddr: &str, op: &str) -> f64 {
         .sum()
 }
 
-fn mount_url(s: &TestServer, vers: &str) -> String {
-    // As uid 1000: the server squashes root.
-    format!(
-        "nfs://127.0.0.1:{}/?vers={vers}&uid=1000&gid=1000",
-        s.port()
-    )
-}
-
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
     (0..n as u32)
         .map(|i| (i.wrapping_mul(31).wrapping_add(seed) % 251) as u8)
@@ -93,13 +85,9 @@ fn copy_all(from: &File, mut off_in: i64, to: &File, mut off_out: i64, len: usiz
 
 const MIB: usize = 1 << 20;
 
-#[test]
-fn fallocate_punch_hole_seek_and_copy_over_nfsv42() {
-    if !fuse_usable() {
-        return;
-    }
+fn fallocate_punch_hole_seek_and_copy(vers: &str) {
     let (s, maddr) = server_with_metrics();
-    let url = mount_url(&s, "4.2");
+    let url = mount_url(&s, vers);
     let m = Mounted::new(&url, "");
     let data = pattern(MIB, 1);
     let f = rw(&m.path("sparse"));
@@ -232,13 +220,9 @@ fn fallocate_punch_hole_seek_and_copy_over_nfsv42() {
 /// NFSv3 has none of these operations: fallocate is EOPNOTSUPP (as on a
 /// Linux NFSv3 mount), copy_file_range still copies (the kernel falls
 /// back to reading and writing), and lseek sees the whole file as data.
-#[test]
-fn space_ops_fall_back_over_nfsv3() {
-    if !fuse_usable() {
-        return;
-    }
+fn space_ops_fall_back(vers: &str) {
     let s = server();
-    let url = mount_url(&s, "3");
+    let url = mount_url(&s, vers);
     let m = Mounted::new(&url, "");
     let data = pattern(300_000, 3);
     let f = rw(&m.path("f"));
@@ -268,13 +252,9 @@ fn space_ops_fall_back_over_nfsv3() {
 /// An O_DIRECT write is on the server when write returns (no close, no
 /// fsync), and an O_DIRECT read comes from the server, not the pages this
 /// mount cached before another mount rewrote the file.
-#[test]
-fn o_direct_goes_to_the_server() {
-    if !fuse_usable() {
-        return;
-    }
+fn o_direct_reaches_the_server(vers: &str) {
     let s = server();
-    let url = mount_url(&s, "4.2");
+    let url = mount_url(&s, vers);
     let a = Mounted::new(&url, "");
     let b = Mounted::new(&url, "");
     let direct = |p: &Path| {
@@ -392,4 +372,10 @@ fn flock_between_descriptions_and_mounts() {
         flock(&f2, FlockArg::LockExclusiveNonblock).unwrap();
         flock(&f2, FlockArg::Unlock).unwrap();
     }
+}
+
+test_support::fuse_tests! {
+    fallocate_punch_hole_seek_and_copy_over_nfsv42 => fallocate_punch_hole_seek_and_copy("4.2"),
+    space_ops_fall_back_over_nfsv3 => space_ops_fall_back("3"),
+    o_direct_goes_to_the_server => o_direct_reaches_the_server("4.2"),
 }

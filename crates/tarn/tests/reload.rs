@@ -113,6 +113,21 @@ fn metrics(addr: &str) -> impl Fn(&str) -> f64 {
     move |name: &str| metric_sum(&r, name).unwrap_or(0.0)
 }
 
+/// A temporary directory holding export directories `a` and `b` and a
+/// state directory, those three, and a free port to serve them on.
+fn exports_a_and_b() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    u16,
+) {
+    let (tmp, a, state) = temp_export();
+    let b = tmp.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    (tmp, a, b, state, free_port())
+}
+
 fn hangup(pid: u32) {
     let ok = Command::new("kill")
         .args(["-HUP", &pid.to_string()])
@@ -124,10 +139,7 @@ fn hangup(pid: u32) {
 
 #[test]
 fn sighup_reload_takes_access_away_on_the_same_connection() {
-    let (tmp, a, state) = temp_export();
-    let b = tmp.path().join("b");
-    std::fs::create_dir_all(&b).unwrap();
-    let port = free_port();
+    let (tmp, a, b, state, port) = exports_a_and_b();
     let file = tmp.path().join("exports.toml");
     std::fs::write(&file, config(port, &state, &a, Some(&b), "127.0.0.1")).unwrap();
     let log = state.join("server.log");
@@ -222,9 +234,7 @@ fn sighup_reload_takes_access_away_on_the_same_connection() {
 }
 
 fn check_config(text: &str) -> (bool, String, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let f = tmp.path().join("t.toml");
-    std::fs::write(&f, text).unwrap();
+    let (_tmp, f) = temp_file("t.toml", text);
     let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
         .args(["check-config", f.to_str().unwrap()])
         .output()
@@ -277,10 +287,7 @@ fn check_config_explains_and_points_at_errors() {
 /// export on its own connection; `tarn exports` lists what is exported to whom.
 #[test]
 fn tarn_reload_adds_and_removes_exports_under_a_busy_client() {
-    let (tmp, a, state) = temp_export();
-    let b = tmp.path().join("b");
-    std::fs::create_dir_all(&b).unwrap();
-    let port = free_port();
+    let (tmp, a, b, state, port) = exports_a_and_b();
     let file = tmp.path().join("exports");
     let write = |text: String| std::fs::write(&file, text).unwrap();
     write(format!(

@@ -117,6 +117,34 @@ impl Srv {
         panic!("{what}: nothing logged for xid {xid}:\n{}", self.log_text());
     }
 
+    /// Client `c` is refused: its MNT answers MNT3ERR_ACCES, logged with
+    /// `mnt_logged`; its NFSv3 GETATTR of `root` (XID `xid`) answers
+    /// `v3`, logged (the check says `what`).
+    fn refuses_mnt_and_v3(
+        &self,
+        c: &mut TcpStream,
+        root: &NfsFh3,
+        mnt_logged: &str,
+        xid: u32,
+        v3: Nfsstat3,
+        what: &str,
+    ) {
+        assert_eq!(mnt(c, "/"), Err(proto::mount::Mountstat3::MNT3ERR_ACCES));
+        assert!(
+            self.log_text().contains(mnt_logged),
+            "MNT refusal logged ({mnt_logged})"
+        );
+        assert_eq!(getattr3(c, xid, &root.data), Err(v3));
+        self.logged(xid, what);
+    }
+
+    /// A new connection and the handle its MNT of `path` got.
+    fn mounted(&self, path: &str) -> (TcpStream, NfsFh3) {
+        let mut c = TcpStream::connect(self.addr).unwrap();
+        let fh = mnt(&mut c, path).unwrap();
+        (c, fh)
+    }
+
     /// A good client is still served: NULL, then GETATTR of export a's root.
     fn still_serves(&self) {
         let mut c = TcpStream::connect(self.addr).unwrap();
@@ -296,8 +324,7 @@ fn v4_getattr() -> NfsArgop4 {
 #[test]
 fn forged_stale_and_foreign_handles() {
     let s = Srv::start(&[]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt(&mut c, "/").unwrap();
+    let (mut c, root) = s.mounted("/");
     std::fs::write(s.a.join("f"), b"data").unwrap();
     let f = lookup3(&mut c, 1, &root, "f").unwrap().object;
 
@@ -397,8 +424,7 @@ fn forged_stale_and_foreign_handles() {
 #[test]
 fn dotdot_and_symlinks_stay_inside_the_export() {
     let s = Srv::start(&[]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let b_root = mnt(&mut c, "/b").unwrap();
+    let (mut c, b_root) = s.mounted("/b");
     // NFSv3: `..` of an export's root is that root, not the directory above it.
     let up = lookup3(&mut c, 0x0d07_0001, &b_root, "..").unwrap();
     assert_eq!(up.object, b_root, "`..` of export b's root");
@@ -574,8 +600,7 @@ fn sys_cred(ngids: usize, machine: usize) -> OpaqueAuth {
 #[test]
 fn malformed_auth_sys_is_badcred() {
     let s = Srv::start(&[]);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let root = mnt(&mut c, "/").unwrap();
+    let (mut c, root) = s.mounted("/");
     let ga = xdr::to_bytes(&Getattr3args {
         object: root.clone(),
     });
@@ -631,22 +656,16 @@ fn malformed_auth_sys_is_badcred() {
 #[test]
 fn unlisted_client_address_is_refused() {
     let s = Srv::start(&[]);
-    let mut good = TcpStream::connect(s.addr).unwrap();
-    let root = mnt(&mut good, "/").unwrap();
+    let (_good, root) = s.mounted("/");
     let mut bad = connect_from(s.addr, "127.0.0.9");
-    assert_eq!(
-        mnt(&mut bad, "/"),
-        Err(proto::mount::Mountstat3::MNT3ERR_ACCES)
+    s.refuses_mnt_and_v3(
+        &mut bad,
+        &root,
+        "MNT refused",
+        0xacce_0001,
+        Nfsstat3::NFS3ERR_ACCES,
+        "NFSv3 from an unlisted address",
     );
-    assert!(
-        s.log_text().contains("MNT refused"),
-        "MNT from an unlisted address is logged"
-    );
-    assert_eq!(
-        getattr3(&mut bad, 0xacce_0001, &root.data),
-        Err(Nfsstat3::NFS3ERR_ACCES)
-    );
-    s.logged(0xacce_0001, "NFSv3 from an unlisted address");
     // NFSv4: the root export's handle, and the pseudo root it is mounted at.
     let (st, _) = compound(&mut bad, 0xacce_0002, vec![putfh(&root.data), v4_getattr()]);
     assert_eq!(
@@ -748,24 +767,18 @@ fn secure_refuses_unprivileged_source_ports() {
         "{ client = \"127.0.0.1\", options = [\"rw\"] }, { client = \"127.0.0.2\", options = [\"rw\", \"secure\"] }",
         &[],
     );
-    let mut good = TcpStream::connect(s.addr).unwrap();
-    let root = mnt(&mut good, "/").unwrap();
+    let (_good, root) = s.mounted("/");
     let mut high = connect_from_port(s.addr, "127.0.0.2", 0).unwrap();
     // MOUNT: MNT3ERR_ACCES, as mountd answers an "illegal port".
-    assert_eq!(
-        mnt(&mut high, "/"),
-        Err(proto::mount::Mountstat3::MNT3ERR_ACCES)
-    );
-    assert!(
-        s.log_text().contains("unprivileged source port"),
-        "MNT refusal logged"
-    );
     // NFSv3 and NFSv4: PERM, as Linux's server answers.
-    assert_eq!(
-        getattr3(&mut high, 0x5ec0_0001, &root.data),
-        Err(Nfsstat3::NFS3ERR_PERM)
+    s.refuses_mnt_and_v3(
+        &mut high,
+        &root,
+        "unprivileged source port",
+        0x5ec0_0001,
+        Nfsstat3::NFS3ERR_PERM,
+        "NFSv3 from an unprivileged port",
     );
-    s.logged(0x5ec0_0001, "NFSv3 from an unprivileged port");
     let (st, _) = compound(
         &mut high,
         0x5ec0_0002,
@@ -793,13 +806,10 @@ fn secure_refuses_unprivileged_source_ports() {
 fn import_maps_secure_and_insecure() {
     // exports(5)'s default is secure: the import writes it out; insecure
     // leaves it off (Tarn's own default).
-    let tmp = tempfile::tempdir().unwrap();
-    let f = tmp.path().join("exports");
-    std::fs::write(
-        &f,
+    let (_tmp, f) = temp_file(
+        "exports",
         "/srv 127.0.0.1(rw) 10.0.0.0/8(rw,insecure) 10.1.0.0/16(ro,secure)\n",
-    )
-    .unwrap();
+    );
     let out = tarn_output(&["import-exports", f.to_str().unwrap()]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);

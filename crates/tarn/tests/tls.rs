@@ -241,23 +241,26 @@ fn check_config_checks_the_certificates() {
     // The test certificates live two days: close to their end.
     assert!(se.contains("warning:") && se.contains("expires on"), "{se}");
 
-    let expired = config("old.pem", "old.key", "expired.toml");
-    let e = fails(&["check-config", &expired]);
-    assert!(
-        e.contains(&format!(
-            "{}: the server certificate expired on",
-            pki.file("old.pem")
-        )) && e.contains("subject CN=old.example"),
-        "{e}"
+    // check-config of `cfg` fails, naming `file` and its `problem`, and
+    // saying `detail`.
+    let refused = |cfg: &str, file: &str, problem: &str, detail: &str| {
+        let e = fails(&["check-config", cfg]);
+        assert!(
+            e.contains(&format!("{}: {problem}", pki.file(file))) && e.contains(detail),
+            "{e}"
+        );
+    };
+    refused(
+        &config("old.pem", "old.key", "expired.toml"),
+        "old.pem",
+        "the server certificate expired on",
+        "subject CN=old.example",
     );
-    let mismatched = config("server.pem", "client.key", "mismatch.toml");
-    let e = fails(&["check-config", &mismatched]);
-    assert!(
-        e.contains(&format!(
-            "{}: this key is not the one of the certificate",
-            pki.file("client.key")
-        )) && e.contains("expected the private key of CN=localhost"),
-        "{e}"
+    refused(
+        &config("server.pem", "client.key", "mismatch.toml"),
+        "client.key",
+        "this key is not the one of the certificate",
+        "expected the private key of CN=localhost",
     );
 }
 

@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use test_support::fuse::*;
 use test_support::pki::*;
+use test_support::server::spawn_serving;
 
 const PATTERN: &str = "tls-mount-pattern-5d1e0b77-";
 
@@ -197,27 +198,17 @@ struct ConfigServer {
 
 impl ConfigServer {
     fn start(conf: &Path, state: &Path) -> ConfigServer {
-        use std::io::BufRead;
         let port = free_port();
         let log = state.join("server.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .args(["serve", "--config"])
-            .arg(conf)
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
-            .arg(state)
-            .args(["--log-level", "debug"])
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start tarn serve");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(
-            line.starts_with("tarn: exporting"),
-            "{line:?}: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
+        let (child, _) = spawn_serving(
+            Command::new(env!("CARGO_BIN_EXE_tarn"))
+                .args(["serve", "--config"])
+                .arg(conf)
+                .args(["--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
+                .arg(state)
+                .args(["--log-level", "debug"]),
+            &log,
+            "tarn serve --config",
         );
         ConfigServer { child, port, log }
     }
@@ -382,6 +373,11 @@ fn nlm_over_tls() {
             .await
             .unwrap();
         let (fh, _) = client::nfs3::mount::mnt(&tc, "/").await.unwrap();
+        // NLMPROC4_LOCK over `c`: its answer.
+        async fn nlm_lock_over(c: &RpcClient, a: &Nlm4Lockargs) -> Nlm4Stats {
+            let mut d = c.call(NLM_PROG, NLM4_VERS, NLMPROC4_LOCK, a).await.unwrap();
+            <Nlm4Res as xdr::Unpack>::unpack(&mut d).unwrap().stat.stat
+        }
         let lock = |excl: bool| Nlm4Lockargs {
             cookie: Netobj(bytes::Bytes::new()),
             block: false,
@@ -398,27 +394,24 @@ fn nlm_over_tls() {
             state: 1,
         };
         let plain = RpcClient::from_stream(tcp().await.unwrap(), cred.clone()).unwrap();
-        let mut d = plain
-            .call(NLM_PROG, NLM4_VERS, NLMPROC4_LOCK, &lock(true))
-            .await
-            .unwrap();
-        let r = <Nlm4Res as xdr::Unpack>::unpack(&mut d).unwrap();
-        assert_eq!(r.stat.stat, Nlm4Stats::NLM4_GRANTED, "plain NLM");
-        let mut d = tc
-            .call(NLM_PROG, NLM4_VERS, NLMPROC4_LOCK, &lock(true))
-            .await
-            .unwrap();
-        let r = <Nlm4Res as xdr::Unpack>::unpack(&mut d).unwrap();
-        assert_eq!(r.stat.stat, Nlm4Stats::NLM4_GRANTED, "NLM over TLS");
+        assert_eq!(
+            nlm_lock_over(&plain, &lock(true)).await,
+            Nlm4Stats::NLM4_GRANTED,
+            "plain NLM"
+        );
+        assert_eq!(
+            nlm_lock_over(&tc, &lock(true)).await,
+            Nlm4Stats::NLM4_GRANTED,
+            "NLM over TLS"
+        );
         // Another owner conflicts, whichever transport took the lock.
         let mut other = lock(true);
         other.alock.oh = Netobj(bytes::Bytes::from_static(b"raw-other"));
         other.alock.svid = 2;
-        let mut d = plain
-            .call(NLM_PROG, NLM4_VERS, NLMPROC4_LOCK, &other)
-            .await
-            .unwrap();
-        let r = <Nlm4Res as xdr::Unpack>::unpack(&mut d).unwrap();
-        assert_eq!(r.stat.stat, Nlm4Stats::NLM4_DENIED, "a second owner");
+        assert_eq!(
+            nlm_lock_over(&plain, &other).await,
+            Nlm4Stats::NLM4_DENIED,
+            "a second owner"
+        );
     });
 }

@@ -83,19 +83,9 @@ fn make_tree(root: &Path) -> usize {
 }
 
 fn diff_r(a: &Path, b: &Path) {
-    let out = Command::new("diff")
-        .arg("-r")
-        .arg(a)
-        .arg(b)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "diff -r {} {}:\n{}{}",
-        a.display(),
-        b.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("diff").arg("-r").arg(a).arg(b),
+        &format!("diff -r {} {}", a.display(), b.display()),
     );
 }
 
@@ -114,10 +104,7 @@ fn scenario(addr: &str, export: &str, dir: &Path, vers: &str) {
         )
     };
     let on_server = dir.join(&tag);
-    let tmp = tempfile::Builder::new()
-        .prefix("tarn-tools-ganesha-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let tmp = test_support::var_tmp("tarn-tools-ganesha-");
     let local = tmp.path();
 
     // mkdir, mkdir -p

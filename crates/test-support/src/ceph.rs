@@ -40,10 +40,7 @@ impl Cluster {
             eprintln!("SKIP {what}: {why} (scripts/deps.sh --ceph)");
             return None;
         }
-        let dir = tempfile::Builder::new()
-            .prefix("tarn-ceph-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
+        let dir = crate::var_tmp("tarn-ceph-");
         let t = Instant::now();
         let out = Command::new("bash")
             .arg(&script)

@@ -20,6 +20,24 @@ pub fn fuse_usable() -> bool {
     ok
 }
 
+/// `#[test]`s that need FUSE, one a line: `name => scenario(args)` makes
+/// `fn name()` that runs `scenario(args)` where [`fuse_usable`] (and is
+/// skipped, with its message, where not). For scenarios run over several
+/// NFS versions, one test each.
+#[macro_export]
+macro_rules! fuse_tests {
+    ($($name:ident => $run:ident($($arg:expr),* $(,)?)),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if $crate::fuse::fuse_usable() {
+                    $run($($arg),*);
+                }
+            }
+        )+
+    };
+}
+
 pub fn is_mounted(dir: &Path) -> bool {
     let want = dir.to_string_lossy().to_string();
     std::fs::read_to_string("/proc/self/mounts")
@@ -66,10 +84,7 @@ impl Mounted {
 
     /// [`Mounted::try_new`] with `env` in the mount's environment.
     pub fn try_with_env(url: &str, opts: &str, env: &[(&str, &str)]) -> Result<Mounted, String> {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-mnt-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
+        let tmp = crate::var_tmp("tarn-mnt-");
         let dir = tmp.path().join("mnt");
         std::fs::create_dir(&dir).unwrap();
         let log = tmp.path().join("mount.log");

@@ -44,3 +44,26 @@ pub fn tarn_bin() -> PathBuf {
     );
     bin
 }
+
+/// A new temporary directory `/var/tmp/PREFIX...` (a disk file system,
+/// with kernel file handles, which /tmp is not everywhere), removed on drop.
+pub fn var_tmp(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// Runs `cmd` to its end and returns its output; it must succeed (else
+/// the panic names `what` and gives its stdout and stderr).
+pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -99,10 +99,24 @@ pub fn openssl(dir: &Path, args: &[&str]) {
 /// `subj` signed by the CA there, with the extensions `ext` (an openssl
 /// extension file's lines), valid for `days` (-1: already expired).
 pub fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
-    let (key, csr, extf, pem) = (
+    let extf = format!("{name}.ext");
+    std::fs::write(dir.join(&extf), ext).unwrap();
+    signed_by(
+        dir,
+        name,
+        subj,
+        "ca",
+        &["-CAcreateserial", "-days", days, "-extfile", &extf],
+    );
+}
+
+/// NAME.key and NAME.pem in `dir`: an EC key and a certificate for
+/// `subj` signed by BY.key (its certificate BY.pem) there; `x509` are
+/// further `openssl x509` arguments (serial, validity, extensions).
+pub fn signed_by(dir: &Path, name: &str, subj: &str, by: &str, x509: &[&str]) {
+    let (key, csr, pem) = (
         format!("{name}.key"),
         format!("{name}.csr"),
-        format!("{name}.ext"),
         format!("{name}.pem"),
     );
     openssl(
@@ -114,27 +128,11 @@ pub fn leaf(dir: &Path, name: &str, subj: &str, ext: &str, days: &str) {
         ]
         .concat(),
     );
-    std::fs::write(dir.join(&extf), ext).unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            days,
-            "-extfile",
-            &extf,
-        ],
-    );
+    let (by_pem, by_key) = (format!("{by}.pem"), format!("{by}.key"));
+    let sign = [
+        "x509", "-req", "-in", &csr, "-CA", &by_pem, "-CAkey", &by_key, "-out", &pem,
+    ];
+    openssl(dir, &[&sign[..], x509].concat());
 }
 
 pub struct Pki {

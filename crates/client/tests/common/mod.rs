@@ -2,6 +2,7 @@
 //! now, Tarn once its NFSv4 server lands). It prints what the server chose
 //! (flags, channel attributes, limits) so a run documents the peer.
 
+use crate::harness::{lock_by, readdir_names};
 use bytes::Bytes;
 use client::nfs4::*;
 use proto::nfs4::*;
@@ -9,8 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-pub const UID: u32 = 1000;
-pub const GID: u32 = 1000;
+use crate::harness::{GID, UID};
 const MIB: usize = 1 << 20;
 
 fn pattern(len: usize) -> Bytes {
@@ -265,13 +265,7 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
         s.slot_table().limit()
     );
 
-    let names: Vec<String> = s
-        .readdir(&root)
-        .await
-        .expect("READDIR")
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = readdir_names(&s, &root).await;
     assert!(names.contains(&name), "{name} not in {names:?}");
 
     // ---- byte-range locks between two lock owners ----
@@ -328,13 +322,7 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
         status(s.lookup(&root, &name).await),
         Nfsstat4::NFS4ERR_NOENT
     );
-    let names: Vec<String> = s
-        .readdir(&root)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = readdir_names(&s, &root).await;
     assert!(
         !names.contains(&name) && !names.contains(&dname),
         "{names:?}"
@@ -351,18 +339,4 @@ pub async fn scenario(addr: SocketAddr, export: &str, local: Option<&Path>) {
         Nfsstat4::NFS4ERR_BADSESSION,
         "a destroyed session is gone"
     );
-}
-
-/// LOCK by `owner` as a new lock owner under the open `stateid`.
-async fn lock_by(
-    s: &Session,
-    fh: &NfsFh4,
-    stateid: &Stateid4,
-    owner: &StateOwner4,
-    typ: NfsLockType4,
-    offset: u64,
-    len: u64,
-) -> Result<std::result::Result<Stateid4, Lock4denied>> {
-    s.lock(fh, s.new_lock_owner(stateid, owner), typ, offset, len)
-        .await
 }

@@ -69,10 +69,7 @@ impl Tarn {
     /// A server with several exports from a config file: each (directory
     /// name under the temporary directory, pseudo path).
     pub fn start_exports(exports: &[(&str, &str)]) -> Tarn {
-        let tmp = tempfile::Builder::new()
-            .prefix("tarn-exports-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
+        let tmp = test_support::var_tmp("tarn-exports-");
         let state = tmp.path().join("state");
         std::fs::create_dir_all(&state).unwrap();
         let mut toml = String::new();
@@ -181,8 +178,17 @@ where
     F: FnOnce(SocketAddr) -> Fut,
     Fut: std::future::Future,
 {
+    with_export(|addr, _| body(addr))
+}
+
+/// [`with_server`], the body also given the export directory.
+pub fn with_export<F, Fut>(body: F) -> Fut::Output
+where
+    F: FnOnce(SocketAddr, PathBuf) -> Fut,
+    Fut: std::future::Future,
+{
     let t = Tarn::start(&[]);
-    run(body(t.addr))
+    run(body(t.addr, t.export.clone()))
 }
 
 /// [`with_server`] with a first [`session`] already made.
@@ -225,8 +231,20 @@ pub async fn write_sync(
     offset: u64,
     data: &'static [u8],
 ) -> Result<Write4resok> {
-    let data = Bytes::from_static(data);
-    s.write(sid, fh, offset, data, StableHow4::FILE_SYNC4).await
+    write_at(s, sid, fh, offset, data, StableHow4::FILE_SYNC4).await
+}
+
+/// A WRITE of `data` at `offset`, `stable` as asked.
+pub async fn write_at(
+    s: &Session,
+    sid: &Stateid4,
+    fh: &NfsFh4,
+    offset: u64,
+    data: &'static [u8],
+    stable: StableHow4,
+) -> Result<Write4resok> {
+    s.write(sid, fh, offset, Bytes::from_static(data), stable)
+        .await
 }
 
 /// LOCK of `len` bytes at `offset` of `fh` by a new lock owner named
@@ -240,8 +258,28 @@ pub async fn lock_as(
     offset: u64,
     len: u64,
 ) -> Result<std::result::Result<Stateid4, Lock4denied>> {
-    let locker = s.new_lock_owner(sid, &s.new_owner(owner));
-    s.lock(fh, locker, typ, offset, len).await
+    lock_by(s, fh, sid, &s.new_owner(owner), typ, offset, len).await
+}
+
+/// LOCK of `len` bytes at `offset` of `fh` by `owner`, new to the server
+/// (open-to-lock-owner), for the open `sid`.
+pub async fn lock_by(
+    s: &Session,
+    fh: &NfsFh4,
+    sid: &Stateid4,
+    owner: &StateOwner4,
+    typ: NfsLockType4,
+    offset: u64,
+    len: u64,
+) -> Result<std::result::Result<Stateid4, Lock4denied>> {
+    s.lock(fh, s.new_lock_owner(sid, owner), typ, offset, len)
+        .await
+}
+
+/// The names READDIR lists in `dir`, in the server's order.
+pub async fn readdir_names(s: &Session, dir: &NfsFh4) -> Vec<String> {
+    let entries = s.readdir(dir).await.expect("READDIR");
+    entries.into_iter().map(|e| e.name).collect()
 }
 
 pub async fn conn(addr: SocketAddr) -> Nfs4Conn {

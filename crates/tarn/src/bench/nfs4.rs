@@ -4,7 +4,7 @@
 //! counted as one operation, each worker with its own open owner as
 //! separate processes would have).
 
-use super::{err, micros, Phase, DATA_FILE};
+use super::{err, micros, workers, Phase, DATA_FILE};
 use client::nfs4::{Nfs4Conn, Session, SessionOptions};
 use proto::nfs4::*;
 use std::net::SocketAddr;
@@ -92,10 +92,9 @@ pub async fn run(
 ) -> Result<Phase, String> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
-    let mut tasks = Vec::new();
-    for w in 0..inflight {
+    let results = workers(inflight, |w| {
         let (fx, op) = (fx.clone(), op.to_string());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let owner = fx.session.new_owner("bench");
             let (mut n, mut calls, mut bytes, mut lat) =
                 (0u64, 0u64, 0u64, Vec::with_capacity(1 << 16));
@@ -110,11 +109,11 @@ pub async fn run(
                 i += 1;
             }
             Ok::<_, String>((n, calls, bytes, lat))
-        }));
-    }
+        }
+    })
+    .await?;
     let mut r = Phase::new(op, inflight);
-    for t in tasks {
-        let (n, c, b, l) = t.await.map_err(err)??;
+    for (n, c, b, l) in results {
         r.ops += n as f64;
         r.calls += c;
         r.bytes += b;

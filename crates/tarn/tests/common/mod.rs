@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-pub use test_support::free_port;
 pub use test_support::metrics::{metric_sum, metrics_text, sample};
 pub use test_support::server::{mount_ns_wrapper, spawn_serving_drained, temp_export, TestServer};
+pub use test_support::{free_port, run_ok};
 
 /// A file anyone may read and write (a Kerberos test's principal is not a
 /// local user: it works as the anonymous ids).
@@ -148,6 +148,15 @@ pub fn sha256_file(p: &Path) -> String {
         .next()
         .unwrap_or("")
         .to_string()
+}
+
+/// The URL `tarn mount` mounts `s`'s export by over NFS `vers`, as uid
+/// 1000 (the server squashes root).
+pub fn mount_url(s: &TestServer, vers: &str) -> String {
+    format!(
+        "nfs://127.0.0.1:{}/?vers={vers}&uid=1000&gid=1000",
+        s.port()
+    )
 }
 
 use proto::nfs3::*;
@@ -317,6 +326,22 @@ pub fn tarn_output(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// A temporary directory holding one file, `name`, of `text`: the
+/// directory (the file goes with it) and the file's path.
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
+}
+
+/// Asserts that `text` (a tool's output) contains each of `wanted`.
+pub fn assert_contains(text: &str, wanted: &[&str]) {
+    for w in wanted {
+        assert!(text.contains(w), "{text}");
+    }
 }
 
 /// Asserts that a tool run succeeded and printed exactly `want`.
