@@ -4,19 +4,12 @@
 use super::attr::{self, Attrs, SetAttrs};
 use super::deleg::DelegKind;
 use super::error::{Error, Result};
-use super::plain::{self, name, putfh, take, Compound, DirEntry};
+use super::plain::{self, name, putfh, take, DirEntry};
 use super::session::{check, Session};
 use bytes::Bytes;
 use proto::nfs4::*;
 
-impl Compound for Session {
-    fn call(
-        &self,
-        ops: Vec<NfsArgop4>,
-    ) -> impl std::future::Future<Output = Result<Vec<NfsResop4>>> + Send {
-        Session::call(self, ops)
-    }
-}
+plain::compound_by_call!(Session);
 
 /// The anonymous stateid (all zeros): I/O and SETATTR with no open state.
 pub const ANON_STATEID: Stateid4 = Stateid4 {

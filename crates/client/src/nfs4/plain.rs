@@ -16,6 +16,24 @@ pub trait Compound: Sync {
     fn call(&self, ops: Vec<NfsArgop4>) -> impl Future<Output = Result<Vec<NfsResop4>>> + Send;
 }
 
+/// [`Compound`] for a client type whose inherent `call` already sends
+/// operations that way (the NFSv4.1 session, the NFSv4.0 client).
+macro_rules! compound_by_call {
+    ($t:ty) => {
+        impl $crate::nfs4::plain::Compound for $t {
+            fn call(
+                &self,
+                ops: Vec<proto::nfs4::NfsArgop4>,
+            ) -> impl std::future::Future<
+                Output = $crate::nfs4::error::Result<Vec<proto::nfs4::NfsResop4>>,
+            > + Send {
+                <$t>::call(self, ops)
+            }
+        }
+    };
+}
+pub(crate) use compound_by_call;
+
 /// The result of the given variant, from the end of the reply (the results
 /// before it are PUTFH and the like).
 macro_rules! take {

@@ -5,7 +5,7 @@
 
 use super::owner::{LockOwner, OpenOwner};
 use crate::nfs4::error::{Error, Result};
-use crate::nfs4::plain::{self, Compound};
+use crate::nfs4::plain;
 use crate::nfs4::{check, Nfs4Conn};
 use bytes::Bytes;
 use proto::nfs4::*;
@@ -203,14 +203,7 @@ impl Drop for Client40 {
     }
 }
 
-impl Compound for Client40 {
-    fn call(
-        &self,
-        ops: Vec<NfsArgop4>,
-    ) -> impl std::future::Future<Output = Result<Vec<NfsResop4>>> + Send {
-        Client40::call(self, ops)
-    }
-}
+plain::compound_by_call!(Client40);
 
 /// The pause before the next try, growing to at most 1 s.
 pub(crate) async fn pause(p: &mut Duration) {
