@@ -11,7 +11,7 @@
 
 use super::{ClientError, RpcClient};
 use crate::gss::lucid::{InitCred, MitCtx, Target};
-use crate::gss::{Crypto, GssCred, GssService};
+use crate::gss::{seq_and, Crypto, GssCred, GssService};
 use crate::msg::{self, ReplyStatus};
 use crate::record;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -56,15 +56,6 @@ pub struct Built {
     pub seq: u32,
     pub service: GssService,
     pub record: Bytes,
-}
-
-/// What krb5i and krb5p protect: the sequence number, then the arguments
-/// (RFC 2203 §5.3.2.2-3).
-fn seq_and(seq: u32, args: &[u8]) -> BytesMut {
-    let mut body = BytesMut::with_capacity(4 + args.len());
-    body.put_u32(seq);
-    body.put_slice(args);
-    body
 }
 
 impl<R: Borrow<RpcClient>> GssClient<R> {
