@@ -400,23 +400,40 @@ impl TarnFs {
         });
     }
 
-    /// [`TarnFs::spawn_reply`] for a change to the directory entry `name`,
-    /// refused up front as [`TarnFs::changed_name`] says.
-    fn spawn_change<R, T, Op, Fut>(
+    /// [`TarnFs::spawn_reply`] for a call answered with success alone.
+    fn spawn_empty(
         &self,
         req: &Request<'_>,
-        name: &OsStr,
+        reply: ReplyEmpty,
+        op: impl std::future::Future<Output = Result<(), i32>> + Send + 'static,
+    ) {
+        self.spawn_reply(req, reply, op, |reply, ()| reply.ok());
+    }
+
+    /// [`TarnFs::spawn_reply`] for a change to the directory entry `name`
+    /// of the directory `dir`, refused up front as [`TarnFs::changed_name`]
+    /// says; `op` gets the directory's handle (ESTALE if it is gone).
+    fn spawn_change<R, T, Fut>(
+        &self,
+        req: &Request<'_>,
+        (dir, name): (u64, &OsStr),
         reply: R,
-        op: Op,
+        op: impl FnOnce(Arc<State>, Fh, String) -> Fut + Send + 'static,
         ok: impl FnOnce(R, T) + Send + 'static,
     ) where
         R: ErrReply + Send + 'static,
         T: Send + 'static,
-        Op: FnOnce(Arc<State>, String) -> Fut,
         Fut: std::future::Future<Output = Result<T, i32>> + Send + 'static,
     {
         match self.changed_name(name) {
-            Ok(name) => self.spawn_reply(req, reply, op(self.st.clone(), name), ok),
+            Ok(name) => {
+                let st = self.st.clone();
+                let op = async move {
+                    let dfh = st.fh(dir)?;
+                    op(st, dfh, name).await
+                };
+                self.spawn_reply(req, reply, op, ok)
+            }
             Err(e) => reply.error(e),
         }
     }
