@@ -170,10 +170,19 @@ impl SessionOptions {
     }
 }
 
-fn expect_one<'a>(res: &'a Compound4res, what: &str) -> Result<&'a NfsResop4> {
-    check(res)?;
+/// The result of `op` sent alone in a COMPOUND (the calls that make a
+/// session go without SEQUENCE).
+async fn alone(
+    conn: &Nfs4Conn,
+    o: &SessionOptions,
+    op: NfsArgop4,
+    what: &str,
+) -> Result<NfsResop4> {
+    let res = conn.compound(o.minorversion, vec![op]).await?;
+    check(&res)?;
     res.resarray
-        .first()
+        .into_iter()
+        .next()
         .ok_or_else(|| Error::Protocol(format!("{what}: empty reply")))
 }
 
@@ -206,11 +215,9 @@ pub async fn exchange_id(conn: &Nfs4Conn, o: &SessionOptions) -> Result<Exchange
         eia_state_protect: StateProtect4A::SP4_NONE,
         eia_client_impl_id: vec![],
     };
-    let res = conn
-        .compound(o.minorversion, vec![NfsArgop4::OP_EXCHANGE_ID(args)])
-        .await?;
-    match expect_one(&res, "EXCHANGE_ID")? {
-        NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) => Ok(ok.clone()),
+    let op = NfsArgop4::OP_EXCHANGE_ID(args);
+    match alone(conn, o, op, "EXCHANGE_ID").await? {
+        NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) => Ok(ok),
         _ => Err(Error::Protocol("EXCHANGE_ID: wrong result".into())),
     }
 }
@@ -236,11 +243,9 @@ pub async fn create_session(
         csa_cb_program: o.cb_program,
         csa_sec_parms: o.cb_sec_parms(),
     };
-    let res = conn
-        .compound(o.minorversion, vec![NfsArgop4::OP_CREATE_SESSION(args)])
-        .await?;
-    match expect_one(&res, "CREATE_SESSION")? {
-        NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok)) => Ok(ok.clone()),
+    let op = NfsArgop4::OP_CREATE_SESSION(args);
+    match alone(conn, o, op, "CREATE_SESSION").await? {
+        NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok)) => Ok(ok),
         _ => Err(Error::Protocol("CREATE_SESSION: wrong result".into())),
     }
 }
