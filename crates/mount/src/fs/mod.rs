@@ -56,6 +56,7 @@ mod callers;
 mod dir;
 mod io;
 mod lock;
+use lock::PosixLock;
 pub mod silly;
 mod space;
 
@@ -481,7 +482,7 @@ err_reply!(
 /// tarn ignores) to the `on_*` method in this module's files that does the
 /// work; this writes each forwarding `fn` from one signature line.
 macro_rules! forward {
-    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $on:ident($($pass:ident),* $(,)?);)*) => {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $on:ident($($pass:expr),* $(,)?);)*) => {
         $(fn $name(&mut self, $($arg: $ty),*) {
             self.$on($($pass),*)
         })*
@@ -574,10 +575,10 @@ impl Filesystem for TarnFs {
         fn statfs(req: &Request<'_>, _ino: u64, reply: ReplyStatfs) => on_statfs(req, reply);
         fn getlk(req: &Request<'_>, ino: u64, _fh: u64, lock_owner: u64, start: u64, end: u64,
             typ: i32, pid: u32, reply: ReplyLock)
-            => on_getlk(req, ino, lock_owner, start, end, typ, pid, reply);
+            => on_getlk(req, PosixLock { ino, lock_owner, start, end, typ }, pid, reply);
         fn setlk(req: &Request<'_>, ino: u64, _fh: u64, lock_owner: u64, start: u64, end: u64,
             typ: i32, _pid: u32, sleep: bool, reply: ReplyEmpty)
-            => on_setlk(req, ino, lock_owner, start, end, typ, sleep, reply);
+            => on_setlk(req, PosixLock { ino, lock_owner, start, end, typ }, sleep, reply);
         fn fallocate(req: &Request<'_>, ino: u64, fh: u64, offset: i64, length: i64, mode: i32,
             reply: ReplyEmpty) => on_fallocate(req, ino, fh, offset, length, mode, reply);
         fn lseek(req: &Request<'_>, ino: u64, fh: u64, offset: i64, whence: i32,
