@@ -101,18 +101,46 @@ pub struct SessionOptions {
     pub cb_slots: u32,
 }
 
+/// A client owner named after `prefix`, unique per process and instant
+/// (concurrent clients and tests never share a client record on the
+/// server), and a verifier from the same instant.
+pub(crate) fn unique_owner(prefix: &str) -> (Bytes, Verifier4) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let owner = format!("{prefix}/{}/{}", std::process::id(), now.as_nanos());
+    (Bytes::from(owner), (now.as_nanos() as u64).to_be_bytes())
+}
+
+/// Calls `renew` on the client every `every`, until the client is dropped
+/// (`weak` no longer upgrades) or a renewal fails.
+pub(crate) fn renewal_loop<C, R, Fut>(
+    weak: Weak<C>,
+    every: Duration,
+    renew: impl Fn(Arc<C>) -> Fut + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    C: Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<R>> + Send,
+{
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(c) = weak.upgrade() else { return };
+            if renew(c).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
 impl Default for SessionOptions {
     fn default() -> Self {
-        // Unique per process and instant, so concurrent tests never share a
-        // client record on the server.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let owner = format!("tarn-client/{}/{}", std::process::id(), now.as_nanos());
+        let (owner, verifier) = unique_owner("tarn-client");
         SessionOptions {
             security: Security::Sys { uid: 0, gid: 0 },
-            owner: Bytes::from(owner),
-            verifier: (now.as_nanos() as u64).to_be_bytes(),
+            owner,
+            verifier,
             exchange_flags: 0,
             minorversion: 1,
             slots: 64,
@@ -551,15 +579,7 @@ impl Session {
     /// renewal fails.
     pub fn spawn_renewal(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Session> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(s) = weak.upgrade() else { return };
-                if s.renew().await.is_err() {
-                    return;
-                }
-            }
-        })
+        renewal_loop(weak, every, |s| async move { s.renew().await })
     }
 
     /// DESTROY_SESSION then DESTROY_CLIENTID, each alone in its COMPOUND
