@@ -5,11 +5,11 @@ use super::attr::{self, Attrs, SetAttrs};
 use super::deleg::DelegKind;
 use super::error::{Error, Result};
 use super::plain::{self, name, putfh, take, DirEntry};
-use super::session::{check, Session};
+use super::session::Session;
 use bytes::Bytes;
 use proto::nfs4::*;
 
-plain::compound_by_call!(Session);
+plain::compound_client!(Session);
 
 /// The anonymous stateid (all zeros): I/O and SETATTR with no open state.
 pub const ANON_STATEID: Stateid4 = Stateid4 {
@@ -164,12 +164,7 @@ impl Session {
         create: Option<u32>,
         access: u32,
     ) -> Result<(Stateid4, NfsFh4)> {
-        let how = match create {
-            Some(mode) => {
-                Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(mode).encode()))
-            }
-            None => Openflag4::Default(Opentype4::OPEN4_NOCREATE),
-        };
+        let how = plain::open_how(create);
         let owner = self.open_owner();
         let o = self
             .open_with(&owner, dir, n, how, access, OPEN4_SHARE_DENY_NONE)
@@ -605,49 +600,8 @@ impl Session {
         offset: u64,
         length: u64,
     ) -> Result<std::result::Result<Stateid4, Lock4denied>> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_LOCK(Lock4args {
-                locktype,
-                reclaim: false,
-                offset,
-                length,
-                locker,
-            }),
-        ];
-        let res = self.call_raw(ops).await?;
-        if let Some(NfsResop4::OP_LOCK(Lock4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
-            return Ok(Err(d.clone()));
-        }
-        check(&res)?;
-        let s = take!(res.resarray, "LOCK", NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok)) => ok.lock_stateid)?;
-        Ok(Ok(s))
-    }
-
-    /// LOCKT: None if `owner` could take the lock, else who holds what.
-    pub async fn lockt(
-        &self,
-        fh: &NfsFh4,
-        locktype: NfsLockType4,
-        offset: u64,
-        length: u64,
-        owner: &StateOwner4,
-    ) -> Result<Option<Lock4denied>> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_LOCKT(Lockt4args {
-                locktype,
-                offset,
-                length,
-                owner: owner.clone(),
-            }),
-        ];
-        let res = self.call_raw(ops).await?;
-        if let Some(NfsResop4::OP_LOCKT(Lockt4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
-            return Ok(Some(d.clone()));
-        }
-        check(&res)?;
-        Ok(None)
+        let ops = plain::lock_ops(fh, locker, locktype, offset, length);
+        plain::lock_result(self.call_raw(ops).await?)
     }
 
     pub async fn locku(

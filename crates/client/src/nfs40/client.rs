@@ -196,7 +196,7 @@ impl Drop for Client40 {
     }
 }
 
-plain::compound_by_call!(Client40);
+plain::compound_client!(Client40);
 
 /// The pause before the next try, growing to at most 1 s.
 pub(crate) async fn pause(p: &mut Duration) {
