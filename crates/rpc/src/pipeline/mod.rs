@@ -272,20 +272,14 @@ impl<S: Service> Pipeline<'_, S> {
             // Whether a call waits for it is the driver's to know.
             Err(BadCall::NotACall(xid)) => return Decision::CallbackReply { xid, record: rec },
             Err(BadCall::Garbage(xid)) => {
-                return refuse(
-                    xid,
-                    "GARBAGE_ARGS: malformed call header",
-                    reply_with(|o| msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, o)),
-                    Answered::GarbageArgs,
-                );
+                let bytes = reply_with(|o| msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, o));
+                let what = "GARBAGE_ARGS: malformed call header";
+                return refuse(xid, what, bytes, Answered::GarbageArgs);
             }
             Err(BadCall::BadCred(xid)) => {
-                return refuse(
-                    xid,
-                    "AUTH_BADCRED: malformed credential or verifier",
-                    reply_with(|o| msg::auth_error(xid, AuthStat::AUTH_BADCRED, o)),
-                    Answered::BadCred,
-                );
+                let bytes = reply_with(|o| msg::auth_error(xid, AuthStat::AUTH_BADCRED, o));
+                let what = "AUTH_BADCRED: malformed credential or verifier";
+                return refuse(xid, what, bytes, Answered::BadCred);
             }
         };
         let xid = call.xid;
