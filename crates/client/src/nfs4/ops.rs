@@ -17,21 +17,7 @@ pub const ANON_STATEID: Stateid4 = Stateid4 {
     other: [0; 12],
 };
 
-/// What [`Session::stat`] asks for.
-pub const STAT_BITS: &[u32] = &[
-    FATTR4_TYPE,
-    FATTR4_CHANGE,
-    FATTR4_SIZE,
-    FATTR4_FILEID,
-    FATTR4_MODE,
-    FATTR4_NUMLINKS,
-    FATTR4_OWNER,
-    FATTR4_OWNER_GROUP,
-    FATTR4_SPACE_USED,
-    FATTR4_TIME_ACCESS,
-    FATTR4_TIME_METADATA,
-    FATTR4_TIME_MODIFY,
-];
+pub use super::attr::STAT_BITS;
 
 /// What OPEN returned, and the file's handle.
 #[derive(Clone, Debug)]
