@@ -15,6 +15,51 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+/// `name()`, `FromStr` and `Display` of a fieldless enum from each
+/// variant's name, as options and reports spell it.
+macro_rules! named_variants {
+    ($t:ident { $($v:ident => $name:literal),+ $(,)? }) => {
+        impl $t {
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($t::$v => $name,)+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($name => Ok($t::$v),)+
+                    o => Err(format!(
+                        "{o:?}: expected {}",
+                        $crate::transport::one_of(&[$($name),+])
+                    )),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use named_variants;
+
+/// The names a parse accepts, quoted, for its error: `"a" or "b"`,
+/// `"a", "b" or "c"`.
+pub(crate) fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// How a connection is protected, weakest first (knfsd's xprtsec names).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum XprtSec {
@@ -29,33 +74,13 @@ pub enum XprtSec {
 
 impl XprtSec {
     pub const ALL: [XprtSec; 3] = [XprtSec::None, XprtSec::Tls, XprtSec::Mtls];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            XprtSec::None => "none",
-            XprtSec::Tls => "tls",
-            XprtSec::Mtls => "mtls",
-        }
-    }
 }
 
-impl std::str::FromStr for XprtSec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(XprtSec::None),
-            "tls" => Ok(XprtSec::Tls),
-            "mtls" => Ok(XprtSec::Mtls),
-            o => Err(format!("{o:?}: expected \"none\", \"tls\" or \"mtls\"")),
-        }
-    }
-}
-
-impl std::fmt::Display for XprtSec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+named_variants!(XprtSec {
+    None => "none",
+    Tls => "tls",
+    Mtls => "mtls",
+});
 
 /// Bytes of one connection's replies (and calls to the client) sent to
 /// its writer and not yet written. Signed: a sender counts its record
@@ -211,5 +236,21 @@ pub(crate) async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(
     match tokio::time::timeout(stall, wr.flush()).await {
         Ok(r) => r,
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_variants_parse_print_and_list_what_they_accept() {
+        for x in XprtSec::ALL {
+            assert_eq!(x.to_string().parse::<XprtSec>(), Ok(x));
+        }
+        assert_eq!(
+            "ssl".parse::<XprtSec>(),
+            Err("\"ssl\": expected \"none\", \"tls\" or \"mtls\"".to_string())
+        );
     }
 }

@@ -70,6 +70,20 @@ fn marked(f: impl FnOnce(&mut BytesMut)) -> Vec<u8> {
     out.to_vec()
 }
 
+/// Writes one record, made by `f`.
+async fn send(s: &mut TcpStream, f: impl FnOnce(&mut BytesMut)) {
+    s.write_all(&marked(f)).await.unwrap();
+}
+
+/// Sends procedure 1 (call back with `n`) as call `xid`.
+async fn call_back_with(s: &mut TcpStream, xid: u32, n: u32) {
+    send(s, |o| {
+        msg::encode_call(xid, PROG, 1, 1, &msg::none_verf(), o);
+        o.put_u32(n);
+    })
+    .await
+}
+
 async fn read_record(s: &mut TcpStream) -> Bytes {
     let mut mark = [0u8; 4];
     s.read_exact(&mut mark).await.unwrap();
@@ -84,26 +98,18 @@ async fn the_server_calls_back_on_the_callers_connection() {
     let addr = start().await;
     let mut s = TcpStream::connect(addr).await.unwrap();
     // A stray REPLY is ignored and does not close the connection.
-    s.write_all(&marked(|o| msg::success_header(77, o)))
-        .await
-        .unwrap();
-    s.write_all(&marked(|o| {
-        msg::encode_call(5, PROG, 1, 1, &msg::none_verf(), o);
-        o.put_u32(20);
-    }))
-    .await
-    .unwrap();
+    send(&mut s, |o| msg::success_header(77, o)).await;
+    call_back_with(&mut s, 5, 20).await;
     // The server's call comes first, on this connection.
     let cb = msg::decode_call(read_record(&mut s).await).unwrap();
     assert_eq!((cb.prog, cb.vers, cb.proc_), (CB_PROG, 1, 1));
     let mut args = cb.args;
     assert_eq!(u32::unpack(&mut args).unwrap(), 20);
-    s.write_all(&marked(|o| {
+    send(&mut s, |o| {
         msg::success_header(cb.xid, o);
         o.put_u32(40);
-    }))
-    .await
-    .unwrap();
+    })
+    .await;
     let (xid, st, mut d) = msg::decode_reply(read_record(&mut s).await).unwrap();
     assert_eq!((xid, st), (5, ReplyStatus::Success));
     assert_eq!(u32::unpack(&mut d).unwrap(), 41);
@@ -113,18 +119,12 @@ async fn the_server_calls_back_on_the_callers_connection() {
 async fn a_refused_call_back_reaches_the_caller() {
     let addr = start().await;
     let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&marked(|o| {
-        msg::encode_call(6, PROG, 1, 1, &msg::none_verf(), o);
-        o.put_u32(1);
-    }))
-    .await
-    .unwrap();
+    call_back_with(&mut s, 6, 1).await;
     let cb = msg::decode_call(read_record(&mut s).await).unwrap();
-    s.write_all(&marked(|o| {
+    send(&mut s, |o| {
         msg::accepted_error(cb.xid, proto::rpc::AcceptStat::PROG_UNAVAIL, o)
-    }))
-    .await
-    .unwrap();
+    })
+    .await;
     let (_, _, mut d) = msg::decode_reply(read_record(&mut s).await).unwrap();
     assert_eq!(u32::unpack(&mut d).unwrap(), 0xdead);
 }

@@ -310,11 +310,18 @@ mod tests {
         Fh(Bytes::from(vec![n; 8]))
     }
 
-    #[test]
-    fn one_number_per_handle_and_forget_drops_it() {
+    /// A table whose root (handle fh(0)) has `root`, made now with the
+    /// default attribute-cache options; the instant and options returned
+    /// are for the calls that follow.
+    fn table(root: Attr) -> (InodeTable, Instant, AcOptions) {
         let ac = AcOptions::default();
         let now = Instant::now();
-        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        (InodeTable::new(fh(0), root, now, &ac), now, ac)
+    }
+
+    #[test]
+    fn one_number_per_handle_and_forget_drops_it() {
+        let (mut t, now, ac) = table(Attr::default());
         let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
         let b = t.found(fh(1), Attr::default(), ROOT, "hardlink", now, &ac);
         assert_eq!(a, b);
@@ -347,9 +354,7 @@ mod tests {
 
     #[test]
     fn the_number_is_the_fileid_unless_taken() {
-        let ac = AcOptions::default();
-        let now = Instant::now();
-        let mut t = InodeTable::new(fh(0), with_id(2), now, &ac);
+        let (mut t, now, ac) = table(with_id(2));
         let a = t.found(fh(1), with_id(1234), ROOT, "a", now, &ac);
         assert_eq!(a, 1234);
         assert_eq!(t.found(fh(1), with_id(1234), ROOT, "link", now, &ac), a);
@@ -381,9 +386,7 @@ mod tests {
 
     #[test]
     fn over_cap_names_the_least_recently_used_unopened_inodes() {
-        let ac = AcOptions::default();
-        let now = Instant::now();
-        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        let (mut t, now, ac) = table(Attr::default());
         let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
         let b = t.found(fh(2), Attr::default(), ROOT, "b", now, &ac);
         let c = t.found(fh(3), Attr::default(), ROOT, "c", now, &ac);
@@ -401,9 +404,7 @@ mod tests {
 
     #[test]
     fn child_follows_renames_and_forgets() {
-        let ac = AcOptions::default();
-        let now = Instant::now();
-        let mut t = InodeTable::new(fh(0), Attr::default(), now, &ac);
+        let (mut t, now, ac) = table(Attr::default());
         let a = t.found(fh(1), Attr::default(), ROOT, "a", now, &ac);
         let d = t.found(fh(2), Attr::default(), ROOT, "d", now, &ac);
         assert_eq!(t.child(ROOT, "a"), Some(a));

@@ -26,7 +26,7 @@ pub use error::{describe, describe_nlm, Error, Nfs3Error, Result};
 pub use nlm::{HeldNlmLock, LockOwner, LockRange};
 pub use ops::{sattr_mode, DirEntry3, Written};
 
-use crate::nfs4::{GssSec, Security};
+use crate::nfs4::{GssSec, GssTarget, Security};
 use proto::nfs3::{NfsFh3, NFS_PROGRAM, NFS_V3};
 use rpc::client::{auth_none, auth_sys, Channel, ChannelOptions, RpcClient};
 use rpc::gss::GssService;
@@ -134,15 +134,14 @@ impl Nfs3 {
                 renew,
             } => {
                 let ch = Channel::connect(addr, auth_none(), transport).await?;
-                let g = GssSec::establish_channel(
-                    ch.clone(),
-                    NFS_PROGRAM,
-                    NFS_V3,
-                    *service,
+                let t = GssTarget {
+                    prog: NFS_PROGRAM,
+                    vers: NFS_V3,
+                    service: *service,
                     target,
-                    *renew,
-                )
-                .await?;
+                    policy: *renew,
+                };
+                let g = GssSec::establish_channel(ch.clone(), t).await?;
                 (ch, Some(g))
             }
         };

@@ -203,19 +203,12 @@ impl NlmClient {
         }
     }
 
-    fn lock_args(
-        &self,
-        fh: &NfsFh3,
-        owner: &LockOwner,
-        r: LockRange,
-        reclaim: bool,
-        cookie: u32,
-    ) -> Nlm4Lockargs {
+    fn lock_args(&self, l: &HeldNlmLock, reclaim: bool, cookie: u32) -> Nlm4Lockargs {
         Nlm4Lockargs {
             cookie: Netobj(Bytes::copy_from_slice(&cookie.to_be_bytes())),
             block: false,
-            exclusive: r.exclusive,
-            alock: self.alock(fh, owner, r),
+            exclusive: l.range.exclusive,
+            alock: self.alock(&l.fh, &l.owner, l.range),
             reclaim,
             state: 0,
         }
@@ -223,15 +216,8 @@ impl NlmClient {
 
     /// One LOCK call (NM_LOCK, or LOCK where that is not served): the
     /// server's answer.
-    async fn lock_once(
-        &self,
-        fh: &NfsFh3,
-        owner: &LockOwner,
-        r: LockRange,
-        reclaim: bool,
-        cookie: u32,
-    ) -> Result<Nlm4Stats> {
-        let a = self.lock_args(fh, owner, r, reclaim, cookie);
+    async fn lock_once(&self, l: &HeldNlmLock, reclaim: bool, cookie: u32) -> Result<Nlm4Stats> {
+        let a = self.lock_args(l, reclaim, cookie);
         let res: Nlm4Res = match self.call(NLMPROC4_NM_LOCK, &a).await {
             Err(Error::Rpc(ClientError::Rpc(rpc::msg::ReplyStatus::Accepted(
                 proto::rpc::AcceptStat::PROC_UNAVAIL,
@@ -244,7 +230,7 @@ impl NlmClient {
     /// A reclaim: as [`NlmClient::lock_once`], without the reboot check
     /// (this is part of it).
     async fn reclaim(&self, h: &HeldNlmLock, cookie: u32) -> Result<Nlm4Stats> {
-        let a = self.lock_args(&h.fh, &h.owner, h.range, true, cookie);
+        let a = self.lock_args(h, true, cookie);
         let res: Nlm4Res = match self.send(NLMPROC4_NM_LOCK, &a).await.0 {
             Err(Error::Rpc(ClientError::Rpc(rpc::msg::ReplyStatus::Accepted(
                 proto::rpc::AcceptStat::PROC_UNAVAIL,
@@ -330,6 +316,25 @@ impl NlmClient {
     }
 }
 
+/// Asks `once` again, after the lock pause, while the server answers
+/// DENIED_GRACE_PERIOD (after its restart) or a status `also` says to wait
+/// out; the first other answer.
+async fn until_settled<F, Fut>(mut once: F, also: impl Fn(Nlm4Stats) -> bool) -> Result<Nlm4Stats>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Nlm4Stats>>,
+{
+    let mut pause = crate::pause::Pause::for_locks();
+    loop {
+        match once().await? {
+            Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
+            s if also(s) => {}
+            s => return Ok(s),
+        }
+        pause.wait().await;
+    }
+}
+
 impl Nfs3 {
     /// Takes the lock. With `wait`, a conflicting lock is waited out
     /// (asked again until granted); without, Ok(false) says it is held
@@ -342,25 +347,27 @@ impl Nfs3 {
         r: LockRange,
         wait: bool,
     ) -> Result<bool> {
-        let mut pause = crate::pause::Pause::for_locks();
+        let h = HeldNlmLock::of(fh, owner, r);
         let mut n = 0u32;
-        loop {
-            n += 1;
-            match self.nlm.lock_once(fh, owner, r, false, n).await? {
-                Nlm4Stats::NLM4_GRANTED => {
-                    self.nlm.note_state().await;
-                    let h = HeldNlmLock::of(fh, owner, r);
-                    let mut held = self.nlm.held.lock().unwrap();
-                    if !held.contains(&h) {
-                        held.push(h);
-                    }
-                    return Ok(true);
+        let answer = until_settled(
+            || {
+                n += 1;
+                self.nlm.lock_once(&h, false, n)
+            },
+            |s| wait && s == Nlm4Stats::NLM4_DENIED,
+        )
+        .await?;
+        match answer {
+            Nlm4Stats::NLM4_GRANTED => {
+                self.nlm.note_state().await;
+                let mut held = self.nlm.held.lock().unwrap();
+                if !held.contains(&h) {
+                    held.push(h);
                 }
-                Nlm4Stats::NLM4_DENIED if !wait => return Ok(false),
-                Nlm4Stats::NLM4_DENIED | Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
-                other => return Err(Error::Nlm(other)),
+                Ok(true)
             }
-            pause.wait().await;
+            Nlm4Stats::NLM4_DENIED => Ok(false),
+            other => Err(Error::Nlm(other)),
         }
     }
 
@@ -374,7 +381,9 @@ impl Nfs3 {
         r: LockRange,
         reclaim: bool,
     ) -> Result<Nlm4Stats> {
-        self.nlm.lock_once(fh, owner, r, reclaim, 1).await
+        self.nlm
+            .lock_once(&HeldNlmLock::of(fh, owner, r), reclaim, 1)
+            .await
     }
 
     /// Releases the lock (granted also when nothing was held).
@@ -383,19 +392,17 @@ impl Nfs3 {
             cookie: Netobj(Bytes::from_static(b"u")),
             alock: self.nlm.alock(fh, owner, r),
         };
-        let mut pause = crate::pause::Pause::for_locks();
-        loop {
+        let unlock = || async {
             let res: Nlm4Res = self.nlm.call(NLMPROC4_UNLOCK, &a).await?;
-            match res.stat.stat {
-                Nlm4Stats::NLM4_GRANTED => {
-                    let h = HeldNlmLock::of(fh, owner, r);
-                    self.nlm.held.lock().unwrap().retain(|x| *x != h);
-                    return Ok(());
-                }
-                Nlm4Stats::NLM4_DENIED_GRACE_PERIOD => {}
-                other => return Err(Error::Nlm(other)),
+            Ok(res.stat.stat)
+        };
+        match until_settled(unlock, |_| false).await? {
+            Nlm4Stats::NLM4_GRANTED => {
+                let h = HeldNlmLock::of(fh, owner, r);
+                self.nlm.held.lock().unwrap().retain(|x| *x != h);
+                Ok(())
             }
-            pause.wait().await;
+            other => Err(Error::Nlm(other)),
         }
     }
 

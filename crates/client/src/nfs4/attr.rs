@@ -78,13 +78,13 @@ pub const FSSTAT: &[u32] = &[
     FATTR4_SPACE_TOTAL,
 ];
 
-/// What `stat(1)` shows: type, size, mode, links, owner, group, space
-/// used, ids, change and the three times.
-pub const STAT: &[u32] = &[
+/// A file's usual attributes, what [`Session::stat`](super::Session::stat)
+/// asks for: type, change, size, file ID, mode, links, owner, group, space
+/// used and the three times.
+pub const STAT_BITS: &[u32] = &[
     FATTR4_TYPE,
     FATTR4_CHANGE,
     FATTR4_SIZE,
-    FATTR4_FSID,
     FATTR4_FILEID,
     FATTR4_MODE,
     FATTR4_NUMLINKS,
@@ -95,6 +95,27 @@ pub const STAT: &[u32] = &[
     FATTR4_TIME_METADATA,
     FATTR4_TIME_MODIFY,
 ];
+
+/// What `stat(1)` shows: [`STAT_BITS`] and the file system ID (a bitmap:
+/// the order is no matter).
+pub const STAT: &[u32] = &joined::<13>(STAT_BITS, &[FATTR4_FSID]);
+
+/// `bits` then `more` as one array of `N`, their lengths' sum (checked
+/// when the constant is made).
+const fn joined<const N: usize>(bits: &[u32], more: &[u32]) -> [u32; N] {
+    assert!(bits.len() + more.len() == N);
+    let mut out = [0; N];
+    let mut i = 0;
+    while i < bits.len() {
+        out[i] = bits[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = more[i - bits.len()];
+        i += 1;
+    }
+    out
+}
 
 /// The attributes [`decode`] understands.
 pub const DECODABLE: &[u32] = &[
@@ -255,6 +276,13 @@ impl SetAttrs {
 mod tests {
     use super::*;
     use bytes::Bytes;
+
+    #[test]
+    fn stat_is_the_usual_attributes_and_the_fsid() {
+        assert_eq!(STAT.len(), STAT_BITS.len() + 1);
+        assert!(STAT_BITS.iter().all(|b| STAT.contains(b)));
+        assert!(STAT.contains(&FATTR4_FSID));
+    }
 
     #[test]
     fn bitmap_round_trip() {

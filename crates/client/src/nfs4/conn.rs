@@ -14,7 +14,7 @@
 use super::callback::CbService;
 use super::error::Result;
 use super::renew::RenewPolicy;
-use super::sec::GssSec;
+use super::sec::{GssSec, GssTarget};
 use bytes::Bytes;
 use proto::nfs4::{
     Compound4args, Compound4res, NfsArgop4, NFS4_PROGRAM, NFSPROC4_COMPOUND, NFS_V4,
@@ -56,8 +56,7 @@ impl Nfs4Conn {
         policy: RenewPolicy,
     ) -> Result<Self> {
         let rpc = Arc::new(RpcClient::connect(addr, auth_none()).await?);
-        let gss =
-            GssSec::establish(rpc.clone(), NFS4_PROGRAM, NFS_V4, service, target, policy).await?;
+        let gss = GssSec::establish(rpc.clone(), nfs4_target(service, target, policy)).await?;
         let mut c = Nfs4Conn::from_shared(rpc);
         c.gss = Some(gss);
         Ok(c)
@@ -96,8 +95,7 @@ impl Nfs4Conn {
         let callbacks = Arc::new(CbService::default());
         ch.set_call_handler(callbacks.clone());
         let gss =
-            GssSec::establish_channel(ch.clone(), NFS4_PROGRAM, NFS_V4, service, target, policy)
-                .await?;
+            GssSec::establish_channel(ch.clone(), nfs4_target(service, target, policy)).await?;
         Ok(Nfs4Conn {
             transport: Transport::Channel(ch),
             callbacks,
@@ -279,6 +277,18 @@ pub fn main_op(ops: &[NfsArgop4]) -> &'static str {
         };
     }
     name
+}
+
+/// The context [`Nfs4Conn::connect_gss`] and its channel variant make: for
+/// NFSv4 calls.
+fn nfs4_target(service: GssService, target: &str, policy: RenewPolicy) -> GssTarget<'_> {
+    GssTarget {
+        prog: NFS4_PROGRAM,
+        vers: NFS_V4,
+        service,
+        target,
+        policy,
+    }
 }
 
 #[cfg(test)]

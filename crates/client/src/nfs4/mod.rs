@@ -40,7 +40,7 @@ pub use ops::{Opened, ANON_STATEID};
 pub use plain::DirEntry;
 pub use renew::RenewPolicy;
 pub use rpc::gss::GssService;
-pub use sec::GssSec;
+pub use sec::{GssSec, GssTarget};
 pub use session::{
     check, create_session, exchange_id, Security, Session, SessionOptions, SlotGuard,
 };

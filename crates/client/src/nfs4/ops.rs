@@ -4,19 +4,12 @@
 use super::attr::{self, Attrs, SetAttrs};
 use super::deleg::DelegKind;
 use super::error::{Error, Result};
-use super::plain::{self, name, putfh, take, Compound, DirEntry};
-use super::session::{check, Session};
+use super::plain::{self, name, putfh, take, DirEntry};
+use super::session::Session;
 use bytes::Bytes;
 use proto::nfs4::*;
 
-impl Compound for Session {
-    fn call(
-        &self,
-        ops: Vec<NfsArgop4>,
-    ) -> impl std::future::Future<Output = Result<Vec<NfsResop4>>> + Send {
-        Session::call(self, ops)
-    }
-}
+plain::compound_client!(Session);
 
 /// The anonymous stateid (all zeros): I/O and SETATTR with no open state.
 pub const ANON_STATEID: Stateid4 = Stateid4 {
@@ -24,21 +17,7 @@ pub const ANON_STATEID: Stateid4 = Stateid4 {
     other: [0; 12],
 };
 
-/// What [`Session::stat`] asks for.
-pub const STAT_BITS: &[u32] = &[
-    FATTR4_TYPE,
-    FATTR4_CHANGE,
-    FATTR4_SIZE,
-    FATTR4_FILEID,
-    FATTR4_MODE,
-    FATTR4_NUMLINKS,
-    FATTR4_OWNER,
-    FATTR4_OWNER_GROUP,
-    FATTR4_SPACE_USED,
-    FATTR4_TIME_ACCESS,
-    FATTR4_TIME_METADATA,
-    FATTR4_TIME_MODIFY,
-];
+pub use super::attr::STAT_BITS;
 
 /// What OPEN returned, and the file's handle.
 #[derive(Clone, Debug)]
@@ -171,12 +150,7 @@ impl Session {
         create: Option<u32>,
         access: u32,
     ) -> Result<(Stateid4, NfsFh4)> {
-        let how = match create {
-            Some(mode) => {
-                Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(mode).encode()))
-            }
-            None => Openflag4::Default(Opentype4::OPEN4_NOCREATE),
-        };
+        let how = plain::open_how(create);
         let owner = self.open_owner();
         let o = self
             .open_with(&owner, dir, n, how, access, OPEN4_SHARE_DENY_NONE)
@@ -612,49 +586,8 @@ impl Session {
         offset: u64,
         length: u64,
     ) -> Result<std::result::Result<Stateid4, Lock4denied>> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_LOCK(Lock4args {
-                locktype,
-                reclaim: false,
-                offset,
-                length,
-                locker,
-            }),
-        ];
-        let res = self.call_raw(ops).await?;
-        if let Some(NfsResop4::OP_LOCK(Lock4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
-            return Ok(Err(d.clone()));
-        }
-        check(&res)?;
-        let s = take!(res.resarray, "LOCK", NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok)) => ok.lock_stateid)?;
-        Ok(Ok(s))
-    }
-
-    /// LOCKT: None if `owner` could take the lock, else who holds what.
-    pub async fn lockt(
-        &self,
-        fh: &NfsFh4,
-        locktype: NfsLockType4,
-        offset: u64,
-        length: u64,
-        owner: &StateOwner4,
-    ) -> Result<Option<Lock4denied>> {
-        let ops = vec![
-            putfh(fh),
-            NfsArgop4::OP_LOCKT(Lockt4args {
-                locktype,
-                offset,
-                length,
-                owner: owner.clone(),
-            }),
-        ];
-        let res = self.call_raw(ops).await?;
-        if let Some(NfsResop4::OP_LOCKT(Lockt4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
-            return Ok(Some(d.clone()));
-        }
-        check(&res)?;
-        Ok(None)
+        let ops = plain::lock_ops(fh, locker, locktype, offset, length);
+        plain::lock_result(self.call_raw(ops).await?)
     }
 
     pub async fn locku(

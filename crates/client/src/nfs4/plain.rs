@@ -16,6 +16,99 @@ pub trait Compound: Sync {
     fn call(&self, ops: Vec<NfsArgop4>) -> impl Future<Output = Result<Vec<NfsResop4>>> + Send;
 }
 
+/// [`Compound`] for a client type whose inherent `call` already sends
+/// operations that way (the NFSv4.1 session, the NFSv4.0 client), and the
+/// methods both offer alike that need its inherent `call_raw` (a denial's
+/// details come in a failed COMPOUND).
+macro_rules! compound_client {
+    ($t:ty) => {
+        impl $crate::nfs4::plain::Compound for $t {
+            fn call(
+                &self,
+                ops: Vec<proto::nfs4::NfsArgop4>,
+            ) -> impl std::future::Future<
+                Output = $crate::nfs4::error::Result<Vec<proto::nfs4::NfsResop4>>,
+            > + Send {
+                <$t>::call(self, ops)
+            }
+        }
+
+        impl $t {
+            /// LOCKT: None if `owner` could take the lock, else who holds what.
+            pub async fn lockt(
+                &self,
+                fh: &proto::nfs4::NfsFh4,
+                locktype: proto::nfs4::NfsLockType4,
+                offset: u64,
+                length: u64,
+                owner: &proto::nfs4::StateOwner4,
+            ) -> $crate::nfs4::error::Result<Option<proto::nfs4::Lock4denied>> {
+                use proto::nfs4::*;
+                let ops = vec![
+                    $crate::nfs4::plain::putfh(fh),
+                    NfsArgop4::OP_LOCKT(Lockt4args {
+                        locktype,
+                        offset,
+                        length,
+                        owner: owner.clone(),
+                    }),
+                ];
+                let res = self.call_raw(ops).await?;
+                if let Some(NfsResop4::OP_LOCKT(Lockt4res::NFS4ERR_DENIED(d))) = res.resarray.last()
+                {
+                    return Ok(Some(d.clone()));
+                }
+                $crate::nfs4::check(&res)?;
+                Ok(None)
+            }
+        }
+    };
+}
+pub(crate) use compound_client;
+
+/// OPEN's `openhow` for [`open`-style calls](crate::nfs4::session::Session::open):
+/// with Some(mode) the file is created if missing (UNCHECKED4).
+pub(crate) fn open_how(create: Option<u32>) -> Openflag4 {
+    match create {
+        Some(mode) => {
+            Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(mode).encode()))
+        }
+        None => Openflag4::Default(Opentype4::OPEN4_NOCREATE),
+    }
+}
+
+/// PUTFH and a LOCK of `[offset, offset + length)` by `locker`.
+pub(crate) fn lock_ops(
+    fh: &NfsFh4,
+    locker: Locker4,
+    locktype: NfsLockType4,
+    offset: u64,
+    length: u64,
+) -> Vec<NfsArgop4> {
+    vec![
+        putfh(fh),
+        NfsArgop4::OP_LOCK(Lock4args {
+            locktype,
+            reclaim: false,
+            offset,
+            length,
+            locker,
+        }),
+    ]
+}
+
+/// A LOCK's reply: the lock stateid, or Ok(Err(denied)) when another
+/// owner holds a conflicting lock.
+pub(crate) fn lock_result(res: Compound4res) -> Result<std::result::Result<Stateid4, Lock4denied>> {
+    if let Some(NfsResop4::OP_LOCK(Lock4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
+        return Ok(Err(d.clone()));
+    }
+    super::session::check(&res)?;
+    let s =
+        take!(res.resarray, "LOCK", NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok)) => ok.lock_stateid)?;
+    Ok(Ok(s))
+}
+
 /// The result of the given variant, from the end of the reply (the results
 /// before it are PUTFH and the like).
 macro_rules! take {

@@ -170,23 +170,37 @@ mod tests {
         fn at(&self, s: u64) -> Instant {
             self.0 + Duration::from_secs(s)
         }
+        fn not_refreshed(&self, next: u64, expires: u64) -> Decision {
+            Decision::NotRefreshed {
+                next: self.at(next),
+                expires: self.at(expires),
+            }
+        }
+        fn failed(&self, next: u64, expires: u64) -> Decision {
+            Decision::Failed {
+                next: self.at(next),
+                expires: self.at(expires),
+            }
+        }
     }
     fn clock() -> Clock {
         Clock(Instant::now())
     }
+    /// The fake clock and the default policy most tests start from.
+    fn clock_and_policy() -> (Clock, RenewPolicy) {
+        (clock(), RenewPolicy::default())
+    }
 
     #[test]
     fn long_contexts_renew_the_margin_before_expiry() {
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         // A 10 h ticket: renewed 5 min before its end.
         assert_eq!(p.renew_at(c.at(0), c.at(36_000)), c.at(36_000 - 300));
     }
 
     #[test]
     fn short_contexts_renew_a_quarter_of_their_life_before_expiry() {
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         // 60 s: renewed at 45 s, not at once (a 5 min margin would).
         assert_eq!(p.renew_at(c.at(0), c.at(60)), c.at(45));
         assert_eq!(p.renew_at(c.at(100), c.at(1300)), c.at(1000));
@@ -194,8 +208,7 @@ mod tests {
 
     #[test]
     fn a_context_established_late_counts_its_own_lifetime() {
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         // Made at 45 from a ticket ending at 100: a 55 s life, renewed at 86.25.
         let at = p.renew_at(c.at(45), c.at(100));
         assert_eq!(at, c.at(100) - Duration::from_millis(13_750));
@@ -203,8 +216,7 @@ mod tests {
 
     #[test]
     fn a_longer_context_is_switched_to() {
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         // The old ends at 60; kinit refreshed the cache; the new ends at 105.
         let d = p.after_success(c.at(45), c.at(60), c.at(105));
         assert_eq!(
@@ -224,28 +236,15 @@ mod tests {
         };
         // Long ticket, 300 s left, nothing newer: retry after 30 s.
         let d = p.after_success(c.at(1000), c.at(1300), c.at(1300));
-        assert_eq!(
-            d,
-            Decision::NotRefreshed {
-                next: c.at(1030),
-                expires: c.at(1300)
-            }
-        );
+        assert_eq!(d, c.not_refreshed(1030, 1300));
         // 20 s left: retry in 10 (two more chances), not after 30.
         let d = p.after_success(c.at(1280), c.at(1300), c.at(1300));
-        assert_eq!(
-            d,
-            Decision::NotRefreshed {
-                next: c.at(1290),
-                expires: c.at(1300)
-            }
-        );
+        assert_eq!(d, c.not_refreshed(1290, 1300));
     }
 
     #[test]
     fn a_context_from_the_same_ticket_is_not_longer_for_a_rounded_second() {
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         let d = p.after_success(c.at(45), c.at(60), c.at(61));
         assert!(matches!(d, Decision::NotRefreshed { .. }), "{d:?}");
         let d = p.after_success(c.at(45), c.at(60), c.at(63));
@@ -254,33 +253,19 @@ mod tests {
 
     #[test]
     fn failures_retry_no_faster_than_once_a_second_even_after_expiry() {
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         let d = p.after_failure(c.at(59), c.at(60));
-        assert_eq!(
-            d,
-            Decision::Failed {
-                next: c.at(60),
-                expires: c.at(60)
-            }
-        );
+        assert_eq!(d, c.failed(60, 60));
         // Expired already: keep trying (a kinit brings calls back).
         let d = p.after_failure(c.at(90), c.at(60));
-        assert_eq!(
-            d,
-            Decision::Failed {
-                next: c.at(91),
-                expires: c.at(60)
-            }
-        );
+        assert_eq!(d, c.failed(91, 60));
     }
 
     #[test]
     fn a_renewal_schedule_over_three_refreshed_tickets() {
         // Tickets of 60 s refreshed by k5start every 40 s; the client must
         // switch before each context's end, every time.
-        let c = clock();
-        let p = RenewPolicy::default();
+        let (c, p) = clock_and_policy();
         let mut expires = c.at(60);
         let mut next = p.renew_at(c.at(0), expires);
         let mut ticket_end = 60;

@@ -97,6 +97,18 @@ struct Users {
     sweeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+impl Users {
+    /// What the table says of `uid` now: its live context, or the
+    /// refusal it recently met; None when a context is to be made.
+    fn known(&self, uid: u32) -> Option<Result<Arc<GssSec>, ClientError>> {
+        match self.table.lock().unwrap().find(uid, Instant::now()) {
+            Found::Live(s) => Some(Ok(s)),
+            Found::Refused => Some(Err(no_credential())),
+            Found::Absent => None,
+        }
+    }
+}
+
 impl Drop for GssSec {
     fn drop(&mut self) {
         if let Some(t) = self.renewer.lock().unwrap().take() {
@@ -152,41 +164,40 @@ fn refused_context(e: &ClientError) -> bool {
     )
 }
 
+/// What a context is for: the program and version whose calls it
+/// protects and at which service level, the server's principal (`target`,
+/// `nfs@host`), and when it is renewed.
+#[derive(Clone, Copy, Debug)]
+pub struct GssTarget<'a> {
+    pub prog: u32,
+    pub vers: u32,
+    pub service: GssService,
+    pub target: &'a str,
+    pub policy: RenewPolicy,
+}
+
 impl GssSec {
-    /// Establishes a context with `target` (`nfs@host`) for `prog`/`vers`
-    /// over `rpc` and starts renewing it.
+    /// Establishes a context for `t` over `rpc` and starts renewing it.
     pub async fn establish(
         rpc: Arc<RpcClient>,
-        prog: u32,
-        vers: u32,
-        service: GssService,
-        target: &str,
-        policy: RenewPolicy,
+        t: GssTarget<'_>,
     ) -> Result<Arc<GssSec>, ClientError> {
-        GssSec::establish_on(rpc, None, prog, vers, service, target, policy).await
+        GssSec::establish_on(rpc, None, t).await
     }
 
     /// [`GssSec::establish`] for calls over a reconnecting channel.
     pub async fn establish_channel(
         ch: Channel,
-        prog: u32,
-        vers: u32,
-        service: GssService,
-        target: &str,
-        policy: RenewPolicy,
+        t: GssTarget<'_>,
     ) -> Result<Arc<GssSec>, ClientError> {
         let rpc = ch.any_connection().await?;
-        GssSec::establish_on(rpc, Some(ch), prog, vers, service, target, policy).await
+        GssSec::establish_on(rpc, Some(ch), t).await
     }
 
     async fn establish_on(
         rpc: Arc<RpcClient>,
         channel: Option<Channel>,
-        prog: u32,
-        vers: u32,
-        service: GssService,
-        target: &str,
-        policy: RenewPolicy,
+        t: GssTarget<'_>,
     ) -> Result<Arc<GssSec>, ClientError> {
         let users = Users {
             table: Mutex::new(UserTable::new(UserLimits::default())),
@@ -194,32 +205,24 @@ impl GssSec {
             own_uid: own_uid(),
             sweeper: Mutex::new(None),
         };
-        GssSec::make_sec(
-            rpc,
-            channel,
-            (prog, vers),
-            service,
-            target,
-            policy,
-            Source::Own,
-            Some(users),
-            None,
-        )
-        .await
+        GssSec::make_sec(rpc, channel, t, Source::Own, Some(users), None).await
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn make_sec(
         rpc: Arc<RpcClient>,
         channel: Option<Channel>,
-        (prog, vers): (u32, u32),
-        service: GssService,
-        target: &str,
-        policy: RenewPolicy,
+        t: GssTarget<'_>,
         source: Source,
         users: Option<Users>,
         trouble: Option<Arc<tokio::sync::watch::Sender<u64>>>,
     ) -> Result<Arc<GssSec>, ClientError> {
+        let GssTarget {
+            prog,
+            vers,
+            service,
+            target,
+            policy,
+        } = t;
         let ctx = make_ctx(rpc.clone(), prog, vers, target, &source).await?;
         let now = Instant::now();
         let first = CtxRecord {
@@ -306,11 +309,8 @@ impl GssSec {
 
     /// `uid`'s context: the live one, or one made now from its cache.
     async fn user_sec(&self, users: &Users, uid: u32) -> Result<Arc<GssSec>, ClientError> {
-        let find = || users.table.lock().unwrap().find(uid, Instant::now());
-        match find() {
-            Found::Live(s) => return Ok(s),
-            Found::Refused => return Err(no_credential()),
-            Found::Absent => {}
+        if let Some(known) = users.known(uid) {
+            return known;
         }
         let making = users.making.lock().unwrap().entry(uid).or_default().clone();
         let _making = making.lock().await;
@@ -320,11 +320,8 @@ impl GssSec {
     }
 
     async fn make_user_sec(&self, users: &Users, uid: u32) -> Result<Arc<GssSec>, ClientError> {
-        let find = || users.table.lock().unwrap().find(uid, Instant::now());
-        match find() {
-            Found::Live(s) => return Ok(s),
-            Found::Refused => return Err(no_credential()),
-            Found::Absent => {}
+        if let Some(known) = users.known(uid) {
+            return known;
         }
         let (ccname, from) = match rpc::client::current_caller_pid().and_then(ccache::of_process) {
             Some(c) => (c, "the caller's KRB5CCNAME"),
@@ -337,10 +334,13 @@ impl GssSec {
         let made = GssSec::make_sec(
             rpc,
             self.channel.clone(),
-            (self.prog, self.vers),
-            self.service,
-            &self.target,
-            self.policy,
+            GssTarget {
+                prog: self.prog,
+                vers: self.vers,
+                service: self.service,
+                target: &self.target,
+                policy: self.policy,
+            },
             Source::User {
                 uid,
                 ccname: ccname.clone(),

@@ -101,18 +101,46 @@ pub struct SessionOptions {
     pub cb_slots: u32,
 }
 
+/// A client owner named after `prefix`, unique per process and instant
+/// (concurrent clients and tests never share a client record on the
+/// server), and a verifier from the same instant.
+pub(crate) fn unique_owner(prefix: &str) -> (Bytes, Verifier4) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let owner = format!("{prefix}/{}/{}", std::process::id(), now.as_nanos());
+    (Bytes::from(owner), (now.as_nanos() as u64).to_be_bytes())
+}
+
+/// Calls `renew` on the client every `every`, until the client is dropped
+/// (`weak` no longer upgrades) or a renewal fails.
+pub(crate) fn renewal_loop<C, R, Fut>(
+    weak: Weak<C>,
+    every: Duration,
+    renew: impl Fn(Arc<C>) -> Fut + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    C: Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<R>> + Send,
+{
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(c) = weak.upgrade() else { return };
+            if renew(c).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
 impl Default for SessionOptions {
     fn default() -> Self {
-        // Unique per process and instant, so concurrent tests never share a
-        // client record on the server.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let owner = format!("tarn-client/{}/{}", std::process::id(), now.as_nanos());
+        let (owner, verifier) = unique_owner("tarn-client");
         SessionOptions {
             security: Security::Sys { uid: 0, gid: 0 },
-            owner: Bytes::from(owner),
-            verifier: (now.as_nanos() as u64).to_be_bytes(),
+            owner,
+            verifier,
             exchange_flags: 0,
             minorversion: 1,
             slots: 64,
@@ -170,10 +198,19 @@ impl SessionOptions {
     }
 }
 
-fn expect_one<'a>(res: &'a Compound4res, what: &str) -> Result<&'a NfsResop4> {
-    check(res)?;
+/// The result of `op` sent alone in a COMPOUND (the calls that make a
+/// session go without SEQUENCE).
+async fn alone(
+    conn: &Nfs4Conn,
+    o: &SessionOptions,
+    op: NfsArgop4,
+    what: &str,
+) -> Result<NfsResop4> {
+    let res = conn.compound(o.minorversion, vec![op]).await?;
+    check(&res)?;
     res.resarray
-        .first()
+        .into_iter()
+        .next()
         .ok_or_else(|| Error::Protocol(format!("{what}: empty reply")))
 }
 
@@ -206,11 +243,9 @@ pub async fn exchange_id(conn: &Nfs4Conn, o: &SessionOptions) -> Result<Exchange
         eia_state_protect: StateProtect4A::SP4_NONE,
         eia_client_impl_id: vec![],
     };
-    let res = conn
-        .compound(o.minorversion, vec![NfsArgop4::OP_EXCHANGE_ID(args)])
-        .await?;
-    match expect_one(&res, "EXCHANGE_ID")? {
-        NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) => Ok(ok.clone()),
+    let op = NfsArgop4::OP_EXCHANGE_ID(args);
+    match alone(conn, o, op, "EXCHANGE_ID").await? {
+        NfsResop4::OP_EXCHANGE_ID(ExchangeId4res::NFS4_OK(ok)) => Ok(ok),
         _ => Err(Error::Protocol("EXCHANGE_ID: wrong result".into())),
     }
 }
@@ -236,11 +271,9 @@ pub async fn create_session(
         csa_cb_program: o.cb_program,
         csa_sec_parms: o.cb_sec_parms(),
     };
-    let res = conn
-        .compound(o.minorversion, vec![NfsArgop4::OP_CREATE_SESSION(args)])
-        .await?;
-    match expect_one(&res, "CREATE_SESSION")? {
-        NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok)) => Ok(ok.clone()),
+    let op = NfsArgop4::OP_CREATE_SESSION(args);
+    match alone(conn, o, op, "CREATE_SESSION").await? {
+        NfsResop4::OP_CREATE_SESSION(CreateSession4res::NFS4_OK(ok)) => Ok(ok),
         _ => Err(Error::Protocol("CREATE_SESSION: wrong result".into())),
     }
 }
@@ -562,15 +595,7 @@ impl Session {
     /// renewal fails.
     pub fn spawn_renewal(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Session> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(s) = weak.upgrade() else { return };
-                if s.renew().await.is_err() {
-                    return;
-                }
-            }
-        })
+        renewal_loop(weak, every, |s| async move { s.renew().await })
     }
 
     /// DESTROY_SESSION then DESTROY_CLIENTID, each alone in its COMPOUND

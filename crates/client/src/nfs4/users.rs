@@ -186,6 +186,16 @@ mod tests {
         })
     }
 
+    /// A table of `cap` made at the returned instant t0, with `entries`
+    /// (uid, value, seconds after t0) inserted in order.
+    fn filled(cap: usize, entries: &[(u32, u32, u64)]) -> (Instant, UserTable<u32>) {
+        let (t0, mut t) = (Instant::now(), table(cap));
+        for &(uid, v, s) in entries {
+            t.insert(uid, v, at(t0, s));
+        }
+        (t0, t)
+    }
+
     #[test]
     fn root_and_the_clients_own_uid_use_the_clients_credential() {
         assert_eq!(acts_for(None, 0), None, "not made for a caller");
@@ -199,8 +209,7 @@ mod tests {
 
     #[test]
     fn an_entry_is_made_once_and_found_after() {
-        let t0 = Instant::now();
-        let mut t = table(8);
+        let (t0, mut t) = filled(8, &[]);
         assert_eq!(t.find(1000, t0), Found::Absent);
         assert!(t.insert(1000, 7, t0).is_empty());
         assert_eq!(t.find(1000, at(t0, 1)), Found::Live(7));
@@ -209,10 +218,7 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_goes_beyond_the_cap() {
-        let t0 = Instant::now();
-        let mut t = table(2);
-        t.insert(1, 10, at(t0, 0));
-        t.insert(2, 20, at(t0, 1));
+        let (t0, mut t) = filled(2, &[(1, 10, 0), (2, 20, 1)]);
         // 1 used again: 2 is now the oldest.
         assert_eq!(t.find(1, at(t0, 2)), Found::Live(10));
         assert_eq!(t.insert(3, 30, at(t0, 3)), vec![20]);
@@ -223,19 +229,14 @@ mod tests {
 
     #[test]
     fn replacing_an_entry_returns_the_old_one() {
-        let t0 = Instant::now();
-        let mut t = table(2);
-        t.insert(1, 10, t0);
+        let (t0, mut t) = filled(2, &[(1, 10, 0)]);
         assert_eq!(t.insert(1, 11, t0), vec![10]);
         assert_eq!(t.find(1, t0), Found::Live(11));
     }
 
     #[test]
     fn idle_entries_are_swept() {
-        let t0 = Instant::now();
-        let mut t = table(8);
-        t.insert(1, 10, at(t0, 0));
-        t.insert(2, 20, at(t0, 0));
+        let (t0, mut t) = filled(8, &[(1, 10, 0), (2, 20, 0)]);
         t.find(2, at(t0, 500));
         assert!(t.sweep(at(t0, 599)).is_empty());
         assert_eq!(t.sweep(at(t0, 600)), vec![10]);
@@ -246,8 +247,7 @@ mod tests {
 
     #[test]
     fn a_refused_uid_fails_fast_for_a_while_and_is_logged_once() {
-        let t0 = Instant::now();
-        let mut t = table(8);
+        let (t0, mut t) = filled(8, &[]);
         assert!(t.refuse(1000, t0), "first refusal: log it");
         assert_eq!(t.find(1000, at(t0, 1)), Found::Refused);
         // Tried again after retry_after (a kinit may have happened).
@@ -262,8 +262,7 @@ mod tests {
 
     #[test]
     fn refusals_stay_bounded() {
-        let t0 = Instant::now();
-        let mut t = table(4);
+        let (t0, mut t) = filled(4, &[]);
         for uid in 0..100 {
             t.refuse(uid, t0);
         }

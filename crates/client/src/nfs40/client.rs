@@ -5,8 +5,8 @@
 
 use super::owner::{LockOwner, OpenOwner};
 use crate::nfs4::error::{Error, Result};
-use crate::nfs4::plain::{self, Compound};
-use crate::nfs4::session::safe_to_resend;
+use crate::nfs4::plain;
+use crate::nfs4::session::{renewal_loop, safe_to_resend, unique_owner};
 use crate::nfs4::{check, Nfs4Conn};
 use bytes::Bytes;
 use proto::nfs4::*;
@@ -30,18 +30,10 @@ pub struct Options40 {
 
 impl Default for Options40 {
     fn default() -> Self {
-        // Unique per process and instant, so concurrent clients never share
-        // a client record on the server.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let (owner, verifier) = unique_owner("tarn-client-4.0");
         Options40 {
-            owner: Bytes::from(format!(
-                "tarn-client-4.0/{}/{}",
-                std::process::id(),
-                now.as_nanos()
-            )),
-            verifier: (now.as_nanos() as u64).to_be_bytes(),
+            owner,
+            verifier,
             retry_for: Duration::from_secs(120),
             renew: true,
         }
@@ -204,14 +196,7 @@ impl Drop for Client40 {
     }
 }
 
-impl Compound for Client40 {
-    fn call(
-        &self,
-        ops: Vec<NfsArgop4>,
-    ) -> impl std::future::Future<Output = Result<Vec<NfsResop4>>> + Send {
-        Client40::call(self, ops)
-    }
-}
+plain::compound_client!(Client40);
 
 /// The pause before the next try, growing to at most 1 s.
 pub(crate) async fn pause(p: &mut Duration) {
@@ -240,13 +225,5 @@ async fn retry(conn: &Nfs4Conn, retry_for: Duration, ops: Vec<NfsArgop4>) -> Res
 }
 
 fn spawn_renewal(weak: Weak<Client40>, every: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let Some(c) = weak.upgrade() else { return };
-            if c.renew().await.is_err() {
-                return;
-            }
-        }
-    })
+    renewal_loop(weak, every, |c| async move { c.renew().await })
 }

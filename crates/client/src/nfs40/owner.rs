@@ -110,32 +110,28 @@ mod tests {
     fn seqid_moves_on_unless_the_op_was_not_its_owners() {
         let close = |s| NfsResop4::OP_CLOSE(Close4res::Default(s));
         let putfh = |s| NfsResop4::OP_PUTFH(Putfh4res { status: s });
+        // A CLOSE's reply with these results and status, after which `q`
+        // has moved on or not.
+        let close_reply = |q: &mut u32, results, status| {
+            after(q, &reply(results, status), NfsOpnum4::OP_CLOSE);
+        };
         let mut q = 5;
-        after(
+        close_reply(
             &mut q,
-            &reply(
-                vec![putfh(Nfsstat4::NFS4_OK), close(Nfsstat4::NFS4ERR_DELAY)],
-                Nfsstat4::NFS4ERR_DELAY,
-            ),
-            NfsOpnum4::OP_CLOSE,
+            vec![putfh(Nfsstat4::NFS4_OK), close(Nfsstat4::NFS4ERR_DELAY)],
+            Nfsstat4::NFS4ERR_DELAY,
         );
         assert_eq!(q, 6, "DELAY was executed: the seqid moves on");
-        after(
+        close_reply(
             &mut q,
-            &reply(
-                vec![putfh(Nfsstat4::NFS4_OK), close(Nfsstat4::NFS4ERR_BAD_SEQID)],
-                Nfsstat4::NFS4ERR_BAD_SEQID,
-            ),
-            NfsOpnum4::OP_CLOSE,
+            vec![putfh(Nfsstat4::NFS4_OK), close(Nfsstat4::NFS4ERR_BAD_SEQID)],
+            Nfsstat4::NFS4ERR_BAD_SEQID,
         );
         assert_eq!(q, 6, "BAD_SEQID: not");
-        after(
+        close_reply(
             &mut q,
-            &reply(
-                vec![putfh(Nfsstat4::NFS4ERR_STALE)],
-                Nfsstat4::NFS4ERR_STALE,
-            ),
-            NfsOpnum4::OP_CLOSE,
+            vec![putfh(Nfsstat4::NFS4ERR_STALE)],
+            Nfsstat4::NFS4ERR_STALE,
         );
         assert_eq!(q, 6, "never reached: not");
         assert!(advances(Nfsstat4::NFS4ERR_DENIED));

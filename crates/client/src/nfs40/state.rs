@@ -6,9 +6,9 @@
 
 use super::client::{pause, try_again, Client40};
 use super::owner::{after, LockOwner, OpenOwner};
+use crate::nfs4::check;
 use crate::nfs4::error::{Error, Result};
-use crate::nfs4::plain::{name, putfh, take};
-use crate::nfs4::{check, SetAttrs};
+use crate::nfs4::plain::{self, name, putfh, take};
 use proto::nfs4::*;
 use std::time::{Duration, Instant};
 
@@ -52,12 +52,7 @@ impl Client40 {
         create: Option<u32>,
         access: u32,
     ) -> Result<Open40> {
-        let how = match create {
-            Some(mode) => {
-                Openflag4::OPEN4_CREATE(Createhow4::UNCHECKED4(SetAttrs::mode(mode).encode()))
-            }
-            None => Openflag4::Default(Opentype4::OPEN4_NOCREATE),
-        };
+        let how = plain::open_how(create);
         let owner = self.open_owner().clone();
         self.open_with(&owner, dir, n, how, access, OPEN4_SHARE_DENY_NONE)
             .await
@@ -183,18 +178,7 @@ impl Client40 {
         // Open owner first, then lock owner, as everywhere: no deadlock.
         let mut open_seqid = owner.seqid.lock().await;
         let mut st = lock.state.lock().await;
-        let mk = |locker| {
-            vec![
-                putfh(&open.fh),
-                NfsArgop4::OP_LOCK(Lock4args {
-                    locktype,
-                    reclaim: false,
-                    offset,
-                    length,
-                    locker,
-                }),
-            ]
-        };
+        let mk = |locker| plain::lock_ops(&open.fh, locker, locktype, offset, length);
         let res = match st.stateid.clone() {
             None => {
                 let first = st.seqid;
@@ -233,12 +217,7 @@ impl Client40 {
                 res
             }
         };
-        if let Some(NfsResop4::OP_LOCK(Lock4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
-            return Ok(Err(d.clone()));
-        }
-        check(&res)?;
-        let s = take!(res.resarray, "LOCK", NfsResop4::OP_LOCK(Lock4res::NFS4_OK(ok)) => ok.lock_stateid)?;
-        Ok(Ok(s))
+        plain::lock_result(res)
     }
 
     /// LOCKU of a range `lock` holds.
@@ -287,32 +266,5 @@ impl Client40 {
         )])
         .await?;
         Ok(())
-    }
-
-    /// LOCKT: None if `owner` could take the lock, else who holds what.
-    pub async fn lockt(
-        &self,
-        fh: &NfsFh4,
-        locktype: NfsLockType4,
-        offset: u64,
-        length: u64,
-        owner: &StateOwner4,
-    ) -> Result<Option<Lock4denied>> {
-        let res = self
-            .call_raw(vec![
-                putfh(fh),
-                NfsArgop4::OP_LOCKT(Lockt4args {
-                    locktype,
-                    offset,
-                    length,
-                    owner: owner.clone(),
-                }),
-            ])
-            .await?;
-        if let Some(NfsResop4::OP_LOCKT(Lockt4res::NFS4ERR_DENIED(d))) = res.resarray.last() {
-            return Ok(Some(d.clone()));
-        }
-        check(&res)?;
-        Ok(None)
     }
 }

@@ -249,10 +249,9 @@ impl TarnFs {
     {
         self.spawn_change(
             req,
-            name,
+            (parent, name),
             reply,
-            |st, name| async move {
-                let dfh = st.fh(parent)?;
+            move |st, dfh, name| async move {
                 let (fh, known) = make(st.remote.clone(), dfh, name.clone())
                     .await
                     .map_err(errno)?;
@@ -432,29 +431,24 @@ impl TarnFs {
         let (Ok(from), Ok(to)) = (name_of(name), name_of(newname)) else {
             return reply.error(libc::EINVAL);
         };
-        self.spawn_reply(
-            req,
-            reply,
-            async move {
-                let (a, b) = (st.fh(parent)?, st.fh(newparent)?);
-                // A file renamed over loses a link (its nlink and ctime
-                // move); one this mount has open keeps its data under a
-                // hidden name until the last close.
-                let over = st.victim(newparent, &b, &to).await;
-                if let Some(i) = over.filter(|&i| !st.opens(i).is_empty()) {
-                    st.silly_rename(newparent, &b, &to, i).await?;
-                }
-                st.remote.rename(&a, &from, &b, &to).await.map_err(errno)?;
-                st.dir_changed(parent);
-                st.dir_changed(newparent);
-                if let Some(i) = over {
-                    st.dir_changed(i);
-                }
-                st.name_moved(parent, &from, newparent, &to);
-                Ok::<_, i32>(())
-            },
-            |reply, ()| reply.ok(),
-        );
+        self.spawn_empty(req, reply, async move {
+            let (a, b) = (st.fh(parent)?, st.fh(newparent)?);
+            // A file renamed over loses a link (its nlink and ctime
+            // move); one this mount has open keeps its data under a
+            // hidden name until the last close.
+            let over = st.victim(newparent, &b, &to).await;
+            if let Some(i) = over.filter(|&i| !st.opens(i).is_empty()) {
+                st.silly_rename(newparent, &b, &to, i).await?;
+            }
+            st.remote.rename(&a, &from, &b, &to).await.map_err(errno)?;
+            st.dir_changed(parent);
+            st.dir_changed(newparent);
+            if let Some(i) = over {
+                st.dir_changed(i);
+            }
+            st.name_moved(parent, &from, newparent, &to);
+            Ok::<_, i32>(())
+        });
     }
 
     pub(super) fn on_link(
@@ -467,10 +461,10 @@ impl TarnFs {
     ) {
         self.spawn_change(
             req,
-            newname,
+            (newparent, newname),
             reply,
-            |st, name| async move {
-                let (fh, dfh) = (st.fh(ino)?, st.fh(newparent)?);
+            move |st, dfh, name| async move {
+                let fh = st.fh(ino)?;
                 st.remote.link(&fh, &dfh, &name).await.map_err(errno)?;
                 st.dir_changed(newparent);
                 // Its nlink and ctime moved (a delegation does not vouch
@@ -585,10 +579,9 @@ impl TarnFs {
     ) {
         self.spawn_change(
             req,
-            name,
+            (parent, name),
             reply,
-            |st, name| async move {
-                let dfh = st.fh(parent)?;
+            move |st, dfh, name| async move {
                 let victim = match dir {
                     true => None,
                     false => st.victim(parent, &dfh, &name).await,

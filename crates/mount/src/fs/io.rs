@@ -551,10 +551,9 @@ impl TarnFs {
     ) {
         self.spawn_change(
             req,
-            name,
+            (parent, name),
             reply,
-            |st, name| async move {
-                let dfh = st.fh(parent)?;
+            move |st, dfh, name| async move {
                 // NFSv4.1/4.2: the attributes come with the OPEN.
                 // O_EXCL: GUARDED, so a file another client made since the
                 // kernel's lookup is EEXIST rather than opened.
@@ -694,28 +693,23 @@ impl TarnFs {
         reply: ReplyEmpty,
     ) {
         let st = self.st.clone();
-        self.spawn_reply(
-            req,
-            reply,
-            async move {
-                // close(): POSIX drops the process's locks on the file.
-                let _ = st.unlock(ino, lock_owner, 0, u64::MAX).await;
-                let o = st.open_of(fh)?;
-                // Under a write delegation no other client can open the
-                // file without a recall first, and the recall flushes and
-                // commits (before_return): close sends the WRITEs and waits
-                // for their replies but not for a COMMIT; release commits.
-                // A tree of small files does not wait for one server fsync
-                // per file, and what close returned from is in the
-                // server's file (an earlier version returned before the
-                // WRITEs were answered, as Linux's nfs4_file_flush does:
-                // a process that closed and exited could not find its data
-                // in the export, and a write error surfaced only at fsync).
-                let commit = st.delegated(&o.file.fh) != Some(Delegated::Write);
-                st.flush_open_as(&o, commit, false).await
-            },
-            |reply, ()| reply.ok(),
-        );
+        self.spawn_empty(req, reply, async move {
+            // close(): POSIX drops the process's locks on the file.
+            let _ = st.unlock(ino, lock_owner, 0, u64::MAX).await;
+            let o = st.open_of(fh)?;
+            // Under a write delegation no other client can open the
+            // file without a recall first, and the recall flushes and
+            // commits (before_return): close sends the WRITEs and waits
+            // for their replies but not for a COMMIT; release commits.
+            // A tree of small files does not wait for one server fsync
+            // per file, and what close returned from is in the
+            // server's file (an earlier version returned before the
+            // WRITEs were answered, as Linux's nfs4_file_flush does:
+            // a process that closed and exited could not find its data
+            // in the export, and a write error surfaced only at fsync).
+            let commit = st.delegated(&o.file.fh) != Some(Delegated::Write);
+            st.flush_open_as(&o, commit, false).await
+        });
     }
 
     pub(super) fn on_release(
@@ -727,49 +721,41 @@ impl TarnFs {
         reply: ReplyEmpty,
     ) {
         let st = self.st.clone();
-        self.spawn_reply(
-            req,
-            reply,
-            async move {
-                if let Some(owner) = flock_owner {
-                    st.flock_release(ino, owner).await;
+        self.spawn_empty(req, reply, async move {
+            if let Some(owner) = flock_owner {
+                st.flock_release(ino, owner).await;
+            }
+            let o = st.open_of(fh).ok();
+            let mut r = Ok(());
+            if let Some(o) = o {
+                // Out of the tables once its data is out: until then a
+                // stat must still count it (floor_size).
+                r = st.flush_open(&o, true).await;
+                st.remove_open(fh);
+                if o.owns_state {
+                    let _ = st.remote.close(&o.file).await;
                 }
-                let o = st.open_of(fh).ok();
-                let mut r = Ok(());
-                if let Some(o) = o {
-                    // Out of the tables once its data is out: until then a
-                    // stat must still count it (floor_size).
-                    r = st.flush_open(&o, true).await;
-                    st.remove_open(fh);
-                    if o.owns_state {
-                        let _ = st.remote.close(&o.file).await;
+                st.silly_remove(ino).await;
+                // What we wrote moved the change attribute: ask next time
+                // (under a write delegation the cache already has it).
+                if let Some(n) = st.table.lock().expect("table").get_mut(ino) {
+                    if o.writable
+                        && n.attr.deleg != Some(Delegated::Write)
+                        && o.w.lock().expect("wbuf").verf.is_none()
+                    {
+                        n.attr.invalidate();
                     }
-                    st.silly_remove(ino).await;
-                    // What we wrote moved the change attribute: ask next time
-                    // (under a write delegation the cache already has it).
-                    if let Some(n) = st.table.lock().expect("table").get_mut(ino) {
-                        if o.writable
-                            && n.attr.deleg != Some(Delegated::Write)
-                            && o.w.lock().expect("wbuf").verf.is_none()
-                        {
-                            n.attr.invalidate();
-                        }
-                    }
-                    st.table.lock().expect("table").closed(ino);
                 }
-                r
-            },
-            |reply, ()| reply.ok(),
-        );
+                st.table.lock().expect("table").closed(ino);
+            }
+            r
+        });
     }
 
     pub(super) fn on_fsync(&self, req: &Request<'_>, fh: u64, reply: ReplyEmpty) {
         let st = self.st.clone();
-        self.spawn_reply(
-            req,
-            reply,
-            async move { st.flush_open(&st.open_of(fh)?, true).await },
-            |reply, ()| reply.ok(),
-        );
+        self.spawn_empty(req, reply, async move {
+            st.flush_open(&st.open_of(fh)?, true).await
+        });
     }
 }

@@ -11,7 +11,24 @@
 
 use super::*;
 
+/// A getlk or setlk request's lock: the range `[start, end]` of `ino`
+/// for `lock_owner`, of type `typ` (F_RDLCK, F_WRLCK, F_UNLCK).
+pub(super) struct PosixLock {
+    pub ino: u64,
+    pub lock_owner: u64,
+    pub start: u64,
+    pub end: u64,
+    pub typ: i32,
+}
+
 impl State {
+    /// [`State::try_lock`] of a getlk or setlk request's lock.
+    async fn try_posix(&self, l: &PosixLock, sleep: bool) -> Result<Option<HeldLock>, i32> {
+        let write = l.typ == libc::F_WRLCK;
+        self.try_lock(l.ino, l.lock_owner, l.start, l.end, write, sleep)
+            .await
+    }
+
     /// Releases the locks `owner` holds on `ino` that overlap `[start, end]`.
     pub(super) async fn unlock(
         &self,
@@ -89,68 +106,40 @@ impl State {
 }
 
 impl TarnFs {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_getlk(
-        &self,
-        req: &Request<'_>,
-        ino: u64,
-        lock_owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-        pid: u32,
-        reply: ReplyLock,
-    ) {
+    pub(super) fn on_getlk(&self, req: &Request<'_>, l: PosixLock, pid: u32, reply: ReplyLock) {
         // NFS has LOCKT but Remote does not: try the lock and let it go.
         let st = self.st.clone();
         self.spawn(req, async move {
-            match st
-                .try_lock(ino, lock_owner, start, end, typ == libc::F_WRLCK, false)
-                .await
-            {
-                Ok(Some(l)) => {
-                    let _ = st.remote.unlock(l).await;
+            match st.try_posix(&l, false).await {
+                Ok(Some(held)) => {
+                    let _ = st.remote.unlock(held).await;
                     reply.locked(0, 0, libc::F_UNLCK, 0)
                 }
-                Ok(None) => reply.locked(start, end, typ, pid),
+                Ok(None) => reply.locked(l.start, l.end, l.typ, pid),
                 Err(e) => reply.error(e),
             }
         });
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_setlk(
-        &self,
-        req: &Request<'_>,
-        ino: u64,
-        lock_owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-        sleep: bool,
-        reply: ReplyEmpty,
-    ) {
+    pub(super) fn on_setlk(&self, req: &Request<'_>, l: PosixLock, sleep: bool, reply: ReplyEmpty) {
         let st = self.st.clone();
         self.spawn(req, async move {
-            if typ == libc::F_UNLCK {
-                return match st.unlock(ino, lock_owner, start, end).await {
+            if l.typ == libc::F_UNLCK {
+                return match st.unlock(l.ino, l.lock_owner, l.start, l.end).await {
                     Ok(()) => reply.ok(),
                     Err(e) => reply.error(e),
                 };
             }
             // A new lock over a range replaces what the owner held there.
-            let _ = st.unlock(ino, lock_owner, start, end).await;
-            match st
-                .try_lock(ino, lock_owner, start, end, typ == libc::F_WRLCK, sleep)
-                .await
-            {
-                Ok(Some(l)) => {
+            let _ = st.unlock(l.ino, l.lock_owner, l.start, l.end).await;
+            match st.try_posix(&l, sleep).await {
+                Ok(Some(held)) => {
                     st.locks
                         .lock()
                         .expect("locks")
-                        .entry((ino, lock_owner))
+                        .entry((l.ino, l.lock_owner))
                         .or_default()
-                        .push(l);
+                        .push(held);
                     reply.ok()
                 }
                 Ok(None) => reply.error(libc::EAGAIN),

@@ -56,6 +56,7 @@ mod callers;
 mod dir;
 mod io;
 mod lock;
+use lock::PosixLock;
 pub mod silly;
 mod space;
 
@@ -400,23 +401,40 @@ impl TarnFs {
         });
     }
 
-    /// [`TarnFs::spawn_reply`] for a change to the directory entry `name`,
-    /// refused up front as [`TarnFs::changed_name`] says.
-    fn spawn_change<R, T, Op, Fut>(
+    /// [`TarnFs::spawn_reply`] for a call answered with success alone.
+    fn spawn_empty(
         &self,
         req: &Request<'_>,
-        name: &OsStr,
+        reply: ReplyEmpty,
+        op: impl std::future::Future<Output = Result<(), i32>> + Send + 'static,
+    ) {
+        self.spawn_reply(req, reply, op, |reply, ()| reply.ok());
+    }
+
+    /// [`TarnFs::spawn_reply`] for a change to the directory entry `name`
+    /// of the directory `dir`, refused up front as [`TarnFs::changed_name`]
+    /// says; `op` gets the directory's handle (ESTALE if it is gone).
+    fn spawn_change<R, T, Fut>(
+        &self,
+        req: &Request<'_>,
+        (dir, name): (u64, &OsStr),
         reply: R,
-        op: Op,
+        op: impl FnOnce(Arc<State>, Fh, String) -> Fut + Send + 'static,
         ok: impl FnOnce(R, T) + Send + 'static,
     ) where
         R: ErrReply + Send + 'static,
         T: Send + 'static,
-        Op: FnOnce(Arc<State>, String) -> Fut,
         Fut: std::future::Future<Output = Result<T, i32>> + Send + 'static,
     {
         match self.changed_name(name) {
-            Ok(name) => self.spawn_reply(req, reply, op(self.st.clone(), name), ok),
+            Ok(name) => {
+                let st = self.st.clone();
+                let op = async move {
+                    let dfh = st.fh(dir)?;
+                    op(st, dfh, name).await
+                };
+                self.spawn_reply(req, reply, op, ok)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -460,6 +478,17 @@ err_reply!(
     ReplyWrite
 );
 
+/// The FUSE callbacks past `init` only hand their arguments (less those
+/// tarn ignores) to the `on_*` method in this module's files that does the
+/// work; this writes each forwarding `fn` from one signature line.
+macro_rules! forward {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $on:ident($($pass:expr),* $(,)?);)*) => {
+        $(fn $name(&mut self, $($arg: $ty),*) {
+            self.$on($($pass),*)
+        })*
+    };
+}
+
 const OFFSET_MAX: u64 = i64::MAX as u64;
 
 impl Filesystem for TarnFs {
@@ -489,294 +518,74 @@ impl Filesystem for TarnFs {
         Ok(())
     }
 
-    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        self.on_lookup(req, parent, name, reply)
-    }
-
-    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.on_forget(ino, nlookup)
-    }
-
-    fn batch_forget(&mut self, _req: &Request<'_>, nodes: &[fuser::fuse_forget_one]) {
-        self.on_batch_forget(nodes)
-    }
-
-    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        self.on_getattr(req, ino, reply)
-    }
-
-    fn setattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<u64>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
-        reply: ReplyAttr,
-    ) {
-        self.on_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply)
-    }
-
-    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
-        self.on_readlink(req, ino, reply)
-    }
-
-    fn mknod(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        self.on_mknod(req, parent, name, mode, umask, rdev, reply)
-    }
-
-    fn mkdir(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        reply: ReplyEntry,
-    ) {
-        self.on_mkdir(req, parent, name, mode, umask, reply)
-    }
-
-    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        self.on_unlink(req, parent, name, reply)
-    }
-
-    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        self.on_rmdir(req, parent, name, reply)
-    }
-
-    fn symlink(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
-        link_name: &OsStr,
-        target: &std::path::Path,
-        reply: ReplyEntry,
-    ) {
-        self.on_symlink(req, parent, link_name, target, reply)
-    }
-
-    fn rename(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
-        name: &OsStr,
-        newparent: u64,
-        newname: &OsStr,
-        flags: u32,
-        reply: ReplyEmpty,
-    ) {
-        self.on_rename(req, parent, name, newparent, newname, flags, reply)
-    }
-
-    fn link(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        newparent: u64,
-        newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        self.on_link(req, ino, newparent, newname, reply)
-    }
-
-    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        self.on_open(req, ino, flags, reply)
-    }
-
-    fn create(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
-        self.on_create(req, parent, name, mode, umask, flags, reply)
-    }
-
-    fn read(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-        size: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
-        reply: ReplyData,
-    ) {
-        self.on_read(req, ino, fh, offset, size, reply)
-    }
-
-    fn write(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-        data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
-        reply: ReplyWrite,
-    ) {
-        self.on_write(req, ino, fh, offset, data, reply)
-    }
-
-    fn flush(&mut self, req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
-        self.on_flush(req, ino, fh, lock_owner, reply)
-    }
-
-    fn release(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        _flags: i32,
-        lock_owner: Option<u64>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        self.on_release(req, ino, fh, lock_owner, reply)
-    }
-
-    fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        self.on_fsync(req, fh, reply)
-    }
-
-    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        self.on_opendir(req, ino, reply)
-    }
-
-    fn readdir(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
-        reply: ReplyDirectory,
-    ) {
-        self.on_readdir(fh, offset, reply)
-    }
-
-    fn readdirplus(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-        reply: fuser::ReplyDirectoryPlus,
-    ) {
-        self.on_readdirplus(ino, fh, offset, reply)
-    }
-
-    fn releasedir(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        _flags: i32,
-        reply: ReplyEmpty,
-    ) {
-        self.on_releasedir(fh, reply)
-    }
-
-    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        self.on_statfs(req, reply)
-    }
-
-    fn getlk(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        lock_owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-        pid: u32,
-        reply: ReplyLock,
-    ) {
-        self.on_getlk(req, ino, lock_owner, start, end, typ, pid, reply)
-    }
-
-    fn setlk(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        lock_owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-        _pid: u32,
-        sleep: bool,
-        reply: ReplyEmpty,
-    ) {
-        self.on_setlk(req, ino, lock_owner, start, end, typ, sleep, reply)
-    }
-
-    fn fallocate(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-        length: i64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        self.on_fallocate(req, ino, fh, offset, length, mode, reply)
-    }
-
-    fn lseek(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-        whence: i32,
-        reply: ReplyLseek,
-    ) {
-        self.on_lseek(req, ino, fh, offset, whence, reply)
-    }
-
-    fn copy_file_range(
-        &mut self,
-        req: &Request<'_>,
-        ino_in: u64,
-        fh_in: u64,
-        offset_in: i64,
-        ino_out: u64,
-        fh_out: u64,
-        offset_out: i64,
-        len: u64,
-        flags: u32,
-        reply: ReplyWrite,
-    ) {
-        self.on_copy_file_range(
-            req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out, len, flags, reply,
-        )
+    forward! {
+        fn lookup(req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry)
+            => on_lookup(req, parent, name, reply);
+        fn forget(_req: &Request<'_>, ino: u64, nlookup: u64) => on_forget(ino, nlookup);
+        fn batch_forget(_req: &Request<'_>, nodes: &[fuser::fuse_forget_one])
+            => on_batch_forget(nodes);
+        fn getattr(req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr)
+            => on_getattr(req, ino, reply);
+        fn setattr(req: &Request<'_>, ino: u64, mode: Option<u32>, uid: Option<u32>,
+            gid: Option<u32>, size: Option<u64>, atime: Option<TimeOrNow>,
+            mtime: Option<TimeOrNow>, _ctime: Option<SystemTime>, _fh: Option<u64>,
+            _crtime: Option<SystemTime>, _chgtime: Option<SystemTime>,
+            _bkuptime: Option<SystemTime>, _flags: Option<u32>, reply: ReplyAttr)
+            => on_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply);
+        fn readlink(req: &Request<'_>, ino: u64, reply: ReplyData) => on_readlink(req, ino, reply);
+        fn mknod(req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32,
+            reply: ReplyEntry) => on_mknod(req, parent, name, mode, umask, rdev, reply);
+        fn mkdir(req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32,
+            reply: ReplyEntry) => on_mkdir(req, parent, name, mode, umask, reply);
+        fn unlink(req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty)
+            => on_unlink(req, parent, name, reply);
+        fn rmdir(req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty)
+            => on_rmdir(req, parent, name, reply);
+        fn symlink(req: &Request<'_>, parent: u64, link_name: &OsStr, target: &std::path::Path,
+            reply: ReplyEntry) => on_symlink(req, parent, link_name, target, reply);
+        fn rename(req: &Request<'_>, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr,
+            flags: u32, reply: ReplyEmpty)
+            => on_rename(req, parent, name, newparent, newname, flags, reply);
+        fn link(req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry)
+            => on_link(req, ino, newparent, newname, reply);
+        fn open(req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen)
+            => on_open(req, ino, flags, reply);
+        fn create(req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: i32,
+            reply: ReplyCreate) => on_create(req, parent, name, mode, umask, flags, reply);
+        fn read(req: &Request<'_>, ino: u64, fh: u64, offset: i64, size: u32, _flags: i32,
+            _lock_owner: Option<u64>, reply: ReplyData)
+            => on_read(req, ino, fh, offset, size, reply);
+        fn write(req: &Request<'_>, ino: u64, fh: u64, offset: i64, data: &[u8],
+            _write_flags: u32, _flags: i32, _lock_owner: Option<u64>, reply: ReplyWrite)
+            => on_write(req, ino, fh, offset, data, reply);
+        fn flush(req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty)
+            => on_flush(req, ino, fh, lock_owner, reply);
+        fn release(req: &Request<'_>, ino: u64, fh: u64, _flags: i32, lock_owner: Option<u64>,
+            _flush: bool, reply: ReplyEmpty) => on_release(req, ino, fh, lock_owner, reply);
+        fn fsync(req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty)
+            => on_fsync(req, fh, reply);
+        fn opendir(req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen)
+            => on_opendir(req, ino, reply);
+        fn readdir(_req: &Request<'_>, _ino: u64, fh: u64, offset: i64, reply: ReplyDirectory)
+            => on_readdir(fh, offset, reply);
+        fn readdirplus(_req: &Request<'_>, ino: u64, fh: u64, offset: i64,
+            reply: fuser::ReplyDirectoryPlus) => on_readdirplus(ino, fh, offset, reply);
+        fn releasedir(_req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty)
+            => on_releasedir(fh, reply);
+        fn statfs(req: &Request<'_>, _ino: u64, reply: ReplyStatfs) => on_statfs(req, reply);
+        fn getlk(req: &Request<'_>, ino: u64, _fh: u64, lock_owner: u64, start: u64, end: u64,
+            typ: i32, pid: u32, reply: ReplyLock)
+            => on_getlk(req, PosixLock { ino, lock_owner, start, end, typ }, pid, reply);
+        fn setlk(req: &Request<'_>, ino: u64, _fh: u64, lock_owner: u64, start: u64, end: u64,
+            typ: i32, _pid: u32, sleep: bool, reply: ReplyEmpty)
+            => on_setlk(req, PosixLock { ino, lock_owner, start, end, typ }, sleep, reply);
+        fn fallocate(req: &Request<'_>, ino: u64, fh: u64, offset: i64, length: i64, mode: i32,
+            reply: ReplyEmpty) => on_fallocate(req, ino, fh, offset, length, mode, reply);
+        fn lseek(req: &Request<'_>, ino: u64, fh: u64, offset: i64, whence: i32,
+            reply: ReplyLseek) => on_lseek(req, ino, fh, offset, whence, reply);
+        fn copy_file_range(req: &Request<'_>, ino_in: u64, fh_in: u64, offset_in: i64,
+            ino_out: u64, fh_out: u64, offset_out: i64, len: u64, flags: u32, reply: ReplyWrite)
+            => on_copy_file_range(req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out,
+                len, flags, reply);
     }
 }

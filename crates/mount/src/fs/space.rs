@@ -167,15 +167,10 @@ impl TarnFs {
             return reply.error(libc::EINVAL);
         }
         let st = self.st.clone();
-        self.spawn_reply(
-            req,
-            reply,
-            async move {
-                st.fallocate(ino, fh, offset as u64, length as u64, what)
-                    .await
-            },
-            |reply, ()| reply.ok(),
-        );
+        self.spawn_empty(req, reply, async move {
+            st.fallocate(ino, fh, offset as u64, length as u64, what)
+                .await
+        });
     }
 
     #[allow(clippy::too_many_arguments)]

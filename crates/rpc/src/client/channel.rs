@@ -33,7 +33,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use xdr::{Decoder, Pack};
 
 /// How a [`Channel`] waits, retries and spreads its calls. The defaults
 /// are those of a Linux NFS mount over TCP (`hard,timeo=600,retrans=2`).
@@ -568,46 +567,10 @@ impl Channel {
         self.send_record_with(xid, |_| Ok(rec.clone())).await
     }
 
-    /// Sends a call whose arguments are already encoded; returns the whole reply record.
-    pub async fn call_raw(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        args: &[u8],
-    ) -> Result<Bytes, ClientError> {
-        let xid = self.next_xid();
-        let cred = super::effective_cred(&self.inner.cred);
-        let rec = super::call_record(xid, prog, vers, proc_, &cred, args);
+    // The same record on every transmission.
+    record_calls!(|self, xid, rec| cred: &self.inner.cred, send: {
         self.send_record_with(xid, |_| Ok(rec.clone())).await
-    }
-
-    /// Calls a procedure and returns a decoder positioned at its results.
-    pub async fn call<A: Pack>(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        args: &A,
-    ) -> Result<Decoder, ClientError> {
-        super::results(self.call_packed(prog, vers, proc_, args).await?)
-    }
-
-    /// Sends a call with `args` encoded straight into its record (one copy
-    /// of a WRITE's data, see [`super::call_record_with`]), the same
-    /// record on every transmission; returns the whole reply record.
-    pub async fn call_packed<A: Pack>(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        args: &A,
-    ) -> Result<Bytes, ClientError> {
-        let xid = self.next_xid();
-        let cred = super::effective_cred(&self.inner.cred);
-        let rec = super::call_record_with(xid, prog, vers, proc_, &cred, 0, |o| args.pack(o));
-        self.send_record_with(xid, |_| Ok(rec.clone())).await
-    }
+    });
 }
 
 #[cfg(test)]

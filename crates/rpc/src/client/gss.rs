@@ -11,7 +11,7 @@
 
 use super::{ClientError, RpcClient};
 use crate::gss::lucid::{InitCred, MitCtx, Target};
-use crate::gss::{Crypto, GssCred, GssService};
+use crate::gss::{seq_and, Crypto, GssCred, GssService};
 use crate::msg::{self, ReplyStatus};
 use crate::record;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -56,15 +56,6 @@ pub struct Built {
     pub seq: u32,
     pub service: GssService,
     pub record: Bytes,
-}
-
-/// What krb5i and krb5p protect: the sequence number, then the arguments
-/// (RFC 2203 §5.3.2.2-3).
-fn seq_and(seq: u32, args: &[u8]) -> BytesMut {
-    let mut body = BytesMut::with_capacity(4 + args.len());
-    body.put_u32(seq);
-    body.put_slice(args);
-    body
 }
 
 impl<R: Borrow<RpcClient>> GssClient<R> {
@@ -220,14 +211,8 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
     /// arguments under the next sequence number.
     pub fn rebuild(&self, b: &Built, proc_: u32, args: &[u8]) -> Result<Built, ClientError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        self.build_xid(
-            b.xid,
-            RpcGssProcT::RPCSEC_GSS_DATA,
-            seq,
-            b.service,
-            proc_,
-            args,
-        )
+        let cred = self.cred(RpcGssProcT::RPCSEC_GSS_DATA, seq, b.service);
+        self.build_xid(b.xid, cred, proc_, args)
     }
 
     /// [`GssClient::build`] with an explicit sequence number and gss_proc.
@@ -239,32 +224,31 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         proc_: u32,
         args: &[u8],
     ) -> Result<Built, ClientError> {
-        self.build_xid(
-            self.rpc.borrow().next_xid(),
-            gproc,
-            seq,
-            service,
-            proc_,
-            args,
-        )
+        let xid = self.rpc.borrow().next_xid();
+        self.build_xid(xid, self.cred(gproc, seq, service), proc_, args)
     }
 
-    fn build_xid(
-        &self,
-        xid: u32,
-        gproc: RpcGssProcT,
-        seq: u32,
-        service: GssService,
-        proc_: u32,
-        args: &[u8],
-    ) -> Result<Built, ClientError> {
-        let cred = GssCred {
+    /// This context's credential for a call (or a control procedure).
+    fn cred(&self, gproc: RpcGssProcT, seq: u32, service: GssService) -> GssCred {
+        GssCred {
             proc_: gproc,
             seq,
             service,
             handle: self.handle.clone(),
         }
-        .encode();
+    }
+
+    /// The call record of `xid` under `cred`, its arguments protected as
+    /// the credential's service says.
+    fn build_xid(
+        &self,
+        xid: u32,
+        cred: GssCred,
+        proc_: u32,
+        args: &[u8],
+    ) -> Result<Built, ClientError> {
+        let (seq, service) = (cred.seq, cred.service);
+        let cred = cred.encode();
         let mut out = BytesMut::with_capacity(128 + args.len() + args.len() / 16);
         record::begin(&mut out);
         msg::encode_call_head(xid, self.prog, self.vers, proc_, &cred, &mut out);
@@ -396,8 +380,8 @@ impl<R: Borrow<RpcClient>> GssClient<R> {
         let rep = ch
             .send_record_with(xid, |_| {
                 let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-                let b =
-                    self.build_xid(xid, RpcGssProcT::RPCSEC_GSS_DATA, seq, service, proc_, args)?;
+                let cred = self.cred(RpcGssProcT::RPCSEC_GSS_DATA, seq, service);
+                let b = self.build_xid(xid, cred, proc_, args)?;
                 let rec = b.record.clone();
                 sent.lock().unwrap().push(b);
                 Ok(rec)

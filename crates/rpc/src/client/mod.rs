@@ -21,6 +21,57 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use xdr::{Decoder, Pack};
 
+/// The calls [`RpcClient`] and [`Channel`] make alike: a record with the
+/// client's credential (`cred`), sent as `send` says (given the call's
+/// xid and record), answered with the whole reply record or its results.
+macro_rules! record_calls {
+    (|$this:ident, $xid:ident, $rec:ident| cred: $cred:expr, send: $send:expr) => {
+        /// Sends a call whose arguments are already encoded; returns the
+        /// whole reply record.
+        pub async fn call_raw(
+            &$this,
+            prog: u32,
+            vers: u32,
+            proc_: u32,
+            args: &[u8],
+        ) -> Result<bytes::Bytes, $crate::client::ClientError> {
+            let $xid = $this.next_xid();
+            let cred = $crate::client::effective_cred($cred);
+            let $rec = $crate::client::call_record($xid, prog, vers, proc_, &cred, args);
+            $send
+        }
+
+        /// Calls a procedure and returns a decoder positioned at its results.
+        pub async fn call<A: xdr::Pack>(
+            &$this,
+            prog: u32,
+            vers: u32,
+            proc_: u32,
+            args: &A,
+        ) -> Result<xdr::Decoder, $crate::client::ClientError> {
+            $crate::client::results($this.call_packed(prog, vers, proc_, args).await?)
+        }
+
+        /// Sends a call with `args` encoded straight into its record (one
+        /// copy of a WRITE's data, see
+        /// [`call_record_with`](crate::client::call_record_with)); returns
+        /// the whole reply record.
+        pub async fn call_packed<A: xdr::Pack>(
+            &$this,
+            prog: u32,
+            vers: u32,
+            proc_: u32,
+            args: &A,
+        ) -> Result<bytes::Bytes, $crate::client::ClientError> {
+            let $xid = $this.next_xid();
+            let cred = $crate::client::effective_cred($cred);
+            let $rec =
+                $crate::client::call_record_with($xid, prog, vers, proc_, &cred, 0, |o| args.pack(o));
+            $send
+        }
+    };
+}
+
 pub mod channel;
 pub mod gss;
 
@@ -480,44 +531,7 @@ impl RpcClient {
         Ok(async move { rx.await.map_err(|_| ClientError::Closed) })
     }
 
-    /// Sends a call whose arguments are already encoded; returns the whole reply record.
-    pub async fn call_raw(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        args: &[u8],
-    ) -> Result<Bytes, ClientError> {
-        let xid = self.next_xid();
-        let rec = call_record(xid, prog, vers, proc_, &effective_cred(&self.cred), args);
-        self.send_record(xid, &rec).await
-    }
-
-    /// Calls a procedure and returns a decoder positioned at its results.
-    pub async fn call<A: Pack>(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        args: &A,
-    ) -> Result<Decoder, ClientError> {
-        results(self.call_packed(prog, vers, proc_, args).await?)
-    }
-
-    /// Sends a call with `args` encoded straight into its record
-    /// ([`call_record_with`]); returns the whole reply record.
-    pub async fn call_packed<A: Pack>(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        args: &A,
-    ) -> Result<Bytes, ClientError> {
-        let xid = self.next_xid();
-        let cred = effective_cred(&self.cred);
-        let rec = call_record_with(xid, prog, vers, proc_, &cred, 0, |o| args.pack(o));
-        self.send_record(xid, &rec).await
-    }
+    record_calls!(|self, xid, rec| cred: &self.cred, send: self.send_record(xid, &rec).await);
 
     /// Stops waiting for the reply to `xid` (its call is being resent
     /// elsewhere, or abandoned).

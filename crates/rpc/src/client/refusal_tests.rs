@@ -135,20 +135,12 @@ async fn refusals_after_the_handshake_are_final_going_away_is_not() {
     // of the handshake, and is the error.
     let want = server(tmp.path(), true, false, After::Answer).await;
     let e = connect(want, &tls).await.unwrap_err();
-    assert!(e.is_final(), "{e:?}");
-    assert!(
-        e.to_string().contains("TLS alert certificate_required"),
-        "{e}"
-    );
+    assert_final_saying(&e, "TLS alert certificate_required");
 
     // Closed right after the handshake, without an alert.
     let close = server(tmp.path(), false, false, After::Close).await;
     let e = connect(close, &tls).await.unwrap_err();
-    assert!(e.is_final(), "{e:?}");
-    assert!(
-        e.to_string().contains("right after the TLS handshake"),
-        "{e}"
-    );
+    assert_final_saying(&e, "right after the TLS handshake");
 
     // Gone before the STARTTLS reply: a network failure, to retry.
     let gone = server(tmp.path(), false, true, After::Answer).await;
@@ -176,6 +168,13 @@ async fn refusals_after_the_handshake_are_final_going_away_is_not() {
     .await
     .expect("a refused reconnect must not be retried for ever");
     assert!(e.is_final(), "{e:?}");
+}
+
+/// `e` is a final refusal (not to be retried) that says `what`.
+#[track_caller]
+fn assert_final_saying(e: &ClientError, what: &str) {
+    assert!(e.is_final(), "{e:?}");
+    assert!(e.to_string().contains(what), "{e}");
 }
 
 /// A call on a hard channel whose connection broke and whose server now

@@ -299,17 +299,13 @@ impl GssCtx {
         match service {
             GssService::None => out.put_slice(results),
             GssService::Integrity => {
-                let mut body = BytesMut::with_capacity(4 + results.len());
-                body.put_u32(seq);
-                body.put_slice(results);
+                let body = seq_and(seq, results);
                 let mic = crypto.get_mic(&body)?;
                 xdr::pack_opaque(&body, out);
                 xdr::pack_opaque(&mic, out);
             }
             GssService::Privacy => {
-                let mut body = BytesMut::with_capacity(4 + results.len());
-                body.put_u32(seq);
-                body.put_slice(results);
+                let body = seq_and(seq, results);
                 let w = crypto.seal(&body)?;
                 xdr::pack_opaque(&w, out);
             }
@@ -376,6 +372,15 @@ impl Crypto {
             }
         }
     }
+}
+
+/// What krb5i and krb5p protect, both ways: the sequence number, then the
+/// arguments or results (RFC 2203 §5.3.2.2-3).
+pub(crate) fn seq_and(seq: u32, data: &[u8]) -> BytesMut {
+    let mut body = BytesMut::with_capacity(4 + data.len());
+    body.put_u32(seq);
+    body.put_slice(data);
+    body
 }
 
 /// [`GssCtx::wrap_results`] in Rust: the token is written straight into

@@ -249,6 +249,14 @@ impl<S: Service> Pipeline<'_, S> {
         let peer = at.peer;
         let client = &**at.client;
         let reply = |bytes, why| Decision::Reply { bytes, why };
+        // A malformed header: counted, logged (as the peer's rate allows)
+        // and answered with `bytes`.
+        let refuse = |xid: u32, what: &str, bytes, why| {
+            if self.bad(client) {
+                warn!(%peer, xid, "{what}");
+            }
+            reply(bytes, why)
+        };
         let bytes_in = rec.len() as u64;
         let call = match msg::decode_call(rec.clone()) {
             Ok(c) => c,
@@ -264,22 +272,14 @@ impl<S: Service> Pipeline<'_, S> {
             // Whether a call waits for it is the driver's to know.
             Err(BadCall::NotACall(xid)) => return Decision::CallbackReply { xid, record: rec },
             Err(BadCall::Garbage(xid)) => {
-                if self.bad(client) {
-                    warn!(%peer, xid, "GARBAGE_ARGS: malformed call header");
-                }
-                return reply(
-                    reply_with(|o| msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, o)),
-                    Answered::GarbageArgs,
-                );
+                let bytes = reply_with(|o| msg::accepted_error(xid, AcceptStat::GARBAGE_ARGS, o));
+                let what = "GARBAGE_ARGS: malformed call header";
+                return refuse(xid, what, bytes, Answered::GarbageArgs);
             }
             Err(BadCall::BadCred(xid)) => {
-                if self.bad(client) {
-                    warn!(%peer, xid, "AUTH_BADCRED: malformed credential or verifier");
-                }
-                return reply(
-                    reply_with(|o| msg::auth_error(xid, AuthStat::AUTH_BADCRED, o)),
-                    Answered::BadCred,
-                );
+                let bytes = reply_with(|o| msg::auth_error(xid, AuthStat::AUTH_BADCRED, o));
+                let what = "AUTH_BADCRED: malformed credential or verifier";
+                return refuse(xid, what, bytes, Answered::BadCred);
             }
         };
         let xid = call.xid;

@@ -130,6 +130,18 @@ fn status(r: &Bytes) -> (u32, ReplyStatus) {
     (xid, st)
 }
 
+/// `c` with the four bytes `at` replaced by `word` (a header made wrong).
+fn with_word(mut c: Vec<u8>, at: std::ops::Range<usize>, word: u32) -> Vec<u8> {
+    c[at].copy_from_slice(&word.to_be_bytes());
+    c
+}
+
+/// A decision that must be a reply: why, and the reply's xid and status.
+fn answered<T: std::fmt::Debug>(d: Decision<T>) -> (Answered, (u32, ReplyStatus)) {
+    let (r, why) = reply(d);
+    (why, status(&r))
+}
+
 fn reply<T: std::fmt::Debug>(d: Decision<T>) -> (Bytes, Answered) {
     match d {
         Decision::Reply { bytes, why } => (bytes, why),
@@ -150,32 +162,28 @@ fn null_is_answered_by_the_pipeline() {
 #[test]
 fn wrong_rpc_version_gets_rpc_mismatch() {
     let f = Fixture::new();
-    let mut c = call(10, PROG, 1, 1, &[]);
-    c[8..12].copy_from_slice(&3u32.to_be_bytes());
-    let (r, why) = reply(f.admit(c));
+    let c = with_word(call(10, PROG, 1, 1, &[]), 8..12, 3);
+    let (why, st) = answered(f.admit(c));
     assert_eq!(why, Answered::RpcMismatch);
-    assert_eq!(status(&r), (10, ReplyStatus::RpcMismatch(2, 2)));
+    assert_eq!(st, (10, ReplyStatus::RpcMismatch(2, 2)));
     assert_eq!(f.events(), [Event::BadCall]);
 }
 
 #[test]
 fn unknown_program_gets_prog_unavail() {
     let f = Fixture::new();
-    let (r, why) = reply(f.admit(call(11, PROG + 1, 1, 1, &[])));
+    let (why, st) = answered(f.admit(call(11, PROG + 1, 1, 1, &[])));
     assert_eq!(why, Answered::ProgUnavail);
-    assert_eq!(
-        status(&r),
-        (11, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL))
-    );
+    assert_eq!(st, (11, ReplyStatus::Accepted(AcceptStat::PROG_UNAVAIL)));
 }
 
 #[test]
 fn version_out_of_range_gets_prog_mismatch_with_the_range() {
     let f = Fixture::new();
     for v in [0, 3] {
-        let (r, why) = reply(f.admit(call(12, PROG, v, 1, &[])));
+        let (why, st) = answered(f.admit(call(12, PROG, v, 1, &[])));
         assert_eq!(why, Answered::ProgMismatch);
-        assert_eq!(status(&r), (12, ReplyStatus::ProgMismatch(1, 2)));
+        assert_eq!(st, (12, ReplyStatus::ProgMismatch(1, 2)));
     }
 }
 
@@ -183,8 +191,7 @@ fn version_out_of_range_gets_prog_mismatch_with_the_range() {
 fn garbage_header_gets_garbage_args() {
     let f = Fixture::new();
     // A CALL whose credential length runs past the record.
-    let mut c = call(13, PROG, 1, 1, &[]);
-    c[28..32].copy_from_slice(&1000u32.to_be_bytes());
+    let c = with_word(call(13, PROG, 1, 1, &[]), 28..32, 1000);
     let (r, why) = reply(f.admit(c));
     assert!(
         matches!(why, Answered::GarbageArgs | Answered::BadCred),
@@ -193,20 +200,17 @@ fn garbage_header_gets_garbage_args() {
     let (xid, _) = status(&r);
     assert_eq!(xid, 13);
     // A header cut short after the xid and message type.
-    let (r, why) = reply(f.admit(call(14, PROG, 1, 1, &[])[..12].to_vec()));
+    let (why, st) = answered(f.admit(call(14, PROG, 1, 1, &[])[..12].to_vec()));
     assert_eq!(why, Answered::GarbageArgs);
-    assert_eq!(
-        status(&r),
-        (14, ReplyStatus::Accepted(AcceptStat::GARBAGE_ARGS))
-    );
+    assert_eq!(st, (14, ReplyStatus::Accepted(AcceptStat::GARBAGE_ARGS)));
 }
 
 #[test]
 fn reply_sent_to_the_server_and_scraps_are_dropped() {
     let f = Fixture::new();
-    let mut c = call(15, PROG, 1, 1, &[]);
-    c[4..8].copy_from_slice(&1u32.to_be_bytes()); // REPLY
-                                                  // A REPLY goes to the driver, which knows whether a call waits for it.
+    // A REPLY (message type 1) goes to the driver, which knows whether a
+    // call waits for it.
+    let c = with_word(call(15, PROG, 1, 1, &[]), 4..8, 1);
     match f.admit(c.clone()) {
         Decision::CallbackReply { xid, record } => assert_eq!((xid, &record[..]), (15, &c[..])),
         other => panic!("{other:?}"),
@@ -410,12 +414,9 @@ fn gss_init_with_garbage_arguments_gets_garbage_args_from_prepare() {
     let Decision::Run(a) = p.admit(Bytes::from(gss_call(33, 0, RPCSEC_GSS_INIT, &[])), at) else {
         panic!("INIT not admitted")
     };
-    let (r, why) = reply(p.prepare(a));
+    let (why, st) = answered(p.prepare(a));
     assert_eq!(why, Answered::GarbageArgs, "no init token");
-    assert_eq!(
-        status(&r),
-        (33, ReplyStatus::Accepted(AcceptStat::GARBAGE_ARGS))
-    );
+    assert_eq!(st, (33, ReplyStatus::Accepted(AcceptStat::GARBAGE_ARGS)));
 }
 
 /// The pipeline is pure: its sources use no runtime, socket, file or clock.

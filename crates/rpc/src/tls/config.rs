@@ -230,6 +230,23 @@ impl TlsClient {
     }
 }
 
+/// The TLS 1.2 and 1.3 signature checks of a certificate verifier (both
+/// rustls traits have them, with one signature): each body, after the
+/// method's name, sees `self` and the message, certificate and signature
+/// under the names the caller picks.
+macro_rules! signature_checks {
+    (|$this:ident, $m:ident, $c:ident, $d:ident| $($check:ident => $body:block)*) => {$(
+        fn $check(
+            &$this,
+            $m: &[u8],
+            $c: &rustls::pki_types::CertificateDer<'_>,
+            $d: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            $body
+        }
+    )*};
+}
+
 /// Accepts any server certificate (the `insecure` option).
 #[derive(Debug)]
 struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
@@ -246,23 +263,11 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
         Ok(rustls::client::danger::ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &rustls::pki_types::CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+    signature_checks!(|self, m, c, d| verify_tls12_signature => {
         rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &rustls::pki_types::CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+    } verify_tls13_signature => {
         rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
+    });
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
@@ -304,23 +309,11 @@ impl rustls::server::danger::ClientCertVerifier for Recording {
         self.0.verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &rustls::pki_types::CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+    signature_checks!(|self, m, c, d| verify_tls12_signature => {
         self.0.verify_tls12_signature(m, c, d)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &rustls::pki_types::CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+    } verify_tls13_signature => {
         self.0.verify_tls13_signature(m, c, d)
-    }
+    });
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.supported_verify_schemes()

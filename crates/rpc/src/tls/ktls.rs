@@ -31,31 +31,10 @@ pub enum KtlsMode {
     Off,
 }
 
-impl KtlsMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            KtlsMode::Auto => "auto",
-            KtlsMode::Off => "off",
-        }
-    }
-}
-
-impl std::str::FromStr for KtlsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(KtlsMode::Auto),
-            "off" => Ok(KtlsMode::Off),
-            o => Err(format!("{o:?}: expected \"auto\" or \"off\"")),
-        }
-    }
-}
-
-impl std::fmt::Display for KtlsMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::transport::named_variants!(KtlsMode {
+    Auto => "auto",
+    Off => "off",
+});
 
 /// Whether the kernel has the TLS ULP: tried once on a loopback
 /// connection made for the purpose, so the reason (ENOENT: no tls
@@ -394,6 +373,10 @@ mod tests {
         assert_eq!("auto".parse::<KtlsMode>(), Ok(KtlsMode::Auto));
         assert_eq!("off".parse::<KtlsMode>(), Ok(KtlsMode::Off));
         assert!("on".parse::<KtlsMode>().is_err());
+        assert_eq!(
+            "on".parse::<KtlsMode>(),
+            Err("\"on\": expected \"auto\" or \"off\"".to_string())
+        );
         assert_eq!(KtlsMode::default(), KtlsMode::Auto);
     }
 

@@ -879,6 +879,22 @@ mod tests {
     use super::*;
     use tokio_rustls::rustls::crypto::cipher::{AeadKey, Iv};
 
+    /// `len` bytes cut into pieces of the `sizes` in turn (the last one
+    /// shorter): each piece's number and range.
+    fn pieces(len: usize, sizes: &[usize]) -> Vec<(usize, std::ops::Range<usize>)> {
+        let mut at = 0;
+        let mut out = vec![];
+        for (i, n) in sizes.iter().cycle().enumerate() {
+            if at >= len {
+                break;
+            }
+            let n = (*n).min(len - at);
+            out.push((i, at..at + n));
+            at += n;
+        }
+        out
+    }
+
     fn secrets(k: u8) -> ConnectionTrafficSecrets {
         ConnectionTrafficSecrets::Aes256Gcm {
             key: AeadKey::from([k; 32]),
@@ -981,16 +997,8 @@ mod tests {
         let data: Vec<u8> = (0..1_300_000u32).map(|i| (i * 7) as u8).collect();
         let d2 = data.clone();
         let writer = tokio::spawn(async move {
-            let mut at = 0;
-            for (i, n) in [1usize, 3, 16384, 100_000, 1 << 20]
-                .iter()
-                .cycle()
-                .enumerate()
-            {
-                if at >= d2.len() {
-                    break;
-                }
-                let n = (*n).min(d2.len() - at);
+            for (i, r) in pieces(d2.len(), &[1, 3, 16384, 100_000, 1 << 20]) {
+                let (at, n) = (r.start, r.len());
                 if i % 2 == 0 {
                     w.write_all(&d2[at..at + n]).await.unwrap();
                 } else {
@@ -1007,7 +1015,6 @@ mod tests {
                         }
                     }
                 }
-                at += n;
             }
             w.shutdown().await.unwrap();
         });
@@ -1051,36 +1058,19 @@ mod tests {
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
         let mut wire = Vec::new();
         let mut s = Sealer::new(9, &secrets(2)).unwrap();
-        let mut at = 0;
-        for (i, n) in [1 << 20, 300, 5, 70_000, 16384, 16385, 1 << 20]
-            .iter()
-            .cycle()
-            .enumerate()
-        {
-            if at >= data.len() {
-                break;
-            }
-            let n = (*n).min(data.len() - at);
-            s.seal(&data[at..at + n], &mut wire);
+        for (i, r) in pieces(
+            data.len(),
+            &[1 << 20, 300, 5, 70_000, 16384, 16385, 1 << 20],
+        ) {
+            s.seal(&data[r], &mut wire);
             if i == 2 {
                 s.record(HANDSHAKE, &[4, 0, 0, 1, 0], &mut wire);
             }
-            at += n;
         }
         s.close_notify(&mut wire);
         let writer = tokio::spawn(async move {
-            let mut at = 0;
-            for (i, n) in [7usize, 100_000, 16_406, 3, 250_000, 1]
-                .iter()
-                .cycle()
-                .enumerate()
-            {
-                if at >= wire.len() {
-                    break;
-                }
-                let n = (*n).min(wire.len() - at);
-                tx.write_all(&wire[at..at + n]).await.unwrap();
-                at += n;
+            for (i, r) in pieces(wire.len(), &[7, 100_000, 16_406, 3, 250_000, 1]) {
+                tx.write_all(&wire[r]).await.unwrap();
                 if i % 5 == 0 {
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                 }
