@@ -34,20 +34,7 @@ async fn namespace_changes_report_atomic_chained_change_info() {
                 open_named(0, owner, BOTH, create(), "a"),
             ],
         ),
-        (
-            "CREATE",
-            vec![
-                NfsArgop4::OP_PUTROOTFH,
-                NfsArgop4::OP_CREATE(Create4args {
-                    objtype: Createtype4::NF4DIR,
-                    objname: name("d"),
-                    createattrs: Fattr4 {
-                        attrmask: vec![],
-                        attr_vals: Bytes::new(),
-                    },
-                }),
-            ],
-        ),
+        ("CREATE", vec![NfsArgop4::OP_PUTROOTFH, mkdir_op("d")]),
         (
             "RENAME",
             vec![

@@ -16,22 +16,10 @@ async fn open_as(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Com
         .await
 }
 
-async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Opened {
-    let r = open_as(fx, s, file, owner, access).await;
-    opened(&r, 2).unwrap_or_else(|| panic!("OPEN {file}: {:?}", statuses(&r)))
-}
-
 /// `s` opens f for reading (owner o) and gets a read delegation: the open
 /// and the delegation's stateid.
 async fn read_delegated(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {
-    with_deleg(open_ok(fx, s, "f", "o", READ).await, deleg)
-}
-
-fn deleg(o: &Opened) -> Stateid4 {
-    match &o.delegation {
-        OpenDelegation4::OPEN_DELEGATE_READ(d) => d.stateid.clone(),
-        other => panic!("no read delegation: {other:?}"),
-    }
+    with_deleg(open_ok(fx, s, "f", "o", READ).await, read_deleg)
 }
 
 #[tokio::test]
@@ -98,7 +86,7 @@ async fn who_gets_no_delegation_and_why() {
 async fn past_the_bound_no_delegation_is_granted() {
     let fx = capped_delegations(1);
     let (a, _fa) = fx.client_with_back("a").await;
-    deleg(&open_ok(&fx, &a, "f1", "o", READ).await);
+    read_deleg(&open_ok(&fx, &a, "f1", "o", READ).await);
     let o = open_ok(&fx, &a, "f2", "o", READ | WANT_READ).await;
     assert_eq!(
         o.delegation,
@@ -113,8 +101,8 @@ async fn a_conflicting_open_waits_for_the_recall_and_the_return() {
     let (b, _fb) = fx.client_with_back("b").await;
     let (o, sid) = read_delegated(&fx, &a).await;
     // Readers share: B's read open of another file A reads gets its own.
-    deleg(&open_ok(&fx, &a, "g", "o", READ).await);
-    deleg(&open_ok(&fx, &b, "g", "r", READ).await);
+    read_deleg(&open_ok(&fx, &a, "g", "o", READ).await);
+    read_deleg(&open_ok(&fx, &b, "g", "r", READ).await);
     // The holder's own write open is no conflict, but then nobody else
     // is given a delegation on the file.
     open_ok(&fx, &a, "f", "w", BOTH).await;
@@ -301,7 +289,7 @@ async fn a_lapsed_holder_loses_its_delegation_at_once() {
     let fx = Fx::new(cfg(20, 0));
     let (a, _fake) = fx.client_with_back("a").await;
     let b = fx.client("b").await;
-    deleg(&open_ok(&fx, &a, "f", "o", READ).await);
+    read_deleg(&open_ok(&fx, &a, "f", "o", READ).await);
     // A goes silent; B stays.
     fx.pass(secs(25), &[&b]).await;
     open_ok(&fx, &b, "f", "w", BOTH).await;
@@ -476,7 +464,7 @@ async fn backed_a_recall_while_granting_grants_nothing_and_gives_back() {
     assert!(recalls(&fake).is_empty());
     // An uncontested file is delegated, backed by the file system's.
     let g = open_ok(&fx, &a, "g", "o", READ).await;
-    let sid = deleg(&g);
+    let sid = read_deleg(&g);
     let (_, gfid) = fx.n.key.open(&g.fh.0).unwrap();
     assert!(fs.delegated(&gfid));
     assert_eq!(delegreturn(&fx, &a, &g.fh, &sid).await, NFS4_OK);
@@ -508,7 +496,7 @@ async fn backed_a_recalled_file_gets_no_new_delegation_until_given_back() {
     // Past the state core's own pause after a recall.
     fx.pass(secs(61), &[&a, &b]).await;
     let again = open_ok(&fx, &b, "f", "r2", READ).await;
-    deleg(&again);
+    read_deleg(&again);
     assert!(fs.delegated(&fid));
     assert!(recalls(&fb).is_empty());
 }

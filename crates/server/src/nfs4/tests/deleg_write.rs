@@ -19,12 +19,6 @@ fn rw_fx(cfg: Nfs4Config) -> Fx {
     Fx::with_delegations(cfg, Delegations::ReadWrite)
 }
 
-async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Opened {
-    fx.open(s, file, owner, access, DENY_NONE)
-        .await
-        .unwrap_or_else(|e| panic!("OPEN {file}: {e:?}"))
-}
-
 /// `s` opens f for reading and writing (owner o) and gets a write
 /// delegation: the open and the delegation's stateid.
 async fn write_delegated(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {

@@ -344,6 +344,34 @@ pub fn open_named(
     open_args(seqid, owner, access, DENY_NONE, how, claim)
 }
 
+/// OPEN of `file` in the export root (created if missing) by `s`'s open
+/// owner `owner`, which must succeed.
+pub async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Opened {
+    fx.open(s, file, owner, access, DENY_NONE)
+        .await
+        .unwrap_or_else(|e| panic!("OPEN {file}: {e:?}"))
+}
+
+/// The stateid of the read delegation an OPEN granted.
+pub fn read_deleg(o: &Opened) -> Stateid4 {
+    match &o.delegation {
+        OpenDelegation4::OPEN_DELEGATE_READ(d) => d.stateid.clone(),
+        other => panic!("no read delegation: {other:?}"),
+    }
+}
+
+/// CREATE of directory `n` in the current directory, no attributes set.
+pub fn mkdir_op(n: &str) -> NfsArgop4 {
+    NfsArgop4::OP_CREATE(Create4args {
+        objtype: Createtype4::NF4DIR,
+        objname: name(n),
+        createattrs: Fattr4 {
+            attrmask: vec![],
+            attr_vals: Bytes::new(),
+        },
+    })
+}
+
 /// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
 pub fn new_lock_owner(open_stateid: &Stateid4, owner: StateOwner4) -> Locker4 {
     Locker4::TRUE(OpenToLockOwner4 {

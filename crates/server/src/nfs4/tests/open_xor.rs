@@ -7,28 +7,21 @@ use super::*;
 const READ: u32 = OPEN4_SHARE_ACCESS_READ;
 const XOR: u32 = OPEN4_SHARE_ACCESS_WANT_OPEN_XOR_DELEGATION;
 
-async fn open_ok(fx: &Fx, s: &Sess, file: &str, owner: &str, access: u32) -> Opened {
-    let r = fx
-        .call(s, open_ops(s, file, owner, access, DENY_NONE))
-        .await;
-    opened(&r, 2).unwrap_or_else(|| panic!("OPEN {file}: {:?}", statuses(&r)))
-}
-
-fn read_deleg(o: &Opened) -> Stateid4 {
-    match &o.delegation {
-        OpenDelegation4::OPEN_DELEGATE_READ(d) => d.stateid.clone(),
-        other => panic!("no read delegation: {other:?}"),
-    }
+/// `s` opens "f" for reading, wanting a delegation instead of an open:
+/// it gets the delegation alone (its stateid), the open stateid all zeros.
+async fn read_deleg_alone(fx: &Fx, s: &Sess) -> (Opened, Stateid4) {
+    let o = open_ok(fx, s, "f", "o", READ | XOR).await;
+    let deleg = read_deleg(&o);
+    assert_ne!(o.rflags & OPEN4_RESULT_NO_OPEN_STATEID, 0);
+    assert_eq!(o.stateid.other, [0; 12], "no open stateid");
+    (o, deleg)
 }
 
 #[tokio::test]
 async fn a_delegation_instead_of_an_open_needs_no_close() {
     let fx = Fx::new(cfg(60, 0));
     let (a, _fake) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", READ | XOR).await;
-    let deleg = read_deleg(&o);
-    assert_ne!(o.rflags & OPEN4_RESULT_NO_OPEN_STATEID, 0);
-    assert_eq!(o.stateid.other, [0; 12], "no open stateid");
+    let (o, deleg) = read_deleg_alone(&fx, &a).await;
     // Only the delegation is on record, and it reads.
     assert_eq!(fx.n.state.counts().2, 0, "no open stateid");
     assert_eq!(fx.n.state.delegations(), 1);
@@ -68,8 +61,7 @@ async fn an_open_stateid_when_no_delegation_or_an_open_already_there() {
 async fn a_delegation_only_holder_is_recalled_and_reopens_under_it() {
     let fx = Fx::new(cfg(60, 0));
     let (a, fake) = fx.client_with_back("a").await;
-    let o = open_ok(&fx, &a, "f", "o", READ | XOR).await;
-    let deleg = read_deleg(&o);
+    let (o, deleg) = read_deleg_alone(&fx, &a).await;
     // Another client's write open recalls the delegation (DELAY meanwhile).
     let b = fx.client("b").await;
     let r = fx

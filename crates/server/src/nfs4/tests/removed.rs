@@ -5,6 +5,29 @@
 
 use super::*;
 
+/// What an unmount ends with: DESTROY_SESSION, then DESTROY_CLIENTID's
+/// status.
+async fn unmount(fx: &Fx, s: &Sess) -> Nfsstat4 {
+    let r = fx
+        .compound(
+            1,
+            vec![NfsArgop4::OP_DESTROY_SESSION(DestroySession4args {
+                dsa_sessionid: s.id,
+            })],
+        )
+        .await;
+    assert_eq!(r.status, Nfsstat4::NFS4_OK);
+    let r = fx
+        .compound(
+            1,
+            vec![NfsArgop4::OP_DESTROY_CLIENTID(DestroyClientid4args {
+                dca_clientid: s.clientid,
+            })],
+        )
+        .await;
+    r.status
+}
+
 /// On the local backend, whose removed files are Stale (even one still
 /// open elsewhere), as the kernel's handles are.
 #[tokio::test]
@@ -36,24 +59,7 @@ async fn a_client_whose_open_file_was_removed_can_still_be_destroyed() {
     // The holder's unmount: its LOCKU and CLOSE met NFS4ERR_STALE (the
     // kernel's handle of a removed file, on a server that keeps no open
     // descriptor of it), so the open and the lock are still on record.
-    let r = fx
-        .compound(
-            1,
-            vec![NfsArgop4::OP_DESTROY_SESSION(DestroySession4args {
-                dsa_sessionid: s.id,
-            })],
-        )
-        .await;
-    assert_eq!(r.status, Nfsstat4::NFS4_OK);
-    let r = fx
-        .compound(
-            1,
-            vec![NfsArgop4::OP_DESTROY_CLIENTID(DestroyClientid4args {
-                dca_clientid: s.clientid,
-            })],
-        )
-        .await;
-    assert_eq!(r.status, Nfsstat4::NFS4_OK, "{:?}", statuses(&r));
+    assert_eq!(unmount(&fx, &s).await, Nfsstat4::NFS4_OK);
 }
 
 /// State on a file that still exists keeps the client busy.
@@ -62,22 +68,5 @@ async fn a_client_with_state_on_a_live_file_stays_busy() {
     let fx = Fx::new(cfg(90, 0));
     let s = fx.client("holder").await;
     fx.open(&s, "f", "o", BOTH, DENY_NONE).await.unwrap();
-    let r = fx
-        .compound(
-            1,
-            vec![NfsArgop4::OP_DESTROY_SESSION(DestroySession4args {
-                dsa_sessionid: s.id,
-            })],
-        )
-        .await;
-    assert_eq!(r.status, Nfsstat4::NFS4_OK);
-    let r = fx
-        .compound(
-            1,
-            vec![NfsArgop4::OP_DESTROY_CLIENTID(DestroyClientid4args {
-                dca_clientid: s.clientid,
-            })],
-        )
-        .await;
-    assert_eq!(r.status, Nfsstat4::NFS4ERR_CLIENTID_BUSY);
+    assert_eq!(unmount(&fx, &s).await, Nfsstat4::NFS4ERR_CLIENTID_BUSY);
 }
