@@ -338,20 +338,7 @@ async fn opens_under_a_delegation() {
     // Not a delegation, or another client's: refused.
     let b_sess = fx.client("b").await;
     let r = fx
-        .call(
-            &b_sess,
-            vec![
-                putfh(&o.fh),
-                open_args(
-                    0,
-                    owner(b_sess.clientid, "x"),
-                    READ,
-                    DENY_NONE,
-                    nocreate(),
-                    OpenClaim4::CLAIM_DELEG_CUR_FH(sid.clone()),
-                ),
-            ],
-        )
+        .call(&b_sess, vec![putfh(&o.fh), open_under(&b_sess, "x", &sid)])
         .await;
     assert_eq!(r.status, NFS4ERR_BAD_STATEID);
     let r = fx

@@ -360,6 +360,21 @@ pub fn read_deleg(o: &Opened) -> Stateid4 {
     }
 }
 
+/// OPEN for reading of the current file under delegation `deleg`
+/// (CLAIM_DELEG_CUR_FH) by `s`'s open owner `owner`.
+pub fn open_under(s: &Sess, owner: &str, deleg: &Stateid4) -> NfsArgop4 {
+    let claim = OpenClaim4::CLAIM_DELEG_CUR_FH(deleg.clone());
+    let owner = self::owner(s.clientid, owner);
+    open_args(
+        0,
+        owner,
+        OPEN4_SHARE_ACCESS_READ,
+        DENY_NONE,
+        nocreate(),
+        claim,
+    )
+}
+
 /// CREATE of directory `n` in the current directory, no attributes set.
 pub fn mkdir_op(n: &str) -> NfsArgop4 {
     NfsArgop4::OP_CREATE(Create4args {

@@ -75,22 +75,8 @@ async fn a_delegation_only_holder_is_recalled_and_reopens_under_it() {
     assert_eq!(recalls(&fake).len(), 1);
     // The holder turns its local open into a real one under the
     // delegation, then returns it.
-    let claim = OpenClaim4::CLAIM_DELEG_CUR_FH(deleg.clone());
     let r = fx
-        .call(
-            &a,
-            vec![
-                putfh(&o.fh),
-                open_args(
-                    0,
-                    owner(a.clientid, "o"),
-                    READ,
-                    DENY_NONE,
-                    nocreate(),
-                    claim,
-                ),
-            ],
-        )
+        .call(&a, vec![putfh(&o.fh), open_under(&a, "o", &deleg)])
         .await;
     assert_eq!(r.status, NFS4_OK, "{:?}", statuses(&r));
     let r = fx
