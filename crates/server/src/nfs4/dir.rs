@@ -12,7 +12,8 @@ use proto::nfs4::*;
 use std::sync::Arc;
 use vfs::{Backend, Fid, FileType, FsError};
 
-fn change_of(b: &dyn Backend, fid: &Fid) -> u64 {
+/// The change attribute of `fid`, 0 if it cannot be read.
+pub(super) fn change_of(b: &dyn Backend, fid: &Fid) -> u64 {
     b.getattr(fid).map(|a| attr::change(&a)).unwrap_or(0)
 }
 

@@ -64,10 +64,6 @@ struct Opened {
     attrset: Bitmap4,
 }
 
-fn change(b: &dyn Backend, dir: &Fid) -> u64 {
-    b.getattr(dir).map(|a| attr::change(&a)).unwrap_or(0)
-}
-
 /// CLAIM_NULL: open (and maybe create) `name` in directory `dir`.
 fn open_by_name(
     b: &dyn Backend,
@@ -81,7 +77,7 @@ fn open_by_name(
     // Only an open that may create changes the directory; plain opens of
     // one directory stay parallel.
     let _held = how.is_some().then(|| crate::dirlock::hold(dir));
-    let before = change(b, dir);
+    let before = super::dir::change_of(b, dir);
     let mut created = false;
     let (fid, attrset) = match b.lookup(cred, dir, name) {
         Ok((fid, a)) => {
@@ -141,7 +137,11 @@ fn open_by_name(
         Err(e) => return Err(e.into()),
     };
     // Nothing changed the directory unless this call created the file.
-    let after = if created { change(b, dir) } else { before };
+    let after = if created {
+        super::dir::change_of(b, dir)
+    } else {
+        before
+    };
     Ok(Opened {
         fid,
         cinfo: super::dir::cinfo(b, before, after),
