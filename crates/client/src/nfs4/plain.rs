@@ -124,13 +124,21 @@ macro_rules! take {
 }
 pub(crate) use take;
 
-/// The attributes of a COMPOUND's trailing GETATTR. When the GETATTR alone
-/// failed (NFS4ERR_DELAY while another client's delegation is recalled, say),
-/// the change before it stands and was not sent again
-/// ([`super::session::safe_to_resend`]): the caller gets no attributes
-/// instead of an error for a change that happened.
-fn trailing_attrs(r: Result<Vec<NfsResop4>>) -> Result<Option<Attrs>> {
-    match r {
+/// PUTFH `fh`, `change`, and a GETATTR of `bits` after it: the attributes
+/// the change left. When the GETATTR alone failed (NFS4ERR_DELAY while
+/// another client's delegation is recalled, say), the change stands and
+/// was not sent again ([`super::session::safe_to_resend`]): the caller gets
+/// no attributes instead of an error for a change that happened.
+async fn change_then_attrs(
+    c: &impl Compound,
+    fh: &NfsFh4,
+    change: NfsArgop4,
+    bits: &[u32],
+) -> Result<Option<Attrs>> {
+    let getattr = NfsArgop4::OP_GETATTR(Getattr4args {
+        attr_request: attr::bitmap(bits),
+    });
+    match c.call(vec![putfh(fh), change, getattr]).await {
         Ok(mut r) => {
             let a = take!(r.pop(), "GETATTR", NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok)) => ok.obj_attributes)?;
             attr::decode(&a).map(Some)
@@ -299,21 +307,15 @@ pub async fn remove(c: &impl Compound, dir: &NfsFh4, n: &str) -> Result<ChangeIn
 /// COMPOUND: what the removal left (change, mtime, nlink) without
 /// another call.
 /// None when the REMOVE succeeded but the GETATTR did not (see
-/// [`trailing_attrs`]).
+/// [`change_then_attrs`]).
 pub async fn remove_attrs(
     c: &impl Compound,
     dir: &NfsFh4,
     n: &str,
     bits: &[u32],
 ) -> Result<Option<Attrs>> {
-    let ops = vec![
-        putfh(dir),
-        NfsArgop4::OP_REMOVE(Remove4args { target: name(n) }),
-        NfsArgop4::OP_GETATTR(Getattr4args {
-            attr_request: attr::bitmap(bits),
-        }),
-    ];
-    trailing_attrs(c.call(ops).await)
+    let remove = NfsArgop4::OP_REMOVE(Remove4args { target: name(n) });
+    change_then_attrs(c, dir, remove, bits).await
 }
 
 /// CREATE of a directory, then GETFH.
@@ -450,17 +452,11 @@ pub async fn setattr_attrs(
     set: &SetAttrs,
     bits: &[u32],
 ) -> Result<Option<Attrs>> {
-    let ops = vec![
-        putfh(fh),
-        NfsArgop4::OP_SETATTR(Setattr4args {
-            stateid: stateid.clone(),
-            obj_attributes: set.encode(),
-        }),
-        NfsArgop4::OP_GETATTR(Getattr4args {
-            attr_request: attr::bitmap(bits),
-        }),
-    ];
-    trailing_attrs(c.call(ops).await)
+    let setattr = NfsArgop4::OP_SETATTR(Setattr4args {
+        stateid: stateid.clone(),
+        obj_attributes: set.encode(),
+    });
+    change_then_attrs(c, fh, setattr, bits).await
 }
 
 /// SETATTR under `stateid` (an open's, or the anonymous stateid for mode

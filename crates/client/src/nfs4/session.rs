@@ -332,14 +332,6 @@ fn misordered(res: &Compound4res) -> bool {
     )
 }
 
-/// Whether a COMPOUND changes state in a way that must not happen twice:
-/// its reply is asked to be cached (sa_cachethis), so that a retransmission
-/// after a lost reply is answered from the slot, not run again (RFC 8881
-/// §2.10.6.1.3). Others are simply sent anew if the server kept no reply.
-fn cache_reply(ops: &[NfsArgop4]) -> bool {
-    changes_state(ops)
-}
-
 /// Whether a COMPOUND that failed with NFS4ERR_DELAY or NFS4ERR_GRACE at
 /// its last result may be sent again whole: only when no operation before
 /// the failing one changed anything. A REMOVE that succeeded before its
@@ -351,7 +343,11 @@ pub(crate) fn safe_to_resend(ops: &[NfsArgop4], results: usize) -> bool {
     !changes_state(&ops[..done])
 }
 
-/// Operations whose effect a second run would repeat or undo.
+/// Whether operations change state in a way that must not happen twice.
+/// A COMPOUND holding one asks for its reply to be cached (sa_cachethis), so
+/// that a retransmission after a lost reply is answered from the slot, not
+/// run again (RFC 8881 §2.10.6.1.3); others are simply sent anew if the
+/// server kept no reply. Also what [`safe_to_resend`] looks for.
 fn changes_state(ops: &[NfsArgop4]) -> bool {
     ops.iter().any(|op| {
         matches!(
@@ -679,7 +675,7 @@ impl Fore {
         };
         args.argarray.push(NfsArgop4::OP_ILLEGAL); // SEQUENCE goes here
         args.argarray.extend(ops);
-        let cachethis = cache_reply(&args.argarray[1..]);
+        let cachethis = changes_state(&args.argarray[1..]);
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
         let mut resynced = false;
@@ -738,9 +734,6 @@ impl Fore {
                     .unwrap()
                     .observe(&args.argarray[1..], &res.resarray[1..]);
             }
-            if !safe_to_resend(&args.argarray[1..], res.resarray.len().saturating_sub(1)) {
-                return Ok(res);
-            }
             let limit = match res.status {
                 Nfsstat4::NFS4ERR_DELAY => self.delay_retry_for,
                 Nfsstat4::NFS4ERR_GRACE if self.epoch.load(Ordering::SeqCst) > 0 => {
@@ -749,7 +742,8 @@ impl Fore {
                 Nfsstat4::NFS4ERR_GRACE => self.opts.grace_retry_for,
                 _ => return Ok(res),
             };
-            if start.elapsed() >= limit {
+            let done = res.resarray.len().saturating_sub(1);
+            if start.elapsed() >= limit || !safe_to_resend(&args.argarray[1..], done) {
                 return Ok(res);
             }
             tokio::time::sleep(pause).await;
