@@ -17,7 +17,7 @@ use common::*;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 use test_support::fuse::*;
 use test_support::ganesha::inside_ganesha;
 
@@ -535,6 +535,60 @@ fn removals_keep_the_directorys_attributes_over_nfsv41() {
 #[test]
 fn removals_keep_the_directorys_attributes_over_nfsv3() {
     removals_keep_the_directorys_attributes("3");
+}
+
+/// `tar x` of FILES small files: each file's OPEN brings its directory's
+/// attributes (the kernel's permission check of the directory before the
+/// next lookup asks the server nothing), and its data goes with the times
+/// tar sets after it, in one COMPOUND: LOOKUP, OPEN, WRITE+SETATTR and
+/// CLOSE per file, what the server has and the mount shows agreeing.
+#[test]
+fn a_new_files_data_goes_with_its_times_over_nfsv41() {
+    use std::os::unix::fs::MetadataExt;
+    let Some((s, maddr)) = fuse_server() else {
+        return;
+    };
+    let m = Mounted::new(&mount_url(&s, "4.1"), "actimeo=600");
+    let d = m.path("d");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::metadata(&d).unwrap();
+    let calls = || metric(&maddr, "tarn_op_calls_total", "op", "COMPOUND");
+    let stamp = |i: u64| UNIX_EPOCH + Duration::from_secs(1_000_000_000 + i);
+    let before = calls();
+    for i in 0..50u64 {
+        let mut f = std::fs::File::create_new(d.join(format!("f{i}"))).unwrap();
+        f.write_all(format!("file {i}\n").as_bytes()).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_modified(stamp(i)))
+            .unwrap();
+        drop(f);
+        std::fs::metadata(&d).unwrap();
+    }
+    // The CLOSEs go as the kernel releases the files, after close(2).
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(calls() - before, 200.0, "four calls per file");
+    for i in 0..50u64 {
+        let on_server = s.export.join(format!("d/f{i}"));
+        assert_eq!(
+            std::fs::read(&on_server).unwrap(),
+            format!("file {i}\n").as_bytes()
+        );
+        let t = std::fs::metadata(&on_server).unwrap().modified().unwrap();
+        assert_eq!(t, stamp(i), "f{i}'s mtime on the server");
+        let seen = std::fs::metadata(d.join(format!("f{i}"))).unwrap();
+        assert_eq!(
+            (seen.len(), seen.modified().unwrap()),
+            (7 + (i >= 10) as u64, stamp(i))
+        );
+    }
+    let (seen, truth) = (
+        std::fs::metadata(&d).unwrap(),
+        std::fs::metadata(s.export.join("d")).unwrap(),
+    );
+    assert_eq!(
+        (seen.mtime(), seen.mtime_nsec(), seen.size()),
+        (truth.mtime(), truth.mtime_nsec(), truth.size()),
+        "the directory as the server has it"
+    );
 }
 
 #[test]

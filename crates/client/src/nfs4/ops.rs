@@ -170,7 +170,7 @@ impl Session {
         share_deny: u32,
     ) -> Result<Opened> {
         let how = (openhow, share_access, share_deny);
-        Ok(self.open_null(owner, dir, n, how, None).await?.0)
+        Ok(self.open_null(owner, dir, n, how, None, None).await?.0)
     }
 
     /// [`Session::open_with`] with a GETATTR of `bits` in the same
@@ -188,12 +188,35 @@ impl Session {
         bits: &[u32],
     ) -> Result<(Opened, Attrs)> {
         let how = (openhow, share_access, share_deny);
-        let (o, a) = self.open_null(owner, dir, n, how, Some(bits)).await?;
+        let (o, a, _) = self.open_null(owner, dir, n, how, Some(bits), None).await?;
         Ok((o, a.expect("GETATTR was in the COMPOUND")))
     }
 
-    /// The CLAIM_NULL OPEN of both: `how` is (openhow, share_access,
-    /// share_deny); with `bits`, a GETATTR after the GETFH.
+    /// [`Session::open_with_attrs`], and the directory's attributes after
+    /// the OPEN from the same COMPOUND (PUTFH of `dir`, GETATTR; None when
+    /// that GETATTR alone failed): a mount that creates a file keeps its
+    /// directory's attributes current without a GETATTR of its own.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open_with_dir_attrs(
+        &self,
+        owner: &StateOwner4,
+        dir: &NfsFh4,
+        n: &str,
+        openhow: Openflag4,
+        share_access: u32,
+        share_deny: u32,
+        bits: &[u32],
+    ) -> Result<(Opened, Attrs, Option<Attrs>)> {
+        let how = (openhow, share_access, share_deny);
+        let (o, a, d) = self
+            .open_null(owner, dir, n, how, Some(bits), Some(bits))
+            .await?;
+        Ok((o, a.expect("GETATTR was in the COMPOUND"), d))
+    }
+
+    /// The CLAIM_NULL OPEN of all three: `how` is (openhow, share_access,
+    /// share_deny); with `bits`, a GETATTR after the GETFH; with
+    /// `dir_bits`, the directory's GETATTR after that.
     async fn open_null(
         &self,
         owner: &StateOwner4,
@@ -201,7 +224,8 @@ impl Session {
         n: &str,
         (openhow, share_access, share_deny): (Openflag4, u32, u32),
         bits: Option<&[u32]>,
-    ) -> Result<(Opened, Option<Attrs>)> {
+        dir_bits: Option<&[u32]>,
+    ) -> Result<(Opened, Option<Attrs>, Option<Attrs>)> {
         let ops = vec![
             putfh(dir),
             NfsArgop4::OP_OPEN(Open4args {
@@ -214,7 +238,8 @@ impl Session {
             }),
             NfsArgop4::OP_GETFH,
         ];
-        self.open_compound(ops, None, bits).await
+        self.open_compound(ops, None, bits, dir_bits.map(|b| (dir, b)))
+            .await
     }
 
     /// OPEN of a file by its handle (CLAIM_FH, RFC 8881 §18.16.3), and
@@ -239,26 +264,61 @@ impl Session {
                 claim: OpenClaim4::CLAIM_FH,
             }),
         ];
-        self.open_compound(ops, Some(fh), bits).await
+        let (o, a, _) = self.open_compound(ops, Some(fh), bits, None).await?;
+        Ok((o, a))
     }
 
     /// Sends an OPEN's `ops` (PUTFH, OPEN and, when the handle is not
     /// `known`, GETFH) with a GETATTR of `bits` after them, and takes the
     /// opened file and its attributes from the reply, recording any
-    /// delegation it brought.
+    /// delegation it brought; with `dir_after`, a PUTFH of that directory
+    /// and its GETATTR last.
     async fn open_compound(
         &self,
         mut ops: Vec<NfsArgop4>,
         known: Option<&NfsFh4>,
         bits: Option<&[u32]>,
-    ) -> Result<(Opened, Option<Attrs>)> {
-        if let Some(bits) = bits {
-            ops.push(NfsArgop4::OP_GETATTR(Getattr4args {
+        dir_after: Option<(&NfsFh4, &[u32])>,
+    ) -> Result<(Opened, Option<Attrs>, Option<Attrs>)> {
+        let getattr = |bits| {
+            NfsArgop4::OP_GETATTR(Getattr4args {
                 attr_request: attr::bitmap(bits),
-            }));
+            })
+        };
+        if let Some(bits) = bits {
+            ops.push(getattr(bits));
         }
+        if let Some((dir, bits)) = dir_after {
+            ops.push(putfh(dir));
+            ops.push(getattr(bits));
+        }
+        let sent = ops.len();
         let in_flight = self.delegations().open_in_flight();
-        let mut r = self.call(ops).await?;
+        let res = self.call_raw(ops).await?;
+        // The directory's GETATTR alone failing leaves the file opened:
+        // the open is kept (its state would otherwise leak until the
+        // lease ends), without the directory's attributes.
+        let dir_failed = dir_after.is_some()
+            && res.status != Nfsstat4::NFS4_OK
+            && res.resarray.len() == sent + 1;
+        if !dir_failed {
+            super::session::check(&res)?;
+        }
+        let mut r = res.resarray;
+        r.remove(0); // SEQUENCE
+        let dir_attrs = match dir_after {
+            Some(_) => {
+                let a = r.pop();
+                r.pop(); // PUTFH
+                match a {
+                    Some(NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok))) => {
+                        Some(attr::decode(&ok.obj_attributes)?)
+                    }
+                    _ => None,
+                }
+            }
+            None => None,
+        };
         let attrs = match bits {
             Some(_) => Some(attr::decode(&take!(
                 r.pop(),
@@ -281,7 +341,7 @@ impl Session {
             fh,
             res,
         };
-        Ok((opened, attrs))
+        Ok((opened, attrs, dir_attrs))
     }
 
     /// Records the delegation an OPEN reply brought, if any (returned at
@@ -347,6 +407,64 @@ impl Session {
             ok.committed == StableHow4::UNSTABLE4,
         );
         Ok(ok)
+    }
+
+    /// A FILE_SYNC WRITE of `data` at `offset`, then a SETATTR of `set`
+    /// (anonymous stateid: for mode and times) and a GETATTR of `bits`,
+    /// in one COMPOUND: a file's last data and the times set after it
+    /// (`tar x`'s futimens) cost one round trip. Returns the WRITE's
+    /// result, or its error; then the SETATTR's outcome, with the
+    /// attributes it left (None when the GETATTR alone failed).
+    pub async fn write_then_setattr(
+        &self,
+        stateid: &Stateid4,
+        fh: &NfsFh4,
+        offset: u64,
+        data: Bytes,
+        set: &SetAttrs,
+        bits: &[u32],
+    ) -> Result<(Write4resok, Result<Option<Attrs>>)> {
+        let ops = vec![
+            putfh(fh),
+            NfsArgop4::OP_WRITE(Write4args {
+                stateid: stateid.clone(),
+                offset,
+                stable: StableHow4::FILE_SYNC4,
+                data,
+            }),
+            NfsArgop4::OP_SETATTR(Setattr4args {
+                stateid: ANON_STATEID,
+                obj_attributes: set.encode(),
+            }),
+            NfsArgop4::OP_GETATTR(Getattr4args {
+                attr_request: attr::bitmap(bits),
+            }),
+        ];
+        let res = self.call_raw(ops).await?;
+        let r = &res.resarray;
+        let Some(NfsResop4::OP_WRITE(Write4res::NFS4_OK(w))) = r.get(2) else {
+            super::session::check(&res)?;
+            return Err(Error::Protocol("WRITE: result missing".into()));
+        };
+        self.delegations().wrote(
+            fh,
+            offset,
+            w.count as u64,
+            w.committed == StableHow4::UNSTABLE4,
+        );
+        let after = match r.get(4) {
+            Some(NfsResop4::OP_GETATTR(Getattr4res::NFS4_OK(ok))) => {
+                attr::decode(&ok.obj_attributes).map(Some)
+            }
+            // The SETATTR failed (the error), or only the GETATTR (None).
+            _ => super::session::check(&res)
+                .map(|_| None)
+                .or_else(|e| match &e {
+                    Error::Nfs(n) if n.op == NfsOpnum4::OP_GETATTR => Ok(None),
+                    _ => Err(e),
+                }),
+        };
+        Ok((w.clone(), after))
     }
 
     /// COMMIT; `count` 0 means to the end of the file. Returns the write

@@ -527,21 +527,10 @@ impl Remote {
         })
     }
 
-    /// [`Remote::open_write`], with the file's attributes from the same
-    /// COMPOUND over NFSv4.1/4.2 (None elsewhere).
-    pub async fn open_write_attr(
-        &self,
-        dir: &Fh,
-        name: &str,
-        mode: u32,
-        truncate: bool,
-    ) -> Result<(OpenFile, Option<Attr>)> {
-        self.open_create_attr(dir, name, mode, truncate, false)
-            .await
-    }
-
-    /// [`Remote::open_write_attr`]; `guarded` as for
-    /// [`Remote::open_create`].
+    /// [`Remote::open_write`] (`guarded` as for [`Remote::open_create`]),
+    /// with the file's attributes and its directory's after the OPEN, from
+    /// the same COMPOUND over NFSv4.1/4.2 (None elsewhere, and the
+    /// directory's also when its GETATTR alone failed).
     pub async fn open_create_attr(
         &self,
         dir: &Fh,
@@ -549,14 +538,14 @@ impl Remote {
         mode: u32,
         truncate: bool,
         guarded: bool,
-    ) -> Result<(OpenFile, Option<Attr>)> {
+    ) -> Result<(OpenFile, Option<Attr>, Option<Attr>)> {
         let Proto::V4(s) = &self.proto else {
             let f = self.open_create(dir, name, mode, truncate, guarded).await?;
-            return Ok((f, None));
+            return Ok((f, None, None));
         };
         let how = create_how4(&create_set(mode, truncate), guarded);
-        let (o, a) = s
-            .open_with_attrs(
+        let (o, a, d) = s
+            .open_with_dir_attrs(
                 &s.open_owner(),
                 &dir.v4(),
                 name,
@@ -572,6 +561,7 @@ impl Remote {
                 stateid: Some(o.stateid),
             },
             Some(Attr::from_v4(&a)),
+            d.as_ref().map(Attr::from_v4),
         ))
     }
 
@@ -584,7 +574,7 @@ impl Remote {
         name: &str,
         mode: u32,
     ) -> Result<(Fh, Option<Attr>)> {
-        let (f, a) = self.open_create_attr(dir, name, mode, false, true).await?;
+        let (f, a, _) = self.open_create_attr(dir, name, mode, false, true).await?;
         self.close(&f).await?;
         Ok((f.fh, a))
     }
@@ -637,6 +627,46 @@ impl Remote {
             unstable: r.committed == p4::StableHow4::UNSTABLE4,
             verf: r.writeverf,
         })
+    }
+
+    /// A stable WRITE of `data` at `off`, then `set` (mode, owner, times:
+    /// not the size) and the attributes it left: one COMPOUND over
+    /// NFSv4.1/4.2, two calls elsewhere. The WRITE's result or error, then
+    /// the SETATTR's outcome (attributes None when the server gave none).
+    pub async fn write_then_setattr(
+        &self,
+        f: &OpenFile,
+        off: u64,
+        data: Bytes,
+        set: &SetAttr,
+    ) -> Result<(Written, Result<Option<Attr>>)> {
+        let Proto::V4(s) = &self.proto else {
+            let w = self.write(f, off, data, Stable::FileSync).await?;
+            return Ok((w, self.setattr_attr(&f.fh, set).await));
+        };
+        let sid = f.stateid.clone().unwrap_or(ANON_STATEID);
+        let fh = f.fh.v4();
+        let (w, after) = s
+            .write_then_setattr(&sid, &fh, off, data, &set.v4(), V4_ATTRS)
+            .await?;
+        if let (Some(d), Ok(a)) = (s.delegations().get(&fh), &after) {
+            // As in setattr_attr: the delegation's cached attributes.
+            match a {
+                Some(a) => s.delegations().store_attrs(&fh, &d.stateid, a.clone()),
+                None => s.delegations().drop_attrs(&fh),
+            }
+        }
+        let written = Written {
+            count: w.count,
+            unstable: w.committed == p4::StableHow4::UNSTABLE4,
+            verf: w.writeverf,
+        };
+        Ok((
+            written,
+            after
+                .map(|a| a.as_ref().map(Attr::from_v4))
+                .map_err(Into::into),
+        ))
     }
 
     /// COMMIT of the whole file; the verifier to compare with the writes'.

@@ -181,16 +181,31 @@ impl TarnFs {
             atime: atime.map(t),
             mtime: mtime.map(t),
         };
+        let caller = st.caller_cred(req);
         self.spawn_reply(
             req,
             reply,
             async move {
                 // Buffered data first: a truncate must not be undone by a
-                // WRITE still in flight.
-                st.flush_writes_of(ino).await?;
+                // WRITE still in flight. Setting the mtime marks the end of
+                // writing (tar, cp -p, rsync set it after the data): the
+                // data is made stable now, in the SETATTR's own call when
+                // it fits one WRITE, and the close that follows has nothing
+                // to send.
+                let times_last = set.mtime.is_some() && set.size.is_none();
+                let fused = match times_last {
+                    true => st.write_then_setattr(ino, &set, &caller).await,
+                    false => None,
+                };
                 let fh = st.fh(ino)?;
                 // The attributes it left come back in the same call.
-                let after = st.remote.setattr_attr(&fh, &set).await.map_err(errno)?;
+                let after = match fused {
+                    Some(after) => after?,
+                    None => {
+                        st.flush_dirty_of(ino, times_last).await?;
+                        st.remote.setattr_attr(&fh, &set).await.map_err(errno)?
+                    }
+                };
                 // A new size: the kernel cuts its own page cache when the
                 // reply comes (an invalidation sent from here deadlocked
                 // with a reader holding a page lock).

@@ -215,15 +215,113 @@ impl State {
     /// Sends (without COMMIT) what any open of `ino` holds, so the server's
     /// size and data are current.
     pub(super) async fn flush_writes_of(&self, ino: u64) -> Result<(), i32> {
+        self.flush_dirty_of(ino, false).await
+    }
+
+    /// [`State::flush_writes_of`], and `stable`: made stable too, in one
+    /// FILE_SYNC WRITE when it fits (a failure is kept for the fsync or
+    /// close to report as well).
+    pub(super) async fn flush_dirty_of(&self, ino: u64, stable: bool) -> Result<(), i32> {
         let opens: Vec<Arc<Open>> = self
             .opens(ino)
             .into_iter()
             .filter(|o| o.w.lock().expect("wbuf").dirty())
             .collect();
         for o in opens {
-            self.flush_open(&o, false).await?;
+            self.flush_open_as(&o, stable, false).await?;
         }
         Ok(())
+    }
+
+    /// Sends the one dirty open of `ino`'s buffer as a FILE_SYNC WRITE
+    /// with `set` after it in the same call (`tar x`: the data, then the
+    /// times, one round trip). Applies only when that buffer is all the
+    /// open owes (nothing sent unanswered, nothing awaiting COMMIT, no
+    /// failure kept), fits one WRITE, and the caller is the opener (the
+    /// SETATTR goes as the WRITE does). None otherwise: the caller
+    /// flushes, then sets.
+    pub(super) async fn write_then_setattr(
+        &self,
+        ino: u64,
+        set: &SetAttr,
+        caller: &Option<OpaqueAuth>,
+    ) -> Option<Result<Option<Attr>, i32>> {
+        let mut dirty = self
+            .opens(ino)
+            .into_iter()
+            .filter(|o| o.w.lock().expect("wbuf").dirty());
+        let o = dirty.next()?;
+        if dirty.next().is_some() || o.cred != *caller {
+            return None;
+        }
+        let _one = o.flushing.lock().await;
+        let (off, data, done) = {
+            let mut w = o.w.lock().expect("wbuf");
+            w.sent.retain(|s| !*s.done.borrow());
+            let alone = w.sent.is_empty() && w.verf.is_none() && w.err.is_none();
+            if !alone || w.data.is_empty() || w.data.len() > self.wsize as usize {
+                return None;
+            }
+            let data = std::mem::take(&mut w.data).freeze();
+            let off = w.off;
+            w.off += data.len() as u64;
+            let end = w.off;
+            let (_, done) = w.order(off, end);
+            (off, data, done)
+        };
+        let r = self
+            .remote
+            .write_then_setattr(&o.file, off, data.clone(), set)
+            .await;
+        let out = match r {
+            Ok((wr, _)) if (wr.count as usize) < data.len() => {
+                // A short WRITE: the rest, then the times again (the
+                // rest's WRITE moved them).
+                match self.write_rest(&o, off, data, wr.count as usize).await {
+                    Ok(()) => Some(
+                        self.remote
+                            .setattr_attr(&o.file.fh, set)
+                            .await
+                            .map_err(errno),
+                    ),
+                    Err(e) => Some(Err(e)),
+                }
+            }
+            Ok((_, after)) => Some(after.map_err(errno)),
+            Err(e) => Some(Err(self.keep_err(&o, errno(e)))),
+        };
+        let _ = done.send(true);
+        out
+    }
+
+    /// The rest of a short stable WRITE: from `data[sent..]` on, FILE_SYNC
+    /// until all of it is stored; a failure is kept for fsync and close.
+    async fn write_rest(
+        &self,
+        o: &Arc<Open>,
+        off: u64,
+        data: Bytes,
+        sent: usize,
+    ) -> Result<(), i32> {
+        let mut at = sent;
+        while at < data.len() {
+            let part = data.slice(at..);
+            match self
+                .remote
+                .write(&o.file, off + at as u64, part, Stable::FileSync)
+                .await
+            {
+                Ok(w) if w.count > 0 => at += w.count as usize,
+                Ok(_) => return Err(self.keep_err(o, libc::EIO)),
+                Err(e) => return Err(self.keep_err(o, errno(e))),
+            }
+        }
+        Ok(())
+    }
+
+    fn keep_err(&self, o: &Arc<Open>, e: i32) -> i32 {
+        o.w.lock().expect("wbuf").err.get_or_insert(e);
+        e
     }
 
     /// `size` bytes at `off`, with the open's stateid when there is one.
@@ -554,10 +652,14 @@ impl TarnFs {
             (parent, name),
             reply,
             move |st, dfh, name| async move {
-                // NFSv4.1/4.2: the attributes come with the OPEN.
+                // NFSv4.1/4.2: the file's attributes and the directory's
+                // come with the OPEN (the kernel's next permission check
+                // of the directory, before the next lookup in it, is then
+                // answered here: `tar x` sends no GETATTR per file).
                 // O_EXCL: GUARDED, so a file another client made since the
                 // kernel's lookup is EEXIST rather than opened.
-                let (f, known) = st
+                st.begin_change(parent);
+                let r = st
                     .remote
                     .open_create_attr(
                         &dfh,
@@ -566,9 +668,10 @@ impl TarnFs {
                         flags & libc::O_TRUNC != 0,
                         flags & libc::O_EXCL != 0,
                     )
-                    .await
-                    .map_err(errno)?;
-                st.dir_changed(parent);
+                    .await;
+                let dir_after = r.as_ref().ok().and_then(|(_, _, d)| d.clone());
+                st.end_change(parent, &dfh, dir_after);
+                let (f, known, _) = r.map_err(errno)?;
                 let (fa, a, e) = st.entry(parent, &name, f.fh.clone(), known).await?;
                 let owns = f.stateid.is_some();
                 let id = st.add_open(fa.ino, f, owns, true);
