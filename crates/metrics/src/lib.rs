@@ -227,6 +227,15 @@ pub struct ServerCounters {
     /// Of those granted, the read and the write ones.
     pub delegations_granted_read: AtomicU64,
     pub delegations_granted_write: AtomicU64,
+    /// Directory delegations granted (GET_DIR_DELEGATION), and those
+    /// answered GDD4_UNAVAIL, by reason: no back channel, the export's
+    /// policy or a backend others change (CephFS), contention (held, being
+    /// recalled, recalled within the back-off), the bound reached.
+    pub delegations_granted_dir: AtomicU64,
+    pub dir_delegations_unavail_no_callback: AtomicU64,
+    pub dir_delegations_unavail_policy: AtomicU64,
+    pub dir_delegations_unavail_contention: AtomicU64,
+    pub dir_delegations_unavail_resource: AtomicU64,
     /// CB_GETATTR calls to write delegation holders, and those that got
     /// no usable answer (the delegation is then recalled).
     pub cb_getattr_sent: AtomicU64,

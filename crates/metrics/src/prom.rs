@@ -236,7 +236,8 @@ mod tables {
         ("tarn_delegations", "NFSv4 delegations, by event", Count(By("event", &[("granted", |v| v.delegations_granted), ("recalled", |v| v.delegations_recalled), ("revoked", |v| v.delegations_revoked)]))),
         ("tarn_async_copies", "NFSv4.2 COPYs run in the background, by event", Count(By("event", &[("started", |v| v.copies_async_started), ("completed", |v| v.copies_async_completed), ("cancelled", |v| v.copies_async_cancelled)]))),
         ("tarn_async_copy_bytes", "Bytes copied by NFSv4.2 COPYs run in the background", Count(One(|v| v.copy_async_bytes))),
-        ("tarn_delegations_granted", "NFSv4 delegations granted, by type", Count(By("type", &[("read", |v| v.delegations_granted_read), ("write", |v| v.delegations_granted_write)]))),
+        ("tarn_delegations_granted", "NFSv4 delegations granted, by type", Count(By("type", &[("read", |v| v.delegations_granted_read), ("write", |v| v.delegations_granted_write), ("dir", |v| v.delegations_granted_dir)]))),
+        ("tarn_dir_delegations_unavailable", "GET_DIR_DELEGATIONs answered GDD4_UNAVAIL, by reason", Count(By("reason", &[("no_callback", |v| v.dir_delegations_unavail_no_callback), ("policy", |v| v.dir_delegations_unavail_policy), ("contention", |v| v.dir_delegations_unavail_contention), ("resource", |v| v.dir_delegations_unavail_resource)]))),
         ("tarn_cb_getattr", "CB_GETATTR calls to write delegation holders, by outcome", Count(By("outcome", &[("sent", |v| v.cb_getattr_sent), ("failed", |v| v.cb_getattr_failed)]))),
         ("tarn_cb_recall_any", "CB_RECALL_ANY calls sent past the delegations' high-water mark", Count(One(|v| v.recall_any_sent))),
         ("tarn_log_suppressed", "Log lines suppressed by the per-client rate limit", Count(One(|v| v.log_suppressed))),
@@ -396,6 +397,10 @@ mod tests {
         m.server.cb_getattr_sent.fetch_add(5, Relaxed);
         m.server.cb_getattr_failed.fetch_add(1, Relaxed);
         m.server.recall_any_sent.fetch_add(4, Relaxed);
+        m.server.delegations_granted_dir.fetch_add(6, Relaxed);
+        m.server
+            .dir_delegations_unavail_no_callback
+            .fetch_add(7, Relaxed);
         let t = encode(m.snapshot());
         for line in [
             "tarn_delegations_total{event=\"granted\"} 3",
@@ -404,6 +409,8 @@ mod tests {
             "tarn_cb_getattr_total{outcome=\"sent\"} 5",
             "tarn_cb_getattr_total{outcome=\"failed\"} 1",
             "tarn_cb_recall_any_total{} 4",
+            "tarn_delegations_granted_total{type=\"dir\"} 6",
+            "tarn_dir_delegations_unavailable_total{reason=\"no_callback\"} 7",
         ] {
             assert!(t.contains(line), "{line} in {t}");
         }

@@ -196,6 +196,16 @@ pub struct ServerSnap {
     #[serde(default)]
     pub delegations_granted_write: u64,
     #[serde(default)]
+    pub delegations_granted_dir: u64,
+    #[serde(default)]
+    pub dir_delegations_unavail_no_callback: u64,
+    #[serde(default)]
+    pub dir_delegations_unavail_policy: u64,
+    #[serde(default)]
+    pub dir_delegations_unavail_contention: u64,
+    #[serde(default)]
+    pub dir_delegations_unavail_resource: u64,
+    #[serde(default)]
     pub cb_getattr_sent: u64,
     #[serde(default)]
     pub cb_getattr_failed: u64,
@@ -432,6 +442,13 @@ impl Metrics {
             copy_async_bytes: s.copy_async_bytes.load(Relaxed),
             delegations_granted_read: s.delegations_granted_read.load(Relaxed),
             delegations_granted_write: s.delegations_granted_write.load(Relaxed),
+            delegations_granted_dir: s.delegations_granted_dir.load(Relaxed),
+            dir_delegations_unavail_no_callback: s
+                .dir_delegations_unavail_no_callback
+                .load(Relaxed),
+            dir_delegations_unavail_policy: s.dir_delegations_unavail_policy.load(Relaxed),
+            dir_delegations_unavail_contention: s.dir_delegations_unavail_contention.load(Relaxed),
+            dir_delegations_unavail_resource: s.dir_delegations_unavail_resource.load(Relaxed),
             cb_getattr_sent: s.cb_getattr_sent.load(Relaxed),
             cb_getattr_failed: s.cb_getattr_failed.load(Relaxed),
             recall_any_sent: s.recall_any_sent.load(Relaxed),

@@ -14,10 +14,16 @@
 //! What the locks do not cover: processes on the server changing the
 //! exported tree directly, and other servers of a shared file system
 //! ([`atomic`] says false for those backends).
+//!
+//! The locks are also where NFSv4 directory delegations are recalled
+//! ([`hold_unrecalled`]): a change of a directory's entries asks, holding
+//! the lock, whether delegations on it stand in the way, and a directory
+//! delegation is granted holding the same lock, so no change slips
+//! between a grant and the check.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
-use vfs::{Backend, Fid};
+use vfs::{Backend, Fid, FsError};
 
 const STRIPES: usize = 256;
 
@@ -57,6 +63,39 @@ pub fn hold_two(a: &Fid, b: &Fid) -> Held {
         _first: lock(lo),
         _second: (lo != hi).then(|| lock(hi)),
     }
+}
+
+/// Asked holding a directory's lock just before its entries change:
+/// whether delegations on it are being recalled (asking queues the recall
+/// the first time), in which case the change must wait.
+pub type Recalling = dyn Fn(&Fid) -> bool + Send + Sync;
+
+/// A [`Recalling`] for changes nothing recalls for (no NFSv4 server
+/// beside, or a change of the object itself that the caller recalled for).
+pub fn no_recall(_: &Fid) -> bool {
+    false
+}
+
+/// Takes the lock of `dir`, then Err(Jukebox) (NFS3ERR_JUKEBOX,
+/// NFS4ERR_DELAY) while delegations on it are being recalled.
+pub fn hold_unrecalled(dir: &Fid, recalling: &Recalling) -> Result<Held, FsError> {
+    let held = hold(dir);
+    unrecalled(held, &[dir], recalling)
+}
+
+/// [`hold_two`], then as [`hold_unrecalled`] for both directories.
+pub fn hold_two_unrecalled(a: &Fid, b: &Fid, recalling: &Recalling) -> Result<Held, FsError> {
+    let held = hold_two(a, b);
+    unrecalled(held, &[a, b], recalling)
+}
+
+fn unrecalled(held: Held, dirs: &[&Fid], recalling: &Recalling) -> Result<Held, FsError> {
+    // Every directory is asked, so that each recall starts now.
+    let waits = dirs.iter().fold(false, |w, d| recalling(d) | w);
+    if waits {
+        return Err(FsError::Jukebox);
+    }
+    Ok(held)
 }
 
 /// Whether a change made under these locks may be reported as atomic:

@@ -2,6 +2,7 @@
 
 use crate::export::{Cidr, Export, Squash};
 use bytes::Bytes;
+use proto::nfs3::{Diropargs3, NfsFh3, Sattr3, SetAtime, SetMtime, TimeHow};
 use rpc::CallContext;
 use std::sync::Arc;
 
@@ -16,6 +17,26 @@ pub fn export(backend: Arc<dyn vfs::Backend>, read_only: bool, clients: &str) ->
         read_only,
         Squash::Root,
     )
+}
+
+/// NFSv3's name `name` in directory `dir`.
+pub fn dirop(dir: &NfsFh3, name: &str) -> Diropargs3 {
+    Diropargs3 {
+        dir: dir.clone(),
+        name: Bytes::copy_from_slice(name.as_bytes()),
+    }
+}
+
+/// NFSv3 attributes to set: `mode` if given, nothing else.
+pub fn sattr(mode: Option<u32>) -> Sattr3 {
+    Sattr3 {
+        mode,
+        uid: None,
+        gid: None,
+        size: None,
+        atime: SetAtime::Default(TimeHow::DONT_CHANGE),
+        mtime: SetMtime::Default(TimeHow::DONT_CHANGE),
+    }
 }
 
 /// AUTH_SYS as uid and gid 1000 from machine "test".

@@ -105,13 +105,19 @@ pub fn with_wcc<T>(
 
 /// [`with_wcc`] for a change of a directory's names, under its namespace
 /// lock ([`crate::dirlock`]): the wcc data brackets this change alone, as
-/// NFSv4's change_info of the same directory does.
+/// NFSv4's change_info of the same directory does. NFS3ERR_JUKEBOX,
+/// nothing changed, while NFSv4 delegations on the directory are being
+/// recalled (`recalling`, see [`crate::dirlock::hold_unrecalled`]).
 pub fn with_dir_wcc<T>(
     b: &dyn Backend,
     dir: &Fid,
+    recalling: &crate::dirlock::Recalling,
     change: impl FnOnce() -> Result<T, FsError>,
 ) -> (Result<T, FsError>, WccData) {
-    let _held = crate::dirlock::hold(dir);
+    let _held = match crate::dirlock::hold_unrecalled(dir, recalling) {
+        Ok(h) => h,
+        Err(e) => return (Err(e), empty_wcc()),
+    };
     with_wcc(b, dir, change)
 }
 

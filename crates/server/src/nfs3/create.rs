@@ -45,8 +45,11 @@ async fn make<R: MadeReply>(
     let t = or_failed!(ctx, n.resolve_rw(ctx, &at.dir));
     let b = t.export.backend.clone();
     let name = at.name;
+    let recalling = n.dir_recalling(t.export.id);
     let (r, dir_wcc) = n
-        .run(move || attr::with_dir_wcc(&*b, &t.fid, || op(&*b, &t.cred, &t.fid, &name)))
+        .run(move || {
+            attr::with_dir_wcc(&*b, &t.fid, &recalling, || op(&*b, &t.cred, &t.fid, &name))
+        })
         .await;
     match r {
         Ok((fid, a)) => R::made(n.handle(&t.export, &fid), &a, dir_wcc),

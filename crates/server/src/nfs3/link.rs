@@ -12,9 +12,10 @@ pub async fn link(n: &Nfs3, ctx: &CallContext, args: Link3args) -> Link3res {
     }
     let b = dir.export.backend.clone();
     let name = args.link.name;
+    let recalling = n.dir_recalling(dir.export.id);
     let (r, file_attributes, linkdir_wcc) = n
         .run(move || {
-            let (r, wcc) = attr::with_dir_wcc(&*b, &dir.fid, || {
+            let (r, wcc) = attr::with_dir_wcc(&*b, &dir.fid, &recalling, || {
                 b.link(&dir.cred, &file.fid, &dir.fid, &name)
             });
             // After the link, so nlink shows it.

@@ -156,6 +156,14 @@ impl Nfs3 {
         self.recall.as_ref().is_some_and(|r| r(export, fid))
     }
 
+    /// Asked under a directory's namespace lock before a change of its
+    /// entries in `export` ([`crate::dirlock::Recalling`]): recalls NFSv4
+    /// directory delegations on it.
+    fn dir_recalling(&self, export: u32) -> impl Fn(&Fid) -> bool + Send + Sync + 'static {
+        let recall = self.recall.clone();
+        move |dir| recall.as_ref().is_some_and(|r| r(export, dir))
+    }
+
     /// A change to `t`'s file waits (NFS3ERR_JUKEBOX) while NFSv4
     /// delegations on it are being recalled.
     fn not_recalling(&self, t: &Target) -> Result<(), Fail> {

@@ -19,9 +19,10 @@ async fn unlink(
     };
     let b = t.export.backend.clone();
     let name = what.name;
+    let recalling = n.dir_recalling(t.export.id);
     let (r, wcc) = n
         .run(move || {
-            attr::with_dir_wcc(&*b, &t.fid, || {
+            attr::with_dir_wcc(&*b, &t.fid, &recalling, || {
                 if dir {
                     b.rmdir(&t.cred, &t.fid, &name)
                 } else {

@@ -9,9 +9,14 @@ pub async fn rename(n: &Nfs3, ctx: &CallContext, args: Rename3args) -> Rename3re
     let (from, to) = or_failed!(ctx, n.resolve_rw_pair(ctx, pair, "rename across exports"));
     let b = from.export.backend.clone();
     let (from_name, to_name) = (args.from.name, args.to.name);
+    let recalling = n.dir_recalling(from.export.id);
     let (r, fromdir_wcc, todir_wcc) = n
         .run(move || {
-            let _held = crate::dirlock::hold_two(&from.fid, &to.fid);
+            let held = crate::dirlock::hold_two_unrecalled(&from.fid, &to.fid, &recalling);
+            let _held = match held {
+                Ok(h) => h,
+                Err(e) => return (Err(e), attr::empty_wcc(), attr::empty_wcc()),
+            };
             let (from_before, to_before) = (b.getattr(&from.fid).ok(), b.getattr(&to.fid).ok());
             let r = b.rename(&from.cred, &from.fid, &from_name, &to.fid, &to_name);
             let (from_after, to_after) = (b.getattr(&from.fid).ok(), b.getattr(&to.fid).ok());

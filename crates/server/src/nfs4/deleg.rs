@@ -58,19 +58,21 @@ pub async fn break_file(
         sid.filter(|_| c.minor == 0)
             .and_then(|s| c.n.state.stateid_client(s))
     });
-    match c
-        .n
-        .state
-        .break_delegations(&file, by, reader, c.n.clock.now())
-    {
+    let b =
+        c.n.state
+            .break_delegations(&file, by, reader, c.n.clock.now());
+    after_break(c, b, "a delegation on the file is being recalled").await
+}
+
+/// What a break of the state core's means for the request: go ahead, or
+/// NFS4ERR_DELAY (`why`) with the recalls it queued sent.
+pub(super) async fn after_break(c: &Compound<'_>, b: Break, why: &'static str) -> Result<(), Fail> {
+    match b {
         Break::Clear => Ok(()),
         Break::Delay => {
             // The recall goes out now (the records writer sends it).
             c.n.apply_effects().await;
-            Err(Fail::new(
-                Nfsstat4::NFS4ERR_DELAY,
-                "a delegation on the file is being recalled",
-            ))
+            Err(Fail::new(Nfsstat4::NFS4ERR_DELAY, why))
         }
     }
 }
@@ -248,6 +250,8 @@ fn granted(kind: DelegType, stateid: Stateid4, recall: bool) -> OpenDelegation4 
             space_limit: NfsSpaceLimit4::NFS_LIMIT_SIZE(u64::MAX),
             permissions: no_ace(),
         }),
+        // OPEN never asks for one (GET_DIR_DELEGATION does).
+        DelegType::Dir => OpenDelegation4::OPEN_DELEGATE_NONE,
     }
 }
 
@@ -350,12 +354,13 @@ pub async fn on_open(
     }
 }
 
-fn count_grant(c: &Compound<'_>, kind: DelegType) {
+pub(super) fn count_grant(c: &Compound<'_>, kind: DelegType) {
     if let Some(m) = &c.n.metrics {
         m.server.delegations_granted.fetch_add(1, Relaxed);
         match kind {
             DelegType::Read => m.server.delegations_granted_read.fetch_add(1, Relaxed),
             DelegType::Write => m.server.delegations_granted_write.fetch_add(1, Relaxed),
+            DelegType::Dir => m.server.delegations_granted_dir.fetch_add(1, Relaxed),
         };
     }
 }

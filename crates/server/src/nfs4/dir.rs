@@ -1,7 +1,9 @@
 //! Directory changes: CREATE (non-regular objects), REMOVE, RENAME, LINK,
 //! and READLINK. Each reports the directory's change attribute before and
 //! after, read under the directory's namespace lock ([`crate::dirlock`]),
-//! so atomic where the backend is Tarn's alone.
+//! so atomic where the backend is Tarn's alone. Under that lock, other
+//! clients' directory delegations on the directory are recalled first
+//! (NFS4ERR_DELAY meanwhile; see `dir_deleg`).
 
 use super::attr;
 use super::compound::{Compound, Fh};
@@ -19,13 +21,15 @@ pub(super) fn change_of(b: &dyn Backend, fid: &Fid) -> u64 {
 
 /// Runs `op` between two reads of the change attribute of `dir` (of the
 /// object itself, for SETXATTR and REMOVEXATTR), holding its namespace
-/// lock throughout.
+/// lock throughout; first Err(Jukebox) while `recalling` says delegations
+/// on `dir` are being recalled.
 pub(super) fn with_cinfo<T>(
     b: &dyn Backend,
     dir: &Fid,
+    recalling: &dirlock::Recalling,
     op: impl FnOnce() -> Result<T, FsError>,
 ) -> Result<(T, ChangeInfo4), FsError> {
-    let _held = dirlock::hold(dir);
+    let _held = dirlock::hold_unrecalled(dir, recalling)?;
     let before = change_of(b, dir);
     let r = op()?;
     let after = change_of(b, dir);
@@ -52,9 +56,10 @@ async fn do_create(c: &mut Compound<'_>, a: Create4args) -> Result<Create4resok,
         .map_err(|s| Fail::new(s, "create attributes could not be decoded"))?;
     let b = export.backend.clone();
     let name = a.objname.clone();
+    let recalling = c.n.dir_recaller(c.clientid, export.id);
     let (fid, cinfo) =
         c.n.run(move || {
-            with_cinfo(&*b, &dir, || {
+            with_cinfo(&*b, &dir, &recalling, || {
                 let mknod = |t, rdev| b.mknod(&cred, &dir, &name, t, rdev, &set);
                 let made = match a.objtype {
                     Createtype4::NF4DIR => b.mkdir(&cred, &dir, &name, &set),
@@ -87,12 +92,15 @@ pub async fn remove(c: &mut Compound<'_>, a: Remove4args) -> Remove4res {
         super::deleg::break_name(c, &export, &dir, &cred, &a.target).await?;
         let b = export.backend.clone();
         let name = a.target.clone();
+        let recalling = c.n.dir_recaller(c.clientid, export.id);
         let ((), cinfo) =
             c.n.run(move || {
-                with_cinfo(&*b, &dir, || match b.remove(&cred, &dir, &name) {
-                    // NFSv4 REMOVE removes directories too.
-                    Err(FsError::IsDir) => b.rmdir(&cred, &dir, &name),
-                    r => r,
+                with_cinfo(&*b, &dir, &recalling, || {
+                    match b.remove(&cred, &dir, &name) {
+                        // NFSv4 REMOVE removes directories too.
+                        Err(FsError::IsDir) => b.rmdir(&cred, &dir, &name),
+                        r => r,
+                    }
                 })
             })
             .await?;
@@ -134,8 +142,9 @@ pub async fn rename(c: &mut Compound<'_>, a: Rename4args) -> Rename4res {
         super::deleg::break_name(c, &export, &to, &cred, &a.newname).await?;
         let b = export.backend.clone();
         let (old, new) = (a.oldname.clone(), a.newname.clone());
+        let recalling = c.n.dir_recaller(c.clientid, export.id);
         c.n.run(move || {
-            let _held = dirlock::hold_two(&from, &to);
+            let _held = dirlock::hold_two_unrecalled(&from, &to, &recalling)?;
             let (sb, tb) = (change_of(&*b, &from), change_of(&*b, &to));
             b.rename(&cred, &from, &old, &to, &new)?;
             let (sa, ta) = (change_of(&*b, &from), change_of(&*b, &to));
@@ -159,8 +168,9 @@ pub async fn link(c: &mut Compound<'_>, a: Link4args) -> Link4res {
         super::deleg::break_file(c, &export, &src, super::deleg::Intent::Change, None).await?;
         let b = export.backend.clone();
         let name = a.newname.clone();
+        let recalling = c.n.dir_recaller(c.clientid, export.id);
         let ((), cinfo) =
-            c.n.run(move || with_cinfo(&*b, &dir, || b.link(&cred, &src, &dir, &name)))
+            c.n.run(move || with_cinfo(&*b, &dir, &recalling, || b.link(&cred, &src, &dir, &name)))
                 .await?;
         Ok(cinfo)
     }

@@ -95,6 +95,7 @@ failed_is_default!(
     Close4res,
     Copy4res,
     Create4res,
+    GetDirDelegation4res,
     CreateSession4res,
     ExchangeId4res,
     Getxattr4res,

@@ -178,6 +178,8 @@ async fn do_setattr(c: &mut Compound<'_>, a: Setattr4args) -> Result<Bitmap4, Fa
         super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Change, Some(&sid))
             .await?;
     }
+    // A directory's attributes are part of what its delegation promises.
+    super::dir_deleg::break_dir(c, &export, &fid).await?;
     let b = export.backend.clone();
     c.n.run(move || b.setattr(&cred, &fid, &set)).await?;
     Ok(attrsset)

@@ -12,6 +12,7 @@
 //! delegated file and a signal per break (see docs/architecture.md).
 
 use super::server::Nfs4;
+use super::state::deleg::Break;
 use super::state::State;
 use crate::locks::FileKey;
 use std::collections::{HashMap, HashSet};
@@ -147,22 +148,44 @@ impl Nfs4 {
     /// a recall is outstanding. Costs one atomic load while there are no
     /// delegations.
     pub fn recaller(&self) -> crate::nfs3::Recall {
+        Arc::new(self.recall_with(|s, file, now| s.break_delegations(file, None, false, now)))
+    }
+
+    /// What an NFSv4 change of a directory's entries by client `by` asks
+    /// under the directory's lock ([`crate::dirlock::Recalling`]): recalls
+    /// the directory delegations others hold on it in `export`.
+    pub(super) fn dir_recaller(
+        &self,
+        by: Option<u64>,
+        export: u32,
+    ) -> impl Fn(&vfs::Fid) -> bool + Send + Sync + 'static {
+        let recall = self.recall_with(move |s, dir, now| s.break_dir_delegations(dir, by, now));
+        move |dir| recall(export, dir)
+    }
+
+    /// `brk` (a break of the state core's) as a synchronous hook: true
+    /// while a recall is outstanding, the recalls it queued sent by a task
+    /// of their own (the caller may hold a lock, and not wait).
+    fn recall_with(
+        &self,
+        brk: impl Fn(&State, &FileKey, Instant) -> Break + Send + Sync + 'static,
+    ) -> impl Fn(u32, &vfs::Fid) -> bool + Send + Sync + 'static {
         let state = self.state.clone();
         let records = self.records.clone();
         let clock = self.clock.clone();
-        Arc::new(move |export, fid| {
+        move |export, fid| {
             if !state.has_delegations() {
                 return false;
             }
             let file = FileKey { export, fid: *fid };
-            match state.break_delegations(&file, None, false, clock.now()) {
-                super::state::deleg::Break::Clear => false,
-                super::state::deleg::Break::Delay => {
+            match brk(&state, &file, clock.now()) {
+                Break::Clear => false,
+                Break::Delay => {
                     let records = records.clone();
                     tokio::spawn(async move { records.apply().await });
                     true
                 }
             }
-        })
+        }
     }
 }

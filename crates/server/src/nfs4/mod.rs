@@ -6,7 +6,7 @@
 //!   (number, name, handler, flags; where each op's handler, wire type and
 //!   tests are); `lease.rs`: the lease timer.
 //! - Handlers, one module per operation group: `fh`, `getattr`, `dir`,
-//!   `readdir`, `io`, `open` (+ `deleg`), `lock`, `v40`, `session`,
+//!   `readdir`, `io`, `open` (+ `deleg`, `dir_deleg`), `lock`, `v40`, `session`,
 //!   `stateid`, `secinfo`, `sparse`, `copy`, `xattr`.
 //! - Helpers they import directly: `compound` (the state one COMPOUND
 //!   carries), [`fail`] (`Fail`, `status`, `log_fail`), [`attr`],
@@ -28,6 +28,7 @@ mod config;
 pub mod copy;
 mod deleg;
 mod dir;
+mod dir_deleg;
 mod dispatch;
 mod effects;
 pub mod fail;

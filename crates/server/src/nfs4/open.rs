@@ -64,13 +64,23 @@ struct Opened {
     attrset: Bitmap4,
 }
 
+/// How an OPEN may create its file: the backend's way, what to set after
+/// an exclusive create, the attributes it sets, and what to ask before the
+/// name is made (the recall of directory delegations on `dir`).
+struct Creating<'a> {
+    how: CreateHow,
+    after: Option<SetAttr>,
+    bits: Bitmap4,
+    recalling: &'a crate::dirlock::Recalling,
+}
+
 /// CLAIM_NULL: open (and maybe create) `name` in directory `dir`.
 fn open_by_name(
     b: &dyn Backend,
     cred: &Cred,
     dir: &Fid,
     name: &[u8],
-    how: Option<(CreateHow, Option<SetAttr>, Bitmap4)>,
+    how: Option<Creating<'_>>,
     access: u32,
     minor: u32,
 ) -> Result<Opened, Fail> {
@@ -83,7 +93,10 @@ fn open_by_name(
         Ok((fid, a)) => {
             regular(&a, minor)?;
             let attrset = match &how {
-                Some((CreateHow::Guarded(_), ..)) => {
+                Some(Creating {
+                    how: CreateHow::Guarded(_),
+                    ..
+                }) => {
                     return Err(Fail::new(
                         Nfsstat4::NFS4ERR_EXIST,
                         "GUARDED create of an existing name",
@@ -91,7 +104,10 @@ fn open_by_name(
                 }
                 // A retried exclusive create finds its own file: the
                 // backend recognises the verifier.
-                Some((h @ CreateHow::Exclusive(_), ..)) => {
+                Some(Creating {
+                    how: h @ CreateHow::Exclusive(_),
+                    ..
+                }) => {
                     b.create(cred, dir, name, h)?;
                     Vec::new()
                 }
@@ -99,7 +115,10 @@ fn open_by_name(
                 // that size 0 truncates it (RFC 7530 §16.16, RFC 8881
                 // §18.16.3): an O_CREAT|O_TRUNC open. Any other size or
                 // attribute would change a file the caller did not create.
-                Some((CreateHow::Unchecked(set), ..)) if set.size == Some(0) => {
+                Some(Creating {
+                    how: CreateHow::Unchecked(set),
+                    ..
+                }) if set.size == Some(0) => {
                     may_open(b, cred, &fid, access | ACCESS_WRITE)?;
                     b.setattr(
                         cred,
@@ -119,9 +138,20 @@ fn open_by_name(
             (fid, attrset)
         }
         Err(FsError::NoEnt) => {
-            let Some((how, after, bits)) = how else {
+            let Some(Creating {
+                how,
+                after,
+                bits,
+                recalling,
+            }) = how
+            else {
                 return Err(Fail::new(Nfsstat4::NFS4ERR_NOENT, "no such file"));
             };
+            // Only now is the directory changed: other clients' directory
+            // delegations on it are recalled first (NFS4ERR_DELAY).
+            if recalling(dir) {
+                return Err(FsError::Jukebox.into());
+            }
             // Creating: the creator may open what it made whatever its mode.
             let how = match how {
                 CreateHow::Unchecked(s) => CreateHow::Guarded(s),
@@ -378,8 +408,17 @@ async fn open_claimed(
                 })
                 .await?
             } else {
-                c.n.run(move || open_by_name(&*b, &cred, &cur, &name, how, access, minor))
-                    .await?
+                let recalling = c.n.dir_recaller(c.clientid, export.id);
+                c.n.run(move || {
+                    let how = how.map(|(how, after, bits)| Creating {
+                        how,
+                        after,
+                        bits,
+                        recalling: &recalling,
+                    });
+                    open_by_name(&*b, &cred, &cur, &name, how, access, minor)
+                })
+                .await?
             }
         }
         OpenClaim4::CLAIM_FH | OpenClaim4::CLAIM_PREVIOUS(_) => {

@@ -20,6 +20,7 @@
 //! | `fh` | PUTFH, PUTROOTFH, PUTPUBFH, GETFH, LOOKUP(P), SAVEFH, RESTOREFH | `mod.rs` |
 //! | `getattr` | ACCESS, GETATTR, SETATTR, VERIFY, NVERIFY | `mod.rs`, `deleg_write.rs` |
 //! | `dir` | CREATE, LINK, REMOVE, RENAME, READLINK | `mod.rs`, `deleg.rs` |
+//! | `dir_deleg` | GET_DIR_DELEGATION | `dir_deleg.rs` |
 //! | `readdir` | READDIR | `mod.rs` |
 //! | `io` | READ, WRITE, COMMIT | `mod.rs`, `deleg_write.rs` |
 //! | `open` (+ `deleg`) | OPEN, CLOSE, OPEN_DOWNGRADE, DELEGRETURN | `mod.rs`, `deleg.rs`, `deleg_write.rs`, `grace.rs` |
@@ -43,7 +44,9 @@
 //! result straight into the reply (READ's data, READDIR's entries).
 
 use super::compound::Compound;
-use super::{copy, dir, fh, getattr, io, lock, open, readdir, secinfo, session, sparse, stateid};
+use super::{
+    copy, dir, dir_deleg, fh, getattr, io, lock, open, readdir, secinfo, session, sparse, stateid,
+};
 use super::{v40, xattr};
 use bytes::BytesMut;
 use proto::nfs4::{NfsArgop4 as A, NfsResop4 as R, *};
@@ -254,7 +257,7 @@ pub static OPS: [Op; 73] = [
     op!(OP_CREATE_SESSION, wait!(|c| A::OP_CREATE_SESSION(a) => R::OP_CREATE_SESSION(session::create_session(c, a).await))).sessionless(),
     op!(OP_DESTROY_SESSION, now!(|c| A::OP_DESTROY_SESSION(a) => R::OP_DESTROY_SESSION(session::destroy_session(c, a)))).sessionless(),
     op!(OP_FREE_STATEID, now!(|c| A::OP_FREE_STATEID(a) => R::OP_FREE_STATEID(stateid::free_stateid(c, a)))),
-    op!(OP_GET_DIR_DELEGATION, Run::NotSupp).fh(),
+    op!(OP_GET_DIR_DELEGATION, wait!(|c| A::OP_GET_DIR_DELEGATION(a) => R::OP_GET_DIR_DELEGATION(dir_deleg::get_dir_delegation(c, a).await))).fh(),
     op!(OP_GETDEVICEINFO, Run::NotSupp),
     op!(OP_GETDEVICELIST, Run::NotSupp).fh(),
     op!(OP_LAYOUTCOMMIT, Run::NotSupp).fh(),

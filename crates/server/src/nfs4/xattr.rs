@@ -79,8 +79,12 @@ async fn change(
     super::deleg::break_file(c, &export, &fid, super::deleg::Intent::Change, None).await?;
     let b = export.backend.clone();
     let ((), cinfo) =
-        c.n.run(move || with_cinfo(&*b, &fid, || op(&*b, &cred, &fid)))
-            .await?;
+        c.n.run(move || {
+            with_cinfo(&*b, &fid, &crate::dirlock::no_recall, || {
+                op(&*b, &cred, &fid)
+            })
+        })
+        .await?;
     Ok(cinfo)
 }
 

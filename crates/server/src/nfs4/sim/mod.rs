@@ -4,7 +4,10 @@
 //! and reclaim after server restarts, all in simulated time from one seed.
 //! NFSv4.1 clients that open a file for reading only are given read
 //! delegations, those that open it for writing write delegations, and
-//! return them when recalled unless they are cut off.
+//! return them when recalled unless they are cut off. NFSv4.1 clients
+//! also take directory delegations (GET_DIR_DELEGATION) on a few
+//! directories whose entries clients, NFSv3 and local processes change;
+//! a change waits (DELAY) while the others' are recalled.
 //! The world plays the driver's part exactly as `super::Nfs4` does: it
 //! carries out the core's effects after each step (the durable client
 //! records are a set in memory that survives restarts), runs the lease
@@ -36,6 +39,7 @@ use std::time::{Duration, Instant};
 const CLIENTS: usize = 8;
 const HOSTS: usize = 3;
 const FILES: u8 = 4;
+const DIRS: u8 = 2;
 const SLOTS: u32 = 2;
 const LEASE: Duration = Duration::from_secs(10);
 const GRACE: Duration = Duration::from_secs(15);
@@ -129,6 +133,17 @@ pub enum Step {
         secs: u64,
     },
     Restart,
+    /// 4.1: GET_DIR_DELEGATION on directory `d`.
+    GetDirDeleg {
+        c: usize,
+        d: u8,
+    },
+    /// A change of directory `d`'s entries by client `c`, or (None) by
+    /// NFSv3 or a process on the server, which name no client.
+    DirChange {
+        c: Option<usize>,
+        d: u8,
+    },
 }
 
 #[derive(Default, Clone)]
@@ -161,6 +176,8 @@ struct Client {
     revoked: Vec<Stateid4>,
     /// 4.1: file → delegation held.
     delegs: BTreeMap<u8, Stateid4>,
+    /// 4.1: directory → directory delegation held.
+    dir_delegs: BTreeMap<u8, Stateid4>,
     silent_until: Option<Instant>,
     last_renew: Option<Instant>,
 }
@@ -192,6 +209,10 @@ pub struct Stats {
     /// Opens that waited (DELAY) for a delegation to be recalled.
     pub recall_waits: u32,
     pub delegations_returned: u32,
+    pub dir_delegations: u32,
+    /// Directory changes that waited (DELAY) for a recall.
+    pub dir_recall_waits: u32,
+    pub dir_changes: u32,
 }
 
 pub struct World {
@@ -207,12 +228,26 @@ pub struct World {
     reclaimable: HashSet<Bytes>,
     clients: Vec<Client>,
     hosts: Vec<Host>,
+    /// Per directory, who made each change of its entries (None: NFSv3
+    /// or a local process), in order.
+    dir_changes: [Vec<Option<u64>>; DIRS as usize],
+    /// (directory, client ID) → how many changes the directory had seen
+    /// when that client's delegation on it was granted.
+    dir_grants: BTreeMap<(u8, u64), usize>,
 }
 
 fn file(f: u8) -> FileKey {
     FileKey {
         export: 1,
         fid: vfs::Fid::new(&[f]).unwrap(),
+    }
+}
+
+/// Directories have handles no file has.
+fn dir(d: u8) -> FileKey {
+    FileKey {
+        export: 1,
+        fid: vfs::Fid::new(&[0x80 | d]).unwrap(),
     }
 }
 
@@ -260,6 +295,8 @@ impl World {
                 })
                 .collect(),
             hosts: (0..HOSTS).map(|_| Host::default()).collect(),
+            dir_changes: Default::default(),
+            dir_grants: BTreeMap::new(),
         };
         w.boot();
         w
@@ -353,7 +390,7 @@ impl World {
         if cl.needs_reclaim && rng.gen_bool(0.3) {
             return Step::Reclaim { c };
         }
-        match rng.gen_range(0..200) {
+        match rng.gen_range(0..216) {
             0..=9 => Step::Connect { c },
             10..=39 => Step::Open {
                 c,
@@ -406,7 +443,15 @@ impl World {
             155..=198 => Step::Advance {
                 secs: rng.gen_range(1..6),
             },
-            _ => Step::Restart,
+            199 => Step::Restart,
+            200..=207 => Step::GetDirDeleg {
+                c,
+                d: rng.gen_range(0..DIRS),
+            },
+            _ => Step::DirChange {
+                c: rng.gen_bool(0.8).then_some(c),
+                d: rng.gen_range(0..DIRS),
+            },
         }
     }
 
@@ -510,6 +555,14 @@ impl World {
                 self.restart();
                 Ok(())
             }
+            Step::GetDirDeleg { c, d } => {
+                self.get_dir_deleg(c, d);
+                Ok(())
+            }
+            Step::DirChange { c, d } => {
+                self.dir_change(c, d);
+                Ok(())
+            }
         };
         r?;
         self.drive();
@@ -532,6 +585,7 @@ impl World {
         cl.held.clear();
         cl.revoked.clear();
         cl.delegs.clear();
+        cl.dir_delegs.clear();
     }
 
     /// The lease renewal a stateful request carries (SEQUENCE, or a 4.0
@@ -721,12 +775,19 @@ impl World {
         if !self.reachable(c) {
             return;
         }
-        let Some(f) = self.clients[c]
-            .delegs
-            .iter()
-            .find(|(_, s)| s.other == sid.other)
-            .map(|(f, _)| *f)
-        else {
+        let held = |m: &BTreeMap<u8, Stateid4>| {
+            m.iter()
+                .find(|(_, s)| s.other == sid.other)
+                .map(|(k, _)| *k)
+        };
+        if let Some(d) = held(&self.clients[c].dir_delegs) {
+            self.clients[c].dir_delegs.remove(&d);
+            if self.state.delegreturn(id, &sid, &dir(d)) == Nfsstat4::NFS4_OK {
+                self.stats.delegations_returned += 1;
+            }
+            return;
+        }
+        let Some(f) = held(&self.clients[c].delegs) else {
             return;
         };
         self.clients[c].delegs.remove(&f);
@@ -902,6 +963,48 @@ impl World {
         }
     }
 
+    /// GET_DIR_DELEGATION as the handler grants it (4.1 only).
+    fn get_dir_deleg(&mut self, c: usize, d: u8) {
+        let Some(id) = self.ready(c) else { return };
+        if self.clients[c].minor == 0 || !self.may_take_new_state(id) {
+            return;
+        }
+        let ask = DelegAsk {
+            client: id,
+            file: dir(d),
+            fh: Bytes::new(),
+            kind: DelegType::Dir,
+            change: 0,
+        };
+        if let Ok(sid) = self.state.grant_delegation(ask, 8, self.now()) {
+            self.clients[c].dir_delegs.insert(d, sid);
+            let seen = self.dir_changes[d as usize].len();
+            self.dir_grants.insert((d, id), seen);
+            self.stats.dir_delegations += 1;
+        }
+    }
+
+    /// A change of `d`'s entries, as the handlers make it under the
+    /// directory's lock: others' directory delegations are recalled first
+    /// (DELAY meanwhile).
+    fn dir_change(&mut self, c: Option<usize>, d: u8) {
+        let by = match c {
+            Some(c) => match self.ready(c) {
+                // A 4.0 COMPOUND names no client.
+                Some(id) if self.clients[c].minor > 0 => Some(id),
+                Some(_) => None,
+                None => return,
+            },
+            None => None,
+        };
+        if self.state.break_dir_delegations(&dir(d), by, self.now()) == Break::Delay {
+            self.stats.dir_recall_waits += 1;
+            return;
+        }
+        self.dir_changes[d as usize].push(by);
+        self.stats.dir_changes += 1;
+    }
+
     fn recover(&mut self, c: usize) {
         let Some(id) = self.ready(c) else { return };
         for sid in std::mem::take(&mut self.clients[c].revoked) {
@@ -912,6 +1015,11 @@ impl World {
 
     fn unmount(&mut self, c: usize) {
         let Some(id) = self.ready(c) else { return };
+        // Directory delegations are given back (the client keeps no open
+        // to close on them).
+        for (d, sid) in std::mem::take(&mut self.clients[c].dir_delegs) {
+            self.state.delegreturn(id, &sid, &dir(d));
+        }
         let files: Vec<u8> = self.clients[c].opens.keys().copied().collect();
         for f in files {
             self.close(c, f);
@@ -1046,6 +1154,23 @@ impl World {
         // No write delegation beside another client's open of any kind or
         // another client's delegation.
         let delegs = self.state.delegations_view()?;
+        // A directory delegation never outlives a change it was not told
+        // about: every change since its grant was its holder's own.
+        for (k, holder, _, _) in &delegs {
+            let Some(d) = (0..DIRS).find(|d| dir(*d) == *k) else {
+                continue;
+            };
+            let since = self.dir_grants.get(&(d, *holder)).copied().unwrap_or(0);
+            if let Some(by) = self.dir_changes[d as usize][since..]
+                .iter()
+                .find(|by| **by != Some(*holder))
+            {
+                return Err(format!(
+                    "client {holder:x} holds a delegation on directory {d} that outlived a \
+                     change by {by:x?} it was not told about"
+                ));
+            }
+        }
         for (f, holder, _, write) in &delegs {
             if !write {
                 continue;

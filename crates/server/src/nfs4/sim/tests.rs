@@ -70,6 +70,9 @@ fn the_generator_reaches_the_interesting_cases() {
         ("write delegations", s.write_delegations),
         ("opens waiting for a recall", s.recall_waits),
         ("delegations returned when recalled", s.delegations_returned),
+        ("directory delegations", s.dir_delegations),
+        ("directory changes", s.dir_changes),
+        ("directory changes waiting for a recall", s.dir_recall_waits),
     ] {
         assert!(n >= 3, "only {n} {what}");
     }

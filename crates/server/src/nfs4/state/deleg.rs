@@ -1,4 +1,5 @@
-//! Read and write delegations (RFC 8881 §10.2-10.4): a read delegation
+//! Read, write and directory delegations (RFC 8881 §10.2-10.4, §10.9;
+//! directory ones are recall-only, see [`DelegType::Dir`]): a read delegation
 //! is granted on OPEN when no other client writes the file, a write one
 //! when no other client uses it at all; either is recalled before another
 //! client's conflicting request (which gets NFS4ERR_DELAY meanwhile), and
@@ -45,6 +46,10 @@ pub struct DelegAsk {
 pub enum DelegType {
     Read,
     Write,
+    /// A directory delegation (GET_DIR_DELEGATION, RFC 8881 §10.9), keyed
+    /// by the directory's FileKey: recalled before another client changes
+    /// the directory's entries or attributes. No notifications.
+    Dir,
 }
 
 /// What the server remembers of a write delegation's file between
@@ -78,6 +83,8 @@ pub struct CbAnswer {
 /// RCA4_TYPE_MASK_RDATA_DLG and _WDATA_DLG as craa_type_mask bits.
 pub const RCA4_MASK_RDATA: u32 = 1 << 0;
 pub const RCA4_MASK_WDATA: u32 = 1 << 1;
+/// RCA4_TYPE_MASK_DIR_DLG.
+pub const RCA4_MASK_DIR: u32 = 1 << 2;
 
 /// Why no delegation was granted (the 4.1 OPEN_DELEGATE_NONE_EXT reasons
 /// Tarn gives, RFC 8881 §18.16.3).
@@ -209,6 +216,8 @@ impl State {
     /// the file or holds a write delegation on it (a read delegation); or
     /// another client has it open or holds any delegation on it (a write
     /// delegation, RFC 8881 §10.4: its holder may change the file unseen).
+    /// A directory delegation meets the rules of a read one (directories
+    /// are not opened, so only a recall under way stands in its way).
     fn delegation_conflict(
         i: &Inner,
         client: u64,
@@ -306,6 +315,28 @@ impl State {
         reader: bool,
         now: Instant,
     ) -> Break {
+        // A reader disturbs neither a read delegation nor a directory's
+        // (a GETATTR or LOOKUP in it changes nothing).
+        self.break_where(file, by, |k| !reader || k == DelegType::Write, now)
+    }
+
+    /// [`Self::break_delegations`] for directory delegations only: before
+    /// a change of `dir`'s entries or attributes by `by` (None: a client
+    /// the request does not name, NFSv3, a local process).
+    pub fn break_dir_delegations(&self, dir: &FileKey, by: Option<u64>, now: Instant) -> Break {
+        self.break_where(dir, by, |k| k == DelegType::Dir, now)
+    }
+
+    /// Recalls (or revokes, see [`Self::break_delegations`]) the
+    /// delegations on `file` of kinds `stands` says are in the way, held
+    /// by others than `by`.
+    fn break_where(
+        &self,
+        file: &FileKey,
+        by: Option<u64>,
+        stands: impl Fn(DelegType) -> bool,
+        now: Instant,
+    ) -> Break {
         let mut i = self.inner.lock().unwrap();
         let Some(list) = i.deleg_files.get(file) else {
             return Break::Clear;
@@ -315,7 +346,7 @@ impl State {
         let mut recalls = Vec::new();
         for o in list.clone() {
             let d = &i.delegs[&o];
-            if Some(d.client) == by || (reader && d.kind == DelegType::Read) {
+            if Some(d.client) == by || !stands(d.kind) {
                 continue;
             }
             let lapsed = i.clients.get(&d.client).is_none_or(|c| self.lapsed(c, now));
@@ -442,6 +473,7 @@ impl State {
                     m | match i.delegs.get(o).map(|d| d.kind) {
                         Some(DelegType::Write) => RCA4_MASK_WDATA,
                         Some(DelegType::Read) => RCA4_MASK_RDATA,
+                        Some(DelegType::Dir) => RCA4_MASK_DIR,
                         None => 0,
                     }
                 });
@@ -675,7 +707,7 @@ impl State {
             return Some(Err(Nfsstat4::NFS4ERR_DELEG_REVOKED));
         }
         let d = i.delegs.get(&sid.other)?;
-        Some(if d.file != *file {
+        Some(if d.file != *file || d.kind == DelegType::Dir {
             Err(Nfsstat4::NFS4ERR_BAD_STATEID)
         } else if write && d.kind == DelegType::Read {
             Err(Nfsstat4::NFS4ERR_OPENMODE)

@@ -265,13 +265,7 @@ async fn an_unanswered_recall_is_revoked_after_a_lease() {
     // A lease after the recall, the lease timer revoked it.
     assert_eq!(fx.n.state.delegations(), 0);
     open_ok(&fx, &b, "f", "w", BOTH).await;
-    const RECALLABLE_STATE_REVOKED: u32 = 0x40;
-    let flags = fx.renew(&a).await.unwrap();
-    assert_eq!(flags & RECALLABLE_STATE_REVOKED, RECALLABLE_STATE_REVOKED);
-    assert_eq!(
-        fx.tested(&a, std::slice::from_ref(&sid)).await,
-        [NFS4ERR_DELEG_REVOKED]
-    );
+    assert_deleg_revoked(&fx, &a, &sid).await;
     let r = fx.call(&a, vec![putfh(&o.fh), read_op(&sid, 0, 1)]).await;
     assert_eq!(r.status, NFS4ERR_DELEG_REVOKED);
     assert_eq!(
@@ -280,7 +274,8 @@ async fn an_unanswered_recall_is_revoked_after_a_lease() {
     );
     let r = fx.call(&a, vec![free_stateid(&sid)]).await;
     assert_eq!(r.status, NFS4_OK);
-    assert_eq!(fx.renew(&a).await.unwrap() & RECALLABLE_STATE_REVOKED, 0);
+    let revoked = crate::nfs4::state::deleg::SEQ4_STATUS_RECALLABLE_STATE_REVOKED;
+    assert_eq!(fx.renew(&a).await.unwrap() & revoked, 0);
     assert_eq!(fx.tested(&a, &[sid]).await, [NFS4ERR_BAD_STATEID]);
 }
 

@@ -14,6 +14,7 @@ mod cinfo;
 mod copy;
 mod deleg;
 mod deleg_write;
+mod dir_deleg;
 mod fuzz_found;
 mod grace;
 mod lease;
@@ -387,6 +388,23 @@ pub fn mkdir_op(n: &str) -> NfsArgop4 {
     })
 }
 
+/// GET_DIR_DELEGATION of the current directory, asking for every
+/// notification (Tarn offers none).
+pub fn get_dir_delegation_op() -> NfsArgop4 {
+    let now = Nfstime4 {
+        seconds: 0,
+        nseconds: 0,
+    };
+    NfsArgop4::OP_GET_DIR_DELEGATION(GetDirDelegation4args {
+        gdda_signal_deleg_avail: true,
+        gdda_notification_types: vec![!0],
+        gdda_child_attr_delay: now.clone(),
+        gdda_dir_attr_delay: now,
+        gdda_child_attributes: vec![!0, !0],
+        gdda_dir_attributes: vec![!0, !0],
+    })
+}
+
 /// A locker for a lock owner new to the server (NFSv4.1: seqids 0).
 pub fn new_lock_owner(open_stateid: &Stateid4, owner: StateOwner4) -> Locker4 {
     Locker4::TRUE(OpenToLockOwner4 {
@@ -534,6 +552,18 @@ pub async fn delegreturn(fx: &Fx, s: &Sess, fh: &NfsFh4, sid: &Stateid4) -> Nfss
     fx.call(s, vec![putfh(fh), delegreturn_op(sid)])
         .await
         .status
+}
+
+/// `s`'s delegation `sid` was revoked: SEQUENCE says so
+/// (SEQ4_STATUS_RECALLABLE_STATE_REVOKED) and TEST_STATEID answers
+/// NFS4ERR_DELEG_REVOKED.
+pub async fn assert_deleg_revoked(fx: &Fx, s: &Sess, sid: &Stateid4) {
+    use crate::nfs4::state::deleg::SEQ4_STATUS_RECALLABLE_STATE_REVOKED as REVOKED;
+    assert_eq!(fx.renew(s).await.unwrap() & REVOKED, REVOKED);
+    assert_eq!(
+        fx.tested(s, std::slice::from_ref(sid)).await,
+        [NFS4ERR_DELEG_REVOKED]
+    );
 }
 
 /// SETCLIENTID of client `id` (verifier all `verifier`) with its callback
