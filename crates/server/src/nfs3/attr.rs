@@ -121,6 +121,19 @@ pub fn with_dir_wcc<T>(
     with_wcc(b, dir, change)
 }
 
+/// Whether NFSv4 delegations on what `name` in `dir` leads to (if
+/// anything) are being recalled; asking starts the recall.
+pub fn named_recalling(
+    b: &dyn Backend,
+    cred: &vfs::Cred,
+    dir: &Fid,
+    name: &[u8],
+    recalling: &crate::dirlock::Recalling,
+) -> bool {
+    b.lookup(cred, dir, name)
+        .is_ok_and(|(fid, _)| recalling(&fid))
+}
+
 /// Post-op attributes, or none if the object cannot be stat'ed any more.
 pub fn post_op(b: &dyn Backend, fid: &Fid) -> PostOpAttr {
     b.getattr(fid).ok().as_ref().map(fattr3)

@@ -22,6 +22,11 @@ async fn unlink(
     let recalling = n.dir_recalling(t.export.id);
     let (r, wcc) = n
         .run(move || {
+            // A file that goes: NFSv4 delegations on it are recalled first,
+            // as NFSv4's REMOVE does (the holder may cache its data).
+            if !dir && attr::named_recalling(&*b, &t.cred, &t.fid, &name, &recalling) {
+                return (Err(vfs::FsError::Jukebox), attr::empty_wcc());
+            }
             attr::with_dir_wcc(&*b, &t.fid, &recalling, || {
                 if dir {
                     b.rmdir(&t.cred, &t.fid, &name)

@@ -17,6 +17,17 @@ pub async fn rename(n: &Nfs3, ctx: &CallContext, args: Rename3args) -> Rename3re
                 Ok(h) => h,
                 Err(e) => return (Err(e), attr::empty_wcc(), attr::empty_wcc()),
             };
+            // The file renamed and the one it replaces: NFSv4 delegations
+            // on them are recalled first, as NFSv4's RENAME does.
+            let moved = attr::named_recalling(&*b, &from.cred, &from.fid, &from_name, &recalling);
+            let replaced = attr::named_recalling(&*b, &to.cred, &to.fid, &to_name, &recalling);
+            if moved | replaced {
+                return (
+                    Err(vfs::FsError::Jukebox),
+                    attr::empty_wcc(),
+                    attr::empty_wcc(),
+                );
+            }
             let (from_before, to_before) = (b.getattr(&from.fid).ok(), b.getattr(&to.fid).ok());
             let r = b.rename(&from.cred, &from.fid, &from_name, &to.fid, &to_name);
             let (from_after, to_after) = (b.getattr(&from.fid).ok(), b.getattr(&to.fid).ok());

@@ -398,3 +398,62 @@ async fn nfsv3_changes_of_the_entries_recall_first() {
         assert_eq!(status, Nfsstat3::NFS3_OK, "{what}");
     }
 }
+
+/// An NFSv3 REMOVE or RENAME of a file an NFSv4 client holds a read
+/// delegation on recalls it first (NFS3ERR_JUKEBOX meanwhile), as the
+/// NFSv4 operations do: the holder would otherwise keep serving the
+/// removed or replaced file's data from its cache.
+#[tokio::test]
+async fn nfsv3_removal_of_a_delegated_file_recalls_it() {
+    use nfs3::*;
+    type Call = fn(&NfsFh4) -> (u32, Bytes);
+    let calls: [(&str, Call); 3] = [
+        ("REMOVE", |root| {
+            let args = Remove3args {
+                object: dirop(&fh3(root), "v"),
+            };
+            (NFSPROC3_REMOVE, xdr::to_bytes(&args))
+        }),
+        ("RENAME from", |root| {
+            let args = Rename3args {
+                from: dirop(&fh3(root), "v"),
+                to: dirop(&fh3(root), "w"),
+            };
+            (NFSPROC3_RENAME, xdr::to_bytes(&args))
+        }),
+        ("RENAME over", |root| {
+            let args = Rename3args {
+                from: dirop(&fh3(root), "f"),
+                to: dirop(&fh3(root), "v"),
+            };
+            (NFSPROC3_RENAME, xdr::to_bytes(&args))
+        }),
+    ];
+    for (what, call) in calls {
+        let fx = Fx::new(cfg(60, 0));
+        let (a, fake) = fx.client_with_back("a").await;
+        let b = fx.client("b").await;
+        for name in ["f", "v"] {
+            let made = open_ok(&fx, &b, name, "o", BOTH).await;
+            let r = fx
+                .call(&b, vec![putfh(&made.fh), close_op(0, &made.stateid)])
+                .await;
+            assert_eq!(r.status, NFS4_OK);
+        }
+        let o = open_ok(&fx, &a, "v", "o", OPEN4_SHARE_ACCESS_READ).await;
+        let sid = read_deleg(&o);
+        let r = fx
+            .call(&a, vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_GETFH])
+            .await;
+        let root = last_fh(&r);
+        let n3 = nfs3_beside(&fx);
+        let (proc_, args) = call(&root);
+        let status = nfs3_status(&n3, proc_, &args).await;
+        assert_eq!(status, Nfsstat3::NFS3ERR_JUKEBOX, "{what}");
+        settle().await;
+        assert_eq!(recalls(&fake), [(sid.clone(), o.fh.clone())], "{what}");
+        assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
+        let status = nfs3_status(&n3, proc_, &args).await;
+        assert_eq!(status, Nfsstat3::NFS3_OK, "{what}");
+    }
+}
