@@ -377,6 +377,9 @@ ops_evidence() {
       if (match($2, /program="[^"]*"/)) p = substr($2, RSTART + 9, RLENGTH - 10)
       if (match($2, /op="[^"]*"/)) o = substr($2, RSTART + 4, RLENGTH - 5)
       if (p ~ /^nfs/) printf "%s %s %d; ", p, o, $3 + 0 }' <<< "$m")"
+  # Delegations granted by kind, and directory delegations refused by reason.
+  echo "  [host] tarn delegations: $(awk -F'[{}]' '/^tarn_(delegations_granted|dir_delegations_unavailable)(_total)?\{/ && $3 > 0 {
+      printf "%s{%s} %d; ", $1, $2, $3 + 0 }' <<< "$m")"
 }
 
 nlm_evidence() {  # CASEDIR

@@ -320,6 +320,18 @@ impl Nfs3 {
     /// CREATE (UNCHECKED, GUARDED or EXCLUSIVE as `how` says); the new
     /// file's handle (looked up when the server did not return it).
     pub async fn create(&self, dir: &NfsFh3, name: &str, how: Createhow3) -> Result<NfsFh3> {
+        Ok(self.create_attrs(dir, name, how).await?.0)
+    }
+
+    /// CREATE, with the new file's attributes (None after EXCLUSIVE, whose
+    /// times are set after it, or when the server sent none) and the
+    /// directory's after it, when the server sent them.
+    pub async fn create_attrs(
+        &self,
+        dir: &NfsFh3,
+        name: &str,
+        how: Createhow3,
+    ) -> Result<(NfsFh3, Option<Fattr3>, Option<Fattr3>)> {
         let exclusive = matches!(how, Createhow3::EXCLUSIVE(_));
         let a = Create3args {
             r#where: dirop(dir, name),
@@ -327,6 +339,7 @@ impl Nfs3 {
         };
         let r: Create3res = self.call(NFSPROC3_CREATE, &a).await?;
         let ok = ok!(r, Create3res, "CREATE");
+        let (attrs, dir_after) = (ok.obj_attributes, ok.dir_wcc.after);
         let fh = match ok.obj {
             Some(fh) => fh,
             None => self.lookup(dir, name).await?.0,
@@ -340,8 +353,9 @@ impl Nfs3 {
                 ..sattr_none()
             };
             self.setattr(&fh, set).await?;
+            return Ok((fh, None, dir_after));
         }
-        Ok(fh)
+        Ok((fh, attrs, dir_after))
     }
 
     pub async fn mkdir(&self, dir: &NfsFh3, name: &str, mode: u32) -> Result<NfsFh3> {

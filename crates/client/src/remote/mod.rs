@@ -471,12 +471,13 @@ impl Remote {
         mode: u32,
         truncate: bool,
     ) -> Result<OpenFile> {
-        self.open_create(dir, name, mode, truncate, false).await
+        Ok(self.open_create(dir, name, mode, truncate, false).await?.0)
     }
 
     /// [`Remote::open_write`]; `guarded`: the file must not exist yet
     /// (O_EXCL: GUARDED, so a file another client made meanwhile is
-    /// EEXIST, not opened).
+    /// EEXIST, not opened). NFSv3: with the file's and the directory's
+    /// attributes from the CREATE's reply, when it had them.
     async fn open_create(
         &self,
         dir: &Fh,
@@ -484,7 +485,7 @@ impl Remote {
         mode: u32,
         truncate: bool,
         guarded: bool,
-    ) -> Result<OpenFile> {
+    ) -> Result<(OpenFile, Option<Attr>, Option<Attr>)> {
         let set = create_set(mode, truncate);
         let (d, both, none) = (
             dir.v4(),
@@ -514,23 +515,29 @@ impl Remote {
                 } else {
                     p3::Createhow3::UNCHECKED(set.v3())
                 };
-                let fh = c.create(&dir.v3(), name, how).await?;
-                return Ok(OpenFile {
+                let (fh, a, d) = c.create_attrs(&dir.v3(), name, how).await?;
+                let f = OpenFile {
                     fh: Fh(fh.data),
                     stateid: None,
-                });
+                };
+                return Ok((
+                    f,
+                    a.as_ref().map(Attr::from_v3),
+                    d.as_ref().map(Attr::from_v3),
+                ));
             }
         };
-        Ok(OpenFile {
+        let f = OpenFile {
             fh: Fh(fh.0),
             stateid: Some(stateid),
-        })
+        };
+        Ok((f, None, None))
     }
 
     /// [`Remote::open_write`] (`guarded` as for [`Remote::open_create`]),
     /// with the file's attributes and its directory's after the OPEN, from
-    /// the same COMPOUND over NFSv4.1/4.2 (None elsewhere, and the
-    /// directory's also when its GETATTR alone failed).
+    /// the same COMPOUND over NFSv4.1/4.2 and the CREATE's reply over
+    /// NFSv3 (None over NFSv4.0, or where the reply had none).
     pub async fn open_create_attr(
         &self,
         dir: &Fh,
@@ -540,8 +547,7 @@ impl Remote {
         guarded: bool,
     ) -> Result<(OpenFile, Option<Attr>, Option<Attr>)> {
         let Proto::V4(s) = &self.proto else {
-            let f = self.open_create(dir, name, mode, truncate, guarded).await?;
-            return Ok((f, None, None));
+            return self.open_create(dir, name, mode, truncate, guarded).await;
         };
         let how = create_how4(&create_set(mode, truncate), guarded);
         let (o, a, d) = s
