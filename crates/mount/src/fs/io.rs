@@ -287,7 +287,14 @@ impl State {
                     Err(e) => Some(Err(e)),
                 }
             }
-            Ok((_, after)) => Some(after.map_err(errno)),
+            Ok((wr, after)) => {
+                if wr.unstable {
+                    // A server that answered a FILE_SYNC WRITE UNSTABLE
+                    // (RFC 8881 forbids it): the close owes a COMMIT.
+                    o.w.lock().expect("wbuf").verf = Some(wr.verf);
+                }
+                Some(after.map_err(errno))
+            }
             Err(e) => Some(Err(self.keep_err(&o, errno(e)))),
         };
         let _ = done.send(true);
