@@ -175,41 +175,24 @@ impl Session {
 
     /// [`Session::open_with`] with a GETATTR of `bits` in the same
     /// COMPOUND (a new file's attributes come with its OPEN; a write
-    /// delegation granted then needs no GETATTR of its own).
-    #[allow(clippy::too_many_arguments)]
+    /// delegation granted then needs no GETATTR of its own). With
+    /// `with_dir`, the directory's attributes after the OPEN too (PUTFH of
+    /// `dir`, GETATTR; None when that GETATTR alone failed): a mount that
+    /// creates a file keeps its directory's attributes current without a
+    /// GETATTR of its own.
     pub async fn open_with_attrs(
         &self,
         owner: &StateOwner4,
         dir: &NfsFh4,
         n: &str,
-        openhow: Openflag4,
-        share_access: u32,
-        share_deny: u32,
+        (openhow, share_access, share_deny): (Openflag4, u32, u32),
         bits: &[u32],
-    ) -> Result<(Opened, Attrs)> {
-        let how = (openhow, share_access, share_deny);
-        let (o, a, _) = self.open_null(owner, dir, n, how, Some(bits), None).await?;
-        Ok((o, a.expect("GETATTR was in the COMPOUND")))
-    }
-
-    /// [`Session::open_with_attrs`], and the directory's attributes after
-    /// the OPEN from the same COMPOUND (PUTFH of `dir`, GETATTR; None when
-    /// that GETATTR alone failed): a mount that creates a file keeps its
-    /// directory's attributes current without a GETATTR of its own.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn open_with_dir_attrs(
-        &self,
-        owner: &StateOwner4,
-        dir: &NfsFh4,
-        n: &str,
-        openhow: Openflag4,
-        share_access: u32,
-        share_deny: u32,
-        bits: &[u32],
+        with_dir: bool,
     ) -> Result<(Opened, Attrs, Option<Attrs>)> {
         let how = (openhow, share_access, share_deny);
+        let dir_bits = with_dir.then_some(bits);
         let (o, a, d) = self
-            .open_null(owner, dir, n, how, Some(bits), Some(bits))
+            .open_null(owner, dir, n, how, Some(bits), dir_bits)
             .await?;
         Ok((o, a.expect("GETATTR was in the COMPOUND"), d))
     }

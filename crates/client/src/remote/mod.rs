@@ -434,15 +434,14 @@ impl Remote {
         let access = share_access(read, write);
         // An open owner per open, as in open_fh.
         let owner = s.new_owner("open");
-        let (o, a) = s
+        let (o, a, _) = s
             .open_with_attrs(
                 &owner,
                 &dir.v4(),
                 name,
-                nocreate(),
-                access,
-                p4::OPEN4_SHARE_DENY_NONE,
+                (nocreate(), access, p4::OPEN4_SHARE_DENY_NONE),
                 V4_ATTRS,
+                false,
             )
             .await?;
         let fh = Fh(o.fh.0);
@@ -551,14 +550,13 @@ impl Remote {
         };
         let how = create_how4(&create_set(mode, truncate), guarded);
         let (o, a, d) = s
-            .open_with_dir_attrs(
+            .open_with_attrs(
                 &s.open_owner(),
                 &dir.v4(),
                 name,
-                how,
-                p4::OPEN4_SHARE_ACCESS_BOTH,
-                p4::OPEN4_SHARE_DENY_NONE,
+                (how, p4::OPEN4_SHARE_ACCESS_BOTH, p4::OPEN4_SHARE_DENY_NONE),
                 V4_ATTRS,
+                true,
             )
             .await?;
         Ok((

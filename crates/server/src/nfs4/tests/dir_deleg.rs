@@ -387,16 +387,27 @@ async fn nfsv3_changes_of_the_entries_recall_first() {
     for (what, call) in calls {
         let fx = Fx::new(cfg(60, 0));
         let (a, fake, _b, t, sid) = holder_and_other(&fx).await;
-        let n3 = nfs3_beside(&fx);
-        let (proc_, args) = call(&t);
-        let status = nfs3_status(&n3, proc_, &args).await;
-        assert_eq!(status, Nfsstat3::NFS3ERR_JUKEBOX, "{what}");
-        settle().await;
-        assert_eq!(recalls(&fake), [(sid.clone(), t.root.clone())], "{what}");
-        assert_eq!(delegreturn(&fx, &a, &t.root, &sid).await, NFS4_OK);
-        let status = nfs3_status(&n3, proc_, &args).await;
-        assert_eq!(status, Nfsstat3::NFS3_OK, "{what}");
+        let held = (&a, &*fake, &t.root, &sid);
+        nfs3_waits_for_the_recall(&fx, call(&t), held, what).await;
     }
+}
+
+/// NFSv3 call `(proc_, args)` answers NFS3ERR_JUKEBOX and recalls `sid`
+/// (on `fh`) from `a`; once it is returned, the call succeeds.
+async fn nfs3_waits_for_the_recall(
+    fx: &Fx,
+    (proc_, args): (u32, Bytes),
+    (a, fake, fh, sid): (&Sess, &FakeBack, &NfsFh4, &Stateid4),
+    what: &str,
+) {
+    let n3 = nfs3_beside(fx);
+    let status = nfs3_status(&n3, proc_, &args).await;
+    assert_eq!(status, nfs3::Nfsstat3::NFS3ERR_JUKEBOX, "{what}");
+    settle().await;
+    assert_eq!(recalls(fake), [(sid.clone(), fh.clone())], "{what}");
+    assert_eq!(delegreturn(fx, a, fh, sid).await, NFS4_OK);
+    let status = nfs3_status(&n3, proc_, &args).await;
+    assert_eq!(status, nfs3::Nfsstat3::NFS3_OK, "{what}");
 }
 
 /// An NFSv3 REMOVE or RENAME of a file an NFSv4 client holds a read
@@ -446,14 +457,7 @@ async fn nfsv3_removal_of_a_delegated_file_recalls_it() {
             .call(&a, vec![NfsArgop4::OP_PUTROOTFH, NfsArgop4::OP_GETFH])
             .await;
         let root = last_fh(&r);
-        let n3 = nfs3_beside(&fx);
-        let (proc_, args) = call(&root);
-        let status = nfs3_status(&n3, proc_, &args).await;
-        assert_eq!(status, Nfsstat3::NFS3ERR_JUKEBOX, "{what}");
-        settle().await;
-        assert_eq!(recalls(&fake), [(sid.clone(), o.fh.clone())], "{what}");
-        assert_eq!(delegreturn(&fx, &a, &o.fh, &sid).await, NFS4_OK);
-        let status = nfs3_status(&n3, proc_, &args).await;
-        assert_eq!(status, Nfsstat3::NFS3_OK, "{what}");
+        let held = (&a, &*fake, &o.fh, &sid);
+        nfs3_waits_for_the_recall(&fx, call(&root), held, what).await;
     }
 }
