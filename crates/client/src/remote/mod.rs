@@ -653,12 +653,8 @@ impl Remote {
         let (w, after) = s
             .write_then_setattr(&sid, &fh, off, data, &set.v4(), V4_ATTRS)
             .await?;
-        if let (Some(d), Ok(a)) = (s.delegations().get(&fh), &after) {
-            // As in setattr_attr: the delegation's cached attributes.
-            match a {
-                Some(a) => s.delegations().store_attrs(&fh, &d.stateid, a.clone()),
-                None => s.delegations().drop_attrs(&fh),
-            }
+        if let Ok(a) = &after {
+            set_deleg_attrs(s, &fh, a.as_ref());
         }
         let written = Written {
             count: w.count,
@@ -776,14 +772,7 @@ impl Remote {
             Proto::V4(s) => {
                 let f = fh.v4();
                 let a = plain::setattr_attrs(&**s, &f, &ANON_STATEID, &set.v4(), V4_ATTRS).await?;
-                // A write delegation's cached attributes would otherwise
-                // keep the times and mode from before.
-                if let Some(d) = s.delegations().get(&f) {
-                    match &a {
-                        Some(a) => s.delegations().store_attrs(&f, &d.stateid, a.clone()),
-                        None => s.delegations().drop_attrs(&f),
-                    }
-                }
+                set_deleg_attrs(s, &f, a.as_ref());
                 a.as_ref().map(Attr::from_v4)
             }
             Proto::V3(c) => c
@@ -1253,6 +1242,18 @@ async fn lock_v40(
             }
         }
         pause.wait().await;
+    }
+}
+
+/// After a SETATTR of `fh`: a delegation's cached attributes become the
+/// ones the SETATTR left (dropped when none came back), which would
+/// otherwise keep the times and mode from before.
+fn set_deleg_attrs(s: &Session, fh: &p4::NfsFh4, after: Option<&crate::nfs4::Attrs>) {
+    if let Some(d) = s.delegations().get(fh) {
+        match after {
+            Some(a) => s.delegations().store_attrs(fh, &d.stateid, a.clone()),
+            None => s.delegations().drop_attrs(fh),
+        }
     }
 }
 
