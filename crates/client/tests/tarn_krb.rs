@@ -227,22 +227,23 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
                 .sum();
             n as f64 / (b - a).max(1) as f64 / (1 << 20) as f64
         };
-        // The median second of a window (whole seconds inside it; a second
-        // without a WRITE answered counts as 0): a COMMIT's fsync or a
-        // neighbour's burst moves a mean over ten seconds more than the
-        // field report's effect would hide.
-        let median = |from: Instant, to: Instant| {
+        // The seconds of a window (whole seconds inside it; a second
+        // without a WRITE answered counts as 0), in MiB.
+        let seconds = |from: Instant, to: Instant| -> Vec<f64> {
             let (a, b) = ((from - t0).as_secs_f64().ceil() as u64, (to - t0).as_secs());
-            let mut v: Vec<u64> = (a..b.max(a + 1))
+            (a..b.max(a + 1))
                 .map(|sec| {
                     samples
                         .iter()
                         .find(|(s, _)| *s == sec)
-                        .map_or(0, |(_, n)| *n)
+                        .map_or(0, |(_, n)| *n) as f64
+                        / (1 << 20) as f64
                 })
-                .collect();
-            v.sort_unstable();
-            v[v.len() / 2] as f64 / (1 << 20) as f64
+                .collect()
+        };
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
         };
         println!(
             "MiB written in each second: {}",
@@ -252,35 +253,55 @@ fn writes_stay_full_size_and_unstable_across_renewed_short_tickets() {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+        // Each renewed ticket's last quarter against its first three
+        // quarters, second by second. The field report's effect
+        // (synchronous 4 KiB writes, a few MB/s, for the last minutes of
+        // every credential) happens at the end of every ticket, so the
+        // issue's 10% bound is judged on the seconds of all last quarters
+        // pooled against all the seconds before them: one median over ~27
+        // seconds, not one per ~9-second quarter. A single quarter is as
+        // noisy as the bound on this shared VM (rehearsal 2026-12-08: a
+        // period with no renewal at all ended 13% down; one ended 11% down
+        // in two failing runs, a different period each time), and a
+        // neighbour's 10-20 s burst covers one quarter, not the pool. A
+        // fall at one renewal only is still caught: no quarter may drop
+        // below half of what came before it.
+        let (mut lasts, mut befores) = (Vec::new(), Vec::new());
         for (i, c) in contexts.iter().enumerate() {
             let (a, b) = (c.established, c.replaced.unwrap_or(end).min(end));
             let q = (b - a) / 4;
-            let (first, before, last) = (median(a, a + q), median(a, b - q), median(b - q, b));
+            let (first, before, last) = (seconds(a, a + q), seconds(a, b - q), seconds(b - q, b));
+            let (m_first, m_before, m_last) =
+                (median(first), median(before.clone()), median(last.clone()));
             println!(
-                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s (median second {first:.1}), first three quarters median second {before:.1}, last quarter {:.1} MiB/s (median second {last:.1})",
+                "ticket period {i} (t={:.0}..{:.0}s): {:.1} MiB/s; first quarter {:.1} MiB/s (median second {m_first:.1}), first three quarters median second {m_before:.1}, last quarter {:.1} MiB/s (median second {m_last:.1}, {:.3} of before)",
                 (a - t0).as_secs_f64(),
                 (b - t0).as_secs_f64(),
                 rate(a, b),
                 rate(a, a + q),
-                rate(b - q, b)
+                rate(b - q, b),
+                m_last / m_before
             );
-            // The bound: a credential's last stretch within 10% of
-            // what came before it (the field report: synchronous 4 KiB
-            // writes, a few MB/s, for the last 4 minutes of each
-            // credential's life). Before it is the median second of the
-            // period's first three quarters, not of its first quarter
-            // alone: ten seconds of this shared VM swing by 10-15% on
-            // their own (rehearsals 2026-12-07: 266 -> 226 MiB/s within a
-            // period, both runs failing, with every ratio against the
-            // three quarters 0.95 or more), and the first period's first
-            // quarter is the run's warm-up, its fastest stretch.
             if c.replaced.is_some() {
                 assert!(
-                    last >= 0.9 * before,
-                    "throughput fell at the end of ticket period {i}: median second {last:.1} MiB/s against {before:.1} MiB/s in the period's first three quarters"
+                    m_last >= 0.5 * m_before,
+                    "throughput fell at the end of ticket period {i}: median second {m_last:.1} MiB/s against {m_before:.1} MiB/s in the period's first three quarters"
                 );
+                lasts.extend(last);
+                befores.extend(before);
             }
         }
+        let (n_last, n_before) = (lasts.len(), befores.len());
+        let (last, before) = (median(lasts), median(befores));
+        println!(
+            "renewed tickets' last quarters: median second {last:.1} MiB/s ({n_last} s) against {before:.1} MiB/s before them ({n_before} s): {:.3}",
+            last / before
+        );
+        // The bound.
+        assert!(
+            last >= 0.9 * before,
+            "throughput fell at the end of the ticket periods: median second {last:.1} MiB/s in their last quarters against {before:.1} MiB/s in their first three quarters"
+        );
     });
     drop(t);
 }
