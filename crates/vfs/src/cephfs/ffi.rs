@@ -411,6 +411,8 @@ pub struct MountOpts<'a> {
 pub struct Mount {
     api: Api,
     cm: *mut Cmount,
+    /// Root's credential, made once (the backend's own calls use it).
+    root: *mut UserPerm,
     // Last: the function pointers above point into it.
     _lib: Library,
 }
@@ -449,7 +451,15 @@ impl Mount {
         if r < 0 || cm.is_null() {
             return Err(format!("ceph_create: {}", strerror(-r)));
         }
-        Ok(Mount { api, cm, _lib: lib })
+        // SAFETY: no groups to copy.
+        let root = unsafe { (api.userperm_new)(0, 0, 0, std::ptr::null_mut()) };
+        assert!(!root.is_null(), "ceph_userperm_new: out of memory");
+        Ok(Mount {
+            api,
+            cm,
+            root,
+            _lib: lib,
+        })
     }
 
     /// Ends the session another client left under `uuid` (a failed head
@@ -590,7 +600,27 @@ impl Mount {
         // SAFETY: libcephfs copies the group list.
         let p = unsafe { (self.api.userperm_new)(uid, gid, g.len() as c_int, g.as_mut_ptr()) };
         assert!(!p.is_null(), "ceph_userperm_new: out of memory");
-        Perms { m: self, p }
+        Perms {
+            m: self,
+            p,
+            owned: true,
+        }
+    }
+
+    /// Root's credential (the mount's own, made once).
+    pub fn root_perms(&self) -> Perms<'_> {
+        Perms {
+            m: self,
+            p: self.root,
+            owned: false,
+        }
+    }
+
+    /// Whether libcephfs checks POSIX ACLs (`client_acl_type`), so that
+    /// mode bits alone do not say who may open a file.
+    pub fn acls_enforced(&self) -> bool {
+        self.conf_get("client_acl_type")
+            .is_some_and(|v| !v.trim().is_empty())
     }
 
     fn inode(&self, r: c_int, p: *mut Inode) -> Result<InodeRef<'_>, Errno> {
@@ -648,13 +678,18 @@ impl Mount {
         perms: &Perms<'_>,
         cached: bool,
     ) -> Result<Statx, Errno> {
+        self.getattr_of(i.p, perms, cached)
+    }
+
+    /// `getattr` of an inode this mount holds a reference to.
+    fn getattr_of(&self, i: *mut Inode, perms: &Perms<'_>, cached: bool) -> Result<Statx, Errno> {
         let mut st = Statx::default();
         let flags = if cached { AT_STATX_DONT_SYNC } else { 0 };
-        // SAFETY: live inode, out struct, live perms.
+        // SAFETY: a referenced inode of this mount, out struct, live perms.
         check(unsafe {
             (self.api.ll_getattr)(
                 self.cm,
-                i.p,
+                i,
                 &mut st,
                 STATX_BASIC_STATS | STATX_BTIME,
                 flags,
@@ -688,27 +723,68 @@ impl Mount {
         Ok(FileRef { m: self, fh })
     }
 
-    pub fn read(&self, f: &FileRef<'_>, off: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+    /// Opens a file to keep beyond this call (see [`KeptFile`]), taking
+    /// over `i`'s inode reference.
+    pub fn keep_open(
+        self: &Arc<Self>,
+        i: InodeRef<'_>,
+        flags: c_int,
+        perms: &Perms<'_>,
+    ) -> Result<KeptFile, Errno> {
+        assert!(std::ptr::eq(i.m, &**self), "inode of another mount");
+        let mut fh = std::ptr::null_mut();
+        // SAFETY: live inode, out pointer; KeptFile closes it.
+        check(unsafe { (self.api.ll_open)(self.cm, i.p, flags, &mut fh, perms.p) })?;
+        let ino = i.p;
+        // Its reference is the KeptFile's now, put when that drops.
+        std::mem::forget(i);
+        Ok(KeptFile {
+            m: self.clone(),
+            ino,
+            fh,
+            writable: flags & libc::O_ACCMODE != libc::O_RDONLY,
+        })
+    }
+
+    /// Keeps a file opened by [`Mount::create`] (see [`KeptFile`]).
+    pub fn keep(self: &Arc<Self>, i: InodeRef<'_>, f: FileRef<'_>, writable: bool) -> KeptFile {
+        assert!(
+            std::ptr::eq(i.m, &**self) && std::ptr::eq(f.m, &**self),
+            "file of another mount"
+        );
+        let (ino, fh) = (i.p, f.fh);
+        // Their reference and handle are the KeptFile's now.
+        std::mem::forget(i);
+        std::mem::forget(f);
+        KeptFile {
+            m: self.clone(),
+            ino,
+            fh,
+            writable,
+        }
+    }
+
+    fn read_fh(&self, fh: *mut Fh, off: u64, buf: &mut [u8]) -> Result<usize, Errno> {
         let len = buf.len().min(i32::MAX as usize) as u64;
-        // SAFETY: `buf` is writable for `len` bytes.
+        // SAFETY: an open handle of this mount; `buf` is writable for `len` bytes.
         let n = check(unsafe {
-            (self.api.ll_read)(self.cm, f.fh, off as i64, len, buf.as_mut_ptr().cast())
+            (self.api.ll_read)(self.cm, fh, off as i64, len, buf.as_mut_ptr().cast())
         })?;
         Ok(n as usize)
     }
 
-    pub fn write(&self, f: &FileRef<'_>, off: u64, data: &[u8]) -> Result<usize, Errno> {
+    fn write_fh(&self, fh: *mut Fh, off: u64, data: &[u8]) -> Result<usize, Errno> {
         let len = data.len().min(i32::MAX as usize) as u64;
-        // SAFETY: `data` is readable for `len` bytes.
+        // SAFETY: an open handle of this mount; `data` is readable for `len` bytes.
         let n = check(unsafe {
-            (self.api.ll_write)(self.cm, f.fh, off as i64, len, data.as_ptr().cast())
+            (self.api.ll_write)(self.cm, fh, off as i64, len, data.as_ptr().cast())
         })?;
         Ok(n as usize)
     }
 
-    pub fn fsync(&self, f: &FileRef<'_>, data_only: bool) -> Result<(), Errno> {
-        // SAFETY: live file.
-        check(unsafe { (self.api.ll_fsync)(self.cm, f.fh, data_only as c_int) }).map(drop)
+    fn fsync_fh(&self, fh: *mut Fh, data_only: bool) -> Result<(), Errno> {
+        // SAFETY: an open handle of this mount.
+        check(unsafe { (self.api.ll_fsync)(self.cm, fh, data_only as c_int) }).map(drop)
     }
 
     pub fn sync_inode(&self, i: &InodeRef<'_>) -> Result<(), Errno> {
@@ -1198,6 +1274,7 @@ impl Drop for Mount {
         unsafe {
             (self.api.unmount)(self.cm);
             (self.api.release)(self.cm);
+            (self.api.userperm_destroy)(self.root);
         }
     }
 }
@@ -1206,12 +1283,16 @@ impl Drop for Mount {
 pub struct Perms<'m> {
     m: &'m Mount,
     p: *mut UserPerm,
+    /// Made for this value (else the mount's, which it destroys).
+    owned: bool,
 }
 
 impl Drop for Perms<'_> {
     fn drop(&mut self) {
-        // SAFETY: made by ceph_userperm_new, destroyed once.
-        unsafe { (self.m.api.userperm_destroy)(self.p) }
+        if self.owned {
+            // SAFETY: made by ceph_userperm_new, destroyed once.
+            unsafe { (self.m.api.userperm_destroy)(self.p) }
+        }
     }
 }
 
@@ -1239,6 +1320,56 @@ impl Drop for FileRef<'_> {
         if !self.fh.is_null() {
             // SAFETY: opened by ll_open/ll_create, closed once.
             unsafe { (self.m.api.ll_close)(self.m.cm, self.fh) };
+        }
+    }
+}
+
+/// A file kept open beyond one call (the backend's open-file cache): an
+/// inode reference, a handle on it, and the mount both belong to, which
+/// they keep alive. Dropping it closes the handle and puts the reference.
+pub struct KeptFile {
+    m: Arc<Mount>,
+    ino: *mut Inode,
+    fh: *mut Fh,
+    writable: bool,
+}
+
+// SAFETY: as LockFh: used from any thread, under libcephfs's client lock,
+// only through the mount that made it (which it keeps alive).
+unsafe impl Send for KeptFile {}
+unsafe impl Sync for KeptFile {}
+
+impl KeptFile {
+    /// Opened for writing too.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    pub fn getattr(&self, perms: &Perms<'_>) -> Result<Statx, Errno> {
+        assert!(std::ptr::eq(perms.m, &*self.m), "perms of another mount");
+        self.m.getattr_of(self.ino, perms, false)
+    }
+
+    pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        self.m.read_fh(self.fh, off, buf)
+    }
+
+    pub fn write(&self, off: u64, data: &[u8]) -> Result<usize, Errno> {
+        self.m.write_fh(self.fh, off, data)
+    }
+
+    pub fn fsync(&self, data_only: bool) -> Result<(), Errno> {
+        self.m.fsync_fh(self.fh, data_only)
+    }
+}
+
+impl Drop for KeptFile {
+    fn drop(&mut self) {
+        // SAFETY: opened by keep_open and closed once; the reference taken
+        // over there is put once.
+        unsafe {
+            (self.m.api.ll_close)(self.m.cm, self.fh);
+            (self.m.api.ll_put)(self.m.cm, self.ino);
         }
     }
 }

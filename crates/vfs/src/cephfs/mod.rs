@@ -8,14 +8,17 @@
 //! birth time (btime, fixed at creation) tells them apart, and a fid whose
 //! btime no longer matches is stale.
 //!
-//! Permission checks are Ceph's: every call that needs one passes the NFS
+//! Permission checks of the namespace calls are Ceph's: each passes the NFS
 //! caller's uid, gid and groups as a ceph UserPerm (squashing happened
 //! above). ACCESS is computed from the mode bits, as the memory backend
 //! does (libcephfs has no low-level access call).
 //!
-//! Each read or write opens the inode and closes it again; libcephfs keeps
-//! the capabilities and the data cache per inode, not per open, so this
-//! costs a lock round in the client, not a trip to the MDS.
+//! READ and WRITE go through a handle kept open between calls (`files`:
+//! opened once as root, kept while used and for a few idle seconds), so
+//! they are checked here instead: by the mode bits, the file's owner
+//! always allowed (as the local backend and the kernel server allow an
+//! owner who opened a file before making it read-only); where libcephfs
+//! enforces POSIX ACLs (`client_acl_type`) by an open as the caller.
 //!
 //! Byte-range locks are also taken in Ceph (`ceph_ll_setlk`, never
 //! waiting), so the MDS makes locks taken through different heads
@@ -29,6 +32,7 @@
 //! Not done yet: write delegations, allocate, copy/clone offload.
 
 mod ffi;
+mod files;
 
 use std::ffi::CString;
 
@@ -38,7 +42,8 @@ use crate::{
     DirEnd, DirItem, DirSink, Fid, FileType, FsError, FsStat, SeekWhat, SetAttr, SetTime, Stable,
     Timespec, XattrSet, XATTR_SIZE_MAX,
 };
-use ffi::{InodeRef, LockFh, Mount, Perms, Statx};
+use ffi::{InodeRef, KeptFile, LockFh, Mount, Perms, Statx};
+use files::OpenFiles;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -57,6 +62,10 @@ pub struct CephConfig {
     pub conf: Option<String>,
     /// Keyring (None: what ceph.conf says, else /etc/ceph's).
     pub keyring: Option<String>,
+    /// Files kept open between READs and WRITEs, at most (None: 4096).
+    pub open_files: Option<usize>,
+    /// How long a kept file stays open unused (None: 5 s).
+    pub open_idle: Option<std::time::Duration>,
 }
 
 impl CephConfig {
@@ -85,8 +94,7 @@ impl CephConfig {
             id: id.map(str::to_string),
             fs_name: (!fs.is_empty()).then(|| fs.to_string()),
             path: path.to_string(),
-            conf: None,
-            keyring: None,
+            ..CephConfig::default()
         })
     }
 }
@@ -141,7 +149,12 @@ pub fn reset_head_session(head: &str, cfg: &CephConfig) -> Result<bool, String> 
 
 /// An export of a CephFS directory.
 pub struct CephFs {
-    m: Mount,
+    m: Arc<Mount>,
+    /// Handles for READ and WRITE, by inode number (see `files`).
+    files: Arc<OpenFiles<KeptFile>>,
+    /// libcephfs checks POSIX ACLs: an open as the caller decides who may
+    /// read or write, not the mode bits.
+    acls: bool,
     root: Fid,
     root_ino: u64,
     fsid: u64,
@@ -345,14 +358,14 @@ impl CephFs {
             id = cfg.id.as_deref().unwrap_or("admin"),
             "mounting CephFS"
         );
-        let m = Mount::new(&ffi::MountOpts {
+        let m = Arc::new(Mount::new(&ffi::MountOpts {
             id: cfg.id.as_deref(),
             conf: cfg.conf.as_deref(),
             keyring: cfg.keyring.as_deref(),
             fs_name: cfg.fs_name.as_deref(),
             root: &cfg.path,
             uuid: HEAD_ID.get().map(|h| session_uuid(h, cfg)).as_deref(),
-        })?;
+        })?);
         let (root, root_ino) = {
             let r = m
                 .lookup_root()
@@ -373,8 +386,33 @@ impl CephFs {
         {
             fsid = (fsid ^ b as u64).wrapping_mul(0x100_0000_01b3);
         }
+        let files = Arc::new(OpenFiles::new(
+            cfg.open_files.unwrap_or(files::DEFAULT_MAX),
+            cfg.open_idle.unwrap_or(files::DEFAULT_IDLE),
+        ));
+        let weak = Arc::downgrade(&files);
+        // Closes what has been idle; ends with the export.
+        std::thread::Builder::new()
+            .name("cephfs-idle".into())
+            .spawn(move || loop {
+                let Some(f) = weak.upgrade() else { return };
+                let nap = (f.idle() / 4).clamp(
+                    std::time::Duration::from_millis(50),
+                    std::time::Duration::from_secs(1),
+                );
+                drop(f);
+                std::thread::sleep(nap);
+                match weak.upgrade() {
+                    Some(f) => f.evict_idle(std::time::Instant::now()),
+                    None => return,
+                };
+            })
+            .map_err(|e| format!("cephfs idle-file thread: {e}"))?;
+        let acls = m.acls_enforced();
         Ok(CephFs {
             m,
+            files,
+            acls,
             root,
             root_ino,
             fsid,
@@ -450,7 +488,70 @@ impl CephFs {
     }
 
     fn root_perms(&self) -> Perms<'_> {
-        self.m.perms(0, 0, &[])
+        self.m.root_perms()
+    }
+
+    /// How many files have a handle kept open for READ and WRITE, and how
+    /// many were opened since the export started (for tests and metrics).
+    pub fn open_files(&self) -> (u64, u64) {
+        (self.files.len(), self.files.opened())
+    }
+
+    /// A kept handle of the regular file `fid` for READ (or, `write`, for
+    /// WRITE too) and its attributes now: the kept one when there is one
+    /// for this fid, else opened as root and kept.
+    fn kept(&self, fid: &Fid, write: bool) -> Result<(Arc<KeptFile>, Statx), FsError> {
+        let (ino, _) = parse_fid(fid)?;
+        if let Some(f) = self.files.get(ino, fid) {
+            if !write || f.writable() {
+                let st = f.getattr(&self.root_perms()).map_err(err)?;
+                if st.nlink == 0 {
+                    self.files.remove(ino);
+                    return Err(FsError::Stale);
+                }
+                return Ok((f, st));
+            }
+        }
+        let i = self.file_inode(fid)?;
+        let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
+        let f = Arc::new(self.m.keep_open(i, flags, &self.root_perms()).map_err(err)?);
+        let st = f.getattr(&self.root_perms()).map_err(err)?;
+        self.files.insert(ino, *fid, f.clone());
+        Ok((f, st))
+    }
+
+    /// Whether `cred` may read (or `write`) the file with attributes `st`:
+    /// see the module docs.
+    fn may_io(&self, cred: &Cred, fid: &Fid, st: &Statx, write: bool) -> Result<(), FsError> {
+        if cred.uid == st.uid {
+            return Ok(());
+        }
+        if self.acls {
+            let flags = if write { libc::O_WRONLY } else { libc::O_RDONLY };
+            let i = self.inode(fid)?;
+            return self.m.open(&i, flags, &self.perms(cred)).map(drop).map_err(err);
+        }
+        let a = self.attr(st);
+        let ok = if write {
+            crate::mode::may(cred, &a, crate::mode::W)
+        } else {
+            crate::mode::may(cred, &a, crate::mode::R) || crate::mode::may(cred, &a, crate::mode::X)
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(FsError::Acces)
+        }
+    }
+
+    /// Stops keeping the file `name` in `dir` names before it loses that
+    /// name (an open handle would keep a removed file's space).
+    fn forget_name(&self, dir: &InodeRef<'_>, name: &std::ffi::CStr) -> Option<u64> {
+        if self.files.len() == 0 {
+            return None;
+        }
+        let (_, st) = self.m.lookup(dir, name, &self.root_perms()).ok()?;
+        Some(st.ino)
     }
 
     /// The inode of a fid, checked against the birth time it was issued
@@ -652,24 +753,19 @@ impl crate::Core for CephFs {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(usize, bool), FsError> {
-        let i = self.file_inode(fid)?;
-        let perms = self.perms(cred);
-        let f = self.m.open(&i, libc::O_RDONLY, &perms).map_err(err)?;
+        let (f, st) = self.kept(fid, false)?;
+        self.may_io(cred, fid, &st, false)?;
         let mut done = 0;
         // ll_read may return less than asked at an object boundary: loop
         // until the buffer is full or the file ends.
         while done < buf.len() {
-            let n = self
-                .m
-                .read(&f, offset + done as u64, &mut buf[done..])
-                .map_err(err)?;
+            let n = f.read(offset + done as u64, &mut buf[done..]).map_err(err)?;
             if n == 0 {
                 break;
             }
             done += n;
         }
-        let size = self.stat(&i)?.size;
-        Ok((done, offset + done as u64 >= size))
+        Ok((done, offset + done as u64 >= st.size))
     }
 
     fn write(
@@ -680,15 +776,11 @@ impl crate::Core for CephFs {
         data: &[u8],
         stable: Stable,
     ) -> Result<(usize, Stable), FsError> {
-        let i = self.file_inode(fid)?;
-        let perms = self.perms(cred);
-        let f = self.m.open(&i, libc::O_WRONLY, &perms).map_err(err)?;
+        let (f, st) = self.kept(fid, true)?;
+        self.may_io(cred, fid, &st, true)?;
         let mut done = 0;
         while done < data.len() {
-            let n = self
-                .m
-                .write(&f, offset + done as u64, &data[done..])
-                .map_err(err)?;
+            let n = f.write(offset + done as u64, &data[done..]).map_err(err)?;
             if n == 0 {
                 return Err(FsError::Io);
             }
@@ -696,8 +788,8 @@ impl crate::Core for CephFs {
         }
         match stable {
             Stable::Unstable => {}
-            Stable::DataSync => self.m.fsync(&f, true).map_err(err)?,
-            Stable::FileSync => self.m.fsync(&f, false).map_err(err)?,
+            Stable::DataSync => f.fsync(true).map_err(err)?,
+            Stable::FileSync => f.fsync(false).map_err(err)?,
         }
         Ok((done, stable))
     }
@@ -725,7 +817,6 @@ impl crate::Core for CephFs {
             .create(&d, &c, mode & 0o7777 | libc::S_IFREG, flags, &perms)
         {
             Ok((i, f, _)) => {
-                drop(f);
                 self.set_after_create(&i, &perms, &set)?;
                 if let CreateHow::Exclusive(v) = how {
                     let (m, a) = verifier_times(v);
@@ -737,7 +828,11 @@ impl crate::Core for CephFs {
                     self.apply_set(&i, &perms, &times)?;
                 }
                 let st = self.stat(&i)?;
-                Ok((fid_of(&st), self.attr(&st)))
+                let fid = fid_of(&st);
+                // Data usually follows a create: keep the handle for it.
+                self.files
+                    .insert(st.ino, fid, Arc::new(self.m.keep(i, f, true)));
+                Ok((fid, self.attr(&st)))
             }
             Err(libc::EEXIST) => {
                 let (i, st) = self.m.lookup(&d, &c, &perms).map_err(err)?;
@@ -829,8 +924,13 @@ impl crate::Core for CephFs {
         let d = self.dir_inode(dir)?;
         let c = cname(name)?;
         let perms = self.perms(cred);
+        let kept = self.forget_name(&d, &c);
         // unlink(2) of a directory is EISDIR on Linux; Ceph's MDS says EISDIR too.
-        self.m.unlink(&d, &c, &perms).map_err(err)
+        self.m.unlink(&d, &c, &perms).map_err(err)?;
+        if let Some(ino) = kept {
+            self.files.remove(ino);
+        }
+        Ok(())
     }
 
     fn rmdir(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(), FsError> {
@@ -859,7 +959,12 @@ impl crate::Core for CephFs {
         let t = self.dir_inode(to_dir)?;
         let (a, b) = (cname(from_name)?, cname(to_name)?);
         let perms = self.perms(cred);
-        match self.m.rename(&f, &a, &t, &b, &perms) {
+        let replaced = self.forget_name(&t, &b);
+        let r = self.m.rename(&f, &a, &t, &b, &perms);
+        if let (Ok(()), Some(ino)) = (&r, replaced) {
+            self.files.remove(ino);
+        }
+        match r {
             // The MDS says ENOTEMPTY for a file onto a non-empty
             // directory; rename(2) says EISDIR, whatever the directory holds.
             Err(libc::ENOTEMPTY) => match self.m.lookup(&f, &a, &perms) {
@@ -1113,6 +1218,10 @@ impl crate::SharedDelegations for CephFs {
             return Ok(true);
         }
         let i = self.file_inode(fid)?;
+        // A handle kept open for writing here would make Ceph refuse a
+        // read delegation (EAGAIN); the server only asks with no NFS
+        // writer, so the one kept is idle.
+        self.files.remove_if(ino, |f| f.writable());
         let fh = self
             .m
             .open_lock_fh(&i, libc::O_RDONLY, &self.root_perms())

@@ -76,7 +76,12 @@ fn against_a_cluster() {
     let t = std::time::Instant::now();
     let fs = CephFs::new(&cl.config("/exp")).unwrap();
     eprintln!("mount took {:?}", t.elapsed());
-    let other = CephFs::new(&cl.config("/exp")).unwrap();
+    // Its kept files close after 300 ms unused (see delegations_across_clients).
+    let other = CephFs::new(&CephConfig {
+        open_idle: Some(std::time::Duration::from_millis(300)),
+        ..cl.config("/exp")
+    })
+    .unwrap();
     let r = fs.root();
     assert_eq!(
         r, exp,
@@ -405,8 +410,23 @@ fn delegations_across_clients(fs: &CephFs, other: &CephFs, r: &Fid) {
     });
     assert_eq!(fs.read(&c, &f, 0, &mut buf).unwrap().0, 6);
     assert_eq!(&buf[..6], b"after!");
-    // Taken again once nobody else has it open, and given back.
-    assert_eq!(fs.delegate(&f, within), Ok(true));
+    // Not while the other head keeps the file open for writing (Ceph
+    // refuses a read delegation then); taken again once its kept handle
+    // has been idle long enough to close, and given back.
+    assert_eq!(other.open_files().0, 1, "the other head keeps the file");
+    let t = Instant::now();
+    while other.open_files().0 > 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "never closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Ceph grants one only with the caching capabilities issued, which
+    // the MDS gives back to this client a moment after the other's close.
+    let t = Instant::now();
+    while fs.delegate(&f, within) != Ok(true) {
+        assert!(t.elapsed() < Duration::from_secs(10), "never delegated again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("delegated again {:?} after the other head closed the file", t.elapsed());
     fs.undelegate(&f);
     fs.undelegate(&f);
 }
