@@ -294,6 +294,8 @@ struct RawExport {
     xprtsec: Option<Spanned<Vec<Spanned<String>>>>,
     ceph_conf: Option<Spanned<String>>,
     ceph_keyring: Option<Spanned<String>>,
+    ceph_open_files: Option<Spanned<u64>>,
+    ceph_open_idle_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -374,6 +376,19 @@ fn export(cx: &Src, e: RawExport) -> Result<ExportConfig, String> {
             .map_err(|m| cx.err(&e.path.span(), m))?;
         c.conf = e.ceph_conf.as_ref().map(|s| s.get_ref().clone());
         c.keyring = e.ceph_keyring.as_ref().map(|s| s.get_ref().clone());
+        if let Some(n) = &e.ceph_open_files {
+            if *n.get_ref() == 0 {
+                return Err(cx.err(
+                    &n.span(),
+                    "ceph_open_files must be at least 1 (files kept open between READs and WRITEs)",
+                ));
+            }
+            c.open_files = Some(*n.get_ref() as usize);
+        }
+        c.open_idle = e
+            .ceph_open_idle_ms
+            .as_ref()
+            .map(|m| std::time::Duration::from_millis(*m.get_ref()));
         Some(c)
     } else {
         if !path.is_absolute() {
@@ -389,6 +404,12 @@ fn export(cx: &Src, e: RawExport) -> Result<ExportConfig, String> {
             return Err(cx.err(
                 &s.span(),
                 "ceph_conf and ceph_keyring belong to a cephfs:// export",
+            ));
+        }
+        if let Some(n) = e.ceph_open_files.as_ref().or(e.ceph_open_idle_ms.as_ref()) {
+            return Err(cx.err(
+                &n.span(),
+                "ceph_open_files and ceph_open_idle_ms belong to a cephfs:// export",
             ));
         }
         None
@@ -1131,6 +1152,22 @@ mod tests {
             "[[export]]\npath = \"cephfs://client.x@/\"\nclients = []\n",
             2,
             "",
+        );
+        let c = ok(
+            "[[export]]\npath = \"cephfs:///\"\nceph_open_files = 100\nceph_open_idle_ms = 250\nclients = []\n",
+        );
+        let ceph = c.exports[0].ceph.as_ref().unwrap();
+        assert_eq!(ceph.open_files, Some(100));
+        assert_eq!(ceph.open_idle, Some(std::time::Duration::from_millis(250)));
+        refused_at(
+            "[[export]]\npath = \"cephfs:///\"\nceph_open_files = 0\nclients = []\n",
+            3,
+            "at least 1",
+        );
+        refused_at(
+            "[[export]]\npath = \"/srv\"\nceph_open_idle_ms = 9\nclients = []\n",
+            3,
+            "cephfs://",
         );
     }
 

@@ -580,6 +580,8 @@ async fn write_sync(
 /// read through head B leaves it be; a write through B waits in CephFS
 /// while A, called back by CephFS, recalls it from its client, which
 /// returns it; then B's write goes on and A's client sees the new data.
+/// None while B's client has the file open for writing: B keeps it open
+/// in CephFS until that client's CLOSE.
 fn delegations_across_heads(a: &Head, b: &Head) {
     use proto::nfs4::{OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ};
     let rt = one_worker_runtime();
@@ -589,6 +591,14 @@ fn delegations_across_heads(a: &Head, b: &Head) {
         let (bsid, bfh) =
             open_in_root(&sb, "delegated", Some(0o666), OPEN4_SHARE_ACCESS_BOTH).await;
         write_sync(&sb, &bsid, &bfh, b"old").await;
+        let (asid, afh) = open_in_root(&sa, "delegated", None, OPEN4_SHARE_ACCESS_READ).await;
+        assert!(
+            sa.delegations().get(&afh).is_none(),
+            "no read delegation through A while B's client writes"
+        );
+        sa.close(&afh, &asid).await.unwrap();
+        sb.close(&bfh, &bsid).await.unwrap();
+        let (bsid, bfh) = open_in_root(&sb, "delegated", None, OPEN4_SHARE_ACCESS_BOTH).await;
         let (asid, afh) = open_in_root(&sa, "delegated", None, OPEN4_SHARE_ACCESS_READ).await;
         assert!(
             sa.delegations().get(&afh).is_some(),
@@ -1055,7 +1065,12 @@ fn an_unreturned_delegation_is_revoked_before_cephfs_would_drop_the_head() {
         let sa = v41_session_with_callbacks(a.port, "deaf-reader-on-a").await;
         sa.delegations().set_ignore_recalls(true);
         let sb = v41_session(b.port, "writer-on-b").await;
+        // Made and closed through B first: B keeps a file its client
+        // holds open for writing open in CephFS, which refuses A a read
+        // delegation until that client's CLOSE.
         let (bsid, bfh) = open_in_root(&sb, "kept", Some(0o666), OPEN4_SHARE_ACCESS_BOTH).await;
+        sb.close(&bfh, &bsid).await.unwrap();
+        let (bsid, bfh) = open_in_root(&sb, "kept", None, OPEN4_SHARE_ACCESS_BOTH).await;
         let (_asid, afh) = open_in_root(&sa, "kept", None, OPEN4_SHARE_ACCESS_READ).await;
         assert!(sa.delegations().get(&afh).is_some(), "a read delegation");
         let t = Instant::now();

@@ -158,6 +158,8 @@ impl Core for Faulty {
         ) -> Result<DirEnd, FsError>;
         fsstat(fid: &Fid) -> Result<FsStat, FsError>;
         sync_all() -> Result<(), FsError>;
+        kept_open() -> Option<u64>;
+        closed(fid: &Fid) -> ();
     }
 
     fn lookup(&self, cred: &Cred, dir: &Fid, name: &[u8]) -> Result<(Fid, Attr), FsError> {

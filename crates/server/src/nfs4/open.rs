@@ -494,8 +494,22 @@ pub async fn close(c: &mut Compound<'_>, a: Close4args) -> Close4res {
     let r = (|| {
         let (export, fid, _) = c.obj(Nfsstat4::NFS4ERR_ISDIR)?;
         let sid = c.stateid(&a.open_stateid)?;
-        Ok::<_, Fail>(c.n.state.close(&sid, &file_key(&export, &fid), c.minor)?)
+        let closed = c.n.state.close(&sid, &file_key(&export, &fid), c.minor)?;
+        Ok::<_, Fail>((closed, export, fid))
     })();
+    let r = match r {
+        Ok((closed, export, fid)) => {
+            // A backend keeping the file open (CephFS) ends its write open
+            // before the reply, so another head's client that opens the
+            // file next finds it closed here.
+            let b = export.backend.clone();
+            if b.kept_open().is_some() {
+                c.n.pool.run(move || b.closed(&fid)).await;
+            }
+            Ok(closed)
+        }
+        Err(e) => Err(e),
+    };
     let r = r.inspect(|sid| c.cur_sid = Some(sid.clone()));
     reply(c.ctx, "OP_CLOSE", r, Close4res::NFS4_OK)
 }

@@ -190,6 +190,19 @@ fn probe_exports(metrics: &Arc<metrics::Metrics>, live: &Arc<Live>) {
         (s.entries, s.entries * 256)
     });
     let l = live.clone();
+    metrics.add_cache_probe("cephfs_open_files", move || {
+        // Files kept open for READ and WRITE; a libcephfs handle and the
+        // inode reference it pins, about 2 KiB each (the data they cache
+        // is bounded by Ceph's client_oc_size, not by this).
+        let n: u64 = l
+            .load()
+            .exports
+            .iter()
+            .filter_map(|e| e.backend.kept_open())
+            .sum();
+        (n, n * 2048)
+    });
+    let l = live.clone();
     metrics.set_export_probe(move || {
         l.load()
             .exports

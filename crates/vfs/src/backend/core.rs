@@ -32,6 +32,17 @@ pub trait Core: Send + Sync {
     fn supports_nowait(&self) -> bool {
         false
     }
+    /// How many files the backend keeps open between calls (its open-file
+    /// cache), for the metrics; None when it keeps none it reports.
+    fn kept_open(&self) -> Option<u64> {
+        None
+    }
+    /// An NFSv4 client closed the file (CLOSE). A backend that keeps files
+    /// open between calls lets go of what it keeps open for writing: on a
+    /// shared file system that open stops other heads from caching the
+    /// file and from taking a read delegation on it. May block (a close
+    /// flushes); called only when [`Core::kept_open`] is Some.
+    fn closed(&self, _fid: &Fid) {}
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError>;
     /// `.` and `..` allowed; `..` at the root returns the root. Never follows
     /// a symlink: looking one up returns the symlink itself.

@@ -150,8 +150,11 @@ pub fn reset_head_session(head: &str, cfg: &CephConfig) -> Result<bool, String> 
 /// An export of a CephFS directory.
 pub struct CephFs {
     m: Arc<Mount>,
-    /// Handles for READ and WRITE, by inode number (see `files`).
+    /// Handles for READ, by inode number (see `files`).
     files: Arc<OpenFiles<KeptFile>>,
+    /// Handles for WRITE (and READ), kept a shorter while: see
+    /// `files::WRITE_IDLE`.
+    writers: Arc<OpenFiles<KeptFile>>,
     /// libcephfs checks POSIX ACLs: an open as the caller decides who may
     /// read or write, not the mode bits.
     acls: bool,
@@ -386,25 +389,26 @@ impl CephFs {
         {
             fsid = (fsid ^ b as u64).wrapping_mul(0x100_0000_01b3);
         }
-        let files = Arc::new(OpenFiles::new(
-            cfg.open_files.unwrap_or(files::DEFAULT_MAX),
-            cfg.open_idle.unwrap_or(files::DEFAULT_IDLE),
-        ));
-        let weak = Arc::downgrade(&files);
+        let max = cfg.open_files.unwrap_or(files::DEFAULT_MAX);
+        let idle = cfg.open_idle.unwrap_or(files::DEFAULT_IDLE);
+        let files = Arc::new(OpenFiles::new(max, idle));
+        let writers = Arc::new(OpenFiles::new(max, idle.min(files::WRITE_IDLE)));
+        let (weak, weak_w) = (Arc::downgrade(&files), Arc::downgrade(&writers));
         // Closes what has been idle; ends with the export.
         std::thread::Builder::new()
             .name("cephfs-idle".into())
             .spawn(move || loop {
-                let Some(f) = weak.upgrade() else { return };
-                let nap = (f.idle() / 4).clamp(
-                    std::time::Duration::from_millis(50),
+                let Some(w) = weak_w.upgrade() else { return };
+                let nap = (w.idle() / 4).clamp(
+                    std::time::Duration::from_millis(20),
                     std::time::Duration::from_secs(1),
                 );
-                drop(f);
+                drop(w);
                 std::thread::sleep(nap);
-                match weak.upgrade() {
-                    Some(f) => f.evict_idle(std::time::Instant::now()),
-                    None => return,
+                let now = std::time::Instant::now();
+                match (weak.upgrade(), weak_w.upgrade()) {
+                    (Some(f), Some(w)) => f.evict_idle(now) + w.evict_idle(now),
+                    _ => return,
                 };
             })
             .map_err(|e| format!("cephfs idle-file thread: {e}"))?;
@@ -412,6 +416,7 @@ impl CephFs {
         Ok(CephFs {
             m,
             files,
+            writers,
             acls,
             root,
             root_ino,
@@ -494,7 +499,10 @@ impl CephFs {
     /// How many files have a handle kept open for READ and WRITE, and how
     /// many were opened since the export started (for tests and metrics).
     pub fn open_files(&self) -> (u64, u64) {
-        (self.files.len(), self.files.opened())
+        (
+            self.files.len() + self.writers.len(),
+            self.files.opened() + self.writers.opened(),
+        )
     }
 
     /// A kept handle of the regular file `fid` for READ (or, `write`, for
@@ -502,22 +510,44 @@ impl CephFs {
     /// for this fid, else opened as root and kept.
     fn kept(&self, fid: &Fid, write: bool) -> Result<(Arc<KeptFile>, Statx), FsError> {
         let (ino, _) = parse_fid(fid)?;
-        if let Some(f) = self.files.get(ino, fid) {
-            if !write || f.writable() {
-                let st = f.getattr(&self.root_perms()).map_err(err)?;
-                if st.nlink == 0 {
-                    self.files.remove(ino);
-                    return Err(FsError::Stale);
-                }
-                return Ok((f, st));
+        let found = match self.writers.get(ino, fid) {
+            Some(f) => Some(f),
+            None if !write => self.files.get(ino, fid),
+            None => None,
+        };
+        if let Some(f) = found {
+            let st = f.getattr(&self.root_perms()).map_err(err)?;
+            if st.nlink == 0 {
+                self.forget(ino);
+                return Err(FsError::Stale);
             }
+            return Ok((f, st));
         }
         let i = self.file_inode(fid)?;
         let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
-        let f = Arc::new(self.m.keep_open(i, flags, &self.root_perms()).map_err(err)?);
+        let f = Arc::new(
+            self.m
+                .keep_open(i, flags, &self.root_perms())
+                .map_err(err)?,
+        );
+        // Fresh, unlike the cached attributes `file_inode` went by: the
+        // file may have lost its last name since they were.
         let st = f.getattr(&self.root_perms()).map_err(err)?;
-        self.files.insert(ino, *fid, f.clone());
+        if st.nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        if write {
+            self.writers.insert(ino, *fid, f.clone());
+        } else {
+            self.files.insert(ino, *fid, f.clone());
+        }
         Ok((f, st))
+    }
+
+    /// Closes whatever is kept open of `ino` (once no call uses it).
+    fn forget(&self, ino: u64) {
+        self.files.remove(ino);
+        self.writers.remove(ino);
     }
 
     /// Whether `cred` may read (or `write`) the file with attributes `st`:
@@ -527,9 +557,17 @@ impl CephFs {
             return Ok(());
         }
         if self.acls {
-            let flags = if write { libc::O_WRONLY } else { libc::O_RDONLY };
+            let flags = if write {
+                libc::O_WRONLY
+            } else {
+                libc::O_RDONLY
+            };
             let i = self.inode(fid)?;
-            return self.m.open(&i, flags, &self.perms(cred)).map(drop).map_err(err);
+            return self
+                .m
+                .open(&i, flags, &self.perms(cred))
+                .map(drop)
+                .map_err(err);
         }
         let a = self.attr(st);
         let ok = if write {
@@ -547,7 +585,7 @@ impl CephFs {
     /// Stops keeping the file `name` in `dir` names before it loses that
     /// name (an open handle would keep a removed file's space).
     fn forget_name(&self, dir: &InodeRef<'_>, name: &std::ffi::CStr) -> Option<u64> {
-        if self.files.len() == 0 {
+        if self.files.len() + self.writers.len() == 0 {
             return None;
         }
         let (_, st) = self.m.lookup(dir, name, &self.root_perms()).ok()?;
@@ -559,15 +597,20 @@ impl CephFs {
     /// which never change).
     fn inode_st(&self, fid: &Fid) -> Result<(InodeRef<'_>, Statx), FsError> {
         let (ino, btime) = parse_fid(fid)?;
-        let i = self.m.lookup_inode(ino).map_err(|e| match e {
-            libc::ENOENT | libc::ESTALE => FsError::Stale,
-            e => err(e),
-        })?;
+        let i = self.inode_numbered(ino)?;
         let st = self.m.getattr(&i, &self.root_perms(), true).map_err(err)?;
         if fid_of(&st).as_bytes()[9..] != btime || st.nlink == 0 {
             return Err(FsError::Stale);
         }
         Ok((i, st))
+    }
+
+    /// The inode of a number (a fid's, not yet checked against its btime).
+    fn inode_numbered(&self, ino: u64) -> Result<InodeRef<'_>, FsError> {
+        self.m.lookup_inode(ino).map_err(|e| match e {
+            libc::ENOENT | libc::ESTALE => FsError::Stale,
+            e => err(e),
+        })
     }
 
     fn inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
@@ -712,8 +755,26 @@ impl crate::Core for CephFs {
     }
 
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
-        let i = self.inode(fid)?;
-        Ok(self.attr(&self.stat(&i)?))
+        // One getattr, not the cached one of `inode` and a fresh one:
+        // libcephfs answers from its cache while it holds the capabilities.
+        let (ino, btime) = parse_fid(fid)?;
+        let i = self.inode_numbered(ino)?;
+        let st = self.stat(&i)?;
+        if fid_of(&st).as_bytes()[9..] != btime {
+            return Err(FsError::Stale);
+        }
+        Ok(self.attr(&st))
+    }
+
+    fn kept_open(&self) -> Option<u64> {
+        Some(self.files.len() + self.writers.len())
+    }
+
+    fn closed(&self, fid: &Fid) {
+        if let Ok((ino, _)) = parse_fid(fid) {
+            // Dropped here (closed, unless a call still uses it).
+            drop(self.writers.remove(ino));
+        }
     }
 
     fn setattr(&self, cred: &Cred, fid: &Fid, set: &SetAttr) -> Result<Attr, FsError> {
@@ -759,7 +820,9 @@ impl crate::Core for CephFs {
         // ll_read may return less than asked at an object boundary: loop
         // until the buffer is full or the file ends.
         while done < buf.len() {
-            let n = f.read(offset + done as u64, &mut buf[done..]).map_err(err)?;
+            let n = f
+                .read(offset + done as u64, &mut buf[done..])
+                .map_err(err)?;
             if n == 0 {
                 break;
             }
@@ -796,7 +859,12 @@ impl crate::Core for CephFs {
 
     fn commit(&self, fid: &Fid) -> Result<(), FsError> {
         let i = self.file_inode(fid)?;
-        self.m.sync_inode(&i).map_err(err)
+        self.m.sync_inode(&i).map_err(err)?;
+        // The data is stable: the write open ends here (see `files`).
+        if let Ok((ino, _)) = parse_fid(fid) {
+            self.writers.remove(ino);
+        }
+        Ok(())
     }
 
     fn create(
@@ -830,8 +898,8 @@ impl crate::Core for CephFs {
                 let st = self.stat(&i)?;
                 let fid = fid_of(&st);
                 // Data usually follows a create: keep the handle for it.
-                self.files
-                    .insert(st.ino, fid, Arc::new(self.m.keep(i, f, true)));
+                self.writers
+                    .insert(st.ino, fid, Arc::new(self.m.keep(i, f)));
                 Ok((fid, self.attr(&st)))
             }
             Err(libc::EEXIST) => {
@@ -928,7 +996,7 @@ impl crate::Core for CephFs {
         // unlink(2) of a directory is EISDIR on Linux; Ceph's MDS says EISDIR too.
         self.m.unlink(&d, &c, &perms).map_err(err)?;
         if let Some(ino) = kept {
-            self.files.remove(ino);
+            self.forget(ino);
         }
         Ok(())
     }
@@ -962,7 +1030,7 @@ impl crate::Core for CephFs {
         let replaced = self.forget_name(&t, &b);
         let r = self.m.rename(&f, &a, &t, &b, &perms);
         if let (Ok(()), Some(ino)) = (&r, replaced) {
-            self.files.remove(ino);
+            self.forget(ino);
         }
         match r {
             // The MDS says ENOTEMPTY for a file onto a non-empty
@@ -1221,7 +1289,7 @@ impl crate::SharedDelegations for CephFs {
         // A handle kept open for writing here would make Ceph refuse a
         // read delegation (EAGAIN); the server only asks with no NFS
         // writer, so the one kept is idle.
-        self.files.remove_if(ino, |f| f.writable());
+        self.writers.remove(ino);
         let fh = self
             .m
             .open_lock_fh(&i, libc::O_RDONLY, &self.root_perms())
