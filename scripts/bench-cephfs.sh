@@ -19,7 +19,11 @@
 # per workload and level in flight, each server's throughput, Tarn/Ganesha
 # and CephFS/local ratios, and each server's CPU per operation (tarn bench
 # --server-pid: Tarn's or Ganesha's process, libcephfs's client inside it
-# included; the Ceph daemons' CPU is nobody's).
+# included; the Ceph daemons' CPU is nobody's). After the first round, a
+# 2 s GETATTR run against Tarn over CephFS and each Ganesha counts the MDS
+# requests their libcephfs client made meanwhile (its admin socket's
+# "reply" counter): how many GETATTRs were not answered from what the
+# client holds capabilities for.
 #
 # Ganesha 9.14 is Debian 13's (trixie-backports: nfs-ganesha, -vfs, -ceph),
 # run from a Debian 13 chroot made once with debootstrap and kept in
@@ -142,8 +146,13 @@ EOF
   done
   echo "bench-cephfs: $name did not start:" >&2; cat "$DIR/$name/log" >&2; return 1
 }
-mkdir -p "$DIR/local/export"
-serve cephfs "cephfs:///" "ceph_conf = \"$DIR/ceph/ceph.conf\""; CPORT=$PORT CPID=$PID
+mkdir -p "$DIR/local/export" "$DIR/cephfs"
+# The CephFS head's own copy of ceph.conf: its libcephfs's admin socket
+# apart (for the MDS request counts below).
+{ cat "$DIR/ceph/ceph.conf"
+  printf '[client]\nadmin socket = %s\nlog file = %s\n' "$DIR/cephfs/client.asok" "$DIR/cephfs/client.log"
+} >"$DIR/cephfs/ceph.conf"
+serve cephfs "cephfs:///" "ceph_conf = \"$DIR/cephfs/ceph.conf\""; CPORT=$PORT CPID=$PID
 serve local "$DIR/local/export"; LPORT=$PORT LPID=$PID
 
 # Calls in a run times runs, generously: a server that drops a call leaves
@@ -155,6 +164,30 @@ bench() {  # LABEL PID tarn-bench-args...: appends LABEL's rows to LABEL.json; 1
   timeout -k 5 "$limit" "$BIN" bench "$@" --server-pid "$pid" --uid 0 --gid 0 --json --label "$label" \
     --ops "$OPS" --inflight "$INFLIGHT" --seconds "$SECS" --file-size "$FILE_SIZE" --files "$FILES" \
     --dir-entries 2000 >>"$DIR/$label.json"
+}
+
+# mds_per_getattr LABEL PID tarn-bench-args...: a 2 s GETATTR run (1 in
+# flight) against LABEL, with the MDS requests its libcephfs made meanwhile
+# (the client's "reply" perf counter, from LABEL's admin socket): how often
+# a GETATTR is not answered from what the client holds capabilities for.
+mds_replies() { timeout 20 ceph --admin-daemon "$DIR/$1/client.asok" perf dump 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["client"]["reply"]["avgcount"])' 2>/dev/null || echo -; }
+mds_per_getattr() {
+  local label=$1 pid=$2 before after; shift 2
+  before=$(mds_replies "$label")
+  timeout -k 5 120 "$BIN" bench "$@" --server-pid "$pid" --uid 0 --gid 0 --json --label "$label" \
+    --ops getattr --inflight 1 --seconds 2 --files 10 --file-size 1M --dir-entries 10 >"$DIR/$label-mds.json" || return 0
+  after=$(mds_replies "$label")
+  python3 - "$label" "$before" "$after" "$DIR/$label-mds.json" <<'PY' >>"$DIR/mds.txt"
+import json, sys
+label, before, after, path = sys.argv[1:]
+ops = sum(json.loads(l)["ops"] for l in open(path) if l.strip())
+if before == "-" or after == "-" or not ops:
+    print(f"{label}: MDS requests per GETATTR: unknown (no admin socket answer)")
+else:
+    n = int(after) - int(before)
+    print(f"{label}: {n} MDS requests during {ops:.0f} GETATTRs: {n / ops:.4f} per GETATTR")
+PY
 }
 
 # ---- NFS-Ganesha 9, FSAL_CEPH, one configuration at a time ----
@@ -200,6 +233,7 @@ ganesha_turn() {  # LABEL CEPHFS-PATH CEPH-BLOCK-EXTRA
   bench "$1" "$GPID" --server "127.0.0.1:$GP" --mount-server "127.0.0.1:$GMP" --export /bench ||
     { echo "bench-cephfs: the bench against $1 failed (rows that finished are kept); end of its log:" >&2
       tail -20 "$DIR/$1/ganesha.log" >&2; }
+  [ "$rep" != 1 ] || mds_per_getattr "$1" "$GPID" --server "127.0.0.1:$GP" --mount-server "127.0.0.1:$GMP" --export /bench
   ganesha_down
 }
 
@@ -207,6 +241,7 @@ echo "== tarn bench, same workloads, in turn: Tarn over CephFS$([ $G = 1 ] && ec
 for rep in $(seq "$REPS"); do
   [ "$REPS" = 1 ] || echo "-- round $rep of $REPS" >&2
   bench cephfs "$CPID" --server "127.0.0.1:$CPORT"
+  [ "$rep" != 1 ] || mds_per_getattr cephfs "$CPID" --server "127.0.0.1:$CPORT"
   if [ $G = 1 ]; then
     ganesha_turn ganesha /ganesha-default ""
     ganesha_turn ganesha-oc /ganesha-oc "client_oc = true;"
@@ -290,3 +325,8 @@ print(f"Best of {reps} round(s). {', '.join(r[2] for r in ratios)}: Tarn over Ce
       "cpu us/op: the server process's CPU per operation (readdirplus: per whole listing; create: per "
       "file, CREATE+WRITE+COMMIT), its libcephfs client included, the Ceph daemons not.")
 EOF
+if [ -f "$DIR/mds.txt" ]; then
+  echo
+  echo "MDS requests per GETATTR (2 s, 1 in flight, after round 1; the libcephfs client's \"reply\" counter):"
+  cat "$DIR/mds.txt"
+fi
