@@ -596,21 +596,25 @@ impl CephFs {
     /// with, and its cached attributes (enough for the type and btime,
     /// which never change).
     fn inode_st(&self, fid: &Fid) -> Result<(InodeRef<'_>, Statx), FsError> {
+        self.inode_checked(fid, false)
+    }
+
+    /// [`CephFs::inode_st`] with the attributes `fresh` (libcephfs asks the
+    /// MDS when it lacks the capabilities for them) or cached.
+    fn inode_checked(&self, fid: &Fid, fresh: bool) -> Result<(InodeRef<'_>, Statx), FsError> {
         let (ino, btime) = parse_fid(fid)?;
-        let i = self.inode_numbered(ino)?;
-        let st = self.m.getattr(&i, &self.root_perms(), true).map_err(err)?;
+        let i = self.m.lookup_inode(ino).map_err(|e| match e {
+            libc::ENOENT | libc::ESTALE => FsError::Stale,
+            e => err(e),
+        })?;
+        let st = self
+            .m
+            .getattr(&i, &self.root_perms(), !fresh)
+            .map_err(err)?;
         if fid_of(&st).as_bytes()[9..] != btime || st.nlink == 0 {
             return Err(FsError::Stale);
         }
         Ok((i, st))
-    }
-
-    /// The inode of a number (a fid's, not yet checked against its btime).
-    fn inode_numbered(&self, ino: u64) -> Result<InodeRef<'_>, FsError> {
-        self.m.lookup_inode(ino).map_err(|e| match e {
-            libc::ENOENT | libc::ESTALE => FsError::Stale,
-            e => err(e),
-        })
     }
 
     fn inode(&self, fid: &Fid) -> Result<InodeRef<'_>, FsError> {
@@ -757,12 +761,7 @@ impl crate::Core for CephFs {
     fn getattr(&self, fid: &Fid) -> Result<Attr, FsError> {
         // One getattr, not the cached one of `inode` and a fresh one:
         // libcephfs answers from its cache while it holds the capabilities.
-        let (ino, btime) = parse_fid(fid)?;
-        let i = self.inode_numbered(ino)?;
-        let st = self.stat(&i)?;
-        if fid_of(&st).as_bytes()[9..] != btime {
-            return Err(FsError::Stale);
-        }
+        let (_, st) = self.inode_checked(fid, true)?;
         Ok(self.attr(&st))
     }
 
